@@ -1,0 +1,39 @@
+# Warning and sanitizer flags, applied to every target of ours through dltune_target().
+add_library(dltune_build_flags INTERFACE)
+target_compile_options(dltune_build_flags INTERFACE
+  $<$<COMPILE_LANGUAGE:CXX,C>:-Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor
+  -Wcast-align -Wunused -Woverloaded-virtual -Wimplicit-fallthrough>)
+if(DLTUNE_WERROR)
+  target_compile_options(dltune_build_flags INTERFACE $<$<COMPILE_LANGUAGE:CXX,C>:-Werror>)
+endif()
+if(DLTUNE_SANITIZE)
+  target_compile_options(dltune_build_flags INTERFACE
+    -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+  target_link_options(dltune_build_flags INTERFACE -fsanitize=address,undefined)
+endif()
+target_include_directories(dltune_build_flags INTERFACE
+  ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR}/generated)
+
+# dltune_library(name SOURCES ... DEPS ...): a module library with our flags.
+function(dltune_library name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;PRIVATE_DEPS" ${ARGN})
+  add_library(${name} STATIC ${ARG_SOURCES})
+  target_link_libraries(${name} PUBLIC dltune_build_flags ${ARG_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
+endfunction()
+
+# dltune_test(name SOURCES ... DEPS ... [LABELS ...] [TIMEOUT s]): one gtest executable,
+# registered as one ctest test (so a run shows one line per test program).
+function(dltune_test name)
+  cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;DEPS;LABELS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  target_link_libraries(${name} PRIVATE dltune_build_flags ${ARG_DEPS} GTest::gtest_main)
+  add_test(NAME ${name} COMMAND ${name})
+  if(NOT ARG_TIMEOUT)
+    set(ARG_TIMEOUT 300)
+  endif()
+  if(NOT ARG_LABELS)
+    set(ARG_LABELS unit)
+  endif()
+  set_tests_properties(${name} PROPERTIES TIMEOUT ${ARG_TIMEOUT} LABELS "${ARG_LABELS}"
+    ENVIRONMENT "DLTUNE_SOURCE_DIR=${CMAKE_SOURCE_DIR};DLTUNE_BINARY_DIR=${CMAKE_BINARY_DIR}")
+endfunction()

@@ -1,0 +1,59 @@
+// Every DLTUNE_* environment variable, declared once with its default and a one-line doc.
+//
+// Add a variable here (and to kAll in env.cc) before reading it anywhere; `dltune --help-env`
+// prints this table. Read values with env::get(), never with getenv() directly.
+#pragma once
+
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace dltune {
+
+struct EnvVar {
+  std::string_view name;
+  std::string_view default_value;  // "" = unset / none
+  std::string_view doc;
+};
+
+namespace env {
+
+inline constexpr EnvVar kDebug{"DLTUNE_DEBUG", "WARN",
+                               "log level: NONE, ERROR, WARN, INFO, DEBUG or TRACE"};
+inline constexpr EnvVar kDebugSubsys{
+    "DLTUNE_DEBUG_SUBSYS", "ALL",
+    "comma-separated subsystems to log (topo,launch,pmix,comm,engine,tuner,db,recipe,plugin,cli); "
+    "ALL for every one; a leading ^ excludes the listed ones"};
+inline constexpr EnvVar kDb{"DLTUNE_DB", "",
+                            "user tuning database (default: $XDG_DATA_HOME/dltune/dltune.db)"};
+inline constexpr EnvVar kSiteDb{"DLTUNE_SITE_DB", "",
+                                "colon-separated site tuning databases, read-only"};
+inline constexpr EnvVar kPlan{"DLTUNE_PLAN", "",
+                              "path of the plan (JSON) a rank executes when not given by PMIx"};
+inline constexpr EnvVar kRunsDir{"DLTUNE_RUNS_DIR", "runs",
+                                 "where `dltune launch` creates run directories"};
+inline constexpr EnvVar kTopoXml{"DLTUNE_TOPO_XML", "",
+                                 "hwloc XML file to use instead of discovering this machine"};
+inline constexpr EnvVar kBind{"DLTUNE_BIND", "auto",
+                              "default rank binding: none, core, numa, auto"};
+inline constexpr EnvVar kBackend{"DLTUNE_BACKEND", "",
+                                 "default launch backend: local or slurm (default: slurm inside "
+                                 "an allocation, else local)"};
+inline constexpr EnvVar kKillGrace{"DLTUNE_KILL_GRACE_MS", "2000",
+                                   "ms between SIGTERM and SIGKILL when stopping ranks"};
+inline constexpr EnvVar kNoColor{"DLTUNE_NO_PROGRESS", "",
+                                 "set to 1 to print plain log lines instead of a progress display"};
+
+// Every variable above, in the order `dltune --help-env` prints them.
+std::span<const EnvVar> all();
+
+// The variable's value when set and non-empty, else its default ("" when it has none).
+std::string get(const EnvVar& var);
+// The variable's value only when set and non-empty.
+std::optional<std::string> get_if_set(const EnvVar& var);
+// A readable table of all variables: name, default, doc.
+std::string describe_all();
+
+}  // namespace env
+}  // namespace dltune

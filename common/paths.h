@@ -1,0 +1,30 @@
+// XDG base directories and small file-system helpers.
+#pragma once
+
+#include <string>
+
+#include "common/result.h"
+
+namespace dltune::paths {
+
+// $XDG_DATA_HOME, else $HOME/.local/share (also when the variable is relative, as the XDG
+// spec requires). Fails only when neither XDG_DATA_HOME nor HOME is usable.
+Result<std::string> data_home();
+// $XDG_CONFIG_HOME, else $HOME/.config.
+Result<std::string> config_home();
+// $XDG_CACHE_HOME, else $HOME/.cache.
+Result<std::string> cache_home();
+// The user tuning database: $DLTUNE_DB, else <data_home>/dltune/dltune.db.
+Result<std::string> user_db();
+
+// Creates `dir` and its parents (mode 0755); success when it already exists as a directory.
+Status make_dirs(const std::string& dir);
+// Reads a whole file. Errors name the path: "cannot read 'x': No such file or directory".
+Result<std::string> read_file(const std::string& path);
+// Writes `data` to `path` atomically: a temporary file in the same directory, fsync, rename.
+// On failure the old file (if any) is unchanged and no temporary file is left.
+Status write_file_atomic(const std::string& path, const std::string& data);
+// True when `path` names an existing file or directory.
+bool exists(const std::string& path);
+
+}  // namespace dltune::paths

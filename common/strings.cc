@@ -1,0 +1,119 @@
+#include "common/strings.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <limits>
+
+namespace dltune::strings {
+
+std::vector<std::string> split(std::string_view s, char sep) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (;;) {
+    const size_t end = s.find(sep, start);
+    if (end == std::string_view::npos) {
+      out.emplace_back(s.substr(start));
+      return out;
+    }
+    out.emplace_back(s.substr(start, end - start));
+    start = end + 1;
+  }
+}
+
+std::string join(const std::vector<std::string>& items, std::string_view sep) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i > 0) out += sep;
+    out += items[i];
+  }
+  return out;
+}
+
+std::string trim(std::string_view s) {
+  size_t b = 0, e = s.size();
+  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
+  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
+  return std::string(s.substr(b, e - b));
+}
+
+bool starts_with(std::string_view s, std::string_view prefix) {
+  return s.substr(0, prefix.size()) == prefix;
+}
+
+Result<int64_t> parse_int(std::string_view s) {
+  if (s.empty() || s.size() > 19)
+    return invalid_input("expected an integer, got '" + std::string(s) + "'");
+  int64_t v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9')
+      return invalid_input("expected an integer, got '" + std::string(s) + "'");
+    v = v * 10 + (c - '0');
+  }
+  return v;
+}
+
+Result<uint64_t> parse_bytes(std::string_view s) {
+  const std::string bad =
+      "expected a byte count such as 4096 or 64MiB, got '" + std::string(s) + "'";
+  size_t i = 0;
+  while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i;
+  if (i == 0 || i > 19) return invalid_input(bad);
+  uint64_t v = 0;
+  for (size_t k = 0; k < i; ++k) v = v * 10 + static_cast<uint64_t>(s[k] - '0');
+  std::string suffix;
+  for (char c : s.substr(i))
+    suffix.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+  uint64_t mult = 1;
+  if (suffix.empty() || suffix == "b")
+    mult = 1;
+  else if (suffix == "k" || suffix == "kb")
+    mult = 1000;
+  else if (suffix == "m" || suffix == "mb")
+    mult = 1000 * 1000;
+  else if (suffix == "g" || suffix == "gb")
+    mult = 1000 * 1000 * 1000;
+  else if (suffix == "kib")
+    mult = 1ull << 10;
+  else if (suffix == "mib")
+    mult = 1ull << 20;
+  else if (suffix == "gib")
+    mult = 1ull << 30;
+  else
+    return invalid_input(bad);
+  if (v > std::numeric_limits<uint64_t>::max() / mult) return invalid_input(bad + " (too large)");
+  return v * mult;
+}
+
+std::string format_bytes(uint64_t bytes) {
+  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024.0 && u < 4) {
+    v /= 1024.0;
+    ++u;
+  }
+  char buf[32];
+  if (v == static_cast<double>(static_cast<uint64_t>(v))) {
+    std::snprintf(buf, sizeof buf, "%llu %s", static_cast<unsigned long long>(v), kUnits[u]);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.1f %s", v, kUnits[u]);
+  }
+  return buf;
+}
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t sub = prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, sub});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+}  // namespace dltune::strings

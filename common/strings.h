@@ -1,0 +1,32 @@
+// Small string helpers shared by the CLI, parsers and reports.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/result.h"
+
+namespace dltune::strings {
+
+// Splits on `sep`; keeps empty fields ("a,,b" -> {"a","","b"}; "" -> {""}).
+std::vector<std::string> split(std::string_view s, char sep);
+// Joins with `sep` between items.
+std::string join(const std::vector<std::string>& items, std::string_view sep);
+// Removes leading and trailing ASCII white space.
+std::string trim(std::string_view s);
+bool starts_with(std::string_view s, std::string_view prefix);
+
+// Parses a byte count: a non-negative integer with an optional suffix K, M, G (powers of 1000)
+// or KiB, MiB, GiB (powers of 1024), case-insensitive ("64MiB", "4k", "1048576").
+// Errors: "expected a byte count such as 4096 or 64MiB, got 'x'".
+Result<uint64_t> parse_bytes(std::string_view s);
+// Formats a byte count the short way: 4 B, 64 KiB, 1.5 MiB, 256 MiB.
+std::string format_bytes(uint64_t bytes);
+// Parses a non-negative decimal integer that fits in int64; rejects signs, spaces, suffixes.
+Result<int64_t> parse_int(std::string_view s);
+// Edit distance, for "did you mean" suggestions.
+size_t edit_distance(std::string_view a, std::string_view b);
+
+}  // namespace dltune::strings

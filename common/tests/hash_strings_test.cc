@@ -1,0 +1,73 @@
+#include <gtest/gtest.h>
+
+#include "common/hash.h"
+#include "common/strings.h"
+
+namespace dltune {
+namespace {
+
+// FIPS 180-4 / NIST CAVP example vectors.
+TEST(Sha256, KnownVectors) {
+  EXPECT_EQ(sha256_hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(sha256_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
+            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  EXPECT_EQ(sha256_hex(std::string(1000000, 'a')),
+            "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+}
+
+TEST(Sha256, IncrementalEqualsOneShot) {
+  const std::string s = "The quick brown fox jumps over the lazy dog, many times over. 0123456789";
+  for (size_t cut = 0; cut <= s.size(); cut += 7) {
+    Sha256 h;
+    h.update(s.substr(0, cut));
+    h.update(s.substr(cut));
+    EXPECT_EQ(h.hex_digest(), sha256_hex(s)) << cut;
+  }
+}
+
+TEST(Strings, ParseBytes) {
+  struct Case {
+    const char* in;
+    uint64_t want;
+  };
+  for (const Case& c :
+       {Case{"0", 0}, Case{"4096", 4096}, Case{"4k", 4000}, Case{"64MiB", 64ull << 20},
+        Case{"1gib", 1ull << 30}, Case{"2GB", 2000000000ull}}) {
+    auto r = strings::parse_bytes(c.in);
+    ASSERT_TRUE(r.ok()) << c.in;
+    EXPECT_EQ(*r, c.want) << c.in;
+  }
+  for (const char* bad : {"", "-1", "4 KiB", "x", "12TB", "99999999999999999999"}) {
+    auto r = strings::parse_bytes(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.error().message().find("byte count"), std::string::npos);
+  }
+}
+
+TEST(Strings, FormatBytes) {
+  EXPECT_EQ(strings::format_bytes(4), "4 B");
+  EXPECT_EQ(strings::format_bytes(64 << 10), "64 KiB");
+  EXPECT_EQ(strings::format_bytes(3 << 19), "1.5 MiB");
+  EXPECT_EQ(strings::format_bytes(256ull << 20), "256 MiB");
+}
+
+TEST(Strings, SplitJoinTrim) {
+  EXPECT_EQ(strings::split("a,,b", ','), (std::vector<std::string>{"a", "", "b"}));
+  EXPECT_EQ(strings::split("", ','), (std::vector<std::string>{""}));
+  EXPECT_EQ(strings::join({"a", "b", "c"}, ", "), "a, b, c");
+  EXPECT_EQ(strings::trim("  x y \n"), "x y");
+  EXPECT_EQ(strings::edit_distance("bacth", "batch"), 2u);
+  EXPECT_EQ(strings::edit_distance("", "abc"), 3u);
+}
+
+TEST(Strings, ParseInt) {
+  EXPECT_EQ(*strings::parse_int("0"), 0);
+  EXPECT_EQ(*strings::parse_int("123"), 123);
+  EXPECT_FALSE(strings::parse_int("-1").ok());
+  EXPECT_FALSE(strings::parse_int("1x").ok());
+  EXPECT_FALSE(strings::parse_int("").ok());
+}
+
+}  // namespace
+}  // namespace dltune

@@ -1,0 +1,43 @@
+// dltune: the command-line entry point. Thin: parses the command line, dispatches to the
+// subcommand, and maps errors to exit codes. Nothing throws past main().
+#include <cstdio>
+#include <exception>
+
+#include <CLI/CLI.hpp>
+
+#include "common/env.h"
+#include "launcher/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "dltune: launch distributed deep-learning training, autotuned for this machine.\n"
+      "Run `dltune COMMAND --help` for a command's options.",
+      "dltune"};
+  app.require_subcommand(1);
+  bool help_env = false;
+  app.add_flag("--help-env", help_env, "List the DLTUNE_* environment variables and exit");
+  app.footer(
+      "Environment: see `dltune --help-env`. Exit codes: 0 success, 1 failure, 2 bad input.");
+
+  int exit_code = 0;
+  dltune::cli::setup_version(app, &exit_code);
+  dltune::cli::setup_topo(app, &exit_code);
+
+  try {
+    // --help-env must work without a subcommand.
+    for (int i = 1; i < argc; ++i) {
+      if (std::string_view(argv[i]) == "--help-env") {
+        std::printf("dltune environment variables:\n%s", dltune::env::describe_all().c_str());
+        return 0;
+      }
+    }
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dltune: internal error: %s\n", e.what());
+    return 1;
+  }
+  return exit_code;
+}

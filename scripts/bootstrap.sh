@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Sets up a fresh Debian 12 machine (as root) for dltune, builds it, and then either runs the
+# main job or the whole test suite:
+#
+#   scripts/bootstrap.sh run    # install what is missing, build, run the quickstart
+#   scripts/bootstrap.sh test   # install what is missing, build, run every test (ctest)
+#   scripts/bootstrap.sh build  # install what is missing, build
+#
+# Idempotent: packages already installed are not touched (no network when nothing is missing),
+# and the build is incremental. Environment: BUILD_DIR (default build), DLTUNE_WERROR=ON to
+# turn warnings into errors (CI), CMAKE_ARGS for extra configure arguments, JOBS for parallelism.
+set -euo pipefail
+
+mode=${1:-build}
+case "$mode" in run|test|build) ;; *) echo "usage: $0 run|test|build" >&2; exit 2 ;; esac
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${BUILD_DIR:-$root/build}
+jobs=${JOBS:-$(nproc)}
+
+# Debian packages dltune builds, runs and tests with. Optional ones (Slurm, munge, Open MPI,
+# PMIx) are installed too so that the whole test suite runs; the build works without them.
+packages=(
+  build-essential cmake ninja-build pkg-config git clang-format
+  libhwloc-dev hwloc-nox libpmix-dev libopenmpi-dev openmpi-bin
+  libsqlite3-dev sqlite3 libyaml-cpp-dev libcli11-dev nlohmann-json3-dev libopenblas-dev
+  libgtest-dev googletest
+  slurmctld slurmd slurm-client libslurm-dev munge
+  procps psmisc iproute2 python3
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$'; then
+    missing+=("$p")
+  fi
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "bootstrap: installing ${missing[*]}"
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "bootstrap: packages are missing and this is not root; run as root or install them" >&2
+    exit 1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+generator=()
+command -v ninja >/dev/null && generator=(-G Ninja)
+if [ ! -f "$build/CMakeCache.txt" ]; then
+  # shellcheck disable=SC2086
+  cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DDLTUNE_WERROR="${DLTUNE_WERROR:-OFF}" ${CMAKE_ARGS:-}
+fi
+cmake --build "$build" -j "$jobs"
+
+case "$mode" in
+  build) ;;
+  run)
+    exec "$build/bin/dltune" topo
+    ;;
+  test)
+    cd "$build"
+    exec ctest --output-on-failure -j "$jobs" --timeout 900
+    ;;
+esac
