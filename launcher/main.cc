@@ -22,6 +22,8 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   dltune::cli::setup_version(app, &exit_code);
   dltune::cli::setup_topo(app, &exit_code);
+  dltune::cli::setup_run(app, &exit_code);
+  dltune::cli::setup_bench(app, &exit_code);
 
   try {
     // --help-env must work without a subcommand.
