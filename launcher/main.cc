@@ -24,6 +24,8 @@ int main(int argc, char** argv) {
   dltune::cli::setup_topo(app, &exit_code);
   dltune::cli::setup_run(app, &exit_code);
   dltune::cli::setup_bench(app, &exit_code);
+  dltune::cli::setup_recipe(app, &exit_code);
+  dltune::cli::setup_db(app, &exit_code);
 
   try {
     // --help-env must work without a subcommand.
