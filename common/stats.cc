@@ -1,0 +1,56 @@
+#include "common/stats.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "common/check.h"
+
+namespace dltune::stats {
+
+double Summary::rel_ci_halfwidth() const {
+  if (n == 0 || median <= 0) return INFINITY;
+  return (median_ci_hi - median_ci_lo) / (2.0 * median);
+}
+
+double quantile_sorted(const std::vector<double>& sorted, double q) {
+  DLTUNE_CHECK(!sorted.empty(), "quantile of no samples");
+  const double pos = q * static_cast<double>(sorted.size() - 1);
+  const size_t lo = static_cast<size_t>(std::floor(pos));
+  const size_t hi = std::min(lo + 1, sorted.size() - 1);
+  const double frac = pos - static_cast<double>(lo);
+  return sorted[lo] + (sorted[hi] - sorted[lo]) * frac;
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return quantile_sorted(values, 0.5);
+}
+
+Summary summarize(std::vector<double> s) {
+  Summary out;
+  out.n = s.size();
+  if (s.empty()) return out;
+  std::sort(s.begin(), s.end());
+  out.median = quantile_sorted(s, 0.5);
+  out.p10 = quantile_sorted(s, 0.10);
+  out.p90 = quantile_sorted(s, 0.90);
+  out.q1 = quantile_sorted(s, 0.25);
+  out.q3 = quantile_sorted(s, 0.75);
+  out.iqr = out.q3 - out.q1;
+  out.min = s.front();
+  out.max = s.back();
+  out.mean = std::accumulate(s.begin(), s.end(), 0.0) / static_cast<double>(s.size());
+  // The median lies between order statistics j and k (1-based) with ~95 % probability, where
+  // j, k = n/2 -+ 1.96 sqrt(n)/2 (the binomial(n, 1/2) count below the median, normal approx.).
+  const double n = static_cast<double>(s.size());
+  const double half = 1.96 * std::sqrt(n) / 2.0;
+  const long j = std::max(1L, static_cast<long>(std::floor(n / 2.0 - half)));
+  const long k =
+      std::min(static_cast<long>(s.size()), static_cast<long>(std::ceil(n / 2.0 + half)) + 1);
+  out.median_ci_lo = s[static_cast<size_t>(j - 1)];
+  out.median_ci_hi = s[static_cast<size_t>(k - 1)];
+  return out;
+}
+
+}  // namespace dltune::stats

@@ -1,0 +1,225 @@
+#include "tuner/search.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <set>
+
+#include "common/log.h"
+#include "tuner/cost_model.h"
+
+namespace dltune::tuner {
+namespace {
+
+Status check_inputs(const std::vector<std::string>& algos, const std::vector<uint64_t>& sizes) {
+  if (algos.empty()) return invalid_input("no algorithms to tune");
+  if (sizes.empty()) return invalid_input("no message sizes to tune");
+  if (!std::is_sorted(sizes.begin(), sizes.end())) {
+    return invalid_input("message sizes must be ascending");
+  }
+  return ok_status();
+}
+
+// Records a comparison at `bytes` into `out` and returns the winner's index (-1 if none).
+int record(const Comparison& cmp, uint64_t bytes, SizeChoice& choice, SearchResult& out) {
+  out.cost_s += cmp.cost_s;
+  out.comparisons += 1;
+  choice.bytes = bytes;
+  choice.measured = true;
+  choice.candidates.clear();
+  for (const CandidateResult& r : cmp.results) {
+    choice.candidates.push_back(r.name);
+    if (r.failed)
+      out.failures.push_back(r.name + " at " + std::to_string(bytes) + " B: " + r.failure);
+  }
+  const int b = cmp.best();
+  if (b >= 0) {
+    choice.algo = cmp.results[static_cast<size_t>(b)].name;
+    choice.time_s = cmp.results[static_cast<size_t>(b)].summary.median;
+  }
+  return b;
+}
+
+// The smallest paired speedup of the winner over every other measured candidate.
+double winner_margin(const Comparison& cmp, int best) {
+  if (best < 0) return 0;
+  const double tb = cmp.results[static_cast<size_t>(best)].summary.median;
+  double m = std::numeric_limits<double>::infinity();
+  for (size_t i = 0; i < cmp.results.size(); ++i) {
+    if (static_cast<int>(i) == best || cmp.results[i].failed) continue;
+    m = std::min(m, cmp.results[i].summary.median / tb);
+  }
+  return m;
+}
+
+double as_x(uint64_t bytes) { return std::max<double>(1.0, static_cast<double>(bytes)); }
+
+// State of the second phase of model_based_search.
+struct Tracker {
+  CollectiveSource& source;
+  SearchResult& out;
+  std::map<std::string, std::vector<std::pair<double, double>>>& points;
+  std::map<std::string, PiecewiseCost>& models;
+  const ModelSearchOptions& o;
+  int confirmed_run = 0;  // consecutive measured sizes won clearly by the same algorithm
+  std::string confirmed_algo;
+  int skipped_since_check = 0;
+
+  // Algorithms predicted within the margin of the predicted best; the best comes first.
+  std::vector<std::string> contenders(uint64_t bytes, bool extrapolated) const {
+    const double x = as_x(bytes);
+    const double margin = extrapolated ? o.extrapolated_margin : o.margin;
+    std::vector<std::pair<double, std::string>> pred;
+    for (const auto& [name, m] : models) pred.push_back({m.predict(x), name});
+    std::sort(pred.begin(), pred.end());
+    std::vector<std::string> out_names;
+    for (const auto& [t, name] : pred) {
+      if (t <= pred.front().first * (1 + margin)) out_names.push_back(name);
+    }
+    // Above the probes every measurement is expensive (the largest sizes dominate the total
+    // cost): measure only the best predicted and its closest rival there.
+    if (extrapolated && out_names.size() > static_cast<size_t>(o.max_extrapolated_contenders)) {
+      out_names.resize(static_cast<size_t>(o.max_extrapolated_contenders));
+    }
+    return out_names;
+  }
+
+  Status measure_at(size_t i, const std::vector<std::string>& algos) {
+    SizeChoice& c = out.choices[i];
+    auto cmp = source.measure(c.bytes, algos);
+    if (!cmp) return std::move(cmp).error().wrap("measuring at " + std::to_string(c.bytes) + " B");
+    const int b = record(*cmp, c.bytes, c, out);
+    for (const CandidateResult& r : cmp->results) {
+      if (r.failed || r.samples.empty() || !models.count(r.name)) continue;
+      points[r.name].push_back({as_x(c.bytes), r.summary.median});
+      if (auto m = PiecewiseCost::fit(points[r.name]); m.ok()) models.at(r.name) = std::move(*m);
+    }
+    const bool clear = b >= 0 && winner_margin(*cmp, b) >= o.confirm_speedup;
+    confirmed_run = clear ? (c.algo == confirmed_algo ? confirmed_run + 1 : 1) : 0;
+    confirmed_algo = c.algo;
+    return ok_status();
+  }
+
+  // Re-examines the unmeasured sizes just below i whose choice differs from i's winner.
+  Status backfill(size_t i) {
+    const std::string winner = out.choices[i].algo;
+    for (size_t j = i; j-- > 0;) {
+      SizeChoice& c = out.choices[j];
+      if (c.measured || winner.empty() || c.algo == winner) break;
+      const std::string previous = c.algo;
+      const int saved_run = confirmed_run;
+      const std::string saved_algo = confirmed_algo;
+      DLTUNE_TRY(measure_at(j, {previous, winner}));
+      confirmed_run = saved_run;
+      confirmed_algo = saved_algo;
+      if (c.algo == previous) break;  // the crossover lies between j and j + 1
+    }
+    return ok_status();
+  }
+};
+
+}  // namespace
+
+Result<SearchResult> exhaustive_search(CollectiveSource& source,
+                                       const std::vector<std::string>& algos,
+                                       const std::vector<uint64_t>& sizes) {
+  DLTUNE_TRY(check_inputs(algos, sizes));
+  SearchResult out;
+  for (uint64_t bytes : sizes) {
+    auto cmp = source.measure(bytes, algos);
+    if (!cmp) return std::move(cmp).error().wrap("measuring at " + std::to_string(bytes) + " B");
+    SizeChoice c;
+    record(*cmp, bytes, c, out);
+    out.choices.push_back(std::move(c));
+  }
+  return out;
+}
+
+Result<SearchResult> model_based_search(CollectiveSource& source,
+                                        const std::vector<std::string>& algos,
+                                        const std::vector<uint64_t>& sizes,
+                                        const ModelSearchOptions& o) {
+  DLTUNE_TRY(check_inputs(algos, sizes));
+  SearchResult out;
+  out.choices.resize(sizes.size());
+  for (size_t i = 0; i < sizes.size(); ++i) out.choices[i].bytes = sizes[i];
+
+  // 1. Probes: every algorithm at every probe_stride-th size up to probe_max_bytes (and always
+  //    at the two smallest eligible, so that every model has two points).
+  std::map<std::string, std::vector<std::pair<double, double>>> points;
+  std::set<std::string> dead;  // algorithms that failed at a probe: not trusted above it
+  uint64_t last_probe = 0;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    const bool probe = (i % static_cast<size_t>(o.probe_stride) == 0 || i == 1) &&
+                       (sizes[i] <= o.probe_max_bytes || i <= 1);
+    if (!probe) continue;
+    auto cmp = source.measure(sizes[i], algos);
+    if (!cmp) return std::move(cmp).error().wrap("probing at " + std::to_string(sizes[i]) + " B");
+    record(*cmp, sizes[i], out.choices[i], out);
+    for (const CandidateResult& r : cmp->results) {
+      if (r.failed) {
+        dead.insert(r.name);
+      } else {
+        points[r.name].push_back({as_x(sizes[i]), r.summary.median});
+      }
+    }
+    last_probe = sizes[i];
+  }
+  std::map<std::string, PiecewiseCost> models;
+  for (const auto& [name, pts] : points) {
+    if (dead.count(name)) continue;
+    if (auto m = PiecewiseCost::fit(pts); m.ok()) models.emplace(name, std::move(*m));
+  }
+  if (models.empty()) return peer_failed("every algorithm failed while probing");
+
+  // 2. The remaining sizes, ascending: measure the contenders the models allow, refit the
+  //    models with what was measured, and, when a measured winner differs from the choice at
+  //    the sizes just skipped below it, go back and measure those (the crossover lies there).
+  Tracker t{source, out, points, models, o, 0, "", 0};
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (out.choices[i].measured) continue;
+    const bool is_extrapolated = sizes[i] > last_probe;
+    auto contenders = t.contenders(sizes[i], is_extrapolated);
+    const bool trusted = t.confirmed_run >= 2 && t.confirmed_algo == contenders.front() &&
+                         t.skipped_since_check + 1 < o.confirm_stride;
+    if (contenders.size() == 1 || trusted) {
+      out.choices[i].algo = contenders.front();
+      out.choices[i].time_s = models.at(contenders.front()).predict(as_x(sizes[i]));
+      ++t.skipped_since_check;
+      continue;
+    }
+    t.skipped_since_check = 0;
+    DLTUNE_TRY(t.measure_at(i, contenders));
+    DLTUNE_TRY(t.backfill(i));
+  }
+  DLTUNE_LOG(kInfo, "tuner") << "model-based search: " << out.comparisons << " comparisons, "
+                             << out.cost_s << " s of trials";
+  return out;
+}
+
+std::vector<SizeRange> to_ranges(const std::vector<SizeChoice>& choices) {
+  std::vector<SizeRange> out;
+  std::string carry;  // the last non-empty choice, for sizes where everything failed
+  for (const SizeChoice& c : choices) {
+    if (!c.algo.empty()) {
+      carry = c.algo;
+      break;
+    }
+  }
+  for (size_t i = 0; i < choices.size(); ++i) {
+    const std::string algo = choices[i].algo.empty() ? carry : choices[i].algo;
+    carry = algo;
+    const uint64_t lo = i == 0 ? 0 : choices[i].bytes;
+    const uint64_t hi =
+        i + 1 < choices.size() ? choices[i + 1].bytes : std::numeric_limits<uint64_t>::max();
+    if (!out.empty() && out.back().algo == algo) {
+      out.back().max_bytes = hi;
+    } else {
+      out.push_back({lo, hi, algo});
+    }
+  }
+  return out;
+}
+
+}  // namespace dltune::tuner

@@ -1,0 +1,76 @@
+// Search strategies for collective tuning: which algorithm at which message size.
+//
+// exhaustive_search() measures every algorithm at every size (the reference, the "oracle").
+// model_based_search() measures every algorithm at a few probe sizes only, fits a cost model
+// per algorithm (tuner/cost_model.h), and then measures, at the remaining sizes, only the
+// algorithms the models say could win there, so most of the cost of the large sizes (which
+// dominate the total) is never spent on algorithms that have no chance.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "tuner/measure.h"
+
+namespace dltune::tuner {
+
+// Measures a set of algorithms at one message size, interleaved. The real source runs
+// collectives through comm/; tests use synthetic ones.
+class CollectiveSource {
+ public:
+  virtual ~CollectiveSource() = default;
+  // Errors end the search (e.g. the ranks died); a failing algorithm is not an error but a
+  // failed CandidateResult.
+  virtual Result<Comparison> measure(uint64_t bytes, const std::vector<std::string>& algos) = 0;
+};
+
+struct SizeChoice {
+  uint64_t bytes = 0;
+  std::string algo;                     // the chosen algorithm ("" when every candidate failed)
+  double time_s = 0;                    // measured median, or predicted when not measured
+  bool measured = false;                // whether the choice at this size rests on a measurement
+  std::vector<std::string> candidates;  // what was measured at this size (empty: none)
+};
+
+struct SearchResult {
+  std::vector<SizeChoice> choices;    // one per size, ascending
+  double cost_s = 0;                  // total time of every trial run
+  int comparisons = 0;                // calls to CollectiveSource::measure
+  std::vector<std::string> failures;  // "algo at N bytes: reason", for the report
+};
+
+// Measures every algorithm at every size. Errors: no algorithms or sizes, or a source error.
+Result<SearchResult> exhaustive_search(CollectiveSource& source,
+                                       const std::vector<std::string>& algos,
+                                       const std::vector<uint64_t>& sizes);
+
+struct ModelSearchOptions {
+  int probe_stride = 3;                 // probe every 3rd size (4 B, 32 B, 256 B, ...)
+  uint64_t probe_max_bytes = 8u << 20;  // no all-algorithm probes above this size
+  double margin = 0.30;                 // "could win": predicted within 30 % of the predicted best
+  double extrapolated_margin = 0.6;     // wider above the last probe, where models extrapolate
+  int max_extrapolated_contenders = 2;  // but at most this many are measured there
+  double confirm_speedup = 1.15;        // a winner this much faster twice in a row is trusted ...
+  int confirm_stride = 2;               // ... and then only every 2nd larger size is measured
+};
+
+// The model-based strategy described above. Errors as for exhaustive_search.
+Result<SearchResult> model_based_search(CollectiveSource& source,
+                                        const std::vector<std::string>& algos,
+                                        const std::vector<uint64_t>& sizes,
+                                        const ModelSearchOptions& options = {});
+
+// A half-open size range [min_bytes, max_bytes) and its algorithm, as the Plan stores them.
+struct SizeRange {
+  uint64_t min_bytes = 0;
+  uint64_t max_bytes = 0;
+  std::string algo;
+};
+// Turns per-size choices into contiguous ranges: the choice at size s covers [s, next size),
+// the first range starts at 0 and the last ends at UINT64_MAX; neighbours with the same
+// algorithm merge. Sizes whose every candidate failed take their neighbour's choice.
+std::vector<SizeRange> to_ranges(const std::vector<SizeChoice>& choices);
+
+}  // namespace dltune::tuner

@@ -1,0 +1,120 @@
+#include "tuner/search.h"
+
+#include <limits>
+
+#include <gtest/gtest.h>
+
+#include "tuner/cost_model.h"
+#include "tuner/tests/synthetic_source.h"
+
+namespace dltune::tuner {
+namespace {
+
+using testing::powers_of_two;
+using testing::SyntheticSource;
+using testing::two_rank_algos;
+
+std::vector<std::string> names() {
+  std::vector<std::string> v;
+  for (const auto& [n, a] : two_rank_algos()) v.push_back(n);
+  return v;
+}
+
+// Worst ratio, over sizes, of the chosen algorithm's true time to the oracle's.
+double worst_vs_oracle(const SyntheticSource& src, const SearchResult& r) {
+  double worst = 1.0;
+  for (const SizeChoice& c : r.choices) {
+    const double chosen = src.true_time(c.algo, c.bytes);
+    const double best = src.true_time(src.oracle(c.bytes), c.bytes);
+    worst = std::max(worst, chosen / best);
+  }
+  return worst;
+}
+
+TEST(CostModel, AlphaBetaFitRecoversTheLine) {
+  std::vector<std::pair<double, double>> pts;
+  for (double n : {8.0, 1024.0, 65536.0, 4194304.0}) pts.push_back({n, 2e-6 + n / 5e9});
+  auto ab = fit_alpha_beta(pts);
+  ASSERT_TRUE(ab.ok());
+  EXPECT_NEAR(ab->alpha_s, 2e-6, 1e-9);
+  EXPECT_NEAR(ab->beta_s_per_b, 1 / 5e9, 1e-14);
+  EXPECT_FALSE(fit_alpha_beta({{1.0, 1.0}}).ok());
+  EXPECT_FALSE(fit_alpha_beta({{1.0, 1.0}, {2.0, -1.0}}).ok());
+}
+
+TEST(CostModel, PiecewiseInterpolatesAndExtrapolates) {
+  auto m = PiecewiseCost::fit({{1024, 1e-6}, {4096, 4e-6}, {1 << 20, 200e-6}});
+  ASSERT_TRUE(m.ok());
+  EXPECT_NEAR(m->predict(2048), 2e-6, 1e-12);  // log-log midpoint of a line through origin
+  EXPECT_DOUBLE_EQ(m->predict(8), 1e-6);       // latency floor below the first point
+  // Above the last point: the line through the last two, i.e. slope (200-4)us / (1MiB-4KiB).
+  const double slope = (200e-6 - 4e-6) / ((1 << 20) - 4096.0);
+  EXPECT_NEAR(m->predict(2 << 20), 200e-6 + slope * (1 << 20), 1e-9);
+  EXPECT_FALSE(PiecewiseCost::fit({{8, 1e-6}, {8, 2e-6}}).ok());
+}
+
+TEST(Search, ExhaustiveFindsTheOracleDespiteSlowPhases) {
+  SyntheticSource src(two_rank_algos(), 42);
+  const auto sizes = powers_of_two(4, 256u << 20);
+  auto r = exhaustive_search(src, names(), sizes);
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->choices.size(), sizes.size());
+  EXPECT_LE(worst_vs_oracle(src, *r), 1.05);
+  for (const SizeChoice& c : r->choices) EXPECT_TRUE(c.measured);
+}
+
+TEST(Search, ModelBasedMatchesTheOracleAtAFractionOfTheCost) {
+  const auto sizes = powers_of_two(4, 256u << 20);
+  SyntheticSource exhaustive_src(two_rank_algos(), 1);
+  auto ex = exhaustive_search(exhaustive_src, names(), sizes);
+  ASSERT_TRUE(ex.ok());
+  for (unsigned seed : {1u, 2u, 3u, 4u, 5u}) {
+    SyntheticSource src(two_rank_algos(), seed);
+    auto mb = model_based_search(src, names(), sizes);
+    ASSERT_TRUE(mb.ok());
+    EXPECT_LE(worst_vs_oracle(src, *mb), 1.05) << "seed " << seed;
+    const double fraction = mb->cost_s / ex->cost_s;
+    EXPECT_LT(fraction, 0.40) << "seed " << seed;
+    EXPECT_LT(mb->comparisons, ex->comparisons);
+  }
+}
+
+TEST(Search, ModelBasedFindsACrossoverAboveTheProbes) {
+  const auto sizes = powers_of_two(4, 256u << 20);
+  SyntheticSource exhaustive_src(testing::cliff_algos(), 9);
+  auto ex = exhaustive_search(exhaustive_src, names(), sizes);
+  ASSERT_TRUE(ex.ok());
+  ASSERT_EQ(exhaustive_src.oracle(16u << 20), "shm");
+  ASSERT_EQ(exhaustive_src.oracle(64u << 20), "ring");
+  for (unsigned seed : {11u, 12u, 13u}) {
+    SyntheticSource src(testing::cliff_algos(), seed);
+    auto mb = model_based_search(src, names(), sizes);
+    ASSERT_TRUE(mb.ok());
+    EXPECT_LE(worst_vs_oracle(src, *mb), 1.05) << "seed " << seed;
+    EXPECT_LT(mb->cost_s / ex->cost_s, 0.40) << "seed " << seed;
+  }
+}
+
+TEST(Search, BadInputs) {
+  SyntheticSource src(two_rank_algos(), 1);
+  EXPECT_FALSE(exhaustive_search(src, {}, {4}).ok());
+  EXPECT_FALSE(model_based_search(src, names(), {}).ok());
+  EXPECT_FALSE(model_based_search(src, names(), {64, 4}).ok());
+}
+
+TEST(Search, RangesMergeAndCoverEverything) {
+  std::vector<SizeChoice> c(5);
+  const char* algos[] = {"rd", "rd", "", "ring", "ring"};
+  for (size_t i = 0; i < 5; ++i) c[i].bytes = 4u << i, c[i].algo = algos[i];
+  auto r = to_ranges(c);
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].min_bytes, 0u);
+  EXPECT_EQ(r[0].max_bytes, 32u);  // the failed size 16 keeps its neighbour's choice
+  EXPECT_EQ(r[0].algo, "rd");
+  EXPECT_EQ(r[1].min_bytes, 32u);
+  EXPECT_EQ(r[1].max_bytes, std::numeric_limits<uint64_t>::max());
+  EXPECT_EQ(r[1].algo, "ring");
+}
+
+}  // namespace
+}  // namespace dltune::tuner
