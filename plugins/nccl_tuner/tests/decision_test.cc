@@ -1,0 +1,131 @@
+#include "plugins/nccl_tuner/decision.h"
+
+#include <cstring>
+#include <limits>
+
+#include <gtest/gtest.h>
+
+#include "plugins/nccl_tuner/nccl_tuner_abi.h"
+
+namespace dltune::plugins {
+namespace {
+
+// A cost table shaped like NCCL's: num_algo rows of num_proto floats, all available.
+struct Table {
+  float cells[kNcclNumAlgorithms][kNcclNumProtocols];
+  float* rows[kNcclNumAlgorithms];
+  Table() {
+    for (int a = 0; a < kNcclNumAlgorithms; ++a) {
+      rows[a] = cells[a];
+      for (int p = 0; p < kNcclNumProtocols; ++p) cells[a][p] = 10.0f + a * 3 + p;
+    }
+  }
+  // The (algo, proto) NCCL would pick: the lowest non-ignored cost.
+  std::pair<int, int> pick() const {
+    std::pair<int, int> best{-1, -1};
+    float bc = std::numeric_limits<float>::infinity();
+    for (int a = 0; a < kNcclNumAlgorithms; ++a)
+      for (int p = 0; p < kNcclNumProtocols; ++p)
+        if (cells[a][p] >= 0 && cells[a][p] < bc) bc = cells[a][p], best = {a, p};
+    return best;
+  }
+};
+
+const char* kPlan = R"({
+  "version": 1,
+  "job": {"nodes": 2, "ranks_per_node": 8},
+  "collectives": {
+    "allreduce": [
+      {"min_bytes": 0, "max_bytes": 65536, "algo": "nccl_tree_ll"},
+      {"min_bytes": 65536, "max_bytes": 16777216, "algo": "nccl_ring_ll128"},
+      {"min_bytes": 16777216, "max_bytes": 18446744073709551615, "algo": "nccl_ring"}],
+    "broadcast": [{"min_bytes": 0, "max_bytes": 18446744073709551615, "algo": "tree"}]
+  }})";
+
+TEST(NcclDecision, ParsesAlgorithmNames) {
+  auto r = parse_nccl_algo("nccl_nvls_tree_simple");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->algo, kNcclAlgoNvlsTree);
+  EXPECT_EQ(r->proto, kNcclProtoSimple);
+  EXPECT_EQ(parse_nccl_algo("nccl_ring")->proto, -1);
+  EXPECT_EQ(parse_nccl_algo("nccl_ring_ll")->proto, kNcclProtoLL);
+  EXPECT_EQ(parse_nccl_algo("nccl_collnet_chain_ll128")->algo, kNcclAlgoCollnetChain);
+  EXPECT_FALSE(parse_nccl_algo("ring").ok());
+  EXPECT_NE(parse_nccl_algo("nccl_ring_fast").error().message().find("unknown NCCL protocol"),
+            std::string::npos);
+  EXPECT_NE(parse_nccl_algo("nccl_star").error().message().find("unknown NCCL algorithm"),
+            std::string::npos);
+}
+
+TEST(NcclDecision, ChoosesThePlansAlgorithmPerSize) {
+  auto d = Decision::from_plan_json(kPlan, 16, 2);
+  ASSERT_TRUE(d.ok()) << d.error().message();
+  EXPECT_EQ(d->rules().size(), 3u);  // the CPU "tree" broadcast range is not an NCCL rule
+  struct Case {
+    size_t bytes;
+    std::pair<int, int> want;
+  };
+  for (const Case& c :
+       {Case{8, {kNcclAlgoTree, kNcclProtoLL}}, Case{65535, {kNcclAlgoTree, kNcclProtoLL}},
+        Case{65536, {kNcclAlgoRing, kNcclProtoLL128}},
+        Case{1 << 20, {kNcclAlgoRing, kNcclProtoLL128}}}) {
+    Table t;
+    EXPECT_TRUE(
+        d->apply(kNcclFuncAllReduce, c.bytes, t.rows, kNcclNumAlgorithms, kNcclNumProtocols));
+    EXPECT_EQ(t.pick(), c.want) << c.bytes;
+  }
+  // No protocol in the plan: the cheapest protocol NCCL offers for ring is lowered.
+  Table t;
+  t.cells[kNcclAlgoRing][kNcclProtoLL] = kNcclAlgoProtoIgnore;
+  t.cells[kNcclAlgoRing][kNcclProtoSimple] = 5.0f;
+  EXPECT_TRUE(
+      d->apply(kNcclFuncAllReduce, 64u << 20, t.rows, kNcclNumAlgorithms, kNcclNumProtocols));
+  EXPECT_EQ(t.pick(), std::make_pair(int{kNcclAlgoRing}, int{kNcclProtoSimple}));
+}
+
+TEST(NcclDecision, LeavesNcclAloneWithoutAMeasurement) {
+  auto d = Decision::from_plan_json(kPlan, 16, 2);
+  ASSERT_TRUE(d.ok());
+  auto unchanged = [&](Table& t, int coll, size_t bytes, int num_algo, float** rows) {
+    float before[kNcclNumAlgorithms][kNcclNumProtocols];
+    std::memcpy(before, t.cells, sizeof before);
+    const bool changed = d->apply(coll, bytes, rows, num_algo, kNcclNumProtocols);
+    return !changed && std::memcmp(before, t.cells, sizeof before) == 0;
+  };
+  Table t;
+  // A collective the plan does not cover.
+  EXPECT_TRUE(unchanged(t, kNcclFuncAllGather, 1024, kNcclNumAlgorithms, t.rows));
+  // The plan's choice is unavailable (NCCL marked it ignored): keep NCCL's choice.
+  t.cells[kNcclAlgoTree][kNcclProtoLL] = kNcclAlgoProtoIgnore;
+  EXPECT_TRUE(unchanged(t, kNcclFuncAllReduce, 8, kNcclNumAlgorithms, t.rows));
+  // A table narrower than the chosen algorithm index.
+  EXPECT_TRUE(unchanged(t, kNcclFuncAllReduce, 1 << 20, 1, t.rows));
+  EXPECT_TRUE(unchanged(t, kNcclFuncAllReduce, 8, kNcclNumAlgorithms, nullptr));
+}
+
+TEST(NcclDecision, PlanForAnotherShapeGivesNoRules) {
+  auto d = Decision::from_plan_json(kPlan, 8, 1);
+  ASSERT_TRUE(d.ok());
+  EXPECT_TRUE(d->rules().empty());
+  EXPECT_NE(d->note().find("tuned for 2 node(s) x 8 rank(s)"), std::string::npos);
+}
+
+TEST(NcclDecision, MalformedPlansAreErrors) {
+  EXPECT_FALSE(Decision::from_plan_json("not json", 1, 1).ok());
+  EXPECT_FALSE(Decision::from_plan_json("[1,2]", 1, 1).ok());
+  EXPECT_FALSE(Decision::from_plan_json(R"({"collectives": 3})", 1, 1).ok());
+  EXPECT_FALSE(
+      Decision::from_plan_json(R"({"collectives": {"allreduce": [{"algo": "nccl_ring"}]}})", 1, 1)
+          .ok());
+  EXPECT_FALSE(
+      Decision::from_plan_json(
+          R"({"collectives": {"allreduce": [{"min_bytes": 0, "max_bytes": 8, "algo": "nccl_bogus"}]}})",
+          1, 1)
+          .ok());
+  auto empty = Decision::from_plan_json(R"({"version": 1})", 1, 1);
+  ASSERT_TRUE(empty.ok());
+  EXPECT_EQ(empty->note(), "the plan has no collectives section");
+}
+
+}  // namespace
+}  // namespace dltune::plugins

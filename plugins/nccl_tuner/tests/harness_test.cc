@@ -1,0 +1,178 @@
+// Loads the built plugin with dlopen exactly as NCCL does (symbol names, struct versions,
+// newest first) and drives init / getCollInfo / finalize with cost tables.
+#include <cstdarg>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include "plugins/nccl_tuner/nccl_tuner_abi.h"
+
+namespace {
+
+std::vector<std::string> g_log;
+
+void logger(int level, unsigned long /*flags*/, const char* /*file*/, int /*line*/, const char* fmt,
+            ...) {
+  char buf[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  g_log.push_back(std::to_string(level) + " " + buf);
+}
+
+struct Table {
+  float cells[kNcclNumAlgorithms][kNcclNumProtocols];
+  float* rows[kNcclNumAlgorithms];
+  Table() {
+    for (int a = 0; a < kNcclNumAlgorithms; ++a) {
+      rows[a] = cells[a];
+      for (int p = 0; p < kNcclNumProtocols; ++p) cells[a][p] = 10.0f + a * 3 + p;
+    }
+  }
+  std::pair<int, int> pick() const {
+    std::pair<int, int> best{-1, -1};
+    float bc = 1e30f;
+    for (int a = 0; a < kNcclNumAlgorithms; ++a)
+      for (int p = 0; p < kNcclNumProtocols; ++p)
+        if (cells[a][p] >= 0 && cells[a][p] < bc) bc = cells[a][p], best = {a, p};
+    return best;
+  }
+};
+
+class Harness : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    handle_ = dlopen(DLTUNE_NCCL_TUNER_SO, RTLD_NOW | RTLD_LOCAL);
+    ASSERT_NE(handle_, nullptr) << dlerror();
+    g_log.clear();
+    plan_ = ::testing::TempDir() + "dltune_nccl_plan.json";
+  }
+  void TearDown() override {
+    if (handle_) dlclose(handle_);
+    unsetenv("DLTUNE_PLAN");
+  }
+  void write_plan(const std::string& text) {
+    std::ofstream(plan_) << text;
+    setenv("DLTUNE_PLAN", plan_.c_str(), 1);
+  }
+  template <typename T>
+  const T* sym(const char* name) {
+    return static_cast<const T*>(dlsym(handle_, name));
+  }
+  bool logged(const std::string& needle) const {
+    for (const auto& l : g_log)
+      if (l.find(needle) != std::string::npos) return true;
+    return false;
+  }
+  void* handle_ = nullptr;
+  std::string plan_;
+};
+
+const char* kPlan = R"({"version": 1, "job": {"nodes": 1, "ranks_per_node": 4},
+  "collectives": {"allreduce": [
+    {"min_bytes": 0, "max_bytes": 1048576, "algo": "nccl_tree_ll"},
+    {"min_bytes": 1048576, "max_bytes": 18446744073709551615, "algo": "nccl_ring_simple"}]}})";
+
+TEST_F(Harness, ExportsTheVersionsNcclLooksFor) {
+  const auto* v5 = sym<nccl_tuner_v5_t>("ncclTunerPlugin_v5");
+  const auto* v4 = sym<nccl_tuner_v4_t>("ncclTunerPlugin_v4");
+  const auto* v3 = sym<nccl_tuner_v3_t>("ncclTunerPlugin_v3");
+  ASSERT_NE(v5, nullptr);
+  ASSERT_NE(v4, nullptr);
+  ASSERT_NE(v3, nullptr);
+  EXPECT_STREQ(v5->name, "dltune");
+  // Nothing else of dltune leaks out of the library.
+  EXPECT_EQ(dlsym(handle_, "_ZN6dltune3env3getERKNS_6EnvVarE"), nullptr);
+}
+
+TEST_F(Harness, V5AppliesThePlan) {
+  write_plan(kPlan);
+  const auto* v5 = sym<nccl_tuner_v5_t>("ncclTunerPlugin_v5");
+  void* ctx = nullptr;
+  nccl_nvl_domain_info_v5_t nvl{1, 4, 4};
+  nccl_tuner_constants_v5_t constants{};
+  ASSERT_EQ(v5->init(&ctx, 42, 4, 1, logger, &nvl, &constants), kNcclSuccess);
+  EXPECT_TRUE(logged("loaded with 2 rule(s)"));
+  Table small, large;
+  int channels = -1;
+  EXPECT_EQ(v5->getCollInfo(ctx, kNcclFuncAllReduce, 4096, 1, small.rows, kNcclNumAlgorithms,
+                            kNcclNumProtocols, 0, &channels),
+            kNcclSuccess);
+  EXPECT_EQ(v5->getCollInfo(ctx, kNcclFuncAllReduce, 64 << 20, 1, large.rows, kNcclNumAlgorithms,
+                            kNcclNumProtocols, 0, &channels),
+            kNcclSuccess);
+  EXPECT_EQ(small.pick(), std::make_pair(int{kNcclAlgoTree}, int{kNcclProtoLL}));
+  EXPECT_EQ(large.pick(), std::make_pair(int{kNcclAlgoRing}, int{kNcclProtoSimple}));
+  EXPECT_EQ(channels, -1);  // dltune leaves the channel count to NCCL
+  EXPECT_EQ(v5->finalize(ctx), kNcclSuccess);
+  EXPECT_TRUE(logged("applied the plan to 2 collective call(s)"));
+}
+
+TEST_F(Harness, V4AndV3ApplyThePlan) {
+  write_plan(kPlan);
+  const auto* v4 = sym<nccl_tuner_v4_t>("ncclTunerPlugin_v4");
+  const auto* v3 = sym<nccl_tuner_v3_t>("ncclTunerPlugin_v3");
+  void* c4 = nullptr;
+  void* c3 = nullptr;
+  ASSERT_EQ(v4->init(4, 1, logger, &c4), kNcclSuccess);
+  ASSERT_EQ(v3->init(4, 1, logger, &c3), kNcclSuccess);
+  Table t4, t3;
+  int ch = 0;
+  v4->getCollInfo(c4, kNcclFuncAllReduce, 2 << 20, 1, t4.rows, kNcclNumAlgorithms,
+                  kNcclNumProtocols, 1, &ch);
+  v3->getCollInfo(c3, kNcclFuncAllReduce, 100, 1, t3.rows, kNcclNumAlgorithms, kNcclNumProtocols,
+                  &ch);
+  EXPECT_EQ(t4.pick(), std::make_pair(int{kNcclAlgoRing}, int{kNcclProtoSimple}));
+  EXPECT_EQ(t3.pick(), std::make_pair(int{kNcclAlgoTree}, int{kNcclProtoLL}));
+  EXPECT_EQ(v4->destroy(c4), kNcclSuccess);
+  EXPECT_EQ(v3->destroy(c3), kNcclSuccess);
+}
+
+// Every failure leaves NCCL's own choice and says why in one line.
+TEST_F(Harness, FallsBackToNcclDefaults) {
+  const auto* v5 = sym<nccl_tuner_v5_t>("ncclTunerPlugin_v5");
+  struct Case {
+    const char* plan;
+    const char* expect;
+  };
+  const Case cases[] = {
+      {nullptr, "DLTUNE_PLAN is not set"},
+      {"{ truncated", "ignoring plan"},
+      {R"({"collectives": {"allreduce": "x"}})", "is not a list"},
+      {R"({"job": {"nodes": 4, "ranks_per_node": 8}, "collectives": {}})", "tuned for 4 node(s)"},
+  };
+  for (const Case& c : cases) {
+    g_log.clear();
+    if (c.plan)
+      write_plan(c.plan);
+    else
+      unsetenv("DLTUNE_PLAN");
+    void* ctx = nullptr;
+    ASSERT_EQ(v5->init(&ctx, 1, 4, 1, logger, nullptr, nullptr), kNcclSuccess);
+    Table t;
+    const auto before = t.pick();
+    int ch = 0;
+    EXPECT_EQ(v5->getCollInfo(ctx, kNcclFuncAllReduce, 4096, 1, t.rows, kNcclNumAlgorithms,
+                              kNcclNumProtocols, 0, &ch),
+              kNcclSuccess);
+    EXPECT_EQ(t.pick(), before) << c.expect;
+    EXPECT_TRUE(logged(c.expect)) << c.expect;
+    v5->finalize(ctx);
+  }
+  setenv("DLTUNE_PLAN", "/nonexistent/plan.json", 1);
+  g_log.clear();
+  void* ctx = nullptr;
+  ASSERT_EQ(v5->init(&ctx, 1, 4, 1, logger, nullptr, nullptr), kNcclSuccess);
+  EXPECT_TRUE(logged("No such file"));
+  v5->finalize(ctx);
+  EXPECT_EQ(v5->getCollInfo(nullptr, kNcclFuncAllReduce, 1, 1, nullptr, 0, 0, 0, nullptr),
+            kNcclSuccess);
+}
+
+}  // namespace
