@@ -1,0 +1,75 @@
+#include "launcher/report/report.h"
+
+#include <regex>
+
+#include <gtest/gtest.h>
+
+#include "launcher/report/svg_chart.h"
+
+namespace dltune::report {
+namespace {
+
+size_t count(const std::string& s, const std::string& needle) {
+  size_t n = 0;
+  for (size_t p = s.find(needle); p != std::string::npos; p = s.find(needle, p + 1)) ++n;
+  return n;
+}
+
+ReportData sample() {
+  ReportData d;
+  d.title = "quickstart <2 ranks>";
+  d.summary = {{"throughput", "2,400 samples/s"}, {"plan", "tuned"}};
+  for (long s = 1; s <= 50; ++s)
+    d.steps.push_back({s, 2.3 / static_cast<double>(s), 2000.0 + static_cast<double>(s)});
+  d.evals = {{25, 0.8}, {50, 0.96}};
+  d.tuning = {{"rd", {{4, 0.5}, {1024, 1.2}, {1 << 20, 400}}},
+              {"shm", {{4, 0.9}, {1024, 1.0}, {1 << 20, 150}}}};
+  d.chosen = {{4, "rd"}, {1024, "shm"}, {1 << 20, "shm"}};
+  d.step_breakdown = {{"compute", 0.020}, {"exposed communication", 0.004}};
+  return d;
+}
+
+TEST(Report, HasEveryPlotAndEscapesText) {
+  const std::string html = render_report_html(sample());
+  EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
+  EXPECT_EQ(count(html, "<svg"), 5u);  // loss, accuracy, throughput, tuning, breakdown
+  EXPECT_EQ(count(html, "class=\"series\""), 5u);
+  EXPECT_EQ(count(html, "class=\"chosen\""), 3u);  // rd at 4 B, shm at 1 KiB and 1 MiB
+  EXPECT_NE(html.find("quickstart &lt;2 ranks&gt;"), std::string::npos);
+  EXPECT_EQ(html.find("<2 ranks>"), std::string::npos);
+  EXPECT_EQ(html.find("<script"), std::string::npos);  // self-contained and inert
+  EXPECT_EQ(html.find("http://"), html.find("http://www.w3.org/2000/svg"));
+}
+
+TEST(Report, EmptySectionsSaySo) {
+  ReportData d;
+  d.title = "empty";
+  const std::string html = render_report_html(d);
+  EXPECT_NE(html.find("No training steps were recorded."), std::string::npos);
+  EXPECT_NE(html.find("No collective measurements"), std::string::npos);
+  EXPECT_EQ(count(html, "<svg"), 0u);
+}
+
+TEST(SvgChart, LogAxesSkipNonPositivePointsAndLabelBytes) {
+  LineChart c{"t",
+              "size",
+              "us",
+              AxisScale::kLog2Bytes,
+              AxisScale::kLog10,
+              {{"a", {{0, 1}, {4, 1}, {1 << 20, 100}, {2 << 20, -1}}, {}}}};
+  const std::string svg = render_svg(c);
+  // Exactly two points survive: "x,y x,y ".
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(svg, m, std::regex("points=\"([^\"]*)\"")));
+  EXPECT_EQ(count(m[1].str(), ","), 2u);
+  EXPECT_NE(svg.find(">1M<"), std::string::npos);
+  EXPECT_NE(svg.find(">100<"), std::string::npos);
+}
+
+TEST(SvgChart, NothingToShow) {
+  LineChart c{"t", "x", "y", AxisScale::kLog10, AxisScale::kLog10, {{"a", {{-1, -1}}, {}}}};
+  EXPECT_NE(render_svg(c).find("no data"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace dltune::report
