@@ -127,7 +127,8 @@ std::string render_svg(const LineChart& c) {
   if (yhi - ylo < 1e-12)
     ylo -= is_log(c.y_scale) ? 0.5 : std::max(1e-9, std::abs(ylo) * 0.1),
         yhi += is_log(c.y_scale) ? 0.5 : std::max(1e-9, std::abs(yhi) * 0.1);
-  if (!is_log(c.y_scale) && ylo > 0 && ylo < (yhi - ylo)) ylo = 0;  // anchor at zero when near
+  // Linear y axes of positive data start at zero, so that small wiggles look small.
+  if (!is_log(c.y_scale) && ylo > 0) ylo = 0;
   auto px = [&](double x) { return left + (to_axis(c.x_scale, x) - xlo) / (xhi - xlo) * pw; };
   auto py = [&](double y) { return top + ph - (to_axis(c.y_scale, y) - ylo) / (yhi - ylo) * ph; };
   for (const auto& [v, label] : ticks(c.x_scale, xlo, xhi)) {
@@ -184,17 +185,18 @@ std::string render_stacked_bar(const std::string& title,
     << "\" height=\"" << height << "\" role=\"img\" aria-label=\"" << xml_escape(title) << "\">\n"
     << "<text x=\"" << left << "\" y=\"18\" class=\"title\">" << xml_escape(title) << "</text>\n";
   double x = left;
+  double legend_x = left;
   for (size_t i = 0; i < parts.size(); ++i) {
     const double w = total > 0 ? std::max(0.0, parts[i].second) / total * bar_w : 0;
     const char* color = kPalette[i % std::size(kPalette)];
+    const std::string label = parts[i].first + " " + fmt(parts[i].second) + " " + unit;
     o << "<rect class=\"part\" x=\"" << x << "\" y=\"30\" width=\"" << w
-      << "\" height=\"30\" fill=\"" << color << "\"><title>" << xml_escape(parts[i].first) << ": "
-      << fmt(parts[i].second) << " " << xml_escape(unit) << "</title></rect>\n";
-    o << "<rect x=\"" << left + 170 * static_cast<double>(i)
-      << "\" y=\"76\" width=\"12\" height=\"12\" fill=\"" << color << "\"/><text x=\""
-      << left + 170 * static_cast<double>(i) + 16 << "\" y=\"87\" class=\"legend\">"
-      << xml_escape(parts[i].first) << " " << fmt(parts[i].second) << " " << xml_escape(unit)
+      << "\" height=\"30\" fill=\"" << color << "\"><title>" << xml_escape(label)
+      << "</title></rect>\n";
+    o << "<rect x=\"" << legend_x << "\" y=\"76\" width=\"12\" height=\"12\" fill=\"" << color
+      << "\"/><text x=\"" << legend_x + 16 << "\" y=\"87\" class=\"legend\">" << xml_escape(label)
       << "</text>\n";
+    legend_x += 16 + 6.5 * static_cast<double>(label.size()) + 18;  // ~6.5 px per 11 px glyph
     x += w;
   }
   o << "</svg>\n";
