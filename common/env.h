@@ -44,6 +44,12 @@ inline constexpr EnvVar kKillGrace{"DLTUNE_KILL_GRACE_MS", "2000",
                                    "ms between SIGTERM and SIGKILL when stopping ranks"};
 inline constexpr EnvVar kNoColor{"DLTUNE_NO_PROGRESS", "",
                                  "set to 1 to print plain log lines instead of a progress display"};
+inline constexpr EnvVar kCommTimeout{"DLTUNE_COMM_TIMEOUT_MS", "300000",
+                                     "ms a collective or point-to-point operation may take "
+                                     "before it fails with a timeout (a dead or mismatched peer)"};
+inline constexpr EnvVar kUpdateGolden{"DLTUNE_UPDATE_GOLDEN", "",
+                                      "tests: set to 1 to rewrite golden output files instead of "
+                                      "comparing against them"};
 
 // Every variable above, in the order `dltune --help-env` prints them.
 std::span<const EnvVar> all();

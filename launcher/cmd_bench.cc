@@ -1,13 +1,148 @@
-// `dltune bench`: being written (see the open issues); registered so the CLI stays whole.
+// `dltune bench`: measures the allreduce algorithms side by side on this machine.
+//
+// The measuring itself happens in the rank program dltune-bench-rank (comm/tools/), built next
+// to this binary: under an existing launcher (PMIx / MPI environment) this process becomes that
+// rank program (exec); otherwise it starts -n ranks of it with mpirun, or, in a build without
+// Open MPI's launcher, runs them as threads of one process. Arguments are checked before
+// anything is launched, so bad input is exit 2 with one sentence.
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/strings.h"
 #include "launcher/commands.h"
 
 namespace dltune::cli {
+namespace {
+
+struct BenchOptions {
+  std::string algo = "all";
+  int ranks = 2;
+  std::string min_bytes = "4";
+  std::string max_bytes = "256MiB";
+  bool json = false;
+};
+
+Result<std::string> rank_program() {
+  char self[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) return errno_error("finding the dltune binary");
+  self[n] = '\0';
+  std::string dir(self);
+  dir.resize(dir.rfind('/'));
+  std::string path = dir + "/dltune-bench-rank";
+  if (access(path.c_str(), X_OK) != 0) {
+    return not_found("the rank program '" + path +
+                     "' is missing; build the 'dltune-bench-rank' target");
+  }
+  return path;
+}
+
+bool on_path(const std::string& program) {
+  const char* path = std::getenv("PATH");  // NOLINT: the system PATH, not a DLTUNE_* setting
+  for (const std::string& dir : strings::split(path ? path : "", ':')) {
+    if (!dir.empty() && access((dir + "/" + program).c_str(), X_OK) == 0) return true;
+  }
+  return false;
+}
+
+// Runs argv to completion; returns its exit code (128 + signal when killed).
+Result<int> run_child(const std::vector<std::string>& argv) {
+  std::vector<char*> cargv;
+  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+  cargv.push_back(nullptr);
+  pid_t pid = fork();
+  if (pid < 0) return errno_error("fork");
+  if (pid == 0) {
+    execvp(cargv[0], cargv.data());
+    std::fprintf(stderr, "dltune bench: cannot run %s: %s\n", cargv[0], std::strerror(errno));
+    _exit(127);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) return errno_error("waitpid");
+  }
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return WEXITSTATUS(status);
+}
+
+int run_bench(const BenchOptions& o) {
+  if (o.ranks < 1 || o.ranks > 256) {
+    return report_error("bench",
+                        invalid_input("-n expects 1 to 256 ranks, got " + std::to_string(o.ranks)));
+  }
+  for (const std::string* b : {&o.min_bytes, &o.max_bytes}) {
+    auto v = strings::parse_bytes(*b);
+    if (!v)
+      return report_error("bench",
+                          v.error().wrap(b == &o.min_bytes ? "--min-bytes" : "--max-bytes"));
+  }
+  auto prog = rank_program();
+  if (!prog) return report_error("bench", prog.error());
+  std::vector<std::string> args = {*prog,       "--algo",      o.algo,     "--min-bytes",
+                                   o.min_bytes, "--max-bytes", o.max_bytes};
+  if (o.json) args.push_back("--json");
+
+  // Check the arguments first (the rank program validates them without starting MPI).
+  std::vector<std::string> check = args;
+  check.push_back("--check-args");
+  auto rc = run_child(check);
+  if (!rc) return report_error("bench", rc.error());
+  if (*rc != 0) return *rc == 2 ? 2 : 1;  // the rank program printed the reason
+
+  const bool under_launcher = std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMIX_RANK");
+  if (under_launcher) {  // we are one rank of a job: become the rank program
+    std::vector<char*> cargv;
+    for (auto& a : args) cargv.push_back(a.data());
+    cargv.push_back(nullptr);
+    execv(cargv[0], cargv.data());
+    return report_error("bench", errno_error("exec " + *prog));
+  }
+  std::vector<std::string> launch;
+  if (on_path("mpirun")) {
+    launch = {"mpirun", "--allow-run-as-root",  "--oversubscribe", "--mca", "pml", "ob1",
+              "-np",    std::to_string(o.ranks)};
+  } else {
+    std::fprintf(stderr, "dltune bench: no mpirun on PATH; running %d ranks as threads\n", o.ranks);
+    args.push_back("--threads");
+    args.push_back(std::to_string(o.ranks));
+  }
+  launch.insert(launch.end(), args.begin(), args.end());
+  rc = run_child(launch);
+  if (!rc) return report_error("bench", rc.error());
+  if (*rc != 0) {
+    return report_error(
+        "bench", peer_failed("the benchmark ranks failed (exit code " + std::to_string(*rc) + ")"));
+  }
+  return 0;
+}
+
+}  // namespace
 
 void setup_bench(CLI::App& app, int* exit_code) {
-  auto* cmd = app.add_subcommand("bench", "(in progress)");
-  cmd->callback([exit_code] {
-    *exit_code = report_error("bench", unsupported("this command is not built yet"));
-  });
+  auto opts = std::make_shared<BenchOptions>();
+  auto* cmd = app.add_subcommand(
+      "bench",
+      "Measure the allreduce algorithms side by side (interleaved in time) with their lower "
+      "bounds");
+  cmd->add_option("--algo", opts->algo,
+                  "Comma-separated algorithms (ring, rd, rabenseifner, tree, hier, shm, native) "
+                  "or 'all'")
+      ->capture_default_str();
+  cmd->add_option("-n,--ranks", opts->ranks, "Number of ranks")->capture_default_str();
+  cmd->add_option("--min-bytes", opts->min_bytes, "Smallest message (e.g. 4, 64KiB)")
+      ->capture_default_str();
+  cmd->add_option("--max-bytes", opts->max_bytes,
+                  "Largest message (sizes double from the smallest)")
+      ->capture_default_str();
+  cmd->add_flag("--json", opts->json, "Print JSON: {ranks, nodes, results[], bounds[]}");
+  cmd->callback([opts, exit_code] { *exit_code = run_bench(*opts); });
 }
 
 }  // namespace dltune::cli

@@ -1,0 +1,71 @@
+// Internal: the allreduce algorithms behind comm::allreduce(), one function each, sharing one
+// call description. Not part of the public API (include comm/allreduce.h).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "comm/allreduce.h"
+#include "comm/communicator.h"
+
+namespace dltune::comm::detail {
+
+// One allreduce call, validated by allreduce(): count > 0, buffers non-null.
+struct Call {
+  Communicator& comm;
+  const void* send;  // == recv for in place
+  void* recv;
+  size_t count;
+  DataType type;
+  ReduceOp op;
+  size_t esize;  // bytes per element
+  Deadline deadline;
+  const AllreduceOptions& options;
+
+  const uint8_t* send_at(size_t elem) const {
+    return static_cast<const uint8_t*>(send) + elem * esize;
+  }
+  uint8_t* recv_at(size_t elem) const { return static_cast<uint8_t*>(recv) + elem * esize; }
+  // The same call on another communicator (sub-communicator phases of hierarchical).
+  Call on(Communicator& c, const void* s, void* r) const {
+    return Call{c, s, r, count, type, op, esize, deadline, options};
+  }
+};
+
+// Tags of the collectives (kReservedTagBase + small offsets); every message of one algorithm
+// uses its own tag so that a mismatch of algorithms across ranks shows as a timeout or size
+// error, not as silent garbage.
+inline constexpr int kTagRing = kReservedTagBase + 1;
+inline constexpr int kTagRd = kReservedTagBase + 2;
+inline constexpr int kTagRab = kReservedTagBase + 3;
+inline constexpr int kTagTree = kReservedTagBase + 4;
+inline constexpr int kTagBcast = kReservedTagBase + 5;
+inline constexpr int kTagFold = kReservedTagBase + 6;
+
+// Block b of `count` elements split into `parts` near-equal blocks: [begin, end).
+inline size_t block_begin(size_t count, size_t parts, size_t b) {
+  return count / parts * b + std::min(b, count % parts);
+}
+
+// Runs algorithm `a` (anything but kHierarchical's own validation) for the call.
+Status run_algorithm(Algorithm a, const Call& c);
+
+// Copies send to recv when the call is out of place.
+void copy_if_needed(const Call& c);
+
+Status ring(const Call& c);
+Status recursive_doubling(const Call& c);
+Status rabenseifner(const Call& c);
+Status tree(const Call& c);
+Status hierarchical(const Call& c);
+Status shm(const Call& c);
+
+// Binomial reduce of the call to rank 0 (result in c.recv on rank 0 only; other ranks' recv
+// is scratch afterwards).
+Status tree_reduce(const Call& c);
+Status binomial_broadcast(Communicator& comm, void* data, size_t bytes, int root, int tag,
+                          Deadline deadline);
+Status chain_broadcast(Communicator& comm, void* data, size_t bytes, int root, size_t segment_bytes,
+                       int tag, Deadline deadline);
+
+}  // namespace dltune::comm::detail

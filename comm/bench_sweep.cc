@@ -1,0 +1,304 @@
+#include "comm/bench_sweep.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <iomanip>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "comm/allreduce.h"
+#include "common/strings.h"
+
+namespace dltune::comm {
+namespace {
+
+constexpr int kTagPing = kReservedTagBase + 950;
+
+double micros_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+}
+
+double percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const double pos = q * static_cast<double>(v.size() - 1);
+  const size_t lo = static_cast<size_t>(pos);
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+}
+
+// The slowest rank's value of each element (every rank gets the same vector).
+Status max_over_ranks(Communicator& comm, std::vector<double>& v) {
+  AllreduceOptions o;
+  o.algorithm = Algorithm::kRecursiveDoubling;
+  return allreduce(comm, v.data(), v.data(), v.size(), DataType::kF64, ReduceOp::kMax, o);
+}
+
+Status sync(Communicator& comm) {
+  float x = 0;
+  AllreduceOptions o;
+  o.algorithm = Algorithm::kRecursiveDoubling;
+  return allreduce(comm, &x, &x, 1, DataType::kF32, ReduceOp::kSum, o);
+}
+
+// Half round trip between ranks 0 and 1 (others idle), in microseconds per iteration.
+Status pingpong(Communicator& comm, void* buf, size_t bytes, int iters, double* us) {
+  *us = 0;
+  if (comm.size() < 2) return ok_status();
+  const Deadline d = comm.deadline_from_now();
+  DLTUNE_TRY(sync(comm));
+  const auto t0 = Clock::now();
+  for (int i = 0; i < iters && comm.rank() < 2; ++i) {
+    if (comm.rank() == 0) {
+      DLTUNE_TRY(comm.send(1, kTagPing, buf, bytes, d));
+      DLTUNE_TRY(comm.recv(1, kTagPing, buf, bytes, d));
+    } else {
+      DLTUNE_TRY(comm.recv(0, kTagPing, buf, bytes, d));
+      DLTUNE_TRY(comm.send(0, kTagPing, buf, bytes, d));
+    }
+  }
+  *us = micros_since(t0) / iters / 2;
+  return ok_status();
+}
+
+// One measured candidate: a real algorithm, or a pseudo-candidate for the bounds.
+enum class Kind { kAlgo, kCopy, kPing };
+struct Candidate {
+  Kind kind;
+  Algorithm algo;
+};
+
+struct Ctx {
+  Communicator& comm;
+  const SweepOptions& options;
+  float* buf;     // node-shared, max_bytes
+  uint8_t* copy;  // private, max_bytes (copy destination)
+  uint8_t ping[8] = {};
+};
+
+Status run_once(Ctx& c, const Candidate& k, size_t bytes) {
+  switch (k.kind) {
+    case Kind::kCopy:
+      std::memcpy(c.copy, c.buf, bytes);
+      return ok_status();
+    case Kind::kPing: {  // one round trip between ranks 0 and 1, no synchronisation
+      const Deadline d = c.comm.deadline_from_now();
+      if (c.comm.rank() == 0) {
+        DLTUNE_TRY(c.comm.send(1, kTagPing, c.ping, sizeof c.ping, d));
+        return c.comm.recv(1, kTagPing, c.ping, sizeof c.ping, d);
+      }
+      if (c.comm.rank() == 1) {
+        DLTUNE_TRY(c.comm.recv(0, kTagPing, c.ping, sizeof c.ping, d));
+        return c.comm.send(0, kTagPing, c.ping, sizeof c.ping, d);
+      }
+      return ok_status();
+    }
+    case Kind::kAlgo: {
+      AllreduceOptions o;
+      o.algorithm = k.algo;
+      o.segment_bytes = c.options.segment_bytes;
+      return allreduce(c.comm, c.buf, c.buf, bytes / 4, DataType::kF32, ReduceOp::kSum, o);
+    }
+  }
+  return ok_status();
+}
+
+// Measures every candidate at `bytes`, interleaved; out[i] gets candidate i's samples (us).
+Status measure_size(Ctx& c, const std::vector<Candidate>& cands, size_t bytes,
+                    std::vector<std::vector<double>>* out) {
+  const size_t n = cands.size();
+  // Calibrate: how many calls make a sample of about round_ms (the slowest rank decides).
+  std::vector<double> once(n);
+  for (size_t i = 0; i < n; ++i) {
+    DLTUNE_TRY(run_once(c, cands[i], bytes));  // warm-up (first touch, scratch growth)
+    DLTUNE_TRY(sync(c.comm));
+    const auto t0 = Clock::now();
+    DLTUNE_TRY(run_once(c, cands[i], bytes));
+    once[i] = micros_since(t0);
+  }
+  DLTUNE_TRY(max_over_ranks(c.comm, once));
+  std::vector<int> iters(n);
+  for (size_t i = 0; i < n; ++i) {
+    iters[i] = static_cast<int>(
+        std::clamp(c.options.round_ms * 1000 / std::max(once[i], 0.01), 1.0, 20000.0));
+  }
+  const int rounds = std::max(3, c.options.rounds);
+  std::vector<double> flat(n * static_cast<size_t>(rounds));
+  for (int r = 0; r < rounds; ++r) {
+    for (size_t j = 0; j < n; ++j) {
+      const size_t i = (j + static_cast<size_t>(r)) % n;  // rotate the order every round
+      DLTUNE_TRY(sync(c.comm));
+      const auto t0 = Clock::now();
+      for (int k = 0; k < iters[i]; ++k) DLTUNE_TRY(run_once(c, cands[i], bytes));
+      flat[i * static_cast<size_t>(rounds) + static_cast<size_t>(r)] = micros_since(t0) / iters[i];
+    }
+  }
+  DLTUNE_TRY(max_over_ranks(c.comm, flat));
+  out->assign(n, {});
+  for (size_t i = 0; i < n; ++i) {
+    (*out)[i].assign(flat.begin() + static_cast<long>(i) * rounds,
+                     flat.begin() + static_cast<long>(i + 1) * rounds);
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+const SweepPoint* SweepReport::find(size_t bytes, Algorithm algo) const {
+  for (const auto& p : results) {
+    if (p.bytes == bytes && p.algo == algo) return &p;
+  }
+  return nullptr;
+}
+
+const SweepPoint* SweepReport::best(size_t bytes, const std::vector<Algorithm>& among) const {
+  const SweepPoint* b = nullptr;
+  for (const auto& p : results) {
+    if (p.bytes != bytes) continue;
+    if (!among.empty() && std::find(among.begin(), among.end(), p.algo) == among.end()) continue;
+    if (b == nullptr || p.median_us < b->median_us) b = &p;
+  }
+  return b;
+}
+
+const SweepBound* SweepReport::bound(size_t bytes) const {
+  for (const auto& b : bounds) {
+    if (b.bytes == bytes) return &b;
+  }
+  return nullptr;
+}
+
+double SweepReport::paired_ratio(const SweepPoint& a, const SweepPoint& b) {
+  std::vector<double> r;
+  for (size_t i = 0; i < std::min(a.samples_us.size(), b.samples_us.size()); ++i) {
+    if (b.samples_us[i] > 0) r.push_back(a.samples_us[i] / b.samples_us[i]);
+  }
+  return percentile(r, 0.5);
+}
+
+Result<SweepReport> run_sweep(Communicator& comm, const SweepOptions& options) {
+  if (options.algorithms.empty()) return invalid_input("no algorithm to measure");
+  if (options.min_bytes < 4 || options.max_bytes < options.min_bytes) {
+    return invalid_input("message sizes must satisfy 4 <= min-bytes <= max-bytes, got " +
+                         std::to_string(options.min_bytes) + " and " +
+                         std::to_string(options.max_bytes));
+  }
+  if (options.max_bytes > (size_t{1} << 30)) {
+    return invalid_input("max-bytes is limited to 1 GiB, got " +
+                         strings::format_bytes(options.max_bytes));
+  }
+  SweepReport rep;
+  rep.ranks = comm.size();
+  rep.nodes = comm.node_count();
+  std::vector<Candidate> algos;
+  for (Algorithm a : options.algorithms) {
+    if (a == Algorithm::kShm && rep.nodes > 1) continue;
+    if (a == Algorithm::kNative) {
+      float x = 0;
+      if (!comm.native_allreduce(&x, &x, 1, DataType::kF32, ReduceOp::kSum)) continue;
+    }
+    algos.push_back({Kind::kAlgo, a});
+  }
+  if (algos.empty()) return invalid_input("none of the requested algorithms works here");
+
+  auto shared = comm.alloc_shared(options.max_bytes);
+  if (!shared) return shared.error();
+  Ctx c{comm, options, shared->as<float>(),
+        static_cast<uint8_t*>(comm.scratch(2, options.max_bytes))};
+  // alpha and the ping-pong bandwidth for the alpha-beta bound.
+  DLTUNE_TRY(pingpong(comm, c.ping, 8, 200, &rep.alpha_us));  // warm-up
+  DLTUNE_TRY(pingpong(comm, c.ping, 8, 2000, &rep.alpha_us));
+  const size_t big = std::min<size_t>(options.max_bytes, size_t{4} << 20);
+  double big_us = 0;
+  DLTUNE_TRY(pingpong(comm, c.copy, big, 10, &big_us));
+  std::vector<double> ab{rep.alpha_us, big_us};
+  DLTUNE_TRY(max_over_ranks(comm, ab));
+  rep.alpha_us = ab[0];
+  rep.pingpong_gbs = ab[1] > 0 ? static_cast<double>(big) / ab[1] / 1e3 : 0;
+
+  const double p = rep.ranks;
+  for (size_t bytes = options.min_bytes / 4 * 4; bytes <= options.max_bytes; bytes *= 2) {
+    std::vector<Candidate> cands = algos;
+    cands.push_back({Kind::kCopy, Algorithm::kRing});
+    const bool ping = rep.ranks > 1 && bytes <= (size_t{64} << 10);
+    if (ping) cands.push_back({Kind::kPing, Algorithm::kRing});
+    std::vector<std::vector<double>> samples;
+    DLTUNE_TRY_CTX(measure_size(c, cands, bytes, &samples),
+                   "measuring " + strings::format_bytes(bytes));
+    for (size_t i = 0; i < algos.size(); ++i) {
+      SweepPoint pt;
+      pt.bytes = bytes, pt.algo = algos[i].algo, pt.samples_us = samples[i];
+      pt.median_us = percentile(samples[i], 0.5);
+      pt.p10_us = percentile(samples[i], 0.1);
+      pt.p90_us = percentile(samples[i], 0.9);
+      pt.busbw_gbs = p > 1 ? static_cast<double>(bytes) / pt.median_us / 1e3 * 2 * (p - 1) / p : 0;
+      rep.results.push_back(std::move(pt));
+    }
+    SweepBound b;
+    b.bytes = bytes;
+    b.membw_us = percentile(samples[algos.size()], 0.5);
+    b.pingpong_us = ping ? percentile(samples[algos.size() + 1], 0.5) / 2 : rep.alpha_us;
+    const double steps = std::ceil(std::log2(std::max(p, 1.0)));
+    b.alpha_beta_us = steps * b.pingpong_us +
+                      (rep.pingpong_gbs > 0
+                           ? 2 * (p - 1) / p * static_cast<double>(bytes) / (rep.pingpong_gbs * 1e3)
+                           : 0);
+    rep.bounds.push_back(b);
+    if (bytes > options.max_bytes / 2) break;  // no overflow past max
+  }
+  return rep;
+}
+
+std::string format_table(const SweepReport& rep) {
+  std::ostringstream os;
+  os << std::fixed;
+  os << "allreduce f32 sum, in place, " << rep.ranks << " ranks on " << rep.nodes
+     << " node(s); ping-pong alpha " << std::setprecision(2) << rep.alpha_us << " us, "
+     << std::setprecision(1) << rep.pingpong_gbs << " GB/s\n";
+  os << "bounds: alpha-beta = ceil(log2 p) alpha + 2(p-1)/p N / ping-pong bw; membw = a "
+        "concurrent copy of N bytes on every rank (the traffic of an in-place shm allreduce)\n";
+  size_t last = SIZE_MAX;
+  for (const auto& pt : rep.results) {
+    if (pt.bytes != last) {
+      last = pt.bytes;
+      const SweepBound* b = rep.bound(pt.bytes);
+      const SweepPoint* best = rep.best(pt.bytes);
+      os << "\n"
+         << std::setw(10) << strings::format_bytes(pt.bytes) << "  bounds: alpha-beta "
+         << std::setprecision(2) << (b ? b->alpha_beta_us : 0) << " us, membw "
+         << (b ? b->membw_us : 0) << " us; best: " << algorithm_name(best->algo) << "\n";
+      os << "    algo           median_us    p10_us    p90_us  algbw_GB/s  busbw_GB/s\n";
+    }
+    const double algbw = static_cast<double>(pt.bytes) / pt.median_us / 1e3;
+    os << "    " << std::left << std::setw(13) << algorithm_name(pt.algo) << std::right
+       << std::setprecision(2) << std::setw(11) << pt.median_us << std::setw(10) << pt.p10_us
+       << std::setw(10) << pt.p90_us << std::setprecision(3) << std::setw(12) << algbw
+       << std::setw(12) << pt.busbw_gbs << "\n";
+  }
+  return os.str();
+}
+
+std::string format_json(const SweepReport& rep) {
+  nlohmann::json j;
+  j["ranks"] = rep.ranks;
+  j["nodes"] = rep.nodes;
+  j["results"] = nlohmann::json::array();
+  for (const auto& pt : rep.results) {
+    j["results"].push_back({{"bytes", pt.bytes},
+                            {"algo", std::string(algorithm_name(pt.algo))},
+                            {"median_us", pt.median_us},
+                            {"p10_us", pt.p10_us},
+                            {"p90_us", pt.p90_us},
+                            {"busbw_gbs", pt.busbw_gbs}});
+  }
+  j["bounds"] = nlohmann::json::array();
+  for (const auto& b : rep.bounds) {
+    j["bounds"].push_back(
+        {{"bytes", b.bytes}, {"alpha_beta_us", b.alpha_beta_us}, {"membw_us", b.membw_us}});
+  }
+  return j.dump(1) + "\n";
+}
+
+}  // namespace dltune::comm

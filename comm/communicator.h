@@ -1,0 +1,172 @@
+// The Communicator interface: ranks, point-to-point on bytes, node-local and cross-node
+// sub-communicators, node-shared buffers, scratch memory and a communication thread.
+//
+// Collective algorithms (comm/allreduce.h, comm/broadcast.h) are free functions over this
+// interface. Implementations: ThreadCommunicator (ranks as threads of one process, for tests),
+// MpiCommunicator (Open MPI point-to-point; only when built with MPI).
+//
+// Threading: a Communicator is used by one thread at a time. Non-blocking collectives run on
+// the communicator's own communication thread (comm_thread()), one at a time, in the order
+// they were started; a blocking collective started while requests are outstanding is queued
+// behind them (see run_collective()).
+//
+// Failures: every blocking operation takes a deadline; a peer that never answers, or answers
+// with a different message size (ranks passing different counts), ends in an Error
+// (kTimeout / kInvalidInput / kPeerFailed), never a hang. After such an error the
+// communicator's state is undefined: the job is expected to stop.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "comm/types.h"
+#include "common/result.h"
+
+namespace dltune::comm {
+
+using Clock = std::chrono::steady_clock;
+using Deadline = Clock::time_point;
+
+class CommThread;
+class SharedSegment;
+
+// Tags at or above kReservedTagBase are used by the collectives; user point-to-point traffic
+// must use tags in [0, kReservedTagBase).
+inline constexpr int kReservedTagBase = 1 << 20;
+
+// A handle on a non-blocking operation. Copyable (shared state); default-constructed handles
+// are invalid.
+class Request {
+ public:
+  Request() = default;
+  bool valid() const { return state_ != nullptr; }
+  // Blocks until the operation finished; returns its status. May be called more than once.
+  // Precondition: valid().
+  Status wait();
+  // True once the operation finished (wait() then returns without blocking).
+  bool test() const;
+
+  struct State;
+  explicit Request(std::shared_ptr<State> state) : state_(std::move(state)) {}
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+// Memory every rank of the node-local group can read and write: one mmap'd POSIX shared
+// memory segment holding one region of the same size per local rank. data() is this rank's
+// region; peer(r) is local rank r's region as mapped here. The shared-memory allreduce works
+// in place on such memory. Move-only; the mapping lives until every handle to it is gone.
+class SharedBuffer {
+ public:
+  SharedBuffer() = default;
+  void* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+  // Local rank r's region. Precondition: 0 <= r < local size.
+  void* peer(int local_rank) const;
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(data_);
+  }
+
+  SharedBuffer(std::shared_ptr<SharedSegment> segment, void* data, size_t bytes)
+      : segment_(std::move(segment)), data_(data), bytes_(bytes) {}
+  const std::shared_ptr<SharedSegment>& segment() const { return segment_; }
+
+ private:
+  std::shared_ptr<SharedSegment> segment_;
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // A short description for messages: "thread communicator rank 2 of 4", "MPI rank 0 of 2".
+  virtual std::string describe() const = 0;
+
+  // Point-to-point on bytes. send() may return before the receiver posted its receive (it is
+  // buffered or rendezvous, implementation-defined): use sendrecv() for exchanges.
+  // recv() requires a message of exactly `bytes` bytes from `src` with `tag`; a message of
+  // another size is an invalid-input error ("rank 1 sent 8 bytes with tag t, rank 0 expected
+  // 4: do all ranks pass the same count?"). Every call fails with kTimeout at `deadline`.
+  virtual Status send(int dst, int tag, const void* data, size_t bytes, Deadline deadline) = 0;
+  virtual Status recv(int src, int tag, void* data, size_t bytes, Deadline deadline) = 0;
+  // Sends to `dst` and receives from `src` concurrently (no deadlock when both sides call it).
+  virtual Status sendrecv(int dst, int send_tag, const void* send_data, size_t send_bytes, int src,
+                          int recv_tag, void* recv_data, size_t recv_bytes, Deadline deadline) = 0;
+
+  // The ranks of this communicator on this node (possibly this communicator itself), and the
+  // node leaders (local rank 0 of each node; nullptr on non-leaders). Created once, on first
+  // use; collective over this communicator on first call.
+  virtual Communicator& local() = 0;
+  virtual Communicator* leaders() = 0;
+  // Number of nodes this communicator spans (1 when local() is the whole communicator).
+  virtual int node_count() = 0;
+
+  // The transport's own allreduce (MPI_Allreduce). Default: an unsupported error.
+  virtual Status native_allreduce(const void* send, void* recv, size_t count, DataType type,
+                                  ReduceOp op);
+
+  // Collective over local(): every local rank calls it with the same `bytes`. On success
+  // returns this rank's region of a fresh node-shared segment, zero-filled and pre-faulted.
+  // Errors: io_error when shared memory cannot be created or mapped (e.g. /dev/shm full),
+  // timeout / peer errors from the exchange of the segment's name.
+  Result<SharedBuffer> alloc_shared(size_t bytes);
+  // If [p, p + bytes) lies inside a SharedBuffer allocated by this communicator's local()
+  // group and still alive, returns that segment and the byte offset of p in this rank's region.
+  struct SharedSpan {
+    std::shared_ptr<SharedSegment> segment;
+    size_t offset = 0;
+  };
+  std::optional<SharedSpan> find_shared(const void* p, size_t bytes);
+  // Collective over local(): a persistent node-shared segment of at least bytes_per_rank per
+  // local rank, reused across calls and grown (re-created) only when a call needs more. Used to
+  // stage buffers that are not in shared memory. Errors as alloc_shared().
+  Result<std::shared_ptr<SharedSegment>> staging_segment(size_t bytes_per_rank);
+
+  // Persistent scratch memory: the returned block (64-byte aligned, pre-faulted) stays valid
+  // until the next scratch() call with the same slot and a larger size; it only grows, so a
+  // steady state of collectives allocates nothing. Slots 0..kScratchSlots-1.
+  static constexpr int kScratchSlots = 3;
+  void* scratch(int slot, size_t bytes);
+
+  // The default deadline for an operation started now (timeout from set_timeout(), default
+  // DLTUNE_COMM_TIMEOUT_MS).
+  Deadline deadline_from_now() const { return Clock::now() + timeout_; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
+  void set_timeout(std::chrono::milliseconds t) { timeout_ = t; }
+
+  // Runs `op` as a collective: inline when no request is outstanding, otherwise queued behind
+  // them on the communication thread and waited for. Returns op's status.
+  Status run_collective(std::function<Status()> op);
+  // Queues `op` on the communication thread (started on first use) and returns its request.
+  // Operations run one at a time, in the order they were started.
+  Request start_async(std::function<Status()> op);
+
+ protected:
+  Communicator();
+  // Stops the communication thread. Implementations call it first in their destructor, so that
+  // no queued operation runs on a half-destroyed object.
+  void stop_comm_thread();
+
+ private:
+  struct Scratch;
+  std::unique_ptr<CommThread> thread_;
+  std::unique_ptr<Scratch> scratch_;
+  std::vector<std::weak_ptr<SharedSegment>> segments_;
+  std::shared_ptr<SharedSegment> staging_;
+  std::chrono::milliseconds timeout_;
+};
+
+}  // namespace dltune::comm

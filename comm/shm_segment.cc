@@ -1,0 +1,159 @@
+#include "comm/shm_segment.h"
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define DLTUNE_CPU_RELAX() _mm_pause()
+#else
+#define DLTUNE_CPU_RELAX() ((void)0)
+#endif
+
+namespace dltune::comm {
+namespace {
+
+constexpr size_t kLine = 64;
+constexpr size_t kPage = 4096;
+constexpr int kNameTag = kReservedTagBase + 900;
+constexpr int kAckTag = kReservedTagBase + 901;
+
+size_t round_up(size_t v, size_t to) { return (v + to - 1) / to * to; }
+
+std::atomic_ref<uint32_t> arrive_word(uint8_t* map) {
+  return std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(map));
+}
+std::atomic_ref<uint32_t> generation_word(uint8_t* map) {
+  return std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(map + kLine));
+}
+std::atomic_ref<uint64_t> published_word(uint8_t* map, int r) {
+  return std::atomic_ref<uint64_t>(
+      *reinterpret_cast<uint64_t*>(map + (2 + static_cast<size_t>(r)) * kLine));
+}
+
+// Maps the named segment; the caller closes nothing (the fd is closed here).
+Result<uint8_t*> map_segment(const std::string& name, size_t bytes, bool create) {
+  int fd = create ? shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600)
+                  : shm_open(name.c_str(), O_RDWR, 0600);
+  if (fd < 0) return errno_error("shm_open('" + name + "')");
+  if (create && ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    Error e = errno_error("ftruncate('" + name + "', " + std::to_string(bytes) + " bytes)");
+    close(fd);
+    shm_unlink(name.c_str());
+    return e;
+  }
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+  Error e = errno_error("mmap('" + name + "', " + std::to_string(bytes) + " bytes)");
+  close(fd);
+  if (p == MAP_FAILED) {
+    if (create) shm_unlink(name.c_str());
+    return e;
+  }
+  return static_cast<uint8_t*>(p);
+}
+
+}  // namespace
+
+SharedSegment::SharedSegment(uint8_t* map, size_t map_bytes, int local_size, int local_rank,
+                             size_t bytes_per_rank, size_t stride, size_t header)
+    : map_(map),
+      map_bytes_(map_bytes),
+      local_size_(local_size),
+      local_rank_(local_rank),
+      bytes_per_rank_(bytes_per_rank),
+      stride_(stride),
+      data_(map + header) {}
+
+SharedSegment::~SharedSegment() { munmap(map_, map_bytes_); }
+
+Result<std::shared_ptr<SharedSegment>> SharedSegment::create(Communicator& local,
+                                                             size_t bytes_per_rank,
+                                                             Deadline deadline) {
+  static std::atomic<uint64_t> counter{0};
+  const int n = local.size();
+  const int me = local.rank();
+  const size_t header = round_up((2 + static_cast<size_t>(n)) * kLine, kPage);
+  const size_t stride = round_up(bytes_per_rank == 0 ? 1 : bytes_per_rank, kPage);
+  const size_t total = header + stride * static_cast<size_t>(n);
+
+  char name[64] = {};
+  if (me == 0) {
+    std::snprintf(name, sizeof name, "/dltune-%d-%llu", static_cast<int>(getpid()),
+                  static_cast<unsigned long long>(counter.fetch_add(1)));
+  }
+  uint8_t* map = nullptr;
+  if (me == 0) {
+    auto m = map_segment(name, total, true);
+    // Peers learn about a failure from an empty name, so that they fail too instead of waiting.
+    if (!m) name[0] = '\0';
+    for (int r = 1; r < n; ++r) DLTUNE_TRY(local.send(r, kNameTag, name, sizeof name, deadline));
+    if (!m) return m.error().wrap("creating a node-shared segment");
+    map = *m;
+    bool acked = true;
+    Status failed;
+    for (int r = 1; r < n; ++r) {
+      char ack = 0;
+      Status s = local.recv(r, kAckTag, &ack, 1, deadline);
+      if (!s && failed) failed = s;
+      if (s && ack != 1) acked = false;
+    }
+    shm_unlink(name);
+    if (!failed || !acked) {
+      munmap(map, total);
+      if (!failed) return failed.error();
+      return io_error("a local rank could not map the node-shared segment");
+    }
+  } else {
+    DLTUNE_TRY(local.recv(0, kNameTag, name, sizeof name, deadline));
+    if (name[0] == '\0') return io_error("local rank 0 could not create a node-shared segment");
+    auto m = map_segment(name, total, false);
+    char ack = m ? 1 : 0;
+    DLTUNE_TRY(local.send(0, kAckTag, &ack, 1, deadline));
+    if (!m) return m.error().wrap("mapping a node-shared segment");
+    map = *m;
+  }
+  return std::shared_ptr<SharedSegment>(
+      new SharedSegment(map, total, n, me, bytes_per_rank, stride, header));
+}
+
+Status SharedSegment::barrier(Deadline deadline) {
+  if (local_size_ == 1) return ok_status();
+  auto generation = generation_word(map_);
+  const uint32_t gen = generation.load(std::memory_order_acquire);
+  if (arrive_word(map_).fetch_add(1, std::memory_order_acq_rel) + 1 ==
+      static_cast<uint32_t>(local_size_)) {
+    arrive_word(map_).store(0, std::memory_order_relaxed);
+    generation.store(gen + 1, std::memory_order_release);
+    return ok_status();
+  }
+  for (uint64_t spins = 1;; ++spins) {
+    if (generation.load(std::memory_order_acquire) != gen) return ok_status();
+    if (spins < 1024) {
+      DLTUNE_CPU_RELAX();
+      continue;
+    }
+    sched_yield();
+    if ((spins & 255) == 0 && Clock::now() > deadline) {
+      return timeout_error("local rank(s) did not reach the shared-memory barrier in time (" +
+                           std::to_string(arrive_word(map_).load()) + " of " +
+                           std::to_string(local_size_) + " arrived)");
+    }
+  }
+}
+
+void SharedSegment::publish(uint64_t value) {
+  published_word(map_, local_rank_).store(value, std::memory_order_relaxed);
+}
+
+uint64_t SharedSegment::published(int local_rank) const {
+  return published_word(map_, local_rank).load(std::memory_order_relaxed);
+}
+
+}  // namespace dltune::comm

@@ -1,0 +1,59 @@
+// SharedSegment: one POSIX shared-memory segment mapped by every rank of a node-local group,
+// holding a control header (a barrier and one published word per rank) and one data region of
+// the same size per local rank. Used by alloc_shared() and the shared-memory allreduce.
+//
+// Layout:  [header: arrive counter | generation | word[0] .. word[L-1], one cache line each]
+//          [region 0][region 1]...[region L-1]     (each page-aligned, `stride` bytes apart)
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "comm/communicator.h"
+#include "common/result.h"
+
+namespace dltune::comm {
+
+class SharedSegment {
+ public:
+  // Collective over `local` (every rank of it calls it with the same bytes_per_rank): local
+  // rank 0 creates and sizes the segment, sends its name to the others, which map it; the name
+  // is unlinked once everyone has it, so nothing is left in /dev/shm even if a rank dies later.
+  // Regions are zero-filled and pre-faulted (MAP_POPULATE).
+  // Errors: io_error naming the segment and errno (shm_open/ftruncate/mmap); timeouts from the
+  // name exchange.
+  static Result<std::shared_ptr<SharedSegment>> create(Communicator& local, size_t bytes_per_rank,
+                                                       Deadline deadline);
+  ~SharedSegment();
+  SharedSegment(const SharedSegment&) = delete;
+  SharedSegment& operator=(const SharedSegment&) = delete;
+
+  int local_size() const { return local_size_; }
+  int local_rank() const { return local_rank_; }
+  size_t bytes_per_rank() const { return bytes_per_rank_; }
+  // Local rank r's data region as mapped in this process.
+  uint8_t* region(int r) const { return data_ + static_cast<size_t>(r) * stride_; }
+
+  // Waits until every local rank reached the barrier (release/acquire: writes before it are
+  // visible after it). Spins, then yields the core (ranks may outnumber cores).
+  // Error: kTimeout at `deadline` ("local rank(s) did not reach the shared-memory barrier").
+  Status barrier(Deadline deadline);
+  // This rank's published word (e.g. its element count, so that peers can check agreement).
+  void publish(uint64_t value);
+  uint64_t published(int local_rank) const;
+
+ private:
+  SharedSegment(uint8_t* map, size_t map_bytes, int local_size, int local_rank,
+                size_t bytes_per_rank, size_t stride, size_t header);
+
+  uint8_t* map_;
+  size_t map_bytes_;
+  int local_size_;
+  int local_rank_;
+  size_t bytes_per_rank_;
+  size_t stride_;
+  uint8_t* data_;
+};
+
+}  // namespace dltune::comm

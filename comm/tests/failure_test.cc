@@ -1,0 +1,111 @@
+// Bad input, mismatched counts and dead peers end in a clear error within the timeout.
+#include <gtest/gtest.h>
+
+#include "comm/allreduce.h"
+#include "comm/thread_communicator.h"
+
+namespace dltune::comm {
+namespace {
+
+using std::chrono::milliseconds;
+
+bool contains(const Status& s, const std::string& text) {
+  return !s.ok() && s.error().message().find(text) != std::string::npos;
+}
+
+TEST(Failure, MismatchedCountsFailNotHang) {
+  for (Algorithm algo : {Algorithm::kRing, Algorithm::kRecursiveDoubling, Algorithm::kRabenseifner,
+                         Algorithm::kTree, Algorithm::kHierarchical, Algorithm::kShm}) {
+    for (int ranks : {2, 3, 4}) {
+      const auto start = Clock::now();
+      Status s = spawn(
+          ranks,
+          [&](Communicator& c) -> Status {
+            std::vector<float> v(4096, 1.0f);
+            AllreduceOptions o;
+            o.algorithm = algo;
+            const size_t count = c.rank() == ranks - 1 ? 1000 : 2000;
+            return allreduce(c, v.data(), v.data(), count, DataType::kF32, ReduceOp::kSum, o);
+          },
+          algo == Algorithm::kHierarchical ? 2 : 0, milliseconds(500));
+      ASSERT_FALSE(s.ok()) << algorithm_name(algo) << " with " << ranks << " ranks";
+      EXPECT_LT(Clock::now() - start, std::chrono::seconds(10));
+      const std::string& m = s.error().message();
+      EXPECT_TRUE(m.find("same count") != std::string::npos ||
+                  m.find("in time") != std::string::npos)
+          << m;
+      EXPECT_NE(m.find(std::string(algorithm_name(algo))), std::string::npos) << m;
+    }
+  }
+}
+
+TEST(Failure, DeadPeerTimesOut) {
+  for (Algorithm algo :
+       {Algorithm::kRing, Algorithm::kRecursiveDoubling, Algorithm::kTree, Algorithm::kShm}) {
+    const auto start = Clock::now();
+    Status s = spawn(
+        3,
+        [&](Communicator& c) -> Status {
+          if (c.rank() == 1) return ok_status();  // "dies" before the collective
+          std::vector<float> v(100, 1.0f);
+          AllreduceOptions o;
+          o.algorithm = algo;
+          o.timeout = milliseconds(300);
+          return allreduce(c, v.data(), v.data(), v.size(), DataType::kF32, ReduceOp::kSum, o);
+        },
+        0, milliseconds(300));
+    ASSERT_FALSE(s.ok());
+    EXPECT_EQ(s.error().kind(), ErrorKind::kTimeout) << s.error().message();
+    EXPECT_LT(Clock::now() - start, std::chrono::seconds(5));
+  }
+}
+
+TEST(Failure, AsyncRequestCarriesTheError) {
+  Status s = spawn(
+      2,
+      [&](Communicator& c) -> Status {
+        if (c.rank() == 1) return ok_status();
+        std::vector<float> v(10, 1.0f);
+        Request r = allreduce_async(c, v.data(), v.data(), v.size(), DataType::kF32, ReduceOp::kSum,
+                                    AllreduceOptions{});
+        return r.wait();
+      },
+      0, milliseconds(200));
+  EXPECT_EQ(s.ok() ? ErrorKind::kInternal : s.error().kind(), ErrorKind::kTimeout);
+}
+
+TEST(Failure, InvalidOptions) {
+  Status s = spawn(
+      4,
+      [&](Communicator& c) -> Status {
+        float v[4] = {};
+        AllreduceOptions o;
+        o.algorithm = Algorithm::kShm;  // 2 simulated nodes
+        Status a = allreduce(c, v, v, 4, DataType::kF32, ReduceOp::kSum, o);
+        if (!contains(a, "within one node")) return internal_error("shm across nodes accepted");
+        o.algorithm = Algorithm::kNative;
+        a = allreduce(c, v, v, 4, DataType::kF32, ReduceOp::kSum, o);
+        if (a.ok() || a.error().kind() != ErrorKind::kUnsupported) {
+          return internal_error("native on threads accepted");
+        }
+        o.algorithm = Algorithm::kHierarchical;
+        o.outer = Algorithm::kShm;
+        a = allreduce(c, v, v, 4, DataType::kF32, ReduceOp::kSum, o);
+        if (!contains(a, "must be flat")) return internal_error("hier outer=shm accepted");
+        o.outer = Algorithm::kRing;
+        o.inner = Algorithm::kNative;
+        a = allreduce(c, v, v, 4, DataType::kF32, ReduceOp::kSum, o);
+        if (!contains(a, "node-local algorithm")) return internal_error("hier inner accepted");
+        a = allreduce(c, nullptr, v, 4, DataType::kF32, ReduceOp::kSum, AllreduceOptions{});
+        if (!contains(a, "null buffer")) return internal_error("null buffer accepted");
+        BroadcastOptions b;
+        b.root = 9;
+        if (!contains(broadcast(c, v, 16, b), "not a rank")) return internal_error("root 9");
+        return ok_status();
+      },
+      2);
+  EXPECT_TRUE(s.ok()) << s.error().message();
+}
+
+}  // namespace
+}  // namespace dltune::comm

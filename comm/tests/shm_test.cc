@@ -1,0 +1,74 @@
+// Node-shared buffers: every local rank sees every region; the shared-memory allreduce works
+// in place on them (also at an offset inside the buffer), and detects mismatched counts.
+#include <gtest/gtest.h>
+
+#include "comm/allreduce.h"
+#include "comm/tests/test_util.h"
+#include "comm/thread_communicator.h"
+
+namespace dltune::comm {
+namespace {
+
+using testing::make_input;
+using testing::reference;
+
+TEST(Shm, PeersSeeEachOthersRegions) {
+  Status s = spawn(3, [&](Communicator& c) -> Status {
+    auto buf = c.alloc_shared(1000);
+    DLTUNE_TRY(buf);
+    auto* mine = buf->as<int>();
+    for (int i = 0; i < 250; ++i) mine[i] = c.rank() * 1000 + i;
+    std::vector<float> sync(1);
+    DLTUNE_TRY(allreduce(c, sync.data(), sync.data(), 1, DataType::kF32, ReduceOp::kSum, {}));
+    for (int r = 0; r < 3; ++r) {
+      const auto* peer = static_cast<const int*>(buf->peer(r));
+      if (peer[249] != r * 1000 + 249) return internal_error("peer region not visible");
+    }
+    return ok_status();
+  });
+  ASSERT_TRUE(s.ok()) << s.error().message();
+}
+
+TEST(Shm, InPlaceOnSharedBuffersAtOffsets) {
+  for (int ranks : {1, 2, 3, 4, 7}) {
+    for (size_t count : {size_t{1}, size_t{17}, size_t{4099}, (size_t{1} << 20) + 3}) {
+      const auto want = reference<float>(ranks, count, ReduceOp::kSum);
+      Status s = spawn(ranks, [&](Communicator& c) -> Status {
+        auto buf = c.alloc_shared((count + 5) * sizeof(float));
+        DLTUNE_TRY(buf);
+        float* data = buf->as<float>() + 5;  // an offset inside the shared buffer
+        auto in = make_input<float>(c.rank(), count);
+        std::copy(in.begin(), in.end(), data);
+        AllreduceOptions o;
+        o.algorithm = Algorithm::kShm;
+        if (!c.find_shared(data, count * sizeof(float))) return internal_error("not found");
+        for (int rep = 0; rep < 2; ++rep) {  // twice: the segment's barrier is reusable
+          std::copy(in.begin(), in.end(), data);
+          DLTUNE_TRY(allreduce(c, data, data, count, DataType::kF32, ReduceOp::kSum, o));
+          if (!std::equal(want.begin(), want.end(), data)) return internal_error("wrong sum");
+        }
+        return ok_status();
+      });
+      ASSERT_TRUE(s.ok()) << ranks << " ranks, " << count << ": " << s.error().message();
+    }
+  }
+}
+
+TEST(Shm, MismatchedCountsOnSharedBuffers) {
+  Status s = spawn(
+      2,
+      [&](Communicator& c) -> Status {
+        auto buf = c.alloc_shared(4096);
+        DLTUNE_TRY(buf);
+        AllreduceOptions o;
+        o.algorithm = Algorithm::kShm;
+        return allreduce(c, buf->data(), buf->data(), c.rank() == 0 ? 100 : 200, DataType::kF32,
+                         ReduceOp::kSum, o);
+      },
+      0, std::chrono::milliseconds(2000));
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().message().find("same count"), std::string::npos) << s.error().message();
+}
+
+}  // namespace
+}  // namespace dltune::comm
