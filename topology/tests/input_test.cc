@@ -1,0 +1,208 @@
+// Bad topology input (one clear sentence, the right error kind, no crash), the live machine,
+// DLTUNE_TOPO_XML, the fingerprint and the JSON fields.
+#include <set>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <stdlib.h>
+
+#include "topology/tests/test_util.h"
+
+namespace dltune::topology {
+namespace {
+
+using testing::load_fixture;
+using testing::read_fixture;
+using testing::TempFile;
+
+// Loads `text` from a scratch file and returns the error message ("" when it loaded).
+std::string load_error(const std::string& text, ErrorKind want = ErrorKind::kInvalidInput) {
+  TempFile f(text);
+  auto t = load_xml(f.path());
+  if (t.ok()) return "";
+  EXPECT_EQ(t.error().kind(), want);
+  std::string msg = t.error().message();
+  const size_t at = msg.find(f.path());
+  if (at != std::string::npos) msg.replace(at, f.path().size(), "F");
+  return msg;
+}
+
+TEST(BadInput, MissingFile) {
+  auto t = load_xml("/nonexistent/dir/topo.xml");
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.error().kind(), ErrorKind::kNotFound);
+  EXPECT_EQ(t.error().message(), "topology file '/nonexistent/dir/topo.xml' does not exist");
+  EXPECT_EQ(t.error().exit_code(), 2);
+}
+
+TEST(BadInput, DirectoryIsBadInput) {
+  auto t = load_xml("/tmp");
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.error().exit_code(), 2);
+}
+
+TEST(BadInput, EmptyFile) {
+  EXPECT_EQ(load_error(""),
+            "'F' is empty: give an hwloc XML export such as `lstopo --of xml` writes");
+  EXPECT_EQ(load_error(" \n\t\n"),
+            "'F' is empty: give an hwloc XML export such as `lstopo --of xml` writes");
+}
+
+TEST(BadInput, NotXml) {
+  EXPECT_EQ(load_error("Machine (16GB total)\n  Package L#0\n"),
+            "'F' is not an XML file: give an hwloc XML export such as `lstopo --of xml` writes");
+  EXPECT_EQ(load_error(std::string("\x7f"
+                                   "ELF\x02\x01\x01\0\0\0",
+                                   10)),
+            "'F' is not an XML file: give an hwloc XML export such as `lstopo --of xml` writes");
+  EXPECT_EQ(load_error("<?xml version=\"1.0\"?>\n<html><body/></html>\n"),
+            "'F' is XML but not an hwloc topology export (no <topology> element)");
+}
+
+TEST(BadInput, TruncatedXml) {
+  const std::string xml = read_fixture("mpibind_coral-lassen.xml");
+  EXPECT_EQ(load_error(xml.substr(0, xml.size() / 3)),
+            "'F' is truncated: it ends before </topology>");
+}
+
+TEST(BadInput, MalformedXml) {
+  std::string xml = read_fixture("mpibind_cts1-pascal.xml");
+  xml.replace(xml.find("<object type=\"Package\""), 22, "<object type=\"Packa<<ge\"");
+  EXPECT_EQ(load_error(xml),
+            "'F' is not a valid hwloc XML export (hwloc rejected it: malformed, or no PU or "
+            "NUMA node): export it again with `lstopo --of xml`");
+}
+
+TEST(BadInput, Hwloc3Export) {
+  std::string xml = read_fixture("mpibind_cts1-pascal.xml");
+  xml.replace(xml.find("<topology version=\"2.0\">"), 24, "<topology version=\"3.0\">");
+  EXPECT_EQ(load_error(xml),
+            "'F' is an hwloc 3.0 export, which hwloc 2 (used by this dltune) cannot read: "
+            "export it again with hwloc 2's lstopo");
+}
+
+TEST(BadInput, EmptyTopology) {
+  // A well-formed export with nothing in it: hwloc refuses it; a machine without PUs too.
+  EXPECT_EQ(load_error("<?xml version=\"1.0\"?>\n<topology version=\"2.0\">\n</topology>\n"),
+            "'F' describes an empty topology (no <object> element): export a whole machine "
+            "with `lstopo --of xml`");
+  const std::string msg = load_error(
+      "<?xml version=\"1.0\"?>\n<topology version=\"2.0\">\n"
+      "<object type=\"Machine\" os_index=\"0\" cpuset=\"0x0\" complete_cpuset=\"0x0\" "
+      "allowed_cpuset=\"0x0\" nodeset=\"0x0\" complete_nodeset=\"0x0\" allowed_nodeset=\"0x0\" "
+      "gp_index=\"1\"/>\n</topology>\n");
+  EXPECT_EQ(msg,
+            "'F' is not a valid hwloc XML export (hwloc rejected it: malformed, or no PU or "
+            "NUMA node): export it again with `lstopo --of xml`");
+}
+
+TEST(Live, DiscoversThisMachine) {
+  auto t = discover();
+  ASSERT_TRUE(t.ok()) << t.error().message();
+  EXPECT_EQ(t->source, "live");
+  EXPECT_GE(t->pus, 1);
+  EXPECT_FALSE(t->cores.empty());
+  EXPECT_GE(t->numa_nodes.size(), 1u);
+  const Placement p = place(*t, 0, BindPolicy::kAuto);
+  EXPECT_GE(p.ranks.size(), 1u);
+  const std::string text = render_text(*t, p);
+  if (t->gpus.empty()) {
+    EXPECT_NE(text.find("GPUs: none"), std::string::npos) << text;
+  }
+  if (t->hpc_nic_count() == 0) {
+    EXPECT_NE(text.find("HPC NICs: none"), std::string::npos) << text;
+  }
+}
+
+TEST(Live, TopoXmlVariableReplacesDiscovery) {
+  const std::string path = testing::data_path("mpibind_g4dnmetal.xml");
+  ASSERT_EQ(setenv("DLTUNE_TOPO_XML", path.c_str(), 1), 0);
+  auto t = discover_default();
+  ASSERT_EQ(setenv("DLTUNE_TOPO_XML", "/nonexistent.xml", 1), 0);
+  auto bad = discover_default();
+  unsetenv("DLTUNE_TOPO_XML");
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t->gpus.size(), 8u);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().message(),
+            "DLTUNE_TOPO_XML: topology file '/nonexistent.xml' does not exist");
+}
+
+TEST(Fingerprint, StableForIdenticalNodesAndFreeOfIdentities) {
+  const Topology a = load_fixture("mpibind_coral-lassen.xml");
+  // Another "node" of the same kind: different serials, addresses, GUIDs and host data.
+  std::string xml = read_fixture("mpibind_coral-lassen.xml");
+  for (const std::string from : {"506b:4b03:003c:eee8", "08:94:ef:80:05:09", "0x527"}) {
+    for (size_t at = xml.find(from); at != std::string::npos; at = xml.find(from, at + 1)) {
+      xml.replace(at, from.size(), std::string(from.size(), '1'));
+    }
+  }
+  TempFile other(xml);
+  auto b = load_xml(other.path());
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(fingerprint(a), fingerprint(*b));
+  EXPECT_EQ(fingerprint(a).size(), 64u);
+  const std::string text = fingerprint_text(a);
+  EXPECT_EQ(text.find("mpibind"), std::string::npos);       // no file or host name
+  EXPECT_EQ(text.find("0004:04:00.0"), std::string::npos);  // no bus id
+  EXPECT_NE(text.find("Tesla V100-SXM2-16GB"), std::string::npos);
+}
+
+TEST(Fingerprint, ChangesWhenTuningRelevantHardwareDiffers) {
+  const std::string base = fingerprint(load_fixture("mpibind_coral-lassen.xml"));
+  std::string xml = read_fixture("mpibind_coral-lassen.xml");
+  std::string other_model = xml;
+  for (size_t at = other_model.find("V100-SXM2-16GB"); at != std::string::npos;
+       at = other_model.find("V100-SXM2-16GB", at + 1)) {
+    other_model.replace(at, 14, "V100-SXM2-32GB");
+  }
+  TempFile f(other_model);
+  auto t = load_xml(f.path());
+  ASSERT_TRUE(t.ok());
+  EXPECT_NE(fingerprint(*t), base);
+  // Every fixture is a different machine.
+  std::set<std::string> all;
+  for (const char* name :
+       {"hwloc_nvidiaDGX2.xml", "hwloc_power8gpudistances.xml", "mpibind_coral-lassen.xml",
+        "mpibind_cts1-pascal.xml", "mpibind_cts1-quartz-smt1.xml", "mpibind_eas-tioga.xml",
+        "mpibind_g4dnmetal.xml"}) {
+    all.insert(fingerprint(load_fixture(name)));
+  }
+  EXPECT_EQ(all.size(), 7u);
+}
+
+TEST(Json, HasTheDocumentedFields) {
+  const Topology t = load_fixture("mpibind_coral-lassen.xml");
+  const auto j = nlohmann::json::parse(render_json(t, place(t, 0, BindPolicy::kAuto)));
+  EXPECT_EQ(j.at("packages"), 2);
+  EXPECT_EQ(j.at("numa_nodes"), 2);
+  EXPECT_EQ(j.at("cores"), 40);
+  EXPECT_EQ(j.at("pus"), 160);
+  const auto& g = j.at("gpus").at(2);
+  EXPECT_EQ(g.at("index"), 2);
+  EXPECT_EQ(g.at("name"), "cuda2");
+  EXPECT_EQ(g.at("busid"), "0035:03:00.0");
+  EXPECT_EQ(g.at("vendor"), "nvidia");
+  EXPECT_EQ(g.at("model"), "Tesla V100-SXM2-16GB");
+  EXPECT_EQ(g.at("numa"), 8);
+  EXPECT_EQ(g.at("package"), 8);
+  EXPECT_EQ(g.at("closest_nics"), (std::vector<std::string>{"mlx5_2", "mlx5_3"}));
+  const auto& n = j.at("nics").at(0);
+  EXPECT_EQ(n.at("name"), "mlx5_0");
+  EXPECT_EQ(n.at("busid"), "0003:01:00.0");
+  EXPECT_EQ(n.at("kind"), "infiniband");
+  EXPECT_EQ(n.at("numa"), 0);
+  EXPECT_EQ(n.at("hpc"), true);
+  EXPECT_EQ(j.at("nics").at(5).at("hpc"), false);
+  EXPECT_EQ(j.at("gpu_paths").at(0).at(1), "PIX");
+  const auto& r = j.at("placement").at(3);
+  EXPECT_EQ(r.at("local_rank"), 3);
+  EXPECT_EQ(r.at("gpu"), 3);
+  EXPECT_EQ(r.at("nic"), "mlx5_3");
+  EXPECT_EQ(r.at("cpus").size(), 40u);
+  EXPECT_EQ(j.at("fingerprint"), fingerprint(t));
+}
+
+}  // namespace
+}  // namespace dltune::topology
