@@ -1,13 +1,117 @@
-// `dltune recipe`: being written (see the open issues); registered so the CLI stays whole.
+// `dltune recipe`: check recipes (every problem, located), show one normalised as JSON, list
+// the bundled ones. A recipe argument is a file path or a bundled recipe's name.
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
 #include "launcher/commands.h"
+#include "recipes/recipe.h"
 
 namespace dltune::cli {
+namespace {
+
+struct RecipeOptions {
+  std::vector<std::string> recipes;
+  bool json = false;
+  bool signature = false;
+};
+
+// Parses one recipe argument: problems for a bad or missing file, else the recipe.
+recipes::ParseOutcome check_one(const std::string& arg) {
+  auto path = recipes::resolve_recipe_path(arg);
+  if (!path) {
+    recipes::ParseOutcome out;
+    out.problems.push_back({arg, 0, 0, "recipe", path.error().message()});
+    return out;
+  }
+  return recipes::parse_recipe_file(*path);
+}
+
+int run_check(const RecipeOptions& opts) {
+  int code = 0;
+  nlohmann::json report = nlohmann::json::array();
+  for (const std::string& arg : opts.recipes) {
+    const recipes::ParseOutcome outcome = check_one(arg);
+    if (!outcome.ok()) code = 2;
+    if (opts.json) {
+      nlohmann::json problems = nlohmann::json::array();
+      for (const recipes::Problem& p : outcome.problems)
+        problems.push_back({{"file", p.file},
+                            {"line", p.line},
+                            {"column", p.column},
+                            {"key", p.key},
+                            {"message", p.message},
+                            {"text", p.to_string()}});
+      report.push_back({{"recipe", arg}, {"ok", outcome.ok()}, {"problems", problems}});
+      continue;
+    }
+    if (outcome.ok()) std::printf("%s: ok\n", arg.c_str());
+    for (const recipes::Problem& p : outcome.problems)
+      std::fprintf(stderr, "%s\n", p.to_string().c_str());
+  }
+  if (opts.json) std::printf("%s\n", report.dump(2).c_str());
+  return code;
+}
+
+int run_show(const RecipeOptions& opts) {
+  const recipes::ParseOutcome outcome = check_one(opts.recipes.front());
+  for (const recipes::Problem& p : outcome.problems)
+    std::fprintf(stderr, "%s\n", p.to_string().c_str());
+  if (!outcome.ok()) return 2;
+  if (opts.signature)
+    std::printf("%s\n", recipes::recipe_signature(outcome.recipe).c_str());
+  else
+    std::printf("%s\n", recipes::recipe_to_json(outcome.recipe).c_str());
+  return 0;
+}
+
+int run_list(const RecipeOptions& opts) {
+  const std::vector<recipes::BundledRecipe> list = recipes::list_bundled_recipes();
+  if (list.empty())
+    return report_error("recipe list", not_found("no bundled recipes found (looked in the "
+                                                 "installed share directory, the source tree "
+                                                 "and ./recipes)"));
+  if (opts.json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& b : list)
+      out.push_back({{"name", b.name}, {"path", b.path}, {"description", b.description}});
+    std::printf("%s\n", out.dump(2).c_str());
+    return 0;
+  }
+  for (const auto& b : list) std::printf("%-14s %s\n", b.name.c_str(), b.description.c_str());
+  return 0;
+}
+
+}  // namespace
 
 void setup_recipe(CLI::App& app, int* exit_code) {
-  auto* cmd = app.add_subcommand("recipe", "(in progress)");
-  cmd->callback([exit_code] {
-    *exit_code = report_error("recipe", unsupported("this command is not built yet"));
-  });
+  auto* cmd = app.add_subcommand("recipe", "Check, show or list training recipes");
+  cmd->require_subcommand(1);
+  auto opts = std::make_shared<RecipeOptions>();
+
+  auto* check = cmd->add_subcommand(
+      "check", "Validate recipes: prints 'ok' per file or every problem (exit 2 on any)");
+  check->add_option("RECIPE", opts->recipes, "Recipe files or bundled recipe names")
+      ->required()
+      ->expected(1, -1);
+  check->add_flag("--json", opts->json, "Print the result as JSON");
+  check->callback([exit_code, opts] { *exit_code = run_check(*opts); });
+
+  auto* show =
+      cmd->add_subcommand("show", "Print a recipe normalised as JSON, every default filled in");
+  show->add_option("RECIPE", opts->recipes, "A recipe file or bundled recipe name")
+      ->required()
+      ->expected(1);
+  show->add_flag("--signature", opts->signature,
+                 "Print only the recipe signature (what the tuning database keys on)");
+  show->callback([exit_code, opts] { *exit_code = run_show(*opts); });
+
+  auto* list = cmd->add_subcommand("list", "List the bundled recipes");
+  list->add_flag("--json", opts->json, "Print as JSON");
+  list->callback([exit_code, opts] { *exit_code = run_list(*opts); });
 }
 
 }  // namespace dltune::cli

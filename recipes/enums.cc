@@ -1,0 +1,69 @@
+#include "recipes/enums.h"
+
+#include <array>
+#include <utility>
+
+namespace dltune::recipes {
+namespace {
+
+constexpr std::array<std::pair<Algorithm, std::string_view>, 9> kAlgorithms{{
+    {Algorithm::kRing, "ring"},
+    {Algorithm::kRecursiveDoubling, "rd"},
+    {Algorithm::kRabenseifner, "rabenseifner"},
+    {Algorithm::kTree, "tree"},
+    {Algorithm::kHierarchical, "hier"},
+    {Algorithm::kSharedMemory, "shm"},
+    {Algorithm::kNative, "native"},
+    {Algorithm::kNcclRing, "nccl_ring"},
+    {Algorithm::kNcclTree, "nccl_tree"},
+}};
+
+constexpr std::array<std::pair<Collective, std::string_view>, 4> kCollectives{{
+    {Collective::kAllreduce, "allreduce"},
+    {Collective::kBroadcast, "broadcast"},
+    {Collective::kAllgather, "allgather"},
+    {Collective::kReduceScatter, "reduce_scatter"},
+}};
+
+constexpr std::array<std::pair<Scaling, std::string_view>, 3> kScalings{{
+    {Scaling::kAuto, "auto"},
+    {Scaling::kStrong, "strong"},
+    {Scaling::kWeak, "weak"},
+}};
+
+template <typename E, size_t N>
+std::string_view name_of(const std::array<std::pair<E, std::string_view>, N>& table, E e) {
+  for (const auto& [value, name] : table)
+    if (value == e) return name;
+  return "?";
+}
+
+template <typename E, size_t N>
+std::optional<E> value_of(const std::array<std::pair<E, std::string_view>, N>& table,
+                          std::string_view s) {
+  for (const auto& [value, name] : table)
+    if (name == s) return value;
+  return std::nullopt;
+}
+
+template <typename E, size_t N>
+std::vector<std::string> names_of(const std::array<std::pair<E, std::string_view>, N>& table) {
+  std::vector<std::string> out;
+  for (const auto& entry : table) out.emplace_back(entry.second);
+  return out;
+}
+
+}  // namespace
+
+std::string_view algorithm_name(Algorithm a) { return name_of(kAlgorithms, a); }
+std::optional<Algorithm> parse_algorithm(std::string_view s) { return value_of(kAlgorithms, s); }
+std::vector<std::string> algorithm_names() { return names_of(kAlgorithms); }
+
+std::string_view collective_name(Collective c) { return name_of(kCollectives, c); }
+std::optional<Collective> parse_collective(std::string_view s) { return value_of(kCollectives, s); }
+std::vector<std::string> collective_names() { return names_of(kCollectives); }
+
+std::string_view scaling_name(Scaling s) { return name_of(kScalings, s); }
+std::optional<Scaling> parse_scaling(std::string_view s) { return value_of(kScalings, s); }
+
+}  // namespace dltune::recipes

@@ -1,0 +1,133 @@
+// Plan invariants, rule lookup and the default plan.
+#include "recipes/plan.h"
+
+#include <set>
+
+namespace dltune::recipes {
+namespace {
+
+std::string u64(uint64_t v) { return std::to_string(v); }
+
+Status validate_ranges(Collective c, const std::vector<SizeRange>& ranges) {
+  const std::string name = "collectives." + std::string(collective_name(c));
+  if (ranges.empty())
+    return invalid_input(name + ": has no size ranges; give at least one covering 0 to " +
+                         u64(kPlanMaxBytes) + " or leave the collective out");
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    const SizeRange& r = ranges[i];
+    const std::string at = name + "[" + std::to_string(i) + "]";
+    if (r.min_bytes >= r.max_bytes)
+      return invalid_input(at + ": min_bytes " + u64(r.min_bytes) + " must be below max_bytes " +
+                           u64(r.max_bytes) + " (ranges are half-open [min, max))");
+    if (i == 0 && r.min_bytes != 0)
+      return invalid_input(at + ": the first range must start at min_bytes 0, got " +
+                           u64(r.min_bytes));
+    if (i > 0 && r.min_bytes != ranges[i - 1].max_bytes)
+      return invalid_input(
+          at + ": min_bytes " + u64(r.min_bytes) + " must equal the previous range's max_bytes " +
+          u64(ranges[i - 1].max_bytes) +
+          (r.min_bytes < ranges[i - 1].max_bytes ? " (ranges overlap)" : " (ranges leave a gap)") +
+          "; ranges are sorted and contiguous");
+  }
+  if (ranges.back().max_bytes != kPlanMaxBytes)
+    return invalid_input(name + "[" + std::to_string(ranges.size() - 1) +
+                         "]: the last range must end at max_bytes " + u64(kPlanMaxBytes) +
+                         " so that every size has a rule, got " + u64(ranges.back().max_bytes));
+  return ok_status();
+}
+
+Status validate_training(const Plan& plan) {
+  const TrainingPlan& t = plan.training;
+  const int64_t ranks = static_cast<int64_t>(plan.job.nodes) * plan.job.ranks_per_node;
+  if (t.per_rank_batch < 1)
+    return invalid_input("training.per_rank_batch: expected a positive integer, got " +
+                         std::to_string(t.per_rank_batch));
+  if (t.global_batch != t.per_rank_batch * ranks)
+    return invalid_input("training.global_batch: " + std::to_string(t.global_batch) +
+                         " must equal per_rank_batch " + std::to_string(t.per_rank_batch) + " x " +
+                         std::to_string(ranks) + " ranks (job.nodes x ranks_per_node)");
+  if (t.scaling == Scaling::kAuto)
+    return invalid_input("training.scaling: expected weak or strong, got auto");
+  if (!(t.lr_scale > 0))
+    return invalid_input("training.lr_scale: expected a number greater than 0");
+  if (t.warmup_steps < 0)
+    return invalid_input("training.warmup_steps: expected a non-negative integer");
+  if (t.bucket_bytes == 0) return invalid_input("training.bucket_bytes: expected at least 1");
+  return ok_status();
+}
+
+Status validate_placement(const Plan& plan) {
+  if (plan.job.nodes < 1 || plan.job.ranks_per_node < 1)
+    return invalid_input("job: nodes and ranks_per_node must be positive, got " +
+                         std::to_string(plan.job.nodes) + " and " +
+                         std::to_string(plan.job.ranks_per_node));
+  if (plan.placement.empty()) return ok_status();
+  if (plan.placement.size() != static_cast<size_t>(plan.job.ranks_per_node))
+    return invalid_input("placement: has " + std::to_string(plan.placement.size()) +
+                         " entries but job.ranks_per_node is " +
+                         std::to_string(plan.job.ranks_per_node) + "; give one per local rank");
+  std::set<int> seen;
+  for (size_t i = 0; i < plan.placement.size(); ++i) {
+    const RankPlacement& p = plan.placement[i];
+    const std::string at = "placement[" + std::to_string(i) + "]";
+    if (p.local_rank < 0 || p.local_rank >= plan.job.ranks_per_node ||
+        !seen.insert(p.local_rank).second)
+      return invalid_input(at + ".local_rank: " + std::to_string(p.local_rank) +
+                           " must be unique and in 0.." +
+                           std::to_string(plan.job.ranks_per_node - 1));
+    for (int cpu : p.cpus)
+      if (cpu < 0) return invalid_input(at + ".cpus: negative CPU index " + std::to_string(cpu));
+    if (p.gpu < -1)
+      return invalid_input(at + ".gpu: expected a GPU index or -1, got " + std::to_string(p.gpu));
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+std::string_view plan_source_name(PlanSource s) {
+  switch (s) {
+    case PlanSource::kTuned:
+      return "tuned";
+    case PlanSource::kCache:
+      return "cache";
+    case PlanSource::kDefault:
+      return "default";
+  }
+  return "?";
+}
+
+std::optional<SizeRange> Plan::algorithm_for(Collective c, uint64_t bytes) const {
+  auto it = collectives.find(c);
+  if (it == collectives.end()) return std::nullopt;
+  for (const SizeRange& r : it->second)
+    if (bytes >= r.min_bytes && bytes < r.max_bytes) return r;
+  // kPlanMaxBytes itself: the half-open last range excludes it; it belongs to the last rule.
+  if (!it->second.empty() && bytes == kPlanMaxBytes && it->second.back().max_bytes == bytes)
+    return it->second.back();
+  return std::nullopt;
+}
+
+Status validate_plan(const Plan& plan) {
+  if (plan.version != kPlanVersion)
+    return invalid_input("version: this dltune reads plan version " + std::to_string(kPlanVersion) +
+                         ", got " + std::to_string(plan.version));
+  for (const auto& [c, ranges] : plan.collectives) DLTUNE_TRY(validate_ranges(c, ranges));
+  DLTUNE_TRY(validate_placement(plan));
+  DLTUNE_TRY(validate_training(plan));
+  return ok_status();
+}
+
+Plan default_plan(int nodes, int ranks_per_node, int64_t per_rank_batch, Algorithm algo) {
+  Plan plan;
+  plan.collectives[Collective::kAllreduce] = {SizeRange{0, kPlanMaxBytes, algo, 0}};
+  plan.job = {nodes, ranks_per_node};
+  plan.training.per_rank_batch = per_rank_batch;
+  plan.training.global_batch = per_rank_batch * nodes * ranks_per_node;
+  plan.training.scaling = Scaling::kWeak;
+  plan.provenance.source = PlanSource::kDefault;
+  plan.provenance.reason = "no tuning: one algorithm for every size";
+  return plan;
+}
+
+}  // namespace dltune::recipes

@@ -1,0 +1,123 @@
+// The Plan: the tuner's decisions for one job, which ranks execute without re-deciding
+// (DESIGN.md). Plain data; JSON when it crosses a process boundary (the database stores it,
+// the launcher hands it to the ranks). The JSON shape is agreed with tuner/db:
+//
+// {
+//   "version": 1,
+//   "collectives": {
+//     "allreduce": [ {"min_bytes": 0, "max_bytes": 4096, "algo": "rd", "segment_bytes": 0},
+//                    {"min_bytes": 4096, "max_bytes": 18446744073709551615, "algo": "ring",
+//                     "segment_bytes": 1048576} ],
+//     "broadcast": [ ... same shape ... ] },
+//   "training": {"per_rank_batch": 64, "global_batch": 128, "scaling": "weak" | "strong",
+//                "lr_scale": 2.0, "warmup_steps": 100, "bucket_bytes": 4194304,
+//                "overlap": true},
+//   "placement": [ {"local_rank": 0, "cpus": [0], "gpu": -1, "nic": ""} ],
+//   "job": {"nodes": 1, "ranks_per_node": 2},
+//   "provenance": {"source": "tuned" | "cache" | "default", "reason": "...",
+//                  "predicted_sps": 0.0, "measured_sps": 0.0}
+// }
+//
+// Size ranges are half-open [min_bytes, max_bytes), sorted, contiguous, and cover every size:
+// the first starts at 0 and the last ends at kPlanMaxBytes (2^64-1).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "common/result.h"
+#include "recipes/enums.h"
+
+namespace dltune::recipes {
+
+inline constexpr int kPlanVersion = 1;
+inline constexpr uint64_t kPlanMaxBytes = UINT64_MAX;
+
+// One rule: messages of [min_bytes, max_bytes) bytes use `algo`, pipelined in segments of
+// segment_bytes (0 = unsegmented).
+struct SizeRange {
+  uint64_t min_bytes = 0;
+  uint64_t max_bytes = kPlanMaxBytes;
+  Algorithm algo = Algorithm::kRing;
+  uint64_t segment_bytes = 0;
+  bool operator==(const SizeRange&) const = default;
+};
+
+struct TrainingPlan {
+  int64_t per_rank_batch = 1;
+  int64_t global_batch = 1;          // = per_rank_batch x nodes x ranks_per_node
+  Scaling scaling = Scaling::kWeak;  // kWeak or kStrong (never kAuto in a plan)
+  double lr_scale = 1.0;             // multiplies the recipe's lr (linear scaling rule)
+  int64_t warmup_steps = 0;
+  uint64_t bucket_bytes = 4u << 20;  // gradient bucket (tensor fusion) size, > 0
+  bool overlap = true;               // allreduce overlapped with backward
+  bool operator==(const TrainingPlan&) const = default;
+};
+
+// Where one local rank runs: its cores, GPU (-1 none) and NIC ("" none/default).
+struct RankPlacement {
+  int local_rank = 0;
+  std::vector<int> cpus;
+  int gpu = -1;
+  std::string nic;
+  bool operator==(const RankPlacement&) const = default;
+};
+
+struct JobShape {
+  int nodes = 1;
+  int ranks_per_node = 1;
+  bool operator==(const JobShape&) const = default;
+};
+
+enum class PlanSource { kTuned, kCache, kDefault };
+std::string_view plan_source_name(PlanSource s);  // "tuned", "cache", "default"
+
+struct Provenance {
+  PlanSource source = PlanSource::kDefault;
+  std::string reason;        // why this plan: "ring beat rd by 1.4x above 64 KiB", "site db x"
+  double predicted_sps = 0;  // samples/s the cost model predicted
+  double measured_sps = 0;   // samples/s measured in trials (0 = not measured)
+  bool operator==(const Provenance&) const = default;
+};
+
+struct Plan {
+  int version = kPlanVersion;
+  // Per collective, its size rules. A collective without rules is left to the default.
+  std::map<Collective, std::vector<SizeRange>> collectives;
+  TrainingPlan training;
+  std::vector<RankPlacement> placement;  // empty, or one entry per local rank 0..rpn-1
+  JobShape job;
+  Provenance provenance;
+  bool operator==(const Plan&) const = default;
+
+  // The rule for a `bytes`-byte message of collective `c`; nullopt when the plan has no rules
+  // for `c`. On a validated plan every size has exactly one rule.
+  std::optional<SizeRange> algorithm_for(Collective c, uint64_t bytes) const;
+};
+
+// Checks every invariant above. Error (invalid_input) names the field and what is allowed:
+// "collectives.allreduce[1]: min_bytes 5000 must equal the previous range's max_bytes 4096
+// (ranges are sorted and contiguous)".
+Status validate_plan(const Plan& plan);
+
+// The JSON above. Never fails (a plan that does not validate still serialises).
+nlohmann::json plan_to_json(const Plan& plan);
+// Reads and validates. Errors (invalid_input): a missing or mistyped field, an unknown key, an
+// unsupported version, an unknown algorithm, ranges that overlap, leave gaps or are unsorted.
+Result<Plan> plan_from_json(const nlohmann::json& j);
+// plan_to_json(plan).dump(2).
+std::string serialize_plan(const Plan& plan);
+// Parses JSON text then plan_from_json(). Bad JSON: "not valid JSON: <parser message>".
+Result<Plan> parse_plan(std::string_view text);
+
+// A plan that covers every size with one algorithm and no segmenting, for `nodes` x
+// `ranks_per_node` ranks and weak scaling at `per_rank_batch`: the "default" provenance.
+Plan default_plan(int nodes, int ranks_per_node, int64_t per_rank_batch, Algorithm algo);
+
+}  // namespace dltune::recipes

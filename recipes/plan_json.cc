@@ -1,0 +1,243 @@
+// Plan <-> JSON (the shape in plan.h). Reading is strict: every field is type-checked, unknown
+// keys are errors, and the result must pass validate_plan().
+#include <algorithm>
+#include <limits>
+#include <optional>
+#include <type_traits>
+
+#include <nlohmann/json.hpp>
+
+#include "common/strings.h"
+#include "recipes/plan.h"
+
+namespace dltune::recipes {
+namespace {
+
+using nlohmann::json;
+
+// Reads typed fields of JSON objects; keeps the first error.
+class Reader {
+ public:
+  bool ok() const { return !error_.has_value(); }
+  Error error() const { return *error_; }
+  void fail(const std::string& path, const std::string& message) {
+    if (!error_) error_ = invalid_input(path + ": " + message);
+  }
+
+  // `j` must be an object whose keys are all in `allowed` and include all of `required`.
+  bool object(const json& j, const std::string& path, const std::vector<std::string>& allowed,
+              const std::vector<std::string>& required) {
+    if (!j.is_object()) {
+      fail(path, std::string("expected an object, got ") + j.type_name());
+      return false;
+    }
+    for (const auto& [key, value] : j.items()) {
+      if (std::find(allowed.begin(), allowed.end(), key) == allowed.end())
+        fail(join(path, key), "unknown key; allowed: " + strings::join(allowed, ", "));
+    }
+    for (const std::string& key : required)
+      if (!j.contains(key)) fail(join(path, key), "missing");
+    return ok();
+  }
+
+  template <typename T>
+  void read(const json& obj, const std::string& key, const std::string& path, T* out) {
+    if (!obj.contains(key)) return;
+    const json& v = obj.at(key);
+    const std::string at = join(path, key);
+    if constexpr (std::is_same_v<T, bool>) {
+      if (!v.is_boolean())
+        return fail(at, std::string("expected true or false, got ") + v.type_name());
+    } else if constexpr (std::is_same_v<T, std::string>) {
+      if (!v.is_string()) return fail(at, std::string("expected a string, got ") + v.type_name());
+    } else if constexpr (std::is_same_v<T, double>) {
+      if (!v.is_number()) return fail(at, std::string("expected a number, got ") + v.type_name());
+    } else if constexpr (std::is_unsigned_v<T>) {
+      // A JSON built in code holds 2048 as a signed integer, a parsed one as unsigned.
+      if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<int64_t>() >= 0))
+        return fail(at, "expected a non-negative integer, got " + v.dump());
+    } else {
+      if (!v.is_number_integer()) return fail(at, "expected an integer, got " + v.dump());
+      if (v.is_number_unsigned() &&
+          v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+        return fail(at, "out of range: " + v.dump());
+      const int64_t i = v.get<int64_t>();
+      if (i < std::numeric_limits<T>::min() || i > std::numeric_limits<T>::max())
+        return fail(at, "out of range: " + v.dump());
+    }
+    *out = v.get<T>();
+  }
+
+  static std::string join(const std::string& path, const std::string& key) {
+    return path.empty() ? key : path + "." + key;
+  }
+
+ private:
+  std::optional<Error> error_;
+};
+
+void read_ranges(Reader& r, const json& j, const std::string& path, std::vector<SizeRange>* out) {
+  if (!j.is_array()) return r.fail(path, std::string("expected an array, got ") + j.type_name());
+  for (size_t i = 0; i < j.size() && r.ok(); ++i) {
+    const std::string at = path + "[" + std::to_string(i) + "]";
+    if (!r.object(j[i], at, {"min_bytes", "max_bytes", "algo", "segment_bytes"},
+                  {"min_bytes", "max_bytes", "algo"}))
+      return;
+    SizeRange range;
+    std::string algo;
+    r.read(j[i], "min_bytes", at, &range.min_bytes);
+    r.read(j[i], "max_bytes", at, &range.max_bytes);
+    r.read(j[i], "segment_bytes", at, &range.segment_bytes);
+    r.read(j[i], "algo", at, &algo);
+    if (!r.ok()) return;
+    auto a = parse_algorithm(algo);
+    if (!a)
+      return r.fail(at + ".algo", "unknown algorithm '" + algo +
+                                      "'; allowed: " + strings::join(algorithm_names(), ", "));
+    range.algo = *a;
+    out->push_back(range);
+  }
+}
+
+void read_training(Reader& r, const json& j, TrainingPlan* t) {
+  if (!r.object(j, "training",
+                {"per_rank_batch", "global_batch", "scaling", "lr_scale", "warmup_steps",
+                 "bucket_bytes", "overlap"},
+                {"per_rank_batch", "global_batch", "scaling"}))
+    return;
+  r.read(j, "per_rank_batch", "training", &t->per_rank_batch);
+  r.read(j, "global_batch", "training", &t->global_batch);
+  r.read(j, "lr_scale", "training", &t->lr_scale);
+  r.read(j, "warmup_steps", "training", &t->warmup_steps);
+  r.read(j, "bucket_bytes", "training", &t->bucket_bytes);
+  r.read(j, "overlap", "training", &t->overlap);
+  std::string scaling;
+  r.read(j, "scaling", "training", &scaling);
+  if (!r.ok()) return;
+  if (scaling != "weak" && scaling != "strong")
+    return r.fail("training.scaling", "expected weak or strong, got '" + scaling + "'");
+  t->scaling = *parse_scaling(scaling);
+}
+
+void read_placement(Reader& r, const json& j, std::vector<RankPlacement>* out) {
+  if (!j.is_array()) return r.fail("placement", "expected an array");
+  for (size_t i = 0; i < j.size() && r.ok(); ++i) {
+    const std::string at = "placement[" + std::to_string(i) + "]";
+    if (!r.object(j[i], at, {"local_rank", "cpus", "gpu", "nic"}, {"local_rank"})) return;
+    RankPlacement p;
+    r.read(j[i], "local_rank", at, &p.local_rank);
+    r.read(j[i], "gpu", at, &p.gpu);
+    r.read(j[i], "nic", at, &p.nic);
+    if (j[i].contains("cpus")) {
+      const json& cpus = j[i]["cpus"];
+      if (!cpus.is_array()) return r.fail(at + ".cpus", "expected an array of CPU indexes");
+      for (const json& c : cpus) {
+        if (!c.is_number_integer())
+          return r.fail(at + ".cpus", "expected integers, got " + c.dump());
+        p.cpus.push_back(c.get<int>());
+      }
+    }
+    out->push_back(std::move(p));
+  }
+}
+
+void read_plan(Reader& r, const json& j, Plan* plan) {
+  if (!r.object(j, "", {"version", "collectives", "training", "placement", "job", "provenance"},
+                {"version", "collectives", "training", "job"}))
+    return;
+  r.read(j, "version", "", &plan->version);
+  if (r.ok() && plan->version != kPlanVersion)
+    return r.fail("version", "this dltune reads plan version " + std::to_string(kPlanVersion) +
+                                 ", got " + std::to_string(plan->version));
+  const json& colls = j["collectives"];
+  if (!colls.is_object()) return r.fail("collectives", "expected an object");
+  for (const auto& [name, ranges] : colls.items()) {
+    auto c = parse_collective(name);
+    if (!c)
+      return r.fail("collectives." + name,
+                    "unknown collective; allowed: " + strings::join(collective_names(), ", "));
+    read_ranges(r, ranges, "collectives." + name, &plan->collectives[*c]);
+  }
+  read_training(r, j["training"], &plan->training);
+  if (j.contains("placement")) read_placement(r, j["placement"], &plan->placement);
+  if (r.object(j["job"], "job", {"nodes", "ranks_per_node"}, {"nodes", "ranks_per_node"})) {
+    r.read(j["job"], "nodes", "job", &plan->job.nodes);
+    r.read(j["job"], "ranks_per_node", "job", &plan->job.ranks_per_node);
+  }
+  if (!j.contains("provenance")) return;
+  const json& p = j["provenance"];
+  if (!r.object(p, "provenance", {"source", "reason", "predicted_sps", "measured_sps"}, {"source"}))
+    return;
+  std::string source;
+  r.read(p, "source", "provenance", &source);
+  r.read(p, "reason", "provenance", &plan->provenance.reason);
+  r.read(p, "predicted_sps", "provenance", &plan->provenance.predicted_sps);
+  r.read(p, "measured_sps", "provenance", &plan->provenance.measured_sps);
+  if (!r.ok()) return;
+  for (PlanSource s : {PlanSource::kTuned, PlanSource::kCache, PlanSource::kDefault})
+    if (plan_source_name(s) == source) {
+      plan->provenance.source = s;
+      return;
+    }
+  r.fail("provenance.source", "expected tuned, cache or default, got '" + source + "'");
+}
+
+}  // namespace
+
+json plan_to_json(const Plan& plan) {
+  json colls = json::object();
+  for (const auto& [c, ranges] : plan.collectives) {
+    json list = json::array();
+    for (const SizeRange& r : ranges)
+      list.push_back({{"min_bytes", r.min_bytes},
+                      {"max_bytes", r.max_bytes},
+                      {"algo", algorithm_name(r.algo)},
+                      {"segment_bytes", r.segment_bytes}});
+    colls[std::string(collective_name(c))] = list;
+  }
+  const TrainingPlan& t = plan.training;
+  json placement = json::array();
+  for (const RankPlacement& p : plan.placement)
+    placement.push_back(
+        {{"local_rank", p.local_rank}, {"cpus", p.cpus}, {"gpu", p.gpu}, {"nic", p.nic}});
+  return {{"version", plan.version},
+          {"collectives", colls},
+          {"training",
+           {{"per_rank_batch", t.per_rank_batch},
+            {"global_batch", t.global_batch},
+            {"scaling", scaling_name(t.scaling)},
+            {"lr_scale", t.lr_scale},
+            {"warmup_steps", t.warmup_steps},
+            {"bucket_bytes", t.bucket_bytes},
+            {"overlap", t.overlap}}},
+          {"placement", placement},
+          {"job", {{"nodes", plan.job.nodes}, {"ranks_per_node", plan.job.ranks_per_node}}},
+          {"provenance",
+           {{"source", plan_source_name(plan.provenance.source)},
+            {"reason", plan.provenance.reason},
+            {"predicted_sps", plan.provenance.predicted_sps},
+            {"measured_sps", plan.provenance.measured_sps}}}};
+}
+
+Result<Plan> plan_from_json(const json& j) {
+  Reader r;
+  Plan plan;
+  read_plan(r, j, &plan);
+  if (!r.ok()) return r.error().wrap("invalid plan");
+  if (Status s = validate_plan(plan); !s.ok()) return s.error().wrap("invalid plan");
+  return plan;
+}
+
+std::string serialize_plan(const Plan& plan) { return plan_to_json(plan).dump(2); }
+
+Result<Plan> parse_plan(std::string_view text) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    return invalid_input(std::string("invalid plan: not valid JSON: ") + e.what());
+  }
+  return plan_from_json(j);
+}
+
+}  // namespace dltune::recipes

@@ -1,0 +1,116 @@
+// The normalised JSON view of a Recipe (`dltune recipe show`): every default filled in.
+#include <nlohmann/json.hpp>
+
+#include "recipes/recipe.h"
+
+namespace dltune::recipes {
+namespace {
+
+using nlohmann::json;
+
+json layer_json(const LayerSpec& l) {
+  json j = {{"kind", layer_kind_name(l.kind)}};
+  switch (l.kind) {
+    case LayerKind::kLinear:
+      j["out"] = l.out;
+      break;
+    case LayerKind::kConv2d:
+      j.update({{"out", l.out},
+                {"kernel", l.kernel},
+                {"stride", l.stride},
+                {"pad", l.pad},
+                {"groups", l.groups}});
+      break;
+    case LayerKind::kMaxPool:
+    case LayerKind::kAvgPool:
+      j.update({{"kernel", l.kernel}, {"stride", l.stride}, {"pad", l.pad}});
+      break;
+    case LayerKind::kDropout:
+      j["p"] = l.p;
+      break;
+    case LayerKind::kLrn:
+      j.update({{"size", l.size}, {"alpha", l.alpha}, {"beta", l.beta}, {"k", l.k}});
+      break;
+    case LayerKind::kRelu:
+    case LayerKind::kFlatten:
+      break;
+  }
+  return j;
+}
+
+json model_json(const Recipe& r) {
+  json layers = json::array();
+  for (const LayerSpec& l : r.model.layers) layers.push_back(layer_json(l));
+  const ShapeCheck shapes = check_shapes(r.model.layers, r.data.shape);
+  return {{"builtin", r.model.builtin},
+          {"dtype", r.model.dtype},
+          {"input", r.model.input},
+          {"layers", layers},
+          {"parameters", shapes.parameters}};
+}
+
+json training_json(const TrainingConfig& t) {
+  const OptimizerConfig& o = t.optimizer;
+  const ScheduleConfig& s = t.schedule;
+  auto auto_or = [](int64_t v) { return v > 0 ? json(v) : json("auto"); };
+  return {{"epochs", t.epochs},
+          {"steps", t.steps},
+          {"batch",
+           {{"per_rank", auto_or(t.per_rank_batch)},
+            {"global", auto_or(t.global_batch)},
+            {"max_global", t.max_global_batch > 0 ? json(t.max_global_batch) : json(nullptr)}}},
+          {"scaling", scaling_name(t.scaling)},
+          {"optimizer",
+           {{"kind", o.kind},
+            {"lr", o.lr},
+            {"momentum", o.momentum},
+            {"weight_decay", o.weight_decay},
+            {"lr_reference_batch", auto_or(o.lr_reference_batch)}}},
+          {"schedule",
+           {{"kind", schedule_kind_name(s.kind)},
+            {"warmup_steps", s.warmup_steps},
+            {"step_size", s.step_size},
+            {"gamma", s.gamma},
+            {"min_lr", s.min_lr}}},
+          {"checkpoint_every", t.checkpoint_every},
+          {"seed", t.seed}};
+}
+
+}  // namespace
+
+std::string recipe_to_json(const Recipe& r) {
+  const char* overlap[] = {"auto", "on", "off"};
+  json j = {
+      {"name", r.name},
+      {"description", r.description},
+      {"source_path", r.source_path},
+      {"signature", recipe_signature(r)},
+      {"model", model_json(r)},
+      {"data",
+       {{"kind", data_kind_name(r.data.kind)},
+        {"path", r.data.path},
+        {"shape", r.data.shape},
+        {"classes", r.data.classes},
+        {"samples", r.data.samples},
+        {"heldout", r.data.heldout_test_files ? json("test") : json(r.data.heldout_fraction)}}},
+      {"training", training_json(r.training)},
+      {"comm",
+       {{"backend", r.comm.backend},
+        {"allreduce", r.comm.allreduce ? algorithm_name(*r.comm.allreduce) : "auto"},
+        {"bucket", r.comm.bucket_bytes > 0 ? json(r.comm.bucket_bytes) : json("auto")},
+        {"overlap", overlap[static_cast<int>(r.comm.overlap)]}}},
+      {"tune",
+       {{"budget", r.tune.budget_seconds},
+        {"objective",
+         r.tune.objective == Objective::kThroughput ? "throughput" : "time-to-accuracy"},
+        {"target_accuracy", r.tune.target_accuracy}}},
+      {"launch",
+       {{"ranks", r.launch.ranks > 0 ? json(r.launch.ranks) : json("auto")},
+        {"ranks_per_node",
+         r.launch.ranks_per_node > 0 ? json(r.launch.ranks_per_node) : json("auto")},
+        {"binding", r.launch.binding}}},
+  };
+  return j.dump(2);
+}
+
+}  // namespace dltune::recipes

@@ -1,0 +1,257 @@
+// Parsing of the `training`, `comm`, `tune` and `launch` sections and of the whole file.
+#include <algorithm>
+
+#include "common/paths.h"
+#include "recipes/recipe_parse_internal.h"
+
+namespace dltune::recipes::internal {
+namespace {
+
+void parse_batch(YamlReader& r, const Fields& parent, TrainingConfig* t) {
+  const Fields::Entry* e = parent.find("batch");
+  if (e == nullptr) return;
+  if (e->value.IsScalar()) {
+    if (e->value.Scalar() != "auto")
+      r.report(*e, "expected 'auto' or a mapping such as {per_rank: 64} or {global: 128}, " +
+                       describe_value(e->value));
+    return;
+  }
+  Fields f;
+  if (!r.fields(e->value, e->path, {"per_rank", "global", "max_global"}, &f)) return;
+  r.get_int_or_auto(f, "per_rank", &t->per_rank_batch);
+  r.get_int_or_auto(f, "global", &t->global_batch);
+  r.get_int(f, "max_global", 1, kMaxInt, &t->max_global_batch);
+  if (t->per_rank_batch > 0 && t->global_batch > 0)
+    r.report(*f.find("global"),
+             "give per_rank (weak scaling's unit) or global (strong scaling's), not both");
+}
+
+void parse_optimizer(YamlReader& r, const Fields& parent, OptimizerConfig* o) {
+  const Fields::Entry* e = parent.find("optimizer");
+  if (e == nullptr) return;
+  Fields f;
+  if (!r.fields(e->value, e->path, {"kind", "lr", "momentum", "weight_decay", "lr_reference_batch"},
+                &f))
+    return;
+  r.get_choice(f, "kind", {"sgd"}, &o->kind);
+  r.get_number(f, "lr", 0, true, kInf, false, &o->lr);
+  r.get_number(f, "momentum", 0, false, 1, true, &o->momentum);
+  r.get_number(f, "weight_decay", 0, false, kInf, false, &o->weight_decay);
+  r.get_int(f, "lr_reference_batch", 1, kMaxInt, &o->lr_reference_batch);
+}
+
+void parse_schedule(YamlReader& r, const Fields& parent, ScheduleConfig* s) {
+  const Fields::Entry* e = parent.find("schedule");
+  if (e == nullptr) return;
+  const std::vector<std::string> kinds = {"constant", "step", "cosine"};
+  std::string kind = "constant";
+  Fields f;
+  if (e->value.IsScalar()) {
+    if (!r.scalar_choice(e->value, e->path, kinds, &kind)) return;
+  } else {
+    if (!r.fields(e->value, e->path, {"kind", "warmup_steps", "step_size", "gamma", "min_lr"}, &f))
+      return;
+    if (!r.get_choice(f, "kind", kinds, &kind)) return;
+  }
+  s->kind = kind == "step"     ? ScheduleKind::kStep
+            : kind == "cosine" ? ScheduleKind::kCosine
+                               : ScheduleKind::kConstant;
+  auto only_for = [&](const char* key, const char* which) {
+    if (const Fields::Entry* k = f.find(key); k != nullptr && kind != which)
+      r.report(k->key, k->path,
+               std::string("only schedule kind ") + which + " takes '" + key + "', not " + kind);
+  };
+  only_for("step_size", "step");
+  only_for("gamma", "step");
+  only_for("min_lr", "cosine");
+  r.get_int(f, "warmup_steps", 0, kMaxInt, &s->warmup_steps);
+  if (kind == "step") {
+    if (!f.has("step_size"))
+      r.report(e->value, e->path, "kind step needs 'step_size': steps between lr drops");
+    r.get_int(f, "step_size", 1, kMaxInt, &s->step_size);
+    r.get_number(f, "gamma", 0, true, 1, true, &s->gamma);
+  }
+  if (kind == "cosine") r.get_number(f, "min_lr", 0, false, kInf, false, &s->min_lr);
+}
+
+}  // namespace
+
+void parse_training(YamlReader& r, const YAML::Node& node, TrainingConfig* t) {
+  Fields f;
+  if (!r.fields(node, "training",
+                {"epochs", "steps", "batch", "scaling", "optimizer", "schedule", "checkpoint_every",
+                 "seed"},
+                &f))
+    return;
+  r.get_int(f, "epochs", 1, kMaxInt, &t->epochs);
+  r.get_int(f, "steps", 1, kMaxInt, &t->steps);
+  if (f.has("epochs") && f.has("steps"))
+    r.report(*f.find("steps"), "give epochs or steps, not both");
+  if (!f.has("epochs") && !f.has("steps")) t->epochs = 1;
+  parse_batch(r, f, t);
+  std::string scaling = "auto";
+  if (r.get_choice(f, "scaling", {"auto", "strong", "weak"}, &scaling))
+    t->scaling = *parse_scaling(scaling);
+  parse_optimizer(r, f, &t->optimizer);
+  parse_schedule(r, f, &t->schedule);
+  r.get_int(f, "checkpoint_every", 0, kMaxInt, &t->checkpoint_every);
+  int64_t seed = static_cast<int64_t>(t->seed);
+  if (r.get_int(f, "seed", 0, kMaxInt, &seed)) t->seed = static_cast<uint64_t>(seed);
+}
+
+void parse_comm(YamlReader& r, const YAML::Node& node, CommConfig* c) {
+  Fields f;
+  if (!r.fields(node, "comm", {"backend", "allreduce", "bucket", "overlap"}, &f)) return;
+  r.get_choice(f, "backend", {"auto", "mpi", "thread", "nccl"}, &c->backend);
+  std::vector<std::string> algos = algorithm_names();
+  algos.insert(algos.begin(), "auto");
+  std::string algo = "auto";
+  if (r.get_choice(f, "allreduce", algos, &algo) && algo != "auto")
+    c->allreduce = parse_algorithm(algo);
+  r.get_bytes_or_auto(f, "bucket", 1024, &c->bucket_bytes);
+  std::string overlap = "auto";
+  if (r.get_choice(f, "overlap", {"auto", "on", "off", "true", "false"}, &overlap))
+    c->overlap = overlap == "auto"                        ? Overlap::kAuto
+                 : (overlap == "on" || overlap == "true") ? Overlap::kOn
+                                                          : Overlap::kOff;
+}
+
+void parse_tune(YamlReader& r, const YAML::Node& node, TuneConfig* t) {
+  Fields f;
+  if (!r.fields(node, "tune", {"budget", "objective", "target_accuracy"}, &f)) return;
+  r.get_number(f, "budget", 0, false, kInf, false, &t->budget_seconds);
+  std::string objective = "throughput";
+  if (r.get_choice(f, "objective", {"throughput", "time-to-accuracy"}, &objective))
+    t->objective = objective == "throughput" ? Objective::kThroughput : Objective::kTimeToAccuracy;
+  const Fields::Entry* target = f.find("target_accuracy");
+  if (objective == "time-to-accuracy" && target == nullptr && f.has("objective"))
+    r.report(*f.find("objective"),
+             "time-to-accuracy needs tune.target_accuracy, the held-out accuracy to reach");
+  if (objective == "throughput" && target != nullptr)
+    r.report(target->key, target->path, "only objective time-to-accuracy takes a target");
+  r.get_number(f, "target_accuracy", 0, true, 1, false, &t->target_accuracy);
+}
+
+void parse_launch(YamlReader& r, const YAML::Node& node, LaunchConfig* l) {
+  Fields f;
+  if (!r.fields(node, "launch", {"ranks", "ranks_per_node", "binding"}, &f)) return;
+  r.get_int_or_auto(f, "ranks", &l->ranks);
+  r.get_int_or_auto(f, "ranks_per_node", &l->ranks_per_node);
+  r.get_choice(f, "binding", {"none", "core", "numa", "auto"}, &l->binding);
+}
+
+}  // namespace dltune::recipes::internal
+
+namespace dltune::recipes {
+namespace {
+
+// The name defaults to the file name without its extension.
+std::string default_name(const std::string& file) {
+  std::string base = file.substr(file.find_last_of('/') + 1);
+  if (const size_t dot = base.rfind('.'); dot != std::string::npos && dot > 0) base.resize(dot);
+  return base.empty() ? "recipe" : base;
+}
+
+bool valid_name(const std::string& s) {
+  if (s.empty()) return false;
+  for (char c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.')
+      return false;
+  return true;
+}
+
+// Reads the top-level mapping into `recipe`.
+void parse_document(YamlReader& r, const YAML::Node& root, const std::string& base_dir,
+                    Recipe* recipe) {
+  using namespace internal;
+  if (!root.IsDefined() || root.IsNull()) {
+    // An empty document has no position: point at the start of the file.
+    r.report_at(1, 1, "recipe", "the file is empty; a recipe needs at least 'model' and 'data'");
+    return;
+  }
+  Fields f;
+  if (!r.fields(root, "",
+                {"name", "description", "model", "data", "training", "comm", "tune", "launch"}, &f))
+    return;
+  if (r.get_string(f, "name", &recipe->name) && f.has("name") && !valid_name(recipe->name))
+    r.report(*f.find("name"), "'" + recipe->name +
+                                  "' may only use letters, digits, '.', '_' and '-' (it names "
+                                  "the run directory)");
+  r.get_string(f, "description", &recipe->description);
+  for (const char* required : {"model", "data"})
+    if (!f.has(required))
+      r.report(root, required, std::string("missing required section '") + required + "'");
+  if (const Fields::Entry* e = f.find("data")) parse_data(r, e->value, base_dir, &recipe->data);
+  if (const Fields::Entry* e = f.find("model"))
+    parse_model(r, e->value, recipe->data.classes, &recipe->model);
+  if (recipe->model.input.empty()) recipe->model.input = recipe->data.shape;
+  if (const Fields::Entry* e = f.find("training"))
+    parse_training(r, e->value, &recipe->training);
+  else
+    recipe->training.epochs = 1;
+  if (const Fields::Entry* e = f.find("comm")) parse_comm(r, e->value, &recipe->comm);
+  if (const Fields::Entry* e = f.find("tune")) parse_tune(r, e->value, &recipe->tune);
+  if (const Fields::Entry* e = f.find("launch")) parse_launch(r, e->value, &recipe->launch);
+}
+
+void sort_problems(std::vector<Problem>* problems) {
+  std::stable_sort(problems->begin(), problems->end(), [](const Problem& a, const Problem& b) {
+    return std::tie(a.line, a.column) < std::tie(b.line, b.column);
+  });
+}
+
+}  // namespace
+
+ParseOutcome parse_recipe(std::string_view yaml_text, const std::string& file,
+                          const std::string& base_dir) {
+  ParseOutcome out;
+  SourceMap where;
+  YamlReader r(file, &out.problems, &where);
+  Recipe& recipe = out.recipe;
+  recipe.name = default_name(file);
+  recipe.source_path = file;
+  recipe.source_dir = base_dir;
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(yaml_text));
+  } catch (const YAML::Exception& e) {
+    Problem p{file, e.mark.line + 1, e.mark.column + 1, "syntax",
+              "YAML syntax error: " + e.msg + "; check the indentation, colons and brackets here"};
+    if (e.mark.line < 0) p.line = p.column = 0;
+    out.problems.push_back(std::move(p));
+    return out;
+  }
+  try {
+    parse_document(r, root, base_dir, &recipe);
+  } catch (const YAML::Exception& e) {  // not expected: the reader never converts with as<>
+    out.problems.push_back({file, 0, 0, "recipe", std::string("cannot read: ") + e.what()});
+  }
+  // Cross-field checks, except those that depend on a key parsing already complained about.
+  std::vector<internal::Check> checks = internal::cross_checks(recipe);
+  std::erase_if(checks, [&](const internal::Check& c) {
+    for (const Problem& p : out.problems)
+      for (const std::string& dep : c.depends)
+        if (p.key == "recipe" || p.key == "syntax" || p.key.starts_with(dep) ||
+            dep.starts_with(p.key))
+          return true;
+    return false;
+  });
+  for (Problem& c : internal::locate_checks(recipe, checks, &where))
+    out.problems.push_back(std::move(c));
+  sort_problems(&out.problems);
+  return out;
+}
+
+ParseOutcome parse_recipe_file(const std::string& path) {
+  auto text = paths::read_file(path);
+  if (!text) {
+    ParseOutcome out;
+    out.problems.push_back({path, 0, 0, "recipe", text.error().message()});
+    return out;
+  }
+  const size_t slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash + 1);
+  return parse_recipe(*text, path, dir.empty() ? "/" : dir);
+}
+
+}  // namespace dltune::recipes

@@ -1,0 +1,45 @@
+// Internal to recipes/: the section parsers shared by recipe_parse*.cc. Not a public API.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <yaml-cpp/yaml.h>
+
+#include "common/strings.h"
+#include "recipes/recipe.h"
+#include "recipes/yaml_reader.h"
+
+namespace dltune::recipes::internal {
+
+inline constexpr int64_t kMaxInt = std::numeric_limits<int64_t>::max();
+inline constexpr double kInf = std::numeric_limits<double>::infinity();
+
+std::optional<DataKind> parse_data_kind(std::string_view s);
+
+// Each reads its section into the recipe, reporting through `r`. `classes` sizes a built-in
+// model's last layer; relative data paths resolve against `base_dir`.
+void parse_model(YamlReader& r, const YAML::Node& node, int64_t classes, ModelConfig* m);
+void parse_data(YamlReader& r, const YAML::Node& node, const std::string& base_dir, DataConfig* d);
+void parse_training(YamlReader& r, const YAML::Node& node, TrainingConfig* t);
+void parse_comm(YamlReader& r, const YAML::Node& node, CommConfig* c);
+void parse_tune(YamlReader& r, const YAML::Node& node, TuneConfig* t);
+void parse_launch(YamlReader& r, const YAML::Node& node, LaunchConfig* l);
+
+// A validation problem with the key paths it depends on: dropped when parsing already reported
+// a problem under one of them (so one mistake is not reported twice).
+struct Check {
+  std::string key;
+  std::string message;
+  std::vector<std::string> depends;  // key-path prefixes, e.g. "training.batch", "launch"
+};
+std::vector<Check> cross_checks(const Recipe& recipe);
+// Turns checks into problems of recipe.source_path, located at their key (or its nearest
+// located parent) when `where` knows it.
+std::vector<Problem> locate_checks(const Recipe& recipe, const std::vector<Check>& checks,
+                                   const SourceMap* where);
+
+}  // namespace dltune::recipes::internal

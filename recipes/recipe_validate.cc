@@ -1,0 +1,217 @@
+// Cross-field checks: the combinations no single key can see (recipes/README.md, "Checks").
+#include <filesystem>
+
+#include "recipes/recipe_parse_internal.h"
+
+namespace dltune::recipes::internal {
+namespace {
+
+using Checks = std::vector<Check>;
+std::string str(int64_t v) { return std::to_string(v); }
+
+void check_training(const Recipe& r, Checks& out) {
+  const TrainingConfig& t = r.training;
+  const int64_t ranks = r.launch.ranks;
+  if (t.epochs > 0 && t.steps > 0)
+    out.push_back({"training.steps", "give epochs or steps, not both", {"training"}});
+  if (t.epochs <= 0 && t.steps <= 0)
+    out.push_back({"training", "needs epochs or steps", {"training"}});
+  if (t.per_rank_batch > 0 && t.global_batch > 0)
+    out.push_back({"training.batch.global",
+                   "give per_rank (weak scaling's unit) or global (strong scaling's), not both",
+                   {"training.batch"}});
+  const int64_t max = t.max_global_batch;
+  if (max > 0 && t.per_rank_batch > max)
+    out.push_back({"training.batch.per_rank",
+                   "per-rank batch " + str(t.per_rank_batch) + " exceeds max_global " + str(max),
+                   {"training.batch"}});
+  else if (max > 0 && ranks > 0 && t.per_rank_batch * ranks > max)
+    out.push_back({"training.batch.per_rank",
+                   "per_rank " + str(t.per_rank_batch) + " x launch.ranks " + str(ranks) + " = " +
+                       str(t.per_rank_batch * ranks) + " exceeds max_global " + str(max) +
+                       "; lower per_rank or ranks, or raise max_global",
+                   {"training.batch", "launch.ranks"}});
+  if (max > 0 && t.global_batch > max)
+    out.push_back({"training.batch.global",
+                   "global batch " + str(t.global_batch) + " exceeds max_global " + str(max),
+                   {"training.batch"}});
+  if (t.global_batch > 0 && ranks > 0 && t.global_batch < ranks)
+    out.push_back({"training.batch.global",
+                   "global batch " + str(t.global_batch) + " is smaller than launch.ranks " +
+                       str(ranks) + ": some ranks would get no samples",
+                   {"training.batch", "launch.ranks"}});
+  else if (t.global_batch > 0 && ranks > 0 && t.global_batch % ranks != 0)
+    out.push_back({"training.batch.global",
+                   "global batch " + str(t.global_batch) + " does not split evenly over " +
+                       "launch.ranks " + str(ranks) + "; use a multiple of " + str(ranks),
+                   {"training.batch", "launch.ranks"}});
+  const ScheduleConfig& s = t.schedule;
+  if (t.steps > 0 && s.warmup_steps >= t.steps)
+    out.push_back({"training.schedule.warmup_steps",
+                   "warmup of " + str(s.warmup_steps) +
+                       " steps would not end before the last "
+                       "step (steps: " +
+                       str(t.steps) + ")",
+                   {"training.schedule", "training.steps"}});
+  if (t.steps > 0 && s.kind == ScheduleKind::kStep && s.step_size >= t.steps)
+    out.push_back({"training.schedule.step_size",
+                   "step_size " + str(s.step_size) + " >= steps " + str(t.steps) +
+                       ": the learning rate would never drop; use a smaller step_size or "
+                       "kind constant",
+                   {"training.schedule", "training.steps"}});
+  if (t.steps > 0 && t.checkpoint_every > t.steps)
+    out.push_back({"training.checkpoint_every",
+                   "checkpoint_every " + str(t.checkpoint_every) + " exceeds steps " +
+                       str(t.steps) + ": no checkpoint would be written before the end",
+                   {"training.checkpoint_every", "training.steps"}});
+}
+
+// The global batch one step takes when the recipe pins it down, else 0.
+int64_t known_global_batch(const Recipe& r) {
+  if (r.training.global_batch > 0) return r.training.global_batch;
+  return r.training.per_rank_batch * std::max<int64_t>(r.launch.ranks, 1);
+}
+
+void check_data(const Recipe& r, Checks& out) {
+  const DataConfig& d = r.data;
+  const int64_t batch = known_global_batch(r);
+  const auto train =
+      static_cast<int64_t>(static_cast<double>(d.samples) * (1.0 - d.heldout_fraction));
+  if (d.samples > 0 && batch > 0 && train < batch)
+    out.push_back({"data.samples",
+                   str(d.samples) + " samples leave " + str(train) +
+                       " for training, fewer than one global batch of " + str(batch),
+                   {"data", "training.batch", "launch.ranks"}});
+  if (d.kind != DataKind::kMnist && d.kind != DataKind::kCifar10) return;
+  if (d.path.empty()) return;  // the parser reported the missing path
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_directory(d.path, ec)) {
+    out.push_back({"data.path",
+                   "directory '" + d.path +
+                       "' does not exist; point data.path at the folder "
+                       "holding the " +
+                       std::string(data_kind_name(d.kind)) + " files",
+                   {"data"}});
+    return;
+  }
+  std::vector<std::string> files;
+  if (d.kind == DataKind::kMnist) {
+    files = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte"};
+    if (d.heldout_test_files)
+      files.insert(files.end(), {"t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"});
+  } else {
+    for (int i = 1; i <= 5; ++i) files.push_back("data_batch_" + str(i) + ".bin");
+    if (d.heldout_test_files) files.push_back("test_batch.bin");
+  }
+  std::vector<std::string> missing;
+  for (const std::string& f : files)
+    if (!fs::is_regular_file(fs::path(d.path) / f, ec)) missing.push_back(f);
+  if (!missing.empty())
+    out.push_back({"data.path",
+                   "'" + d.path + "' lacks " + strings::join(missing, ", ") + "; " +
+                       std::string(data_kind_name(d.kind)) + " needs " +
+                       strings::join(files, ", ") + " there (uncompressed)",
+                   {"data"}});
+}
+
+void check_model(const Recipe& r, Checks& out) {
+  const ModelConfig& m = r.model;
+  const std::vector<std::string> deps = {"model", "data"};
+  if (m.dtype != "f32")
+    out.push_back({"model.dtype", "expected f32, got \"" + m.dtype + "\"", {"model.dtype"}});
+  if (!m.input.empty() && m.input != r.data.shape) {
+    out.push_back({"model.input",
+                   "input " + describe_shape(m.input) + " does not match the data's samples " +
+                       describe_shape(r.data.shape) + " (" +
+                       std::string(data_kind_name(r.data.kind)) + ")",
+                   deps});
+    return;
+  }
+  if (m.layers.empty()) {
+    out.push_back({"model", "has no layers", deps});
+    return;
+  }
+  auto layer_key = [&](size_t i) {
+    return m.builtin.empty() ? "model.layers[" + str(static_cast<int64_t>(i)) + "]"
+                             : std::string("model");
+  };
+  const ShapeCheck shapes = check_shapes(m.layers, r.data.shape);
+  for (const auto& [index, message] : shapes.problems) {
+    const std::string where = m.builtin.empty() ? ""
+                                                : "built-in " + m.builtin + ", layer " +
+                                                      str(static_cast<int64_t>(index)) + ": ";
+    out.push_back({layer_key(index), where + message, deps});
+  }
+  if (!shapes.problems.empty()) return;
+  const Shape& last = shapes.outputs.back();
+  if (last.size() != 1 || last[0] != r.data.classes)
+    out.push_back({layer_key(m.layers.size() - 1),
+                   "the model ends with " + describe_shape(last) + " outputs but the data has " +
+                       str(r.data.classes) +
+                       " classes; end with linear {out: " + str(r.data.classes) + "}",
+                   deps});
+}
+
+void check_launch(const Recipe& r, Checks& out) {
+  const LaunchConfig& l = r.launch;
+  if (l.ranks > 0 && l.ranks_per_node > l.ranks)
+    out.push_back(
+        {"launch.ranks_per_node",
+         str(l.ranks_per_node) + " ranks per node is more than launch.ranks " + str(l.ranks),
+         {"launch"}});
+  else if (l.ranks > 0 && l.ranks_per_node > 0 && l.ranks % l.ranks_per_node != 0)
+    out.push_back({"launch.ranks_per_node",
+                   "launch.ranks " + str(l.ranks) + " does not fill whole nodes of " +
+                       str(l.ranks_per_node) + " ranks; use a divisor of " + str(l.ranks),
+                   {"launch"}});
+  if (r.comm.backend == "thread" && l.ranks_per_node > 0 && l.ranks > l.ranks_per_node)
+    out.push_back({"comm.backend",
+                   "thread runs every rank in one process, so all launch.ranks must be on one "
+                   "node; use mpi or auto",
+                   {"comm.backend", "launch"}});
+  if (r.tune.objective == Objective::kTimeToAccuracy && r.tune.target_accuracy <= 0)
+    out.push_back(
+        {"tune.target_accuracy", "time-to-accuracy needs a target accuracy in (0, 1]", {"tune"}});
+}
+
+}  // namespace
+
+std::vector<Check> cross_checks(const Recipe& recipe) {
+  Checks out;
+  check_training(recipe, out);
+  check_data(recipe, out);
+  check_model(recipe, out);
+  check_launch(recipe, out);
+  return out;
+}
+
+std::vector<Problem> locate_checks(const Recipe& recipe, const std::vector<Check>& checks,
+                                   const SourceMap* where) {
+  std::vector<Problem> out;
+  for (const Check& c : checks) {
+    Problem p{recipe.source_path.empty() ? "<recipe>" : recipe.source_path, 0, 0, c.key, c.message};
+    std::string key = c.key;
+    while (where != nullptr && !key.empty()) {
+      if (auto it = where->find(key); it != where->end()) {
+        p.line = it->second.first;
+        p.column = it->second.second;
+        break;
+      }
+      const size_t cut = key.find_last_of(".[");
+      key = cut == std::string::npos ? "" : key.substr(0, cut);
+    }
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+}  // namespace dltune::recipes::internal
+
+namespace dltune::recipes {
+
+std::vector<Problem> validate_recipe(const Recipe& recipe, const SourceMap* where) {
+  return internal::locate_checks(recipe, internal::cross_checks(recipe), where);
+}
+
+}  // namespace dltune::recipes

@@ -1,0 +1,297 @@
+#include "recipes/yaml_reader.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+
+#include "common/strings.h"
+
+namespace dltune::recipes {
+namespace {
+
+constexpr int64_t kMaxInt = std::numeric_limits<int64_t>::max();
+
+bool is_quoted(const YAML::Node& v) { return v.IsScalar() && v.Tag() == "!"; }
+
+std::string fmt_number(double d) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%g", d);
+  return buf;
+}
+
+std::string int_expectation(int64_t min, int64_t max) {
+  if (max == kMaxInt && min == 1) return "a positive integer";
+  if (max == kMaxInt && min == 0) return "a non-negative integer";
+  if (max == kMaxInt) return "an integer >= " + std::to_string(min);
+  return "an integer from " + std::to_string(min) + " to " + std::to_string(max);
+}
+
+std::string number_expectation(double min, bool min_open, double max, bool max_open) {
+  if (std::isinf(max))
+    return min_open ? "a number greater than " + fmt_number(min) : "a number >= " + fmt_number(min);
+  return std::string("a number in ") + (min_open ? "(" : "[") + fmt_number(min) + ", " +
+         fmt_number(max) + (max_open ? ")" : "]");
+}
+
+// Parses an optionally negative decimal integer; false when it is not one.
+bool parse_signed(const std::string& s, int64_t* out) {
+  const bool negative = !s.empty() && s[0] == '-';
+  auto v = strings::parse_int(negative ? std::string_view(s).substr(1) : std::string_view(s));
+  if (!v) return false;
+  *out = negative ? -*v : *v;
+  return true;
+}
+
+// "got the string "64"; write numbers without quotes" when a number was quoted.
+std::string got(const YAML::Node& v, bool wants_number) {
+  if (wants_number && is_quoted(v))
+    return "got the string \"" + v.Scalar() + "\"; write numbers without quotes";
+  return describe_value(v);
+}
+
+std::string join_names(const std::vector<std::string>& names) { return strings::join(names, ", "); }
+
+}  // namespace
+
+std::string join_key(const std::string& parent, std::string_view key) {
+  return parent.empty() ? std::string(key) : parent + "." + std::string(key);
+}
+
+std::string describe_value(const YAML::Node& v) {
+  if (!v.IsDefined() || v.IsNull()) return "got nothing";
+  if (v.IsMap()) return "got a mapping";
+  if (v.IsSequence()) return "got a list";
+  // Plain (unquoted) numbers print bare: "got -32"; anything else quoted: "got \"many\"".
+  const std::string& s = v.Scalar();
+  char* end = nullptr;
+  (void)std::strtod(s.c_str(), &end);
+  if (v.Tag() == "?" && !s.empty() && end == s.c_str() + s.size()) return "got " + s;
+  return "got \"" + s + "\"";
+}
+
+std::string did_you_mean(std::string_view word, const std::vector<std::string>& candidates) {
+  size_t best = std::numeric_limits<size_t>::max();
+  const std::string* best_name = nullptr;
+  for (const std::string& c : candidates) {
+    const size_t d = strings::edit_distance(word, c);
+    if (d < best) {
+      best = d;
+      best_name = &c;
+    }
+  }
+  const size_t limit = word.size() >= 4 ? 2 : 1;
+  if (best_name == nullptr || best == 0 || best > limit) return "";
+  return " (did you mean '" + *best_name + "'?)";
+}
+
+const Fields::Entry* Fields::find(std::string_view key) const {
+  for (const Entry& e : entries_)
+    if (e.key.Scalar() == key) return &e;
+  return nullptr;
+}
+
+void YamlReader::report(const YAML::Node& at, const std::string& key, std::string message) {
+  Problem p;
+  p.file = file_;
+  const YAML::Mark m = at.IsDefined() ? at.Mark() : YAML::Mark::null_mark();
+  if (m.line >= 0) {
+    p.line = m.line + 1;
+    p.column = m.column + 1;
+  }
+  p.key = key;
+  p.message = std::move(message);
+  problems_->push_back(std::move(p));
+}
+
+void YamlReader::report(const Fields::Entry& e, std::string message) {
+  // A null value's mark points at the next token: locate it at its key instead.
+  report(e.value.IsNull() ? e.key : e.value, e.path, std::move(message));
+}
+
+void YamlReader::report_at(int line, int column, const std::string& key, std::string message) {
+  problems_->push_back({file_, line, column, key, std::move(message)});
+}
+
+void YamlReader::locate(const std::string& key, const YAML::Node& at) {
+  if (where_ == nullptr || !at.IsDefined() || at.Mark().line < 0) return;
+  (*where_)[key] = {at.Mark().line + 1, at.Mark().column + 1};
+}
+
+bool YamlReader::fields(const YAML::Node& node, const std::string& path,
+                        std::initializer_list<std::string_view> allowed, Fields* out) {
+  out->path_ = path;
+  out->node_ = node;
+  out->entries_.clear();
+  if (node.IsNull()) return true;  // `comm:` with nothing under it: all defaults
+  std::vector<std::string> names(allowed.begin(), allowed.end());
+  if (!node.IsMap()) {
+    report(node, path.empty() ? "recipe" : path,
+           "expected a mapping with keys " + join_names(names) + ", " + describe_value(node));
+    return false;
+  }
+  for (auto it = node.begin(); it != node.end(); ++it) {
+    const YAML::Node key = it->first;
+    if (!key.IsScalar()) {
+      report(key, path.empty() ? "recipe" : path,
+             "keys must be plain names, " + describe_value(key));
+      continue;
+    }
+    const std::string kpath = join_key(path, key.Scalar());
+    if (const Fields::Entry* first = out->find(key.Scalar())) {
+      report(key, kpath,
+             "duplicate key (first given at line " + std::to_string(first->key.Mark().line + 1) +
+                 "); give each key once");
+      continue;
+    }
+    bool known = false;
+    for (std::string_view a : allowed) known = known || a == key.Scalar();
+    if (!known) {
+      report(key, kpath,
+             "unknown key '" + key.Scalar() + "'" + did_you_mean(key.Scalar(), names) +
+                 "; allowed here: " + join_names(names));
+      continue;
+    }
+    out->entries_.push_back({key, it->second, kpath});
+    locate(kpath, it->second.IsNull() ? key : it->second);
+  }
+  return true;
+}
+
+bool YamlReader::scalar_string(const YAML::Node& v, const std::string& path, std::string* out) {
+  if (!v.IsScalar()) {
+    report(v, path, "expected a string, " + describe_value(v));
+    return false;
+  }
+  *out = v.Scalar();
+  return true;
+}
+
+bool YamlReader::scalar_int(const YAML::Node& v, const std::string& path, int64_t min, int64_t max,
+                            int64_t* out) {
+  int64_t value = 0;
+  if (!v.IsScalar() || is_quoted(v) || !parse_signed(v.Scalar(), &value) || value < min ||
+      value > max) {
+    report(v, path, "expected " + int_expectation(min, max) + ", " + got(v, true));
+    return false;
+  }
+  *out = value;
+  return true;
+}
+
+bool YamlReader::scalar_choice(const YAML::Node& v, const std::string& path,
+                               const std::vector<std::string>& allowed, std::string* out) {
+  if (v.IsScalar()) {
+    for (const std::string& a : allowed) {
+      if (a == v.Scalar()) {
+        *out = a;
+        return true;
+      }
+    }
+  }
+  std::string msg = "expected one of " + join_names(allowed) + ", " + describe_value(v);
+  if (v.IsScalar()) msg += did_you_mean(v.Scalar(), allowed);
+  report(v, path, msg);
+  return false;
+}
+
+bool YamlReader::get_string(const Fields& f, std::string_view key, std::string* out) {
+  const Fields::Entry* e = f.find(key);
+  if (e == nullptr) return true;
+  if (!e->value.IsScalar()) {
+    report(*e, "expected a string, " + describe_value(e->value));
+    return false;
+  }
+  *out = e->value.Scalar();
+  return true;
+}
+
+bool YamlReader::get_int(const Fields& f, std::string_view key, int64_t min, int64_t max,
+                         int64_t* out) {
+  const Fields::Entry* e = f.find(key);
+  if (e == nullptr) return true;
+  if (e->value.IsNull()) {
+    report(*e, "missing value; expected " + int_expectation(min, max));
+    return false;
+  }
+  return scalar_int(e->value, e->path, min, max, out);
+}
+
+bool YamlReader::get_int_or_auto(const Fields& f, std::string_view key, int64_t* out) {
+  const Fields::Entry* e = f.find(key);
+  if (e == nullptr) return true;
+  int64_t value = 0;
+  if (e->value.IsScalar() && e->value.Scalar() == "auto") {
+    *out = 0;
+    return true;
+  }
+  if (!e->value.IsScalar() || is_quoted(e->value) || !parse_signed(e->value.Scalar(), &value) ||
+      value < 1) {
+    report(*e, "expected a positive integer or 'auto', " + got(e->value, true));
+    return false;
+  }
+  *out = value;
+  return true;
+}
+
+bool YamlReader::get_number(const Fields& f, std::string_view key, double min, bool min_open,
+                            double max, bool max_open, double* out) {
+  const Fields::Entry* e = f.find(key);
+  if (e == nullptr) return true;
+  const std::string expect = number_expectation(min, min_open, max, max_open);
+  bool good = e->value.IsScalar() && !is_quoted(e->value) && !e->value.Scalar().empty();
+  double value = 0;
+  if (good) {
+    const std::string& s = e->value.Scalar();
+    char* end = nullptr;
+    value = std::strtod(s.c_str(), &end);
+    good = end == s.c_str() + s.size() && std::isfinite(value);
+  }
+  if (!good) {
+    report(*e, "expected " + expect + ", " + got(e->value, true));
+    return false;
+  }
+  if (value < min || (min_open && value == min) || value > max || (max_open && value == max)) {
+    report(*e, "expected " + expect + ", got " + fmt_number(value));
+    return false;
+  }
+  *out = value;
+  return true;
+}
+
+bool YamlReader::get_choice(const Fields& f, std::string_view key,
+                            const std::vector<std::string>& allowed, std::string* out) {
+  const Fields::Entry* e = f.find(key);
+  if (e == nullptr) return true;
+  if (e->value.IsNull()) {
+    report(*e, "missing value; expected one of " + join_names(allowed));
+    return false;
+  }
+  return scalar_choice(e->value, e->path, allowed, out);
+}
+
+bool YamlReader::get_bytes_or_auto(const Fields& f, std::string_view key, uint64_t min,
+                                   uint64_t* out) {
+  const Fields::Entry* e = f.find(key);
+  if (e == nullptr) return true;
+  if (e->value.IsScalar() && e->value.Scalar() == "auto") {
+    *out = 0;
+    return true;
+  }
+  auto bytes = e->value.IsScalar() ? strings::parse_bytes(e->value.Scalar())
+                                   : Result<uint64_t>(invalid_input(""));
+  if (!bytes) {
+    report(*e,
+           "expected a byte count such as 4096 or 64MiB, or 'auto', " + describe_value(e->value));
+    return false;
+  }
+  if (*bytes < min) {
+    report(*e, "expected at least " + strings::format_bytes(min) + ", got " +
+                   strings::format_bytes(*bytes));
+    return false;
+  }
+  *out = *bytes;
+  return true;
+}
+
+}  // namespace dltune::recipes
