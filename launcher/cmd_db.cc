@@ -1,13 +1,327 @@
-// `dltune db`: being written (see the open issues); registered so the CLI stays whole.
+// `dltune db`: show, export, import, merge, prune, rules and lookup over the tuning databases
+// (tuner/db). Bad input exits 2 with one sentence; nothing is written when an input is bad.
+#include <cstdio>
+#include <ctime>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/paths.h"
+#include "common/strings.h"
 #include "launcher/commands.h"
+#include "tuner/db/admin.h"
+#include "tuner/db/bundle.h"
+#include "tuner/db/lookup.h"
+#include "tuner/db/store.h"
+
+#include "dltune/config.h"
 
 namespace dltune::cli {
+namespace {
+
+namespace tdb = tuner::db;
+
+struct DbOptions {
+  std::string db;  // --db: the user database (default DLTUNE_DB, then the XDG path)
+  bool json = false;
+  std::string output;
+  std::string site;
+  std::string policy = "keep-local";
+  std::vector<std::string> inputs;
+  // Filters.
+  std::string fingerprint, family, recipe, shape, dltune_version;
+  // prune
+  std::string older_than;
+  bool other_versions = false;
+  // rules
+  std::string format = "ompi";
+  // lookup
+  std::string mpi, pmix, nccl;
+};
+
+Result<tdb::Layers> layers(const DbOptions& o) {
+  return tdb::layers_from_env(o.db.empty() ? std::nullopt : std::optional<std::string>(o.db));
+}
+
+// Opens the user database for writing, creating its directory when needed.
+Result<tdb::TuningDb> open_user(const DbOptions& o) {
+  auto l = layers(o);
+  if (!l) return std::move(l).error();
+  const std::string& path = l->user_db;
+  if (const auto slash = path.rfind('/'); slash != std::string::npos && slash > 0) {
+    DLTUNE_TRY(paths::make_dirs(path.substr(0, slash)));
+  }
+  return tdb::TuningDb::open(path, tdb::OpenMode::kReadWrite);
+}
+
+Result<tdb::Filter> filter_from(const DbOptions& o) {
+  tdb::Filter f;
+  if (!o.fingerprint.empty()) f.fingerprint = o.fingerprint;
+  if (!o.family.empty()) f.family = o.family;
+  if (!o.recipe.empty()) f.recipe = o.recipe;
+  if (!o.dltune_version.empty()) f.dltune_version = o.dltune_version;
+  if (!o.shape.empty()) {
+    auto s = tdb::parse_shape(o.shape);
+    if (!s) return std::move(s).error().wrap("--shape");
+    f.shape = *s;
+  }
+  return f;
+}
+
+void add_filters(CLI::App* cmd, DbOptions& o) {
+  cmd->add_option("--fingerprint", o.fingerprint, "Only rows of this topology fingerprint");
+  cmd->add_option("--family", o.family, "Only rows of this topology family");
+  cmd->add_option("--recipe", o.recipe, "Only rows of this recipe signature");
+  cmd->add_option("--shape", o.shape, "Only rows of this job shape: NODESxRANKS_PER_NODE or RANKS");
+  cmd->add_option("--dltune-version", o.dltune_version, "Only rows measured with this dltune");
+}
+
+std::string counts_text(const tdb::MergeCounts& c) {
+  return std::to_string(c.added) + " added, " + std::to_string(c.replaced) + " replaced, " +
+         std::to_string(c.unchanged) + " unchanged, " + std::to_string(c.kept_local) +
+         " kept local";
+}
+
+void print_report(const char* verb, const tdb::MergeReport& r, bool json) {
+  if (json) {
+    auto c = [](const tdb::MergeCounts& m) {
+      return nlohmann::json{{"added", m.added},
+                            {"replaced", m.replaced},
+                            {"unchanged", m.unchanged},
+                            {"kept_local", m.kept_local}};
+    };
+    std::printf(
+        "%s\n",
+        nlohmann::json{{"plans", c(r.plans)}, {"measurements", c(r.measurements)}}.dump().c_str());
+    return;
+  }
+  std::printf("%s: plans %s; measurements %s\n", verb, counts_text(r.plans).c_str(),
+              counts_text(r.measurements).c_str());
+}
+
+Status run_show(const DbOptions& o) {
+  auto l = layers(o);
+  if (!l) return std::move(l).error();
+  const nlohmann::json s = tdb::summarize(*l, true);
+  std::printf("%s", o.json ? (s.dump(1) + "\n").c_str() : tdb::summary_text(s).c_str());
+  return ok_status();
+}
+
+Status run_export(const DbOptions& o) {
+  auto f = filter_from(o);
+  if (!f) return std::move(f).error();
+  auto db = open_user(o);
+  if (!db) return std::move(db).error();
+  auto b = tdb::export_bundle(*db, *f, o.site);
+  if (!b) return std::move(b).error();
+  DLTUNE_TRY(paths::write_file_atomic(o.output, tdb::bundle_to_json(*b)));
+  std::fprintf(stderr, "dltune db export: wrote %zu plans and %zu measurements to %s\n",
+               b->plans.size(), b->measurements.size(), o.output.c_str());
+  return ok_status();
+}
+
+Status run_import(const DbOptions& o) {
+  auto policy = tdb::parse_policy(o.policy);
+  if (!policy) return std::move(policy).error().wrap("--policy");
+  auto db = open_user(o);
+  if (!db) return std::move(db).error();
+  auto r = tdb::import_file(*db, o.inputs.at(0), *policy);
+  if (!r) return std::move(r).error();
+  print_report("imported", *r, o.json);
+  return ok_status();
+}
+
+Status run_merge(const DbOptions& o) {
+  auto policy = tdb::parse_policy(o.policy);
+  if (!policy) return std::move(policy).error().wrap("--policy");
+  // Read and validate every source before the output is touched.
+  std::vector<tdb::Bundle> sources;
+  for (const std::string& in : o.inputs) {
+    auto b = tdb::read_source(in);
+    if (!b) return std::move(b).error();
+    sources.push_back(std::move(*b));
+  }
+  tdb::Bundle all;
+  for (tdb::Bundle& b : sources) {
+    all.plans.insert(all.plans.end(), b.plans.begin(), b.plans.end());
+    all.measurements.insert(all.measurements.end(), b.measurements.begin(), b.measurements.end());
+  }
+  auto out = tdb::TuningDb::open(o.output, tdb::OpenMode::kReadWrite);
+  if (!out) return std::move(out).error();
+  // One transaction per source, in order, so that the policy also decides between sources.
+  tdb::MergeReport total;
+  for (const tdb::Bundle& b : sources) {
+    auto r = out->merge_rows(b.plans, b.measurements, *policy);
+    if (!r) return std::move(r).error().wrap("merging into '" + o.output + "'");
+    for (auto [t, s] :
+         {std::pair{&total.plans, &r->plans}, {&total.measurements, &r->measurements}}) {
+      t->added += s->added;
+      t->replaced += s->replaced;
+      t->unchanged += s->unchanged;
+      t->kept_local += s->kept_local;
+    }
+  }
+  print_report("merged", total, o.json);
+  return ok_status();
+}
+
+Status run_prune(const DbOptions& o) {
+  tdb::PruneSpec spec;
+  if (!o.older_than.empty()) {
+    auto age = tdb::parse_age(o.older_than);
+    if (!age) return std::move(age).error().wrap("--older-than");
+    spec.created_before = static_cast<int64_t>(std::time(nullptr)) - *age;
+  }
+  if (o.other_versions) spec.keep_dltune_version = DLTUNE_VERSION;
+  if (!o.fingerprint.empty()) spec.fingerprint = o.fingerprint;
+  auto db = open_user(o);
+  if (!db) return std::move(db).error();
+  auto n = db->prune(spec);
+  if (!n) return std::move(n).error();
+  std::printf("pruned %lld rows from %s\n", static_cast<long long>(*n), db->path().c_str());
+  return ok_status();
+}
+
+Status run_rules(const DbOptions& o) {
+  if (o.format != "ompi") {
+    return invalid_input(
+        "--format: only 'ompi' (Open MPI 4.1 coll/tuned rules) is supported, "
+        "got '" +
+        o.format.substr(0, 20) + "'");
+  }
+  auto f = filter_from(o);
+  if (!f) return std::move(f).error();
+  if (!f->shape) return invalid_input("--shape is required: the rules are for one job shape");
+  auto l = layers(o);
+  if (!l) return std::move(l).error();
+  auto r = tdb::ompi_rules_from_layers(*l, *f);
+  if (!r) return std::move(r).error();
+  for (const std::string& n : r->notes)
+    std::fprintf(stderr, "dltune db rules: note: %s\n", n.c_str());
+  std::fprintf(stderr, "dltune db rules: from the plan of %s (fingerprint %s)\n",
+               r->db_path.c_str(), r->plan.key.fingerprint.c_str());
+  if (o.output.empty()) {
+    std::printf("%s", r->text.c_str());
+    return ok_status();
+  }
+  return paths::write_file_atomic(o.output, r->text);
+}
+
+Status run_lookup(const DbOptions& o) {
+  tdb::Key key;
+  key.fingerprint = o.fingerprint;
+  key.family = o.family;
+  key.recipe = o.recipe;
+  key.versions = {o.mpi, o.pmix, o.nccl,
+                  o.dltune_version.empty() ? DLTUNE_VERSION : o.dltune_version};
+  auto shape = tdb::parse_shape(o.shape);
+  if (!shape) return std::move(shape).error().wrap("--shape");
+  key.shape = *shape;
+  DLTUNE_TRY(tdb::validate_key(key));
+  auto l = layers(o);
+  if (!l) return std::move(l).error();
+  auto r = tdb::lookup_plan(*l, key);
+  if (!r) return std::move(r).error();
+  const nlohmann::json j = {
+      {"hit", tdb::hit_kind_name(r->kind)},
+      {"db", r->db_path},
+      {"layer", r->kind == tdb::HitKind::kMiss ? ""
+                : r->from_site                 ? "site"
+                                               : "user"},
+      {"site", r->site},
+      {"differences", r->differences},
+      {"warnings", r->warnings},
+      {"plan", r->kind == tdb::HitKind::kMiss
+                   ? nlohmann::json(nullptr)
+                   : nlohmann::json::parse(r->plan.plan_json, nullptr, false)}};
+  if (o.json) {
+    std::printf("%s\n", j.dump().c_str());
+  } else if (r->kind == tdb::HitKind::kMiss) {
+    std::printf("miss\n");
+  } else {
+    std::string line = std::string(tdb::hit_kind_name(r->kind)) + " hit in " +
+                       (r->from_site ? "site" : "user") + " database " + r->db_path;
+    if (!r->site.empty()) line += " (site " + r->site + ")";
+    if (!r->differences.empty()) line += "; differs: " + strings::join(r->differences, ", ");
+    std::printf("%s\n", line.c_str());
+  }
+  for (const std::string& w : r->warnings)
+    std::fprintf(stderr, "dltune db lookup: %s\n", w.c_str());
+  return ok_status();
+}
+
+// Adds one `db` subcommand whose callback runs `fn` and maps its error to the exit code.
+CLI::App* add(CLI::App* db, const char* name, const char* help, int* exit_code,
+              std::shared_ptr<DbOptions> o, Status (*fn)(const DbOptions&)) {
+  auto* cmd = db->add_subcommand(name, help);
+  cmd->add_option("--db", o->db,
+                  "User tuning database (default: $DLTUNE_DB, else "
+                  "$XDG_DATA_HOME/dltune/dltune.db)");
+  cmd->callback([exit_code, o, fn, name] {
+    Status s = fn(*o);
+    *exit_code = s.ok() ? 0 : report_error(std::string("db ") + name, s.error());
+  });
+  return cmd;
+}
+
+}  // namespace
 
 void setup_db(CLI::App& app, int* exit_code) {
-  auto* cmd = app.add_subcommand("db", "(in progress)");
-  cmd->callback([exit_code] {
-    *exit_code = report_error("db", unsupported("this command is not built yet"));
-  });
+  auto* db = app.add_subcommand(
+      "db", "The tuning databases: show, export, import, merge, prune, rules, lookup");
+  db->require_subcommand(1);
+  auto o = std::make_shared<DbOptions>();
+
+  auto* show =
+      add(db, "show", "Show the user and site databases and their plans", exit_code, o, run_show);
+  show->add_flag("--json", o->json, "Print as JSON");
+
+  auto* exp = add(db, "export", "Write the user database's rows to a bundle (JSON)", exit_code, o,
+                  run_export);
+  exp->add_option("-o,--output", o->output, "Bundle file to write")->required();
+  exp->add_option("--site", o->site, "This site's name, recorded in the bundle's provenance");
+  add_filters(exp, *o);
+
+  auto* imp = add(db, "import", "Import a bundle into the user database (all or nothing)",
+                  exit_code, o, run_import);
+  imp->add_option("file", o->inputs, "Bundle file")->required()->expected(1);
+  imp->add_option("--policy", o->policy,
+                  "On conflicts: keep-local (default), prefer-newer, prefer-more-samples");
+  imp->add_flag("--json", o->json, "Print the counts as JSON");
+
+  auto* merge =
+      add(db, "merge", "Merge bundles and databases into one database", exit_code, o, run_merge);
+  merge->add_option("sources", o->inputs, "Bundles (.json) or tuning databases")->required();
+  merge->add_option("-o,--output", o->output, "Database to merge into (created when missing)")
+      ->required();
+  merge->add_option("--policy", o->policy,
+                    "On conflicts: keep-local (default), prefer-newer, prefer-more-samples");
+  merge->add_flag("--json", o->json, "Print the counts as JSON");
+
+  auto* prune = add(db, "prune", "Delete old rows from the user database", exit_code, o, run_prune);
+  prune->add_option("--older-than", o->older_than, "Rows older than this age: 30d, 12h, ...");
+  prune->add_flag("--other-versions", o->other_versions,
+                  "Rows measured with another dltune version than this one");
+  prune->add_option("--fingerprint", o->fingerprint, "Rows of this topology fingerprint");
+
+  auto* rules = add(db, "rules", "Write collective rules for an MPI library from a stored plan",
+                    exit_code, o, run_rules);
+  rules->add_option("--format", o->format, "Rules format: ompi (Open MPI 4.1 coll/tuned)");
+  rules->add_option("-o,--output", o->output, "File to write (default: standard output)");
+  add_filters(rules, *o);
+
+  auto* lookup = add(db, "lookup", "Look a plan up the way a launch does (user, then sites)",
+                     exit_code, o, run_lookup);
+  lookup->add_option("--fingerprint", o->fingerprint, "Topology fingerprint (hex)")->required();
+  lookup->add_option("--family", o->family, "Topology family, for near hits");
+  lookup->add_option("--shape", o->shape, "Job shape: NODESxRANKS_PER_NODE or RANKS")->required();
+  lookup->add_option("--recipe", o->recipe, "Recipe signature (hex; none for collectives)");
+  lookup->add_option("--mpi", o->mpi, "MPI version");
+  lookup->add_option("--pmix", o->pmix, "PMIx version");
+  lookup->add_option("--nccl", o->nccl, "NCCL version");
+  lookup->add_option("--dltune-version", o->dltune_version, "dltune version (default: this one)");
+  lookup->add_flag("--json", o->json, "Print as JSON");
 }
 
 }  // namespace dltune::cli

@@ -1,0 +1,179 @@
+// Plan collectives -> Open MPI 4.1 coll/tuned rules: reading the Plan's collectives section,
+// mapping dltune algorithms to Open MPI algorithm ids, and building the rule tables.
+#include "tuner/db/ompi_rules.h"
+
+#include <algorithm>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "tuner/db/records.h"
+
+namespace dltune::tuner::db {
+namespace {
+
+using nlohmann::json;
+
+Result<CollectiveRange> parse_range(const json& r) {
+  CollectiveRange out;
+  if (!r.is_object()) return invalid_input("not an object");
+  for (const char* f : {"min_bytes", "max_bytes"}) {
+    if (!r.contains(f) || !r[f].is_number_unsigned()) {
+      return invalid_input(std::string(f) + ": missing or not a non-negative integer");
+    }
+  }
+  if (!r.contains("algo") || !r["algo"].is_string()) {
+    return invalid_input("algo: missing or not a string");
+  }
+  out.min_bytes = r["min_bytes"].get<uint64_t>();
+  out.max_bytes = r["max_bytes"].get<uint64_t>();
+  out.algo = r["algo"].get<std::string>();
+  if (r.contains("segment_bytes")) {
+    if (!r["segment_bytes"].is_number_unsigned()) {
+      return invalid_input("segment_bytes: not a non-negative integer");
+    }
+    out.segment_bytes = r["segment_bytes"].get<uint64_t>();
+  }
+  if (out.algo.empty() || out.algo.size() > kMaxTokenBytes) {
+    return invalid_input("algo: empty or too long");
+  }
+  return out;
+}
+
+struct Mapping {
+  const char* collective;
+  const char* algo;
+  int id;
+  const char* ompi_name;
+  const char* note;  // "" when the mapping is exact
+};
+
+// dltune algorithm -> Open MPI 4.1 coll/tuned algorithm id. "ring" with a segment size becomes
+// allreduce's segmented_ring (5) in map_to_ompi.
+constexpr Mapping kMappings[] = {
+    {"allreduce", "native", 0, "ignore (Open MPI's fixed decision)", ""},
+    {"allreduce", "rd", 3, "recursive_doubling", ""},
+    {"allreduce", "ring", 4, "ring", ""},
+    {"allreduce", "rabenseifner", 6, "rabenseifner", ""},
+    {"allreduce", "tree", 2, "nonoverlapping",
+     "tree maps to nonoverlapping (a tree reduce followed by a tree broadcast)"},
+    {"allreduce", "hier", 6, "rabenseifner",
+     "hier (two-level) has no coll/tuned equivalent; using rabenseifner, the closest "
+     "bandwidth-optimal flat algorithm (coll/han is Open MPI's hierarchical component)"},
+    {"allreduce", "shm", 3, "recursive_doubling",
+     "shm (reduction in node-shared memory) has no coll/tuned equivalent; using "
+     "recursive_doubling, the closest latency-optimal algorithm (coll/sm is Open MPI's own)"},
+    {"broadcast", "native", 0, "ignore (Open MPI's fixed decision)", ""},
+    {"broadcast", "tree", 6, "binomial", ""},
+    {"broadcast", "rd", 6, "binomial", ""},
+    {"broadcast", "ring", 9, "scatter_allgather_ring", ""},
+    {"broadcast", "rabenseifner", 8, "scatter_allgather", ""},
+    {"broadcast", "hier", 7, "knomial",
+     "hier (two-level) has no coll/tuned equivalent; using the knomial tree"},
+    {"broadcast", "shm", 1, "basic_linear",
+     "shm has no coll/tuned equivalent; using basic_linear (one copy per peer)"},
+    {"allgather", "native", 0, "ignore (Open MPI's fixed decision)", ""},
+    {"allgather", "ring", 4, "ring", ""},
+    {"allgather", "rd", 3, "recursive_doubling", ""},
+    {"allgather", "tree", 2, "bruck", "tree has no allgather form in coll/tuned; using bruck"},
+    {"allgather", "hier", 4, "ring", "hier has no coll/tuned equivalent; using ring"},
+    {"allgather", "shm", 1, "linear", "shm has no coll/tuned equivalent; using linear"},
+};
+
+bool same_choice(const OmpiRule& a, const OmpiRule& b) {
+  return a.algorithm == b.algorithm && a.segment_bytes == b.segment_bytes &&
+         a.fan_in_out == b.fan_in_out;
+}
+
+}  // namespace
+
+Result<PlanCollectives> parse_plan_collectives(std::string_view plan_json) {
+  const json j = json::parse(plan_json, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return invalid_input("plan: not a JSON object");
+  PlanCollectives out;
+  if (!j.contains("collectives")) return out;
+  const json& cs = j["collectives"];
+  if (!cs.is_object()) return invalid_input("plan.collectives: not an object");
+  for (const auto& [name, ranges] : cs.items()) {
+    const std::string where = "plan.collectives." + name;
+    if (!ranges.is_array() || ranges.empty()) {
+      return invalid_input(where + ": expected a non-empty array of size ranges");
+    }
+    std::vector<CollectiveRange>& v = out[name];
+    for (size_t i = 0; i < ranges.size(); ++i) {
+      const std::string at = where + "[" + std::to_string(i) + "]";
+      auto r = parse_range(ranges[i]);
+      if (!r) return std::move(r).error().wrap(at);
+      const uint64_t expect_min = i == 0 ? 0 : v.back().max_bytes;
+      if (r->min_bytes != expect_min) {
+        return invalid_input(at + ": min_bytes " + std::to_string(r->min_bytes) + ", expected " +
+                             std::to_string(expect_min) +
+                             " (ranges must be sorted, contiguous and start at 0)");
+      }
+      if (r->max_bytes <= r->min_bytes) {
+        return invalid_input(at + ": max_bytes must be greater than min_bytes");
+      }
+      v.push_back(std::move(*r));
+    }
+  }
+  return out;
+}
+
+int ompi_collective_id(std::string_view c) {
+  if (c == "allgather") return 0;
+  if (c == "allreduce") return 2;
+  if (c == "alltoall") return 3;
+  if (c == "barrier") return 6;
+  if (c == "broadcast" || c == "bcast") return 7;
+  if (c == "reduce") return 11;
+  if (c == "reduce_scatter") return 12;
+  return -1;
+}
+
+Result<OmpiChoice> map_to_ompi(std::string_view collective, const CollectiveRange& range) {
+  const std::string_view coll = collective == "bcast" ? "broadcast" : collective;
+  for (const Mapping& m : kMappings) {
+    if (coll != m.collective || range.algo != m.algo) continue;
+    OmpiChoice c{m.id, 0, m.ompi_name, m.note};
+    if (coll == "allreduce" && range.algo == "ring" && range.segment_bytes > 0) {
+      c = {5, range.segment_bytes, "segmented_ring", ""};
+    } else if (coll == "broadcast" && m.id != 0) {
+      c.segment_bytes = range.segment_bytes;  // every coll/tuned bcast takes a segment size
+    }
+    return c;
+  }
+  return invalid_input("no Open MPI mapping for " + std::string(collective) + " algorithm " +
+                       quote_for_error(range.algo));
+}
+
+Result<OmpiRulesFile> rules_from_plan(const PlanCollectives& plan, int comm_size,
+                                      std::vector<std::string>* notes) {
+  if (comm_size < 1) return invalid_input("comm size must be at least 1");
+  OmpiRulesFile file;
+  for (const auto& [name, ranges] : plan) {
+    const int id = ompi_collective_id(name);
+    if (id < 0) {
+      notes->push_back(name + ": not a collective Open MPI's coll/tuned rules can set; skipped");
+      continue;
+    }
+    OmpiCommRules comm{comm_size, {}};
+    for (const CollectiveRange& r : ranges) {
+      auto choice = map_to_ompi(name, r);
+      if (!choice) return std::move(choice).error().wrap("plan.collectives." + name);
+      const std::string note = name + ": " + choice->note;
+      if (!choice->note.empty() && std::find(notes->begin(), notes->end(), note) == notes->end()) {
+        notes->push_back(note);
+      }
+      const OmpiRule rule{r.min_bytes, choice->algorithm, 0, choice->segment_bytes, 0};
+      if (!comm.rules.empty() && same_choice(comm.rules.back(), rule)) continue;
+      comm.rules.push_back(rule);
+    }
+    file.collectives.push_back({id, {std::move(comm)}});
+  }
+  if (file.collectives.empty()) {
+    return invalid_input("the plan has no collective Open MPI can be told about");
+  }
+  return file;
+}
+
+}  // namespace dltune::tuner::db

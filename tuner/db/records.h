@@ -1,0 +1,98 @@
+// The rows of the tuning database: what a plan or a measurement is keyed by, and where it came
+// from. Plain data; validate_*() are the single place that decides what a well-formed row is, used
+// both before every local write and before a bundle import touches the database.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "common/result.h"
+
+namespace dltune::tuner::db {
+
+struct SoftwareVersions {
+  std::string mpi;     // e.g. "4.1.4"; "" when not used
+  std::string pmix;    // e.g. "4.2.2"
+  std::string nccl;    // e.g. "2.18.3"; "" on CPU
+  std::string dltune;  // the dltune version the measurement was made with
+  bool operator==(const SoftwareVersions&) const = default;
+};
+
+struct JobShape {
+  int64_t nodes = 1;
+  int64_t ranks_per_node = 1;
+  int64_t ranks() const { return nodes * ranks_per_node; }
+  bool operator==(const JobShape&) const = default;
+};
+
+// Everything a plan or measurement is keyed by. `fingerprint` (topology/) and `recipe` (the recipe
+// signature) are opaque lowercase hex; `recipe` is "" for collective-only plans. `family` is the
+// caller's coarser key (same GPU/NIC/CPU models and path classes, counts left out) used for near
+// hits; it is not part of the identity of a row.
+struct Key {
+  std::string fingerprint;
+  std::string family;
+  SoftwareVersions versions;
+  JobShape shape;
+  std::string recipe;
+  // Identity: every field but `family`.
+  bool same_identity(const Key& o) const {
+    return fingerprint == o.fingerprint && versions == o.versions && shape == o.shape &&
+           recipe == o.recipe;
+  }
+};
+
+// Who wrote a row, where and when. `created_at` is Unix seconds (UTC).
+struct Provenance {
+  std::string site;  // "" for a local row never exported
+  std::string host;
+  std::string user;
+  std::string dltune_version;
+  int64_t created_at = 0;
+  bool operator==(const Provenance&) const = default;
+};
+
+// This process's provenance: host name, user name, this dltune's version, now.
+Provenance local_provenance(std::string site = "");
+
+// One collective measurement summary. Times are microseconds; a failed trial keeps its reason
+// and may have no times (0).
+struct Measurement {
+  Key key;
+  std::string collective;  // "allreduce", "broadcast", ...
+  std::string algorithm;   // "ring", "rd", ...
+  uint64_t segment_bytes = 0;
+  uint64_t bytes = 0;
+  double median_us = 0, p10_us = 0, p90_us = 0, iqr_us = 0;
+  int64_t samples = 0;
+  bool failed = false;
+  std::string reason;
+  Provenance provenance;
+};
+
+// A stored Plan (recipes/plan.h JSON, kept as text).
+struct PlanRecord {
+  Key key;
+  std::string plan_json;
+  Provenance provenance;
+};
+
+// Limits on stored text, so that a hostile bundle cannot blow up a database or a terminal.
+inline constexpr size_t kMaxTokenBytes = 128;
+inline constexpr size_t kMaxTextBytes = 512;
+inline constexpr size_t kMaxPlanBytes = 1 << 20;
+
+// Each returns invalid_input naming the field ("key.fingerprint: expected lowercase hex, got ...")
+// when the row is malformed, else ok. Identifier fields allow [A-Za-z0-9._:+@/-]; free text
+// (reasons, sites) printable ASCII without quotes, backslashes, semicolons or backticks; the plan
+// must be a JSON object no larger than kMaxPlanBytes with "version": 1.
+Status validate_key(const Key& key);
+Status validate_provenance(const Provenance& p);
+Status validate_plan(const PlanRecord& plan);
+Status validate_measurement(const Measurement& m);
+
+// A short printable form of a possibly hostile string for error messages (quoted, cut at 40).
+std::string quote_for_error(std::string_view s);
+
+}  // namespace dltune::tuner::db

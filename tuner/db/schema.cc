@@ -1,0 +1,112 @@
+#include "tuner/db/schema.h"
+
+#include <string>
+
+namespace dltune::tuner::db {
+namespace {
+
+// v0 -> v1: the first schema. Key columns first, then the row's data, then provenance.
+constexpr const char* kCreateV1 = R"sql(
+CREATE TABLE plans(
+  id INTEGER PRIMARY KEY,
+  fingerprint TEXT NOT NULL, mpi TEXT NOT NULL, pmix TEXT NOT NULL, nccl TEXT NOT NULL,
+  dltune TEXT NOT NULL, nodes INTEGER NOT NULL, ranks_per_node INTEGER NOT NULL,
+  recipe TEXT NOT NULL,
+  plan_json TEXT NOT NULL,
+  site TEXT NOT NULL, host TEXT NOT NULL, user_name TEXT NOT NULL,
+  writer_version TEXT NOT NULL, created_at INTEGER NOT NULL,
+  UNIQUE(fingerprint, mpi, pmix, nccl, dltune, nodes, ranks_per_node, recipe));
+CREATE TABLE measurements(
+  id INTEGER PRIMARY KEY,
+  fingerprint TEXT NOT NULL, mpi TEXT NOT NULL, pmix TEXT NOT NULL, nccl TEXT NOT NULL,
+  dltune TEXT NOT NULL, nodes INTEGER NOT NULL, ranks_per_node INTEGER NOT NULL,
+  recipe TEXT NOT NULL,
+  collective TEXT NOT NULL, algorithm TEXT NOT NULL, segment_bytes INTEGER NOT NULL,
+  bytes INTEGER NOT NULL, median_us REAL NOT NULL, p10_us REAL NOT NULL, p90_us REAL NOT NULL,
+  iqr_us REAL NOT NULL, samples INTEGER NOT NULL, failed INTEGER NOT NULL, reason TEXT NOT NULL,
+  site TEXT NOT NULL, host TEXT NOT NULL, user_name TEXT NOT NULL,
+  writer_version TEXT NOT NULL, created_at INTEGER NOT NULL,
+  UNIQUE(fingerprint, mpi, pmix, nccl, dltune, nodes, ranks_per_node, recipe,
+         collective, algorithm, segment_bytes, bytes));
+PRAGMA user_version = 1;
+)sql";
+
+// v1 -> v2: the family key for near hits.
+constexpr const char* kV1ToV2 = R"sql(
+ALTER TABLE plans ADD COLUMN family TEXT NOT NULL DEFAULT '';
+ALTER TABLE measurements ADD COLUMN family TEXT NOT NULL DEFAULT '';
+CREATE INDEX plans_by_family ON plans(family, recipe);
+PRAGMA user_version = 2;
+)sql";
+
+constexpr const char* kSteps[] = {kCreateV1, kV1ToV2};
+static_assert(sizeof(kSteps) / sizeof(kSteps[0]) == kSchemaVersion);
+
+Result<bool> has_foreign_tables(Connection& conn) {
+  auto st = conn.prepare("SELECT count(*) FROM sqlite_master WHERE type = 'table'");
+  if (!st) return std::move(st).error();
+  auto row = st->step();
+  if (!row) return std::move(row).error();
+  return st->integer(0) > 0;
+}
+
+Status check_known(Connection& conn, int version) {
+  if (version > kSchemaVersion) {
+    return invalid_input("'" + conn.path() + "' has database schema version " +
+                         std::to_string(version) + ", newer than this dltune supports (" +
+                         std::to_string(kSchemaVersion) + "); use a newer dltune");
+  }
+  if (version == 0) {
+    auto foreign = has_foreign_tables(conn);
+    if (!foreign) return std::move(foreign).error();
+    if (*foreign) {
+      return invalid_input("'" + conn.path() +
+                           "' is an SQLite database but not a dltune tuning database");
+    }
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+Result<int> schema_version(Connection& conn) {
+  auto st = conn.prepare("PRAGMA user_version");
+  if (!st) return std::move(st).error();
+  auto row = st->step();
+  if (!row) return std::move(row).error();
+  return static_cast<int>(st->integer(0));
+}
+
+Status migrate(Connection& conn, int target) {
+  DLTUNE_CHECK(target >= 1 && target <= kSchemaVersion);
+  auto before = schema_version(conn);
+  if (!before) return std::move(before).error();
+  if (*before >= target) return check_known(conn, *before);
+  // Another process may migrate at the same time: re-read the version under the write lock.
+  while (true) {
+    auto tx = Transaction::begin(conn);
+    if (!tx) return std::move(tx).error();
+    auto v = schema_version(conn);
+    if (!v) return std::move(v).error();
+    DLTUNE_TRY(check_known(conn, *v));
+    if (*v >= target) return tx->commit();
+    DLTUNE_TRY_CTX(conn.exec(kSteps[*v]),
+                   "migrating '" + conn.path() + "' from schema version " + std::to_string(*v));
+    DLTUNE_TRY(tx->commit());
+  }
+}
+
+Status prepare_read_only(Connection& conn, Connection& scratch, bool* use_scratch) {
+  *use_scratch = false;
+  auto v = schema_version(conn);
+  if (!v) return std::move(v).error();
+  DLTUNE_TRY(check_known(conn, *v));
+  if (*v == kSchemaVersion) return ok_status();
+  if (*v == 0) return invalid_input("'" + conn.path() + "' is an empty database");
+  DLTUNE_TRY(scratch.copy_from(conn));
+  DLTUNE_TRY(migrate(scratch));
+  *use_scratch = true;
+  return ok_status();
+}
+
+}  // namespace dltune::tuner::db

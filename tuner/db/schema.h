@@ -1,0 +1,34 @@
+// The tuning database schema and its migrations. The version lives in PRAGMA user_version.
+//
+//   v1: plans and measurements keyed by (fingerprint, mpi, pmix, nccl, dltune, nodes,
+//       ranks_per_node, recipe), each row with its provenance (site, host, user_name,
+//       writer_version, created_at).
+//   v2: adds `family` (the coarse topology key for near hits) to both tables and an index on
+//       (family, recipe) for the near-hit query; rows migrated from v1 get family '' and so
+//       never produce near hits until re-measured.
+//
+// Each step runs in its own transaction; a database is always at exactly one version.
+#pragma once
+
+#include "common/result.h"
+#include "tuner/db/sqlite.h"
+
+namespace dltune::tuner::db {
+
+inline constexpr int kSchemaVersion = 2;
+
+// The schema version stored in `conn` (0 for a new, empty file).
+Result<int> schema_version(Connection& conn);
+
+// Brings a writable database up to `target` (default: kSchemaVersion) one step at a time.
+// Concurrent callers serialise on the write lock; a step already done by another process is
+// skipped. Fails with invalid_input when the file is newer than this dltune knows, or holds
+// tables that are not ours; the database is unchanged on failure.
+Status migrate(Connection& conn, int target = kSchemaVersion);
+
+// For a read-only database: ok when it is at kSchemaVersion; a database at an older version
+// is copied into `scratch` (an in-memory database) and migrated there, and *use_scratch is set.
+// Errors as migrate(); the file itself is never written.
+Status prepare_read_only(Connection& conn, Connection& scratch, bool* use_scratch);
+
+}  // namespace dltune::tuner::db

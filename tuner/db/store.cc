@@ -1,0 +1,302 @@
+#include "tuner/db/store.h"
+
+#include <string>
+
+#include "tuner/db/schema.h"
+#include "tuner/db/store_sql.h"
+
+namespace dltune::tuner::db {
+namespace detail {
+
+void bind_key(Statement& st, int first, const Key& k, bool with_family) {
+  st.bind(first, k.fingerprint)
+      .bind(first + 1, k.versions.mpi)
+      .bind(first + 2, k.versions.pmix)
+      .bind(first + 3, k.versions.nccl)
+      .bind(first + 4, k.versions.dltune)
+      .bind(first + 5, k.shape.nodes)
+      .bind(first + 6, k.shape.ranks_per_node)
+      .bind(first + 7, k.recipe);
+  if (with_family) st.bind(first + 8, k.family);
+}
+
+void bind_provenance(Statement& st, int first, const Provenance& p) {
+  st.bind(first, p.site)
+      .bind(first + 1, p.host)
+      .bind(first + 2, p.user)
+      .bind(first + 3, p.dltune_version)
+      .bind(first + 4, p.created_at);
+}
+
+Key read_key(const Statement& st, int c) {
+  Key k;
+  k.fingerprint = st.text(c);
+  k.versions = {st.text(c + 1), st.text(c + 2), st.text(c + 3), st.text(c + 4)};
+  k.shape = {st.integer(c + 5), st.integer(c + 6)};
+  k.recipe = st.text(c + 7);
+  k.family = st.text(c + 8);
+  return k;
+}
+
+Provenance read_provenance(const Statement& st, int c) {
+  return {st.text(c), st.text(c + 1), st.text(c + 2), st.text(c + 3), st.integer(c + 4)};
+}
+
+PlanRecord read_plan(const Statement& st) {
+  return {read_key(st, 0), st.text(9), read_provenance(st, 10)};
+}
+
+Measurement read_measurement(const Statement& st) {
+  Measurement m;
+  m.key = read_key(st, 0);
+  m.collective = st.text(9);
+  m.algorithm = st.text(10);
+  m.segment_bytes = static_cast<uint64_t>(st.integer(11));
+  m.bytes = static_cast<uint64_t>(st.integer(12));
+  m.median_us = st.real(13);
+  m.p10_us = st.real(14);
+  m.p90_us = st.real(15);
+  m.iqr_us = st.real(16);
+  m.samples = st.integer(17);
+  m.failed = st.integer(18) != 0;
+  m.reason = st.text(19);
+  m.provenance = read_provenance(st, 20);
+  return m;
+}
+
+}  // namespace detail
+
+using namespace detail;  // NOLINT: the helpers above are this file's vocabulary
+
+namespace {
+
+// Binds a Filter to ?1..?7 of the standard WHERE clause below.
+#define DLTUNE_DB_FILTER_WHERE                                                   \
+  " WHERE (?1 IS NULL OR fingerprint = ?1) AND (?2 IS NULL OR family = ?2) AND " \
+  "(?3 IS NULL OR recipe = ?3) AND (?4 IS NULL OR dltune = ?4) AND "             \
+  "(?5 IS NULL OR nodes = ?5) AND (?6 IS NULL OR ranks_per_node = ?6)"
+
+void bind_filter(Statement& st, const Filter& f) {
+  auto opt = [&st](int i, const std::optional<std::string>& v) {
+    if (v) {
+      st.bind(i, *v);
+    } else {
+      st.bind_null(i);
+    }
+  };
+  opt(1, f.fingerprint);
+  opt(2, f.family);
+  opt(3, f.recipe);
+  opt(4, f.dltune_version);
+  if (f.shape) {
+    st.bind(5, f.shape->nodes).bind(6, f.shape->ranks_per_node);
+  } else {
+    st.bind_null(5).bind_null(6);
+  }
+}
+
+}  // namespace
+
+Result<ConflictPolicy> parse_policy(std::string_view name) {
+  if (name == "keep-local") return ConflictPolicy::kKeepLocal;
+  if (name == "prefer-newer") return ConflictPolicy::kPreferNewer;
+  if (name == "prefer-more-samples") return ConflictPolicy::kPreferMoreSamples;
+  return invalid_input("unknown conflict policy " + quote_for_error(name) +
+                       "; expected keep-local, prefer-newer or prefer-more-samples");
+}
+
+Result<TuningDb> TuningDb::open(const std::string& path, OpenMode mode) {
+  auto conn = Connection::open(path, mode);
+  if (!conn) return std::move(conn).error();
+  TuningDb db(std::move(*conn), Connection());
+  db.path_ = path;
+  db.read_only_ = mode == OpenMode::kReadOnly;
+  if (db.read_only_) {
+    auto scratch = Connection::open_memory();
+    if (!scratch) return std::move(scratch).error();
+    db.scratch_ = std::move(*scratch);
+    DLTUNE_TRY(prepare_read_only(db.conn_, db.scratch_, &db.use_scratch_));
+  } else {
+    DLTUNE_TRY(migrate(db.conn_));
+  }
+  return db;
+}
+
+Status TuningDb::check_writable() const {
+  if (read_only_) {
+    return unsupported("database '" + path_ + "' is opened read-only (a site database)");
+  }
+  return ok_status();
+}
+
+Status TuningDb::write_plan(const PlanRecord& p) {
+  auto st = connection().prepare(
+      "INSERT INTO plans(" DLTUNE_DB_PLAN_COLS
+      ") VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15) "
+      "ON CONFLICT(fingerprint, mpi, pmix, nccl, dltune, nodes, ranks_per_node, recipe) DO "
+      "UPDATE SET family = excluded.family, plan_json = excluded.plan_json, site = excluded.site, "
+      "host = excluded.host, user_name = excluded.user_name, "
+      "writer_version = excluded.writer_version, created_at = excluded.created_at");
+  if (!st) return std::move(st).error();
+  bind_key(*st, 1, p.key, true);
+  st->bind(10, p.plan_json);
+  bind_provenance(*st, 11, p.provenance);
+  return st->run();
+}
+
+Status TuningDb::write_measurement(const Measurement& m) {
+  auto st = connection().prepare(
+      "INSERT INTO measurements(" DLTUNE_DB_MEAS_COLS
+      ") VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, "
+      "?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25) "
+      "ON CONFLICT(fingerprint, mpi, pmix, nccl, dltune, nodes, ranks_per_node, recipe, "
+      "collective, algorithm, segment_bytes, bytes) DO UPDATE SET family = excluded.family, "
+      "median_us = excluded.median_us, p10_us = excluded.p10_us, p90_us = excluded.p90_us, "
+      "iqr_us = excluded.iqr_us, samples = excluded.samples, failed = excluded.failed, "
+      "reason = excluded.reason, site = excluded.site, host = excluded.host, "
+      "user_name = excluded.user_name, writer_version = excluded.writer_version, "
+      "created_at = excluded.created_at");
+  if (!st) return std::move(st).error();
+  bind_key(*st, 1, m.key, true);
+  st->bind(10, m.collective)
+      .bind(11, m.algorithm)
+      .bind(12, static_cast<int64_t>(m.segment_bytes))
+      .bind(13, static_cast<int64_t>(m.bytes))
+      .bind(14, m.median_us)
+      .bind(15, m.p10_us)
+      .bind(16, m.p90_us)
+      .bind(17, m.iqr_us)
+      .bind(18, m.samples)
+      .bind(19, int64_t{m.failed ? 1 : 0})
+      .bind(20, m.reason);
+  bind_provenance(*st, 21, m.provenance);
+  return st->run();
+}
+
+Status TuningDb::put_plan(const PlanRecord& plan) { return put_results(&plan, {}); }
+
+Status TuningDb::put_results(const PlanRecord* plan, std::span<const Measurement> ms) {
+  DLTUNE_TRY(check_writable());
+  if (plan != nullptr) DLTUNE_TRY_CTX(validate_plan(*plan), "storing a plan");
+  for (const Measurement& m : ms) DLTUNE_TRY_CTX(validate_measurement(m), "storing a measurement");
+  auto tx = Transaction::begin(connection());
+  if (!tx) return std::move(tx).error();
+  int64_t n = 0;
+  for (const Measurement& m : ms) {
+    DLTUNE_TRY_CTX(write_measurement(m), "storing a measurement in '" + path_ + "'");
+    row_written(++n);
+  }
+  if (plan != nullptr) {
+    DLTUNE_TRY_CTX(write_plan(*plan), "storing a plan in '" + path_ + "'");
+    row_written(++n);
+  }
+  return tx->commit();
+}
+
+Result<std::optional<PlanRecord>> TuningDb::find_exact(const Key& key) {
+  auto st = connection().prepare("SELECT " DLTUNE_DB_PLAN_COLS
+                                 " FROM plans WHERE " DLTUNE_DB_IDENTITY_WHERE);
+  if (!st) return std::move(st).error();
+  bind_key(*st, 1, key, false);
+  auto row = st->step();
+  if (!row) return std::move(row).error();
+  if (!*row) return std::optional<PlanRecord>();
+  return std::optional<PlanRecord>(read_plan(*st));
+}
+
+Result<std::vector<PlanRecord>> TuningDb::find_family(const std::string& family,
+                                                      const std::string& recipe) {
+  std::vector<PlanRecord> out;
+  if (family.empty()) return out;
+  auto st = connection().prepare("SELECT " DLTUNE_DB_PLAN_COLS
+                                 " FROM plans WHERE family = ?1 AND recipe = ?2");
+  if (!st) return std::move(st).error();
+  st->bind(1, family).bind(2, recipe);
+  while (true) {
+    auto row = st->step();
+    if (!row) return std::move(row).error();
+    if (!*row) return out;
+    out.push_back(read_plan(*st));
+  }
+}
+
+Result<std::vector<PlanRecord>> TuningDb::plans(const Filter& filter) {
+  auto st = connection().prepare("SELECT " DLTUNE_DB_PLAN_COLS " FROM plans" DLTUNE_DB_FILTER_WHERE
+                                 " ORDER BY id");
+  if (!st) return std::move(st).error();
+  bind_filter(*st, filter);
+  std::vector<PlanRecord> out;
+  while (true) {
+    auto row = st->step();
+    if (!row) return std::move(row).error();
+    if (!*row) return out;
+    out.push_back(read_plan(*st));
+  }
+}
+
+Result<std::vector<Measurement>> TuningDb::measurements(const Filter& filter) {
+  auto st = connection().prepare("SELECT " DLTUNE_DB_MEAS_COLS
+                                 " FROM measurements" DLTUNE_DB_FILTER_WHERE " ORDER BY id");
+  if (!st) return std::move(st).error();
+  bind_filter(*st, filter);
+  std::vector<Measurement> out;
+  while (true) {
+    auto row = st->step();
+    if (!row) return std::move(row).error();
+    if (!*row) return out;
+    out.push_back(read_measurement(*st));
+  }
+}
+
+Result<DbCounts> TuningDb::counts() {
+  DbCounts c;
+  auto v = schema_version(connection());
+  if (!v) return std::move(v).error();
+  c.schema_version = *v;
+  auto st = connection().prepare(
+      "SELECT (SELECT count(*) FROM plans), (SELECT count(*) FROM measurements)");
+  if (!st) return std::move(st).error();
+  auto row = st->step();
+  if (!row) return std::move(row).error();
+  c.plans = st->integer(0);
+  c.measurements = st->integer(1);
+  return c;
+}
+
+Result<int64_t> TuningDb::prune(const PruneSpec& spec) {
+  DLTUNE_TRY(check_writable());
+  if (!spec.created_before && !spec.keep_dltune_version && !spec.fingerprint) {
+    return invalid_input(
+        "prune needs at least one criterion (older than, other versions, "
+        "fingerprint)");
+  }
+  auto tx = Transaction::begin(connection());
+  if (!tx) return std::move(tx).error();
+  int64_t removed = 0;
+  for (const char* sql :
+       {"DELETE FROM plans WHERE (?1 IS NULL OR created_at < ?1) AND (?2 IS NULL OR dltune <> ?2) "
+        "AND (?3 IS NULL OR fingerprint = ?3)",
+        "DELETE FROM measurements WHERE (?1 IS NULL OR created_at < ?1) AND "
+        "(?2 IS NULL OR dltune <> ?2) AND (?3 IS NULL OR fingerprint = ?3)"}) {
+    auto st = connection().prepare(sql);
+    if (!st) return std::move(st).error();
+    if (spec.created_before)
+      st->bind(1, *spec.created_before);
+    else
+      st->bind_null(1);
+    if (spec.keep_dltune_version)
+      st->bind(2, *spec.keep_dltune_version);
+    else
+      st->bind_null(2);
+    if (spec.fingerprint)
+      st->bind(3, *spec.fingerprint);
+    else
+      st->bind_null(3);
+    DLTUNE_TRY_CTX(st->run(), "pruning '" + path_ + "'");
+    removed += st->changes();
+  }
+  DLTUNE_TRY(tx->commit());
+  return removed;
+}
+
+}  // namespace dltune::tuner::db

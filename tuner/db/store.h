@@ -1,0 +1,118 @@
+// TuningDb: one tuning database file (user or site). Plans and measurement summaries keyed by
+// Key (records.h), each row with its provenance. Every write is one transaction (all or
+// nothing); concurrent writers wait on the busy timeout instead of failing.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "tuner/db/records.h"
+#include "tuner/db/sqlite.h"
+
+namespace dltune::tuner::db {
+
+// Which rows a listing, export or prune covers; every unset field matches everything.
+struct Filter {
+  std::optional<std::string> fingerprint;
+  std::optional<std::string> family;
+  std::optional<std::string> recipe;
+  std::optional<std::string> dltune_version;  // the key's dltune version
+  std::optional<JobShape> shape;
+};
+
+// What to delete: rows matching every set criterion (at least one must be set).
+struct PruneSpec {
+  std::optional<int64_t> created_before;           // Unix seconds
+  std::optional<std::string> keep_dltune_version;  // delete rows of any other dltune version
+  std::optional<std::string> fingerprint;
+};
+
+// How an incoming row (bundle import, merge) resolves against a local row with the same key.
+enum class ConflictPolicy {
+  kKeepLocal,          // the local row stays
+  kPreferNewer,        // the row with the later created_at wins (local on a tie)
+  kPreferMoreSamples,  // measurements: more samples wins (local on a tie); plans: as kPreferNewer
+};
+// Parses "keep-local" | "prefer-newer" | "prefer-more-samples"; invalid_input otherwise.
+Result<ConflictPolicy> parse_policy(std::string_view name);
+
+struct MergeCounts {
+  int64_t added = 0, replaced = 0, unchanged = 0, kept_local = 0;
+};
+struct MergeReport {
+  MergeCounts plans, measurements;
+  bool changed() const {
+    return plans.added + plans.replaced + measurements.added + measurements.replaced > 0;
+  }
+};
+
+struct DbCounts {
+  int schema_version = 0;
+  int64_t plans = 0, measurements = 0;
+};
+
+class TuningDb {
+ public:
+  // Opens (kReadWrite: creating and migrating to the current schema) the database at `path`.
+  // A read-only database of an older schema is upgraded in memory, never on disk. Errors name
+  // the path: missing file (read-only), not a dltune database, newer schema, I/O.
+  static Result<TuningDb> open(const std::string& path, OpenMode mode);
+
+  // Inserts or replaces (same Key identity) one plan; one transaction. Validates first:
+  // invalid_input and nothing written on a malformed row; a read-only database refuses.
+  Status put_plan(const PlanRecord& plan);
+  // Inserts or replaces the measurements and then the plan, in one transaction: a crash leaves
+  // either all of them or none. `plan` may be null (measurements only).
+  Status put_results(const PlanRecord* plan, std::span<const Measurement> measurements);
+
+  // The plan with exactly this identity (Key::same_identity), or nullopt.
+  Result<std::optional<PlanRecord>> find_exact(const Key& key);
+  // Plans with the same non-empty family and recipe (exact ones included; the caller ranks).
+  Result<std::vector<PlanRecord>> find_family(const std::string& family, const std::string& recipe);
+
+  Result<std::vector<PlanRecord>> plans(const Filter& filter = {});
+  Result<std::vector<Measurement>> measurements(const Filter& filter = {});
+  Result<DbCounts> counts();
+
+  // Applies incoming rows under `policy` in one transaction after validating all of them:
+  // on any invalid row nothing is written. Importing the same rows twice changes nothing.
+  Result<MergeReport> merge_rows(std::span<const PlanRecord> plans,
+                                 std::span<const Measurement> measurements, ConflictPolicy policy);
+
+  // Deletes the rows PruneSpec selects (plans and measurements) in one transaction; returns how
+  // many rows went. invalid_input when no criterion is set.
+  Result<int64_t> prune(const PruneSpec& spec);
+
+  const std::string& path() const { return path_; }
+  bool read_only() const { return read_only_; }
+  Connection& connection() { return use_scratch_ ? scratch_ : conn_; }
+
+  // Test hook (crash tests): called inside write transactions after each row is written,
+  // with the number of rows written so far in that transaction.
+  void set_row_hook(std::function<void(int64_t)> hook) { row_hook_ = std::move(hook); }
+
+ private:
+  TuningDb(Connection conn, Connection scratch)
+      : conn_(std::move(conn)), scratch_(std::move(scratch)) {}
+  Status check_writable() const;
+  Status write_plan(const PlanRecord& plan);
+  Status write_measurement(const Measurement& m);
+  Result<std::optional<Measurement>> find_measurement(const Measurement& m);
+  void row_written(int64_t n) {
+    if (row_hook_) row_hook_(n);
+  }
+
+  Connection conn_;
+  Connection scratch_;
+  std::string path_;
+  bool read_only_ = false;
+  bool use_scratch_ = false;
+  std::function<void(int64_t)> row_hook_;
+};
+
+}  // namespace dltune::tuner::db

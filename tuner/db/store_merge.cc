@@ -1,0 +1,113 @@
+// TuningDb::merge_rows: applying bundle or database rows under a conflict policy.
+#include <string>
+
+#include "tuner/db/store.h"
+#include "tuner/db/store_sql.h"
+
+namespace dltune::tuner::db {
+namespace {
+
+bool same_plan(const PlanRecord& a, const PlanRecord& b) {
+  return a.key.same_identity(b.key) && a.key.family == b.key.family && a.plan_json == b.plan_json &&
+         a.provenance == b.provenance;
+}
+
+bool same_measurement(const Measurement& a, const Measurement& b) {
+  return a.key.same_identity(b.key) && a.key.family == b.key.family &&
+         a.collective == b.collective && a.algorithm == b.algorithm &&
+         a.segment_bytes == b.segment_bytes && a.bytes == b.bytes && a.median_us == b.median_us &&
+         a.p10_us == b.p10_us && a.p90_us == b.p90_us && a.iqr_us == b.iqr_us &&
+         a.samples == b.samples && a.failed == b.failed && a.reason == b.reason &&
+         a.provenance == b.provenance;
+}
+
+// True when the incoming row should replace the local one under `policy`.
+bool incoming_wins(ConflictPolicy policy, const Provenance& local, const Provenance& incoming,
+                   int64_t local_samples, int64_t incoming_samples, bool has_samples) {
+  switch (policy) {
+    case ConflictPolicy::kKeepLocal:
+      return false;
+    case ConflictPolicy::kPreferMoreSamples:
+      if (has_samples) return incoming_samples > local_samples;
+      [[fallthrough]];
+    case ConflictPolicy::kPreferNewer:
+      return incoming.created_at > local.created_at;
+  }
+  return false;
+}
+
+}  // namespace
+
+Result<std::optional<Measurement>> TuningDb::find_measurement(const Measurement& m) {
+  auto st = connection().prepare("SELECT " DLTUNE_DB_MEAS_COLS
+                                 " FROM measurements WHERE " DLTUNE_DB_IDENTITY_WHERE
+                                 " AND collective = ?9 AND algorithm = ?10 AND "
+                                 "segment_bytes = ?11 AND bytes = ?12");
+  if (!st) return std::move(st).error();
+  detail::bind_key(*st, 1, m.key, false);
+  st->bind(9, m.collective)
+      .bind(10, m.algorithm)
+      .bind(11, static_cast<int64_t>(m.segment_bytes))
+      .bind(12, static_cast<int64_t>(m.bytes));
+  auto row = st->step();
+  if (!row) return std::move(row).error();
+  if (!*row) return std::optional<Measurement>();
+  return std::optional<Measurement>(detail::read_measurement(*st));
+}
+
+Result<MergeReport> TuningDb::merge_rows(std::span<const PlanRecord> plans,
+                                         std::span<const Measurement> measurements,
+                                         ConflictPolicy policy) {
+  DLTUNE_TRY(check_writable());
+  // Validate everything before the first write: all or nothing.
+  for (size_t i = 0; i < plans.size(); ++i) {
+    DLTUNE_TRY_CTX(validate_plan(plans[i]), "plans[" + std::to_string(i) + "]");
+  }
+  for (size_t i = 0; i < measurements.size(); ++i) {
+    DLTUNE_TRY_CTX(validate_measurement(measurements[i]),
+                   "measurements[" + std::to_string(i) + "]");
+  }
+  MergeReport report;
+  auto tx = Transaction::begin(connection());
+  if (!tx) return std::move(tx).error();
+  int64_t n = 0;
+  for (const Measurement& m : measurements) {
+    auto local = find_measurement(m);
+    if (!local) return std::move(local).error();
+    if (!*local) {
+      ++report.measurements.added;
+    } else if (same_measurement(**local, m)) {
+      ++report.measurements.unchanged;
+      continue;
+    } else if (incoming_wins(policy, (*local)->provenance, m.provenance, (*local)->samples,
+                             m.samples, true)) {
+      ++report.measurements.replaced;
+    } else {
+      ++report.measurements.kept_local;
+      continue;
+    }
+    DLTUNE_TRY_CTX(write_measurement(m), "merging into '" + path_ + "'");
+    row_written(++n);
+  }
+  for (const PlanRecord& p : plans) {
+    auto local = find_exact(p.key);
+    if (!local) return std::move(local).error();
+    if (!*local) {
+      ++report.plans.added;
+    } else if (same_plan(**local, p)) {
+      ++report.plans.unchanged;
+      continue;
+    } else if (incoming_wins(policy, (*local)->provenance, p.provenance, 0, 0, false)) {
+      ++report.plans.replaced;
+    } else {
+      ++report.plans.kept_local;
+      continue;
+    }
+    DLTUNE_TRY_CTX(write_plan(p), "merging into '" + path_ + "'");
+    row_written(++n);
+  }
+  DLTUNE_TRY(tx->commit());
+  return report;
+}
+
+}  // namespace dltune::tuner::db
