@@ -1,13 +1,101 @@
-// `dltune run`: being written (see the open issues); registered so the CLI stays whole.
+// `dltune run -n N [--bind ...] [--tag-output] [--backend local|slurm] -- PROGRAM [ARGS...]`:
+// the generic launcher (issue 3). Options struct + setup + run, CLI11's one-file shape.
+#include <cstdio>
+#include <cstdlib>
+
+#include "common/env.h"
+#include "common/paths.h"
+#include "common/strings.h"
 #include "launcher/commands.h"
+#include "launcher/launch_spec.h"
+#include "launcher/local_backend.h"
+#include "launcher/slurm_backend.h"
 
 namespace dltune::cli {
+namespace {
+
+struct RunOptions {
+  int nranks = -1;
+  std::string bind;
+  bool tag_output = false;
+  std::string backend;
+  double timeout_s = 0;
+  std::string plan_file;
+  std::vector<std::string> command;
+};
+
+Result<launcher::LaunchSpec> make_spec(const RunOptions& o, launcher::Backend backend) {
+  launcher::LaunchSpec spec;
+  spec.argv = o.command;
+  spec.nranks = o.nranks;
+  if (spec.nranks < 0) {
+    const char* ntasks = std::getenv("SLURM_NTASKS");
+    if (backend != launcher::Backend::kSlurm || ntasks == nullptr) {
+      return invalid_input("give the number of ranks with -n N");
+    }
+    auto n = strings::parse_int(ntasks);
+    if (!n) return invalid_input("SLURM_NTASKS is not a number: '" + std::string(ntasks) + "'");
+    spec.nranks = static_cast<int>(*n);
+  }
+  auto bind = topology::parse_bind_policy(o.bind.empty() ? env::get(env::kBind) : o.bind);
+  if (!bind) return std::move(bind).error().wrap(o.bind.empty() ? "DLTUNE_BIND" : "--bind");
+  spec.bind = *bind;
+  spec.tag_output = o.tag_output;
+  spec.timeout_s = o.timeout_s;
+  auto grace = strings::parse_int(env::get(env::kKillGrace));
+  if (!grace || *grace > 600'000) {
+    return invalid_input("DLTUNE_KILL_GRACE_MS must be a number of milliseconds up to 600000");
+  }
+  spec.kill_grace_ms = static_cast<int>(*grace);
+  if (!o.plan_file.empty()) {
+    auto plan = paths::read_file(o.plan_file);
+    if (!plan) return std::move(plan).error().wrap("--plan");
+    spec.plan_blob = std::move(*plan);
+  }
+  DLTUNE_TRY(launcher::validate_spec(spec));
+  return spec;
+}
+
+int run_run(const RunOptions& o) {
+  auto backend =
+      o.backend.empty() ? launcher::default_backend() : launcher::parse_backend(o.backend);
+  if (!backend) return report_error("run", backend.error());
+  auto spec = make_spec(o, *backend);
+  if (!spec) return report_error("run", spec.error());
+  auto outcome = *backend == launcher::Backend::kSlurm ? launcher::run_slurm(*spec)
+                                                       : launcher::run_local(*spec);
+  if (!outcome) return report_error("run", outcome.error());
+  if (!outcome->message.empty()) {
+    std::fprintf(stderr, "dltune run: %s\n", outcome->message.c_str());
+  }
+  return outcome->exit_code;
+}
+
+}  // namespace
 
 void setup_run(CLI::App& app, int* exit_code) {
-  auto* cmd = app.add_subcommand("run", "(in progress)");
-  cmd->callback([exit_code] {
-    *exit_code = report_error("run", unsupported("this command is not built yet"));
-  });
+  auto opts = std::make_shared<RunOptions>();
+  auto* cmd = app.add_subcommand(
+      "run",
+      "Launch N ranks of any program (PMIx client, Open MPI program or plain) and "
+      "supervise them, like mpirun");
+  cmd->add_option("-n,--np", opts->nranks, "Number of ranks (default under Slurm: SLURM_NTASKS)")
+      ->check(CLI::Range(0, 1 << 30));
+  cmd->add_option("--bind", opts->bind, "CPU binding: none, core, numa or auto (DLTUNE_BIND)");
+  cmd->add_flag("--tag-output", opts->tag_output, "Prefix every output line with [rank]");
+  cmd->add_option("--backend", opts->backend,
+                  "local (embedded PMIx server) or slurm (srun --mpi=pmix); default: slurm "
+                  "inside an allocation, else local (DLTUNE_BACKEND)");
+  cmd->add_option("--timeout", opts->timeout_s,
+                  "Stop the job and fail when it runs longer than this many seconds")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--plan", opts->plan_file, "A plan file (JSON) handed to every rank");
+  cmd->add_option("command", opts->command, "PROGRAM [ARGS...] (after --)");
+  cmd->positionals_at_end();
+  cmd->footer(
+      "Exit status: 0 when every rank exits 0; 1 when a rank fails (the first one is "
+      "named); 2 for bad usage; 130/143 when interrupted.");
+  cmd->callback([opts, exit_code] { *exit_code = run_run(*opts); });
 }
 
 }  // namespace dltune::cli

@@ -1,0 +1,49 @@
+// What to launch and how it ended: the types every launch backend (local, slurm) shares.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/result.h"
+#include "topology/topology.h"
+
+namespace dltune::launcher {
+
+enum class Backend { kLocal, kSlurm };
+
+// Parses "local" or "slurm". Failure: kInvalidInput.
+Result<Backend> parse_backend(const std::string& text);
+// The default backend: DLTUNE_BACKEND when set, else slurm when SLURM_JOB_ID is set, else local.
+// Failure: kInvalidInput when DLTUNE_BACKEND holds an unknown name.
+Result<Backend> default_backend();
+
+struct LaunchSpec {
+  int nranks = 1;
+  std::vector<std::string> argv;  // argv[0] is the program as the user wrote it
+  topology::BindPolicy bind = topology::BindPolicy::kAuto;  // --bind
+  bool tag_output = false;   // prefix every output line with "[rank] "
+  std::string plan_blob;     // the job's plan, given to every rank ("" = none)
+  double timeout_s = 0;      // > 0: stop the job and fail after this many seconds
+  int kill_grace_ms = 2000;  // SIGTERM -> SIGKILL delay when stopping ranks
+  std::vector<std::pair<std::string, std::string>> extra_env;  // added to every rank
+};
+
+// How a launch ended. exit_code: 0 every rank exited 0; 1 a rank failed (message names the
+// first one, its host and its exit code or signal) or the timeout hit; 130 / 143 the launcher
+// was interrupted by SIGINT / SIGTERM (message says so).
+struct LaunchOutcome {
+  int exit_code = 0;
+  std::string message;  // one sentence; "" on success
+};
+
+// Resolves `program` like execvp: a name with a '/' is used as is, else it is looked up in
+// PATH. Success: the path of an executable regular file. Failure: kNotFound ("program 'x' was
+// not found in PATH") or kInvalidInput (a directory, or not executable).
+Result<std::string> find_program(const std::string& program);
+
+// Checks a spec before anything starts. Failure: kInvalidInput for no program, nranks < 1 or
+// > 4096, a negative timeout; kNotFound for a program that does not exist.
+Status validate_spec(const LaunchSpec& spec);
+
+}  // namespace dltune::launcher

@@ -1,0 +1,387 @@
+#include "launcher/supervisor.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/log.h"
+
+namespace dltune::launcher {
+namespace {
+
+constexpr size_t kMaxLine = 64 * 1024;  // longer lines are forwarded in pieces
+
+void write_all(int fd, const std::string& data) {
+  size_t off = 0;
+  while (off < data.size()) {
+    ssize_t n = write(fd, data.data() + off, data.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;  // stdout closed: drop output, keep supervising
+    off += static_cast<size_t>(n);
+  }
+}
+
+sigset_t handled_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGCHLD);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGHUP);
+  return set;
+}
+
+// Runs in the forked child: only async-signal-safe calls until execve.
+[[noreturn]] void exec_child(const ChildSpec& spec, char* const* argv, int out_fd, int err_fd,
+                             int null_fd, const cpu_set_t* cpus, pid_t parent) {
+  setpgid(0, 0);
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) _exit(127);
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  for (int sig : {SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGCHLD}) sigaction(sig, &dfl, nullptr);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  if (dup2(null_fd, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0) _exit(127);
+  if (cpus != nullptr) sched_setaffinity(0, sizeof(cpu_set_t), cpus);
+  execve(spec.path.c_str(), argv, spec.envp);
+  static const char kMsg[] = "dltune: execve failed for the rank's program\n";
+  (void)!write(2, kMsg, sizeof kMsg - 1);
+  _exit(127);
+}
+
+}  // namespace
+
+Supervisor::Supervisor(Options options) : options_(options) {
+  if (options_.timeout_s > 0) {
+    job_deadline_ =
+        Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(options_.timeout_s * 1000.0));
+  }
+}
+
+Supervisor::~Supervisor() {
+  signal_groups(SIGKILL);
+  for (Child& c : children_) {
+    if (c.running) {
+      int st = 0;
+      while (waitpid(c.pid, &st, 0) < 0 && errno == EINTR) {
+      }
+      c.running = false;
+    }
+    if (c.out.fd >= 0) close(c.out.fd);
+    if (c.err.fd >= 0) close(c.err.fd);
+  }
+  if (dev_null_ >= 0) close(dev_null_);
+  if (signal_fd_ >= 0) close(signal_fd_);
+  if (signals_installed_) {
+    // Drop signals that arrived while blocked (SIGCHLD of our children) before unblocking.
+    sigset_t set = handled_signals();
+    struct timespec zero {};
+    siginfo_t info;
+    sigdelset(&set, SIGINT);
+    sigdelset(&set, SIGTERM);
+    sigdelset(&set, SIGHUP);
+    while (sigtimedwait(&set, &info, &zero) > 0) {
+    }
+    pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
+  }
+}
+
+Status Supervisor::install_signal_handling() {
+  sigset_t set = handled_signals();
+  if (pthread_sigmask(SIG_BLOCK, &set, &old_mask_) != 0) return errno_error("pthread_sigmask");
+  signals_installed_ = true;
+  signal_fd_ = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (signal_fd_ < 0) return errno_error("signalfd");
+  signal(SIGPIPE, SIG_IGN);
+  return ok_status();
+}
+
+Result<int> Supervisor::spawn(const ChildSpec& spec) {
+  if (dev_null_ < 0) {
+    dev_null_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (dev_null_ < 0) return errno_error("opening /dev/null");
+  }
+  int out[2], err[2];
+  if (pipe2(out, O_CLOEXEC) != 0) return errno_error("pipe");
+  if (pipe2(err, O_CLOEXEC) != 0) {
+    close(out[0]);
+    close(out[1]);
+    return errno_error("pipe");
+  }
+  std::vector<char*> argv;
+  for (const std::string& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  for (int c : spec.cpus) CPU_SET(c, &cpus);
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    exec_child(spec, argv.data(), out[1], err[1], dev_null_, spec.cpus.empty() ? nullptr : &cpus,
+               parent);
+  }
+  const int fork_errno = errno;
+  close(out[1]);
+  close(err[1]);
+  if (pid < 0) {
+    close(out[0]);
+    close(err[0]);
+    errno = fork_errno;
+    return errno_error("fork");
+  }
+  setpgid(pid, pid);  // also in the parent, so kill(-pid) works before the child runs
+  fcntl(out[0], F_SETFL, O_NONBLOCK);
+  fcntl(err[0], F_SETFL, O_NONBLOCK);
+  Child c;
+  c.pid = pid;
+  c.name = spec.name;
+  c.host = spec.host;
+  c.out.fd = out[0];
+  c.err.fd = err[0];
+  children_.push_back(std::move(c));
+  DLTUNE_LOG(kDebug, "launch") << "started " << spec.name << " pid " << pid;
+  return static_cast<int>(children_.size() - 1);
+}
+
+void Supervisor::watch(int fd, EventCheck check) {
+  if (fd >= 0) watches_.emplace_back(fd, std::move(check));
+}
+
+std::string Supervisor::default_exit_judgement(const std::string& name, const std::string& host,
+                                               int wait_status) {
+  const std::string who = name + (host.empty() ? "" : " on " + host);
+  if (WIFEXITED(wait_status)) {
+    const int code = WEXITSTATUS(wait_status);
+    return code == 0 ? "" : who + " exited with code " + std::to_string(code);
+  }
+  if (WIFSIGNALED(wait_status)) {
+    const int sig = WTERMSIG(wait_status);
+    const char* desc = strsignal(sig);
+    return who + " was killed by signal " + std::to_string(sig) + " (" +
+           (desc != nullptr ? desc : "unknown") + ")";
+  }
+  return "";
+}
+
+void Supervisor::fail(const std::string& why) {
+  if (!failure_.empty() || signal_exit_ != 0) return;
+  failure_ = why;
+  DLTUNE_LOG(kInfo, "launch") << "failure: " << why << "; stopping the other ranks";
+  stop_all(SIGTERM);
+}
+
+void Supervisor::signal_groups(int sig) {
+  for (const Child& c : children_) {
+    if (c.running && c.pid > 0) kill(-c.pid, sig);
+  }
+}
+
+void Supervisor::stop_all(int sig) {
+  stopping_ = true;
+  signal_groups(sig);
+  if (!kill_at_) kill_at_ = Clock::now() + std::chrono::milliseconds(options_.kill_grace_ms);
+}
+
+void Supervisor::reap() {
+  for (;;) {
+    int st = 0;
+    const pid_t pid = waitpid(-1, &st, WNOHANG);
+    if (pid <= 0) break;
+    auto it = std::find_if(children_.begin(), children_.end(),
+                           [pid](const Child& c) { return c.pid == pid; });
+    if (it == children_.end()) continue;
+    it->running = false;
+    // Whatever the rank left in its group dies with it, now: once the group is empty its id
+    // may be reused, so it is never signalled again.
+    kill(-pid, SIGKILL);
+    const int index = static_cast<int>(it - children_.begin());
+    const std::string why =
+        judge_ ? judge_(index, st) : default_exit_judgement(it->name, it->host, st);
+    DLTUNE_LOG(kDebug, "launch") << it->name << " ended, status " << st;
+    if (why.empty() || stopping_) continue;
+    std::string& slot = WIFSIGNALED(st) ? by_signal_ : by_exit_;
+    if (slot.empty()) slot = why;
+    if (!decide_at_) decide_at_ = Clock::now() + kSettle;
+  }
+}
+
+void Supervisor::decide() {
+  decide_at_.reset();
+  if (!by_signal_.empty()) {
+    fail(by_signal_);
+  } else if (!by_exit_.empty()) {
+    fail(by_exit_);
+  }
+}
+
+void Supervisor::handle_signals() {
+  signalfd_siginfo si;
+  while (read(signal_fd_, &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
+    const int sig = static_cast<int>(si.ssi_signo);
+    if (sig == SIGCHLD) {
+      reap();
+      continue;
+    }
+    if (sig == SIGINT && ++sigint_count_ >= 2) {
+      signal_groups(SIGKILL);  // second Ctrl-C: no more grace
+      continue;
+    }
+    if (signal_exit_ == 0 && failure_.empty()) signal_exit_ = 128 + sig;
+    stop_all(sig == SIGINT ? options_.interrupt_signal : SIGTERM);
+  }
+  reap();  // SIGCHLD may have been merged with another signal
+}
+
+void Supervisor::emit(int index, bool is_stderr, std::string_view line) {
+  std::optional<std::string> text;
+  if (filter_) {
+    text = filter_(index, is_stderr, line);
+  } else if (options_.tag_output) {
+    text = "[" + std::to_string(index) + "] " + std::string(line);
+  } else {
+    text = std::string(line);
+  }
+  if (!text) return;
+  text->push_back('\n');
+  write_all(is_stderr ? 2 : 1, *text);
+}
+
+void Supervisor::read_stream(int index, Stream& s, bool is_stderr) {
+  char buf[16384];
+  for (;;) {
+    const ssize_t n = read(s.fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return;  // EAGAIN: wait for more
+    if (n == 0) {
+      if (!s.pending.empty()) emit(index, is_stderr, s.pending);
+      s.pending.clear();
+      close(s.fd);
+      s.fd = -1;
+      return;
+    }
+    s.pending.append(buf, static_cast<size_t>(n));
+    size_t start = 0;
+    for (size_t nl; (nl = s.pending.find('\n', start)) != std::string::npos; start = nl + 1) {
+      emit(index, is_stderr, std::string_view(s.pending).substr(start, nl - start));
+    }
+    s.pending.erase(0, start);
+    if (s.pending.size() > kMaxLine) {
+      emit(index, is_stderr, s.pending);
+      s.pending.clear();
+    }
+  }
+}
+
+bool Supervisor::any_running() const {
+  return std::any_of(children_.begin(), children_.end(), [](const Child& c) { return c.running; });
+}
+
+bool Supervisor::any_stream_open() const {
+  return std::any_of(children_.begin(), children_.end(),
+                     [](const Child& c) { return c.out.fd >= 0 || c.err.fd >= 0; });
+}
+
+int Supervisor::poll_timeout_ms() const {
+  std::optional<Clock::time_point> next;
+  for (const auto& t : {job_deadline_, kill_at_, drain_until_, decide_at_}) {
+    if (t && (!next || *t < *next)) next = t;
+  }
+  if (!next) return -1;
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(*next - Clock::now()).count();
+  return static_cast<int>(std::clamp<int64_t>(ms + 1, 0, 60'000));
+}
+
+void Supervisor::check_deadlines() {
+  const auto now = Clock::now();
+  if (job_deadline_ && now >= *job_deadline_) {
+    job_deadline_.reset();
+    std::vector<std::string> who;
+    for (const Child& c : children_) {
+      if (c.running) who.push_back(c.name + (c.host.empty() ? "" : " on " + c.host));
+    }
+    if (!who.empty()) {
+      char secs[32];
+      std::snprintf(secs, sizeof secs, "%g", options_.timeout_s);
+      std::string list;
+      for (size_t i = 0; i < who.size() && i < 8; ++i) list += (i ? ", " : "") + who[i];
+      if (who.size() > 8) list += " and " + std::to_string(who.size() - 8) + " more";
+      fail("the job did not finish within " + std::string(secs) + " s (--timeout): " + list +
+           (who.size() == 1 ? " was" : " were") + " still running");
+    }
+  }
+  if (decide_at_ && now >= *decide_at_) decide();
+  if (kill_at_ && now >= *kill_at_) {
+    kill_at_.reset();
+    signal_groups(SIGKILL);
+  }
+}
+
+LaunchOutcome Supervisor::run() {
+  for (;;) {
+    if (!any_running()) {
+      if (decide_at_) decide();
+      if (!final_kill_done_) {
+        final_kill_done_ = true;
+        drain_until_ = Clock::now() + std::chrono::milliseconds(1000);
+      }
+      if (!any_stream_open() || Clock::now() >= *drain_until_) break;
+    }
+    std::vector<pollfd> fds;
+    fds.push_back({signal_fd_, POLLIN, 0});
+    for (const auto& w : watches_) fds.push_back({w.first, POLLIN, 0});
+    std::vector<std::pair<int, bool>> owners;  // child index, is_stderr
+    for (size_t i = 0; i < children_.size(); ++i) {
+      if (children_[i].out.fd >= 0) {
+        fds.push_back({children_[i].out.fd, POLLIN, 0});
+        owners.emplace_back(static_cast<int>(i), false);
+      }
+      if (children_[i].err.fd >= 0) {
+        fds.push_back({children_[i].err.fd, POLLIN, 0});
+        owners.emplace_back(static_cast<int>(i), true);
+      }
+    }
+    const int rc = poll(fds.data(), fds.size(), poll_timeout_ms());
+    if (rc < 0 && errno != EINTR) break;
+    if (rc > 0) {
+      if (fds[0].revents != 0) handle_signals();
+      for (size_t w = 0; w < watches_.size(); ++w) {
+        if (fds[1 + w].revents == 0) continue;
+        const std::string why = watches_[w].second();
+        if (!why.empty() && !stopping_) fail(why);
+      }
+      for (size_t k = 0; k < owners.size(); ++k) {
+        if (fds[1 + watches_.size() + k].revents == 0) continue;
+        Child& c = children_[static_cast<size_t>(owners[k].first)];
+        read_stream(owners[k].first, owners[k].second ? c.err : c.out, owners[k].second);
+      }
+    }
+    check_deadlines();
+  }
+  LaunchOutcome out;
+  if (!failure_.empty()) {
+    out.exit_code = 1;
+    out.message = failure_;
+  } else if (signal_exit_ != 0) {
+    out.exit_code = signal_exit_;
+    const int sig = signal_exit_ - 128;
+    out.message = std::string("interrupted by ") +
+                  (sig == SIGINT    ? "SIGINT"
+                   : sig == SIGTERM ? "SIGTERM"
+                                    : "SIGHUP") +
+                  "; stopped all ranks";
+  }
+  return out;
+}
+
+}  // namespace dltune::launcher

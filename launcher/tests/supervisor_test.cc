@@ -1,0 +1,118 @@
+// Supervisor with real child processes (sh): exit codes, signals, output, stopping.
+#include "launcher/supervisor.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+extern char** environ;
+
+namespace dltune::launcher {
+namespace {
+
+ChildSpec sh(const std::string& script, int index) {
+  return {"/bin/sh", {"sh", "-c", script}, environ, {}, "rank " + std::to_string(index), "h"};
+}
+
+TEST(SupervisorTest, AllZeroIsSuccess) {
+  Supervisor sup({});
+  ASSERT_TRUE(sup.install_signal_handling().ok());
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(sup.spawn(sh("exit 0", i)).ok());
+  LaunchOutcome out = sup.run();
+  EXPECT_EQ(out.exit_code, 0);
+  EXPECT_EQ(out.message, "");
+}
+
+TEST(SupervisorTest, FirstFailureStopsTheOthers) {
+  Supervisor sup({false, 300, 0});
+  ASSERT_TRUE(sup.install_signal_handling().ok());
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_TRUE(sup.spawn(sh("sleep 30", 0)).ok());
+  ASSERT_TRUE(sup.spawn(sh("sleep 0.1; exit 3", 1)).ok());
+  // Ignores SIGTERM: needs the SIGKILL after the grace period.
+  ASSERT_TRUE(sup.spawn(sh("trap '' TERM; sleep 30", 2)).ok());
+  LaunchOutcome out = sup.run();
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(out.exit_code, 1);
+  EXPECT_EQ(out.message, "rank 1 on h exited with code 3");
+  EXPECT_LT(secs, 5.0);
+}
+
+TEST(SupervisorTest, NamesTheSignal) {
+  Supervisor sup({});
+  ASSERT_TRUE(sup.install_signal_handling().ok());
+  ASSERT_TRUE(sup.spawn(sh("kill -9 $$", 0)).ok());
+  LaunchOutcome out = sup.run();
+  EXPECT_EQ(out.exit_code, 1);
+  EXPECT_NE(out.message.find("rank 0 on h was killed by signal 9"), std::string::npos);
+}
+
+TEST(SupervisorTest, TimeoutNamesARunningRank) {
+  Supervisor sup({false, 200, 0.3});
+  ASSERT_TRUE(sup.install_signal_handling().ok());
+  ASSERT_TRUE(sup.spawn(sh("exit 0", 0)).ok());
+  ASSERT_TRUE(sup.spawn(sh("sleep 30", 1)).ok());
+  LaunchOutcome out = sup.run();
+  EXPECT_EQ(out.exit_code, 1);
+  EXPECT_NE(out.message.find("rank 1 on h was still running"), std::string::npos) << out.message;
+}
+
+TEST(SupervisorTest, FiltersOutputLines) {
+  Supervisor sup({});
+  ASSERT_TRUE(sup.install_signal_handling().ok());
+  std::vector<std::string> seen;
+  sup.set_line_filter([&seen](int index, bool is_stderr, std::string_view line) {
+    seen.push_back(std::to_string(index) + (is_stderr ? "e:" : "o:") + std::string(line));
+    return std::nullopt;
+  });
+  ASSERT_TRUE(sup.spawn(sh("printf 'a\\nb'; echo c >&2", 0)).ok());
+  EXPECT_EQ(sup.run().exit_code, 0);
+  std::sort(seen.begin(), seen.end());
+  EXPECT_EQ(seen, (std::vector<std::string>{"0e:c", "0o:a", "0o:b"}));
+}
+
+// True when a process whose command line contains `needle` exists.
+bool process_exists(const std::string& needle) {
+  DIR* d = opendir("/proc");
+  bool found = false;
+  while (dirent* e = d != nullptr ? readdir(d) : nullptr) {
+    std::ifstream in(std::string("/proc/") + e->d_name + "/cmdline");
+    std::string cmd((std::istreambuf_iterator<char>(in)), {});
+    for (char& c : cmd) c = c == '\0' ? ' ' : c;
+    if (std::atoi(e->d_name) > 0 && cmd.find(needle) != std::string::npos) found = true;
+  }
+  if (d != nullptr) closedir(d);
+  return found;
+}
+
+TEST(SupervisorTest, WhatARankLeavesBehindDiesWithIt) {
+  Supervisor sup({});
+  ASSERT_TRUE(sup.install_signal_handling().ok());
+  const std::string token = "31." + std::to_string(getpid());
+  ASSERT_TRUE(sup.spawn(sh("sleep " + token + " & exit 0", 0)).ok());
+  EXPECT_EQ(sup.run().exit_code, 0);
+  for (int i = 0; i < 100 && process_exists("sleep " + token); ++i) usleep(10'000);
+  EXPECT_FALSE(process_exists("sleep " + token));
+}
+
+TEST(SupervisorTest, ForwardsSigtermAndReports143) {
+  Supervisor sup({false, 300, 0});
+  ASSERT_TRUE(sup.install_signal_handling().ok());
+  ASSERT_TRUE(sup.spawn(sh("sleep 30", 0)).ok());
+  ASSERT_TRUE(sup.spawn(sh("sleep 30", 1)).ok());
+  kill(getpid(), SIGTERM);  // blocked and routed to the signalfd: run() sees it
+  LaunchOutcome out = sup.run();
+  EXPECT_EQ(out.exit_code, 143);
+  EXPECT_NE(out.message.find("SIGTERM"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace dltune::launcher

@@ -1,0 +1,184 @@
+// `dltune run` with the local backend, end to end: real PMIx server, real ranks.
+// Every test also checks that nothing is left behind: no process carrying the test's marker,
+// no temporary directory in the test's private TMPDIR, no new /dev/shm entry of ours.
+#include <algorithm>
+#include <climits>
+#include <fstream>
+#include <regex>
+#include <set>
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include "run_helper.h"
+
+namespace dltune::testing {
+namespace {
+
+std::string host() {
+  char buf[HOST_NAME_MAX + 1] = {};
+  gethostname(buf, sizeof buf - 1);
+  return buf;
+}
+
+class LocalLaunchTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/dltune-launch-test-XXXXXX";
+    tmpdir_ = mkdtemp(tmpl);
+    marker_ = unique_marker();
+    const auto shm = entries_with_prefix("/dev/shm", "");
+    shm_before_ = std::set<std::string>(shm.begin(), shm.end());
+  }
+  void TearDown() override {
+    EXPECT_TRUE(processes_with(marker_).empty()) << "a rank survived the launch";
+    EXPECT_TRUE(entries_with_prefix(tmpdir_, "").empty()) << "temporary files left in TMPDIR";
+    for (const auto& e : entries_with_prefix("/dev/shm", "")) {
+      if (shm_before_.count(e) == 0 && (e.rfind("dltune-", 0) == 0 || e.find("vader") != e.npos)) {
+        ADD_FAILURE() << "left in /dev/shm: " << e;
+      }
+    }
+    rmdir(tmpdir_.c_str());
+  }
+  // dltune run <args> -- <program args> --marker <marker>
+  RunResult dltune(std::vector<std::string> run_args, std::vector<std::string> program,
+                   RunOptions opts = {}) {
+    std::vector<std::string> argv = {binary("dltune"), "run"};
+    argv.insert(argv.end(), run_args.begin(), run_args.end());
+    argv.push_back("--");
+    argv.insert(argv.end(), program.begin(), program.end());
+    argv.push_back("--marker");
+    argv.push_back(marker_);
+    opts.env.emplace_back("TMPDIR", tmpdir_);
+    opts.env.emplace_back("DLTUNE_KILL_GRACE_MS", "1000");
+    opts.env.emplace_back("DLTUNE_BACKEND", "local");
+    return run(argv, opts);
+  }
+
+  std::string tmpdir_;
+  std::string marker_;
+  std::set<std::string> shm_before_;
+};
+
+void expect_probe_lines(const RunResult& r, int n, const std::string& plan) {
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (int rank = 0; rank < n; ++rank) {
+    const std::string want = "probe rank=" + std::to_string(rank) + " size=" + std::to_string(n) +
+                             " local_rank=" + std::to_string(rank) +
+                             " local_size=" + std::to_string(n) + " node=0/1 host=" + host() +
+                             " peers=ok plan=" + plan + "\n";
+    EXPECT_NE(r.out.find(want), std::string::npos) << "missing: " << want << "in:\n" << r.out;
+  }
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), n) << r.out;
+}
+
+TEST_F(LocalLaunchTest, ProbesSeeTheirIdentityAndEveryPeer) {
+  for (int n : {1, 2, 3, 8}) {
+    SCOPED_TRACE("n=" + std::to_string(n));
+    auto r = dltune({"-n", std::to_string(n)}, {binary("pmix_probe")});
+    expect_probe_lines(r, n, "");
+    EXPECT_LT(r.seconds, 10.0);
+  }
+}
+
+TEST_F(LocalLaunchTest, PlanReachesEveryRankAndOutputIsTagged) {
+  const std::string plan_path = tmpdir_ + "-plan.json";
+  std::ofstream(plan_path) << R"({"algo":"ring"})";
+  auto r = dltune({"-n", "3", "--plan", plan_path, "--tag-output", "--bind", "core"},
+                  {binary("pmix_probe")});
+  unlink(plan_path.c_str());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (int rank = 0; rank < 3; ++rank) {
+    const std::string want =
+        "[" + std::to_string(rank) + "] probe rank=" + std::to_string(rank) + " size=3";
+    EXPECT_NE(r.out.find(want), std::string::npos) << r.out;
+  }
+  EXPECT_NE(r.out.find(R"(plan={"algo":"ring"})"), std::string::npos) << r.out;
+}
+
+TEST_F(LocalLaunchTest, OpenMpiProgramGetsTheWholeWorld) {
+  if (access(binary("mpi_probe").c_str(), X_OK) != 0) GTEST_SKIP() << "built without Open MPI";
+  auto r = dltune({"-n", "4"}, {binary("mpi_probe"), "4"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("mpi rank=0 size=4 sum=10"), std::string::npos) << r.out << r.err;
+}
+
+TEST_F(LocalLaunchTest, PlainProgramsRunToo) {
+  auto r = dltune({"-n", "2", "--tag-output"}, {"/bin/sh", "-c", "echo hi $RANK/$WORLD_SIZE"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("[0] hi 0/2"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("[1] hi 1/2"), std::string::npos) << r.out;
+}
+
+struct Fault {
+  const char* mode;
+  const char* expect;  // in stderr
+  std::vector<std::string> extra_run_args;
+};
+
+TEST_F(LocalLaunchTest, AFailingRankStopsTheJobAndIsNamed) {
+  const std::vector<Fault> faults = {
+      {"exit3", "rank 1 on HOST exited with code 3", {}},
+      {"kill-in-fence", "rank 2 on HOST was killed by signal 9", {}},
+      {"no-finalize", "rank 1 on HOST exited with code 0 without calling PMIx_Finalize", {}},
+      {"hang", "rank 1 on HOST was still running", {"--timeout", "2"}},
+  };
+  for (const Fault& f : faults) {
+    SCOPED_TRACE(f.mode);
+    const std::string fault_rank = std::string(f.mode) == "kill-in-fence" ? "2" : "1";
+    std::vector<std::string> args = {"-n", "4"};
+    args.insert(args.end(), f.extra_run_args.begin(), f.extra_run_args.end());
+    auto r = dltune(args, {binary("pmix_probe"), "--fault", f.mode, "--fault-rank", fault_rank});
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_LT(r.seconds, 10.0);
+    const std::string want = std::regex_replace(std::string(f.expect), std::regex("HOST"), host());
+    EXPECT_NE(r.err.find("dltune run: "), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(want), std::string::npos) << r.err;
+    EXPECT_TRUE(processes_with(marker_).empty()) << "a rank survived " << f.mode;
+  }
+}
+
+TEST_F(LocalLaunchTest, SigintStopsEveryRank) {
+  RunOptions opts;
+  opts.sigint_after_ms = 1000;
+  auto r = dltune({"-n", "3"}, {"/bin/sh", "-c", "sleep 30"}, opts);
+  EXPECT_EQ(r.exit_code, 130) << r.err;
+  EXPECT_LT(r.seconds, 6.0);
+  EXPECT_NE(r.err.find("SIGINT"), std::string::npos) << r.err;
+}
+
+TEST_F(LocalLaunchTest, SecondSigintKillsRanksThatIgnoreTheFirst) {
+  RunOptions opts;
+  opts.sigint_after_ms = 800;
+  opts.sigint_count = 2;
+  auto r = dltune({"-n", "2"}, {"/bin/sh", "-c", "trap '' INT; sleep 30"}, opts);
+  EXPECT_EQ(r.exit_code, 130) << r.err;
+  EXPECT_LT(r.seconds, 1.0 + 0.9);  // well before the 1 s grace would have expired
+}
+
+TEST_F(LocalLaunchTest, BadUsageExitsTwoWithOneSentence) {
+  struct Case {
+    std::vector<std::string> argv;
+    const char* expect;
+  };
+  const std::vector<Case> cases = {
+      {{binary("dltune"), "run", "-n", "2"}, "no program given"},
+      {{binary("dltune"), "run", "-n", "0", "--", "true"}, "at least 1"},
+      {{binary("dltune"), "run", "-n", "2", "--frobnicate", "--", "true"}, "frobnicate"},
+      {{binary("dltune"), "run", "-n", "2", "--", "no-such-program-xyz"}, "not found in PATH"},
+      {{binary("dltune"), "run", "-n", "2", "--bind", "socket", "--", "true"}, "socket"},
+      {{binary("dltune"), "run", "-n", "2", "--backend", "mpirun", "--", "true"}, "mpirun"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.expect);
+    RunOptions opts;
+    opts.env.emplace_back("TMPDIR", tmpdir_);
+    auto r = run(c.argv, opts);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find(c.expect), std::string::npos) << r.err;
+    EXPECT_EQ(r.out, "");
+  }
+}
+
+}  // namespace
+}  // namespace dltune::testing
