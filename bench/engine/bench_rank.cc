@@ -1,0 +1,99 @@
+// bench-engine-rank: one engine measurement, printed as one JSON line.
+//
+//   bench-engine-rank train MODEL BATCH RANKS SECONDS   samples/s of RANKS ranks (threads over
+//                                                       the ThreadCommunicator, 1 BLAS thread
+//                                                       each), weak scaling: BATCH per rank
+//   bench-engine-rank sgemm N                           OpenBLAS sgemm GFLOP/s, 1 thread
+// Driven by bench_engine.py, which interleaves it with PyTorch.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+
+#include <cblas.h>
+#include <nlohmann/json.hpp>
+
+#include "comm/allreduce.h"
+#include "comm/thread_communicator.h"
+#include "engine/trainer.h"
+
+using namespace dltune;
+using namespace dltune::engine;
+using Clock = std::chrono::steady_clock;
+
+static double since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+static int sgemm(int n) {
+  Buffer a(size_t(n) * n), b(size_t(n) * n), c(size_t(n) * n);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = b[i] = 0.001f * (i % 97);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1, a.data(), n, b.data(), n, 0,
+              c.data(), n);
+  int reps = 0;
+  auto t = Clock::now();
+  while (since(t) < 1.0 || reps < 3) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1, a.data(), n, b.data(), n, 0,
+                c.data(), n);
+    ++reps;
+  }
+  double gf = 2.0 * n * n * double(n) * reps / since(t) / 1e9;
+  std::printf("%s\n", nlohmann::json{{"sgemm_gflops", gf}, {"n", n}}.dump().c_str());
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  set_blas_threads(1);
+  if (argc == 3 && std::string(argv[1]) == "sgemm") return sgemm(std::atoi(argv[2]));
+  if (argc != 6 || std::string(argv[1]) != "train") {
+    std::fprintf(stderr, "usage: bench-engine-rank train MODEL BATCH RANKS SECONDS | sgemm N\n");
+    return 2;
+  }
+  TrainConfig c;
+  c.model = argv[2];
+  c.scaling = Scaling::kWeak;
+  c.per_rank_batch = std::atoi(argv[3]);
+  const int ranks = std::atoi(argv[4]);
+  const double seconds = std::atof(argv[5]);
+  c.train_size = 4096;
+  c.heldout_size = 0;
+  c.bucket_bytes = 1 << 20;
+  Dataset data = synthetic_digits(c.train_size, 1);
+  double sps = 0.0, flops = 0.0;
+  std::mutex mu;
+  Status st = comm::spawn(ranks, [&](comm::Communicator& comm) -> Status {
+    auto t = Trainer::create(c, ranks > 1 ? &comm : nullptr, data, nullptr);
+    if (!t) return t.error();
+    // Fixed step counts for every rank: measure a probe on each, then agree on rank 0's.
+    for (int i = 0; i < 3; ++i) DLTUNE_TRY((*t)->step(false));
+    auto probe = Clock::now();
+    for (int i = 0; i < 5; ++i) DLTUNE_TRY((*t)->step(false));
+    int32_t steps = static_cast<int32_t>(seconds / (since(probe) / 5)) + 1;
+    if (ranks > 1) {
+      comm::BroadcastOptions bo;
+      DLTUNE_TRY(comm::broadcast(comm, &steps, sizeof steps, bo));
+    }
+    auto start = Clock::now();
+    for (int i = 0; i < steps; ++i) DLTUNE_TRY((*t)->step(false));
+    double r = steps * double((*t)->last().batch) / since(start);
+    std::lock_guard<std::mutex> lock(mu);
+    if (comm.rank() == 0) {
+      sps = r;
+      flops = 3.0 * (*t)->model().forward_flops_per_sample();
+    }
+    return ok_status();
+  });
+  if (!st) {
+    std::fprintf(stderr, "bench-engine-rank: %s\n", st.error().message().c_str());
+    return 1;
+  }
+  std::printf("%s\n", nlohmann::json{{"model", c.model},
+                                     {"batch", c.per_rank_batch},
+                                     {"ranks", ranks},
+                                     {"samples_per_s", sps},
+                                     {"gflops", sps * flops / 1e9}}
+                          .dump()
+                          .c_str());
+  return 0;
+}

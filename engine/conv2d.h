@@ -1,0 +1,42 @@
+// 2-D convolution with stride, zero padding and groups (Caffe / PyTorch semantics).
+//
+// Parameters in the flat buffer: W (OC, C/groups, K, K) then b (OC), PyTorch's layout.
+// Algorithm: batched im2col + one OpenBLAS sgemm per group over a chunk of images:
+//   cols (Kg, nb*OH*OW) with Kg = (C/groups)*K*K, one column per output pixel of every image
+//   of the chunk, so each gemm has N = nb*OH*OW (large, efficient) instead of OH*OW.
+// The chunk size nb keeps cols within a fixed budget (kColsBudgetFloats) so AlexNet-sized
+// layers do not need gigabytes of scratch.
+#pragma once
+
+#include "engine/layer.h"
+
+namespace dltune::engine {
+
+class Conv2d final : public Layer {
+ public:
+  Conv2d(int out_channels, int kernel, int stride, int pad, int groups)
+      : oc_(out_channels), k_(kernel), stride_(stride), pad_(pad), groups_(groups) {}
+  const char* kind() const override { return "conv2d"; }
+  Result<Dims> setup(const Dims& in) override;
+  int64_t num_params() const override;
+  void init_params(Rng& rng) override;
+  int64_t workspace_floats(int batch) const override;
+  void forward(const LayerContext& ctx, const float* in, float* out, int batch) override;
+  void backward(const LayerContext& ctx, const float* in, const float* out, const float* dout,
+                float* din, int batch) override;
+
+  static constexpr int64_t kColsBudgetFloats = int64_t{1} << 20;  // 4 MiB of im2col columns
+
+ private:
+  int chunk(int batch) const;  // images per im2col chunk
+  // cols (Kg, nb*OH*OW) <- images [n0, n0+nb) of `in`, channels of group g.
+  void im2col(const float* in, int n0, int nb, int g, float* cols) const;
+  // din (images [n0, n0+nb), channels of group g) += col2im(cols).
+  void col2im(const float* cols, int n0, int nb, int g, float* din) const;
+
+  int oc_, k_, stride_, pad_, groups_;
+  int cg_ = 0, ocg_ = 0, kg_ = 0;  // channels per group in / out; rows of cols
+  int64_t hwo_ = 0;                // OH*OW
+};
+
+}  // namespace dltune::engine

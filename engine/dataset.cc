@@ -1,0 +1,163 @@
+#include "engine/dataset.h"
+
+#include <cstring>
+
+#include "common/paths.h"
+
+namespace dltune::engine {
+
+namespace {
+
+uint32_t be32(const std::string& s, size_t off) {
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data() + off);
+  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
+}
+
+void put_be32(std::string& s, uint32_t v) {
+  for (int shift = 24; shift >= 0; shift -= 8) s.push_back(static_cast<char>((v >> shift) & 0xff));
+}
+
+std::string hex(uint32_t v) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "0x%08x", v);
+  return buf;
+}
+
+// Pixels in [0, 255] -> (x/255 - mean) / std.
+void normalise(const unsigned char* src, int64_t n, float mean, float std, float* dst) {
+  const float a = 1.0f / (255.0f * std), b = -mean / std;
+  for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<float>(src[i]) * a + b;
+}
+
+}  // namespace
+
+std::string encode_mnist_images(const std::vector<uint8_t>& pixels, int n, int rows, int cols) {
+  std::string s;
+  put_be32(s, 0x00000803);
+  put_be32(s, static_cast<uint32_t>(n));
+  put_be32(s, static_cast<uint32_t>(rows));
+  put_be32(s, static_cast<uint32_t>(cols));
+  s.append(reinterpret_cast<const char*>(pixels.data()), pixels.size());
+  return s;
+}
+
+std::string encode_mnist_labels(const std::vector<uint8_t>& labels) {
+  std::string s;
+  put_be32(s, 0x00000801);
+  put_be32(s, static_cast<uint32_t>(labels.size()));
+  s.append(reinterpret_cast<const char*>(labels.data()), labels.size());
+  return s;
+}
+
+Result<Dataset> read_mnist(const std::string& images_path, const std::string& labels_path) {
+  auto img = paths::read_file(images_path);
+  if (!img) return img.error();
+  auto lab = paths::read_file(labels_path);
+  if (!lab) return lab.error();
+  const std::string ip = "MNIST images file '" + images_path + "'";
+  const std::string lp = "MNIST labels file '" + labels_path + "'";
+  // The magic number first (a swapped or compressed file is the likelier mistake), then size.
+  if (img->size() >= 4 && be32(*img, 0) != 0x00000803)
+    return invalid_input(ip + " has magic number " + hex(be32(*img, 0)) +
+                         ", expected 0x00000803 (is it a labels file or compressed?)");
+  if (img->size() < 16) return invalid_input(ip + " is truncated: shorter than its 16-byte header");
+  if (lab->size() >= 4 && be32(*lab, 0) != 0x00000801)
+    return invalid_input(lp + " has magic number " + hex(be32(*lab, 0)) +
+                         ", expected 0x00000801 (is it an images file or compressed?)");
+  if (lab->size() < 8) return invalid_input(lp + " is truncated: shorter than its 8-byte header");
+  const uint64_t n = be32(*img, 4), rows = be32(*img, 8), cols = be32(*img, 12);
+  if (rows == 0 || cols == 0 || rows > 4096 || cols > 4096)
+    return invalid_input(ip + " declares an image size of " + std::to_string(rows) + "x" +
+                         std::to_string(cols) + ", expected 1..4096 each");
+  if (img->size() != 16 + n * rows * cols)
+    return invalid_input(ip + " is truncated or has trailing data: " + std::to_string(img->size()) +
+                         " bytes, the header declares " + std::to_string(16 + n * rows * cols));
+  if (be32(*lab, 4) != n)
+    return invalid_input(lp + " holds " + std::to_string(be32(*lab, 4)) + " labels but " + ip +
+                         " holds " + std::to_string(n) + " images");
+  if (lab->size() != 8 + n)
+    return invalid_input(lp + " is truncated or has trailing data: " + std::to_string(lab->size()) +
+                         " bytes, expected " + std::to_string(8 + n));
+  Dataset d;
+  d.name = "mnist";
+  d.dims = Dims{1, static_cast<int>(rows), static_cast<int>(cols)};
+  d.classes = 10;
+  d.size = static_cast<int64_t>(n);
+  d.labels.resize(n);
+  for (uint64_t i = 0; i < n; ++i) {
+    const int label = static_cast<unsigned char>((*lab)[8 + i]);
+    if (label > 9)
+      return invalid_input(lp + ": label " + std::to_string(label) + " of sample " +
+                           std::to_string(i) + " is out of range 0..9");
+    d.labels[i] = label;
+  }
+  d.images.resize(n * rows * cols);
+  normalise(reinterpret_cast<const unsigned char*>(img->data() + 16),
+            static_cast<int64_t>(n * rows * cols), 0.1307f, 0.3081f, d.images.data());
+  return d;
+}
+
+Result<Dataset> read_cifar10(const std::vector<std::string>& paths) {
+  constexpr size_t kRecord = 1 + 3 * 32 * 32;
+  Dataset d;
+  d.name = "cifar10";
+  d.dims = Dims{3, 32, 32};
+  d.classes = 10;
+  for (const auto& path : paths) {
+    auto data = paths::read_file(path);
+    if (!data) return data.error();
+    const std::string where = "CIFAR-10 file '" + path + "'";
+    if (data->empty()) return invalid_input(where + " is empty");
+    if (data->size() % kRecord != 0)
+      return invalid_input(where + " is truncated: " + std::to_string(data->size()) +
+                           " bytes is not a whole number of 3073-byte records");
+    const size_t n = data->size() / kRecord;
+    const size_t base = d.images.size();
+    d.images.resize(base + n * (kRecord - 1));
+    for (size_t i = 0; i < n; ++i) {
+      const auto* rec = reinterpret_cast<const unsigned char*>(data->data() + i * kRecord);
+      if (rec[0] > 9)
+        return invalid_input(where + ": label " + std::to_string(rec[0]) + " of record " +
+                             std::to_string(i) + " is out of range 0..9");
+      d.labels.push_back(rec[0]);
+      // Per-channel statistics of CIFAR-10 are close enough to 0.5 / 0.25 for training.
+      normalise(rec + 1, kRecord - 1, 0.47f, 0.25f, d.images.data() + base + i * (kRecord - 1));
+    }
+  }
+  d.size = static_cast<int64_t>(d.labels.size());
+  return d;
+}
+
+Result<Dataset> load_dataset(const std::string& source, bool train, int64_t synthetic_size,
+                             uint64_t seed) {
+  if (source == "synthetic") {
+    if (synthetic_size <= 0)
+      return invalid_input("synthetic dataset size must be positive, got " +
+                           std::to_string(synthetic_size));
+    return synthetic_digits(synthetic_size, train ? seed : seed ^ 0x5bd1e995ull);
+  }
+  auto colon = source.find(':');
+  const std::string kind = source.substr(0, colon);
+  const std::string dir = colon == std::string::npos ? "" : source.substr(colon + 1);
+  if (kind == "mnist" && !dir.empty()) {
+    const std::string pre = dir + (train ? "/train" : "/t10k");
+    auto r = read_mnist(pre + "-images-idx3-ubyte", pre + "-labels-idx1-ubyte");
+    if (!r) return r.error().wrap("loading dataset '" + source + "'");
+    return r;
+  }
+  if (kind == "cifar10" && !dir.empty()) {
+    std::vector<std::string> files;
+    if (train)
+      for (int i = 1; i <= 5; ++i)
+        files.push_back(dir + "/data_batch_" + std::to_string(i) + ".bin");
+    else
+      files.push_back(dir + "/test_batch.bin");
+    auto r = read_cifar10(files);
+    if (!r) return r.error().wrap("loading dataset '" + source + "'");
+    return r;
+  }
+  return invalid_input("unknown dataset '" + source +
+                       "'; expected synthetic, mnist:DIR or cifar10:DIR");
+}
+
+}  // namespace dltune::engine

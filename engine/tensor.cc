@@ -1,0 +1,34 @@
+#include "engine/tensor.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include <cblas.h>
+
+#include "common/check.h"
+
+namespace dltune::engine {
+
+std::string Dims::str() const {
+  if (h == 1 && w == 1) return "(" + std::to_string(c) + ")";
+  return "(" + std::to_string(c) + ", " + std::to_string(h) + ", " + std::to_string(w) + ")";
+}
+
+void Buffer::Free::operator()(float* p) const { std::free(p); }
+
+void Buffer::resize(size_t n) {
+  data_.reset();
+  size_ = 0;
+  if (n == 0) return;
+  size_t bytes = (n * sizeof(float) + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, bytes);
+  DLTUNE_CHECK(p != nullptr, "out of memory allocating " + std::to_string(bytes) + " bytes");
+  std::memset(p, 0, bytes);
+  data_.reset(static_cast<float*>(p));
+  size_ = n;
+}
+
+void set_blas_threads(int threads) { openblas_set_num_threads(threads < 1 ? 1 : threads); }
+int blas_threads() { return openblas_get_num_threads(); }
+
+}  // namespace dltune::engine

@@ -1,0 +1,158 @@
+// Data: MNIST IDX and CIFAR-10 readers on small files written here (good and bad), the
+// synthetic digits, and per-rank sharding.
+#include <set>
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include "common/paths.h"
+#include "engine/dataset.h"
+#include "engine/sampler.h"
+
+namespace dltune::engine {
+namespace {
+
+class DataFiles : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/dltune-engine-data-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override { (void)std::system(("rm -rf '" + dir_ + "'").c_str()); }
+  std::string write(const std::string& name, const std::string& data) {
+    std::string p = dir_ + "/" + name;
+    EXPECT_TRUE(paths::write_file_atomic(p, data).ok());
+    return p;
+  }
+  std::string dir_;
+};
+
+std::vector<uint8_t> pixels(int n) {
+  std::vector<uint8_t> px(n * 4 * 3);
+  for (size_t i = 0; i < px.size(); ++i) px[i] = static_cast<uint8_t>(i * 7);
+  return px;
+}
+
+TEST_F(DataFiles, MnistRoundTrip) {
+  auto img = write("img", encode_mnist_images(pixels(3), 3, 4, 3));
+  auto lab = write("lab", encode_mnist_labels({7, 0, 9}));
+  auto d = read_mnist(img, lab);
+  ASSERT_TRUE(d.ok()) << d.error().message();
+  EXPECT_EQ(d->size, 3);
+  EXPECT_EQ(d->dims, (Dims{1, 4, 3}));
+  EXPECT_EQ(d->labels, (std::vector<int32_t>{7, 0, 9}));
+  EXPECT_NEAR(d->images[1], (7 / 255.0f - 0.1307f) / 0.3081f, 1e-5);
+}
+
+TEST_F(DataFiles, MnistBadFiles) {
+  auto img = write("img", encode_mnist_images(pixels(3), 3, 4, 3));
+  auto lab = write("lab", encode_mnist_labels({7, 0, 9}));
+  struct Case {
+    std::string img, lab, expect;
+  } cases[] = {
+      {lab, lab, "magic number 0x00000801, expected 0x00000803"},
+      {img, img, "magic number 0x00000803, expected 0x00000801"},
+      {write("trunc", encode_mnist_images(pixels(3), 3, 4, 3).substr(0, 40)), lab, "truncated"},
+      {write("short", "\x00\x00\x08"), lab, "shorter than its 16-byte header"},
+      {img, write("badlab", encode_mnist_labels({7, 10, 9})), "label 10 of sample 1"},
+      {img, write("fewlab", encode_mnist_labels({7, 1})), "holds 2 labels"},
+      {img, dir_ + "/missing", "missing"},
+  };
+  for (const auto& c : cases) {
+    auto d = read_mnist(c.img, c.lab);
+    ASSERT_FALSE(d.ok()) << c.expect;
+    EXPECT_NE(d.error().message().find(c.expect), std::string::npos) << d.error().message();
+  }
+}
+
+std::string cifar_record(int label) {
+  std::string r(1, static_cast<char>(label));
+  for (int i = 0; i < 3072; ++i) r.push_back(static_cast<char>(i % 251));
+  return r;
+}
+
+TEST_F(DataFiles, Cifar10GoodAndBad) {
+  auto good = write("b1", cifar_record(3) + cifar_record(9));
+  auto d = read_cifar10({good, good});
+  ASSERT_TRUE(d.ok()) << d.error().message();
+  EXPECT_EQ(d->size, 4);
+  EXPECT_EQ(d->labels, (std::vector<int32_t>{3, 9, 3, 9}));
+  EXPECT_EQ(d->images.size(), 4u * 3072);
+
+  auto trunc = write("t", cifar_record(1) + cifar_record(2).substr(0, 100));
+  auto r = read_cifar10({trunc});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message().find("not a whole number of 3073-byte records"), std::string::npos);
+  r = read_cifar10({write("l", cifar_record(1) + cifar_record(12))});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message().find("label 12 of record 1 is out of range"), std::string::npos);
+  r = read_cifar10({write("e", "")});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message().find("is empty"), std::string::npos);
+}
+
+TEST(Synthetic, DeterministicAndBalanced) {
+  Dataset a = synthetic_digits(500, 7), b = synthetic_digits(500, 7), c = synthetic_digits(500, 8);
+  EXPECT_EQ(a.images, b.images);
+  EXPECT_EQ(a.labels, b.labels);
+  EXPECT_NE(a.images, c.images);
+  std::vector<int> hist(10);
+  for (int y : a.labels) hist[y]++;
+  for (int h : hist) EXPECT_GT(h, 25);  // every class present
+  // A prefix of a larger set is the smaller set.
+  Dataset big = synthetic_digits(600, 7);
+  EXPECT_TRUE(std::equal(a.images.begin(), a.images.end(), big.images.begin()));
+}
+
+TEST(Sampler, ShardsCoverTheGlobalBatchWithRemainders) {
+  const int G = 10, P = 3;
+  std::vector<int64_t> all, mine;
+  std::multiset<int64_t> seen;
+  auto s0 = Sampler::create(100, G, P, 0, 5);
+  ASSERT_TRUE(s0.ok());
+  s0->global_indices(12, all);
+  int total = 0;
+  for (int r = 0; r < P; ++r) {
+    auto s = Sampler::create(100, G, P, r, 5);
+    s->indices(12, mine);
+    EXPECT_EQ(static_cast<int>(mine.size()), r == 0 ? 4 : 3);
+    for (size_t i = 0; i < mine.size(); ++i) EXPECT_EQ(mine[i], all[s->offset(r) + i]);
+    total += static_cast<int>(mine.size());
+  }
+  EXPECT_EQ(total, G);
+  // One epoch (10 steps) visits every sample exactly once; the next epoch reshuffles.
+  for (int step = 0; step < 10; ++step) {
+    s0->global_indices(step, all);
+    seen.insert(all.begin(), all.end());
+  }
+  EXPECT_EQ(seen.size(), 100u);
+  EXPECT_EQ(std::set<int64_t>(seen.begin(), seen.end()).size(), 100u);
+  std::vector<int64_t> e0, e1;
+  s0->global_indices(0, e0);
+  s0->global_indices(10, e1);
+  EXPECT_NE(e0, e1);
+}
+
+TEST(Sampler, RejectsImpossibleBatches) {
+  EXPECT_FALSE(Sampler::create(100, 2, 3, 0, 1).ok());
+  EXPECT_FALSE(Sampler::create(10, 11, 1, 0, 1).ok());
+  EXPECT_FALSE(Sampler::create(10, 4, 2, 2, 1).ok());
+}
+
+TEST(Datasets, LoadByName) {
+  auto d = load_dataset("synthetic", false, 50, 3);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->size, 50);
+  auto bad = load_dataset("imagenet:/x", true, 50, 3);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message().find("expected synthetic, mnist:DIR or cifar10:DIR"),
+            std::string::npos);
+  auto missing = load_dataset("mnist:/nonexistent", true, 50, 3);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.error().message().find("/nonexistent/train-images-idx3-ubyte"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace dltune::engine

@@ -1,0 +1,171 @@
+// Single-rank training: config parsing, learning-rate schedules, SGD, checkpoints and exact
+// resume.
+#include <cmath>
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include "common/paths.h"
+#include "engine/checkpoint.h"
+#include "engine/optimizer.h"
+#include "engine/train_config.h"
+#include "engine/trainer.h"
+
+namespace dltune::engine {
+namespace {
+
+TEST(TrainConfig, JsonRoundTripAndErrors) {
+  TrainConfig c;
+  c.model = "mlp";
+  c.scaling = Scaling::kWeak;
+  c.algorithms = {{65536, "rd"}, {UINT64_MAX, "ring"}};
+  auto back = parse_train_config(to_json(c));
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_EQ(back->model, "mlp");
+  EXPECT_EQ(back->scaling, Scaling::kWeak);
+  EXPECT_EQ(back->algorithm_for(100), "rd");
+  EXPECT_EQ(back->algorithm_for(1 << 20), "ring");
+
+  struct {
+    const char* json;
+    const char* expect;
+  } bad[] = {{"[1]", "not a JSON object"},
+             {R"({"lrr": 1})", "unknown key 'lrr'"},
+             {R"({"lr": -1})", "key 'lr': must be positive"},
+             {R"({"lr": "x"})", "key 'lr': wrong type"},
+             {R"({"scaling": "medium"})", "expected strong or weak"},
+             {R"({"schedule": "poly"})", "expected constant, step or cosine"},
+             {R"({"algorithms": [{"max_bytes": 10, "algorithm": "ring"},
+                                 {"max_bytes": 5, "algorithm": "rd"}]})",
+              "sorted"}};
+  for (const auto& b : bad) {
+    auto r = parse_train_config(b.json);
+    ASSERT_FALSE(r.ok()) << b.json;
+    EXPECT_EQ(r.error().kind(), ErrorKind::kInvalidInput);
+    EXPECT_NE(r.error().message().find(b.expect), std::string::npos) << r.error().message();
+  }
+}
+
+TEST(Schedule, LinearScalingWarmupStepCosine) {
+  TrainConfig c;
+  c.lr = 0.1;
+  c.linear_scaling = true;
+  c.reference_batch = 256;
+  c.warmup_steps = 10;
+  c.steps = 110;
+  // Goyal et al.: global batch 1024 -> 0.4, reached linearly from 0.1 over the warmup.
+  EXPECT_DOUBLE_EQ(learning_rate(c, 1024, 0), 0.1);
+  EXPECT_NEAR(learning_rate(c, 1024, 5), 0.25, 1e-12);
+  EXPECT_NEAR(learning_rate(c, 1024, 10), 0.4, 1e-12);
+  c.schedule = "step";
+  c.step_size = 30;
+  EXPECT_NEAR(learning_rate(c, 1024, 39), 0.4, 1e-12);
+  EXPECT_NEAR(learning_rate(c, 1024, 40), 0.04, 1e-12);
+  c.schedule = "cosine";
+  EXPECT_NEAR(learning_rate(c, 1024, 60), 0.2, 1e-12);
+  EXPECT_NEAR(learning_rate(c, 1024, 110), 0.0, 1e-12);
+}
+
+TEST(Sgd, MomentumAndWeightDecayMatchTheFormula) {
+  Sgd sgd(2, 0.9f, 0.1f);
+  float w[2] = {1.0f, -2.0f}, g[2] = {0.5f, 0.25f};
+  sgd.step(w, g, 0.1f);  // v = g + 0.1 w = {0.6, 0.05}
+  EXPECT_NEAR(w[0], 1.0f - 0.06f, 1e-6);
+  EXPECT_NEAR(w[1], -2.0f - 0.005f, 1e-6);
+  sgd.step(w, g, 0.1f);  // v = 0.9 v + g + 0.1 w
+  const float v0 = 0.9f * 0.6f + 0.5f + 0.1f * 0.94f;
+  EXPECT_NEAR(w[0], 0.94f - 0.1f * v0, 1e-6);
+}
+
+TrainConfig small_config() {
+  TrainConfig c;
+  c.model = "lenet5";
+  c.train_size = 512;
+  c.heldout_size = 0;
+  c.global_batch = 32;
+  c.lr = 0.05;
+  c.steps = 20;
+  c.seed = 11;
+  return c;
+}
+
+TEST(Checkpoint, ResumeIsExact) {
+  TrainConfig c = small_config();
+  Dataset data = synthetic_digits(c.train_size, c.seed);
+  char tmpl[] = "/tmp/dltune-engine-ckpt-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string path = std::string(tmpl) + "/ck.bin";
+
+  auto straight = Trainer::create(c, nullptr, data, nullptr);
+  ASSERT_TRUE(straight.ok()) << straight.error().message();
+  for (int i = 0; i < 2 * 7; ++i) ASSERT_TRUE((*straight)->step().ok());
+
+  auto first = Trainer::create(c, nullptr, data, nullptr);
+  for (int i = 0; i < 7; ++i) ASSERT_TRUE((*first)->step().ok());
+  ASSERT_TRUE((*first)->save(path).ok());
+  auto second = Trainer::create(c, nullptr, data, nullptr);
+  auto st = (*second)->resume(path);
+  ASSERT_TRUE(st.ok()) << st.error().message();
+  EXPECT_EQ((*second)->steps_done(), 7);
+  for (int i = 0; i < 7; ++i) ASSERT_TRUE((*second)->step().ok());
+
+  Model& a = (*straight)->model();
+  Model& b = (*second)->model();
+  ASSERT_EQ(a.num_params(), b.num_params());
+  for (int64_t i = 0; i < a.num_params(); ++i) ASSERT_EQ(a.params()[i], b.params()[i]) << i;
+
+  // A corrupted file, or one of another model, is refused with a reason.
+  auto text = paths::read_file(path);
+  std::string broken = *text;
+  broken[broken.size() - 3] ^= 0x55;
+  ASSERT_TRUE(paths::write_file_atomic(path, broken).ok());
+  auto r = load_checkpoint(path);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message().find("checksum mismatch"), std::string::npos);
+  ASSERT_TRUE(paths::write_file_atomic(path, text->substr(0, text->size() - 10)).ok());
+  r = load_checkpoint(path);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message().find("truncated"), std::string::npos);
+  ASSERT_TRUE(paths::write_file_atomic(path, *text).ok());
+  TrainConfig other = c;
+  other.model = "mlp";
+  auto t3 = Trainer::create(other, nullptr, data, nullptr);
+  ASSERT_TRUE(t3.ok());
+  auto s3 = (*t3)->resume(path);
+  ASSERT_FALSE(s3.ok());
+  EXPECT_NE(s3.error().message().find("of model 'lenet5'"), std::string::npos);
+  (void)std::system((std::string("rm -rf ") + tmpl).c_str());
+}
+
+TEST(Trainer, RejectsMismatchedModelAndData) {
+  TrainConfig c = small_config();
+  c.model = "cifar";
+  Dataset data = synthetic_digits(64, 1);
+  auto t = Trainer::create(c, nullptr, data, nullptr);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.error().message().find("expects inputs (3, 32, 32)"), std::string::npos);
+  c.model = "lenet5";
+  c.algorithms = {{UINT64_MAX, "butterfly"}};
+  t = Trainer::create(c, nullptr, data, nullptr);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.error().message().find("butterfly"), std::string::npos);
+}
+
+TEST(Trainer, LossDecreasesOnSyntheticDigits) {
+  TrainConfig c = small_config();
+  c.steps = 40;
+  Dataset data = synthetic_digits(c.train_size, c.seed);
+  auto t = Trainer::create(c, nullptr, data, nullptr);
+  ASSERT_TRUE(t.ok());
+  double first = 0, last = 0;
+  for (int i = 0; i < c.steps; ++i) {
+    auto l = (*t)->step();
+    ASSERT_TRUE(l.ok());
+    if (i < 5) first += *l;
+    if (i >= c.steps - 5) last += *l;
+  }
+  EXPECT_LT(last, 0.7 * first);
+}
+
+}  // namespace
+}  // namespace dltune::engine

@@ -1,0 +1,74 @@
+// TrainConfig: everything a rank needs to train, as plain data with a JSON form.
+//
+// The tuner's Plan (recipes/plan.h) maps onto this; ranks never re-decide anything in it.
+// JSON keys are the member names; unknown keys are rejected (a typo must not silently fall
+// back to a default).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+
+namespace dltune::engine {
+
+enum class Scaling { kStrong, kWeak };
+
+// Messages of at most max_bytes use `algorithm` (a comm algorithm name: ring, rd, rabenseifner,
+// tree, hier, shm, native). Ranges are sorted by max_bytes; the last one also covers larger.
+struct AlgorithmRange {
+  uint64_t max_bytes = UINT64_MAX;
+  std::string algorithm = "ring";
+};
+
+struct TrainConfig {
+  std::string model = "lenet";     // a built-in model name
+  std::string data = "synthetic";  // synthetic | mnist:DIR | cifar10:DIR
+  int64_t train_size = 8192;       // synthetic only
+  int64_t heldout_size = 2000;     // synthetic only; 0 = no held-out evaluation
+  Scaling scaling = Scaling::kStrong;
+  int global_batch = 64;    // strong scaling: split over the ranks (remainders spread)
+  int per_rank_batch = 64;  // weak scaling: global batch = per_rank_batch * ranks
+  double lr = 0.01;
+  double momentum = 0.9;
+  double weight_decay = 5e-4;
+  std::string schedule = "constant";  // constant | step | cosine
+  int64_t step_size = 1000;           // step schedule: multiply by gamma every step_size steps
+  double gamma = 0.1;
+  bool linear_scaling = false;  // Goyal et al.: lr * global_batch / reference_batch
+  int reference_batch = 256;
+  int64_t warmup_steps = 0;  // gradual warmup from lr to the scaled lr
+  int64_t steps = 100;
+  uint64_t seed = 1;
+  int threads = 1;                     // BLAS threads per rank
+  uint64_t bucket_bytes = 4ull << 20;  // gradient bucket size
+  bool overlap = true;                 // allreduce buckets during backward
+  std::vector<AlgorithmRange> algorithms = {AlgorithmRange{}};
+  int64_t eval_every = 0;        // steps between held-out evaluations; 0 = once per epoch
+  int64_t log_every = 1;         // steps between metric lines
+  std::string checkpoint_path;   // "" = no checkpoints
+  int64_t checkpoint_every = 0;  // steps; 0 = only at the end
+  std::string metrics_path;      // "" = no metrics file (rank 0 writes it)
+
+  // The global batch for `ranks` ranks under this scaling mode.
+  int global_batch_for(int ranks) const {
+    return scaling == Scaling::kStrong ? global_batch : per_rank_batch * ranks;
+  }
+  // The algorithm name for a message of `bytes`.
+  const std::string& algorithm_for(uint64_t bytes) const;
+};
+
+// Checks ranges and names (not the algorithm names: comm does); invalid_input naming the key.
+Status validate(const TrainConfig& config);
+// Parses a JSON object; missing keys keep their defaults. Errors (invalid_input) name the key:
+// "train config: key 'lr': expected a positive number".
+Result<TrainConfig> parse_train_config(const std::string& json_text);
+std::string to_json(const TrainConfig& config);
+
+// The learning rate at `step` (0-based) for a global batch: the base lr, scaled linearly when
+// linear_scaling, reached by linear warmup from the base lr over warmup_steps, then decayed by
+// the schedule (step: gamma^(floor((step - warmup)/step_size)); cosine: to 0 at `steps`).
+double learning_rate(const TrainConfig& config, int global_batch, int64_t step);
+
+}  // namespace dltune::engine

@@ -1,0 +1,178 @@
+#include "engine/trainer.h"
+
+#include <chrono>
+#include <cstring>
+
+#include "comm/allreduce.h"
+#include "common/log.h"
+#include "engine/loss.h"
+#include "engine/models.h"
+
+namespace dltune::engine {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+}  // namespace
+
+Trainer::~Trainer() {
+  for (auto& r : pending_) (void)r.wait();  // never leave the comm thread on freed buffers
+}
+
+int Trainer::rank() const { return comm_ ? comm_->rank() : 0; }
+int Trainer::ranks() const { return comm_ ? comm_->size() : 1; }
+
+Result<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& config,
+                                                 comm::Communicator* comm, const Dataset& train,
+                                                 const Dataset* heldout) {
+  DLTUNE_TRY(validate(config));
+  std::unique_ptr<Trainer> t(new Trainer());
+  t->config_ = config;
+  t->comm_ = comm && comm->size() > 1 ? comm : nullptr;
+  t->train_ = &train;
+  t->heldout_ = heldout;
+  auto spec = builtin_model(config.model);
+  if (!spec) return spec.error();
+  if (spec->input != train.dims)
+    return invalid_input("model '" + config.model + "' expects inputs " + spec->input.str() +
+                         " but dataset '" + train.name + "' has " + train.dims.str());
+  if (spec->classes != train.classes)
+    return invalid_input("model '" + config.model + "' has " + std::to_string(spec->classes) +
+                         " classes but dataset '" + train.name + "' has " +
+                         std::to_string(train.classes));
+  auto model = Model::build(*spec);
+  if (!model) return model.error();
+  t->model_ = std::make_unique<Model>(std::move(*model));
+  t->global_batch_ = config.global_batch_for(t->ranks());
+  auto sampler = Sampler::create(train.size, t->global_batch_, t->ranks(), t->rank(), config.seed);
+  if (!sampler) return sampler.error();
+  t->sampler_ = std::make_unique<Sampler>(std::move(*sampler));
+  Model& m = *t->model_;
+  const int local_max = t->sampler_->count(0);
+  m.reserve(std::max(local_max, 256));  // 256: evaluation batches
+  m.init_params(config.seed);
+  t->sgd_ = std::make_unique<Sgd>(m.num_params(), static_cast<float>(config.momentum),
+                                  static_cast<float>(config.weight_decay));
+  t->input_.resize(static_cast<size_t>(256 * train.dims.size()));
+  t->input_.reserve(static_cast<size_t>(local_max * train.dims.size()));
+  t->dlogits_.resize(static_cast<size_t>(std::max(local_max, 256) * spec->classes));
+  DLTUNE_TRY(t->make_buckets());
+  if (t->comm_) {
+    const size_t bytes = static_cast<size_t>(m.num_params()) * sizeof(float);
+    auto shared = t->comm_->alloc_shared(bytes);
+    if (!shared) return shared.error().wrap("allocating the gradient buffer");
+    t->shared_grads_ = std::move(*shared);
+    m.set_grad_buffer(t->shared_grads_.as<float>());
+    comm::BroadcastOptions bo;
+    DLTUNE_TRY_CTX(comm::broadcast(*t->comm_, m.params(), bytes, bo),
+                   std::string("broadcasting the initial parameters"));
+  }
+  return t;
+}
+
+Status Trainer::make_buckets() {
+  // Walk layers last to first, closing a bucket at a layer boundary once it holds at least
+  // bucket_bytes; buckets therefore cover [0, num_params) from the end backwards.
+  const int64_t limit = static_cast<int64_t>(config_.bucket_bytes / sizeof(float));
+  int64_t end = model_->num_params();
+  for (int i = model_->num_layers() - 1; i >= 0; --i) {
+    const int64_t begin = model_->param_offset(i);
+    if (model_->layer(i).num_params() == 0) continue;
+    if (end - begin >= limit || i == 0 || begin == 0) {
+      buckets_.push_back({begin, end, ""});
+      end = begin;
+    }
+  }
+  if (end > 0) buckets_.push_back({0, end, ""});
+  for (auto& b : buckets_) {
+    b.algorithm = config_.algorithm_for(static_cast<uint64_t>(b.end - b.begin) * sizeof(float));
+    auto algo = comm::parse_algorithm(b.algorithm);
+    if (!algo) return algo.error().wrap("train config: key 'algorithms'");
+  }
+  return ok_status();
+}
+
+Status Trainer::reduce_bucket_blocking(const Bucket& b) {
+  comm::AllreduceOptions opts;
+  opts.algorithm = *comm::parse_algorithm(b.algorithm);
+  float* g = model_->grads() + b.begin;
+  return comm::allreduce(*comm_, g, g, static_cast<size_t>(b.end - b.begin), comm::DataType::kF32,
+                         comm::ReduceOp::kSum, opts);
+}
+
+Result<double> Trainer::allreduce_scalar(double v) {
+  if (!comm_) return v;
+  comm::AllreduceOptions opts;
+  opts.algorithm = comm::Algorithm::kRecursiveDoubling;
+  DLTUNE_TRY(comm::allreduce(*comm_, &v, &v, 1, comm::DataType::kF64, comm::ReduceOp::kSum, opts));
+  return v;
+}
+
+Result<double> Trainer::step(bool want_loss) {
+  const auto t0 = Clock::now();
+  sampler_->indices(step_, indices_);
+  const int B = static_cast<int>(indices_.size());
+  const int64_t sz = train_->dims.size();
+  labels_.resize(static_cast<size_t>(B));
+  for (int i = 0; i < B; ++i) {
+    std::memcpy(input_.data() + i * sz, train_->image(indices_[i]), sizeof(float) * sz);
+    labels_[i] = train_->labels[indices_[i]];
+  }
+  const uint64_t seed = Rng::mix(Rng::mix(config_.seed, static_cast<uint64_t>(step_)), rank());
+  const float* logits = model_->forward(input_.data(), B, true, seed);
+  const int K = model_->spec().classes;
+  double loss = softmax_cross_entropy(logits, labels_.data(), B, K,
+                                      static_cast<float>(global_batch_), dlogits_.data());
+  // Backward, starting each bucket's allreduce as soon as its gradients are final.
+  size_t next = 0;
+  auto ready = [&](int64_t from) {
+    if (!comm_ || !config_.overlap) return;
+    while (next < buckets_.size() && from <= buckets_[next].begin) {
+      const Bucket& b = buckets_[next++];
+      comm::AllreduceOptions opts;
+      opts.algorithm = *comm::parse_algorithm(b.algorithm);
+      float* g = model_->grads() + b.begin;
+      pending_.push_back(comm::allreduce_async(*comm_, g, g, static_cast<size_t>(b.end - b.begin),
+                                               comm::DataType::kF32, comm::ReduceOp::kSum, opts));
+    }
+  };
+  model_->backward(input_.data(), dlogits_.data(), B, ready);
+  const auto t1 = Clock::now();
+  Status st;
+  if (comm_) {
+    if (config_.overlap) {
+      for (auto& r : pending_)
+        if (auto s = r.wait(); !s && st) st = s;
+      pending_.clear();
+    } else {
+      for (const auto& b : buckets_)
+        if (st) st = reduce_bucket_blocking(b);
+    }
+  }
+  if (!st)
+    return std::move(st).error().wrap("allreducing gradients at step " + std::to_string(step_));
+  const auto t2 = Clock::now();
+  const double lr = learning_rate(config_, global_batch_, step_);
+  sgd_->step(model_->params(), model_->grads(), static_cast<float>(lr));
+  double mean = loss / B;
+  if (want_loss) {
+    auto total = allreduce_scalar(loss);
+    if (!total) return total.error();
+    mean = *total / global_batch_;
+  }
+  const double step_s = seconds_since(t0);
+  last_ = StepMetrics{step_,
+                      mean,
+                      lr,
+                      global_batch_ / step_s,
+                      std::chrono::duration<double>(t1 - t0).count(),
+                      std::chrono::duration<double>(t2 - t1).count(),
+                      step_s,
+                      global_batch_};
+  ++step_;
+  return mean;
+}
+
+}  // namespace dltune::engine

@@ -1,0 +1,103 @@
+// The data-parallel trainer: one instance per rank.
+//
+// Start: every rank builds the same model; rank 0's initial parameters are broadcast so all
+// ranks start identical. Step: each rank runs forward/backward on its slice of the global
+// batch (Sampler), with the loss gradient divided by the GLOBAL batch, so the SUM allreduce of
+// the gradients is exactly the gradient of the mean loss over the global batch (strong scaling
+// with remainders, weak scaling alike). The gradient buffer lives in node-shared memory the
+// communicator provides (alloc_shared), split into buckets of ~bucket_bytes at layer
+// boundaries in reverse layer order; with overlap on, each bucket's allreduce is started on the
+// communication thread as soon as backward has produced its gradients, and the step waits for
+// all of them after backward. The algorithm of each bucket comes from the config's ranges.
+// Then every rank applies the same SGD update, so parameters stay identical without further
+// communication.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "common/result.h"
+#include "engine/checkpoint.h"
+#include "engine/dataset.h"
+#include "engine/metrics.h"
+#include "engine/model.h"
+#include "engine/optimizer.h"
+#include "engine/sampler.h"
+#include "engine/train_config.h"
+
+namespace dltune::engine {
+
+struct Bucket {
+  int64_t begin = 0, end = 0;  // parameter index range [begin, end)
+  std::string algorithm;
+};
+
+struct TrainSummary {
+  int64_t steps = 0;
+  double final_loss = 0.0, heldout_accuracy = -1.0;
+  double samples_per_s = 0.0;  // global samples per second over the timed steps
+  double compute_s = 0.0, comm_s = 0.0, wall_s = 0.0;
+};
+
+class Trainer {
+ public:
+  // `comm` may be nullptr (one rank, no communication) and must outlive the trainer, as must
+  // the datasets (`heldout` may be nullptr). Collective when comm has several ranks: every rank
+  // must call create() with the same config. Errors: invalid_input when the config, model and
+  // data do not fit (unknown model, input shape or class count mismatch, batch too large, an
+  // unknown algorithm name), comm errors from the initial broadcast / shared allocation.
+  static Result<std::unique_ptr<Trainer>> create(const TrainConfig& config,
+                                                 comm::Communicator* comm, const Dataset& train,
+                                                 const Dataset* heldout);
+  ~Trainer();
+
+  // One training step; returns this step's global mean loss when `want_loss` (one extra
+  // scalar allreduce), else this rank's local mean loss. Errors: communication failures.
+  Result<double> step(bool want_loss = true);
+  // Trains until config.steps, logging metrics (rank 0 writes `metrics`), evaluating per
+  // epoch or eval_every, checkpointing per checkpoint_every and at the end.
+  Result<TrainSummary> run(MetricsWriter& metrics);
+  // Held-out accuracy and mean loss, sharded over the ranks (collective).
+  Result<EvalMetrics> evaluate();
+
+  // Rank 0 writes the checkpoint (atomically); every rank calls it (no communication).
+  Status save(const std::string& path) const;
+  // Every rank loads the same checkpoint and continues at its step. Errors: unreadable file,
+  // a checkpoint of another model / parameter count / seed / global batch.
+  Status resume(const std::string& path);
+
+  Model& model() { return *model_; }
+  int64_t steps_done() const { return step_; }
+  const std::vector<Bucket>& buckets() const { return buckets_; }
+  int rank() const;
+  int ranks() const;
+  // Timing of the last step.
+  const StepMetrics& last() const { return last_; }
+
+ private:
+  Trainer() = default;
+  Status make_buckets();
+  Status reduce_bucket_blocking(const Bucket& b);
+  Result<double> allreduce_scalar(double v);
+
+  TrainConfig config_;
+  comm::Communicator* comm_ = nullptr;
+  const Dataset* train_ = nullptr;
+  const Dataset* heldout_ = nullptr;
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<Sgd> sgd_;
+  std::unique_ptr<Sampler> sampler_;
+  comm::SharedBuffer shared_grads_;
+  std::vector<Bucket> buckets_;
+  std::vector<comm::Request> pending_;
+  Buffer input_, dlogits_;
+  std::vector<int32_t> labels_;
+  std::vector<int64_t> indices_;
+  int global_batch_ = 0;
+  int64_t step_ = 0;
+  StepMetrics last_;
+};
+
+}  // namespace dltune::engine

@@ -1,0 +1,116 @@
+// Trainer: the training loop, evaluation, checkpoints.
+#include <chrono>
+#include <cstring>
+
+#include "comm/allreduce.h"
+#include "common/log.h"
+#include "engine/loss.h"
+#include "engine/trainer.h"
+
+namespace dltune::engine {
+
+Result<EvalMetrics> Trainer::evaluate() {
+  EvalMetrics em;
+  em.step = step_;
+  em.epoch = sampler_->epoch_of(step_);
+  if (!heldout_ || heldout_->size == 0) return em;
+  // Shard the held-out set over the ranks, then sum (correct, loss) across them.
+  const int64_t n = heldout_->size;
+  const int64_t lo = n * rank() / ranks(), hi = n * (rank() + 1) / ranks();
+  const int64_t sz = heldout_->dims.size();
+  const int K = model_->spec().classes;
+  double sums[2] = {0.0, 0.0};
+  const int chunk = std::min(256, model_->max_batch());
+  for (int64_t i = lo; i < hi; i += chunk) {
+    const int b = static_cast<int>(std::min<int64_t>(chunk, hi - i));
+    std::memcpy(input_.data(), heldout_->image(i), sizeof(float) * b * sz);
+    const float* logits = model_->forward(input_.data(), b, false);
+    const int32_t* y = heldout_->labels.data() + i;
+    sums[0] += count_correct(logits, y, b, K);
+    sums[1] += softmax_cross_entropy(logits, y, b, K, 1.0f, nullptr);
+  }
+  if (comm_) {
+    comm::AllreduceOptions opts;
+    opts.algorithm = comm::Algorithm::kRecursiveDoubling;
+    DLTUNE_TRY(
+        comm::allreduce(*comm_, sums, sums, 2, comm::DataType::kF64, comm::ReduceOp::kSum, opts));
+  }
+  em.accuracy = sums[0] / static_cast<double>(n);
+  em.loss = sums[1] / static_cast<double>(n);
+  return em;
+}
+
+Status Trainer::save(const std::string& path) const {
+  if (rank() != 0) return ok_status();
+  Checkpoint ck;
+  ck.model = config_.model;
+  ck.step = step_;
+  ck.seed = config_.seed;
+  ck.global_batch = global_batch_;
+  ck.epoch = sampler_->epoch_of(step_);
+  ck.rng_state = Rng::mix(config_.seed, static_cast<uint64_t>(step_));
+  ck.params.assign(model_->params(), model_->params() + model_->num_params());
+  ck.velocity.assign(sgd_->velocity().data(), sgd_->velocity().data() + model_->num_params());
+  return save_checkpoint(path, ck);
+}
+
+Status Trainer::resume(const std::string& path) {
+  auto ck = load_checkpoint(path);
+  if (!ck) return ck.error();
+  const std::string where = "checkpoint '" + path + "'";
+  if (ck->model != config_.model)
+    return invalid_input(where + " is of model '" + ck->model + "', not '" + config_.model + "'");
+  if (static_cast<int64_t>(ck->params.size()) != model_->num_params() ||
+      ck->velocity.size() != ck->params.size())
+    return invalid_input(where + " holds " + std::to_string(ck->params.size()) +
+                         " parameters, the model has " + std::to_string(model_->num_params()));
+  if (ck->seed != config_.seed || ck->global_batch != global_batch_)
+    return invalid_input(where + " was written with seed " + std::to_string(ck->seed) +
+                         " and global batch " + std::to_string(ck->global_batch) +
+                         "; resume with the same values to continue the same data order");
+  std::memcpy(model_->params(), ck->params.data(), ck->params.size() * sizeof(float));
+  std::memcpy(sgd_->velocity().data(), ck->velocity.data(), ck->velocity.size() * sizeof(float));
+  step_ = ck->step;
+  return ok_status();
+}
+
+Result<TrainSummary> Trainer::run(MetricsWriter& metrics) {
+  TrainSummary sum;
+  const auto start = std::chrono::steady_clock::now();
+  const int64_t per_epoch = sampler_->steps_per_epoch();
+  const int64_t eval_every = config_.eval_every > 0 ? config_.eval_every : per_epoch;
+  int64_t timed = 0;
+  double timed_s = 0.0;
+  while (step_ < config_.steps) {
+    const bool log = (step_ + 1) % config_.log_every == 0 || step_ + 1 == config_.steps;
+    auto loss = step(log);
+    if (!loss) return loss.error();
+    if (step_ > 1) {  // the first steps warm caches and page in buffers
+      ++timed;
+      timed_s += last_.step_s;
+      sum.compute_s += last_.compute_s;
+      sum.comm_s += last_.comm_s;
+    }
+    if (log) {
+      sum.final_loss = *loss;
+      if (rank() == 0) metrics.write(to_json_line(last_));
+    }
+    if (heldout_ && heldout_->size > 0 && (step_ % eval_every == 0 || step_ == config_.steps)) {
+      auto em = evaluate();
+      if (!em) return em.error();
+      sum.heldout_accuracy = em->accuracy;
+      if (rank() == 0) metrics.write(to_json_line(*em));
+      DLTUNE_LOG(kInfo, "engine") << "step " << step_ << " held-out accuracy " << em->accuracy;
+    }
+    if (!config_.checkpoint_path.empty() && config_.checkpoint_every > 0 &&
+        step_ % config_.checkpoint_every == 0)
+      DLTUNE_TRY(save(config_.checkpoint_path));
+  }
+  if (!config_.checkpoint_path.empty()) DLTUNE_TRY(save(config_.checkpoint_path));
+  sum.steps = step_;
+  sum.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  sum.samples_per_s = timed > 0 ? static_cast<double>(timed) * global_batch_ / timed_s : 0.0;
+  return sum;
+}
+
+}  // namespace dltune::engine

@@ -1,0 +1,144 @@
+// dltune-worker: the rank program the launcher starts (also runs by hand as a single rank).
+//
+//   dltune-worker train [--plan CONFIG.json] [--model M] [--data SRC] [--steps N] ...
+//
+// The plan is a TrainConfig JSON (engine/train_config.h); without --plan, the job's plan blob
+// (PMIx, or the file DLTUNE_PLAN names) is used when there is one, else the defaults. Command
+// line options override plan values. Under a launcher (Open MPI / PMIx / Slurm environment) the
+// ranks talk over the MPI communicator; by hand it is rank 0 of 1 with no communication.
+// Rank 0 prints a one-line JSON summary on stdout at the end. Exit: 0 success, 1 training or
+// communication failure, 2 bad input.
+#include <cstdio>
+#include <memory>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "comm/bootstrap/bootstrap.h"
+#include "comm/mpi_communicator.h"
+#include "common/env.h"
+#include "common/log.h"
+#include "common/paths.h"
+#include "engine/trainer.h"
+
+namespace dltune::engine {
+namespace {
+
+struct Options {
+  std::string plan, model, data, metrics, checkpoint, resume;
+  int64_t steps = -1, global_batch = -1, per_rank_batch = -1, threads = -1;
+  std::string scaling;
+  bool no_overlap = false;
+};
+
+Result<TrainConfig> load_config(const Options& o) {
+  TrainConfig c;
+  std::string text;
+  if (!o.plan.empty()) {
+    auto t = paths::read_file(o.plan);
+    if (!t) return not_found("plan file: " + t.error().message());
+    text = *t;
+  } else if (auto p = env::get_if_set(env::kPlan)) {
+    auto t = paths::read_file(*p);
+    if (!t) return t.error().wrap("reading DLTUNE_PLAN");
+    text = *t;
+  }
+  if (!text.empty()) {
+    auto parsed = parse_train_config(text);
+    if (!parsed)
+      return parsed.error().wrap("plan '" + (o.plan.empty() ? "DLTUNE_PLAN" : o.plan) + "'");
+    c = *parsed;
+  }
+  if (!o.model.empty()) c.model = o.model;
+  if (!o.data.empty()) c.data = o.data;
+  if (!o.metrics.empty()) c.metrics_path = o.metrics;
+  if (!o.checkpoint.empty()) c.checkpoint_path = o.checkpoint;
+  if (o.steps >= 0) c.steps = o.steps;
+  if (o.global_batch > 0) c.global_batch = static_cast<int>(o.global_batch);
+  if (o.per_rank_batch > 0) c.per_rank_batch = static_cast<int>(o.per_rank_batch);
+  if (o.threads > 0) c.threads = static_cast<int>(o.threads);
+  if (o.scaling == "weak") c.scaling = Scaling::kWeak;
+  if (o.scaling == "strong") c.scaling = Scaling::kStrong;
+  if (o.no_overlap) c.overlap = false;
+  DLTUNE_TRY(validate(c));
+  return c;
+}
+
+Status train(const Options& o) {
+  auto cfg = load_config(o);
+  if (!cfg) return cfg.error();
+  set_blas_threads(cfg->threads);
+  std::unique_ptr<comm::Communicator> world;
+  if (comm::launched_as_rank() && comm::mpi_available()) {
+    auto w = comm::create_mpi_world();
+    if (!w) return w.error().wrap("starting the MPI communicator");
+    world = std::move(*w);
+  }
+  auto train_data = load_dataset(cfg->data, true, cfg->train_size, cfg->seed);
+  if (!train_data) return train_data.error();
+  Dataset heldout;
+  if (cfg->heldout_size > 0 || cfg->data != "synthetic") {
+    auto h = load_dataset(cfg->data, false, cfg->heldout_size, cfg->seed);
+    if (!h) return h.error();
+    heldout = std::move(*h);
+  }
+  auto trainer = Trainer::create(*cfg, world.get(), *train_data, &heldout);
+  if (!trainer) return trainer.error();
+  if (!o.resume.empty()) DLTUNE_TRY((*trainer)->resume(o.resume));
+  auto metrics = MetricsWriter::open((*trainer)->rank() == 0 ? cfg->metrics_path : "");
+  if (!metrics) return metrics.error();
+  auto sum = (*trainer)->run(*metrics);
+  if (!sum) return sum.error();
+  if ((*trainer)->rank() == 0) {
+    nlohmann::json j = {{"model", cfg->model},
+                        {"ranks", (*trainer)->ranks()},
+                        {"steps", sum->steps},
+                        {"global_batch", cfg->global_batch_for((*trainer)->ranks())},
+                        {"throughput_sps", sum->samples_per_s},
+                        {"final_loss", sum->final_loss},
+                        {"heldout_accuracy", sum->heldout_accuracy},
+                        {"compute_s", sum->compute_s},
+                        {"comm_s", sum->comm_s},
+                        {"wall_seconds", sum->wall_s}};
+    std::printf("%s\n", j.dump().c_str());
+  }
+  trainer->reset();
+  world.reset();
+  comm::mpi_finalize();
+  return ok_status();
+}
+
+}  // namespace
+}  // namespace dltune::engine
+
+int main(int argc, char** argv) {
+  using dltune::engine::Options;
+  CLI::App app{"dltune-worker: the dltune training rank program"};
+  app.require_subcommand(1);
+  Options o;
+  auto* train = app.add_subcommand("train", "train a model (one rank of a job, or alone)");
+  train->add_option("--plan", o.plan, "TrainConfig JSON (default: the job's plan, if any)");
+  train->add_option("--model", o.model, "built-in model: mlp, lenet, lenet5, alexnet, cifar");
+  train->add_option("--data", o.data, "synthetic | mnist:DIR | cifar10:DIR");
+  train->add_option("--steps", o.steps, "training steps");
+  train->add_option("--global-batch", o.global_batch, "global batch (strong scaling)");
+  train->add_option("--per-rank-batch", o.per_rank_batch, "per-rank batch (weak scaling)");
+  train->add_option("--scaling", o.scaling, "strong | weak")
+      ->check(CLI::IsMember({"strong", "weak"}));
+  train->add_option("--threads", o.threads, "BLAS threads per rank (default 1)");
+  train->add_flag("--no-overlap", o.no_overlap, "allreduce after backward instead of during");
+  train->add_option("--metrics", o.metrics, "append JSON-lines metrics to this file");
+  train->add_option("--checkpoint", o.checkpoint, "checkpoint file (written atomically)");
+  train->add_option("--resume", o.resume, "resume from this checkpoint");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  auto st = dltune::engine::train(o);
+  if (!st) {
+    std::fprintf(stderr, "dltune-worker train: %s\n", st.error().message().c_str());
+    return st.error().exit_code();
+  }
+  return 0;
+}
