@@ -1,0 +1,145 @@
+// `dltune tune --collectives` with real ranks (mpirun -np 2, or threads without mpirun): the
+// plan and the measurements land in the database, the second run is a cache hit, --retune
+// measures again, and bad usage exits 2 without writing anything.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <set>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/paths.h"
+#include "recipes/plan.h"
+#include "tuner/db/store.h"
+
+namespace dltune {
+namespace {
+
+struct CliRun {
+  int code = -1;
+  std::string out, err;
+  double seconds = 0;
+};
+
+class TuneCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/dltune-tune-cli-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    db_ = dir_ + "/user.db";
+    unsetenv("DLTUNE_SITE_DB");
+    unsetenv("DLTUNE_DB");
+  }
+  void TearDown() override {
+    const std::string cmd = "rm -rf '" + dir_ + "'";
+    EXPECT_EQ(std::system(cmd.c_str()), 0);
+  }
+
+  // Runs `dltune ARGS`, capturing stdout and stderr.
+  CliRun dltune(const std::string& args) {
+    const std::string out = dir_ + "/out.txt", err = dir_ + "/err.txt";
+    const std::string cmd =
+        std::string(DLTUNE_BIN) + " " + args + " >'" + out + "' 2>'" + err + "'";
+    const auto t0 = std::chrono::steady_clock::now();
+    const int status = std::system(cmd.c_str());
+    CliRun r;
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+    r.out = paths::read_file(out).value_or("");
+    r.err = paths::read_file(err).value_or("");
+    return r;
+  }
+
+  std::string dir_, db_;
+};
+
+TEST_F(TuneCli, BadUsageExitsTwoAndWritesNothing) {
+  const char* bad[] = {
+      "tune",
+      "tune recipes/mnist_mlp.yaml",
+      "tune --collectives --strategy guess",
+      "tune --collectives --max-bytes 2",
+      "tune --collectives --min-bytes 12",
+      "tune --collectives --max-bytes 2GiB",
+      "tune --collectives --max-bytes lots",
+      "tune --collectives -n 0",
+      "tune --collectives --budget 0",
+  };
+  for (const char* args : bad) {
+    CliRun r = dltune(std::string(args) + " --db " + db_);
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.err;
+    EXPECT_NE(r.err.find("dltune"), std::string::npos) << args;
+    EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << args << ": one line, got\n" << r.err;
+  }
+  CliRun r = dltune("tune recipes/mnist_mlp.yaml --db " + db_);
+  EXPECT_NE(r.err.find("not available yet"), std::string::npos) << r.err;
+  EXPECT_FALSE(paths::exists(db_));
+}
+
+TEST_F(TuneCli, TunesStoresAndThenHitsTheCache) {
+  const std::string common = "tune --collectives -n 2 --max-bytes 1KiB --db " + db_;
+  CliRun first = dltune(common + " --json");
+  ASSERT_EQ(first.code, 0) << first.err;
+  auto j = nlohmann::json::parse(first.out);
+  EXPECT_FALSE(j.at("cached").get<bool>());
+  EXPECT_EQ(j.at("db").get<std::string>(), db_);
+  EXPECT_EQ(j.at("outcome").at("ranks").get<int>(), 2);
+  EXPECT_EQ(j.at("outcome").at("sizes").size(), 9u);  // 4 B .. 1 KiB
+
+  // The database holds the plan and every measurement summary.
+  auto db = tuner::db::TuningDb::open(db_, tuner::db::OpenMode::kReadOnly);
+  ASSERT_TRUE(db.ok()) << db.error().message();
+  auto plans = db->plans();
+  ASSERT_TRUE(plans.ok());
+  ASSERT_EQ(plans->size(), 1u);
+  const auto& rec = plans->front();
+  EXPECT_EQ(rec.key.shape.nodes, 1);
+  EXPECT_EQ(rec.key.shape.ranks_per_node, 2);
+  EXPECT_EQ(rec.key.recipe, "");
+  auto plan = recipes::parse_plan(rec.plan_json);
+  ASSERT_TRUE(plan.ok()) << plan.error().message();
+  EXPECT_EQ(plan->provenance.source, recipes::PlanSource::kTuned);
+  const auto& ranges = plan->collectives.at(recipes::Collective::kAllreduce);
+  ASSERT_FALSE(ranges.empty());
+  EXPECT_EQ(ranges.front().min_bytes, 0u);
+  EXPECT_EQ(ranges.back().max_bytes, recipes::kPlanMaxBytes);
+  auto ms = db->measurements();
+  ASSERT_TRUE(ms.ok());
+  EXPECT_GE(ms->size(), 8u);
+  std::set<std::string> algos;
+  for (const auto& m : *ms) {
+    EXPECT_EQ(m.collective, "allreduce");
+    EXPECT_LE(m.bytes, 1024u);
+    EXPECT_TRUE(m.key.same_identity(rec.key));
+    if (!m.failed) {
+      EXPECT_GT(m.median_us, 0);
+      EXPECT_GT(m.samples, 0);
+    }
+    algos.insert(m.algorithm);
+  }
+  EXPECT_TRUE(algos.count("rd") && algos.count("ring") && algos.count("tree")) << ms->size();
+
+  // Second run: a cache hit that says where from, without launching anything.
+  CliRun second = dltune(common);
+  ASSERT_EQ(second.code, 0) << second.err;
+  EXPECT_NE(second.out.find("cached in " + db_), std::string::npos) << second.out;
+  EXPECT_LT(second.seconds, first.seconds);
+  CliRun second_json = dltune(common + " --json");
+  ASSERT_EQ(second_json.code, 0) << second_json.err;
+  EXPECT_TRUE(nlohmann::json::parse(second_json.out).at("cached").get<bool>());
+
+  // --retune measures again (another job shape would not hit either).
+  CliRun again = dltune("tune --collectives -n 2 --max-bytes 64 --db " + db_ +
+                        " --retune --strategy exhaustive");
+  ASSERT_EQ(again.code, 0) << again.err;
+  EXPECT_NE(again.out.find("runner-up"), std::string::npos) << again.out;
+  EXPECT_NE(again.out.find("plan (stored in " + db_), std::string::npos) << again.out;
+}
+
+}  // namespace
+}  // namespace dltune

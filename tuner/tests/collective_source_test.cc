@@ -1,0 +1,273 @@
+// CommCollectiveSource and tune_collectives over the in-process ThreadCommunicator: real
+// collectives, real timing. Every rank must take identical decisions; a candidate made
+// artificially slow must lose; failing candidates are recorded and the search goes on.
+#include "tuner/collective_source.h"
+
+#include <chrono>
+#include <mutex>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "comm/allreduce.h"
+#include "comm/thread_communicator.h"
+#include "tuner/collective_tuning.h"
+
+namespace dltune::tuner {
+namespace {
+
+// Runs tune_collectives on `ranks` threads; returns every rank's outcome as JSON text.
+std::vector<std::string> tune_on_threads(int ranks, const TuneOptions& options) {
+  std::vector<std::string> out(static_cast<size_t>(ranks));
+  std::mutex mu;
+  Status s = comm::spawn(ranks, [&](comm::Communicator& c) -> Status {
+    auto o = tune_collectives(c, options);
+    if (!o) return o.error();
+    std::lock_guard<std::mutex> lock(mu);
+    out[static_cast<size_t>(c.rank())] = outcome_to_json(*o).dump();
+    return ok_status();
+  });
+  EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.error().message());
+  return out;
+}
+
+TuningOutcome parse(const std::string& text) {
+  auto o = outcome_from_json(nlohmann::json::parse(text));
+  EXPECT_TRUE(o.ok());
+  return o.ok() ? *o : TuningOutcome{};
+}
+
+// Adds `delay` of busy work after the real algorithm (on every rank).
+CustomCall slowed(comm::Algorithm algo, std::chrono::microseconds delay) {
+  return [algo, delay](comm::Communicator& c, float* buf, size_t count) -> Status {
+    comm::AllreduceOptions o;
+    o.algorithm = algo;
+    DLTUNE_TRY(comm::allreduce(c, buf, buf, count, comm::DataType::kF32, comm::ReduceOp::kSum, o));
+    std::this_thread::sleep_for(delay);
+    return ok_status();
+  };
+}
+
+TuneOptions small_options(const std::string& strategy) {
+  TuneOptions o;
+  o.min_bytes = 4;
+  o.max_bytes = 16 << 10;
+  o.strategy = strategy;
+  o.source.sample_ms = 1.0;
+  o.source.budget_s = 120;
+  o.source.measure.max_rounds = 12;
+  return o;
+}
+
+TEST(CollectiveCandidate, ParsesNamesAndSegments) {
+  auto r = parse_candidate("ring/262144");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->algo, comm::Algorithm::kRing);
+  EXPECT_EQ(r->segment_bytes, 262144u);
+  EXPECT_EQ(candidate_name(*r), "ring/262144");
+  ASSERT_TRUE(parse_candidate("rd").ok());
+  EXPECT_EQ(candidate_name(*parse_candidate("ring")), "ring");
+  EXPECT_FALSE(parse_candidate("rd/4096").ok());
+  EXPECT_FALSE(parse_candidate("ring/0").ok());
+  EXPECT_FALSE(parse_candidate("ring/x").ok());
+  EXPECT_FALSE(parse_candidate("rign").ok());
+  EXPECT_FALSE(parse_candidate("").ok());
+}
+
+TEST(CollectiveCandidate, DefaultsDependOnTheJobShape) {
+  auto one = default_candidates(1, true);
+  EXPECT_NE(std::find(one.begin(), one.end(), "shm"), one.end());
+  EXPECT_EQ(std::find(one.begin(), one.end(), "hier"), one.end());
+  EXPECT_NE(std::find(one.begin(), one.end(), "native"), one.end());
+  auto two = default_candidates(2, false);
+  EXPECT_EQ(std::find(two.begin(), two.end(), "shm"), two.end());
+  EXPECT_NE(std::find(two.begin(), two.end(), "hier"), two.end());
+  EXPECT_EQ(std::find(two.begin(), two.end(), "native"), two.end());
+}
+
+TEST(TuningSizes, ValidatesTheRange) {
+  auto s = tuning_sizes(4, 64);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(*s, (std::vector<uint64_t>{4, 8, 16, 32, 64}));
+  EXPECT_EQ(tuning_sizes(4, 100)->back(), 64u);
+  EXPECT_FALSE(tuning_sizes(2, 64).ok());
+  EXPECT_FALSE(tuning_sizes(12, 64).ok());
+  EXPECT_FALSE(tuning_sizes(64, 32).ok());
+  EXPECT_FALSE(tuning_sizes(4, (uint64_t{1} << 30) + 4).ok());
+  EXPECT_TRUE(check_strategy("model").ok());
+  EXPECT_FALSE(check_strategy("random").ok());
+}
+
+TEST(CommCollectiveSource, RejectsBadSizesAndCustomNames) {
+  Status s = comm::spawn(2, [](comm::Communicator& c) -> Status {
+    SourceOptions o;
+    o.custom["bogus"] = slowed(comm::Algorithm::kRing, std::chrono::microseconds(1));
+    EXPECT_FALSE(CommCollectiveSource::create(c, 1024, o).ok());
+    auto src = CommCollectiveSource::create(c, 1024, SourceOptions{});
+    if (!src) return src.error();
+    EXPECT_FALSE((*src)->measure(6, {"ring"}).ok());
+    EXPECT_FALSE((*src)->measure(2048, {"ring"}).ok());
+    return ok_status();
+  });
+  EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.error().message());
+}
+
+// The slow rank decides: a delay on one rank only shows on every rank, identically.
+TEST(CommCollectiveSource, EveryRankSeesTheSlowestRanksTime) {
+  std::vector<Comparison> got(3);
+  std::mutex mu;
+  Status s = comm::spawn(3, [&](comm::Communicator& c) -> Status {
+    SourceOptions o;
+    o.sample_ms = 0.5;
+    o.measure.max_rounds = 8;
+    const int rank = c.rank();
+    o.custom["ring/4096"] = [rank](comm::Communicator& cc, float* b, size_t n) -> Status {
+      comm::AllreduceOptions ao;
+      ao.algorithm = comm::Algorithm::kRecursiveDoubling;
+      DLTUNE_TRY(comm::allreduce(cc, b, b, n, comm::DataType::kF32, comm::ReduceOp::kSum, ao));
+      if (rank == 2) std::this_thread::sleep_for(std::chrono::microseconds(400));
+      return ok_status();
+    };
+    auto src = CommCollectiveSource::create(c, 4096, o);
+    if (!src) return src.error();
+    auto cmp = (*src)->measure(64, {"rd", "ring/4096"});
+    if (!cmp) return cmp.error();
+    std::lock_guard<std::mutex> lock(mu);
+    got[static_cast<size_t>(rank)] = *cmp;
+    return ok_status();
+  });
+  ASSERT_TRUE(s.ok()) << (s.ok() ? "" : s.error().message());
+  for (const Comparison& c : got) {
+    ASSERT_EQ(c.results.size(), 2u);
+    EXPECT_EQ(c.results[0].samples, got[0].results[0].samples);
+    EXPECT_EQ(c.results[1].samples, got[0].results[1].samples);
+    EXPECT_EQ(c.best(), 0);
+    EXPECT_GT(c.results[1].summary.median, 400e-6);
+  }
+}
+
+TEST(TuneCollectives, IdenticalDecisionsOnEveryRank) {
+  TuneOptions o = small_options("model");
+  o.candidates = {"ring", "rd", "tree", "rabenseifner"};
+  auto outs = tune_on_threads(3, o);
+  ASSERT_EQ(outs.size(), 3u);
+  ASSERT_FALSE(outs[0].empty());
+  EXPECT_EQ(outs[1], outs[0]);
+  EXPECT_EQ(outs[2], outs[0]);
+  TuningOutcome t = parse(outs[0]);
+  EXPECT_EQ(t.ranks, 3);
+  EXPECT_EQ(t.sizes.size(), 13u);  // 4 B .. 16 KiB
+  for (const SizeOutcome& s : t.sizes) EXPECT_FALSE(s.chosen.empty()) << s.bytes;
+  EXPECT_GT(t.tuning_s, 0);
+  EXPECT_FALSE(t.measurements.empty());
+}
+
+// rd is the natural winner for small messages; slowed by 400 us it must lose everywhere.
+TEST(TuneCollectives, FindsTheWinnerWhenOneAlgorithmIsMadeSlow) {
+  for (const std::string strategy : {"model", "exhaustive"}) {
+    TuneOptions o = small_options(strategy);
+    o.max_bytes = 4 << 10;
+    o.candidates = {"rd", "tree"};
+    o.source.custom["rd"] =
+        slowed(comm::Algorithm::kRecursiveDoubling, std::chrono::microseconds(400));
+    auto outs = tune_on_threads(2, o);
+    ASSERT_FALSE(outs[0].empty());
+    EXPECT_EQ(outs[1], outs[0]);
+    for (const SizeOutcome& s : parse(outs[0]).sizes) {
+      EXPECT_EQ(s.chosen, "tree") << strategy << " at " << s.bytes << " B";
+    }
+    // And the other way round.
+    o.source.custom.clear();
+    o.source.custom["tree"] = slowed(comm::Algorithm::kTree, std::chrono::microseconds(400));
+    outs = tune_on_threads(2, o);
+    ASSERT_FALSE(outs[0].empty());
+    for (const SizeOutcome& s : parse(outs[0]).sizes) {
+      EXPECT_EQ(s.chosen, "rd") << strategy << " at " << s.bytes << " B";
+      if (s.measured) {
+        EXPECT_EQ(s.runner_up, "tree");
+        EXPECT_GT(s.paired_ratio, 1.5);
+      }
+    }
+  }
+}
+
+// native has no implementation on threads; ring/4096 fails on rank 1 only. Both are recorded
+// as failed (on every rank) and the search goes on with the others.
+TEST(TuneCollectives, FailingCandidatesAreRecordedAndSkipped) {
+  TuneOptions o = small_options("exhaustive");
+  o.max_bytes = 256;
+  o.candidates = {"rd", "native", "ring/4096", "tree"};
+  o.source.custom["ring/4096"] = [](comm::Communicator& c, float*, size_t) -> Status {
+    if (c.rank() == 1) return io_error("injected failure on rank 1");
+    return ok_status();
+  };
+  auto outs = tune_on_threads(2, o);
+  ASSERT_FALSE(outs[0].empty());
+  TuningOutcome t = parse(outs[0]);
+  for (const SizeOutcome& s : t.sizes) {
+    EXPECT_TRUE(s.chosen == "rd" || s.chosen == "tree") << s.chosen;
+  }
+  int native_failed = 0, ring_failed = 0;
+  for (const MeasuredPoint& p : t.measurements) {
+    if (p.candidate == "native" && p.failed) ++native_failed;
+    if (p.candidate == "ring/4096" && p.failed) {
+      ++ring_failed;
+      EXPECT_FALSE(p.reason.empty());
+    }
+  }
+  EXPECT_EQ(native_failed, 7);  // 4 B .. 256 B
+  EXPECT_EQ(ring_failed, 7);
+  EXPECT_EQ(t.failures.size(), 14u);
+}
+
+TEST(TuneCollectives, BudgetStopsEarlyAndKeepsWhatWasMeasured) {
+  TuneOptions o = small_options("exhaustive");
+  o.candidates = {"rd", "tree"};
+  o.source.budget_s = 0.05;
+  auto outs = tune_on_threads(2, o);
+  ASSERT_FALSE(outs[0].empty());
+  EXPECT_EQ(outs[1], outs[0]);
+  TuningOutcome t = parse(outs[0]);
+  EXPECT_TRUE(t.budget_exhausted);
+  ASSERT_EQ(t.sizes.size(), 13u);
+  EXPECT_TRUE(t.sizes.front().measured);
+  EXPECT_FALSE(t.sizes.back().measured);
+  for (const SizeOutcome& s : t.sizes) EXPECT_FALSE(s.chosen.empty());
+}
+
+TEST(TuneCollectives, VerifyComparesWithTheOracle) {
+  TuneOptions o = small_options("model");
+  o.max_bytes = 1024;
+  o.candidates = {"rd", "tree"};
+  o.verify = true;
+  o.source.custom["tree"] = slowed(comm::Algorithm::kTree, std::chrono::microseconds(400));
+  auto outs = tune_on_threads(2, o);
+  ASSERT_FALSE(outs[0].empty());
+  TuningOutcome t = parse(outs[0]);
+  ASSERT_TRUE(t.verify.has_value());
+  ASSERT_EQ(t.verify->rows.size(), t.sizes.size());
+  for (const VerifyRow& r : t.verify->rows) {
+    EXPECT_EQ(r.oracle, "rd");
+    EXPECT_DOUBLE_EQ(r.vs_oracle, 1.0);
+  }
+  EXPECT_GT(t.verify->exhaustive_s, 0);
+  EXPECT_GT(t.verify->cost_fraction, 0);
+  EXPECT_DOUBLE_EQ(t.verify->worst_vs_oracle, 1.0);
+}
+
+TEST(TuneCollectives, RejectsBadOptions) {
+  Status s = comm::spawn(1, [](comm::Communicator& c) -> Status {
+    TuneOptions o;
+    o.min_bytes = 3;
+    EXPECT_FALSE(tune_collectives(c, o).ok());
+    o.min_bytes = 4;
+    o.strategy = "guess";
+    EXPECT_FALSE(tune_collectives(c, o).ok());
+    return ok_status();
+  });
+  EXPECT_TRUE(s.ok());
+}
+
+}  // namespace
+}  // namespace dltune::tuner
