@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# The SPANK plugin with real Slurm daemons (tests/slurm/cluster.sh): the option shows in
+# `srun --help`; a job gets the plan's environment and binding; --dltune=off gets nothing; a
+# broken database or a missing plan leaves the job running normally with one log line;
+# hostile option values change nothing.
+#
+# Usage: spank_test.sh DLTUNE_BIN SPANK_SO SOURCE_DIR      (exit 77 = skipped)
+set -uo pipefail
+dltune=$1 spank_so=$2 src=$3
+lassen=$src/topology/tests/data/mpibind_coral-lassen.xml
+fail=0
+check() {  # check NAME CONDITION-EXIT-CODE [DETAIL]
+  if [ "$2" -eq 0 ]; then echo "ok: $1"; else echo "FAILED: $1 ${3:-}"; fail=1; fi
+}
+
+dir=$(mktemp -d /tmp/dltune-spank-XXXXXX)
+"$src/tests/slurm/cluster.sh" start "$dir/cluster" 1 4
+rc=$?
+if [ $rc -eq 77 ]; then echo "skipped: Slurm or munge is not installed"; rm -rf "$dir"; exit 77; fi
+[ $rc -eq 0 ] || { echo "FAILED: the test cluster did not start"; rm -rf "$dir"; exit 1; }
+trap '"$src/tests/slurm/cluster.sh" stop "$dir/cluster"; rm -rf "$dir" /tmp/dltune-pwned' EXIT
+echo "required $spank_so" >> "$dir/cluster/plugstack.conf"
+# shellcheck disable=SC1091
+source "$dir/cluster/env.sh"
+export XDG_DATA_HOME=$dir/xdg   # never the real user database
+
+srun --help 2>&1 | grep -q -- '--dltune'
+check "srun --help lists --dltune" $?
+
+# A collective plan for this machine and a 1 x 2 step, tuned for real (tiny sizes).
+db=$dir/user.db
+"$dltune" tune --collectives -n 2 --max-bytes 64 --db "$db" > "$dir/tune.log" 2>&1
+check "dltune tune --collectives stored a plan" $? "$(tail -3 "$dir/tune.log")"
+
+probe='echo "task=$SLURM_LOCALID plan=${DLTUNE_PLAN:-none} rules=${OMPI_MCA_coll_tuned_dynamic_rules_filename:-none} cpus=$(grep Cpus_allowed_list /proc/self/status | cut -f2) gpu=${CUDA_VISIBLE_DEVICES:-none} hca=${NCCL_IB_HCA:-none}"; [ -z "${DLTUNE_PLAN:-}" ] || grep -q allreduce "$DLTUNE_PLAN" && echo "task=$SLURM_LOCALID planfile=ok"'
+
+out=$(DLTUNE_DB=$db srun --dltune -N1 -n2 sh -c "$probe" 2>&1)
+echo "$out" | sed 's/^/  /'
+for t in 0 1; do
+  echo "$out" | grep -q "task=$t plan=/.*/plan.json rules=/.*/ompi_rules.conf cpus=$t " 
+  check "task $t got DLTUNE_PLAN, the Open MPI rules and its core" $?
+  echo "$out" | grep -q "task=$t planfile=ok"
+  check "task $t can read the plan" $?
+done
+
+out=$(DLTUNE_DB=$db srun --dltune=off -N1 -n2 sh -c "$probe" 2>&1)
+[ "$(echo "$out" | grep -c 'plan=none rules=none')" -eq 2 ]
+check "--dltune=off: nothing applied" $? "$out"
+out=$(DLTUNE_DB=$db srun -N1 -n2 sh -c "$probe" 2>&1)
+[ "$(echo "$out" | grep -c 'plan=none rules=none')" -eq 2 ]
+check "no --dltune (site default off): nothing applied" $? "$out"
+
+echo "this is not a database" > "$dir/broken.db"
+out=$(DLTUNE_DB=$dir/broken.db srun --dltune -N1 -n1 sh -c "$probe; echo job-ran" 2>&1)
+rc=$?
+[ $rc -eq 0 ] && echo "$out" | grep -q job-ran && echo "$out" | grep -q 'plan=none'
+check "broken database: the job runs untouched" $? "$out"
+out=$(DLTUNE_DB=$dir/missing.db srun --dltune -N1 -n1 sh -c "$probe; echo job-ran" 2>&1)
+[ $? -eq 0 ] && echo "$out" | grep -q job-ran && echo "$out" | grep -q 'plan=none'
+check "no plan for this shape: the job runs untouched" $? "$out"
+grep -rq "dltune: .*not a dltune\|dltune: .*database\|dltune: .*file is not" "$dir/cluster/log" 
+check "the broken database left one log line" $?
+grep -rq "dltune: no plan for this node" "$dir/cluster/log"
+check "the missing plan left one log line" $?
+
+long=$(printf 'a%.0s' $(seq 5000))
+for v in '$(touch /tmp/dltune-pwned)' 'x;touch /tmp/dltune-pwned' '../../../etc/passwd' "$long" '`id`'; do
+  out=$(DLTUNE_DB=$db srun "--dltune=$v" -N1 -n1 sh -c "$probe; echo job-ran" 2>&1)
+  rc=$?
+  [ $rc -eq 0 ] && echo "$out" | grep -q job-ran && echo "$out" | grep -q 'plan=none' && [ ! -e /tmp/dltune-pwned ]
+  check "hostile --dltune value (${v:0:30}) changes nothing" $? "$out"
+done
+
+# A GPU node (Lassen's hwloc export): each task gets its GPU and closest InfiniBand HCA.
+DLTUNE_TOPO_XML=$lassen "$dltune" tune --collectives -n 2 --max-bytes 64 --db "$db" > "$dir/tune2.log" 2>&1
+check "plan for the Lassen topology" $? "$(tail -3 "$dir/tune2.log")"
+out=$(DLTUNE_TOPO_XML=$lassen DLTUNE_DB=$db srun --dltune -N1 -n2 sh -c "$probe" 2>&1)
+echo "$out" | sed 's/^/  /'
+echo "$out" | grep -q 'task=0 plan=/.* gpu=0 hca==mlx5_0' && echo "$out" | grep -q 'task=1 plan=/.* gpu=1 hca==mlx5_1'
+check "Lassen tasks got CUDA_VISIBLE_DEVICES and NCCL_IB_HCA from the placement" $?
+
+[ $fail -eq 0 ] && echo "all SPANK checks passed"
+exit $fail
