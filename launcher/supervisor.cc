@@ -193,23 +193,39 @@ void Supervisor::stop_all(int sig) {
 }
 
 void Supervisor::reap() {
+  struct Reaped {
+    pid_t pid;
+    int status;
+  };
+  std::vector<Reaped> sweep;
   for (;;) {
     int st = 0;
     const pid_t pid = waitpid(-1, &st, WNOHANG);
     if (pid <= 0) break;
+    sweep.push_back({pid, st});
+  }
+  // Several children reaped at once: judge them in the order they died, so that the rank that
+  // failed first is named, not the peers that failed because of it.
+  if (death_order_ && sweep.size() > 1) {
+    std::stable_sort(sweep.begin(), sweep.end(), [&](const Reaped& a, const Reaped& b) {
+      return death_order_->position(a.pid) < death_order_->position(b.pid);
+    });
+  }
+  for (const Reaped& r : sweep) {
+    if (death_order_) death_order_->reaped(r.pid);
     auto it = std::find_if(children_.begin(), children_.end(),
-                           [pid](const Child& c) { return c.pid == pid; });
+                           [&](const Child& c) { return c.pid == r.pid; });
     if (it == children_.end()) continue;
     it->running = false;
     // Whatever the rank left in its group dies with it, now: once the group is empty its id
     // may be reused, so it is never signalled again.
-    kill(-pid, SIGKILL);
+    kill(-r.pid, SIGKILL);
     const int index = static_cast<int>(it - children_.begin());
     const std::string why =
-        judge_ ? judge_(index, st) : default_exit_judgement(it->name, it->host, st);
-    DLTUNE_LOG(kDebug, "launch") << it->name << " ended, status " << st;
+        judge_ ? judge_(index, r.status) : default_exit_judgement(it->name, it->host, r.status);
+    DLTUNE_LOG(kDebug, "launch") << it->name << " ended, status " << r.status;
     if (why.empty() || stopping_) continue;
-    std::string& slot = WIFSIGNALED(st) ? by_signal_ : by_exit_;
+    std::string& slot = WIFSIGNALED(r.status) ? by_signal_ : by_exit_;
     if (slot.empty()) slot = why;
     if (!decide_at_) decide_at_ = Clock::now() + kSettle;
   }
@@ -328,6 +344,7 @@ void Supervisor::check_deadlines() {
 }
 
 LaunchOutcome Supervisor::run() {
+  death_order_.emplace();
   for (;;) {
     if (!any_running()) {
       if (decide_at_) decide();
@@ -368,6 +385,7 @@ LaunchOutcome Supervisor::run() {
     }
     check_deadlines();
   }
+  death_order_.reset();
   LaunchOutcome out;
   if (!failure_.empty()) {
     out.exit_code = 1;

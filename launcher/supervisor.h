@@ -31,6 +31,7 @@
 #include <sys/types.h>
 
 #include "common/result.h"
+#include "launcher/death_order.h"
 #include "launcher/launch_spec.h"
 
 namespace dltune::launcher {
@@ -126,6 +127,7 @@ class Supervisor {
   ExitJudge judge_;
   std::vector<std::pair<int, EventCheck>> watches_;
   std::vector<Child> children_;
+  std::optional<DeathOrder> death_order_;  // while run() supervises
   int signal_fd_ = -1;
   int dev_null_ = -1;
   bool signals_installed_ = false;
