@@ -17,6 +17,7 @@
 
 #include "common/strings.h"
 #include "launcher/commands.h"
+#include "launcher/rank_program.h"
 
 namespace dltune::cli {
 namespace {
@@ -29,49 +30,6 @@ struct BenchOptions {
   bool json = false;
 };
 
-Result<std::string> rank_program() {
-  char self[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n <= 0) return errno_error("finding the dltune binary");
-  self[n] = '\0';
-  std::string dir(self);
-  dir.resize(dir.rfind('/'));
-  std::string path = dir + "/dltune-bench-rank";
-  if (access(path.c_str(), X_OK) != 0) {
-    return not_found("the rank program '" + path +
-                     "' is missing; build the 'dltune-bench-rank' target");
-  }
-  return path;
-}
-
-bool on_path(const std::string& program) {
-  const char* path = std::getenv("PATH");  // NOLINT: the system PATH, not a DLTUNE_* setting
-  for (const std::string& dir : strings::split(path ? path : "", ':')) {
-    if (!dir.empty() && access((dir + "/" + program).c_str(), X_OK) == 0) return true;
-  }
-  return false;
-}
-
-// Runs argv to completion; returns its exit code (128 + signal when killed).
-Result<int> run_child(const std::vector<std::string>& argv) {
-  std::vector<char*> cargv;
-  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
-  cargv.push_back(nullptr);
-  pid_t pid = fork();
-  if (pid < 0) return errno_error("fork");
-  if (pid == 0) {
-    execvp(cargv[0], cargv.data());
-    std::fprintf(stderr, "dltune bench: cannot run %s: %s\n", cargv[0], std::strerror(errno));
-    _exit(127);
-  }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) return errno_error("waitpid");
-  }
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return WEXITSTATUS(status);
-}
-
 int run_bench(const BenchOptions& o) {
   if (o.ranks < 1 || o.ranks > 256) {
     return report_error("bench",
@@ -83,7 +41,7 @@ int run_bench(const BenchOptions& o) {
       return report_error("bench",
                           v.error().wrap(b == &o.min_bytes ? "--min-bytes" : "--max-bytes"));
   }
-  auto prog = rank_program();
+  auto prog = sibling_program("dltune-bench-rank");
   if (!prog) return report_error("bench", prog.error());
   std::vector<std::string> args = {*prog,       "--algo",      o.algo,     "--min-bytes",
                                    o.min_bytes, "--max-bytes", o.max_bytes};
@@ -92,7 +50,7 @@ int run_bench(const BenchOptions& o) {
   // Check the arguments first (the rank program validates them without starting MPI).
   std::vector<std::string> check = args;
   check.push_back("--check-args");
-  auto rc = run_child(check);
+  auto rc = run_to_completion(check, "bench");
   if (!rc) return report_error("bench", rc.error());
   if (*rc != 0) return *rc == 2 ? 2 : 1;  // the rank program printed the reason
 
@@ -106,15 +64,14 @@ int run_bench(const BenchOptions& o) {
   }
   std::vector<std::string> launch;
   if (on_path("mpirun")) {
-    launch = {"mpirun", "--allow-run-as-root",  "--oversubscribe", "--mca", "pml", "ob1",
-              "-np",    std::to_string(o.ranks)};
+    launch = mpirun_prefix(o.ranks);
   } else {
     std::fprintf(stderr, "dltune bench: no mpirun on PATH; running %d ranks as threads\n", o.ranks);
     args.push_back("--threads");
     args.push_back(std::to_string(o.ranks));
   }
   launch.insert(launch.end(), args.begin(), args.end());
-  rc = run_child(launch);
+  rc = run_to_completion(launch, "bench");
   if (!rc) return report_error("bench", rc.error());
   if (*rc != 0) {
     return report_error(

@@ -25,6 +25,7 @@
 #include "common/paths.h"
 #include "common/strings.h"
 #include "launcher/commands.h"
+#include "launcher/rank_program.h"
 #include "launcher/temp_dir.h"
 #include "recipes/plan.h"
 #include "topology/topology.h"
@@ -50,53 +51,9 @@ struct TuneRankArgs {
   bool verify = false;
 };
 
-Result<std::string> rank_program() {
-  char self[PATH_MAX];
-  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n <= 0) return errno_error("finding the dltune binary");
-  self[n] = '\0';
-  std::string dir(self);
-  dir.resize(dir.rfind('/'));
-  const std::string path = dir + "/dltune-tune-rank";
-  if (access(path.c_str(), X_OK) != 0) {
-    return not_found("the rank program '" + path +
-                     "' is missing; build the 'dltune-tune-rank' target");
-  }
-  return path;
-}
-
-bool on_path(const std::string& program) {
-  const char* path = std::getenv("PATH");  // NOLINT: the system PATH, not a DLTUNE_* setting
-  for (const std::string& dir : strings::split(path ? path : "", ':')) {
-    if (!dir.empty() && access((dir + "/" + program).c_str(), X_OK) == 0) return true;
-  }
-  return false;
-}
-
-// Runs argv to completion; returns its exit code (128 + signal when killed).
-Result<int> run_child(const std::vector<std::string>& argv) {
-  std::vector<char*> cargv;
-  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
-  cargv.push_back(nullptr);
-  std::fflush(nullptr);
-  const pid_t pid = fork();
-  if (pid < 0) return errno_error("fork");
-  if (pid == 0) {
-    execvp(cargv[0], cargv.data());
-    std::fprintf(stderr, "dltune tune: cannot run %s: %s\n", cargv[0], std::strerror(errno));
-    _exit(127);
-  }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) return errno_error("waitpid");
-  }
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return WEXITSTATUS(status);
-}
-
 // Runs the ranks and returns rank 0's outcome (JSON text).
 Result<std::string> run_tune_ranks(const TuneRankArgs& a) {
-  auto prog = rank_program();
+  auto prog = sibling_program("dltune-tune-rank");
   if (!prog) return prog.error();
   auto dir = launcher::TempDir::create_in_tmp("dltune-tune-");
   if (!dir) return dir.error();
@@ -117,15 +74,14 @@ Result<std::string> run_tune_ranks(const TuneRankArgs& a) {
   if (a.verify) args.push_back("--verify");
   std::vector<std::string> launch;
   if (on_path("mpirun")) {
-    launch = {"mpirun", "--allow-run-as-root",  "--oversubscribe", "--mca", "pml", "ob1",
-              "-np",    std::to_string(a.ranks)};
+    launch = mpirun_prefix(a.ranks);
   } else {
     std::fprintf(stderr, "dltune tune: no mpirun on PATH; running %d ranks as threads\n", a.ranks);
     args.push_back("--threads");
     args.push_back(std::to_string(a.ranks));
   }
   launch.insert(launch.end(), args.begin(), args.end());
-  auto rc = run_child(launch);
+  auto rc = run_to_completion(launch, "tune");
   if (!rc) return rc.error();
   if (*rc != 0) {
     return peer_failed("the tuning ranks failed (exit code " + std::to_string(*rc) +

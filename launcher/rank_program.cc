@@ -1,0 +1,64 @@
+#include "launcher/rank_program.h"
+
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/strings.h"
+
+namespace dltune::cli {
+
+Result<std::string> sibling_program(const std::string& name) {
+  char self[PATH_MAX];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) return errno_error("finding the dltune binary");
+  self[n] = '\0';
+  std::string dir(self);
+  dir.resize(dir.rfind('/'));
+  const std::string path = dir + "/" + name;
+  if (access(path.c_str(), X_OK) != 0) {
+    return not_found("the rank program '" + path + "' is missing; build the '" + name + "' target");
+  }
+  return path;
+}
+
+bool on_path(const std::string& program) {
+  const char* path = std::getenv("PATH");  // NOLINT: the system PATH, not a DLTUNE_* setting
+  for (const std::string& dir : strings::split(path ? path : "", ':')) {
+    if (!dir.empty() && access((dir + "/" + program).c_str(), X_OK) == 0) return true;
+  }
+  return false;
+}
+
+Result<int> run_to_completion(const std::vector<std::string>& argv, const std::string& command) {
+  std::vector<char*> cargv;
+  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+  cargv.push_back(nullptr);
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  if (pid < 0) return errno_error("fork");
+  if (pid == 0) {
+    execvp(cargv[0], cargv.data());
+    std::fprintf(stderr, "dltune %s: cannot run %s: %s\n", command.c_str(), cargv[0],
+                 std::strerror(errno));
+    _exit(127);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) return errno_error("waitpid");
+  }
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return WEXITSTATUS(status);
+}
+
+std::vector<std::string> mpirun_prefix(int ranks) {
+  return {"mpirun", "--allow-run-as-root", "--oversubscribe", "--mca", "pml", "ob1",
+          "-np",    std::to_string(ranks)};
+}
+
+}  // namespace dltune::cli

@@ -1,0 +1,26 @@
+// Starting the rank programs that live next to the dltune binary (dltune-bench-rank,
+// dltune-tune-rank): where they are, and running a command to completion. Shared by
+// `dltune bench` and `dltune tune`.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+
+namespace dltune::cli {
+
+// The path of `name` in the directory of the running dltune binary. not_found (exit 2) with
+// "build the '<name>' target" when it is missing or not executable.
+Result<std::string> sibling_program(const std::string& name);
+// True when `program` is an executable file in a directory of $PATH.
+bool on_path(const std::string& program);
+// Runs argv (argv[0] looked up on PATH) to completion with inherited stdio; returns its exit
+// code, 128 + the signal when killed, 127 when it could not be started (the reason is printed
+// as "dltune <command>: cannot run ..."). Errors only when fork or waitpid fail.
+Result<int> run_to_completion(const std::vector<std::string>& argv, const std::string& command);
+// The Open MPI launch prefix for `ranks` local ranks (root allowed, oversubscription allowed,
+// pml ob1 to skip Open MPI's ~200 ms probe of the cm layer).
+std::vector<std::string> mpirun_prefix(int ranks);
+
+}  // namespace dltune::cli
