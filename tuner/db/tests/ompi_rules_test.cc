@@ -1,5 +1,5 @@
 // Open MPI rules: plan parsing, algorithm mapping, the writer, and the strict parser against the
-// real files in /work/shared/fixtures/mpi_tuning (copied into tests/data with their origin).
+// real files in ../shared/fixtures/mpi_tuning (copied into tests/data with their origin).
 #include "tuner/db/ompi_rules.h"
 
 #include <string>
