@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <climits>
 #include <fstream>
-#include <regex>
 #include <set>
 
 #include <gtest/gtest.h>
@@ -131,7 +130,8 @@ TEST_F(LocalLaunchTest, AFailingRankStopsTheJobAndIsNamed) {
     auto r = dltune(args, {binary("pmix_probe"), "--fault", f.mode, "--fault-rank", fault_rank});
     EXPECT_EQ(r.exit_code, 1) << r.err;
     EXPECT_LT(r.seconds, 10.0);
-    const std::string want = std::regex_replace(std::string(f.expect), std::regex("HOST"), host());
+    std::string want = f.expect;
+    want.replace(want.find("HOST"), 4, host());
     EXPECT_NE(r.err.find("dltune run: "), std::string::npos) << r.err;
     EXPECT_NE(r.err.find(want), std::string::npos) << r.err;
     EXPECT_TRUE(processes_with(marker_).empty()) << "a rank survived " << f.mode;
