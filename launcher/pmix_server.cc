@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "comm/bootstrap/bootstrap.h"
+#include "comm/bootstrap/pmix_info.h"
 #include "common/log.h"
 
 namespace dltune::launcher {
@@ -89,21 +90,7 @@ struct OpWaiter {
   }
 };
 
-// Owns an array of pmix_info_t made with PMIX_INFO_CREATE.
-class InfoArray {
- public:
-  explicit InfoArray(size_t n) : n_(n) { PMIX_INFO_CREATE(info_, n_); }
-  ~InfoArray() { PMIX_INFO_FREE(info_, n_); }
-  InfoArray(const InfoArray&) = delete;
-  InfoArray& operator=(const InfoArray&) = delete;
-  pmix_info_t* data() { return info_; }
-  pmix_info_t& operator[](size_t i) { return info_[i]; }
-  size_t size() const { return n_; }
-
- private:
-  pmix_info_t* info_ = nullptr;
-  size_t n_;
-};
+using InfoArray = comm::PmixInfoArray;
 
 // Owns a string malloc'd by libpmix.
 struct FreeDeleter {

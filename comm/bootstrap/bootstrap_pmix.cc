@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "comm/bootstrap/bootstrap_impl.h"
+#include "comm/bootstrap/pmix_info.h"
 #include "common/log.h"
 
 namespace dltune::comm {
@@ -21,25 +22,7 @@ struct ValueDeleter {
 };
 using ValuePtr = std::unique_ptr<pmix_value_t, ValueDeleter>;
 
-// Owns an array of pmix_info_t made with PMIX_INFO_CREATE.
-class InfoArray {
- public:
-  explicit InfoArray(size_t n) : n_(n) {
-    if (n_ > 0) PMIX_INFO_CREATE(info_, n_);
-  }
-  ~InfoArray() {
-    if (info_ != nullptr) PMIX_INFO_FREE(info_, n_);
-  }
-  InfoArray(const InfoArray&) = delete;
-  InfoArray& operator=(const InfoArray&) = delete;
-  pmix_info_t* data() { return info_; }
-  pmix_info_t& operator[](size_t i) { return info_[i]; }
-  size_t size() const { return n_; }
-
- private:
-  pmix_info_t* info_ = nullptr;
-  size_t n_;
-};
+using InfoArray = comm::PmixInfoArray;
 
 std::string status_text(pmix_status_t rc) { return PMIx_Error_string(rc); }
 

@@ -6,30 +6,12 @@
 #include <gtest/gtest.h>
 
 #include "plugins/nccl_tuner/nccl_tuner_abi.h"
+#include "plugins/nccl_tuner/tests/cost_table.h"
 
 namespace dltune::plugins {
 namespace {
 
-// A cost table shaped like NCCL's: num_algo rows of num_proto floats, all available.
-struct Table {
-  float cells[kNcclNumAlgorithms][kNcclNumProtocols];
-  float* rows[kNcclNumAlgorithms];
-  Table() {
-    for (int a = 0; a < kNcclNumAlgorithms; ++a) {
-      rows[a] = cells[a];
-      for (int p = 0; p < kNcclNumProtocols; ++p) cells[a][p] = 10.0f + a * 3 + p;
-    }
-  }
-  // The (algo, proto) NCCL would pick: the lowest non-ignored cost.
-  std::pair<int, int> pick() const {
-    std::pair<int, int> best{-1, -1};
-    float bc = std::numeric_limits<float>::infinity();
-    for (int a = 0; a < kNcclNumAlgorithms; ++a)
-      for (int p = 0; p < kNcclNumProtocols; ++p)
-        if (cells[a][p] >= 0 && cells[a][p] < bc) bc = cells[a][p], best = {a, p};
-    return best;
-  }
-};
+using Table = dltune::plugins::testing::CostTable;
 
 const char* kPlan = R"({
   "version": 1,

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 
 #include "plugins/nccl_tuner/nccl_tuner_abi.h"
+#include "plugins/nccl_tuner/tests/cost_table.h"
 
 namespace {
 
@@ -26,24 +27,7 @@ void logger(int level, unsigned long /*flags*/, const char* /*file*/, int /*line
   g_log.push_back(std::to_string(level) + " " + buf);
 }
 
-struct Table {
-  float cells[kNcclNumAlgorithms][kNcclNumProtocols];
-  float* rows[kNcclNumAlgorithms];
-  Table() {
-    for (int a = 0; a < kNcclNumAlgorithms; ++a) {
-      rows[a] = cells[a];
-      for (int p = 0; p < kNcclNumProtocols; ++p) cells[a][p] = 10.0f + a * 3 + p;
-    }
-  }
-  std::pair<int, int> pick() const {
-    std::pair<int, int> best{-1, -1};
-    float bc = 1e30f;
-    for (int a = 0; a < kNcclNumAlgorithms; ++a)
-      for (int p = 0; p < kNcclNumProtocols; ++p)
-        if (cells[a][p] >= 0 && cells[a][p] < bc) bc = cells[a][p], best = {a, p};
-    return best;
-  }
-};
+using Table = dltune::plugins::testing::CostTable;
 
 class Harness : public ::testing::Test {
  protected:
