@@ -129,12 +129,19 @@ Result<Dataset> read_cifar10(const std::vector<std::string>& paths) {
 }
 
 Result<Dataset> load_dataset(const std::string& source, bool train, int64_t synthetic_size,
-                             uint64_t seed) {
-  if (source == "synthetic") {
+                             uint64_t seed, Dims image_dims, int image_classes) {
+  if (source == "synthetic" || source == "synthetic-imagenet") {
     if (synthetic_size <= 0)
       return invalid_input("synthetic dataset size must be positive, got " +
                            std::to_string(synthetic_size));
-    return synthetic_digits(synthetic_size, train ? seed : seed ^ 0x5bd1e995ull);
+    const uint64_t s = train ? seed : seed ^ 0x5bd1e995ull;
+    if (source == "synthetic") return synthetic_digits(synthetic_size, s);
+    if (image_dims.c == 0) image_dims = Dims{3, 224, 224};
+    if (image_classes == 0) image_classes = 1000;
+    if (image_dims.c < 1 || image_dims.h < 1 || image_dims.w < 1 || image_classes < 1)
+      return invalid_input("synthetic-imagenet: image shape " + image_dims.str() + " and " +
+                           std::to_string(image_classes) + " classes must be positive");
+    return synthetic_images(synthetic_size, image_dims, image_classes, s);
   }
   auto colon = source.find(':');
   const std::string kind = source.substr(0, colon);
@@ -157,7 +164,7 @@ Result<Dataset> load_dataset(const std::string& source, bool train, int64_t synt
     return r;
   }
   return invalid_input("unknown dataset '" + source +
-                       "'; expected synthetic, mnist:DIR or cifar10:DIR");
+                       "'; expected synthetic, synthetic-imagenet, mnist:DIR or cifar10:DIR");
 }
 
 }  // namespace dltune::engine

@@ -30,6 +30,11 @@ struct Dataset {
 // plus Gaussian pixel noise. Different seeds give disjoint-looking sets (train vs held-out).
 Dataset synthetic_digits(int64_t count, uint64_t seed);
 
+// `count` random images of shape `dims` with labels in [0, classes), a pure function of
+// (seed, count, dims, classes): pixels uniform in [-1, 1) from a fast PRNG. Not learnable; a
+// stand-in for ImageNet when measuring throughput (synthetic-imagenet).
+Dataset synthetic_images(int64_t count, Dims dims, int classes, uint64_t seed);
+
 // Reads an MNIST pair: images file (magic 0x00000803, N, rows, cols, N*rows*cols bytes) and
 // labels file (magic 0x00000801, N, N bytes in [0, 9]). Errors (invalid_input / io_error) name
 // the file and what is wrong: wrong magic, truncated, counts that differ, label out of range.
@@ -44,10 +49,11 @@ Result<Dataset> read_cifar10(const std::vector<std::string>& paths);
 std::string encode_mnist_images(const std::vector<uint8_t>& pixels, int n, int rows, int cols);
 std::string encode_mnist_labels(const std::vector<uint8_t>& labels);
 
-// A source by name: "synthetic" (train/held-out sizes and seed), "mnist:DIR" (DIR holding the
-// four standard IDX files) or "cifar10:DIR" (data_batch_1..5.bin / test_batch.bin). `train`
-// picks the training or held-out part.
+// A source by name: "synthetic" (train/held-out sizes and seed), "synthetic-imagenet"
+// (synthetic_images of `image_dims` / `image_classes`; c == 0 / 0 mean 3x224x224 / 1000),
+// "mnist:DIR" (DIR holding the four standard IDX files) or "cifar10:DIR" (data_batch_1..5.bin /
+// test_batch.bin). `train` picks the training or held-out part.
 Result<Dataset> load_dataset(const std::string& source, bool train, int64_t synthetic_size,
-                             uint64_t seed);
+                             uint64_t seed, Dims image_dims = {}, int image_classes = 0);
 
 }  // namespace dltune::engine

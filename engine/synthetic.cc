@@ -78,4 +78,33 @@ Dataset synthetic_digits(int64_t count, uint64_t seed) {
   return d;
 }
 
+Dataset synthetic_images(int64_t count, Dims dims, int classes, uint64_t seed) {
+  Dataset d;
+  d.name = "synthetic-imagenet";
+  d.dims = dims;
+  d.classes = classes;
+  d.size = count;
+  const int64_t sz = dims.size();
+  d.images.resize(static_cast<size_t>(count * sz));
+  d.labels.resize(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) {
+    Rng rng(Rng::mix(seed, static_cast<uint64_t>(i)));
+    d.labels[i] = static_cast<int32_t>(rng.below(static_cast<uint64_t>(classes)));
+    // xorshift64: a few cycles per two pixels (AlexNet-sized sets are 1e8+ pixels).
+    uint64_t x = rng.next() | 1;
+    float* img = d.images.data() + i * sz;
+    constexpr float kScale = 1.0f / 8388608.0f;  // 2^-23: 24-bit integers -> [0, 2)
+    int64_t p = 0;
+    for (; p + 1 < sz; p += 2) {
+      x ^= x << 13;
+      x ^= x >> 7;
+      x ^= x << 17;
+      img[p] = static_cast<float>(x >> 40) * kScale - 1.0f;
+      img[p + 1] = static_cast<float>((x >> 16) & 0xffffff) * kScale - 1.0f;
+    }
+    if (p < sz) img[p] = static_cast<float>(rng.next() >> 40) * kScale - 1.0f;
+  }
+  return d;
+}
+
 }  // namespace dltune::engine

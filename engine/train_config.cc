@@ -14,6 +14,10 @@ const std::string& TrainConfig::algorithm_for(uint64_t bytes) const {
   return algorithms.back().algorithm;
 }
 
+bool TrainConfig::has_heldout() const {
+  return (data != "synthetic" && data != "synthetic-imagenet") || heldout_size > 0;
+}
+
 Status validate(const TrainConfig& c) {
   auto bad = [](const std::string& key, const std::string& what) {
     return invalid_input("train config: key '" + key + "': " + what);
@@ -39,6 +43,12 @@ Status validate(const TrainConfig& c) {
   if (c.eval_every < 0 || c.log_every < 1 || c.checkpoint_every < 0)
     return bad("eval_every/log_every/checkpoint_every", "must be non-negative (log_every >= 1)");
   if (c.train_size < 1 || c.heldout_size < 0) return bad("train_size", "must be positive");
+  if (!(c.min_lr >= 0.0)) return bad("min_lr", "must be non-negative");
+  if (c.input.c < 0 || c.input.h < 1 || c.input.w < 1)
+    return bad("input", "expected [C, H, W] or [N] of positive sizes");
+  if (c.classes < 0) return bad("classes", "must be non-negative");
+  if (!c.layers.empty() && (c.input.c < 1 || c.classes < 1))
+    return bad("layers", "a layer list needs 'input' and 'classes'");
   return ok_status();
 }
 
@@ -55,6 +65,76 @@ Status get(const json& j, const char* key, T& out) {
                          ")");
   }
   return ok_status();
+}
+
+json layer_to_json(const LayerSpec& l) {
+  using K = LayerSpec::Kind;
+  json j = {{"kind", layer_kind_name(l.kind)}};
+  switch (l.kind) {
+    case K::kLinear:
+      j["out"] = l.out;
+      break;
+    case K::kConv2d:
+      j.update({{"out", l.out},
+                {"kernel", l.kernel},
+                {"stride", l.stride},
+                {"pad", l.pad},
+                {"groups", l.groups}});
+      break;
+    case K::kMaxPool:
+    case K::kAvgPool:
+      j.update({{"kernel", l.kernel}, {"stride", l.stride}, {"pad", l.pad}});
+      break;
+    case K::kDropout:
+      j["p"] = l.p;
+      break;
+    case K::kLrn:
+      j.update({{"size", l.lrn_size}, {"alpha", l.alpha}, {"beta", l.beta}, {"k", l.k}});
+      break;
+    case K::kRelu:
+    case K::kFlatten:
+      break;
+  }
+  return j;
+}
+
+Result<std::vector<LayerSpec>> layers_from_json(const json& list) {
+  if (!list.is_array()) return invalid_input("train config: key 'layers': expected a list");
+  std::vector<LayerSpec> out;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const json& e = list[i];
+    const std::string where = "train config: key 'layers[" + std::to_string(i) + "]'";
+    if (!e.is_object() || !e.contains("kind") || !e["kind"].is_string())
+      return invalid_input(where + ": expected an object with a 'kind'");
+    auto kind = parse_layer_kind(e["kind"].get<std::string>());
+    if (!kind) return kind.error().wrap(where);
+    LayerSpec l;
+    l.kind = *kind;
+    for (const auto& [key, value] : e.items()) {
+      static const char* kFields[] = {"kind", "out",  "kernel", "stride", "pad", "groups",
+                                      "p",    "size", "alpha",  "beta",   "k"};
+      bool known = false;
+      for (const char* f : kFields) known = known || key == f;
+      if (!known) return invalid_input(where + ": unknown field '" + key + "'");
+      if (key != "kind" && !value.is_number())
+        return invalid_input(where + ": field '" + key + "' must be a number");
+    }
+    auto num = [&](const char* key, auto& field) {
+      if (e.contains(key)) field = e[key].get<std::decay_t<decltype(field)>>();
+    };
+    num("out", l.out);
+    num("kernel", l.kernel);
+    num("stride", l.stride);
+    num("pad", l.pad);
+    num("groups", l.groups);
+    num("p", l.p);
+    num("size", l.lrn_size);
+    num("alpha", l.alpha);
+    num("beta", l.beta);
+    num("k", l.k);
+    out.push_back(l);
+  }
+  return out;
 }
 
 }  // namespace
@@ -75,7 +155,10 @@ Result<TrainConfig> parse_train_config(const std::string& text) {
                                 "overlap",         "algorithms",
                                 "eval_every",      "log_every",
                                 "checkpoint_path", "checkpoint_every",
-                                "metrics_path"};
+                                "metrics_path",    "layers",
+                                "input",           "classes",
+                                "min_lr",          "warmup_from_zero",
+                                "trace_path"};
   for (const auto& [key, value] : j.items()) {
     bool known = false;
     for (const char* k : kKeys) known = known || key == k;
@@ -109,6 +192,22 @@ Result<TrainConfig> parse_train_config(const std::string& text) {
   DLTUNE_TRY(get(j, "checkpoint_path", c.checkpoint_path));
   DLTUNE_TRY(get(j, "checkpoint_every", c.checkpoint_every));
   DLTUNE_TRY(get(j, "metrics_path", c.metrics_path));
+  DLTUNE_TRY(get(j, "trace_path", c.trace_path));
+  DLTUNE_TRY(get(j, "classes", c.classes));
+  DLTUNE_TRY(get(j, "min_lr", c.min_lr));
+  DLTUNE_TRY(get(j, "warmup_from_zero", c.warmup_from_zero));
+  if (auto it = j.find("input"); it != j.end()) {
+    std::vector<int> d;
+    DLTUNE_TRY(get(j, "input", d));
+    if (d.size() != 1 && d.size() != 3)
+      return invalid_input("train config: key 'input': expected [C, H, W] or [N]");
+    c.input = d.size() == 3 ? Dims{d[0], d[1], d[2]} : Dims{d[0], 1, 1};
+  }
+  if (auto it = j.find("layers"); it != j.end()) {
+    auto layers = layers_from_json(*it);
+    if (!layers) return layers.error();
+    c.layers = std::move(*layers);
+  }
   if (scaling == "strong") {
     c.scaling = Scaling::kStrong;
   } else if (scaling == "weak") {
@@ -172,7 +271,19 @@ std::string to_json(const TrainConfig& c) {
             {"log_every", c.log_every},
             {"checkpoint_path", c.checkpoint_path},
             {"checkpoint_every", c.checkpoint_every},
-            {"metrics_path", c.metrics_path}};
+            {"metrics_path", c.metrics_path},
+            {"trace_path", c.trace_path},
+            {"min_lr", c.min_lr},
+            {"warmup_from_zero", c.warmup_from_zero},
+            {"classes", c.classes}};
+  if (c.input.c > 0)
+    j["input"] = c.input.h == 1 && c.input.w == 1 ? json::array({c.input.c})
+                                                  : json::array({c.input.c, c.input.h, c.input.w});
+  if (!c.layers.empty()) {
+    json layers = json::array();
+    for (const auto& l : c.layers) layers.push_back(layer_to_json(l));
+    j["layers"] = layers;
+  }
   return j.dump(2);
 }
 
@@ -180,14 +291,18 @@ double learning_rate(const TrainConfig& c, int global_batch, int64_t step) {
   const double base = c.lr;
   const double peak =
       c.linear_scaling ? base * global_batch / static_cast<double>(c.reference_batch) : base;
-  if (step < c.warmup_steps)  // Goyal et al.: ramp linearly from the base to the scaled rate
+  if (step < c.warmup_steps) {
+    if (c.warmup_from_zero)
+      return peak * static_cast<double>(step + 1) / static_cast<double>(c.warmup_steps);
+    // Goyal et al.: ramp linearly from the base to the scaled rate.
     return base + (peak - base) * static_cast<double>(step) / static_cast<double>(c.warmup_steps);
+  }
   const int64_t t = step - c.warmup_steps;
   if (c.schedule == "step") return peak * std::pow(c.gamma, static_cast<double>(t / c.step_size));
   if (c.schedule == "cosine") {
     const int64_t span = std::max<int64_t>(1, c.steps - c.warmup_steps);
     const double frac = std::min(1.0, static_cast<double>(t) / static_cast<double>(span));
-    return peak * 0.5 * (1.0 + std::cos(M_PI * frac));
+    return c.min_lr + (peak - c.min_lr) * 0.5 * (1.0 + std::cos(M_PI * frac));
   }
   return peak;
 }

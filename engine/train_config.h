@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "common/result.h"
+#include "engine/layer.h"
+#include "engine/tensor.h"
 
 namespace dltune::engine {
 
@@ -23,10 +25,19 @@ struct AlgorithmRange {
 };
 
 struct TrainConfig {
-  std::string model = "lenet";     // a built-in model name
-  std::string data = "synthetic";  // synthetic | mnist:DIR | cifar10:DIR
-  int64_t train_size = 8192;       // synthetic only
-  int64_t heldout_size = 2000;     // synthetic only; 0 = no held-out evaluation
+  // A built-in model name, or (with `layers`) the name a custom model goes by.
+  std::string model = "lenet";
+  // A custom model: its layers, per-sample input shape and class count. Empty = the built-in
+  // `model`. JSON: "layers": [{"kind": "conv2d", "out": 20, "kernel": 5, ...}, ...] with the
+  // fields of engine/layer.h LayerSpec (lrn_size as "size"), "input": [C, H, W] or [N].
+  std::vector<LayerSpec> layers;
+  Dims input;       // with layers or synthetic-imagenet; c == 0 = unset
+  int classes = 0;  // with layers or synthetic-imagenet; 0 = unset
+  // synthetic | synthetic-imagenet | mnist:DIR | cifar10:DIR. synthetic-imagenet: random
+  // images of shape `input` (default 3x224x224) with `classes` labels (default 1000).
+  std::string data = "synthetic";
+  int64_t train_size = 8192;    // synthetic data only
+  int64_t heldout_size = 2000;  // synthetic data only; 0 = no held-out evaluation
   Scaling scaling = Scaling::kStrong;
   int global_batch = 64;    // strong scaling: split over the ranks (remainders spread)
   int per_rank_batch = 64;  // weak scaling: global batch = per_rank_batch * ranks
@@ -36,9 +47,13 @@ struct TrainConfig {
   std::string schedule = "constant";  // constant | step | cosine
   int64_t step_size = 1000;           // step schedule: multiply by gamma every step_size steps
   double gamma = 0.1;
+  double min_lr = 0.0;          // cosine schedule: the rate reached at `steps`
   bool linear_scaling = false;  // Goyal et al.: lr * global_batch / reference_batch
   int reference_batch = 256;
   int64_t warmup_steps = 0;  // gradual warmup from lr to the scaled lr
+  // Warmup starts near 0 instead of the base lr: step s < warmup_steps runs at
+  // peak * (s + 1) / warmup_steps (the recipe's "linear warmup from 0 to lr").
+  bool warmup_from_zero = false;
   int64_t steps = 100;
   uint64_t seed = 1;
   int threads = 1;                     // BLAS threads per rank
@@ -50,6 +65,9 @@ struct TrainConfig {
   std::string checkpoint_path;   // "" = no checkpoints
   int64_t checkpoint_every = 0;  // steps; 0 = only at the end
   std::string metrics_path;      // "" = no metrics file (rank 0 writes it)
+  // "" = no trace; else every rank writes Chrome trace events to <trace_path>.rank<R>
+  // (engine/trace.h; merge_traces() joins them into trace_path).
+  std::string trace_path;
 
   // The global batch for `ranks` ranks under this scaling mode.
   int global_batch_for(int ranks) const {
@@ -57,6 +75,9 @@ struct TrainConfig {
   }
   // The algorithm name for a message of `bytes`.
   const std::string& algorithm_for(uint64_t bytes) const;
+  // Whether the data source has a held-out part to evaluate on (file data always does;
+  // synthetic data when heldout_size > 0).
+  bool has_heldout() const;
 };
 
 // Checks ranges and names (not the algorithm names: comm does); invalid_input naming the key.
@@ -68,7 +89,8 @@ std::string to_json(const TrainConfig& config);
 
 // The learning rate at `step` (0-based) for a global batch: the base lr, scaled linearly when
 // linear_scaling, reached by linear warmup from the base lr over warmup_steps, then decayed by
-// the schedule (step: gamma^(floor((step - warmup)/step_size)); cosine: to 0 at `steps`).
+// the schedule (step: gamma^(floor((step - warmup)/step_size)); cosine: to min_lr at `steps`).
+// With warmup_from_zero the warmup ramps from 0 instead of the base lr.
 double learning_rate(const TrainConfig& config, int global_batch, int64_t step);
 
 }  // namespace dltune::engine

@@ -33,7 +33,10 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& config,
   t->comm_ = comm && comm->size() > 1 ? comm : nullptr;
   t->train_ = &train;
   t->heldout_ = heldout;
-  auto spec = builtin_model(config.model);
+  Result<ModelSpec> spec =
+      config.layers.empty()
+          ? builtin_model(config.model)
+          : Result<ModelSpec>(ModelSpec{config.model, config.input, config.classes, config.layers});
   if (!spec) return spec.error();
   if (spec->input != train.dims)
     return invalid_input("model '" + config.model + "' expects inputs " + spec->input.str() +
@@ -59,6 +62,11 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& config,
   t->input_.reserve(static_cast<size_t>(local_max * train.dims.size()));
   t->dlogits_.resize(static_cast<size_t>(std::max(local_max, 256) * spec->classes));
   DLTUNE_TRY(t->make_buckets());
+  t->bucket_issued_.resize(t->buckets_.size());
+  t->bucket_done_.resize(t->buckets_.size());
+  auto trace = TraceWriter::open(config.trace_path, t->rank());
+  if (!trace) return trace.error();
+  t->trace_ = std::move(*trace);
   if (t->comm_) {
     const size_t bytes = static_cast<size_t>(m.num_params()) * sizeof(float);
     auto shared = t->comm_->alloc_shared(bytes);
@@ -102,12 +110,27 @@ Status Trainer::reduce_bucket_blocking(const Bucket& b) {
                          comm::ReduceOp::kSum, opts);
 }
 
-Result<double> Trainer::allreduce_scalar(double v) {
-  if (!comm_) return v;
+Status Trainer::allreduce_doubles(double* v, int n) {
+  if (!comm_) return ok_status();
   comm::AllreduceOptions opts;
   opts.algorithm = comm::Algorithm::kRecursiveDoubling;
-  DLTUNE_TRY(comm::allreduce(*comm_, &v, &v, 1, comm::DataType::kF64, comm::ReduceOp::kSum, opts));
-  return v;
+  return comm::allreduce(*comm_, v, v, static_cast<size_t>(n), comm::DataType::kF64,
+                         comm::ReduceOp::kSum, opts);
+}
+
+void Trainer::start_bucket(size_t index, bool traced) {
+  const Bucket& b = buckets_[index];
+  comm::AllreduceOptions opts;
+  opts.algorithm = *comm::parse_algorithm(b.algorithm);
+  float* g = model_->grads() + b.begin;
+  if (traced) bucket_issued_[index] = Clock::now();
+  pending_.push_back(comm::allreduce_async(*comm_, g, g, static_cast<size_t>(b.end - b.begin),
+                                           comm::DataType::kF32, comm::ReduceOp::kSum, opts));
+  if (traced)  // the comm thread runs operations in order: this marks the bucket's end
+    pending_.push_back(comm_->start_async([this, index] {
+      bucket_done_[index] = Clock::now();
+      return ok_status();
+    }));
 }
 
 Result<double> Trainer::step(bool want_loss) {
@@ -125,18 +148,13 @@ Result<double> Trainer::step(bool want_loss) {
   const int K = model_->spec().classes;
   double loss = softmax_cross_entropy(logits, labels_.data(), B, K,
                                       static_cast<float>(global_batch_), dlogits_.data());
+  const auto tf = Clock::now();
+  const bool traced = trace_->enabled() && TraceWriter::traced_step(step_);
   // Backward, starting each bucket's allreduce as soon as its gradients are final.
   size_t next = 0;
   auto ready = [&](int64_t from) {
     if (!comm_ || !config_.overlap) return;
-    while (next < buckets_.size() && from <= buckets_[next].begin) {
-      const Bucket& b = buckets_[next++];
-      comm::AllreduceOptions opts;
-      opts.algorithm = *comm::parse_algorithm(b.algorithm);
-      float* g = model_->grads() + b.begin;
-      pending_.push_back(comm::allreduce_async(*comm_, g, g, static_cast<size_t>(b.end - b.begin),
-                                               comm::DataType::kF32, comm::ReduceOp::kSum, opts));
-    }
+    while (next < buckets_.size() && from <= buckets_[next].begin) start_bucket(next++, traced);
   };
   model_->backward(input_.data(), dlogits_.data(), B, ready);
   const auto t1 = Clock::now();
@@ -147,8 +165,11 @@ Result<double> Trainer::step(bool want_loss) {
         if (auto s = r.wait(); !s && st) st = s;
       pending_.clear();
     } else {
-      for (const auto& b : buckets_)
-        if (st) st = reduce_bucket_blocking(b);
+      for (size_t i = 0; i < buckets_.size() && st; ++i) {
+        bucket_issued_[i] = Clock::now();
+        st = reduce_bucket_blocking(buckets_[i]);
+        bucket_done_[i] = Clock::now();
+      }
     }
   }
   if (!st)
@@ -156,11 +177,43 @@ Result<double> Trainer::step(bool want_loss) {
   const auto t2 = Clock::now();
   const double lr = learning_rate(config_, global_batch_, step_);
   sgd_->step(model_->params(), model_->grads(), static_cast<float>(lr));
+  const auto t3 = Clock::now();
   double mean = loss / B;
-  if (want_loss) {
-    auto total = allreduce_scalar(loss);
-    if (!total) return total.error();
-    mean = *total / global_batch_;
+  // The loss and the stop flag share one allreduce, so every rank stops after the same step.
+  const int code = stop_source_ ? stop_source_->load() : 0;
+  stop_agreed_ = code != 0;
+  stop_code_ = code;
+  if (want_loss || stop_source_) {
+    double sums[2] = {loss, code != 0 ? 1.0 : 0.0};
+    DLTUNE_TRY(allreduce_doubles(sums, 2));
+    if (want_loss) mean = sums[0] / global_batch_;
+    stop_agreed_ = sums[1] > 0.0;
+    if (stop_agreed_ && comm_) {  // once per run: which code to report
+      int32_t c = code;
+      comm::AllreduceOptions opts;
+      opts.algorithm = comm::Algorithm::kRecursiveDoubling;
+      DLTUNE_TRY(
+          comm::allreduce(*comm_, &c, &c, 1, comm::DataType::kI32, comm::ReduceOp::kMax, opts));
+      stop_code_ = c;
+    }
+  }
+  const auto t4 = Clock::now();
+  if (traced) {
+    trace_->complete("forward", kTraceCompute, t0, tf, step_);
+    trace_->complete("backward", kTraceCompute, tf, t1, step_);
+    if (comm_) {
+      if (config_.overlap) trace_->complete("wait for allreduce", kTraceCompute, t1, t2, step_);
+      Clock::time_point prev_end = tf;
+      for (size_t i = 0; i < buckets_.size(); ++i) {  // the comm thread ran them in order
+        const auto begin = std::max(bucket_issued_[i], prev_end);
+        const uint64_t bytes = static_cast<uint64_t>(buckets_[i].end - buckets_[i].begin) * 4;
+        trace_->complete(bucket_event_name(i, buckets_[i].algorithm, bytes), kTraceComm, begin,
+                         bucket_done_[i], step_);
+        prev_end = bucket_done_[i];
+      }
+      trace_->complete("loss allreduce", kTraceComm, t3, t4, step_);
+    }
+    trace_->complete("optimizer", kTraceCompute, t2, t3, step_);
   }
   const double step_s = seconds_since(t0);
   last_ = StepMetrics{step_,

@@ -13,6 +13,8 @@
 // communication.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,6 +27,7 @@
 #include "engine/model.h"
 #include "engine/optimizer.h"
 #include "engine/sampler.h"
+#include "engine/trace.h"
 #include "engine/train_config.h"
 
 namespace dltune::engine {
@@ -39,6 +42,7 @@ struct TrainSummary {
   double final_loss = 0.0, heldout_accuracy = -1.0;
   double samples_per_s = 0.0;  // global samples per second over the timed steps
   double compute_s = 0.0, comm_s = 0.0, wall_s = 0.0;
+  bool stopped = false;  // run() ended early because a stop was requested
 };
 
 class Trainer {
@@ -57,8 +61,20 @@ class Trainer {
   // scalar allreduce), else this rank's local mean loss. Errors: communication failures.
   Result<double> step(bool want_loss = true);
   // Trains until config.steps, logging metrics (rank 0 writes `metrics`), evaluating per
-  // epoch or eval_every, checkpointing per checkpoint_every and at the end.
+  // epoch or eval_every, checkpointing per checkpoint_every and at the end. A stop request
+  // (set_stop_source) ends it after the step in which any rank saw the request: every rank
+  // stops after the same step, saves the checkpoint (when checkpoint_path is set) and returns
+  // with summary.stopped.
   Result<TrainSummary> run(MetricsWriter& metrics);
+  // Every step then checks *stop (non-zero = stop requested; e.g. set by a signal handler) and
+  // agrees with the other ranks on it, in the same scalar allreduce as the loss (one extra
+  // 16-byte allreduce on steps that log no loss). `stop` must outlive the trainer; nullptr
+  // turns the check off.
+  void set_stop_source(const std::atomic<int>* stop) { stop_source_ = stop; }
+  // Whether the last step() ended with a stop agreed by all ranks, and then the largest *stop
+  // value any rank saw (e.g. the signal number; 0 when not stopped).
+  bool stop_agreed() const { return stop_agreed_; }
+  int stop_code() const { return stop_code_; }
   // Held-out accuracy and mean loss, sharded over the ranks (collective).
   Result<EvalMetrics> evaluate();
 
@@ -80,7 +96,11 @@ class Trainer {
   Trainer() = default;
   Status make_buckets();
   Status reduce_bucket_blocking(const Bucket& b);
-  Result<double> allreduce_scalar(double v);
+  // Sums v[0..n) over the ranks (in place).
+  Status allreduce_doubles(double* v, int n);
+  // Starts bucket `index`'s allreduce on the communication thread; with `traced`, also records
+  // when the comm thread finished it (bucket_done_).
+  void start_bucket(size_t index, bool traced);
 
   TrainConfig config_;
   comm::Communicator* comm_ = nullptr;
@@ -98,6 +118,11 @@ class Trainer {
   int global_batch_ = 0;
   int64_t step_ = 0;
   StepMetrics last_;
+  std::unique_ptr<TraceWriter> trace_;
+  std::vector<std::chrono::steady_clock::time_point> bucket_issued_, bucket_done_;
+  const std::atomic<int>* stop_source_ = nullptr;
+  bool stop_agreed_ = false;
+  int stop_code_ = 0;
 };
 
 }  // namespace dltune::engine

@@ -95,18 +95,29 @@ Result<TrainSummary> Trainer::run(MetricsWriter& metrics) {
       sum.final_loss = *loss;
       if (rank() == 0) metrics.write(to_json_line(last_));
     }
+    if (stop_agreed_) {
+      DLTUNE_LOG(kInfo, "engine") << "stop requested: stopping after step " << step_;
+      sum.stopped = true;
+      break;
+    }
     if (heldout_ && heldout_->size > 0 && (step_ % eval_every == 0 || step_ == config_.steps)) {
+      const auto e0 = std::chrono::steady_clock::now();
       auto em = evaluate();
       if (!em) return em.error();
+      trace_->complete("eval", kTraceCompute, e0, std::chrono::steady_clock::now(), step_);
       sum.heldout_accuracy = em->accuracy;
       if (rank() == 0) metrics.write(to_json_line(*em));
       DLTUNE_LOG(kInfo, "engine") << "step " << step_ << " held-out accuracy " << em->accuracy;
     }
     if (!config_.checkpoint_path.empty() && config_.checkpoint_every > 0 &&
-        step_ % config_.checkpoint_every == 0)
+        step_ % config_.checkpoint_every == 0) {
+      const auto c0 = std::chrono::steady_clock::now();
       DLTUNE_TRY(save(config_.checkpoint_path));
+      trace_->complete("checkpoint", kTraceCompute, c0, std::chrono::steady_clock::now(), step_);
+    }
   }
   if (!config_.checkpoint_path.empty()) DLTUNE_TRY(save(config_.checkpoint_path));
+  DLTUNE_TRY(trace_->close());
   sum.steps = step_;
   sum.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   sum.samples_per_s = timed > 0 ? static_cast<double>(timed) * global_batch_ / timed_s : 0.0;

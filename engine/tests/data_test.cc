@@ -146,7 +146,7 @@ TEST(Datasets, LoadByName) {
   EXPECT_EQ(d->size, 50);
   auto bad = load_dataset("imagenet:/x", true, 50, 3);
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.error().message().find("expected synthetic, mnist:DIR or cifar10:DIR"),
+  EXPECT_NE(bad.error().message().find("synthetic-imagenet, mnist:DIR or cifar10:DIR"),
             std::string::npos);
   auto missing = load_dataset("mnist:/nonexistent", true, 50, 3);
   ASSERT_FALSE(missing.ok());

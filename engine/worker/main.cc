@@ -7,8 +7,12 @@
 // line options override plan values. Under a launcher (Open MPI / PMIx / Slurm environment) the
 // ranks talk over the MPI communicator; by hand it is rank 0 of 1 with no communication.
 // Rank 0 prints a one-line JSON summary on stdout at the end. Exit: 0 success, 1 training or
-// communication failure, 2 bad input.
+// communication failure, 2 bad input; 130 / 143 when SIGINT / SIGTERM stopped training (every
+// rank finishes the same step and the checkpoint, when set, is saved first).
+#include <atomic>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 
 #include <CLI/CLI.hpp>
@@ -20,12 +24,25 @@
 #include "common/log.h"
 #include "common/paths.h"
 #include "engine/trainer.h"
+#include "engine/worker/trial.h"
 
 namespace dltune::engine {
 namespace {
 
+// The signal that asked training to stop (0 = none); set by the handler, read by the trainer.
+std::atomic<int> g_stop_signal{0};
+extern "C" void on_stop_signal(int sig) { g_stop_signal.store(sig); }
+
+void install_stop_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
 struct Options {
-  std::string plan, model, data, metrics, checkpoint, resume;
+  std::string plan, model, data, metrics, checkpoint, resume, summary;
   int64_t steps = -1, global_batch = -1, per_rank_batch = -1, threads = -1;
   std::string scaling;
   bool no_overlap = false;
@@ -74,11 +91,12 @@ Status train(const Options& o) {
     if (!w) return w.error().wrap("starting the MPI communicator");
     world = std::move(*w);
   }
-  auto train_data = load_dataset(cfg->data, true, cfg->train_size, cfg->seed);
+  auto train_data =
+      load_dataset(cfg->data, true, cfg->train_size, cfg->seed, cfg->input, cfg->classes);
   if (!train_data) return train_data.error();
   Dataset heldout;
-  if (cfg->heldout_size > 0 || cfg->data != "synthetic") {
-    auto h = load_dataset(cfg->data, false, cfg->heldout_size, cfg->seed);
+  if (cfg->has_heldout()) {
+    auto h = load_dataset(cfg->data, false, cfg->heldout_size, cfg->seed, cfg->input, cfg->classes);
     if (!h) return h.error();
     heldout = std::move(*h);
   }
@@ -87,8 +105,11 @@ Status train(const Options& o) {
   if (!o.resume.empty()) DLTUNE_TRY((*trainer)->resume(o.resume));
   auto metrics = MetricsWriter::open((*trainer)->rank() == 0 ? cfg->metrics_path : "");
   if (!metrics) return metrics.error();
+  install_stop_handlers();
+  (*trainer)->set_stop_source(&g_stop_signal);
   auto sum = (*trainer)->run(*metrics);
   if (!sum) return sum.error();
+  const int stop_signal = (*trainer)->stop_code();  // agreed over the ranks
   if ((*trainer)->rank() == 0) {
     nlohmann::json j = {{"model", cfg->model},
                         {"ranks", (*trainer)->ranks()},
@@ -100,11 +121,18 @@ Status train(const Options& o) {
                         {"compute_s", sum->compute_s},
                         {"comm_s", sum->comm_s},
                         {"wall_seconds", sum->wall_s}};
-    std::printf("%s\n", j.dump().c_str());
+    if (o.summary.empty()) {
+      std::printf("%s\n", j.dump().c_str());
+    } else {
+      DLTUNE_TRY_CTX(paths::write_file_atomic(o.summary, j.dump() + "\n"), "--summary");
+    }
   }
   trainer->reset();
   world.reset();
   comm::mpi_finalize();
+  // Stopped by a signal: after the checkpoint and an orderly shutdown, exit as the shell
+  // reports a process ended by that signal (main() only maps errors to exit codes).
+  if (sum->stopped) std::exit(128 + stop_signal);
   return ok_status();
 }
 
@@ -130,11 +158,15 @@ int main(int argc, char** argv) {
   train->add_option("--metrics", o.metrics, "append JSON-lines metrics to this file");
   train->add_option("--checkpoint", o.checkpoint, "checkpoint file (written atomically)");
   train->add_option("--resume", o.resume, "resume from this checkpoint");
+  train->add_option("--summary", o.summary,
+                    "write rank 0's JSON summary to this file instead of standard output");
+  auto* trial = dltune::engine::add_trial_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
+  if (trial->parsed()) return dltune::engine::run_trial_command();
   auto st = dltune::engine::train(o);
   if (!st) {
     std::fprintf(stderr, "dltune-worker train: %s\n", st.error().message().c_str());

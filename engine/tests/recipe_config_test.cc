@@ -1,0 +1,301 @@
+// Recipe + Plan -> TrainConfig (engine/recipe_config.h), for every bundled recipe, plus the
+// TrainConfig pieces it needs: custom layer lists, synthetic-imagenet, the recipe schedule.
+#include "engine/recipe_config.h"
+
+#include <filesystem>
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include "common/paths.h"
+#include "engine/dataset.h"
+#include "engine/model.h"
+#include "engine/trainer.h"
+
+namespace dltune::engine {
+namespace {
+
+namespace fs = std::filesystem;
+using recipes::Algorithm;
+using recipes::default_plan;
+using recipes::Plan;
+using recipes::Recipe;
+
+Recipe bundled(const char* name) {
+  auto r = recipes::load_recipe(name);
+  EXPECT_TRUE(r.ok()) << r.error().message();
+  return r.ok() ? *r : Recipe{};
+}
+
+// A temporary directory holding a copy of a bundled recipe and small data files.
+struct TempRecipeDir {
+  fs::path dir =
+      fs::temp_directory_path() / ("dltune-recipe-config-test-" + std::to_string(getpid()) + "-" +
+                                   ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  TempRecipeDir() { fs::create_directories(dir); }
+  ~TempRecipeDir() { fs::remove_all(dir); }
+  void write(const std::string& rel, const std::string& bytes) {
+    fs::create_directories((dir / rel).parent_path());
+    ASSERT_TRUE(paths::write_file_atomic((dir / rel).string(), bytes).ok());
+  }
+  Recipe load(const char* name) {
+    auto src = recipes::find_bundled_recipe(name);
+    EXPECT_TRUE(src.ok());
+    fs::copy_file(*src, dir / (std::string(name) + ".yaml"));
+    auto r = recipes::load_recipe((dir / (std::string(name) + ".yaml")).string());
+    EXPECT_TRUE(r.ok()) << r.error().message();
+    return r.ok() ? *r : Recipe{};
+  }
+};
+
+std::string mnist_images(int n) {
+  return encode_mnist_images(std::vector<uint8_t>(static_cast<size_t>(n) * 784, 7), n, 28, 28);
+}
+std::string mnist_labels(int n) { return encode_mnist_labels(std::vector<uint8_t>(n, 3)); }
+std::string cifar_records(int n) { return std::string(static_cast<size_t>(n) * 3073, '\1'); }
+
+TEST(RecipeConfig, QuickstartMapsToLenetOnSyntheticDigits) {
+  const Recipe r = bundled("quickstart");
+  auto c = train_config_from(r, default_plan(1, 2, 64, Algorithm::kRing), 2);
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  EXPECT_EQ(c->model, "lenet");
+  EXPECT_TRUE(c->layers.empty());  // the engine's built-in lenet is the same network
+  EXPECT_EQ(c->data, "synthetic");
+  EXPECT_EQ(c->train_size, 18000);
+  EXPECT_EQ(c->heldout_size, 2000);
+  EXPECT_EQ(c->scaling, Scaling::kWeak);
+  EXPECT_EQ(c->global_batch_for(2), 128);
+  EXPECT_DOUBLE_EQ(c->lr, 0.02);
+  EXPECT_EQ(c->schedule, "cosine");
+  EXPECT_EQ(c->warmup_steps, 20);
+  EXPECT_TRUE(c->warmup_from_zero);
+  EXPECT_EQ(c->steps, 300);
+  EXPECT_EQ(c->seed, 42u);
+  EXPECT_EQ(c->checkpoint_every, 100);
+  ASSERT_EQ(c->algorithms.size(), 1u);
+  EXPECT_EQ(c->algorithms[0].algorithm, "ring");
+  EXPECT_TRUE(c->metrics_path.empty() && c->checkpoint_path.empty() && c->trace_path.empty());
+  auto back = parse_train_config(to_json(*c));
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_EQ(to_json(*back), to_json(*c));
+  EXPECT_EQ(*train_samples(r), 18000);
+}
+
+TEST(RecipeConfig, AlexnetUsesSyntheticImagenet) {
+  const Recipe r = bundled("alexnet");
+  auto c = train_config_from(r, default_plan(1, 4, 16, Algorithm::kRing), 4);
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  EXPECT_EQ(c->model, "alexnet");
+  EXPECT_TRUE(c->layers.empty());
+  EXPECT_EQ(c->data, "synthetic-imagenet");
+  EXPECT_EQ(c->input, (Dims{3, 227, 227}));
+  EXPECT_EQ(c->classes, 1000);
+  EXPECT_EQ(c->heldout_size + c->train_size, 2048);
+  EXPECT_EQ(c->heldout_size, 205);  // 10 % of 2048, rounded
+  EXPECT_EQ(c->global_batch_for(4), 64);
+  EXPECT_EQ(c->steps, 40);
+  EXPECT_EQ(c->warmup_steps, 5);
+}
+
+TEST(RecipeConfig, CifarCnnIsALayerListAndEpochsCountFileSamples) {
+  TempRecipeDir t;
+  for (int i = 1; i <= 5; ++i)
+    t.write("data/cifar10/data_batch_" + std::to_string(i) + ".bin", cifar_records(60));
+  t.write("data/cifar10/test_batch.bin", cifar_records(10));
+  const Recipe r = t.load("cifar-cnn");
+  Plan plan = default_plan(1, 2, 64, Algorithm::kRing);
+  plan.training.scaling = recipes::Scaling::kStrong;
+  plan.training.global_batch = 128;
+  auto c = train_config_from(r, plan, 2);
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  EXPECT_EQ(c->model, "cifar-cnn");
+  ASSERT_FALSE(c->layers.empty());  // the engine has no built-in cifar10_quick
+  EXPECT_EQ(c->input, (Dims{3, 32, 32}));
+  EXPECT_EQ(c->classes, 10);
+  EXPECT_EQ(c->data, "cifar10:" + (t.dir / "data/cifar10").string());
+  EXPECT_EQ(*train_samples(r), 300);
+  EXPECT_EQ(c->steps, 5 * 3);  // 5 epochs of ceil(300 / 128) steps
+  EXPECT_EQ(c->scaling, Scaling::kStrong);
+  EXPECT_EQ(c->global_batch_for(2), 128);
+  EXPECT_EQ(c->schedule, "step");
+  EXPECT_EQ(c->step_size, 1500);
+  // The converted layers build the same network the recipe describes (145,578 parameters).
+  auto m = Model::build(ModelSpec{c->model, c->input, c->classes, c->layers});
+  ASSERT_TRUE(m.ok()) << m.error().message();
+  EXPECT_EQ(m->num_params(), 145578);
+  // And the JSON form carries the layer list.
+  auto back = parse_train_config(to_json(*c));
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_EQ(to_json(*back), to_json(*c));
+}
+
+TEST(RecipeConfig, LenetMnistCountsTheIdxHeader) {
+  TempRecipeDir t;
+  t.write("data/mnist/train-images-idx3-ubyte", mnist_images(300));
+  t.write("data/mnist/train-labels-idx1-ubyte", mnist_labels(300));
+  t.write("data/mnist/t10k-images-idx3-ubyte", mnist_images(20));
+  t.write("data/mnist/t10k-labels-idx1-ubyte", mnist_labels(20));
+  const Recipe r = t.load("lenet-mnist");
+  auto c = train_config_from(r, default_plan(1, 2, 64, Algorithm::kRing), 2);
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  EXPECT_EQ(c->model, "lenet");
+  EXPECT_EQ(c->data, "mnist:" + (t.dir / "data/mnist").string());
+  EXPECT_EQ(c->steps, 2 * 3);  // 2 epochs of ceil(300 / 128)
+  EXPECT_EQ(c->schedule, "step");
+  EXPECT_EQ(c->warmup_steps, 50);
+  EXPECT_DOUBLE_EQ(c->gamma, 0.1);
+  // Missing files: the error names the file.
+  Recipe gone = r;
+  gone.data.path = (t.dir / "nowhere").string();
+  auto e = train_config_from(gone, default_plan(1, 2, 64, Algorithm::kRing), 2);
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.error().kind(), ErrorKind::kIo);
+  EXPECT_NE(e.error().message().find("nowhere/train-images-idx3-ubyte"), std::string::npos)
+      << e.error().message();
+}
+
+TEST(RecipeConfig, StrongAndWeakBatchesLrScaleAndWarmup) {
+  const Recipe r = bundled("quickstart");
+  Plan weak = default_plan(1, 4, 32, Algorithm::kRing);
+  weak.training.lr_scale = 2.0;
+  weak.training.warmup_steps = 100;
+  auto c = train_config_from(r, weak, 4);
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  EXPECT_EQ(c->per_rank_batch, 32);
+  EXPECT_EQ(c->global_batch_for(4), 128);
+  EXPECT_DOUBLE_EQ(c->lr, 0.04);    // 0.02 x lr_scale 2
+  EXPECT_EQ(c->warmup_steps, 100);  // max(recipe 20, plan 100)
+  EXPECT_FALSE(c->linear_scaling);  // lr_scale already applied
+
+  Plan strong = default_plan(1, 3, 33, Algorithm::kRing);
+  strong.training.scaling = recipes::Scaling::kStrong;
+  auto s = train_config_from(r, strong, 3);
+  ASSERT_TRUE(s.ok()) << s.error().message();
+  EXPECT_EQ(s->scaling, Scaling::kStrong);
+  EXPECT_EQ(s->global_batch_for(3), 99);
+  EXPECT_EQ(s->global_batch_for(5), 99);  // strong: fixed whatever the rank count
+
+  Plan tiny = default_plan(1, 2, 1, Algorithm::kRing);  // global batch 2 ...
+  tiny.training.scaling = recipes::Scaling::kStrong;
+  auto few = train_config_from(r, tiny, 3);  // ... over 3 ranks
+  ASSERT_FALSE(few.ok());
+  EXPECT_EQ(few.error().kind(), ErrorKind::kInvalidInput);
+  EXPECT_NE(few.error().message().find("plan.training.global_batch"), std::string::npos)
+      << few.error().message();
+
+  auto mismatch = train_config_from(r, weak, 3);  // a 4-rank weak plan run on 3 ranks
+  ASSERT_FALSE(mismatch.ok());
+  EXPECT_NE(mismatch.error().message().find("is not per_rank_batch 32 x 3 ranks"),
+            std::string::npos)
+      << mismatch.error().message();
+  EXPECT_FALSE(train_config_from(r, weak, 0).ok());
+}
+
+TEST(RecipeConfig, PlanAlgorithmsBecomeInclusiveRanges) {
+  const Recipe r = bundled("quickstart");
+  Plan p = default_plan(1, 2, 64, Algorithm::kRing);
+  p.collectives[recipes::Collective::kAllreduce] = {
+      {0, 4096, Algorithm::kRecursiveDoubling, 0},
+      {4096, 1 << 20, Algorithm::kRing, 0},
+      {1 << 20, recipes::kPlanMaxBytes, Algorithm::kRing, 1 << 20}};
+  auto c = train_config_from(r, p, 2);
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  ASSERT_EQ(c->algorithms.size(), 2u);  // the two ring ranges merge
+  EXPECT_EQ(c->algorithms[0].max_bytes, 4095u);
+  EXPECT_EQ(c->algorithm_for(4095), "rd");
+  EXPECT_EQ(c->algorithm_for(4096), "ring");
+  EXPECT_EQ(c->algorithm_for(UINT64_MAX), "ring");
+
+  p.collectives.clear();  // no rules: ring everywhere
+  auto none = train_config_from(r, p, 2);
+  ASSERT_TRUE(none.ok()) << none.error().message();
+  ASSERT_EQ(none->algorithms.size(), 1u);
+  EXPECT_EQ(none->algorithm_for(1), "ring");
+
+  p.collectives[recipes::Collective::kAllreduce] = {
+      {0, recipes::kPlanMaxBytes, Algorithm::kNcclRing, 0}};
+  auto gpu = train_config_from(r, p, 2);
+  ASSERT_FALSE(gpu.ok());
+  EXPECT_EQ(gpu.error().kind(), ErrorKind::kInvalidInput);
+  EXPECT_NE(gpu.error().message().find("plan.collectives.allreduce[0]: algorithm 'nccl_ring'"),
+            std::string::npos)
+      << gpu.error().message();
+
+  Plan broken = default_plan(1, 2, 64, Algorithm::kRing);
+  broken.training.bucket_bytes = 0;
+  EXPECT_FALSE(train_config_from(r, broken, 2).ok());
+}
+
+TEST(RecipeConfig, RecipeSettingsTheEngineLacksAreErrors) {
+  Recipe r = bundled("quickstart");
+  r.training.optimizer.kind = "adam";
+  auto e = train_config_from(r, default_plan(1, 2, 64, Algorithm::kRing), 2);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.error().message().find("training.optimizer.kind"), std::string::npos);
+  Recipe f = bundled("quickstart");
+  f.model.dtype = "bf16";
+  EXPECT_FALSE(train_config_from(f, default_plan(1, 2, 64, Algorithm::kRing), 2).ok());
+}
+
+TEST(TrainConfigExtensions, ScheduleFromZeroAndCosineFloor) {
+  TrainConfig c;
+  c.lr = 0.1;
+  c.schedule = "cosine";
+  c.min_lr = 0.01;
+  c.warmup_steps = 10;
+  c.warmup_from_zero = true;
+  c.steps = 110;
+  EXPECT_NEAR(learning_rate(c, 64, 0), 0.01, 1e-12);  // 0.1 x 1/10
+  EXPECT_NEAR(learning_rate(c, 64, 9), 0.1, 1e-12);
+  EXPECT_NEAR(learning_rate(c, 64, 10), 0.1, 1e-12);
+  EXPECT_NEAR(learning_rate(c, 64, 60), 0.055, 1e-12);  // half way down to the floor
+  EXPECT_NEAR(learning_rate(c, 64, 110), 0.01, 1e-12);
+
+  for (const char* bad : {R"({"layers": [{"kind": "conv2d", "out": 4}]})",  // no input/classes
+                          R"({"layers": [{"kind": "pool"}], "input": [1], "classes": 2})",
+                          R"({"layers": [{"kind": "linear", "outs": 2}], "input": [4],
+                              "classes": 2})",
+                          R"({"input": [1, 2]})", R"({"min_lr": -1})"}) {
+    auto r = parse_train_config(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.error().kind(), ErrorKind::kInvalidInput) << r.error().message();
+  }
+}
+
+TEST(TrainConfigExtensions, CustomLayersTrainOnSyntheticImages) {
+  TrainConfig c;
+  c.model = "tiny";
+  c.input = Dims{3, 8, 8};
+  c.classes = 5;
+  c.layers = {LayerSpec::conv(4, 3, 1, 1), LayerSpec::relu(), LayerSpec::maxpool(2, 2),
+              LayerSpec::linear(5)};
+  c.data = "synthetic-imagenet";
+  c.global_batch = 8;
+  c.steps = 3;
+  auto parsed = parse_train_config(to_json(c));
+  ASSERT_TRUE(parsed.ok()) << parsed.error().message();
+  auto train = load_dataset(parsed->data, true, 32, 1, parsed->input, parsed->classes);
+  ASSERT_TRUE(train.ok()) << train.error().message();
+  EXPECT_EQ(train->dims, (Dims{3, 8, 8}));
+  EXPECT_EQ(train->size, 32);
+  for (int32_t y : train->labels) EXPECT_TRUE(y >= 0 && y < 5);
+  for (float x : train->images) ASSERT_TRUE(x >= -1.0f && x < 1.0f);
+  // Deterministic, and train and held-out differ.
+  auto again = load_dataset(parsed->data, true, 32, 1, parsed->input, parsed->classes);
+  auto held = load_dataset(parsed->data, false, 32, 1, parsed->input, parsed->classes);
+  EXPECT_EQ(again->images, train->images);
+  EXPECT_NE(held->images, train->images);
+  auto t = Trainer::create(*parsed, nullptr, *train, nullptr);
+  ASSERT_TRUE(t.ok()) << t.error().message();
+  EXPECT_EQ((*t)->model().spec().name, "tiny");
+  EXPECT_EQ((*t)->model().num_params(), (4 * 3 * 9 + 4) + (4 * 4 * 4 * 5 + 5));
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE((*t)->step().ok());
+  // A default synthetic-imagenet is 3x224x224 with 1000 classes.
+  auto def = load_dataset("synthetic-imagenet", true, 2, 1);
+  ASSERT_TRUE(def.ok());
+  EXPECT_EQ(def->dims, (Dims{3, 224, 224}));
+  EXPECT_EQ(def->classes, 1000);
+}
+
+}  // namespace
+}  // namespace dltune::engine

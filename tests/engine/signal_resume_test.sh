@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# A 2-rank MPI training job stopped by SIGTERM mid-run, then resumed, ends with exactly the
+# checkpoint (parameters, momentum, step) of an uninterrupted run, and one continuous
+# metrics.jsonl. SIGTERM goes to ONE rank only: the other must agree to stop after the same step
+# (else it would wait forever in the next gradient allreduce and the test would time out).
+#
+# usage: signal_resume_test.sh MPIRUN WORKER
+set -euo pipefail
+MPIRUN=$1
+WORKER=$2
+DIR=$(mktemp -d /tmp/dltune-signal-test.XXXXXX)
+MPI_PID=
+cleanup() {
+  if [[ -n $MPI_PID ]] && kill -0 "$MPI_PID" 2>/dev/null; then kill -KILL "$MPI_PID" || true; fi
+  rm -rf "$DIR"
+}
+trap cleanup EXIT
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+run() { "$MPIRUN" --allow-run-as-root --oversubscribe --mca pml ob1 -np 2 "$WORKER" train "$@"; }
+
+STEPS=150
+cat >"$DIR/config.json" <<EOF
+{"model": "lenet5", "data": "synthetic", "train_size": 2048, "heldout_size": 0,
+ "scaling": "weak", "per_rank_batch": 32, "lr": 0.02, "steps": $STEPS, "seed": 7,
+ "bucket_bytes": 65536, "log_every": 1}
+EOF
+
+# 1. Uninterrupted reference.
+run --plan "$DIR/config.json" --checkpoint "$DIR/ref.ckpt" --metrics "$DIR/ref.jsonl" \
+  >"$DIR/ref.out" 2>&1 || { cat "$DIR/ref.out"; fail "the reference run failed"; }
+
+# 2. The same job, SIGTERM to one rank once it is 10 steps in.
+"$MPIRUN" --allow-run-as-root --oversubscribe --mca pml ob1 -np 2 "$WORKER" train \
+  --plan "$DIR/config.json" --checkpoint "$DIR/run.ckpt" --metrics "$DIR/run.jsonl" \
+  >"$DIR/run.out" 2>&1 &
+MPI_PID=$!  # mpirun itself: the ranks are its children
+for _ in $(seq 600); do
+  [[ -f $DIR/run.jsonl ]] && (($(grep -c '"event":"step"' "$DIR/run.jsonl") >= 10)) && break
+  sleep 0.05
+done
+RANKS=$(pgrep -P "$MPI_PID" || true)
+[[ $(wc -w <<<"$RANKS") -eq 2 ]] || fail "expected 2 rank processes under mpirun, got '$RANKS'"
+kill -TERM "$(head -n1 <<<"$RANKS")"
+set +e
+wait "$MPI_PID"
+RC=$?
+set -e
+MPI_PID=
+[[ $RC -eq 143 ]] || { cat "$DIR/run.out"; fail "stopped job exited $RC, expected 143"; }
+STOPPED=$(grep -c '"event":"step"' "$DIR/run.jsonl")
+((STOPPED < STEPS)) || fail "the job was not stopped early ($STOPPED steps)"
+[[ -f $DIR/run.ckpt ]] || fail "no checkpoint after the stop"
+grep -aq "\"step\":$STOPPED," "$DIR/run.ckpt" || fail "checkpoint is not at step $STOPPED"
+
+# 3. Resume to the end: same checkpoint bytes as the reference, one continuous metrics file.
+run --plan "$DIR/config.json" --checkpoint "$DIR/run.ckpt" --metrics "$DIR/run.jsonl" \
+  --resume "$DIR/run.ckpt" >"$DIR/resume.out" 2>&1 || {
+  cat "$DIR/resume.out"
+  fail "the resumed run failed"
+}
+cmp -s "$DIR/ref.ckpt" "$DIR/run.ckpt" || fail "resumed checkpoint differs from the reference"
+steps_of() { grep -o '"event":"step".*' "$1" | grep -o '"step":[0-9]*' | cut -d: -f2 | tr '\n' ' '; }
+[[ $(steps_of "$DIR/run.jsonl") == "$(steps_of "$DIR/ref.jsonl")" ]] ||
+  fail "metrics steps differ: $(steps_of "$DIR/run.jsonl")"
+echo "PASS: stopped after step $STOPPED of $STEPS (exit 143), resumed to the reference checkpoint"
