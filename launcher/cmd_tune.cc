@@ -7,7 +7,7 @@
 // on an exact hit ("cached"); otherwise start -n ranks of dltune-tune-rank (built next to this
 // binary) with mpirun (threads of one process without Open MPI's launcher), read rank 0's
 // outcome, and store plan + measurements in one transaction. `dltune tune RECIPE` (recipe
-// tuning) is not available yet.
+// tuning) is launcher/tune_recipe.cc.
 #include <cerrno>
 #include <climits>
 #include <cstdio>
@@ -27,6 +27,7 @@
 #include "launcher/commands.h"
 #include "launcher/rank_program.h"
 #include "launcher/temp_dir.h"
+#include "launcher/tune_recipe.h"
 #include "recipes/plan.h"
 #include "topology/topology.h"
 #include "tuner/collective_plan.h"
@@ -104,20 +105,16 @@ struct TuneCliOptions {
   std::string min_bytes = "4";
   std::string max_bytes = "256MiB";
   bool json = false;
+  bool grid = false;
+  bool ranks_given = false, budget_given = false;
 };
 
 // Everything a bad command line can get wrong, checked before anything runs.
 Status check_options(const TuneCliOptions& o, uint64_t* min_b, uint64_t* max_b) {
-  if (!o.recipe.empty()) {
-    return unsupported("recipe tuning ('dltune tune " + o.recipe +
-                       "') is not available yet; use 'dltune tune --collectives' for the "
-                       "collective plan");
-  }
   if (!o.collectives) {
-    return invalid_input(
-        "say what to tune: 'dltune tune --collectives' (recipe tuning is not "
-        "available yet)");
+    return invalid_input("say what to tune: 'dltune tune RECIPE' or 'dltune tune --collectives'");
   }
+  if (o.grid) return invalid_input("--grid applies to recipe tuning ('dltune tune RECIPE')");
   if (o.ranks < 1 || o.ranks > 256) {
     return invalid_input("-n expects 1 to 256 ranks, got " + std::to_string(o.ranks));
   }
@@ -205,6 +202,32 @@ void print_result(const TuneCliOptions& o, const std::string& db_path,
 }
 
 int run_tune(const TuneCliOptions& o) {
+  if (!o.recipe.empty()) {
+    if (o.collectives) {
+      return report_error("tune", invalid_input("give a recipe or --collectives, not both"));
+    }
+    if (o.verify || o.strategy != "model") {
+      return report_error("tune", invalid_input("--verify and --strategy apply to --collectives"));
+    }
+    if (o.ranks_given && (o.ranks < 1 || o.ranks > 256)) {
+      return report_error(
+          "tune", invalid_input("-n expects 1 to 256 ranks, got " + std::to_string(o.ranks)));
+    }
+    if (o.budget_given && (!(o.budget_s > 0) || o.budget_s > 1e6)) {
+      return report_error("tune", invalid_input("--budget expects a positive number of seconds, "
+                                                "got " +
+                                                std::to_string(o.budget_s)));
+    }
+    TuneRecipeOptions r;
+    r.recipe = o.recipe;
+    r.ranks = o.ranks_given ? o.ranks : 0;
+    r.budget_s = o.budget_given ? o.budget_s : 0;
+    r.db = o.db;
+    r.retune = o.retune;
+    r.grid = o.grid;
+    r.json = o.json;
+    return run_tune_recipe(r);
+  }
   uint64_t min_b = 0, max_b = 0;
   if (Status s = check_options(o, &min_b, &max_b); !s.ok()) return report_error("tune", s.error());
   auto layers =
@@ -248,15 +271,20 @@ void setup_tune(CLI::App& app, int* exit_code) {
   auto opts = std::make_shared<TuneCliOptions>();
   auto* cmd = app.add_subcommand(
       "tune",
-      "Measure and store the best collective algorithms for this machine (--collectives); "
-      "recipe tuning is not available yet");
-  cmd->add_option("RECIPE", opts->recipe, "Recipe to tune (not available yet)");
+      "Measure and store the best training configuration for a recipe (RECIPE) or the best "
+      "collective algorithms for this machine (--collectives)");
+  cmd->add_option("RECIPE", opts->recipe,
+                  "Recipe to tune (file or bundled name): batch, scaling, bucket size, overlap");
   cmd->add_flag("--collectives", opts->collectives,
                 "Tune the allreduce algorithm per message size for this job shape");
-  cmd->add_option("-n,--ranks", opts->ranks, "Ranks on this node")->capture_default_str();
-  cmd->add_option("--budget", opts->budget_s,
-                  "Seconds of measurement; stops early and keeps what was measured")
-      ->capture_default_str();
+  auto* n_opt = cmd->add_option("-n,--ranks", opts->ranks,
+                                "Ranks on this node (recipe: default its launch.ranks)")
+                    ->capture_default_str();
+  auto* budget_opt =
+      cmd->add_option("--budget", opts->budget_s,
+                      "Seconds of measurement; stops early and keeps what was measured "
+                      "(recipe: default its tune.budget)")
+          ->capture_default_str();
   cmd->add_option("--db", opts->db, "User tuning database (default DLTUNE_DB, else XDG data)");
   cmd->add_option("--strategy", opts->strategy,
                   "model (fit cost models, measure likely winners) or exhaustive")
@@ -268,8 +296,14 @@ void setup_tune(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--max-bytes", opts->max_bytes, "Largest message (at most 1 GiB)")
       ->capture_default_str();
+  cmd->add_flag("--grid", opts->grid,
+                "Recipe: measure every candidate alike instead of successive halving (reference)");
   cmd->add_flag("--json", opts->json, "Print JSON: {cached, db, outcome, plan}");
-  cmd->callback([opts, exit_code] { *exit_code = run_tune(*opts); });
+  cmd->callback([opts, exit_code, n_opt, budget_opt] {
+    opts->ranks_given = n_opt->count() > 0;
+    opts->budget_given = budget_opt->count() > 0;
+    *exit_code = run_tune(*opts);
+  });
 }
 
 }  // namespace dltune::cli

@@ -8,15 +8,24 @@
 // 2. Cache hit: tuner::db::lookup_plan() of the stored plan on a warm database (opening it and
 //    the query, as a launch does), median of many; goal <= 20 ms. The whole cached
 //    `dltune tune --collectives` process is timed too, for context.
+// 3. Recipe plan quality: `dltune tune RECIPE --retune` (successive halving within the budget)
+//    and then `dltune tune RECIPE --grid` (every candidate measured alike, the reference) on the
+//    same database (so both use the collective plan from 1.). recipe_vs_grid = the grid's
+//    samples/s of the configuration halving chose over the grid's best; recipe_cost_fraction =
+//    halving's tuning time over the grid's, both costed with the grid's step time per
+//    candidate plus its set-up time (the launches run one after the other and the machine's
+//    load changes in between; the wall-time ratio is printed too). Goals: >= 0.95 at <= 0.40.
 //
 //   dltune-bench-tuner [--dltune PATH] [-n RANKS] [--max-bytes B] [--budget S]
-// Last line: summary: coll_worst_vs_oracle=F coll_cost_fraction=F recipe_vs_grid=na
-//            recipe_cost_fraction=na cache_hit_ms=T
+//                      [--recipe NAME] [--recipe-budget S] [--parts coll,recipe]
+// Last line: summary: coll_worst_vs_oracle=F coll_cost_fraction=F recipe_vs_grid=F
+//            recipe_cost_fraction=F cache_hit_ms=T  (na for a part not run)
 #include <algorithm>
 #include <chrono>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -27,6 +36,8 @@
 #include "common/paths.h"
 #include "tuner/db/lookup.h"
 #include "tuner/db/store.h"
+
+#include "dltune/config.h"
 
 namespace {
 
@@ -47,7 +58,22 @@ struct Args {
   std::string ranks = "2";
   std::string max_bytes = "256MiB";
   std::string budget = "600";
+  // The quickstart with `batch: auto` (a recipe that names its batch keeps it).
+  std::string recipe = DLTUNE_SOURCE_DIR "/bench/tuner/lenet-auto.yaml";
+  std::string recipe_budget = "30";
+  std::string parts = "coll,recipe";
 };
+
+struct Figures {
+  std::string coll_worst = "na", coll_frac = "na", recipe_vs_grid = "na", recipe_frac = "na",
+              hit_ms = "na";
+};
+
+std::string fmt3(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.3f", v);
+  return b;
+}
 
 std::string self_dir() {
   char buf[PATH_MAX];
@@ -68,10 +94,88 @@ int run(const std::string& cmd, std::string* out) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
 }
 
+// Part 3: halving against the full grid on `db`. Returns 0 and fills `f`, else 1.
+int bench_recipe(const Args& a, const std::string& db, Figures* f) {
+  const std::string base =
+      a.dltune + " tune " + a.recipe + " -n " + a.ranks + " --db " + db + " --json";
+  std::printf("\n== recipe plan quality: %s --retune --budget %s, then --grid\n", base.c_str(),
+              a.recipe_budget.c_str());
+  std::fflush(stdout);
+  std::string htext, gtext;
+  if (run(base + " --retune --budget " + a.recipe_budget, &htext) != 0) {
+    std::fprintf(stderr, "bench/tuner: dltune tune %s failed\n", a.recipe.c_str());
+    return 1;
+  }
+  if (run(base + " --grid --budget 100000", &gtext) != 0) {
+    std::fprintf(stderr, "bench/tuner: dltune tune %s --grid failed\n", a.recipe.c_str());
+    return 1;
+  }
+  const auto h = nlohmann::json::parse(htext, nullptr, false);
+  const auto g = nlohmann::json::parse(gtext, nullptr, false);
+  if (h.is_discarded() || g.is_discarded() || !h.contains("outcome") || !g.contains("outcome")) {
+    std::fprintf(stderr, "bench/tuner: unexpected output from dltune tune %s\n", a.recipe.c_str());
+    return 1;
+  }
+  const auto& ho = h["outcome"];
+  const auto& go = g["outcome"];
+  const std::string chosen = ho["winner_label"].get<std::string>();
+  double best = 0, mine = 0;
+  std::string best_label;
+  std::printf("%-44s %12s %8s\n", "candidate (grid)", "samples/s", "steps");
+  for (const auto& t : go["trials"]["trials"]) {
+    const double sps = t["samples_per_s"].get<double>();
+    const std::string label = t["label"].get<std::string>();
+    std::printf("%-44s %12.1f %8d%s\n", label.c_str(), sps, t["steps"].get<int>(),
+                label == chosen ? "  <- halving's choice" : "");
+    if (t["failed"].get<bool>()) continue;
+    if (sps > best) {
+      best = sps;
+      best_label = label;
+    }
+    if (label == chosen) mine = sps;
+  }
+  const double vs_grid = best > 0 ? mine / best : 0;
+  // Cost on one clock: the two launches run one after the other on a machine whose load
+  // changes, so both are costed with the grid's step time of each candidate (plus the grid's
+  // set-up time, which both pay once per candidate).
+  std::map<std::string, double> step_s;
+  double grid_cost = go["trials"]["setup_s"].get<double>();
+  for (const auto& t : go["trials"]["trials"]) {
+    step_s[t["label"].get<std::string>()] = t["step_s"].get<double>();
+    grid_cost += t["steps"].get<int>() * t["step_s"].get<double>();
+  }
+  double halving_cost = go["trials"]["setup_s"].get<double>();
+  for (const auto& t : ho["trials"]["trials"]) {
+    halving_cost += t["steps"].get<int>() * step_s[t["label"].get<std::string>()];
+  }
+  const double frac = grid_cost > 0 ? halving_cost / grid_cost : 0;
+  const double hs = ho["tuning_s"].get<double>(), gs = go["tuning_s"].get<double>();
+  std::printf(
+      "halving chose %s (%d rounds, %.1f s wall); grid best %s (%.1f s wall); chosen/best in "
+      "the grid %.3f (goal >= 0.95); cost on the grid's step times %.1f s vs %.1f s: fraction "
+      "%.3f (goal <= 0.40; wall-time ratio %.3f)\n",
+      chosen.c_str(), ho["rounds"].get<int>(), hs, best_label.c_str(), gs, vs_grid, halving_cost,
+      grid_cost, frac, gs > 0 ? hs / gs : 0);
+  f->recipe_vs_grid = fmt3(vs_grid);
+  f->recipe_frac = fmt3(frac);
+  return 0;
+}
+
 int bench(const Args& a) {
   char tmpl[] = "/tmp/dltune-bench-tuner-XXXXXX";
   if (mkdtemp(tmpl) == nullptr) return 1;
   const std::string db = std::string(tmpl) + "/user.db";
+  Figures f;
+  if (a.parts.find("coll") == std::string::npos) {
+    if (a.parts.find("recipe") != std::string::npos && bench_recipe(a, db, &f) != 0) return 1;
+    std::printf(
+        "summary: coll_worst_vs_oracle=%s coll_cost_fraction=%s recipe_vs_grid=%s "
+        "recipe_cost_fraction=%s cache_hit_ms=%s\n",
+        f.coll_worst.c_str(), f.coll_frac.c_str(), f.recipe_vs_grid.c_str(), f.recipe_frac.c_str(),
+        f.hit_ms.c_str());
+    const std::string rm = std::string("rm -rf ") + tmpl;
+    return std::system(rm.c_str()) == 0 ? 0 : 1;
+  }
   const std::string base = a.dltune + " tune --collectives -n " + a.ranks + " --max-bytes " +
                            a.max_bytes + " --db " + db;
   std::printf("== collective plan quality: %s --verify --budget %s\n", base.c_str(),
@@ -139,11 +243,16 @@ int bench(const Args& a) {
       "lookup_plan median %.3f ms over 100 (goal <= 20 ms); whole cached `dltune tune "
       "--collectives` process (topology discovery included) median %.1f ms\n",
       hit_ms, median(cli_ms));
+  f.coll_worst = fmt3(worst);
+  f.coll_frac = fmt3(frac);
+  f.hit_ms = fmt3(hit_ms);
+  if (a.parts.find("recipe") != std::string::npos && bench_recipe(a, db, &f) != 0) return 1;
   std::printf("(figures are provisional: the machine is shared with other builds)\n");
   std::printf(
-      "summary: coll_worst_vs_oracle=%.3f coll_cost_fraction=%.3f recipe_vs_grid=na "
-      "recipe_cost_fraction=na cache_hit_ms=%.3f\n",
-      worst, frac, hit_ms);
+      "summary: coll_worst_vs_oracle=%s coll_cost_fraction=%s recipe_vs_grid=%s "
+      "recipe_cost_fraction=%s cache_hit_ms=%s\n",
+      f.coll_worst.c_str(), f.coll_frac.c_str(), f.recipe_vs_grid.c_str(), f.recipe_frac.c_str(),
+      f.hit_ms.c_str());
   const std::string rm = std::string("rm -rf ") + tmpl;
   return std::system(rm.c_str()) == 0 ? 0 : 1;
 }
@@ -163,6 +272,12 @@ int main(int argc, char** argv) {
       a.max_bytes = val;
     } else if (k == "--budget") {
       a.budget = val;
+    } else if (k == "--recipe") {
+      a.recipe = val;
+    } else if (k == "--recipe-budget") {
+      a.recipe_budget = val;
+    } else if (k == "--parts") {
+      a.parts = val;
     } else {
       std::fprintf(stderr, "bench/tuner: unknown argument '%s'\n", k.c_str());
       return 2;

@@ -16,6 +16,8 @@
 #include "recipes/plan.h"
 #include "tuner/db/store.h"
 
+#include "dltune/config.h"
+
 namespace dltune {
 namespace {
 
@@ -77,8 +79,82 @@ TEST_F(TuneCli, BadUsageExitsTwoAndWritesNothing) {
     EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << args << ": one line, got\n" << r.err;
   }
   CliRun r = dltune("tune recipes/mnist_mlp.yaml --db " + db_);
-  EXPECT_NE(r.err.find("not available yet"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("no recipe file or bundled recipe named"), std::string::npos) << r.err;
+  for (const char* args : {"tune quickstart --collectives", "tune quickstart -n 0",
+                           "tune quickstart --budget -1", "tune quickstart --verify"}) {
+    CliRun u = dltune(std::string(args) + " --db " + db_);
+    EXPECT_EQ(u.code, 2) << args << "\n" << u.err;
+  }
+  // A bad recipe: exit 2 with its file:line:col problems, nothing written.
+  const std::string bad_recipe = dir_ + "/bad.yaml";
+  ASSERT_TRUE(paths::write_file_atomic(bad_recipe,
+                                       "model: lenet\ndata: synthetic-digits\n"
+                                       "training:\n  steps: 10\n  batch:\n    per_rank: -3\n")
+                  .ok());
+  CliRun b = dltune("tune " + bad_recipe + " --db " + db_);
+  EXPECT_EQ(b.code, 2) << b.err;
+  EXPECT_NE(b.err.find("bad.yaml:6:"), std::string::npos) << b.err;
   EXPECT_FALSE(paths::exists(db_));
+}
+
+// `dltune tune RECIPE`: one launch of trial trainings, the plan stored under the recipe's
+// signature, then a cache hit that runs nothing.
+TEST_F(TuneCli, TunesARecipeAndThenHitsTheCache) {
+  // The quickstart with `batch: auto` (a recipe that names its batch keeps it).
+  const std::string common = "tune " + std::string(DLTUNE_SOURCE_DIR) +
+                             "/bench/tuner/lenet-auto.yaml -n 2 --budget 10 --db " + db_;
+  CliRun first = dltune(common + " --json");
+  ASSERT_EQ(first.code, 0) << first.err;
+  const auto j = nlohmann::json::parse(first.out);
+  EXPECT_FALSE(j.at("cached").get<bool>());
+  const auto& out = j.at("outcome");
+  EXPECT_EQ(out.at("ranks").get<int>(), 2);
+  EXPECT_GE(out.at("candidates").size(), 8u);
+  const auto& trials = out.at("trials").at("trials");
+  ASSERT_FALSE(trials.empty());
+  int measured = 0;
+  for (const auto& t : trials) {
+    if (!t.at("failed").get<bool>()) {
+      EXPECT_GT(t.at("samples_per_s").get<double>(), 0) << t.dump();
+      EXPECT_GT(t.at("steps").get<int>(), 0) << t.dump();
+      ++measured;
+    }
+  }
+  EXPECT_GE(measured, 8);
+  // Within the budget: the trials stop starting rounds that would overrun it (one round of
+  // set-up and steps may finish past it on a loaded machine).
+  EXPECT_LT(out.at("trials").at("tuning_s").get<double>(), 10 * 2.5);
+
+  auto plan = recipes::plan_from_json(j.at("plan"));
+  ASSERT_TRUE(plan.ok()) << plan.error().message();
+  EXPECT_EQ(plan->provenance.source, recipes::PlanSource::kTuned);
+  EXPECT_GT(plan->provenance.measured_sps, 0);
+  EXPECT_NE(plan->provenance.reason.find("samples/s"), std::string::npos);
+  EXPECT_EQ(plan->training.global_batch, plan->training.per_rank_batch * 2);
+  EXPECT_EQ(plan->job, (recipes::JobShape{1, 2}));
+  ASSERT_TRUE(plan->collectives.count(recipes::Collective::kAllreduce));
+
+  auto db = tuner::db::TuningDb::open(db_, tuner::db::OpenMode::kReadOnly);
+  ASSERT_TRUE(db.ok()) << db.error().message();
+  auto plans = db->plans();
+  ASSERT_TRUE(plans.ok());
+  ASSERT_EQ(plans->size(), 1u);
+  EXPECT_EQ(plans->front().key.recipe.size(), 64u);  // the recipe signature
+  EXPECT_EQ(plans->front().key.shape.ranks_per_node, 2);
+  auto stored = recipes::parse_plan(plans->front().plan_json);
+  ASSERT_TRUE(stored.ok());
+  EXPECT_EQ(*stored, *plan);
+
+  CliRun second = dltune(common);
+  ASSERT_EQ(second.code, 0) << second.err;
+  EXPECT_NE(second.out.find("cached in " + db_), std::string::npos) << second.out;
+  EXPECT_EQ(second.out.find("round"), std::string::npos) << "no trials ran:\n" << second.out;
+  EXPECT_LT(second.seconds, first.seconds);
+  CliRun second_json = dltune(common + " --json");
+  ASSERT_EQ(second_json.code, 0) << second_json.err;
+  const auto k = nlohmann::json::parse(second_json.out);
+  EXPECT_TRUE(k.at("cached").get<bool>());
+  EXPECT_EQ(k.at("plan"), j.at("plan"));
 }
 
 TEST_F(TuneCli, TunesStoresAndThenHitsTheCache) {

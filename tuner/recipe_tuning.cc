@@ -1,0 +1,598 @@
+#include "tuner/recipe_tuning.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "common/log.h"
+#include "common/paths.h"
+#include "common/strings.h"
+
+namespace dltune::tuner {
+namespace {
+
+using json = nlohmann::json;
+using recipes::Scaling;
+using recipes::TrainingPlan;
+
+// Assigns the value of a Result expression to `lhs`, or returns its error.
+#define RT_ASSIGN(lhs, expr)                          \
+  do {                                                \
+    auto rt_r_ = (expr);                              \
+    if (!rt_r_.ok()) return std::move(rt_r_).error(); \
+    lhs = std::move(*rt_r_);                          \
+  } while (0)
+
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+
+int64_t ceil_pow2(int64_t v) {
+  int64_t p = 1;
+  while (p < v) p *= 2;
+  return p;
+}
+
+int64_t run_steps(const recipes::Recipe& r, int64_t global_batch) {
+  if (r.training.steps > 0) return r.training.steps;
+  const int64_t samples = std::max<int64_t>(1, recipe_train_samples(r));
+  const int64_t epochs = std::max<int64_t>(1, r.training.epochs);
+  return epochs * ((samples + global_batch - 1) / std::max<int64_t>(1, global_batch));
+}
+
+json training_json(const TrainingPlan& t) {
+  recipes::Plan p;
+  p.training = t;
+  return recipes::plan_to_json(p)["training"];
+}
+
+Result<TrainingPlan> training_from_json(const recipes::Plan& base, const json& t) {
+  json p = recipes::plan_to_json(base);
+  p["training"] = t;
+  auto plan = recipes::plan_from_json(p);
+  if (!plan) return plan.error();
+  return plan->training;
+}
+
+template <typename T>
+Result<T> get(const json& j, const char* key, const char* where) {
+  if (!j.is_object() || !j.contains(key)) {
+    return invalid_input(std::string(where) + ": missing '" + key + "'");
+  }
+  try {
+    return j.at(key).get<T>();
+  } catch (const std::exception& e) {
+    return invalid_input(std::string(where) + ": '" + key + "' has the wrong type");
+  }
+}
+
+std::string fmt_sps(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1f", v);
+  return b;
+}
+
+std::string fmt_ratio(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.2fx", v);
+  return b;
+}
+
+}  // namespace
+
+int64_t recipe_train_samples(const recipes::Recipe& r) {
+  const double keep = 1.0 - r.data.heldout_fraction;
+  switch (r.data.kind) {
+    case recipes::DataKind::kSyntheticDigits:
+    case recipes::DataKind::kSyntheticImagenet:
+      return static_cast<int64_t>(static_cast<double>(r.data.samples) * keep);
+    case recipes::DataKind::kMnist:
+      return r.data.heldout_test_files ? 60000 : static_cast<int64_t>(60000 * keep);
+    case recipes::DataKind::kCifar10:
+      return r.data.heldout_test_files ? 50000 : static_cast<int64_t>(50000 * keep);
+  }
+  return 0;
+}
+
+int64_t reference_per_rank_batch(const recipes::Recipe& r, int ranks) {
+  if (r.training.per_rank_batch > 0) return r.training.per_rank_batch;
+  if (r.training.global_batch > 0) {
+    return std::max<int64_t>(1, r.training.global_batch / std::max(1, ranks));
+  }
+  if (r.model.builtin == "cifar-cnn" || r.model.builtin == "alexnet") return 128;
+  return 64;
+}
+
+int64_t lr_reference_batch(const recipes::Recipe& r, int ranks) {
+  if (r.training.optimizer.lr_reference_batch > 0) return r.training.optimizer.lr_reference_batch;
+  if (r.training.global_batch > 0) return r.training.global_batch;
+  if (r.training.per_rank_batch > 0) {
+    const int64_t n = r.launch.ranks > 0 ? r.launch.ranks : ranks;
+    return r.training.per_rank_batch * n;
+  }
+  return reference_per_rank_batch(r, ranks) * ranks;
+}
+
+void apply_lr_rule(const recipes::Recipe& r, int ranks, TrainingPlan* t) {
+  const int64_t ref = std::max<int64_t>(1, lr_reference_batch(r, ranks));
+  t->lr_scale = static_cast<double>(t->global_batch) / static_cast<double>(ref);
+  t->warmup_steps = r.training.schedule.warmup_steps;
+  if (t->lr_scale > 1.0) {
+    const int64_t five_pct = (run_steps(r, t->global_batch) + 19) / 20;
+    t->warmup_steps = std::max<int64_t>({t->warmup_steps, five_pct, 1});
+  }
+}
+
+int64_t gradient_bytes(const recipes::Recipe& r) {
+  const auto check = recipes::check_shapes(r.model.layers, r.model.input);
+  if (!check.problems.empty()) return 0;
+  return check.parameters * 4;
+}
+
+std::string candidate_label(const TrainingPlan& t, uint64_t grad_bytes) {
+  std::string s = "b" + std::to_string(t.per_rank_batch);
+  s += t.scaling == Scaling::kStrong ? " strong(g" + std::to_string(t.global_batch) + ")" : " weak";
+  if (grad_bytes > 0 && t.bucket_bytes >= grad_bytes) {
+    s += " bucket=one(" + strings::format_bytes(t.bucket_bytes) + ")";
+  } else {
+    s += " bucket=" + strings::format_bytes(t.bucket_bytes);
+  }
+  s += t.overlap ? " overlap" : " no-overlap";
+  return s;
+}
+
+Result<std::vector<RecipeCandidate>> generate_candidates(const recipes::Recipe& r,
+                                                         const recipes::JobShape& job) {
+  const int ranks = job.nodes * job.ranks_per_node;
+  if (ranks < 1) return invalid_input("job shape: need at least one rank");
+  const int64_t grad = gradient_bytes(r);
+  if (grad <= 0) {
+    return invalid_input("model: its layer shapes do not check (run 'dltune recipe check')");
+  }
+  const int64_t samples = recipe_train_samples(r);
+  const int64_t max_global =
+      r.training.max_global_batch > 0 ? std::min(r.training.max_global_batch, samples) : samples;
+  auto fits = [&](int64_t global) { return global >= ranks && global <= max_global; };
+
+  // Batches: (per_rank, global, scaling).
+  std::vector<std::tuple<int64_t, int64_t, Scaling>> batches;
+  const int64_t ref = reference_per_rank_batch(r, ranks);
+  const bool weak = r.training.scaling != Scaling::kStrong;
+  const bool strong = r.training.scaling != Scaling::kWeak;
+  const bool strong_first = r.training.scaling == Scaling::kStrong;
+  auto add_strong = [&] {
+    const int64_t g = std::min(lr_reference_batch(r, ranks), max_global);
+    if (g >= ranks && g % ranks == 0) batches.emplace_back(g / ranks, g, Scaling::kStrong);
+  };
+  // A batch the recipe names is the user's decision (it sets the optimisation the learning rate
+  // was chosen for): it is kept, and only `batch: auto` lets the tuner search batches.
+  const int64_t fixed_per_rank = r.training.per_rank_batch;
+  const int64_t fixed_global = r.training.global_batch;
+  if (fixed_per_rank > 0 || fixed_global > 0) {
+    const int64_t global = fixed_global > 0 ? fixed_global : fixed_per_rank * ranks;
+    const int64_t per_rank = fixed_global > 0 ? fixed_global / ranks : fixed_per_rank;
+    const bool as_strong = fixed_global > 0 ? strong : !weak;
+    if (per_rank >= 1 && global == per_rank * ranks) {
+      batches.emplace_back(per_rank, global, as_strong ? Scaling::kStrong : Scaling::kWeak);
+    }
+  } else if (strong && strong_first) {
+    add_strong();
+  }
+  if (weak && fixed_per_rank <= 0 && fixed_global <= 0) {
+    std::set<int64_t> per_rank = {ref};
+    for (int64_t b = std::max<int64_t>(1, ceil_pow2(ref) / 2); b <= ref * 4; b *= 2) {
+      per_rank.insert(b);
+    }
+    for (int64_t b : per_rank) {
+      if (b >= std::max<int64_t>(1, ref / 2) && fits(b * ranks)) {
+        batches.emplace_back(b, b * ranks, Scaling::kWeak);
+      }
+    }
+  }
+  if (strong && !strong_first && fixed_per_rank <= 0 && fixed_global <= 0) add_strong();
+  if (batches.empty()) {
+    return invalid_input("training.batch: no per-rank batch near " + std::to_string(ref) +
+                         " gives a global batch within " + std::to_string(max_global) +
+                         " (training.max_global_batch and the " + std::to_string(samples) +
+                         " training samples) for " + std::to_string(ranks) + " ranks");
+  }
+
+  std::vector<uint64_t> buckets;
+  if (r.comm.bucket_bytes > 0) {
+    buckets.push_back(r.comm.bucket_bytes);
+  } else {
+    for (uint64_t b : {1 * kMiB, 4 * kMiB, 16 * kMiB}) {
+      if (b < static_cast<uint64_t>(grad)) buckets.push_back(b);
+    }
+    buckets.push_back(static_cast<uint64_t>(ceil_pow2(grad)));  // one bucket
+  }
+  std::vector<bool> overlaps;
+  if (r.comm.overlap != recipes::Overlap::kOff) overlaps.push_back(true);
+  if (r.comm.overlap != recipes::Overlap::kOn) overlaps.push_back(false);
+
+  std::vector<RecipeCandidate> out;
+  std::set<std::tuple<int64_t, int64_t, uint64_t, bool>> seen;
+  for (const auto& [per_rank, global, scaling] : batches) {
+    for (uint64_t bucket : buckets) {
+      for (bool overlap : overlaps) {
+        if (!seen.insert({per_rank, global, bucket, overlap}).second) continue;
+        TrainingPlan t;
+        t.per_rank_batch = per_rank;
+        t.global_batch = global;
+        t.scaling = scaling;
+        t.bucket_bytes = bucket;
+        t.overlap = overlap;
+        apply_lr_rule(r, ranks, &t);
+        out.push_back({candidate_label(t, static_cast<uint64_t>(grad)), t});
+      }
+    }
+  }
+  return out;
+}
+
+json schedule_to_json(const TrialSchedule& s) {
+  return {{"grid", s.grid},
+          {"eta", s.eta},
+          {"min_steps", s.min_steps},
+          {"max_steps", s.max_steps},
+          {"warmup_steps", s.warmup_steps},
+          {"chunk_steps", s.chunk_steps},
+          {"budget_s", s.budget_s},
+          {"keep_trainers", s.keep_trainers}};
+}
+
+Result<TrialSchedule> schedule_from_json(const json& j) {
+  TrialSchedule s;
+  const char* w = "schedule";
+  RT_ASSIGN(s.grid, get<bool>(j, "grid", w));
+  RT_ASSIGN(s.eta, get<int>(j, "eta", w));
+  RT_ASSIGN(s.min_steps, get<int>(j, "min_steps", w));
+  RT_ASSIGN(s.max_steps, get<int>(j, "max_steps", w));
+  RT_ASSIGN(s.warmup_steps, get<int>(j, "warmup_steps", w));
+  RT_ASSIGN(s.chunk_steps, get<int>(j, "chunk_steps", w));
+  RT_ASSIGN(s.budget_s, get<double>(j, "budget_s", w));
+  RT_ASSIGN(s.keep_trainers, get<bool>(j, "keep_trainers", w));
+  if (s.eta < 2 || s.min_steps < 1 || s.max_steps < s.min_steps || s.warmup_steps < 0 ||
+      s.chunk_steps < 1 || !(s.budget_s > 0)) {
+    return invalid_input(
+        "schedule: needs eta >= 2, 1 <= min_steps <= max_steps, warmup_steps >= 0, "
+        "chunk_steps >= 1 and budget_s > 0");
+  }
+  return s;
+}
+
+json trials_to_json(const std::vector<TrialRecord>& ts) {
+  json a = json::array();
+  for (const TrialRecord& t : ts) {
+    a.push_back({{"candidate", t.candidate},
+                 {"label", t.label},
+                 {"round", t.round},
+                 {"steps", t.steps},
+                 {"samples_per_s", t.samples_per_s},
+                 {"step_s", t.step_s},
+                 {"failed", t.failed},
+                 {"reason", t.reason}});
+  }
+  return a;
+}
+
+Result<std::vector<TrialRecord>> trials_from_json(const json& j) {
+  if (!j.is_array()) return invalid_input("trials: expected an array");
+  std::vector<TrialRecord> out;
+  for (const json& e : j) {
+    TrialRecord t;
+    const char* w = "trials[]";
+    RT_ASSIGN(t.candidate, get<size_t>(e, "candidate", w));
+    RT_ASSIGN(t.label, get<std::string>(e, "label", w));
+    RT_ASSIGN(t.round, get<int>(e, "round", w));
+    RT_ASSIGN(t.steps, get<int>(e, "steps", w));
+    RT_ASSIGN(t.samples_per_s, get<double>(e, "samples_per_s", w));
+    RT_ASSIGN(t.step_s, get<double>(e, "step_s", w));
+    RT_ASSIGN(t.failed, get<bool>(e, "failed", w));
+    RT_ASSIGN(t.reason, get<std::string>(e, "reason", w));
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+Result<size_t> choose_winner(const std::vector<TrialRecord>& trials) {
+  std::set<size_t> failed;
+  for (const TrialRecord& t : trials) {
+    if (t.failed) failed.insert(t.candidate);
+  }
+  int last_round = -1;
+  for (const TrialRecord& t : trials) {
+    if (!failed.count(t.candidate)) last_round = std::max(last_round, t.round);
+  }
+  if (last_round < 0) {
+    std::string why;
+    for (const TrialRecord& t : trials) {
+      if (t.failed) why += (why.empty() ? "" : "; ") + t.label + ": " + t.reason;
+    }
+    return peer_failed("every candidate configuration failed" +
+                       (why.empty() ? std::string(" (no trial ran)") : " (" + why + ")"));
+  }
+  // Samples over time across every trial of each finalist.
+  std::map<size_t, std::pair<double, double>> totals;  // candidate -> (samples, seconds)
+  for (const TrialRecord& t : trials) {
+    auto& [samples, seconds] = totals[t.candidate];
+    samples += t.steps * t.samples_per_s * t.step_s;
+    seconds += t.steps * t.step_s;
+  }
+  size_t best = 0;
+  double best_sps = -1;
+  for (const TrialRecord& t : trials) {
+    if (t.round != last_round || failed.count(t.candidate)) continue;
+    const auto& [samples, seconds] = totals[t.candidate];
+    const double sps = seconds > 0 ? samples / seconds : 0;
+    if (sps > best_sps) {
+      best_sps = sps;
+      best = t.candidate;
+    }
+  }
+  return best;
+}
+
+TrialSchedule schedule_for(const RecipeTuneRequest& req, size_t candidates,
+                           int64_t gradient_bytes) {
+  TrialSchedule s;
+  s.grid = req.grid;
+  s.budget_s = req.budget_s;
+  if (req.min_steps > 0) s.min_steps = req.min_steps;
+  // Rounds of halving: each keeps the best 1/eta (rounded up, at least two) until a round
+  // compares two; trials grow eta-fold per round.
+  const size_t eta = static_cast<size_t>(s.eta);
+  int steps = s.min_steps;
+  for (size_t n = candidates; n > 2; n = std::max<size_t>(2, (n + eta - 1) / eta)) steps *= s.eta;
+  s.max_steps = req.max_steps > 0 ? std::max(req.max_steps, s.min_steps)
+                                  : std::max(s.min_steps, std::min(steps, 108));
+  // Trainers of every candidate at once: parameters, gradients and momentum (3 x f32) plus
+  // slack for activations; keep them when that stays under 2 GiB.
+  const double bytes = 4.0 * static_cast<double>(gradient_bytes) * static_cast<double>(candidates);
+  s.keep_trainers = bytes < 2.0 * static_cast<double>(uint64_t{1} << 30);
+  return s;
+}
+
+Result<RecipeTuneOutcome> outcome_from_trials(const RecipeTuneRequest& req,
+                                              const std::vector<RecipeCandidate>& candidates,
+                                              const json& f) {
+  RecipeTuneOutcome o;
+  o.candidates = candidates;
+  o.trials = f;
+  auto fail = [](const Error& e) { return internal_error("trials file: " + e.message()); };
+  auto ts = trials_from_json(f.contains("trials") ? f["trials"] : json());
+  if (!ts) return fail(ts.error());
+  for (const TrialRecord& t : *ts) {
+    if (t.candidate >= candidates.size()) {
+      return internal_error("trials file: candidate " + std::to_string(t.candidate) +
+                            " is out of range (" + std::to_string(candidates.size()) +
+                            " candidates)");
+    }
+  }
+  auto w = choose_winner(*ts);
+  if (!w) return w.error();
+  o.winner = *w;
+  o.ranks = f.value("ranks", req.job.nodes * req.job.ranks_per_node);
+  o.rounds = f.value("rounds", 0);
+  o.grid = f.value("grid", req.grid);
+  o.budget_exhausted = f.value("budget_exhausted", false);
+  o.tuning_s = f.value("tuning_s", 0.0);
+  o.trial_s = f.value("trial_s", 0.0);
+  o.setup_s = f.value("setup_s", 0.0);
+
+  // Per candidate: its trials by round.
+  std::map<size_t, std::map<int, const TrialRecord*>> by;
+  for (const TrialRecord& t : *ts) by[t.candidate][t.round] = &t;
+  const auto& mine = by[o.winner];
+  const TrialRecord* last = mine.rbegin()->second;
+  double sum = 0;
+  for (const auto& [round, t] : mine) sum += t->samples_per_s;
+
+  std::vector<std::string> beat;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    if (i == o.winner) continue;
+    RecipeAlternative a;
+    a.label = candidates[i].label;
+    auto it = by.find(i);
+    if (it == by.end()) {
+      a.failed = true;
+      a.reason = "not measured";
+    } else {
+      // Its last round, compared with the winner in that same round.
+      const TrialRecord* t = it->second.rbegin()->second;
+      a.round = t->round;
+      a.samples_per_s = t->samples_per_s;
+      a.failed = t->failed;
+      a.reason = t->reason;
+      auto wt = mine.find(t->round);
+      if (!t->failed && t->samples_per_s > 0 && wt != mine.end()) {
+        a.ratio = wt->second->samples_per_s / t->samples_per_s;
+      }
+    }
+    o.alternatives.push_back(a);
+  }
+  std::vector<RecipeAlternative> sorted = o.alternatives;
+  std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) {
+    if (a.failed != b.failed) return !a.failed;
+    return a.ratio < b.ratio;
+  });
+  for (const RecipeAlternative& a : sorted) {
+    if (beat.size() >= 3) break;
+    if (!a.failed && a.ratio > 0) beat.push_back(a.label + " by " + fmt_ratio(a.ratio));
+  }
+  size_t failures = 0;
+  for (const RecipeAlternative& a : o.alternatives) failures += a.failed ? 1 : 0;
+
+  o.plan = req.base;
+  o.plan.job = req.job;
+  o.plan.training = candidates[o.winner].training;
+  o.plan.provenance.source = recipes::PlanSource::kTuned;
+  std::string reason = candidates[o.winner].label + " won " + (o.grid ? "the grid" : "halving") +
+                       " over " + std::to_string(candidates.size()) + " candidates at " +
+                       fmt_sps(last->samples_per_s) + " samples/s";
+  if (!beat.empty()) reason += "; closest: " + strings::join(beat, ", ");
+  if (failures > 0) reason += "; " + std::to_string(failures) + " failed";
+  o.plan.provenance.reason = reason;
+  o.plan.provenance.measured_sps = last->samples_per_s;
+  o.plan.provenance.predicted_sps = sum / static_cast<double>(mine.size());
+  return o;
+}
+
+Result<RecipeTuneOutcome> tune_recipe(const RecipeTuneRequest& req, const RunRanks& run_ranks,
+                                      const std::string& work_dir) {
+  if (!(req.budget_s > 0)) return invalid_input("recipe tuning needs a positive budget");
+  if (req.recipe_path.empty()) return invalid_input("recipe tuning needs the recipe's path");
+  auto cands = generate_candidates(req.recipe, req.job);
+  if (!cands) return cands.error();
+  const TrialSchedule sched = schedule_for(req, cands->size(), gradient_bytes(req.recipe));
+  recipes::Plan base = req.base;
+  base.job = req.job;
+  json c = {{"version", 1},
+            {"recipe", req.recipe_path},
+            {"base", recipes::plan_to_json(base)},
+            {"schedule", schedule_to_json(sched)}};
+  json list = json::array();
+  for (const RecipeCandidate& k : *cands) {
+    list.push_back({{"label", k.label}, {"training", training_json(k.training)}});
+  }
+  c["candidates"] = list;
+  DLTUNE_TRY_CTX(paths::make_dirs(work_dir), "creating " + work_dir);
+  const std::string cpath = work_dir + "/candidates.json";
+  const std::string rpath = work_dir + "/trials.json";
+  DLTUNE_TRY_CTX(paths::write_file_atomic(cpath, c.dump(1)), "writing " + cpath);
+  char budget[32];
+  std::snprintf(budget, sizeof budget, "%.3f", req.budget_s);
+  std::vector<std::string> args = {"trial", "--recipe", req.recipe_path, "--candidates", cpath,
+                                   "--out", rpath,      "--budget",      budget};
+  if (req.grid) args.push_back("--grid");
+  const auto t0 = std::chrono::steady_clock::now();
+  DLTUNE_TRY_CTX(run_ranks(args), "running the trial trainings");
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  auto text = paths::read_file(rpath);
+  if (!text) return std::move(text).error().wrap("reading the trial results");
+  json f = json::parse(*text, nullptr, false);
+  if (f.is_discarded()) return internal_error("the trial results in " + rpath + " are not JSON");
+  auto out = outcome_from_trials(req, *cands, f);
+  if (!out) return out.error();
+  out->tuning_s = wall;
+  return out;
+}
+
+json recipe_outcome_to_json(const RecipeTuneOutcome& o) {
+  json cands = json::array();
+  for (const RecipeCandidate& c : o.candidates) {
+    cands.push_back({{"label", c.label}, {"training", training_json(c.training)}});
+  }
+  json alts = json::array();
+  for (const RecipeAlternative& a : o.alternatives) {
+    alts.push_back({{"label", a.label},
+                    {"samples_per_s", a.samples_per_s},
+                    {"ratio", a.ratio},
+                    {"round", a.round},
+                    {"failed", a.failed},
+                    {"reason", a.reason}});
+  }
+  return {{"plan", recipes::plan_to_json(o.plan)},
+          {"candidates", cands},
+          {"winner", o.winner},
+          {"winner_label", o.candidates.empty() ? "" : o.candidates[o.winner].label},
+          {"alternatives", alts},
+          {"trials", o.trials},
+          {"ranks", o.ranks},
+          {"rounds", o.rounds},
+          {"grid", o.grid},
+          {"budget_exhausted", o.budget_exhausted},
+          {"tuning_s", o.tuning_s},
+          {"trial_s", o.trial_s},
+          {"setup_s", o.setup_s}};
+}
+
+Result<RecipeTuneOutcome> recipe_outcome_from_json(const json& j) {
+  RecipeTuneOutcome o;
+  const char* w = "recipe outcome";
+  if (!j.is_object() || !j.contains("plan")) return invalid_input("recipe outcome: missing 'plan'");
+  auto plan = recipes::plan_from_json(j["plan"]);
+  if (!plan) return plan.error().wrap("recipe outcome");
+  o.plan = *plan;
+  json cands;
+  RT_ASSIGN(cands, get<json>(j, "candidates", w));
+  for (const json& c : cands) {
+    RecipeCandidate k;
+    RT_ASSIGN(k.label, get<std::string>(c, "label", w));
+    auto t = training_from_json(o.plan, c.value("training", json()));
+    if (!t) return t.error().wrap("recipe outcome: candidate '" + k.label + "'");
+    k.training = *t;
+    o.candidates.push_back(std::move(k));
+  }
+  RT_ASSIGN(o.winner, get<size_t>(j, "winner", w));
+  if (o.winner >= o.candidates.size() && !o.candidates.empty()) {
+    return invalid_input("recipe outcome: winner out of range");
+  }
+  for (const json& a : j.value("alternatives", json::array())) {
+    RecipeAlternative x;
+    RT_ASSIGN(x.label, get<std::string>(a, "label", w));
+    RT_ASSIGN(x.samples_per_s, get<double>(a, "samples_per_s", w));
+    RT_ASSIGN(x.ratio, get<double>(a, "ratio", w));
+    RT_ASSIGN(x.round, get<int>(a, "round", w));
+    RT_ASSIGN(x.failed, get<bool>(a, "failed", w));
+    RT_ASSIGN(x.reason, get<std::string>(a, "reason", w));
+    o.alternatives.push_back(std::move(x));
+  }
+  o.trials = j.value("trials", json::object());
+  o.ranks = j.value("ranks", 0);
+  o.rounds = j.value("rounds", 0);
+  o.grid = j.value("grid", false);
+  o.budget_exhausted = j.value("budget_exhausted", false);
+  o.tuning_s = j.value("tuning_s", 0.0);
+  o.trial_s = j.value("trial_s", 0.0);
+  o.setup_s = j.value("setup_s", 0.0);
+  return o;
+}
+
+std::string format_recipe_outcome(const RecipeTuneOutcome& o) {
+  std::string s;
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "recipe tuning on %d ranks: %zu candidates, %s, %d rounds, %.1f s (%.1f s timed "
+                "steps, %.1f s set-up)%s\n",
+                o.ranks, o.candidates.size(), o.grid ? "full grid" : "successive halving", o.rounds,
+                o.tuning_s, o.trial_s, o.setup_s,
+                o.budget_exhausted ? ", stopped by the budget" : "");
+  s += line;
+  std::snprintf(line, sizeof line, "  %-44s %5s %12s %9s  %s\n", "candidate", "round", "samples/s",
+                "winner/it", "note");
+  s += line;
+  if (!o.candidates.empty()) {
+    std::snprintf(line, sizeof line, "  %-44s %5s %12.1f %9s  %s\n",
+                  o.candidates[o.winner].label.c_str(), "-", o.plan.provenance.measured_sps,
+                  "1.00x", "chosen");
+    s += line;
+  }
+  std::vector<RecipeAlternative> alts = o.alternatives;
+  std::stable_sort(alts.begin(), alts.end(), [](const auto& a, const auto& b) {
+    if (a.failed != b.failed) return !a.failed;
+    if (a.round != b.round) return a.round > b.round;
+    return a.ratio < b.ratio;
+  });
+  for (const RecipeAlternative& a : alts) {
+    std::snprintf(line, sizeof line, "  %-44s %5d %12.1f %9s  %s\n", a.label.c_str(), a.round,
+                  a.samples_per_s, a.ratio > 0 ? fmt_ratio(a.ratio).c_str() : "-",
+                  a.failed ? ("failed: " + a.reason).substr(0, 120).c_str() : "");
+    s += line;
+  }
+  const TrainingPlan& t = o.plan.training;
+  std::snprintf(line, sizeof line,
+                "plan: per-rank batch %lld, global batch %lld, %s scaling, lr x%.3g (warmup %lld "
+                "steps), bucket %s, overlap %s\n",
+                static_cast<long long>(t.per_rank_batch), static_cast<long long>(t.global_batch),
+                std::string(recipes::scaling_name(t.scaling)).c_str(), t.lr_scale,
+                static_cast<long long>(t.warmup_steps),
+                strings::format_bytes(t.bucket_bytes).c_str(), t.overlap ? "on" : "off");
+  s += line;
+  s += "why: " + o.plan.provenance.reason + "\n";
+  return s;
+}
+
+}  // namespace dltune::tuner

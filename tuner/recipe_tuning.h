@@ -1,0 +1,194 @@
+// Recipe tuning (`dltune tune RECIPE`, and `dltune launch` on a cache miss): which per-rank
+// batch, scaling mode, gradient bucket size and overlap setting train this recipe fastest on
+// this job shape, found by short trial trainings inside ONE launch of the ranks.
+//
+// Flow: generate_candidates() expands the recipe's free choices into TrainingPlans;
+// tune_recipe() writes them with the base Plan (its collectives, job, placement) and the
+// search schedule to WORK_DIR/candidates.json, runs `dltune-worker trial --recipe R
+// --candidates C --out WORK_DIR/trials.json` on every rank once (through the caller's
+// RunRanks), reads rank 0's result and turns it into a complete Plan (provenance kTuned, the
+// reason naming the winner and what it beat by how much).
+//
+// The trial program (engine/worker/trial.cc) steps through the candidates without
+// relaunching: successive halving on throughput (every live candidate a short trial; the best
+// 1/eta by samples over time of all their trials so far, rounded up and at least two, go on
+// with eta times longer trials; the round that
+// compares two finalists at max_steps is the last), the candidates of a round measured interleaved
+// in chunks of a few steps (round-robin, so the machine's slow phases hit all alike), decisions
+// taken on the maximum step time over the ranks so every rank decides alike, a failing
+// candidate recorded with its reason, and no round started that would overrun the budget.
+// With `grid` every candidate is measured once with the longest trial length (the reference).
+//
+// The candidates file (version 1):
+//   {"version": 1, "recipe": PATH, "base": PLAN_JSON,
+//    "candidates": [{"label": "b64 weak bucket=1MiB overlap", "training": TRAINING_JSON}],
+//    "schedule": {"grid": false, "eta": 4, "min_steps": 4, "max_steps": 64, "warmup_steps": 1,
+//                 "chunk_steps": 2, "budget_s": 20, "keep_trainers": true}}
+// The trials file rank 0 writes:
+//   {"version": 1, "ranks": 2, "grid": false, "budget_exhausted": false, "winner": 3,
+//    "rounds": 3, "tuning_s": 8.1, "trial_s": 6.0, "setup_s": 1.2,
+//    "trials": [{"candidate": 0, "label": "...", "round": 0, "steps": 4, "samples_per_s": 1234.5,
+//                "step_s": 0.05, "failed": false, "reason": ""}]}
+// (step_s: the mean over the trial's steps of the slowest rank's step time; samples_per_s =
+// global batch / step_s.)
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/result.h"
+#include "recipes/plan.h"
+#include "recipes/recipe.h"
+
+namespace dltune::tuner {
+
+// ---- Candidates
+
+struct RecipeCandidate {
+  std::string label;  // "b64 weak bucket=1MiB overlap"
+  recipes::TrainingPlan training;
+};
+
+// Training samples the recipe's data yields, as far as the tuner can tell without reading
+// files: synthetic: samples minus the held-out share; mnist 60000 / cifar10 50000 (minus the
+// held-out share unless the test files are held out).
+int64_t recipe_train_samples(const recipes::Recipe& recipe);
+
+// The per-rank batch the search centres on: the recipe's per-rank batch, else its global
+// batch / ranks, else the model's usual batch (64; cifar-cnn 128; alexnet 128).
+int64_t reference_per_rank_batch(const recipes::Recipe& recipe, int ranks);
+
+// The global batch the recipe's lr is meant for: optimizer.lr_reference_batch, else the
+// recipe's own global batch (global_batch, or per_rank_batch x launch.ranks, defaulting to
+// `ranks`), else reference_per_rank_batch x ranks.
+int64_t lr_reference_batch(const recipes::Recipe& recipe, int ranks);
+
+// The linear scaling rule with warmup (Goyal et al.): lr_scale = global_batch / reference;
+// where the global batch grows (scale > 1) warmup_steps = max(the recipe's warmup, 5 % of the
+// run's steps, at least 1), else the recipe's warmup. Sets t->lr_scale and t->warmup_steps.
+void apply_lr_rule(const recipes::Recipe& recipe, int ranks, recipes::TrainingPlan* t);
+
+// Every configuration worth trying for `recipe` on `job`:
+// - a batch the recipe names (batch.per_rank or batch.global) is kept as it is: the user chose
+//   the optimisation its learning rate was set for; only `batch: auto` searches:
+// - per-rank batch (auto): powers of two from reference/2 to reference x 4 (the reference itself
+//   included even when not a power of two), keeping global batches within
+//   training.max_global_batch and the training samples;
+// - scaling: the recipe's mode; with kAuto both: weak at each batch, and strong at the
+//   recipe's global batch (its lr reference) split over the ranks;
+// - bucket bytes: the recipe's when set, else 1, 4, 16 MiB where smaller than the model's
+//   gradient bytes, plus one bucket holding every gradient;
+// - overlap: the recipe's when on/off, else both.
+// Configurations that would run identically (same per-rank and global batch, bucket, overlap)
+// appear once. Errors (invalid_input): a model whose shapes do not check, no batch within the
+// limits (names the limit).
+Result<std::vector<RecipeCandidate>> generate_candidates(const recipes::Recipe& recipe,
+                                                         const recipes::JobShape& job);
+
+// ---- The search schedule and its results
+
+struct TrialSchedule {
+  bool grid = false;
+  int eta = 4;
+  int min_steps = 4;   // timed steps of a first-round trial
+  int max_steps = 64;  // longest trial; the grid's trial length
+  int warmup_steps = 1;
+  int chunk_steps = 2;  // steps per interleaved slice
+  double budget_s = 60;
+  bool keep_trainers = true;  // keep each live candidate's trainer between chunks and rounds
+};
+nlohmann::json schedule_to_json(const TrialSchedule& s);
+Result<TrialSchedule> schedule_from_json(const nlohmann::json& j);
+
+struct TrialRecord {
+  size_t candidate = 0;
+  std::string label;
+  int round = 0;
+  int steps = 0;
+  double samples_per_s = 0;
+  double step_s = 0;
+  bool failed = false;
+  std::string reason;
+};
+nlohmann::json trials_to_json(const std::vector<TrialRecord>& t);
+Result<std::vector<TrialRecord>> trials_from_json(const nlohmann::json& j);
+
+// The winner of a set of trials: among candidates that never failed and reached the latest
+// round, the most samples per second over all its trials (total samples / total time; the
+// finalists ran the same trials). Errors (peer_failed) when
+// every candidate failed, listing the reasons.
+Result<size_t> choose_winner(const std::vector<TrialRecord>& trials);
+
+// ---- Running it
+
+// Starts `dltune-worker <worker_args...>` on every rank of the job and returns when all have
+// exited; an error when any failed (with what is known: rank, exit code).
+using RunRanks = std::function<Status(const std::vector<std::string>& worker_args)>;
+
+struct RecipeTuneRequest {
+  recipes::Recipe recipe;
+  std::string recipe_path;  // the file the ranks load (absolute or relative to their cwd)
+  recipes::JobShape job;
+  recipes::Plan base;  // collectives rules, job, placement to keep; training is replaced
+  double budget_s = 60;
+  bool grid = false;
+  // Schedule overrides (0 = the default for the budget).
+  int min_steps = 0, max_steps = 0;
+};
+
+struct RecipeAlternative {
+  std::string label;
+  double samples_per_s = 0;  // in the round it was compared with the winner
+  double ratio = 0;          // winner / it in that round (> 1: the winner was faster)
+  int round = 0;
+  bool failed = false;
+  std::string reason;
+};
+
+struct RecipeTuneOutcome {
+  recipes::Plan plan;  // base collectives/job/placement + the winner's training, kTuned
+  std::vector<RecipeCandidate> candidates;
+  size_t winner = 0;
+  std::vector<RecipeAlternative> alternatives;  // every other candidate
+  nlohmann::json trials;                        // the worker's trials file as written
+  int ranks = 0;
+  int rounds = 0;
+  bool grid = false;
+  bool budget_exhausted = false;
+  double tuning_s = 0;  // wall time of the one launch, start to finish
+  double trial_s = 0;   // seconds spent in timed steps (the measurement cost)
+  double setup_s = 0;   // seconds spent building trainers and in warm-up steps
+};
+
+// Builds the outcome from the candidates and the trials file text. Errors (internal_error):
+// malformed trials, a candidate index out of range, every candidate failed.
+Result<RecipeTuneOutcome> outcome_from_trials(const RecipeTuneRequest& req,
+                                              const std::vector<RecipeCandidate>& candidates,
+                                              const nlohmann::json& trials_file);
+
+// The schedule tune_recipe uses for `candidates` candidates and the request.
+TrialSchedule schedule_for(const RecipeTuneRequest& req, size_t candidates, int64_t gradient_bytes);
+
+// Generates the candidates, writes WORK_DIR/candidates.json, calls run_ranks once with
+// {"trial", "--recipe", recipe_path, "--candidates", C, "--out", R, "--budget", S[, "--grid"]},
+// reads WORK_DIR/trials.json. Errors: bad recipe (invalid_input), the ranks' failure, every
+// candidate failed.
+Result<RecipeTuneOutcome> tune_recipe(const RecipeTuneRequest& req, const RunRanks& run_ranks,
+                                      const std::string& work_dir);
+
+nlohmann::json recipe_outcome_to_json(const RecipeTuneOutcome& o);
+Result<RecipeTuneOutcome> recipe_outcome_from_json(const nlohmann::json& j);
+// A readable table: every candidate with its best round, samples/s, ratio to the winner, and
+// the plan's training line.
+std::string format_recipe_outcome(const RecipeTuneOutcome& o);
+
+// "b64 weak bucket=1MiB overlap" / "b64 strong(g128) bucket=one(2MiB) no-overlap".
+std::string candidate_label(const recipes::TrainingPlan& t, uint64_t gradient_bytes);
+// 4 x the model's parameter count (f32 gradients); 0 when the model's shapes do not check.
+int64_t gradient_bytes(const recipes::Recipe& recipe);
+
+}  // namespace dltune::tuner

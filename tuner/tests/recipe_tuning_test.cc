@@ -1,0 +1,320 @@
+// Recipe tuning without ranks: candidate generation (limits, buckets, overlap, the linear lr
+// rule), choosing the winner from synthetic trials, and tune_recipe's file round trip with a
+// fake RunRanks that plays the trial program on a synthetic throughput model.
+#include "tuner/recipe_tuning.h"
+
+#include <cmath>
+#include <set>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include "common/paths.h"
+
+namespace dltune::tuner {
+namespace {
+
+using json = nlohmann::json;
+using recipes::Scaling;
+
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+
+// quickstart.yaml with knobs to turn.
+recipes::Recipe recipe(const std::string& batch, const std::string& scaling,
+                       const std::string& extra_training = "",
+                       const std::string& comm = "  bucket: auto\n  overlap: auto\n") {
+  const std::string yaml =
+      "name: t\nmodel: lenet\ndata:\n  kind: synthetic-digits\n  samples: 20000\n"
+      "  heldout: 0.1\ntraining:\n  steps: 300\n  batch:\n" +
+      batch + "  scaling: " + scaling + "\n" + extra_training +
+      "  optimizer:\n    lr: 0.05\n    lr_reference_batch: 128\n"
+      "  schedule:\n    kind: cosine\n    warmup_steps: 20\ncomm:\n" +
+      comm + "launch:\n  ranks: 2\n";
+  auto out = recipes::parse_recipe(yaml, "t.yaml", "/tmp");
+  EXPECT_TRUE(out.ok()) << (out.problems.empty() ? "" : out.problems.front().to_string());
+  return out.recipe;
+}
+
+TEST(RecipeCandidates, QuickstartWeakCoversBatchesBucketsAndOverlap) {
+  const auto r = recipe("    per_rank: auto\n", "weak");
+  EXPECT_EQ(gradient_bytes(r), 431080 * 4);
+  auto c = generate_candidates(r, {1, 2});
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  std::set<int64_t> batches;
+  std::set<uint64_t> buckets;
+  std::set<bool> overlaps;
+  for (const auto& k : *c) {
+    EXPECT_EQ(k.training.scaling, Scaling::kWeak);
+    EXPECT_EQ(k.training.global_batch, k.training.per_rank_batch * 2);
+    batches.insert(k.training.per_rank_batch);
+    buckets.insert(k.training.bucket_bytes);
+    overlaps.insert(k.training.overlap);
+    EXPECT_FALSE(k.label.empty());
+  }
+  EXPECT_EQ(batches, (std::set<int64_t>{32, 64, 128, 256}));
+  // 1.6 MiB of gradients: 1 MiB buckets, or one bucket (2 MiB); 4 and 16 MiB would be one too.
+  EXPECT_EQ(buckets, (std::set<uint64_t>{1 * kMiB, 2 * kMiB}));
+  EXPECT_EQ(overlaps, (std::set<bool>{true, false}));
+  EXPECT_EQ(c->size(), 4u * 2u * 2u);
+}
+
+TEST(RecipeCandidates, LimitsAndFixedChoicesAreRespected) {
+  const auto r = recipe("    per_rank: auto\n    max_global: 128\n", "weak", "",
+                        "  bucket: 4MiB\n  overlap: on\n");
+  auto c = generate_candidates(r, {1, 2});
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  ASSERT_EQ(c->size(), 2u);  // per-rank 32 and 64; 128 would make a global batch of 256
+  for (const auto& k : *c) {
+    EXPECT_LE(k.training.global_batch, 128);
+    EXPECT_EQ(k.training.bucket_bytes, 4 * kMiB);
+    EXPECT_TRUE(k.training.overlap);
+  }
+
+  // No batch fits: the error names the limit.
+  auto tight = r;
+  tight.training.max_global_batch = 1;
+  auto bad = generate_candidates(tight, {1, 2});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message().find("max_global_batch"), std::string::npos);
+}
+
+TEST(RecipeCandidates, ABatchTheRecipeNamesIsKept) {
+  // The quickstart names its per-rank batch: only buckets and overlap are searched.
+  auto c = generate_candidates(recipe("    per_rank: 64\n", "weak"), {1, 2});
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  ASSERT_EQ(c->size(), 2u * 2u);
+  for (const auto& k : *c) {
+    EXPECT_EQ(k.training.per_rank_batch, 64) << k.label;
+    EXPECT_EQ(k.training.global_batch, 128) << k.label;
+    EXPECT_DOUBLE_EQ(k.training.lr_scale, 1.0) << k.label;  // 128 is the lr reference
+  }
+  // A global batch under strong scaling: split over the ranks, kept.
+  auto g = generate_candidates(recipe("    global: 96\n", "strong"), {1, 2});
+  ASSERT_TRUE(g.ok()) << g.error().message();
+  for (const auto& k : *g) {
+    EXPECT_EQ(k.training.scaling, Scaling::kStrong) << k.label;
+    EXPECT_EQ(k.training.per_rank_batch, 48) << k.label;
+    EXPECT_EQ(k.training.global_batch, 96) << k.label;
+  }
+}
+
+TEST(RecipeCandidates, AutoScalingAddsStrongAtTheReferenceBatch) {
+  auto r = recipe("    per_rank: auto\n", "auto");
+  r.training.optimizer.lr_reference_batch = 96;  // strong: 96 over 2 ranks = 48 per rank
+  auto c = generate_candidates(r, {1, 2});
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  int strong = 0;
+  for (const auto& k : *c) {
+    if (k.training.scaling != Scaling::kStrong) continue;
+    ++strong;
+    EXPECT_EQ(k.training.global_batch, 96);
+    EXPECT_EQ(k.training.per_rank_batch, 48);
+    EXPECT_DOUBLE_EQ(k.training.lr_scale, 1.0);
+  }
+  EXPECT_EQ(strong, 4);  // 2 buckets x 2 overlap settings
+}
+
+TEST(RecipeCandidates, LinearLrRuleWithWarmupWhereTheBatchGrows) {
+  const auto r = recipe("    per_rank: auto\n", "weak");
+  auto cands = generate_candidates(r, {1, 2});
+  ASSERT_TRUE(cands.ok());
+  for (const auto& k : *cands) {
+    const double scale = static_cast<double>(k.training.global_batch) / 128.0;
+    EXPECT_DOUBLE_EQ(k.training.lr_scale, scale) << k.label;
+    if (scale > 1) {
+      // max(the recipe's 20, 5 % of 300 steps)
+      EXPECT_EQ(k.training.warmup_steps, 20) << k.label;
+    } else {
+      EXPECT_EQ(k.training.warmup_steps, 20) << k.label;
+    }
+  }
+  // A long run: 5 % of its steps is more than the recipe's warmup.
+  auto longer = r;
+  longer.training.steps = 4000;
+  recipes::TrainingPlan t;
+  t.per_rank_batch = 256;
+  t.global_batch = 512;
+  apply_lr_rule(longer, 2, &t);
+  EXPECT_DOUBLE_EQ(t.lr_scale, 4.0);
+  EXPECT_EQ(t.warmup_steps, 200);
+  t.global_batch = 64;
+  apply_lr_rule(longer, 2, &t);
+  EXPECT_DOUBLE_EQ(t.lr_scale, 0.5);
+  EXPECT_EQ(t.warmup_steps, 20);
+}
+
+TrialRecord rec(size_t c, int round, double sps, bool failed = false) {
+  TrialRecord t;
+  t.candidate = c;
+  t.label = "c" + std::to_string(c);
+  t.round = round;
+  t.steps = 4 << (2 * round);
+  t.samples_per_s = sps;
+  t.step_s = sps > 0 ? 128 / sps : 0;
+  t.failed = failed;
+  t.reason = failed ? "out of memory" : "";
+  return t;
+}
+
+TEST(RecipeChoice, AFinalistWinsByAllItsTrialsAndFailuresNeverDo) {
+  // Round 0: c3 looked fastest but failed later; c1 and c2 went on; c2 won round 1.
+  std::vector<TrialRecord> ts = {rec(0, 0, 900),    rec(1, 0, 1000), rec(2, 0, 980),
+                                 rec(3, 0, 1500),   rec(1, 1, 1010), rec(2, 1, 1040),
+                                 rec(3, 1, 0, true)};
+  auto w = choose_winner(ts);
+  ASSERT_TRUE(w.ok());
+  EXPECT_EQ(*w, 2u);
+  // Finalists are ranked by samples over time of all their trials, not the last round alone:
+  // c1's 4 + 16 steps average 1034 samples/s, c2's 960 although c2 won round 1 by 1 %.
+  auto both = choose_winner(
+      {rec(0, 0, 500), rec(1, 0, 1200), rec(2, 0, 800), rec(1, 1, 1000), rec(2, 1, 1010)});
+  ASSERT_TRUE(both.ok());
+  EXPECT_EQ(*both, 1u);
+  // A grid: one round, the fastest wins.
+  auto g = choose_winner({rec(0, 0, 5), rec(1, 0, 7), rec(2, 0, 6)});
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(*g, 1u);
+  auto none = choose_winner({rec(0, 0, 0, true), rec(1, 0, 0, true)});
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.error().message().find("c1: out of memory"), std::string::npos);
+}
+
+// A fake trial program: throughput grows with the batch (saturating), overlap helps, small
+// buckets cost a little; every candidate measured with halving-like rounds.
+double synthetic_sps(const recipes::TrainingPlan& t) {
+  const double b = static_cast<double>(t.global_batch);
+  double sps = 4000.0 * b / (b + 100.0);
+  if (t.overlap) sps *= 1.10;
+  if (t.bucket_bytes < 2 * kMiB) sps *= 0.97;
+  if (t.per_rank_batch > 128) sps = 0;  // "out of memory"
+  return sps;
+}
+
+class TuneRecipe : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/dltune-recipe-tune-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override {
+    const std::string cmd = "rm -rf '" + dir_ + "'";
+    EXPECT_EQ(std::system(cmd.c_str()), 0);
+  }
+  std::string dir_;
+};
+
+TEST_F(TuneRecipe, RunsTheRanksOnceAndBuildsACompletePlan) {
+  RecipeTuneRequest req;
+  req.recipe = recipe("    per_rank: auto\n", "weak");
+  req.recipe_path = "quickstart";
+  req.job = {1, 2};
+  req.base = recipes::default_plan(1, 2, 64, recipes::Algorithm::kRabenseifner);
+  req.budget_s = 10;
+  int calls = 0;
+  std::vector<std::string> seen;
+  auto run = [&](const std::vector<std::string>& args) -> Status {
+    ++calls;
+    seen = args;
+    auto text = paths::read_file(dir_ + "/candidates.json");
+    if (!text) return text.error();
+    const json c = json::parse(*text);
+    auto sched = schedule_from_json(c.at("schedule"));
+    if (!sched) return sched.error();
+    EXPECT_EQ(c.at("recipe").get<std::string>(), "quickstart");
+    std::vector<TrialRecord> ts;
+    for (size_t i = 0; i < c.at("candidates").size(); ++i) {
+      json p = c.at("base");
+      p["training"] = c["candidates"][i]["training"];
+      auto plan = recipes::plan_from_json(p);
+      if (!plan) return plan.error();
+      const double sps = synthetic_sps(plan->training);
+      TrialRecord t = rec(i, 0, sps, sps == 0);
+      t.label = c["candidates"][i]["label"].get<std::string>();
+      ts.push_back(t);
+    }
+    json out = {{"version", 1},
+                {"ranks", 2},
+                {"grid", false},
+                {"budget_exhausted", false},
+                {"rounds", 1},
+                {"tuning_s", 3.},
+                {"trial_s", 2.},
+                {"setup_s", 0.5},
+                {"trials", trials_to_json(ts)}};
+    return paths::write_file_atomic(dir_ + "/trials.json", out.dump());
+  };
+  auto o = tune_recipe(req, run, dir_);
+  ASSERT_TRUE(o.ok()) << o.error().message();
+  EXPECT_EQ(calls, 1);
+  ASSERT_GE(seen.size(), 9u);
+  EXPECT_EQ(seen[0], "trial");
+  EXPECT_EQ(seen[2], "quickstart");
+
+  // The best feasible: per-rank 128 (256 is "out of memory"), one bucket, overlap on.
+  const auto& t = o->plan.training;
+  EXPECT_EQ(t.per_rank_batch, 128);
+  EXPECT_EQ(t.bucket_bytes, 2 * kMiB);
+  EXPECT_TRUE(t.overlap);
+  EXPECT_DOUBLE_EQ(t.lr_scale, 2.0);
+  EXPECT_TRUE(recipes::validate_plan(o->plan).ok());
+  EXPECT_EQ(o->plan.provenance.source, recipes::PlanSource::kTuned);
+  EXPECT_NEAR(o->plan.provenance.measured_sps, synthetic_sps(t), 1e-9);
+  EXPECT_EQ(o->plan.collectives, req.base.collectives);
+  EXPECT_EQ(o->plan.job, req.job);
+  const std::string& why = o->plan.provenance.reason;
+  EXPECT_NE(why.find(o->candidates[o->winner].label), std::string::npos) << why;
+  EXPECT_NE(why.find("x"), std::string::npos) << why;
+  EXPECT_NE(why.find("failed"), std::string::npos) << why;  // the "out of memory" ones
+  int failed = 0;
+  for (const auto& a : o->alternatives) {
+    if (a.failed) {
+      ++failed;
+      EXPECT_EQ(a.reason, "out of memory");
+    } else {
+      EXPECT_GE(a.ratio, 1.0) << a.label;
+    }
+  }
+  EXPECT_EQ(failed, 4);
+
+  // JSON round trip and the table.
+  auto back = recipe_outcome_from_json(recipe_outcome_to_json(*o));
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_EQ(back->plan, o->plan);
+  EXPECT_EQ(back->winner, o->winner);
+  EXPECT_EQ(back->candidates.size(), o->candidates.size());
+  const std::string table = format_recipe_outcome(*o);
+  EXPECT_NE(table.find("chosen"), std::string::npos) << table;
+  EXPECT_NE(table.find("failed: out of memory"), std::string::npos) << table;
+}
+
+TEST_F(TuneRecipe, RankFailureAndBadBudgetAreErrors) {
+  RecipeTuneRequest req;
+  req.recipe = recipe("    per_rank: auto\n", "weak");
+  req.recipe_path = "quickstart";
+  req.job = {1, 2};
+  req.budget_s = 0;
+  auto run = [](const std::vector<std::string>&) -> Status { return peer_failed("rank 1 died"); };
+  EXPECT_FALSE(tune_recipe(req, run, dir_).ok());
+  req.budget_s = 5;
+  auto o = tune_recipe(req, run, dir_);
+  ASSERT_FALSE(o.ok());
+  EXPECT_NE(o.error().message().find("rank 1 died"), std::string::npos);
+}
+
+TEST(RecipeSchedule, HalvingReachesOneSurvivorAndKeepsSmallModelsResident) {
+  RecipeTuneRequest req;
+  req.budget_s = 20;
+  const TrialSchedule s = schedule_for(req, 16, 431080 * 4);
+  EXPECT_EQ(s.min_steps, 4);
+  EXPECT_EQ(s.max_steps, 64);  // 16 -> 4 -> 2: trials of 4, 16, 64 steps
+  EXPECT_TRUE(s.keep_trainers);
+  EXPECT_FALSE(schedule_for(req, 24, 61000000LL * 4).keep_trainers);
+  auto back = schedule_from_json(schedule_to_json(s));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->max_steps, 64);
+}
+
+}  // namespace
+}  // namespace dltune::tuner
