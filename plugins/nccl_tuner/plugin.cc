@@ -3,7 +3,9 @@
 // NCCL's logger and leaves NCCL's own tuning in charge.
 //
 // Where the plan comes from: DLTUNE_PLAN names a plan file (set by `dltune run`/`launch` for
-// their ranks, and by the SPANK plugin for any srun task).
+// their ranks, and by the SPANK plugin for any srun task); when it is not set, the tuning
+// databases (db_source.h) are searched for this node and the communicator's shape. Either
+// way, a plan for another shape, a broken plan or a miss logs one line and NCCL decides.
 #include <cstdio>
 #include <exception>
 #include <new>
@@ -11,6 +13,7 @@
 
 #include "common/env.h"
 #include "common/paths.h"
+#include "plugins/nccl_tuner/db_source.h"
 #include "plugins/nccl_tuner/decision.h"
 #include "plugins/nccl_tuner/nccl_tuner_abi.h"
 
@@ -37,29 +40,50 @@ nccl_abi_result_t init_common(size_t n_ranks, size_t n_nodes, nccl_abi_logger_t 
     if (ctx == nullptr) return kNcclInternalError;
     ctx->log = log;
     *context = ctx;
-    const auto plan_path = env::get_if_set(env::kPlan);
-    if (!plan_path) {
-      log_line(log, kNcclLogInfo, "DLTUNE_PLAN is not set; NCCL's default tuning applies");
-      return kNcclSuccess;
+    // The plan: the file DLTUNE_PLAN names, else the databases' plan for this node and shape.
+    std::string source, text;
+    if (const auto plan_path = env::get_if_set(env::kPlan)) {
+      source = "plan '" + *plan_path + "'";
+      auto file = paths::read_file(*plan_path);
+      if (!file) {
+        log_line(log, kNcclLogWarn,
+                 "ignoring " + source + ": " + file.error().message() +
+                     "; NCCL's default tuning applies");
+        return kNcclSuccess;
+      }
+      text = std::move(*file);
+    } else {
+      auto db = plan_from_db(n_ranks, n_nodes);
+      if (!db) {
+        log_line(log, kNcclLogWarn,
+                 "DLTUNE_PLAN is not set and the database look-up failed: " + db.error().message() +
+                     "; NCCL's default tuning applies");
+        return kNcclSuccess;
+      }
+      if (db->plan_json.empty()) {
+        log_line(
+            log, kNcclLogInfo,
+            "DLTUNE_PLAN is not set and " + db->description + "; NCCL's default tuning applies");
+        return kNcclSuccess;
+      }
+      source = "database plan (" + db->description + ")";
+      text = std::move(db->plan_json);
     }
-    auto text = paths::read_file(*plan_path);
-    auto decision = text ? Decision::from_plan_json(*text, n_ranks, n_nodes)
-                         : Result<Decision>(std::move(text).error());
+    auto decision = Decision::from_plan_json(text, n_ranks, n_nodes);
     if (!decision) {
       log_line(log, kNcclLogWarn,
-               "ignoring plan '" + *plan_path + "': " + decision.error().message() +
+               "ignoring " + source + ": " + decision.error().message() +
                    "; NCCL's default tuning applies");
       return kNcclSuccess;
     }
     ctx->decision = std::move(*decision);
     if (!ctx->decision.note().empty()) {
+      log_line(log, kNcclLogInfo,
+               source + ": " + ctx->decision.note() + "; NCCL's default tuning applies");
+    } else {
       log_line(
           log, kNcclLogInfo,
-          "plan '" + *plan_path + "': " + ctx->decision.note() + "; NCCL's default tuning applies");
-    } else {
-      log_line(log, kNcclLogInfo,
-               "plan '" + *plan_path + "' loaded with " +
-                   std::to_string(ctx->decision.rules().size()) + " rule(s)");
+          source + " loaded with " + std::to_string(ctx->decision.rules().size()) + " rule(s)");
     }
     return kNcclSuccess;
   } catch (const std::exception& e) {

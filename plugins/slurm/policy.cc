@@ -35,24 +35,66 @@ bool token_ok(std::string_view s, size_t max_len) {
   });
 }
 
+constexpr std::array<std::pair<std::string_view, Profile>, 4> kProfiles = {{
+    {"default", Profile::kDefault},
+    {"bind-only", Profile::kBindOnly},
+    {"collectives-only", Profile::kCollectivesOnly},
+    {"tuned", Profile::kTuned},
+}};
+
+// A positive decimal number no larger than `max`, or nullopt.
+std::optional<uint64_t> parse_number(const std::string& s, uint64_t max) {
+  if (s.empty() || s.size() > 19) return std::nullopt;
+  uint64_t v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return std::nullopt;
+    v = v * 10 + static_cast<uint64_t>(c - '0');
+  }
+  if (v == 0 || v > max) return std::nullopt;
+  return v;
+}
+
 }  // namespace
+
+const char* profile_name(Profile p) {
+  for (const auto& [name, profile] : kProfiles) {
+    if (profile == p) return name.data();
+  }
+  return "default";
+}
+
+ProfileEffects effects(Profile p) {
+  switch (p) {
+    case Profile::kBindOnly:
+      return {true, false, false};
+    case Profile::kCollectivesOnly:
+      return {false, true, false};
+    case Profile::kTuned:
+      return {true, true, true};
+    case Profile::kDefault:
+      break;
+  }
+  return {true, true, false};
+}
 
 Result<UserRequest> parse_user_option(const char* optarg) {
   UserRequest r;
   if (optarg == nullptr || *optarg == '\0') {
     r.enabled = true;
-    r.profile = "default";
     return r;
   }
   const std::string_view v(optarg, strnlen(optarg, 65));
-  if (!token_ok(v, 64) || v.find("..") != std::string_view::npos) {
-    return invalid_input(
-        "--dltune takes a profile name of 1-64 letters, digits, '.', '_' or '-', or 'off'");
-  }
   if (v == "off") return r;
-  r.enabled = true;
-  r.profile = std::string(v);
-  return r;
+  if (token_ok(v, 64)) {
+    for (const auto& [name, profile] : kProfiles) {
+      if (v == name) {
+        r.enabled = true;
+        r.profile = profile;
+        return r;
+      }
+    }
+  }
+  return invalid_input("--dltune takes one of default, bind-only, collectives-only, tuned or off");
 }
 
 Result<SiteConfig> parse_plugstack_args(int argc, char** argv) {
@@ -66,9 +108,17 @@ Result<SiteConfig> parse_plugstack_args(int argc, char** argv) {
       c.site_db = value;
     } else if (key == "default" && (value == "on" || value == "off")) {
       c.default_on = value == "on";
+    } else if (key == "dltune" && !value.empty() && value[0] == '/' &&
+               value.find("/../") == std::string::npos) {
+      c.dltune_bin = value;
+    } else if (auto t = parse_number(value, 3600); key == "tune_timeout" && t) {
+      c.tune_timeout_s = static_cast<int>(*t);
+    } else if (auto b = parse_number(value, uint64_t{1} << 40); key == "tune_max_bytes" && b) {
+      c.tune_max_bytes = *b;
     } else {
       return invalid_input("plugstack argument '" + a +
-                           "' is not one of site_db=/absolute/path, default=on|off");
+                           "' is not one of site_db=/absolute/path, default=on|off, "
+                           "dltune=/absolute/path, tune_timeout=SECONDS, tune_max_bytes=N");
     }
   }
   return c;
@@ -79,30 +129,43 @@ bool applies(const std::optional<UserRequest>& user, const SiteConfig& site) {
   return site.default_on;
 }
 
+JobRequest resolve(const std::optional<UserRequest>& user, bool tune_flag, const SiteConfig& site) {
+  JobRequest r;
+  if (user && !user->enabled) return r;  // --dltune=off
+  r.enabled = user.has_value() || tune_flag || site.default_on;
+  if (!r.enabled) return r;
+  if (user) r.profile = user->profile;
+  r.tune = tune_flag || effects(r.profile).tune;
+  return r;
+}
+
 bool is_allowed_variable(const std::string& name) {
   return std::find(kAllowed.begin(), kAllowed.end(), name) != kAllowed.end();
 }
 
 Result<TaskSettings> settings_for_task(const topology::Topology& topo, const TaskContext& ctx,
                                        const std::string& plan_path,
-                                       const std::string& ompi_rules_path) {
+                                       const std::string& ompi_rules_path, Profile profile) {
   if (ctx.local_tasks < 1 || ctx.local_task_id < 0 || ctx.local_task_id >= ctx.local_tasks) {
     return invalid_input("local task " + std::to_string(ctx.local_task_id) + " of " +
                          std::to_string(ctx.local_tasks) + " is out of range");
   }
-  const topology::Placement placement =
-      topology::place(topo, ctx.local_tasks, topology::BindPolicy::kAuto);
-  const topology::RankPlacement& rank = placement.ranks[static_cast<size_t>(ctx.local_task_id)];
+  const ProfileEffects fx = effects(profile);
   TaskSettings s;
-  s.cpus = rank.cpus;
-  s.env = topology::rank_env(topo, rank);
+  if (fx.placement) {
+    const topology::Placement placement =
+        topology::place(topo, ctx.local_tasks, topology::BindPolicy::kAuto);
+    const topology::RankPlacement& rank = placement.ranks[static_cast<size_t>(ctx.local_task_id)];
+    s.cpus = rank.cpus;
+    s.env = topology::rank_env(topo, rank);
+    if (!rank.cpuset.empty()) s.env.push_back({"DLTUNE_CPUS", rank.cpuset});
+  }
   s.env.push_back({"DLTUNE_LOCAL_RANK", std::to_string(ctx.local_task_id)});
   s.env.push_back({"DLTUNE_LOCAL_SIZE", std::to_string(ctx.local_tasks)});
-  if (!rank.cpuset.empty()) s.env.push_back({"DLTUNE_CPUS", rank.cpuset});
-  if (!plan_path.empty()) {
+  if (fx.collectives && !plan_path.empty()) {
     s.env.push_back({"DLTUNE_PLAN", plan_path});
   }
-  if (!ompi_rules_path.empty()) {
+  if (fx.collectives && !ompi_rules_path.empty()) {
     s.env.push_back({"OMPI_MCA_coll_tuned_use_dynamic_rules", "1"});
     s.env.push_back({"OMPI_MCA_coll_tuned_dynamic_rules_filename", ompi_rules_path});
   }

@@ -1,5 +1,8 @@
 // The Slurm SPANK plugin: `srun --dltune[=PROFILE]` applies dltune's plan for this node and
-// step shape to every task (binding, GPU, NIC, collective settings, DLTUNE_PLAN).
+// step shape to every task (binding, GPU, NIC, collective settings, DLTUNE_PLAN); profiles are
+// described in policy.h. `srun --dltune-tune` (or `--dltune=tuned`) first runs `dltune tune
+// --collectives` as the job's user when the databases have no plan for this node and step
+// shape (tune.h says where and how), then applies the plan it stored.
 //
 // A dispatcher only (the pyxis shape): decisions live in policy.cc and step_plan.cc. It runs
 // inside srun and slurmstepd, so every callback catches everything, logs at most one line,
@@ -11,11 +14,14 @@
 #include <optional>
 #include <string>
 
+#include <fcntl.h>
 #include <sched.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "plugins/slurm/policy.h"
 #include "plugins/slurm/step_plan.h"
+#include "plugins/slurm/tune.h"
 
 // spank.h has no extern "C" guard of its own.
 // clang-format off
@@ -41,10 +47,13 @@ namespace {
 using namespace dltune::plugins::slurm;  // NOLINT: this file is the plugin's dispatcher
 
 std::optional<UserRequest> g_user;  // what --dltune said, if given
+bool g_tune_flag = false;           // --dltune-tune given
+Profile g_profile = Profile::kDefault;
 SiteConfig g_site;
 StepFiles g_files;  // set in user_init, read in the forked tasks
 dltune::topology::Topology g_topo;
 bool g_active = false;
+uid_t g_step_uid = 0;  // owner of the step directory (the job's user)
 
 int option_cb(int /*val*/, const char* optarg, int /*remote*/) {
   try {
@@ -61,11 +70,21 @@ int option_cb(int /*val*/, const char* optarg, int /*remote*/) {
   return 0;  // never reject the command line because of dltune
 }
 
+int tune_option_cb(int /*val*/, const char* /*optarg*/, int /*remote*/) {
+  g_tune_flag = true;
+  return 0;
+}
+
 struct spank_option g_options[] = {
     {const_cast<char*>("dltune"), const_cast<char*>("[PROFILE|off]"),
-     const_cast<char*>("Apply dltune's tuned plan (binding, GPU/NIC selection, collective "
-                       "settings) to every task; 'off' disables it for this job"),
+     const_cast<char*>("Apply dltune's tuned plan to every task. PROFILE: default (binding, "
+                       "GPU/NIC selection, collective settings), bind-only, collectives-only, "
+                       "tuned (default, tuning first when there is no plan); 'off' disables it"),
      2, 0, option_cb},
+    {const_cast<char*>("dltune-tune"), nullptr,
+     const_cast<char*>("When the dltune databases have no plan for this node and step shape, "
+                       "run 'dltune tune --collectives' first (implies --dltune)"),
+     0, 0, tune_option_cb},
     SPANK_OPTIONS_TABLE_END};
 
 std::string job_env(spank_t sp, const char* name) {
@@ -74,8 +93,50 @@ std::string job_env(spank_t sp, const char* name) {
   return buf;
 }
 
+// Tunes for this step as the job's user; logs one line either way. True when it succeeded.
+bool tune_for_step(spank_t sp, const StepInputs& in, const std::string& topo_xml) {
+  uid_t uid = 0;
+  gid_t gid = 0;
+  if (spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS ||
+      spank_get_item(sp, S_JOB_GID, &gid) != ESPANK_SUCCESS) {
+    slurm_error("dltune: cannot read the job's user; not tuning");
+    return false;
+  }
+  const std::string wanted = g_site.dltune_bin.empty() ? default_dltune_bin() : g_site.dltune_bin;
+  auto bin = trusted_binary(wanted);
+  if (!bin) {
+    slurm_error("dltune: not tuning: %s", bin.error().message().c_str());
+    return false;
+  }
+  TuneRequest req;
+  req.dltune_bin = *bin;
+  req.local_tasks = in.local_tasks;
+  req.max_bytes = g_site.tune_max_bytes;
+  req.user_db = in.user_db;
+  req.site_dbs = in.site_dbs;
+  req.topo_xml = topo_xml;
+  req.home = job_env(sp, "HOME");
+  req.tmpdir = job_env(sp, "TMPDIR");
+  auto rc = run_as_user(tune_command(req), uid, gid, g_site.tune_timeout_s);
+  if (!rc) {
+    slurm_error("dltune: tuning failed: %s", rc.error().message().c_str());
+    return false;
+  }
+  if (*rc != 0) {
+    slurm_error("dltune: '%s tune --collectives -n %d' as uid %u exited with status %d",
+                req.dltune_bin.c_str(), req.local_tasks, static_cast<unsigned>(uid), *rc);
+    return false;
+  }
+  slurm_info("dltune: tuned collectives for %d local task(s) as uid %u into %s", req.local_tasks,
+             static_cast<unsigned>(uid),
+             req.user_db.empty() ? "the default database" : req.user_db.c_str());
+  return true;
+}
+
 int user_init(spank_t sp) {
-  if (!applies(g_user, g_site)) return 0;
+  const JobRequest req = resolve(g_user, g_tune_flag, g_site);
+  if (!req.enabled) return 0;
+  g_profile = req.profile;
   uint32_t nodes = 1, local_tasks = 1, job = 0, step = 0;
   if (spank_get_item(sp, S_JOB_NNODES, &nodes) != ESPANK_SUCCESS ||
       spank_get_item(sp, S_JOB_LOCAL_TASK_COUNT, &local_tasks) != ESPANK_SUCCESS ||
@@ -90,6 +151,12 @@ int user_init(spank_t sp) {
   auto topo = xml.empty() ? dltune::topology::discover() : dltune::topology::load_xml(xml);
   if (!topo) {
     slurm_error("dltune: %s; the job runs untouched", topo.error().message().c_str());
+    return 0;
+  }
+  if (!effects(g_profile).collectives) {  // bind-only: no database involved
+    g_topo = std::move(*topo);
+    g_active = true;
+    slurm_verbose("dltune: profile %s", profile_name(g_profile));
     return 0;
   }
   StepInputs in;
@@ -109,20 +176,28 @@ int user_init(spank_t sp) {
   if (!more_sites.empty()) in.site_dbs += (in.site_dbs.empty() ? "" : ":") + more_sites;
   const std::string tmp = job_env(sp, "TMPDIR");
   in.step_dir = (tmp.empty() || tmp[0] != '/' ? std::string("/tmp") : tmp) + "/dltune-" +
-                std::to_string(::getuid()) + "-" + std::to_string(job) + "." + std::to_string(step);
+                std::to_string(::geteuid()) + "-" + std::to_string(job) + "." +
+                std::to_string(step);
+  g_step_uid = ::geteuid();
   auto files = prepare_step(*topo, in);
+  bool tune_failed = false;
+  if (files && !files->matches_step && req.tune) {
+    tune_failed = !tune_for_step(sp, in, xml);
+    files = prepare_step(*topo, in);
+  }
   if (!files) {
     slurm_error("dltune: %s; the job runs untouched", files.error().message().c_str());
     return 0;
   }
   g_files = *files;
   if (g_files.plan_path.empty()) {
-    slurm_info("dltune: %s", g_files.description.c_str());
+    if (!tune_failed) slurm_info("dltune: %s", g_files.description.c_str());  // else logged
     return 0;
   }
   g_topo = std::move(*topo);
   g_active = true;
-  slurm_verbose("dltune: plan from %s", g_files.description.c_str());
+  slurm_verbose("dltune: profile %s, plan from %s", profile_name(g_profile),
+                g_files.description.c_str());
   return 0;
 }
 
@@ -137,7 +212,7 @@ int task_init(spank_t sp) {
   }
   auto s = settings_for_task(
       g_topo, TaskContext{static_cast<int>(nodes), static_cast<int>(local_tasks), task},
-      g_files.plan_path, g_files.ompi_rules_path);
+      g_files.plan_path, g_files.ompi_rules_path, g_profile);
   if (!s) {
     slurm_error("dltune: %s; task %d runs untouched", s.error().message().c_str(), task);
     return 0;
@@ -153,13 +228,20 @@ int task_init(spank_t sp) {
 }
 
 void remove_step_dir() {
-  // Only files this plugin names; unlink does not follow symbolic links.
-  if (!g_files.plan_path.empty()) ::unlink(g_files.plan_path.c_str());
-  if (!g_files.ompi_rules_path.empty()) ::unlink(g_files.ompi_rules_path.c_str());
-  if (!g_files.plan_path.empty()) {
-    const std::string dir = g_files.plan_path.substr(0, g_files.plan_path.rfind('/'));
-    ::rmdir(dir.c_str());
+  // slurm_spank_exit runs as root, in a directory the user owns inside a shared /tmp: open it
+  // without following a symbolic link, check it is still the user's, and remove only the
+  // files this plugin names, relative to that descriptor.
+  if (g_files.plan_path.empty()) return;
+  const std::string dir = g_files.plan_path.substr(0, g_files.plan_path.rfind('/'));
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return;
+  struct stat st {};
+  if (::fstat(fd, &st) == 0 && st.st_uid == g_step_uid) {
+    ::unlinkat(fd, "plan.json", 0);
+    if (!g_files.ompi_rules_path.empty()) ::unlinkat(fd, "ompi_rules.conf", 0);
   }
+  ::close(fd);
+  ::rmdir(dir.c_str());  // only succeeds when empty
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <cerrno>
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/paths.h"
 #include "common/strings.h"
@@ -23,6 +24,9 @@ Result<StepFiles> prepare_step(const topology::Topology& topo, const StepInputs&
   auto hit = tuner::db::lookup_plan(layers, key);
   if (!hit) return std::move(hit).error().wrap("looking up the plan");
   StepFiles out;
+  out.matches_step = hit->kind != tuner::db::HitKind::kMiss &&
+                     hit->plan.key.fingerprint == key.fingerprint &&
+                     hit->plan.key.shape == key.shape;
   if (hit->kind == tuner::db::HitKind::kMiss) {
     out.description = "no plan for this node (fingerprint " + key.fingerprint.substr(0, 12) +
                       ") and step shape " + std::to_string(in.nodes) + "x" +
@@ -31,6 +35,12 @@ Result<StepFiles> prepare_step(const topology::Topology& topo, const StepInputs&
   }
   if (::mkdir(in.step_dir.c_str(), 0700) != 0 && errno != EEXIST) {
     return errno_error("cannot create '" + in.step_dir + "'");
+  }
+  // A directory someone else prepared (or a symbolic link) in a shared /tmp is not ours.
+  struct stat st {};
+  if (::lstat(in.step_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid() ||
+      (st.st_mode & 077) != 0) {
+    return invalid_input("'" + in.step_dir + "' is not a private directory of the job's user");
   }
   out.plan_path = in.step_dir + "/plan.json";
   DLTUNE_TRY_CTX(paths::write_file_atomic(out.plan_path, hit->plan.plan_json), "writing the plan");

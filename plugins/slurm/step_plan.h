@@ -22,6 +22,10 @@ struct StepFiles {
   std::string plan_path;        // "" when there is no plan
   std::string ompi_rules_path;  // "" when the plan implies no Open MPI rules
   std::string description;      // one line for the log: where the plan came from
+  // True when the plan found was stored for this node's fingerprint and this step's shape
+  // (an exact hit, or a near hit differing only in software versions). False on a miss or a
+  // near hit from another node or shape: `--dltune-tune` then tunes.
+  bool matches_step = false;
 };
 
 // Looks the plan up (exact or near hit) and writes the files. A miss is not an error: it

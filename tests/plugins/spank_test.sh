@@ -2,7 +2,9 @@
 # The SPANK plugin with real Slurm daemons (tests/slurm/cluster.sh): the option shows in
 # `srun --help`; a job gets the plan's environment and binding; --dltune=off gets nothing; a
 # broken database or a missing plan leaves the job running normally with one log line;
-# hostile option values change nothing.
+# hostile option values change nothing; the profiles (bind-only, collectives-only, tuned) apply
+# what they say; --dltune-tune tunes as the job's user (root and nobody) when the database has no
+# plan, then applies it, and never runs a program it does not trust.
 #
 # Usage: spank_test.sh DLTUNE_BIN SPANK_SO SOURCE_DIR      (exit 77 = skipped)
 set -uo pipefail
@@ -19,13 +21,17 @@ rc=$?
 if [ $rc -eq 77 ]; then echo "skipped: Slurm or munge is not installed"; rm -rf "$dir"; exit 77; fi
 [ $rc -eq 0 ] || { echo "FAILED: the test cluster did not start"; rm -rf "$dir"; exit 1; }
 trap '"$src/tests/slurm/cluster.sh" stop "$dir/cluster"; rm -rf "$dir" /tmp/dltune-pwned' EXIT
-echo "required $spank_so" >> "$dir/cluster/plugstack.conf"
+plugstack() { echo "required $spank_so $*" > "$dir/cluster/plugstack.conf"; }
+# The tuning run --dltune-tune starts: this build's dltune (root-owned), tiny sizes.
+plugstack "dltune=$dltune" tune_max_bytes=64 tune_timeout=120
 # shellcheck disable=SC1091
 source "$dir/cluster/env.sh"
 export XDG_DATA_HOME=$dir/xdg   # never the real user database
 
-srun --help 2>&1 | grep -q -- '--dltune'
-check "srun --help lists --dltune" $?
+help=$(srun --help 2>&1)
+echo "$help" | grep -q -- '--dltune=\[PROFILE|off\]' && echo "$help" | grep -q -- '--dltune-tune' &&
+  echo "$help" | tr -s ' \n' ' ' | grep -q 'PROFILE: default .*bind-only, collectives-only, tuned'
+check "srun --help lists --dltune and --dltune-tune" $?
 
 # A collective plan for this machine and a 1 x 2 step, tuned for real (tiny sizes).
 db=$dir/user.db
@@ -78,6 +84,70 @@ out=$(DLTUNE_TOPO_XML=$lassen DLTUNE_DB=$db srun --dltune -N1 -n2 sh -c "$probe"
 echo "$out" | sed 's/^/  /'
 echo "$out" | grep -q 'task=0 plan=/.* gpu=0 hca==mlx5_0' && echo "$out" | grep -q 'task=1 plan=/.* gpu=1 hca==mlx5_1'
 check "Lassen tasks got CUDA_VISIBLE_DEVICES and NCCL_IB_HCA from the placement" $?
+
+# ---- Profiles (policy.h): what each applies.
+unbound=$(srun -N1 -n1 sh -c 'grep Cpus_allowed_list /proc/self/status | cut -f2')
+out=$(DLTUNE_DB=$dir/missing.db srun --dltune=bind-only -N1 -n2 sh -c "$probe" 2>&1)
+echo "$out" | sed 's/^/  /'
+echo "$out" | grep -q 'task=0 plan=none rules=none cpus=0 ' && echo "$out" | grep -q 'task=1 plan=none rules=none cpus=1 '
+check "bind-only: binding without a plan or collective settings" $? "$out"
+out=$(DLTUNE_TOPO_XML=$lassen DLTUNE_DB=$db srun --dltune=collectives-only -N1 -n2 sh -c "$probe" 2>&1)
+echo "$out" | sed 's/^/  /'
+[ "$(echo "$out" | grep -c "plan=/.*/plan.json rules=/.*/ompi_rules.conf cpus=$unbound gpu=none hca=none")" -eq 2 ]
+check "collectives-only: plan and rules, no binding, GPU or NIC" $? "$out"
+out=$(DLTUNE_DB=$db srun --dltune=fast -N1 -n1 sh -c "$probe; echo job-ran" 2>&1)
+echo "$out" | grep -q job-ran && echo "$out" | grep -q 'plan=none'
+check "unknown profile: the job runs untouched" $? "$out"
+
+# ---- --dltune-tune: no plan in an empty database -> dltune tune as the job's user, then applied.
+tuned_lines() { grep -rh "dltune: tuned collectives" "$dir/cluster/log" | wc -l; }
+before=$(tuned_lines)
+echo "srun --dltune-tune -N1 -n2 (DLTUNE_DB=$dir/fresh.db, empty)"
+out=$(DLTUNE_DB=$dir/fresh.db srun --dltune-tune -N1 -n2 sh -c "$probe" 2>&1)
+echo "$out" | sed 's/^/  /'
+echo "$out" | grep -q "task=0 plan=/.*/plan.json rules=/.*/ompi_rules.conf cpus=0 " &&
+  echo "$out" | grep -q "task=1 plan=/.*/plan.json rules=/.*/ompi_rules.conf cpus=1 " &&
+  echo "$out" | grep -q "task=1 planfile=ok"
+check "--dltune-tune: tuned, then the tasks got the new plan" $? "$out"
+[ -s "$dir/fresh.db" ] && [ $(( $(tuned_lines) - before )) -eq 1 ]
+check "--dltune-tune stored the plan in the job's database and logged one line" $?
+grep -rh "dltune: tuned collectives" "$dir/cluster/log" | tail -1 | sed 's/^/  log: /'
+out=$(DLTUNE_DB=$dir/fresh.db srun --dltune-tune -N1 -n2 sh -c "$probe" 2>&1)
+echo "$out" | grep -q "task=1 plan=/.*/plan.json" && [ $(( $(tuned_lines) - before )) -eq 1 ]
+check "--dltune-tune with a plan present: no second tuning run" $? "$out"
+out=$(DLTUNE_DB=$dir/fresh2.db srun --dltune=tuned -N1 -n2 sh -c "$probe" 2>&1)
+echo "$out" | grep -q "task=0 plan=/.*/plan.json" && [ -s "$dir/fresh2.db" ]
+check "--dltune=tuned tunes like --dltune-tune" $? "$out"
+out=$(DLTUNE_DB=$dir/fresh3.db srun --dltune=off --dltune-tune -N1 -n1 sh -c "$probe" 2>&1)
+echo "$out" | grep -q 'plan=none' && [ ! -e "$dir/fresh3.db" ]
+check "--dltune=off wins over --dltune-tune" $? "$out"
+
+# As an unprivileged user: the tuning run and the database it writes belong to that user.
+chmod 0755 "$dir"  # mktemp made it 0700; nobody must reach its own directory
+nobody_dir=$dir/nobody && mkdir -p "$nobody_dir" && chown 65534:65534 "$nobody_dir"
+out=$(setpriv --reuid=65534 --regid=65534 --clear-groups env HOME="$nobody_dir" \
+  DLTUNE_DB="$nobody_dir/user.db" SLURM_CONF="$SLURM_CONF" \
+  srun --chdir=/tmp --dltune-tune -N1 -n2 sh -c "id -u; $probe" 2>&1)
+echo "$out" | sed 's/^/  /'
+echo "$out" | grep -q "task=1 plan=/.*/plan.json" && [ "$(stat -c %u "$nobody_dir/user.db")" = 65534 ] &&
+  grep -rq "dltune: tuned collectives for 2 local task(s) as uid 65534" "$dir/cluster/log"
+check "--dltune-tune as nobody: tuned as uid 65534 into nobody's database" $? "$out"
+
+# A program the plugin does not trust (world-writable, not root's) is never run.
+mkdir -p "$dir/evil" && chmod 0777 "$dir/evil"
+printf '#!/bin/sh\ntouch /tmp/dltune-pwned\n' > "$dir/evil/dltune" && chmod 0777 "$dir/evil/dltune"
+plugstack "dltune=$dir/evil/dltune"
+out=$(DLTUNE_DB=$dir/fresh4.db srun --dltune-tune -N1 -n1 sh -c "$probe; echo job-ran" 2>&1)
+echo "$out" | grep -q job-ran && echo "$out" | grep -q 'plan=none' && [ ! -e /tmp/dltune-pwned ] &&
+  grep -rq "dltune: not tuning: .*writable by group or others" "$dir/cluster/log"
+check "untrusted dltune program: not run, the job runs untouched, one log line" $? "$out"
+# A tuning run that fails (here: killed by the timeout) leaves the job running untouched.
+printf '#!/bin/sh\nsleep 30\n' > "$dir/slow-dltune" && chmod 0755 "$dir/slow-dltune"
+plugstack "dltune=$dir/slow-dltune" tune_timeout=1
+out=$(DLTUNE_DB=$dir/fresh5.db srun --dltune-tune -N1 -n1 sh -c "$probe; echo job-ran" 2>&1)
+echo "$out" | grep -q job-ran && echo "$out" | grep -q 'plan=none' &&
+  grep -rq "dltune: tuning failed: .*killed" "$dir/cluster/log"
+check "a tuning run past the timeout is killed; the job runs untouched" $? "$out"
 
 [ $fail -eq 0 ] && echo "all SPANK checks passed"
 exit $fail

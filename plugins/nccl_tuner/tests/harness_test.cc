@@ -2,6 +2,7 @@
 // newest first) and drives init / getCollInfo / finalize with cost tables.
 #include <cstdarg>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -12,6 +13,9 @@
 
 #include "plugins/nccl_tuner/nccl_tuner_abi.h"
 #include "plugins/nccl_tuner/tests/cost_table.h"
+#include "topology/topology.h"
+#include "tuner/db/store.h"
+#include "tuner/key.h"
 
 namespace {
 
@@ -36,10 +40,18 @@ class Harness : public ::testing::Test {
     ASSERT_NE(handle_, nullptr) << dlerror();
     g_log.clear();
     plan_ = ::testing::TempDir() + "dltune_nccl_plan.json";
+    // Never the real user database: DLTUNE_PLAN-less cases look up this (absent) one.
+    db_ = ::testing::TempDir() + "dltune_nccl_harness.db";
+    std::remove(db_.c_str());
+    setenv("DLTUNE_DB", db_.c_str(), 1);
+    unsetenv("DLTUNE_SITE_DB");
   }
   void TearDown() override {
     if (handle_) dlclose(handle_);
     unsetenv("DLTUNE_PLAN");
+    unsetenv("DLTUNE_DB");
+    unsetenv("DLTUNE_TOPO_XML");
+    std::remove(db_.c_str());
   }
   void write_plan(const std::string& text) {
     std::ofstream(plan_) << text;
@@ -56,6 +68,7 @@ class Harness : public ::testing::Test {
   }
   void* handle_ = nullptr;
   std::string plan_;
+  std::string db_;
 };
 
 const char* kPlan = R"({"version": 1, "job": {"nodes": 1, "ranks_per_node": 4},
@@ -157,6 +170,103 @@ TEST_F(Harness, FallsBackToNcclDefaults) {
   v5->finalize(ctx);
   EXPECT_EQ(v5->getCollInfo(nullptr, kNcclFuncAllReduce, 1, 1, nullptr, 0, 0, 0, nullptr),
             kNcclSuccess);
+}
+
+// Without DLTUNE_PLAN the plugin looks the plan up in the databases, under the key `dltune
+// tune` stores it with: this node's topology (Lassen's here, through DLTUNE_TOPO_XML) and the
+// communicator's shape (nNodes x nRanks/nNodes).
+class DbHarness : public Harness {
+ protected:
+  void SetUp() override {
+    Harness::SetUp();
+    const char* src = std::getenv("DLTUNE_SOURCE_DIR");
+    const std::string xml =
+        std::string(src ? src : ".") + "/topology/tests/data/mpibind_coral-lassen.xml";
+    setenv("DLTUNE_TOPO_XML", xml.c_str(), 1);
+    unsetenv("DLTUNE_PLAN");
+  }
+  // Stores kPlan for Lassen and `shape`; with_nccl=false is how `dltune tune` keys CPU runs.
+  void store(dltune::tuner::db::JobShape shape, bool with_nccl) {
+    namespace tdb = dltune::tuner::db;
+    auto topo = dltune::topology::discover_default();
+    ASSERT_TRUE(topo.ok()) << topo.error().message();
+    auto db = tdb::TuningDb::open(db_, tdb::OpenMode::kReadWrite);
+    ASSERT_TRUE(db.ok()) << db.error().message();
+    const tdb::PlanRecord rec{dltune::tuner::make_key(*topo, shape, "", with_nccl), kPlan,
+                              tdb::local_provenance()};
+    auto s = db->put_plan(rec);
+    ASSERT_TRUE(s.ok()) << s.error().message();
+  }
+  // init (v5) for n_ranks on n_nodes, one 64 MiB allreduce; returns what NCCL would pick
+  // (the plan says ring/simple there; the untouched table says tree/LL).
+  std::pair<int, int> run(size_t n_ranks, size_t n_nodes) {
+    const auto* v5 = sym<nccl_tuner_v5_t>("ncclTunerPlugin_v5");
+    void* ctx = nullptr;
+    EXPECT_EQ(v5->init(&ctx, 7, n_ranks, n_nodes, logger, nullptr, nullptr), kNcclSuccess);
+    Table t;
+    int ch = 0;
+    EXPECT_EQ(v5->getCollInfo(ctx, kNcclFuncAllReduce, 64 << 20, 1, t.rows, kNcclNumAlgorithms,
+                              kNcclNumProtocols, 0, &ch),
+              kNcclSuccess);
+    EXPECT_EQ(v5->finalize(ctx), kNcclSuccess);
+    for (const auto& l : g_log) std::printf("  nccl log: %s\n", l.c_str());
+    return t.pick();
+  }
+};
+
+const std::pair<int, int> kPlanned{kNcclAlgoRing, kNcclProtoSimple};
+
+TEST_F(DbHarness, ExactHitInTheUserDatabaseIsApplied) {
+  store({1, 4}, /*with_nccl=*/true);
+  const auto untouched = Table().pick();
+  EXPECT_EQ(run(4, 1), kPlanned);
+  EXPECT_NE(untouched, kPlanned);
+  EXPECT_TRUE(logged("database plan (exact hit for fingerprint"));
+  EXPECT_TRUE(logged("loaded with 2 rule(s)"));
+  EXPECT_TRUE(logged("applied the plan to 1 collective call(s)"));
+}
+
+TEST_F(DbHarness, PlanStoredByDltuneTuneIsANearHitAndApplied) {
+  store({1, 4}, /*with_nccl=*/false);  // NCCL version not in the key: a near hit
+  EXPECT_EQ(run(4, 1), kPlanned);
+  EXPECT_TRUE(logged("database plan (near hit"));
+}
+
+TEST_F(DbHarness, SiteDatabaseLayerIsSearched) {
+  store({1, 4}, true);
+  const std::string site = db_ + ".site";
+  ASSERT_EQ(std::rename(db_.c_str(), site.c_str()), 0);
+  setenv("DLTUNE_SITE_DB", site.c_str(), 1);
+  EXPECT_EQ(run(4, 1), kPlanned);
+  EXPECT_TRUE(logged("in " + site));
+  unsetenv("DLTUNE_SITE_DB");
+  std::remove(site.c_str());
+}
+
+// Each miss or failure leaves NCCL's choice and logs one line.
+TEST_F(DbHarness, MissesFallBackToNccl) {
+  const auto nccl = Table().pick();
+  EXPECT_EQ(run(4, 1), nccl);  // no database file at all
+  EXPECT_TRUE(logged("have no plan for fingerprint"));
+  EXPECT_EQ(g_log.size(), 2u);  // the miss, and finalize's count
+
+  store({1, 4}, true);
+  g_log.clear();
+  EXPECT_EQ(run(16, 2), nccl);  // only a plan for another shape (a near hit): not applied
+  EXPECT_TRUE(logged("tuned for 1 node(s) x 4 rank(s)"));
+  g_log.clear();
+  EXPECT_EQ(run(5, 2), nccl);
+  EXPECT_TRUE(logged("not a nodes x ranks-per-node shape"));
+
+  std::ofstream(db_, std::ios::trunc) << "this is not a database";
+  g_log.clear();
+  EXPECT_EQ(run(4, 1), nccl);
+  EXPECT_TRUE(logged("database look-up failed"));
+
+  setenv("DLTUNE_TOPO_XML", "/nonexistent/topo.xml", 1);
+  g_log.clear();
+  EXPECT_EQ(run(4, 1), nccl);
+  EXPECT_TRUE(logged("database look-up failed"));
 }
 
 }  // namespace
