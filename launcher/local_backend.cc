@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <climits>
+#include <cstdlib>
 #include <memory>
 #include <optional>
 
@@ -79,6 +80,10 @@ Result<LaunchOutcome> run_local(const LaunchSpec& spec) {
   if (!path) return std::move(path).error();
   const std::string host = this_hostname();
 
+  // What launchers killed with SIGKILL left behind (their ranks are gone: PDEATHSIG).
+  const char* tmpdir = std::getenv("TMPDIR");  // NOLINT: the system's, not a DLTUNE_* setting
+  sweep_stale_temp_dirs(tmpdir != nullptr && *tmpdir != '\0' ? tmpdir : "/tmp", "dltune-run-");
+  sweep_stale_temp_dirs("/dev/shm", "dltune-");
   auto tmp = TempDir::create_in_tmp("dltune-run-");
   if (!tmp) return std::move(tmp).error();
   std::optional<TempDir> shm;

@@ -6,12 +6,54 @@
 #include <utility>
 #include <vector>
 
+#include <dirent.h>
 #include <ftw.h>
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/paths.h"
+#include "common/strings.h"
 
 namespace dltune::launcher {
+namespace {
+
+constexpr const char* kOwnerFile = "/.dltune-owner";
+
+// "PID STARTTIME" of a process: its start time (clock ticks since boot, /proc/PID/stat field
+// 22) tells a live owner from a later process that reused the pid. "" when it does not exist.
+std::string process_identity(long pid) {
+  auto stat = paths::read_file("/proc/" + std::to_string(pid) + "/stat");
+  if (!stat) return "";
+  const auto close = stat->rfind(')');  // the command name may hold spaces and parentheses
+  if (close == std::string::npos) return "";
+  const auto fields = strings::split(stat->substr(close + 2), ' ');
+  if (fields.size() < 20) return "";
+  return std::to_string(pid) + " " + fields[19];
+}
+
+}  // namespace
+
+void sweep_stale_temp_dirs(const std::string& parent, const std::string& prefix) {
+  DIR* d = ::opendir(parent.c_str());
+  if (d == nullptr) return;
+  std::vector<std::string> stale;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.rfind(prefix, 0) != 0) continue;
+    const std::string dir = parent + "/" + name;
+    auto owner = paths::read_file(dir + kOwnerFile);
+    if (!owner) continue;  // not ours, or still being created
+    const auto pid = strings::parse_int(strings::split(strings::trim(*owner), ' ').front());
+    if (!pid || *pid <= 0) continue;
+    if (process_identity(*pid) != strings::trim(*owner)) stale.push_back(dir);
+  }
+  ::closedir(d);
+  for (const auto& dir : stale) {
+    if (remove_tree(dir).ok()) {
+      DLTUNE_LOG(kInfo, "launch") << "removed stale " << dir;
+    }
+  }
+}
 
 Result<TempDir> TempDir::create(const std::string& parent, const std::string& prefix) {
   std::string templ = parent + "/" + prefix + "XXXXXX";
@@ -20,7 +62,10 @@ Result<TempDir> TempDir::create(const std::string& parent, const std::string& pr
   if (mkdtemp(buf.data()) == nullptr) {
     return errno_error("cannot create a temporary directory in '" + parent + "'");
   }
-  return TempDir(std::string(buf.data()));
+  TempDir dir{std::string(buf.data())};
+  // Who owns it, so that a later launch can remove it if this process is SIGKILLed.
+  (void)paths::write_file_atomic(dir.path() + kOwnerFile, process_identity(::getpid()) + "\n");
+  return dir;
 }
 
 Result<TempDir> TempDir::create_in_tmp(const std::string& prefix) {
