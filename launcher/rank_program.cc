@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -35,23 +36,58 @@ bool on_path(const std::string& program) {
   return false;
 }
 
+namespace {
+
+volatile sig_atomic_t g_child = 0;
+
+void forward_signal(int sig) {
+  if (g_child > 0) kill(static_cast<pid_t>(g_child), sig);
+}
+
+}  // namespace
+
 Result<int> run_to_completion(const std::vector<std::string>& argv, const std::string& command) {
   std::vector<char*> cargv;
   for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
   cargv.push_back(nullptr);
   std::fflush(nullptr);
+  // Forward SIGINT / SIGTERM exactly once to the child: it runs in its own process group, so
+  // a terminal's Ctrl-C reaches it only through us (a launcher counts a second SIGINT as
+  // "kill now").
+  struct sigaction fwd {
+  }, old_int{}, old_term{};
+  fwd.sa_handler = forward_signal;
+  sigemptyset(&fwd.sa_mask);
+  sigaction(SIGINT, &fwd, &old_int);
+  sigaction(SIGTERM, &fwd, &old_term);
   const pid_t pid = fork();
-  if (pid < 0) return errno_error("fork");
+  if (pid < 0) {
+    sigaction(SIGINT, &old_int, nullptr);
+    sigaction(SIGTERM, &old_term, nullptr);
+    return errno_error("fork");
+  }
   if (pid == 0) {
+    setpgid(0, 0);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
     execvp(cargv[0], cargv.data());
     std::fprintf(stderr, "dltune %s: cannot run %s: %s\n", command.c_str(), cargv[0],
                  std::strerror(errno));
     _exit(127);
   }
+  g_child = pid;
   int status = 0;
+  int rc = 0;
   while (waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) return errno_error("waitpid");
+    if (errno != EINTR) {
+      rc = -1;
+      break;
+    }
   }
+  g_child = 0;
+  sigaction(SIGINT, &old_int, nullptr);
+  sigaction(SIGTERM, &old_term, nullptr);
+  if (rc < 0) return errno_error("waitpid");
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return WEXITSTATUS(status);
 }

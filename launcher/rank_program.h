@@ -17,7 +17,9 @@ Result<std::string> sibling_program(const std::string& name);
 bool on_path(const std::string& program);
 // Runs argv (argv[0] looked up on PATH) to completion with inherited stdio; returns its exit
 // code, 128 + the signal when killed, 127 when it could not be started (the reason is printed
-// as "dltune <command>: cannot run ..."). Errors only when fork or waitpid fail.
+// as "dltune <command>: cannot run ..."). The child runs in its own process group; SIGINT and
+// SIGTERM sent to this process while it waits are forwarded to it once each (so a terminal's
+// Ctrl-C reaches it exactly once). Errors only when fork or waitpid fail.
 Result<int> run_to_completion(const std::vector<std::string>& argv, const std::string& command);
 // The Open MPI launch prefix for `ranks` local ranks (root allowed, oversubscription allowed,
 // pml ob1 to skip Open MPI's ~200 ms probe of the cm layer).

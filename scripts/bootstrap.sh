@@ -2,7 +2,7 @@
 # Sets up a fresh Debian 12 machine (as root) for dltune, builds it, and then either runs the
 # main job or the whole test suite:
 #
-#   scripts/bootstrap.sh run    # install what is missing, build, run the quickstart
+#   scripts/bootstrap.sh run    # install what is missing, build, `dltune launch quickstart`
 #   scripts/bootstrap.sh test   # install what is missing, build, run every test (ctest)
 #   scripts/bootstrap.sh build  # install what is missing, build
 #
@@ -19,6 +19,7 @@ jobs=${JOBS:-$(nproc)}
 
 # Debian packages dltune builds, runs and tests with. Optional ones (Slurm, munge, Open MPI,
 # PMIx) are installed too so that the whole test suite runs; the build works without them.
+# chromium (headless) checks report.html in the tests.
 packages=(
   build-essential cmake ninja-build pkg-config git clang-format
   libhwloc-dev hwloc-nox libpmix-dev libopenmpi-dev openmpi-bin
@@ -26,6 +27,7 @@ packages=(
   libgtest-dev googletest
   slurmctld slurmd slurm-client libslurm-dev munge
   procps psmisc iproute2 python3
+  chromium
 )
 
 missing=()
@@ -57,7 +59,8 @@ cmake --build "$build" -j "$jobs"
 case "$mode" in
   build) ;;
   run)
-    exec "$build/bin/dltune" topo
+    # The quickstart: tunes on the first run (its budget is 20 s), reuses the plan after.
+    exec "$build/bin/dltune" launch quickstart
     ;;
   test)
     cd "$build"

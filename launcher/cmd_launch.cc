@@ -1,0 +1,302 @@
+// `dltune launch RECIPE [-n RANKS] [--nodes N] [--backend local|slurm] [--retune|--no-tune]
+//  [--db PATH] [--resume RUN_DIR] [--dry-run] [--json]`: DESIGN.md's main flow. Validate ->
+// topology and placement -> plan (database, else tune and store) -> launch the ranks with the
+// plan -> progress -> summary, everything written to a run directory (run_dir.h).
+#include <chrono>
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+
+#include "common/env.h"
+#include "common/paths.h"
+#include "common/progress.h"
+#include "engine/recipe_config.h"
+#include "engine/trace.h"
+#include "launcher/commands.h"
+#include "launcher/launch_job.h"
+#include "launcher/launch_outcome.h"
+#include "launcher/launch_plan.h"
+#include "launcher/rank_program.h"
+#include "launcher/run_dir.h"
+#include "launcher/temp_dir.h"
+
+namespace dltune::cli {
+namespace {
+
+using launcher::RunDir;
+
+struct LaunchOptions {
+  launcher::JobOptions job;
+  bool retune = false, no_tune = false, dry_run = false, json = false;
+  std::string db, resume;
+};
+
+double since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+uint64_t gradient_bytes(const recipes::Recipe& recipe) {
+  return static_cast<uint64_t>(
+             recipes::check_shapes(recipe.model.layers, recipe.model.input).parameters) *
+         4;
+}
+
+// The ranks' command for a training run of `dir`.
+std::vector<std::string> train_argv(const std::string& worker, const RunDir& dir, bool resume) {
+  std::vector<std::string> argv = {
+      worker, "train", "--plan", dir.train_config(), "--summary", dir.file("worker_summary.json")};
+  if (resume) {
+    argv.push_back("--resume");
+    argv.push_back(dir.checkpoint());
+  }
+  return argv;
+}
+
+void print_dry_run(const LaunchOptions& o, const launcher::Job& job,
+                   const launcher::PlanChoice& choice, const engine::TrainConfig& cfg,
+                   const std::string& worker) {
+  std::vector<std::string> cmd = launcher::launch_prefix(job);
+  const RunDir dir{env::get(env::kRunsDir) + "/" + job.recipe.name + "-<UTC timestamp>"};
+  const auto argv = train_argv(worker, dir, false);
+  cmd.insert(cmd.end(), argv.begin(), argv.end());
+  if (o.json) {
+    nlohmann::json j = {{"event", "dry_run"},
+                        {"plan_source", choice.source},
+                        {"plan", recipes::plan_to_json(choice.plan)},
+                        {"train_config", nlohmann::json::parse(engine::to_json(cfg))},
+                        {"command", cmd}};
+    std::printf("%s\n", j.dump().c_str());
+    return;
+  }
+  std::printf("dry run: nothing is started and nothing is written\n");
+  std::printf("recipe: %s (%s), %d rank(s) on %d node(s)\n", job.recipe.name.c_str(),
+              job.recipe_path.c_str(), job.ranks, job.shape.nodes);
+  if (choice.source == "cache") {
+    std::printf("plan: cached in %s\n", choice.db_path.c_str());
+  } else {
+    std::printf(
+        "plan: not cached; a real launch would tune for up to %.0f s first%s; without "
+        "tuning it would be:\n",
+        job.recipe.tune.budget_seconds, o.no_tune ? " (but --no-tune)" : "");
+  }
+  std::printf("%s\n", recipes::serialize_plan(choice.plan).c_str());
+  std::printf("launch: %s\n", launcher::quote_argv(cmd).c_str());
+}
+
+int run_launch(const LaunchOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (o.retune && o.no_tune) {
+    return report_error("launch", invalid_input("--retune and --no-tune exclude each other"));
+  }
+  auto topo = topology::discover_default();
+  if (!topo) return report_error("launch", topo.error().wrap("discovering this machine"));
+  auto worker = sibling_program("dltune-worker");
+  if (!worker) return report_error("launch", worker.error());
+
+  // 1. The job: a new one from the recipe, or the one a run directory holds.
+  launcher::JobOptions jo = o.job;
+  std::optional<RunDir> resumed;
+  if (!o.resume.empty()) {
+    auto rd = launcher::open_run_dir(o.resume);
+    if (!rd) return report_error("launch", rd.error());
+    resumed = *rd;
+    auto launch_text = paths::read_file(rd->launch());
+    auto lj = launch_text ? nlohmann::json::parse(*launch_text, nullptr, false) : nlohmann::json();
+    if (!lj.is_object()) {
+      return report_error("launch", invalid_input("--resume " + o.resume + ": " + rd->launch() +
+                                                  " is missing or not JSON"));
+    }
+    jo.recipe = lj.value("recipe_path", rd->recipe());
+    if (jo.ranks == 0) jo.ranks = lj.value("ranks", 0);
+    if (jo.nodes == 0) jo.nodes = lj.value("nodes", 0);
+    if (jo.backend.empty()) jo.backend = lj.value("backend", "");
+  }
+  auto job = launcher::make_job(jo, *topo);
+  if (!job) return report_error("launch", job.error());
+
+  Progress progress(Progress::detect(o.json, stdout), stdout);
+  auto layers =
+      tuner::db::layers_from_env(o.db.empty() ? std::nullopt : std::optional<std::string>(o.db));
+  if (!layers) return report_error("launch", layers.error());
+
+  // 2-3. The plan.
+  launcher::PlanChoice choice;
+  std::optional<RunDir> dir = resumed;
+  std::optional<launcher::TempDir> scratch;
+  if (resumed) {
+    auto text = paths::read_file(resumed->plan());
+    auto plan = text ? recipes::parse_plan(*text) : Result<recipes::Plan>(text.error());
+    if (!plan) return report_error("launch", plan.error().wrap(resumed->plan()));
+    choice.plan = *plan;
+    choice.source = std::string(recipes::plan_source_name(plan->provenance.source));
+  } else {
+    launcher::PlanRequest req;
+    req.recipe = job->recipe;
+    req.recipe_path = job->recipe_path;
+    req.job = job->shape;
+    req.topo = *topo;
+    req.layers = *layers;
+    req.retune = o.retune;
+    req.no_tune = o.no_tune || o.dry_run;
+    req.progress = &progress;
+    if (!o.dry_run) {
+      auto rd = launcher::create_run_dir(env::get(env::kRunsDir), job->recipe.name);
+      if (!rd) return report_error("launch", rd.error());
+      dir = *rd;
+      req.work_dir = dir->file("tuning");
+    }
+    req.run = [&](const std::string& phase, const std::vector<std::string>& argv) {
+      return launcher::run_ranks(*job, phase, argv);
+    };
+    if (req.retune || (!req.no_tune && job->recipe.tune.budget_seconds > 0)) {
+      progress.phase("looking up the plan");
+    }
+    auto c = launcher::choose_plan(req);
+    if (!c) return report_error("launch", c.error());
+    choice = std::move(*c);
+    for (const auto& n : choice.notes) progress.message(n);
+    if (o.dry_run && choice.source != "cache") choice.source = "default";
+  }
+
+  // The TrainConfig the ranks run.
+  engine::TrainConfig cfg;
+  if (resumed) {
+    auto text = paths::read_file(resumed->train_config());
+    auto parsed =
+        text ? engine::parse_train_config(*text) : Result<engine::TrainConfig>(text.error());
+    if (!parsed) return report_error("launch", parsed.error().wrap(resumed->train_config()));
+    cfg = *parsed;
+  } else {
+    auto c = engine::train_config_from(job->recipe, choice.plan, job->ranks);
+    if (!c) return report_error("launch", c.error());
+    cfg = *c;
+  }
+  if (o.dry_run) {
+    print_dry_run(o, *job, choice, cfg, *worker);
+    return 0;
+  }
+  if (!resumed) {
+    cfg.metrics_path = dir->metrics();
+    cfg.checkpoint_path = dir->checkpoint();
+    cfg.trace_path = dir->trace();
+    if (cfg.checkpoint_every <= 0) cfg.checkpoint_every = std::max<int64_t>(1, cfg.steps / 4);
+    auto recipe_text = paths::read_file(job->recipe_path);
+    Status w = recipe_text ? paths::write_file_atomic(dir->recipe(), *recipe_text)
+                           : Status(recipe_text.error());
+    if (w.ok()) w = paths::write_file_atomic(dir->plan(), recipes::serialize_plan(choice.plan));
+    if (w.ok()) w = paths::write_file_atomic(dir->train_config(), engine::to_json(cfg));
+    const nlohmann::json lj = {
+        {"recipe", job->recipe.name},
+        {"recipe_path", job->recipe_path},
+        {"ranks", job->ranks},
+        {"nodes", job->shape.nodes},
+        {"backend", job->backend == launcher::Backend::kSlurm ? "slurm" : "local"},
+        {"plan_source", choice.source},
+        {"command", train_argv(*worker, *dir, false)}};
+    if (w.ok()) w = paths::write_file_atomic(dir->launch(), lj.dump(2) + "\n");
+    if (!w.ok()) return report_error("launch", w.error().wrap("writing the run directory"));
+  }
+  if (choice.source == "cache") {
+    progress.message("plan: cached in " + choice.db_path +
+                     " (no tuning; --retune to measure again)");
+  } else if (choice.source == "tuned") {
+    progress.message("plan: tuned in " + std::to_string(static_cast<int>(choice.tuning_s + 0.5)) +
+                     " s and stored in " + choice.db_path);
+  }
+  progress.message("run directory: " + dir->path);
+
+  // 4. Train, following rank 0's metrics.
+  const bool resume_ckpt = resumed && paths::exists(dir->checkpoint());
+  if (resumed && !resume_ckpt)
+    progress.message("no checkpoint yet in " + dir->path + "; starting over");
+  progress.phase(resume_ckpt ? "training (resumed)" : "training");
+  int code = 0;
+  Status trained;
+  {
+    launcher::MetricsFollower follow(cfg.metrics_path, static_cast<long>(cfg.steps), &progress);
+    trained = launcher::run_ranks(*job, "training", train_argv(*worker, *dir, resume_ckpt), &code);
+  }
+  progress.finish();
+  if (!trained.ok()) {
+    std::fprintf(stderr, "dltune launch: %s\n", trained.error().message().c_str());
+    if (paths::exists(dir->checkpoint())) {
+      std::fprintf(stderr,
+                   "dltune launch: the last checkpoint is kept; continue with: dltune "
+                   "launch --resume %s\n",
+                   dir->path.c_str());
+    }
+    return code != 0 ? code : 1;
+  }
+  if (Status m = engine::merge_traces(cfg.trace_path, job->ranks); !m.ok()) {
+    std::fprintf(stderr, "dltune launch: no trace.json: %s\n", m.error().message().c_str());
+  }
+
+  // 5. The summary.
+  launcher::RunFacts facts;
+  facts.recipe = job->recipe.name;
+  facts.ranks = job->ranks;
+  facts.nodes = job->shape.nodes;
+  facts.backend = job->backend == launcher::Backend::kSlurm ? "slurm" : "local";
+  facts.choice = choice;
+  auto ws = paths::read_file(dir->file("worker_summary.json"));
+  facts.worker = ws ? nlohmann::json::parse(*ws, nullptr, false) : nlohmann::json::object();
+  if (!facts.worker.is_object()) facts.worker = nlohmann::json::object();
+  if (job->ranks > 1) {
+    progress.phase("measuring 1 rank for the scaling efficiency");
+    facts.baseline_sps = launcher::measure_baseline(*worker, cfg, *dir);
+  }
+  facts.gradient_bytes = gradient_bytes(job->recipe);
+  facts.copy_gbs = launcher::measure_copy_gbs(facts.gradient_bytes);
+  facts.resumed_from = resume_ckpt ? dir->checkpoint() : "";
+  facts.wall_seconds = since(t0);
+  const auto log = launcher::read_metrics(dir->metrics());
+  const auto summary = launcher::make_summary(facts, log, *dir);
+  Status w = paths::write_file_atomic(dir->summary(), summary.dump(2) + "\n");
+  if (w.ok()) w = launcher::write_report(facts, log, summary, *dir);
+  if (!w.ok()) return report_error("launch", w.error().wrap("writing the run directory"));
+  if (o.json) {
+    nlohmann::json j = summary;
+    j["event"] = "summary";
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::printf("%s", launcher::format_summary(summary).c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+void setup_launch(CLI::App& app, int* exit_code) {
+  auto o = std::make_shared<LaunchOptions>();
+  auto* cmd = app.add_subcommand(
+      "launch",
+      "Train a recipe: plan from the tuning database (or tune and store), launch the ranks, "
+      "show progress, write a run directory with summary and report");
+  cmd->add_option("RECIPE", o->job.recipe,
+                  "Recipe file or bundled recipe name (dltune recipe list)");
+  cmd->add_option("-n,--ranks", o->job.ranks, "Ranks (default: the recipe's, else auto)")
+      ->check(CLI::Range(1, 4096));
+  cmd->add_option("--nodes", o->job.nodes, "Nodes (slurm backend; default: the allocation's)")
+      ->check(CLI::Range(1, 4096));
+  cmd->add_option("--backend", o->job.backend,
+                  "local or slurm (default: slurm inside an allocation, else local)");
+  cmd->add_flag("--retune", o->retune, "Tune again even when a plan is cached");
+  cmd->add_flag("--no-tune", o->no_tune, "Never tune: the cached plan, else the recipe's settings");
+  cmd->add_option("--db", o->db, "User tuning database (default DLTUNE_DB, else XDG data)");
+  cmd->add_option("--resume", o->resume, "Continue the run in RUN_DIR from its last checkpoint");
+  cmd->add_flag("--dry-run", o->dry_run, "Print the plan and the exact launch; start nothing");
+  cmd->add_flag("--json", o->json, "JSON events on standard output, one per line");
+  cmd->footer(
+      "The run directory is created under DLTUNE_RUNS_DIR (default ./runs).\n"
+      "Exit status: 0 success; 1 the job failed; 2 bad input; 130/143 interrupted.");
+  cmd->callback([o, exit_code, cmd] {
+    if (o->job.recipe.empty() && o->resume.empty()) {
+      *exit_code = report_error("launch", invalid_input("give a RECIPE (or --resume RUN_DIR)"));
+      return;
+    }
+    (void)cmd;
+    *exit_code = run_launch(*o);
+  });
+}
+
+}  // namespace dltune::cli

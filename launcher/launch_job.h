@@ -1,0 +1,59 @@
+// `dltune launch`'s job: the recipe it runs, the job shape, the backend, and how ranks start.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "engine/train_config.h"
+#include "launcher/launch_spec.h"
+#include "launcher/run_dir.h"
+#include "recipes/plan.h"
+#include "recipes/recipe.h"
+#include "topology/topology.h"
+
+namespace dltune::launcher {
+
+struct JobOptions {
+  std::string recipe;   // a path or a bundled recipe name
+  int ranks = 0;        // -n; 0 = the recipe's, else auto
+  int nodes = 0;        // --nodes; 0 = the allocation's (slurm) or 1
+  std::string backend;  // "" = default_backend()
+};
+
+// What the launch is: the job shape, the backend and how ranks bind.
+struct Job {
+  recipes::Recipe recipe;  // validated, launch.ranks / ranks_per_node set to the job's
+  std::string recipe_path;
+  Backend backend = Backend::kLocal;
+  recipes::JobShape shape;
+  int ranks = 1;
+  topology::BindPolicy bind = topology::BindPolicy::kAuto;
+};
+
+// Loads and validates the recipe and works out the job shape: ranks from -n, else the recipe,
+// else SLURM_NTASKS (slurm), else one per GPU, else one per NUMA domain, per node; nodes from
+// --nodes, else SLURM_JOB_NUM_NODES (slurm), else 1. The recipe is validated again with the
+// job's rank count (batch vs ranks). Errors (invalid_input, exit 2): every recipe problem as
+// `file:line:col: key: message`, one per line; ranks that do not divide over the nodes; more
+// than one node without the slurm backend. not_found (exit 2): no such recipe.
+Result<Job> make_job(const JobOptions& options, const topology::Topology& topo);
+
+// Runs argv (argv[0] an executable path) as every rank of the job through its backend and
+// waits. `exit_code` (optional) receives the launch's exit code (0, 1, 130, 143). Errors:
+// peer_failed "PHASE: <the launcher's sentence naming the failed rank>" when a rank fails,
+// kInternal for an interrupted launch, the backend's errors when nothing could start.
+Status run_ranks(const Job& job, const std::string& phase, const std::vector<std::string>& argv,
+                 int* exit_code = nullptr);
+
+// argv as a shell would need it typed ('quoted' where needed).
+std::string quote_argv(const std::vector<std::string>& argv);
+// The `dltune run` command equivalent to how run_ranks() starts the job, up to the "--".
+std::vector<std::string> launch_prefix(const Job& job);
+
+// Samples/s of the same per-rank batch on one rank alone (at most 30 steps, no evaluation),
+// run as `worker train`, for the scaling efficiency. 0 when it could not be measured.
+double measure_baseline(const std::string& worker, const engine::TrainConfig& config,
+                        const RunDir& dir);
+
+}  // namespace dltune::launcher

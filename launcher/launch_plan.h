@@ -1,0 +1,62 @@
+// Step 3 of `dltune launch` (DESIGN.md "main flow"): the Plan for this recipe on this machine and
+// job shape — from the databases when they hold one, else tuned within the recipe's budget
+// (collective sweep, then trial trainings) and stored, else the recipe's own settings.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/progress.h"
+#include "common/result.h"
+#include "recipes/plan.h"
+#include "recipes/recipe.h"
+#include "topology/topology.h"
+#include "tuner/db/lookup.h"
+
+namespace dltune::launcher {
+
+// Runs `argv` (argv[0] an executable path) as every rank of the job and returns when all have
+// exited; an error (peer_failed) names the failed rank. `phase` names the step for messages.
+using RankRunner =
+    std::function<Status(const std::string& phase, const std::vector<std::string>& argv)>;
+
+struct PlanRequest {
+  recipes::Recipe recipe;
+  std::string recipe_path;  // the file the ranks re-read for trials
+  recipes::JobShape job;
+  topology::Topology topo;
+  tuner::db::Layers layers;
+  bool retune = false;   // measure even when a plan is cached
+  bool no_tune = false;  // never measure: the cache, else the recipe's own settings
+  std::string work_dir;  // scratch for the tuner's files
+  Progress* progress = nullptr;
+  RankRunner run;
+};
+
+struct PlanChoice {
+  recipes::Plan plan;
+  std::string source;   // "cache", "tuned" or "default"
+  std::string db_path;  // the database it came from or was stored in ("" for default)
+  bool from_site = false;
+  std::string site;                   // the row's site ("" local)
+  std::vector<std::string> notes;     // near hits, skipped layers, fallbacks: told to the user
+  double tuning_s = 0;                // wall seconds spent measuring (0 for cache / default)
+  nlohmann::json collective_outcome;  // tuner::outcome_to_json, null when not tuned now
+  nlohmann::json recipe_outcome;      // the trial results, null when not tuned now
+  std::vector<tuner::db::Measurement> collective_measurements;  // for the report's curves
+};
+
+// The recipe's own choices as a plan ("default" provenance): its batch (per-rank, or global /
+// ranks; 32 per rank when `auto`), scaling (weak unless strong is asked for), lr scaled by the
+// linear rule from lr_reference_batch, its bucket (4 MiB when auto), overlap (on when auto) and
+// allreduce algorithm (ring when auto).
+recipes::Plan recipe_default_plan(const recipes::Recipe& recipe, const recipes::JobShape& job);
+
+// Looks up, tunes or falls back as described above. Errors: an unreadable user database, a
+// tuning run whose ranks fail (the message names the rank), a store that fails.
+Result<PlanChoice> choose_plan(const PlanRequest& request);
+
+}  // namespace dltune::launcher

@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# `dltune launch` end to end on this machine (local backend, 2 ranks): tune + train + run
+# directory, a cached second run, --retune, --dry-run, --json, bad recipes, and an interrupted
+# run resumed to the same final parameters as an uninterrupted one.
+# Usage: launch_test.sh DLTUNE_BINARY SOURCE_DIR
+set -u
+dltune=$1
+src=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+export DLTUNE_DB=$tmp/db.sqlite DLTUNE_RUNS_DIR=$tmp/runs DLTUNE_NO_PROGRESS=1 DLTUNE_SITE_DB=
+tiny=$src/tests/launch/data/tiny.yaml
+field() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval('d'+sys.argv[2]))" "$@"; }
+newest_run() { ls -dt "$DLTUNE_RUNS_DIR"/*/ | head -1 | sed 's|/$||'; }
+
+# 1. First run: tunes within the budget, trains, writes the whole run directory.
+"$dltune" launch "$tiny" >"$tmp/out1" 2>"$tmp/err1" || fail "first launch exited $?: $(cat "$tmp/err1" "$tmp/out1")"
+grep -q "plan: tuned" "$tmp/out1" || fail "first run did not tune: $(cat "$tmp/out1")"
+run1=$(newest_run)
+for f in recipe.yaml plan.json train_config.json launch.json metrics.jsonl summary.json \
+         trace.json report.html checkpoints/checkpoint.bin; do
+  [ -s "$run1/$f" ] || fail "run directory lacks $f"
+done
+cmp -s "$tiny" "$run1/recipe.yaml" || fail "recipe.yaml is not the recipe as run"
+[ "$(field "$run1/summary.json" "['plan_source']")" = tuned ] || fail "summary plan_source"
+[ "$(field "$run1/summary.json" "['steps']")" = 80 ] || fail "summary steps"
+[ "$(field "$run1/summary.json" "['ranks']")" = 2 ] || fail "summary ranks"
+python3 - "$run1" <<'PY' || fail "summary/trace content"
+import json, sys
+d = sys.argv[1]
+s = json.load(open(d + "/summary.json"))
+for k in ["recipe", "ranks", "nodes", "steps", "throughput_sps", "scaling_efficiency", "final_loss",
+          "heldout_accuracy", "plan_source", "plan", "tuning_seconds", "wall_seconds"]:
+    assert k in s, k
+assert s["throughput_sps"] > 0 and 0 < s["scaling_efficiency"] < 2, s
+assert s["tuning_seconds"] > 0 and s["heldout_accuracy"] > 0.5, s
+assert s["plan"]["provenance"]["source"] == "tuned" and s["plan"]["provenance"]["reason"]
+t = json.load(open(d + "/trace.json"))
+pids = {e["pid"] for e in t["traceEvents"] if e.get("ph") == "X"}
+assert pids == {0, 1}, pids
+steps = [json.loads(l) for l in open(d + "/metrics.jsonl") if '"step"' in l]
+assert len([x for x in steps if x["event"] == "step"]) == 80
+PY
+# report.html in headless Chromium: it loads (no load or console errors) and its 5 plots are
+# in the rendered DOM with their data series.
+chromium=$(command -v chromium || command -v chromium-browser) ||
+  fail "chromium is not installed (scripts/bootstrap.sh installs it)"
+timeout 120 "$chromium" --headless --no-sandbox --disable-gpu --user-data-dir="$tmp/chromium" \
+  --enable-logging=stderr --v=0 --dump-dom "file://$run1/report.html" >"$tmp/dom" 2>"$tmp/chromium.log" ||
+  fail "chromium could not load report.html: $(tail -3 "$tmp/chromium.log")"
+grep -E "CONSOLE|Uncaught|ERR_FILE|net::ERR" "$tmp/chromium.log" && fail "report.html logged errors"
+python3 - "$tmp/dom" <<'PY' || fail "report.html's rendered DOM lacks its plots"
+import sys
+dom = open(sys.argv[1]).read()
+assert dom.count("<svg") == 5, dom.count("<svg")
+assert dom.count('class="series"') >= 4, dom.count('class="series"')
+assert 'class="chosen"' in dom and "tiny on 2 rank(s)" in dom
+PY
+
+# 2. Second run: the cached plan, no tuning.
+"$dltune" launch "$tiny" >"$tmp/out2" 2>"$tmp/err2" || fail "second launch exited $?: $(cat "$tmp/err2")"
+grep -q "plan: cached in $DLTUNE_DB" "$tmp/out2" || fail "second run did not use the cache: $(cat "$tmp/out2")"
+grep -q "tuning collectives\|tuning batch" "$tmp/out2" && fail "second run tuned: $(cat "$tmp/out2")"
+run2=$(newest_run)
+[ "$run2" != "$run1" ] || fail "second run reused the first run directory"
+[ "$(field "$run2/summary.json" "['plan_source']")" = cache ] || fail "second summary plan_source"
+cmp -s "$run1/plan.json" "$run2/plan.json" && fail "plan.json should record provenance 'cache'"
+python3 -c "
+import json,sys; a=json.load(open('$run1/plan.json')); b=json.load(open('$run2/plan.json'))
+assert a['training']==b['training'] and a['collectives']==b['collectives']" || fail "cached plan differs from the tuned one"
+
+# 3. --retune tunes again; --json prints machine-readable events ending in the summary.
+"$dltune" launch "$tiny" --retune --json >"$tmp/out3" 2>"$tmp/err3" || fail "--retune exited $?: $(cat "$tmp/err3")"
+python3 - "$tmp/out3" <<'PY' || fail "--retune --json output"
+import json, sys
+events = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+assert events[-1]["event"] == "summary" and events[-1]["plan_source"] == "tuned", events[-1]
+assert any(e.get("event") == "progress" for e in events)
+PY
+
+# 4. --dry-run: prints the plan and the exact launch, starts and writes nothing.
+before=$(ls "$DLTUNE_RUNS_DIR" | wc -l)
+"$dltune" launch "$tiny" --dry-run >"$tmp/out4" 2>&1 || fail "--dry-run exited $?"
+grep -q "^launch: dltune run -n 2 --backend local" "$tmp/out4" || fail "--dry-run: $(cat "$tmp/out4")"
+grep -q '"training"' "$tmp/out4" || fail "--dry-run does not print the plan"
+[ "$(ls "$DLTUNE_RUNS_DIR" | wc -l)" = "$before" ] || fail "--dry-run created a run directory"
+
+# 5. Bad command lines and bad recipes: exit 2, the recipe's file:line:col, nothing started.
+"$dltune" launch "$tiny" --nodes 2 --backend local >/dev/null 2>"$tmp/err5"
+[ $? -eq 2 ] || fail "--nodes 2 on the local backend did not exit 2"
+grep -q "slurm backend" "$tmp/err5" || fail "--nodes 2 message: $(cat "$tmp/err5")"
+"$dltune" launch nosuchrecipe >/dev/null 2>"$tmp/err5"
+[ $? -eq 2 ] || fail "unknown recipe did not exit 2"
+"$dltune" launch "$tiny" --retune --no-tune >/dev/null 2>&1
+[ $? -eq 2 ] || fail "--retune --no-tune did not exit 2"
+"$dltune" launch --resume "$tmp/nowhere" >/dev/null 2>&1
+[ $? -eq 2 ] || fail "--resume of a missing directory did not exit 2"
+bad=$src/recipes/tests/bad
+n=0
+for y in "$bad"/*.yaml; do
+  (cd "$bad" && "$dltune" launch "$(basename "$y")") >/dev/null 2>"$tmp/err"
+  rc=$?
+  [ $rc -eq 2 ] || fail "$(basename "$y"): exit $rc, not 2: $(cat "$tmp/err")"
+  first=$(sed "s|@DIR@|$bad|g" "${y%.yaml}.expected" | head -1)
+  grep -qF -- "$first" "$tmp/err" || fail "$(basename "$y"): stderr lacks '$first': $(cat "$tmp/err")"
+  n=$((n + 1))
+done
+[ $n -ge 30 ] || fail "only $n bad recipes"
+[ "$(ls "$DLTUNE_RUNS_DIR" | wc -l)" = "$before" ] || fail "a bad recipe created a run directory"
+
+# 6. Interrupt a run mid-way (SIGTERM to the launcher: ranks checkpoint and stop, exit 143),
+#    resume it, and compare the final parameters with an uninterrupted run of the same plan.
+"$dltune" launch "$tiny" --no-tune >"$tmp/out6a" 2>&1 || fail "uninterrupted run exited $?: $(cat "$tmp/out6a")"
+ref=$(newest_run)
+"$dltune" launch "$tiny" --no-tune >"$tmp/out6b" 2>&1 &
+pid=$!
+for i in $(seq 1 300); do
+  r=$(newest_run)
+  if [ "$r" != "$ref" ] && [ -s "$r/metrics.jsonl" ] &&
+     [ "$(grep -c '"event":"step"' "$r/metrics.jsonl")" -ge 25 ]; then break; fi
+  sleep 0.1
+done
+kill -TERM $pid
+wait $pid
+rc=$?
+[ $rc -eq 143 ] || fail "interrupted launch exited $rc, not 143: $(cat "$tmp/out6b")"
+cut=$(newest_run)
+[ -s "$cut/checkpoints/checkpoint.bin" ] || fail "no checkpoint after the interruption"
+grep -q "dltune launch --resume $cut" "$tmp/out6b" || fail "no resume hint: $(cat "$tmp/out6b")"
+"$dltune" launch --resume "$cut" >"$tmp/out6c" 2>&1 || fail "resume exited $?: $(cat "$tmp/out6c")"
+cmp "$ref/checkpoints/checkpoint.bin" "$cut/checkpoints/checkpoint.bin" ||
+  fail "resumed run ended with other parameters than the uninterrupted one"
+[ "$(field "$cut/summary.json" "['steps']")" = 80 ] || fail "resumed summary steps"
+echo "launch: all checks passed"

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The README's main job: `dltune launch quickstart` on a fresh database tunes within its budget
+# and trains to >= 95 % held-out accuracy; the second run reuses the plan without tuning.
+# Usage: quickstart_test.sh DLTUNE_BINARY
+set -u
+dltune=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+export DLTUNE_DB=$tmp/db.sqlite DLTUNE_RUNS_DIR=$tmp/runs DLTUNE_NO_PROGRESS=1 DLTUNE_SITE_DB=
+
+for n in 1 2; do
+  start=$(date +%s.%N)
+  "$dltune" launch quickstart >"$tmp/out$n" 2>"$tmp/err$n" ||
+    fail "run $n exited $?: $(cat "$tmp/err$n" "$tmp/out$n")"
+  echo "run $n: $(python3 -c "print(round($(date +%s.%N) - $start, 1))") s"
+  cat "$tmp/out$n"
+  run=$(ls -dt "$DLTUNE_RUNS_DIR"/*/ | head -1)
+  python3 - "$run/summary.json" "$n" <<'PY' || fail "run $n summary"
+import json, sys
+s = json.load(open(sys.argv[1]))
+want = "tuned" if sys.argv[2] == "1" else "cache"
+assert s["plan_source"] == want, (s["plan_source"], want)
+assert s["heldout_accuracy"] >= 0.95, s["heldout_accuracy"]
+assert s["steps"] == 300 and s["ranks"] == 2
+assert (s["tuning_seconds"] > 0) == (want == "tuned"), s["tuning_seconds"]
+assert s["tuning_seconds"] <= 20 * 1.5 + 10, s["tuning_seconds"]  # the recipe's budget, with launch overheads
+PY
+done
+grep -q "plan: cached in $DLTUNE_DB" "$tmp/out2" || fail "the second run did not say it used the cache"
+echo "quickstart: all checks passed"

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# `dltune launch` inside a Slurm allocation of the test cluster (tests/slurm/cluster.sh: real
+# munged, slurmctld and two slurmd on loopback): the slurm backend is the default, the job spans
+# both nodes (one rank each), and it trains to the end with a run directory. Exit 77 (skip)
+# without Slurm / munge or root.
+# Usage: slurm_launch_test.sh DLTUNE_BINARY SOURCE_DIR
+set -u
+dltune=$1
+src=$2
+tmp=$(mktemp -d)
+cluster=$tmp/cluster
+fail() { echo "FAIL: $*"; [ -d "$cluster/log" ] && tail -n 5 "$cluster"/log/*.log; exit 1; }
+cleanup() { bash "$src/tests/slurm/cluster.sh" stop "$cluster" >/dev/null 2>&1; rm -rf "$tmp"; }
+trap cleanup EXIT
+bash "$src/tests/slurm/cluster.sh" start "$cluster" 2 2
+rc=$?
+[ $rc -eq 77 ] && exit 77
+[ $rc -eq 0 ] || fail "cluster.sh start exited $rc"
+# shellcheck disable=SC1091
+source "$cluster/env.sh"
+export DLTUNE_DB=$tmp/db.sqlite DLTUNE_RUNS_DIR=$tmp/runs DLTUNE_NO_PROGRESS=1 DLTUNE_SITE_DB=
+
+# A quick tuning budget across the nodes, then training; the allocation gives the shape.
+timeout 300 salloc --quiet -N 2 -n 2 "$dltune" launch "$src/tests/launch/data/tiny.yaml" \
+  >"$tmp/out" 2>&1 || fail "launch under salloc exited $?: $(cat "$tmp/out")"
+run=$(ls -dt "$DLTUNE_RUNS_DIR"/*/ | head -1)
+python3 - "$run/summary.json" <<'PY' || fail "summary: $(cat "$tmp/out")"
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert s["backend"] == "slurm" and s["nodes"] == 2 and s["ranks"] == 2, s
+assert s["steps"] == 80 and s["heldout_accuracy"] > 0.9, s
+assert s["plan"]["job"] == {"nodes": 2, "ranks_per_node": 1}, s["plan"]["job"]
+PY
+python3 -c "
+import json,sys; t=json.load(open('$run/trace.json'))
+assert {e['pid'] for e in t['traceEvents'] if e.get('ph')=='X'} == {0, 1}" || fail "trace.json lacks a rank"
+cat "$tmp/out"
+echo "slurm launch: all checks passed"
