@@ -277,13 +277,17 @@ Status Search::run() {
     std::sort(alive.begin(), alive.end(), [&](size_t a, size_t b) {
       return cands_[a].cumulative_sps() > cands_[b].cumulative_sps();
     });
-    // Keep the best 1/eta (rounded up), at least two: the last round compares two finalists
-    // at the longest trial length.
+    // Keep the best 1/eta (rounded up), at least two. Every round gets the same step budget
+    // (survivors x trial length, as in Jamieson and Talwalkar's successive halving): the
+    // trial length grows by the factor the field shrank, so the two finalists' round costs
+    // what the first one did instead of dominating the search.
     const size_t eta = static_cast<size_t>(s_.eta);
-    const size_t keep = std::max<size_t>(2, (alive.size() + eta - 1) / eta);
+    const size_t before = alive.size();
+    const size_t keep = std::max<size_t>(2, (before + eta - 1) / eta);
     for (size_t k = keep; k < alive.size(); ++k) cands_[alive[k]].trainer.reset();
     alive.resize(keep);
-    const int next = std::min(s_.max_steps, steps * s_.eta);
+    const int grown = static_cast<int>(static_cast<size_t>(steps) * before / keep);
+    const int next = std::min(s_.max_steps, std::max(steps + 1, grown));
     // The next round's cost from this round's step times (plus warm-up when rebuilt).
     double est = 0;
     for (size_t i : alive) {
