@@ -239,6 +239,7 @@ std::string format_summary(const nlohmann::json& s) {
            " ms estimated from the sweep vs bound " + fixed(1e3 * num(ar, "bound_s_per_step"), 2) +
            " ms";
   }
+  if (!ar["sweep_s_per_step"].is_number()) arl += " (the sweep measured no size near it)";
   line("allreduce          ", arl);
   const double acc = num(s, "heldout_accuracy", -1);
   line("loss / accuracy    ", fixed(num(s, "final_loss"), 4) + " / " +
@@ -289,10 +290,16 @@ Status write_report(const RunFacts& f, const MetricsLog& log, const nlohmann::js
   }
   std::map<std::string, report::TuningCurve> curves;
   std::map<uint64_t, bool> sizes;
+  // One curve per algorithm and ring segment size, named as the plan names its choice.
+  auto curve_name = [](const std::string& algo, uint64_t segment) {
+    return segment > 0 ? algo + " (segments " + bytes_text(static_cast<double>(segment)) + ")"
+                       : algo;
+  };
   for (const auto& m : f.choice.collective_measurements) {
     if (m.failed || m.collective != "allreduce") continue;
-    auto& c = curves[m.algorithm];
-    c.algo = m.algorithm;
+    const std::string name = curve_name(m.algorithm, m.segment_bytes);
+    auto& c = curves[name];
+    c.algo = name;
     c.bytes_us.emplace_back(static_cast<double>(m.bytes), m.median_us);
     sizes[m.bytes] = true;
   }
@@ -302,7 +309,8 @@ Status write_report(const RunFacts& f, const MetricsLog& log, const nlohmann::js
   }
   for (const auto& [b, unused] : sizes) {
     if (auto r = f.choice.plan.algorithm_for(recipes::Collective::kAllreduce, b)) {
-      d.chosen.emplace_back(b, std::string(recipes::algorithm_name(r->algo)));
+      d.chosen.emplace_back(
+          b, curve_name(std::string(recipes::algorithm_name(r->algo)), r->segment_bytes));
     }
   }
   const auto& st = s["step_time"];

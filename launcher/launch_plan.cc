@@ -93,9 +93,13 @@ Result<recipes::Plan> collective_plan(const PlanRequest& r, PlanChoice& choice, 
   const uint64_t max_bytes =
       std::min<uint64_t>(next_pow2(gradient_bytes(r.recipe)), uint64_t{256} << 20);
   if (r.progress != nullptr) r.progress->phase("tuning collectives");
-  DLTUNE_TRY(r.run("collective tuning",
-                   {*prog, "--min-bytes", "4", "--max-bytes", std::to_string(max_bytes),
-                    "--strategy", "model", "--budget", budget, "--out", out}));
+  // From 64 KiB up to the gradient: the sizes a step's bucket allreduces have. Smaller sizes
+  // (the loss scalar) take the choice at 64 KiB; a short budget is better spent where the
+  // time is than on latency-bound sizes.
+  const uint64_t min_bytes = std::min<uint64_t>(uint64_t{64} << 10, max_bytes);
+  DLTUNE_TRY(r.run("collective tuning", {*prog, "--min-bytes", std::to_string(min_bytes),
+                                         "--max-bytes", std::to_string(max_bytes), "--strategy",
+                                         "model", "--budget", budget, "--out", out}));
   auto text = paths::read_file(out);
   if (!text) return std::move(text).error().wrap("reading the collective tuning outcome");
   auto j = nlohmann::json::parse(*text, nullptr, false);
