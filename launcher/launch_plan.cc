@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <optional>
 
 #include "common/log.h"
 #include "common/paths.h"
@@ -171,11 +172,15 @@ Result<PlanChoice> choose_plan(const PlanRequest& r) {
     choice.notes.push_back("the cached plan in " + hit->db_path + " does not parse (" +
                            plan.error().message() + "); tuning again");
   }
+  std::optional<recipes::TrainingPlan> hint;
+  std::string hint_source;
   if (hit->kind == tdb::HitKind::kNear) {
     std::string diff;
     for (const auto& d : hit->differences) diff += (diff.empty() ? "" : "; ") + d;
-    choice.notes.push_back("near hit in " + hit->db_path + " (" + diff +
-                           "): not reused as is; tuning for this exact machine and shape");
+    hint_source = hit->db_path + ": " + diff;
+    if (auto near = recipes::parse_plan(hit->plan.plan_json)) hint = near->training;
+    choice.notes.push_back("near hit in " + hint_source +
+                           ": narrows the search; tuning for this exact machine and shape");
   }
   const double budget = r.recipe.tune.budget_seconds;
   if (r.no_tune || budget <= 0) {
@@ -197,6 +202,8 @@ Result<PlanChoice> choose_plan(const PlanRequest& r) {
   req.job = r.job;
   req.base = *base;
   req.budget_s = std::max(1.0, budget - seconds_since(t0));
+  req.hint = hint;
+  req.hint_source = hint_source;
   if (r.progress != nullptr) r.progress->phase("tuning batch, buckets, overlap");
   auto worker = cli::sibling_program("dltune-worker");
   if (!worker) return worker.error();

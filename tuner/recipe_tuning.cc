@@ -446,6 +446,8 @@ Result<RecipeTuneOutcome> tune_recipe(const RecipeTuneRequest& req, const RunRan
   if (req.recipe_path.empty()) return invalid_input("recipe tuning needs the recipe's path");
   auto cands = generate_candidates(req.recipe, req.job);
   if (!cands) return cands.error();
+  const size_t generated = cands->size();
+  if (req.hint) *cands = narrow_candidates(*cands, *req.hint);
   const TrialSchedule sched = schedule_for(req, cands->size(), gradient_bytes(req.recipe));
   recipes::Plan base = req.base;
   base.job = req.job;
@@ -477,7 +479,34 @@ Result<RecipeTuneOutcome> tune_recipe(const RecipeTuneRequest& req, const RunRan
   auto out = outcome_from_trials(req, *cands, f);
   if (!out) return out.error();
   out->tuning_s = wall;
+  if (req.hint && cands->size() < generated) {
+    out->plan.provenance.reason += "; searched " + std::to_string(cands->size()) + " of " +
+                                   std::to_string(generated) +
+                                   " candidates, narrowed by a near hit" +
+                                   (req.hint_source.empty() ? "" : " (" + req.hint_source + ")");
+  }
   return out;
+}
+
+std::vector<RecipeCandidate> narrow_candidates(const std::vector<RecipeCandidate>& candidates,
+                                               const recipes::TrainingPlan& hint) {
+  auto within = [](double a, double b, double factor) {
+    return a > 0 && b > 0 && a <= b * factor && b <= a * factor;
+  };
+  std::vector<RecipeCandidate> near;
+  for (const RecipeCandidate& k : candidates) {
+    const auto& t = k.training;
+    if (t.scaling != hint.scaling || t.overlap != hint.overlap) continue;
+    if (!within(static_cast<double>(t.per_rank_batch), static_cast<double>(hint.per_rank_batch),
+                2.0)) {
+      continue;
+    }
+    if (!within(static_cast<double>(t.bucket_bytes), static_cast<double>(hint.bucket_bytes), 4.0)) {
+      continue;
+    }
+    near.push_back(k);
+  }
+  return near.empty() ? candidates : near;
 }
 
 json recipe_outcome_to_json(const RecipeTuneOutcome& o) {

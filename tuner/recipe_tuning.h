@@ -35,6 +35,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -138,7 +139,17 @@ struct RecipeTuneRequest {
   bool grid = false;
   // Schedule overrides (0 = the default for the budget).
   int min_steps = 0, max_steps = 0;
+  // A near hit's training choices (same node family and recipe, another machine size or job
+  // shape): the search is narrowed to the candidates near it (narrow_candidates()).
+  std::optional<recipes::TrainingPlan> hint;
+  std::string hint_source;  // where the hint came from, for the plan's reason
 };
+
+// The candidates near `hint`: the same scaling mode and overlap setting, a per-rank batch
+// within a factor of 2 of the hint's and a bucket within a factor of 4. When none is near, the
+// list comes back unchanged (a hint narrows the search, it never empties it).
+std::vector<RecipeCandidate> narrow_candidates(const std::vector<RecipeCandidate>& candidates,
+                                               const recipes::TrainingPlan& hint);
 
 struct RecipeAlternative {
   std::string label;

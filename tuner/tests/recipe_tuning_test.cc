@@ -99,6 +99,28 @@ TEST(RecipeCandidates, ABatchTheRecipeNamesIsKept) {
   }
 }
 
+TEST(RecipeCandidates, ANearHitNarrowsTheSearchButNeverEmptiesIt) {
+  auto c = generate_candidates(recipe("    per_rank: auto\n", "weak"), {1, 2});
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  recipes::TrainingPlan hint;
+  hint.per_rank_batch = 128;
+  hint.global_batch = 256;
+  hint.scaling = Scaling::kWeak;
+  hint.bucket_bytes = 1 * kMiB;
+  hint.overlap = false;
+  const auto near = narrow_candidates(*c, hint);
+  ASSERT_FALSE(near.empty());
+  EXPECT_LT(near.size(), c->size());
+  for (const auto& k : near) {
+    EXPECT_GE(k.training.per_rank_batch, 64) << k.label;
+    EXPECT_LE(k.training.per_rank_batch, 256) << k.label;
+    EXPECT_FALSE(k.training.overlap) << k.label;
+  }
+  // A hint nothing is near (another scaling mode) leaves the search whole.
+  hint.scaling = Scaling::kStrong;
+  EXPECT_EQ(narrow_candidates(*c, hint).size(), c->size());
+}
+
 TEST(RecipeCandidates, AutoScalingAddsStrongAtTheReferenceBatch) {
   auto r = recipe("    per_rank: auto\n", "auto");
   r.training.optimizer.lr_reference_batch = 96;  // strong: 96 over 2 ranks = 48 per rank
