@@ -139,10 +139,22 @@ Result<LaunchOutcome> run_slurm(const LaunchSpec& spec) {
   Supervisor sup(opts);
   DLTUNE_TRY(sup.install_signal_handling());
   std::vector<SrunTaskFailure> failures;
+  // Open MPI's MPI_Abort banner names the rank that aborted, which srun does not: its task
+  // status lines only list the tasks it killed afterwards.
+  std::optional<std::string> aborted;  // "rank N called MPI_Abort (error code E)"
   sup.set_line_filter(
-      [&failures, tag = spec.tag_output](int, bool is_stderr,
-                                         std::string_view line) -> std::optional<std::string> {
+      [&failures, &aborted, tag = spec.tag_output](
+          int, bool is_stderr, std::string_view line) -> std::optional<std::string> {
         if (is_stderr) {
+          if (auto at = line.find("MPI_ABORT was invoked on rank "); at != std::string_view::npos) {
+            std::string_view rest = line.substr(at + 30);
+            aborted = "rank " + std::string(rest.substr(0, rest.find(' '))) + " called MPI_Abort";
+          } else if (aborted && strings::starts_with(line, "with errorcode ") &&
+                     aborted->find("error code") == std::string::npos) {
+            std::string_view code = line.substr(15);
+            if (!code.empty() && code.back() == '.') code.remove_suffix(1);
+            *aborted += " (error code " + std::string(code) + ")";
+          }
           if (auto f = parse_srun_failure(line)) {
             failures.push_back(*f);
             DLTUNE_LOG(kDebug, "launch") << line;
@@ -165,7 +177,9 @@ Result<LaunchOutcome> run_slurm(const LaunchSpec& spec) {
   auto index = sup.spawn({*srun, argv, env.data(), {}, "srun", ""});
   if (!index) return std::move(index).error().wrap("starting srun");
   LaunchOutcome out = sup.run();
-  if (out.exit_code == 1 && strings::starts_with(out.message, "srun ")) {
+  if (out.exit_code == 1 && aborted) {
+    out.message = *aborted;
+  } else if (out.exit_code == 1 && strings::starts_with(out.message, "srun ")) {
     if (auto first = first_failure(failures)) out.message = first->describe();
   }
   return out;

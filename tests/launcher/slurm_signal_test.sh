@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # The slurm backend under signals and aborts, on the test cluster (tests/slurm/cluster.sh):
 # SIGINT to `dltune run` inside an allocation stops every task on both nodes and exits 130;
-# an Open MPI rank calling MPI_Abort fails the job (exit 1) instead of hanging. Exit 77 (skip)
-# without Slurm / munge or root.
-# Usage: slurm_signal_test.sh DLTUNE_BINARY MPI_PROBE
+# an Open MPI rank calling MPI_Abort, and a rank killed while its peers wait in a PMIx fence,
+# each fail the job (exit 1, a rank named) instead of hanging. Exit 77 (skip) without Slurm /
+# munge or root.
+# Usage: slurm_signal_test.sh DLTUNE_BINARY MPI_PROBE PMIX_PROBE
 set -u
 dltune=$1
 probe=$2
+pmix_probe=$3
 src=$(cd "$(dirname "$0")/../.." && pwd)
 tmp=$(mktemp -d)
 cluster=$tmp/cluster
@@ -48,6 +50,16 @@ if [ -x "$probe" ]; then
   rc=$?
   [ $rc -ne 124 ] || fail "MPI_Abort under Slurm hung"
   [ $rc -ne 0 ] || fail "MPI_Abort under Slurm exited 0: $(cat "$tmp/out2")"
-  grep -qi "rank\|task" "$tmp/out2" || fail "MPI_Abort: no rank named: $(cat "$tmp/out2")"
+  [ $rc -eq 1 ] || fail "MPI_Abort under Slurm exited $rc, not 1: $(cat "$tmp/out2")"
+  grep -q "dltune run: rank 1 called MPI_Abort (error code 7)" "$tmp/out2" ||
+    fail "MPI_Abort: the aborting rank is not named: $(cat "$tmp/out2")"
 fi
+# 3. A rank killed (SIGKILL) while the others wait in a PMIx fence: the job fails, no hang.
+timeout 120 salloc --quiet -N 2 -n 2 "$dltune" run --backend slurm -- "$pmix_probe" \
+  --fault kill-in-fence --fault-rank 1 >"$tmp/out3" 2>&1
+rc=$?
+[ $rc -ne 124 ] || fail "a rank killed in a fence hung the Slurm job"
+[ $rc -eq 1 ] || fail "kill-in-fence under Slurm exited $rc, not 1: $(cat "$tmp/out3")"
+grep -q "rank 1" "$tmp/out3" || fail "kill-in-fence: rank 1 not named: $(cat "$tmp/out3")"
+cat "$tmp/out2" "$tmp/out3"
 echo "slurm signals: all checks passed"
