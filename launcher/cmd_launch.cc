@@ -19,6 +19,7 @@
 #include "launcher/rank_program.h"
 #include "launcher/run_dir.h"
 #include "launcher/temp_dir.h"
+#include "tuner/recipe_tuning.h"
 
 namespace dltune::cli {
 namespace {
@@ -33,12 +34,6 @@ struct LaunchOptions {
 
 double since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-uint64_t gradient_bytes(const recipes::Recipe& recipe) {
-  return static_cast<uint64_t>(
-             recipes::check_shapes(recipe.model.layers, recipe.model.input).parameters) *
-         4;
 }
 
 // The ranks' command for a training run of `dir`.
@@ -245,7 +240,8 @@ int run_launch(const LaunchOptions& o) {
     progress.phase("measuring 1 rank for the scaling efficiency");
     facts.baseline_sps = launcher::measure_baseline(*worker, cfg, *dir);
   }
-  facts.gradient_bytes = gradient_bytes(job->recipe);
+  facts.gradient_bytes =
+      static_cast<uint64_t>(std::max<int64_t>(tuner::gradient_bytes(job->recipe), 0));
   facts.copy_gbs = launcher::measure_copy_gbs(facts.gradient_bytes);
   facts.resumed_from = resume_ckpt ? dir->checkpoint() : "";
   facts.wall_seconds = since(t0);

@@ -1,10 +1,8 @@
 #include "launcher/launch_job.h"
 
-#include <climits>
 #include <cstdlib>
 
 #include <nlohmann/json.hpp>
-#include <unistd.h>
 
 #include "common/env.h"
 #include "common/paths.h"
@@ -23,27 +21,14 @@ int env_int(const char* name) {
   return n && *n > 0 && *n < (1 << 20) ? static_cast<int>(*n) : 0;
 }
 
-Result<std::string> self_path() {
-  char buf[PATH_MAX];
-  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) return errno_error("finding the dltune binary");
-  return std::string(buf, static_cast<size_t>(n));
-}
-
 }  // namespace
 
 Result<Job> make_job(const JobOptions& o, const topology::Topology& topo) {
   Job job;
-  auto path = recipes::resolve_recipe_path(o.recipe);
-  if (!path) return std::move(path).error();
-  auto parsed = recipes::parse_recipe_file(*path);
-  if (!parsed.ok()) {
-    std::string all;
-    for (const auto& p : parsed.problems) all += (all.empty() ? "" : "\n") + p.to_string();
-    return invalid_input(all);
-  }
-  job.recipe = std::move(parsed.recipe);
-  job.recipe_path = *path;
+  auto recipe = recipes::load_recipe(o.recipe);
+  if (!recipe) return std::move(recipe).error();
+  job.recipe = std::move(*recipe);
+  job.recipe_path = job.recipe.source_path;
   auto backend = o.backend.empty() ? default_backend() : parse_backend(o.backend);
   if (!backend) return std::move(backend).error().wrap("--backend");
   job.backend = *backend;
@@ -92,7 +77,7 @@ Status run_ranks(const Job& job, const std::string& phase, const std::vector<std
                  int* exit_code) {
   // Each launch runs in a `dltune run` child: libpmix's server cannot be started twice in one
   // process, and a launch does several (collective sweep, trials, training).
-  auto self = self_path();
+  auto self = cli::sibling_program("dltune");  // this binary
   if (!self) return self.error();
   std::vector<std::string> cmd = launch_prefix(job);
   cmd[0] = *self;

@@ -39,10 +39,12 @@ struct Job {
 // than one node without the slurm backend. not_found (exit 2): no such recipe.
 Result<Job> make_job(const JobOptions& options, const topology::Topology& topo);
 
-// Runs argv (argv[0] an executable path) as every rank of the job through its backend and
-// waits. `exit_code` (optional) receives the launch's exit code (0, 1, 130, 143). Errors:
-// peer_failed "PHASE: <the launcher's sentence naming the failed rank>" when a rank fails,
-// kInternal for an interrupted launch, the backend's errors when nothing could start.
+// Runs argv (argv[0] an executable path) as every rank of the job in a `dltune run` child
+// process (launch_prefix(): one embedded PMIx server per process, and a launch does several)
+// and waits; SIGINT / SIGTERM are forwarded to it once. `exit_code` (optional) receives the
+// child's exit code (0, 1, 130, 143). Errors: peer_failed "PHASE failed ..." when a rank failed
+// (the child printed which), kInternal "PHASE was interrupted" for 130 / 143, not_found when
+// this binary cannot be found.
 Status run_ranks(const Job& job, const std::string& phase, const std::vector<std::string>& argv,
                  int* exit_code = nullptr);
 

@@ -30,12 +30,6 @@ tdb::JobShape db_shape(const recipes::JobShape& job) {
   return tdb::JobShape{job.nodes, job.ranks_per_node};
 }
 
-// The gradient bytes of the recipe's model: the largest allreduce a step does.
-uint64_t gradient_bytes(const recipes::Recipe& recipe) {
-  const auto check = recipes::check_shapes(recipe.model.layers, recipe.model.input);
-  return static_cast<uint64_t>(std::max<int64_t>(check.parameters, 1)) * 4;
-}
-
 uint64_t next_pow2(uint64_t v) {
   uint64_t p = 4;
   while (p < v) p <<= 1;
@@ -91,8 +85,9 @@ Result<recipes::Plan> collective_plan(const PlanRequest& r, PlanChoice& choice, 
   const std::string out = r.work_dir + "/collectives.json";
   char budget[32];
   std::snprintf(budget, sizeof budget, "%.3f", budget_s);
-  const uint64_t max_bytes =
-      std::min<uint64_t>(next_pow2(gradient_bytes(r.recipe)), uint64_t{256} << 20);
+  const uint64_t max_bytes = std::min<uint64_t>(
+      next_pow2(static_cast<uint64_t>(std::max<int64_t>(tuner::gradient_bytes(r.recipe), 4))),
+      uint64_t{256} << 20);
   if (r.progress != nullptr) r.progress->phase("tuning collectives");
   // From 64 KiB up to the gradient: the sizes a step's bucket allreduces have. Smaller sizes
   // (the loss scalar) take the choice at 64 KiB; a short budget is better spent where the
