@@ -8,7 +8,9 @@
 //
 // Slices are cut on 64-byte boundaries so that no two ranks write the same cache line.
 // Buffers outside shared memory are staged through the communicator's persistent staging
-// segment (copy in, reduce in place, copy out).
+// segment (copy in, reduce in place, copy out). Small messages take the single-exchange path
+// of comm/algo_shm_small.cc instead (no barrier; thresholds in comm/algorithms.h). As for the
+// in-place path, every rank must pass the same kind of buffer (all in shared memory or none).
 #include <algorithm>
 #include <cstring>
 
@@ -56,11 +58,13 @@ Status shm_in_place(SharedSegment& seg, size_t offset, const Call& c) {
 
 Status shm(const Call& c) {
   const size_t bytes = c.count * c.esize;
+  if (bytes <= kShmSmallSharedMaxBytes) return shm_small(c);
   if (c.send == c.recv) {
     if (auto span = c.comm.find_shared(c.recv, bytes)) {
       return shm_in_place(*span->segment, span->offset, c);
     }
   }
+  if (bytes <= kShmSmallMaxBytes) return shm_small(c);
   auto staging = c.comm.staging_segment(bytes);
   if (!staging) return staging.error();
   SharedSegment& seg = **staging;

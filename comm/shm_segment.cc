@@ -6,16 +6,10 @@
 #include <string>
 
 #include <fcntl.h>
-#include <sched.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define DLTUNE_CPU_RELAX() _mm_pause()
-#else
-#define DLTUNE_CPU_RELAX() ((void)0)
-#endif
+#include "comm/spin_wait.h"
 
 namespace dltune::comm {
 namespace {
@@ -69,7 +63,8 @@ SharedSegment::SharedSegment(uint8_t* map, size_t map_bytes, int local_size, int
       local_rank_(local_rank),
       bytes_per_rank_(bytes_per_rank),
       stride_(stride),
-      data_(map + header) {}
+      data_(map + header),
+      small_(map + (2 + static_cast<size_t>(local_size)) * kLine) {}
 
 SharedSegment::~SharedSegment() { munmap(map_, map_bytes_); }
 
@@ -79,7 +74,8 @@ Result<std::shared_ptr<SharedSegment>> SharedSegment::create(Communicator& local
   static std::atomic<uint64_t> counter{0};
   const int n = local.size();
   const int me = local.rank();
-  const size_t header = round_up((2 + static_cast<size_t>(n)) * kLine, kPage);
+  const size_t small_bytes = 2 * static_cast<size_t>(n) * kSmallSlotLines * kLine;
+  const size_t header = round_up((2 + static_cast<size_t>(n)) * kLine + small_bytes, kPage);
   const size_t stride = round_up(bytes_per_rank == 0 ? 1 : bytes_per_rank, kPage);
   const size_t total = header + stride * static_cast<size_t>(n);
 
@@ -133,19 +129,15 @@ Status SharedSegment::barrier(Deadline deadline) {
     generation.store(gen + 1, std::memory_order_release);
     return ok_status();
   }
-  for (uint64_t spins = 1;; ++spins) {
-    if (generation.load(std::memory_order_acquire) != gen) return ok_status();
-    if (spins < 1024) {
-      DLTUNE_CPU_RELAX();
-      continue;
-    }
-    sched_yield();
-    if ((spins & 255) == 0 && Clock::now() > deadline) {
+  SpinWait spin(local_size_);
+  while (generation.load(std::memory_order_acquire) == gen) {
+    if (!spin.wait(deadline)) {
       return timeout_error("local rank(s) did not reach the shared-memory barrier in time (" +
                            std::to_string(arrive_word(map_).load()) + " of " +
                            std::to_string(local_size_) + " arrived)");
     }
   }
+  return ok_status();
 }
 
 void SharedSegment::publish(uint64_t value) {

@@ -1,8 +1,10 @@
 // SharedSegment: one POSIX shared-memory segment mapped by every rank of a node-local group,
-// holding a control header (a barrier and one published word per rank) and one data region of
-// the same size per local rank. Used by alloc_shared() and the shared-memory allreduce.
+// holding a control header (a barrier, one published word per rank, and the small-message
+// slots) and one data region of the same size per local rank. Used by alloc_shared() and the
+// shared-memory allreduce.
 //
-// Layout:  [header: arrive counter | generation | word[0] .. word[L-1], one cache line each]
+// Layout:  [header: arrive counter | generation | word[0] .. word[L-1], one cache line each |
+//                   small slots: rank 0 parity 0, rank 0 parity 1, rank 1 parity 0, ...]
 //          [region 0][region 1]...[region L-1]     (each page-aligned, `stride` bytes apart)
 #pragma once
 
@@ -43,6 +45,16 @@ class SharedSegment {
   void publish(uint64_t value);
   uint64_t published(int local_rank) const;
 
+  // The small-message allreduce's slots (comm/algo_shm_small.cc): two per local rank, picked
+  // by sequence parity, of kSmallSlotLines cache lines each, 64-byte aligned, zero at creation.
+  static constexpr size_t kSmallSlotLines = 33;  // 8 bytes of tag + 2 KiB
+  uint8_t* small_slot(int local_rank, uint64_t parity) const {
+    return small_ + (2 * static_cast<size_t>(local_rank) + (parity & 1)) * kSmallSlotLines * 64;
+  }
+  // This rank's next small-message sequence number: 1, 2, 3, ... (process-local; every local
+  // rank counts the same calls, so the numbers agree).
+  uint64_t next_small_sequence() { return ++small_seq_; }
+
  private:
   SharedSegment(uint8_t* map, size_t map_bytes, int local_size, int local_rank,
                 size_t bytes_per_rank, size_t stride, size_t header);
@@ -54,6 +66,8 @@ class SharedSegment {
   size_t bytes_per_rank_;
   size_t stride_;
   uint8_t* data_;
+  uint8_t* small_;
+  uint64_t small_seq_ = 0;
 };
 
 }  // namespace dltune::comm

@@ -15,8 +15,11 @@ rank="$build/bin/dltune-bench-rank"
 [ -x "$rank" ] || { echo "bench/allreduce: $rank not built (cmake --build $build --target dltune-bench-rank)" >&2; exit 2; }
 mpirun=(mpirun --allow-run-as-root --oversubscribe --mca pml ob1)
 args=(--algo all --min-bytes 4 --max-bytes 64MiB --rounds "${ROUNDS:-9}" --summary)
+load() { echo "load average: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"; }
 echo "== 4 ranks (oversubscribed: 4 ranks on $(nproc) cores)"
+load
 "${mpirun[@]}" -np 4 "$rank" "${args[@]}" | sed 's/^summary:/summary_4ranks:/'
 echo
 echo "== 2 ranks"
+load
 "${mpirun[@]}" -np 2 "$rank" "${args[@]}"

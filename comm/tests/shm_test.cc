@@ -1,7 +1,10 @@
 // Node-shared buffers: every local rank sees every region; the shared-memory allreduce works
 // in place on them (also at an offset inside the buffer), and detects mismatched counts.
+#include <tuple>
+
 #include <gtest/gtest.h>
 
+#include "comm/algorithms.h"
 #include "comm/allreduce.h"
 #include "comm/tests/test_util.h"
 #include "comm/thread_communicator.h"
@@ -31,7 +34,10 @@ TEST(Shm, PeersSeeEachOthersRegions) {
 
 TEST(Shm, InPlaceOnSharedBuffersAtOffsets) {
   for (int ranks : {1, 2, 3, 4, 7}) {
-    for (size_t count : {size_t{1}, size_t{17}, size_t{4099}, (size_t{1} << 20) + 3}) {
+    // The counts around `at` straddle the small path's threshold for shared buffers.
+    const size_t at = detail::kShmSmallSharedMaxBytes / sizeof(float);
+    for (size_t count :
+         {size_t{1}, size_t{17}, at - 1, at, at + 1, size_t{4099}, (size_t{1} << 20) + 3}) {
       const auto want = reference<float>(ranks, count, ReduceOp::kSum);
       Status s = spawn(ranks, [&](Communicator& c) -> Status {
         auto buf = c.alloc_shared((count + 5) * sizeof(float));
@@ -54,20 +60,27 @@ TEST(Shm, InPlaceOnSharedBuffersAtOffsets) {
   }
 }
 
+// Both counts on the small path, both on the barrier path, and one on each: the first two
+// name the mismatch; the last (the ranks wait in different places) ends in a timeout.
 TEST(Shm, MismatchedCountsOnSharedBuffers) {
-  Status s = spawn(
-      2,
-      [&](Communicator& c) -> Status {
-        auto buf = c.alloc_shared(4096);
-        DLTUNE_TRY(buf);
-        AllreduceOptions o;
-        o.algorithm = Algorithm::kShm;
-        return allreduce(c, buf->data(), buf->data(), c.rank() == 0 ? 100 : 200, DataType::kF32,
-                         ReduceOp::kSum, o);
-      },
-      0, std::chrono::milliseconds(2000));
-  ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.error().message().find("same count"), std::string::npos) << s.error().message();
+  const size_t at = detail::kShmSmallSharedMaxBytes / sizeof(float);
+  for (auto [a, b, same_path] : {std::tuple{at / 4, at / 2, true}, std::tuple{at + 1, 2 * at, true},
+                                 std::tuple{at, at + 1, false}}) {
+    Status s = spawn(
+        2,
+        [&](Communicator& c) -> Status {
+          auto buf = c.alloc_shared(4096);
+          DLTUNE_TRY(buf);
+          AllreduceOptions o;
+          o.algorithm = Algorithm::kShm;
+          return allreduce(c, buf->data(), buf->data(), c.rank() == 0 ? a : b, DataType::kF32,
+                           ReduceOp::kSum, o);
+        },
+        0, std::chrono::milliseconds(same_path ? 2000 : 300));
+    ASSERT_FALSE(s.ok()) << a << " vs " << b;
+    const std::string& m = s.error().message();
+    EXPECT_NE(m.find(same_path ? "same count" : "in time"), std::string::npos) << m;
+  }
 }
 
 }  // namespace
