@@ -91,13 +91,16 @@ void print_report(const char* verb, const tdb::MergeReport& r, bool json) {
                             {"unchanged", m.unchanged},
                             {"kept_local", m.kept_local}};
     };
-    std::printf(
-        "%s\n",
-        nlohmann::json{{"plans", c(r.plans)}, {"measurements", c(r.measurements)}}.dump().c_str());
+    std::printf("%s\n", nlohmann::json{{"plans", c(r.plans)},
+                                       {"measurements", c(r.measurements)},
+                                       {"recipe_trials", c(r.recipe_trials)}}
+                            .dump()
+                            .c_str());
     return;
   }
-  std::printf("%s: plans %s; measurements %s\n", verb, counts_text(r.plans).c_str(),
-              counts_text(r.measurements).c_str());
+  std::printf("%s: plans %s; measurements %s; recipe trials %s\n", verb,
+              counts_text(r.plans).c_str(), counts_text(r.measurements).c_str(),
+              counts_text(r.recipe_trials).c_str());
 }
 
 Status run_show(const DbOptions& o) {
@@ -116,8 +119,9 @@ Status run_export(const DbOptions& o) {
   auto b = tdb::export_bundle(*db, *f, o.site);
   if (!b) return std::move(b).error();
   DLTUNE_TRY(paths::write_file_atomic(o.output, tdb::bundle_to_json(*b)));
-  std::fprintf(stderr, "dltune db export: wrote %zu plans and %zu measurements to %s\n",
-               b->plans.size(), b->measurements.size(), o.output.c_str());
+  std::fprintf(stderr,
+               "dltune db export: wrote %zu plans, %zu measurements and %zu recipe trials to %s\n",
+               b->plans.size(), b->measurements.size(), b->recipe_trials.size(), o.output.c_str());
   return ok_status();
 }
 
@@ -146,16 +150,19 @@ Status run_merge(const DbOptions& o) {
   for (tdb::Bundle& b : sources) {
     all.plans.insert(all.plans.end(), b.plans.begin(), b.plans.end());
     all.measurements.insert(all.measurements.end(), b.measurements.begin(), b.measurements.end());
+    all.recipe_trials.insert(all.recipe_trials.end(), b.recipe_trials.begin(),
+                             b.recipe_trials.end());
   }
   auto out = tdb::TuningDb::open(o.output, tdb::OpenMode::kReadWrite);
   if (!out) return std::move(out).error();
   // One transaction per source, in order, so that the policy also decides between sources.
   tdb::MergeReport total;
   for (const tdb::Bundle& b : sources) {
-    auto r = out->merge_rows(b.plans, b.measurements, *policy);
+    auto r = out->merge_rows(b.plans, b.measurements, *policy, b.recipe_trials);
     if (!r) return std::move(r).error().wrap("merging into '" + o.output + "'");
-    for (auto [t, s] :
-         {std::pair{&total.plans, &r->plans}, {&total.measurements, &r->measurements}}) {
+    for (auto [t, s] : {std::pair{&total.plans, &r->plans},
+                        {&total.measurements, &r->measurements},
+                        {&total.recipe_trials, &r->recipe_trials}}) {
       t->added += s->added;
       t->replaced += s->replaced;
       t->unchanged += s->unchanged;

@@ -36,15 +36,17 @@ uint64_t next_pow2(uint64_t v) {
   return p;
 }
 
+// The plan with its collective measurements or recipe trials, in one transaction.
 Status store_plan(const std::string& db_path, const tdb::Key& key, const recipes::Plan& plan,
-                  const std::vector<tdb::Measurement>& rows) {
+                  const tdb::Provenance& prov, const std::vector<tdb::Measurement>& rows,
+                  const std::vector<tdb::RecipeTrial>& trials = {}) {
   if (const auto slash = db_path.rfind('/'); slash != std::string::npos && slash > 0) {
     DLTUNE_TRY(paths::make_dirs(db_path.substr(0, slash)));
   }
   auto db = tdb::TuningDb::open(db_path, tdb::OpenMode::kReadWrite);
   if (!db) return std::move(db).error();
-  tdb::PlanRecord rec{key, recipes::serialize_plan(plan), tdb::local_provenance()};
-  return db->put_results(&rec, rows);
+  tdb::PlanRecord rec{key, recipes::serialize_plan(plan), prov};
+  return db->put_results(&rec, rows, trials);
 }
 
 // The stored collective measurements of this machine and shape, for the report.
@@ -104,8 +106,9 @@ Result<recipes::Plan> collective_plan(const PlanRequest& r, PlanChoice& choice, 
   if (!outcome) return internal_error(outcome.error().message());
   auto plan = tuner::plan_from_outcome(*outcome);
   if (!plan) return internal_error(plan.error().message());
-  const auto rows = tuner::measurement_rows(*outcome, key, tdb::local_provenance());
-  DLTUNE_TRY_CTX(store_plan(r.layers.user_db, key, *plan, rows),
+  const tdb::Provenance prov = tdb::local_provenance();
+  const auto rows = tuner::measurement_rows(*outcome, key, prov);
+  DLTUNE_TRY_CTX(store_plan(r.layers.user_db, key, *plan, prov, rows),
                  "storing the collective plan in " + r.layers.user_db);
   choice.collective_outcome = std::move(j);
   choice.collective_measurements = rows;
@@ -216,8 +219,10 @@ Result<PlanChoice> choose_plan(const PlanRequest& r) {
   choice.source = "tuned";
   choice.tuning_s = seconds_since(t0);
   choice.db_path = r.layers.user_db;
-  DLTUNE_TRY_CTX(store_plan(r.layers.user_db, key, choice.plan, {}),
-                 "storing the plan in " + r.layers.user_db);
+  const tdb::Provenance prov = tdb::local_provenance();
+  DLTUNE_TRY_CTX(store_plan(r.layers.user_db, key, choice.plan, prov, {},
+                            tuner::recipe_trial_rows(*tuned, key, prov)),
+                 "storing the plan and its trials in " + r.layers.user_db);
   return choice;
 }
 

@@ -57,15 +57,17 @@ void print_training(const recipes::Plan& plan) {
   if (!plan.provenance.reason.empty()) std::printf("why: %s\n", plan.provenance.reason.c_str());
 }
 
-Status store(const tdb::Layers& layers, const tdb::Key& key, const recipes::Plan& plan) {
+// The winning plan and every trial behind it, in one transaction.
+Status store(const tdb::Layers& layers, const tdb::Key& key, const tuner::RecipeTuneOutcome& out) {
   const std::string& path = layers.user_db;
   if (const auto slash = path.rfind('/'); slash != std::string::npos && slash > 0) {
     DLTUNE_TRY(paths::make_dirs(path.substr(0, slash)));
   }
   auto db = tdb::TuningDb::open(path, tdb::OpenMode::kReadWrite);
   if (!db) return std::move(db).error();
-  tdb::PlanRecord rec{key, recipes::serialize_plan(plan), tdb::local_provenance()};
-  return db->put_plan(rec);
+  const tdb::Provenance prov = tdb::local_provenance();
+  tdb::PlanRecord rec{key, recipes::serialize_plan(out.plan), prov};
+  return db->put_results(&rec, {}, tuner::recipe_trial_rows(out, key, prov));
 }
 
 }  // namespace
@@ -179,7 +181,7 @@ int run_tune_recipe(const TuneRecipeOptions& o) {
   if (!work) return report_error("tune", work.error());
   auto out = tuner::tune_recipe(req, mpirun_worker_ranks(ranks), work->path());
   if (!out) return report_error("tune", out.error());
-  if (Status s = store(*layers, key, out->plan); !s.ok()) {
+  if (Status s = store(*layers, key, *out); !s.ok()) {
     return report_error("tune", s.error().wrap("storing the plan in " + layers->user_db));
   }
   if (o.json) {

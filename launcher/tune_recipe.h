@@ -7,8 +7,7 @@
 // cached plan and exits 0 unless --retune; else the base plan's collectives come from the
 // cached collective plan for this shape (key with recipe signature ""), else a default plan;
 // the trials run once as `mpirun -np RANKS dltune-worker trial ...`; the plan is stored under
-// the key (the trials stay in the printed/JSON outcome: the database has no table for
-// training trials).
+// the key together with every trial (db::RecipeTrial), in one transaction.
 #pragma once
 
 #include <string>

@@ -266,14 +266,17 @@ Result<TrialSchedule> schedule_from_json(const json& j) {
 json trials_to_json(const std::vector<TrialRecord>& ts) {
   json a = json::array();
   for (const TrialRecord& t : ts) {
-    a.push_back({{"candidate", t.candidate},
-                 {"label", t.label},
-                 {"round", t.round},
-                 {"steps", t.steps},
-                 {"samples_per_s", t.samples_per_s},
-                 {"step_s", t.step_s},
-                 {"failed", t.failed},
-                 {"reason", t.reason}});
+    json e = {{"candidate", t.candidate},
+              {"label", t.label},
+              {"round", t.round},
+              {"steps", t.steps},
+              {"samples_per_s", t.samples_per_s},
+              {"step_s", t.step_s},
+              {"failed", t.failed},
+              {"reason", t.reason}};
+    if (t.median_sps) e["median_samples_per_s"] = *t.median_sps;
+    if (t.iqr_sps) e["iqr_samples_per_s"] = *t.iqr_sps;
+    a.push_back(std::move(e));
   }
   return a;
 }
@@ -292,6 +295,12 @@ Result<std::vector<TrialRecord>> trials_from_json(const json& j) {
     RT_ASSIGN(t.step_s, get<double>(e, "step_s", w));
     RT_ASSIGN(t.failed, get<bool>(e, "failed", w));
     RT_ASSIGN(t.reason, get<std::string>(e, "reason", w));
+    if (e.contains("median_samples_per_s")) {
+      RT_ASSIGN(t.median_sps, get<double>(e, "median_samples_per_s", w));
+    }
+    if (e.contains("iqr_samples_per_s")) {
+      RT_ASSIGN(t.iqr_sps, get<double>(e, "iqr_samples_per_s", w));
+    }
     out.push_back(std::move(t));
   }
   return out;
@@ -387,8 +396,13 @@ Result<RecipeTuneOutcome> outcome_from_trials(const RecipeTuneRequest& req,
   for (const TrialRecord& t : *ts) by[t.candidate][t.round] = &t;
   const auto& mine = by[o.winner];
   const TrialRecord* last = mine.rbegin()->second;
-  double sum = 0;
-  for (const auto& [round, t] : mine) sum += t->samples_per_s;
+  // The prediction for the real run: samples over time across all of the winner's trials (the
+  // figure it won by), so that a long late trial weighs more than a 4-step first one.
+  double samples = 0, seconds = 0;
+  for (const auto& [round, t] : mine) {
+    samples += t->steps * t->samples_per_s * t->step_s;
+    seconds += t->steps * t->step_s;
+  }
 
   std::vector<std::string> beat;
   for (size_t i = 0; i < candidates.size(); ++i) {
@@ -436,7 +450,7 @@ Result<RecipeTuneOutcome> outcome_from_trials(const RecipeTuneRequest& req,
   if (failures > 0) reason += "; " + std::to_string(failures) + " failed";
   o.plan.provenance.reason = reason;
   o.plan.provenance.measured_sps = last->samples_per_s;
-  o.plan.provenance.predicted_sps = sum / static_cast<double>(mine.size());
+  o.plan.provenance.predicted_sps = seconds > 0 ? samples / seconds : last->samples_per_s;
   return o;
 }
 
@@ -507,6 +521,44 @@ std::vector<RecipeCandidate> narrow_candidates(const std::vector<RecipeCandidate
     near.push_back(k);
   }
   return near.empty() ? candidates : near;
+}
+
+std::vector<db::RecipeTrial> recipe_trial_rows(const RecipeTuneOutcome& o, const db::Key& key,
+                                               const db::Provenance& provenance) {
+  std::vector<db::RecipeTrial> rows;
+  auto ts = trials_from_json(o.trials.contains("trials") ? o.trials["trials"] : json());
+  if (!ts) return rows;
+  for (const TrialRecord& t : *ts) {
+    if (t.candidate >= o.candidates.size()) continue;
+    const TrainingPlan& c = o.candidates[t.candidate].training;
+    db::RecipeTrial r;
+    r.key = key;
+    r.round = t.round;
+    r.candidate = static_cast<int64_t>(t.candidate);
+    r.label = db::clean_text(o.candidates[t.candidate].label);
+    r.per_rank_batch = c.per_rank_batch;
+    r.global_batch = c.global_batch;
+    r.scaling = std::string(recipes::scaling_name(c.scaling));
+    r.bucket_bytes = c.bucket_bytes;
+    r.overlap = c.overlap;
+    r.lr_scale = c.lr_scale;
+    r.steps = t.steps;
+    r.samples_per_s = t.samples_per_s;
+    r.step_s = t.step_s;
+    r.median_sps = t.median_sps;
+    r.iqr_sps = t.iqr_sps;
+    r.failed = t.failed;
+    r.reason = db::clean_text(t.reason);
+    r.provenance = provenance;
+    if (Status ok = db::validate_trial(r); !ok.ok()) {
+      // A trial the database would refuse (say, an infinite throughput) must not cost the plan.
+      DLTUNE_LOG(kWarn, "tuner") << "not storing trial '" << r.label << "' (round " << r.round
+                                 << "): " << ok.error().message();
+      continue;
+    }
+    rows.push_back(std::move(r));
+  }
+  return rows;
 }
 
 json recipe_outcome_to_json(const RecipeTuneOutcome& o) {

@@ -30,7 +30,8 @@
 //    "trials": [{"candidate": 0, "label": "...", "round": 0, "steps": 4, "samples_per_s": 1234.5,
 //                "step_s": 0.05, "failed": false, "reason": ""}]}
 // (step_s: the mean over the trial's steps of the slowest rank's step time; samples_per_s =
-// global batch / step_s.)
+// global batch / step_s. A trial may also carry "median_samples_per_s" and "iqr_samples_per_s",
+// the median and interquartile range of the per-step throughput; they are kept when present.)
 #pragma once
 
 #include <cstdint>
@@ -44,6 +45,7 @@
 #include "common/result.h"
 #include "recipes/plan.h"
 #include "recipes/recipe.h"
+#include "tuner/db/records.h"
 
 namespace dltune::tuner {
 
@@ -112,6 +114,7 @@ struct TrialRecord {
   int steps = 0;
   double samples_per_s = 0;
   double step_s = 0;
+  std::optional<double> median_sps, iqr_sps;  // when the trial program reports them
   bool failed = false;
   std::string reason;
 };
@@ -190,6 +193,14 @@ TrialSchedule schedule_for(const RecipeTuneRequest& req, size_t candidates, int6
 // candidate failed.
 Result<RecipeTuneOutcome> tune_recipe(const RecipeTuneRequest& req, const RunRanks& run_ranks,
                                       const std::string& work_dir);
+
+// One db::RecipeTrial per trial of the outcome (every candidate in every round it ran), with
+// the candidate's configuration, under `key` (the plan's) with `provenance`; labels and reasons
+// cleaned of characters the database refuses (db::clean_text). Trials whose candidate index is
+// out of range (outcome_from_trials() already refuses them) or that db::validate_trial()
+// refuses (logged) are left out, so that storing them never fails the plan.
+std::vector<db::RecipeTrial> recipe_trial_rows(const RecipeTuneOutcome& outcome, const db::Key& key,
+                                               const db::Provenance& provenance);
 
 nlohmann::json recipe_outcome_to_json(const RecipeTuneOutcome& o);
 Result<RecipeTuneOutcome> recipe_outcome_from_json(const nlohmann::json& j);

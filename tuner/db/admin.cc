@@ -1,6 +1,9 @@
 #include "tuner/db/admin.h"
 
+#include <cstdio>
 #include <ctime>
+#include <map>
+#include <optional>
 #include <string>
 
 #include "common/paths.h"
@@ -22,6 +25,32 @@ json key_json(const Key& k) {
             {"pmix", k.versions.pmix},
             {"nccl", k.versions.nccl},
             {"dltune", k.versions.dltune}}}};
+}
+
+// The identity of a key as one string, to match trials with their plan.
+std::string identity(const Key& k) {
+  return k.fingerprint + "|" + k.versions.mpi + "|" + k.versions.pmix + "|" + k.versions.nccl +
+         "|" + k.versions.dltune + "|" + std::to_string(k.shape.nodes) + "|" +
+         std::to_string(k.shape.ranks_per_node) + "|" + k.recipe;
+}
+
+json trial_json(const RecipeTrial& t) {
+  const auto opt = [](const std::optional<double>& v) { return v ? json(*v) : json(nullptr); };
+  return {{"round", t.round},
+          {"candidate", t.candidate},
+          {"label", t.label},
+          {"per_rank_batch", t.per_rank_batch},
+          {"global_batch", t.global_batch},
+          {"scaling", t.scaling},
+          {"bucket_bytes", t.bucket_bytes},
+          {"overlap", t.overlap},
+          {"lr_scale", t.lr_scale},
+          {"steps", t.steps},
+          {"samples_per_s", t.samples_per_s},
+          {"median_samples_per_s", opt(t.median_sps)},
+          {"iqr_samples_per_s", opt(t.iqr_sps)},
+          {"failed", t.failed},
+          {"reason", t.reason}};
 }
 
 std::string utc(int64_t t) {
@@ -52,11 +81,23 @@ json summarize_one(const std::string& path, bool site, bool with_plans, json* pl
   d["schema_version"] = c->schema_version;
   d["plans"] = c->plans;
   d["measurements"] = c->measurements;
+  d["recipe_trials"] = c->recipe_trials;
   if (!with_plans) return d;
   auto plans = db->plans();
   if (!plans) {
     d["error"] = plans.error().message();
     return d;
+  }
+  auto trials = db->recipe_trials();
+  if (!trials) {
+    d["error"] = trials.error().message();
+    return d;
+  }
+  std::map<std::string, json> trials_by_plan;
+  for (const RecipeTrial& t : *trials) {
+    json& list = trials_by_plan[identity(t.key)];
+    if (list.is_null()) list = json::array();
+    list.push_back(trial_json(t));
   }
   for (const PlanRecord& p : *plans) {
     json row = {{"db", path},
@@ -69,9 +110,34 @@ json summarize_one(const std::string& path, bool site, bool with_plans, json* pl
                 {"created", utc(p.provenance.created_at)}};
     json plan = json::parse(p.plan_json, nullptr, false);
     row["plan"] = plan.is_discarded() ? json(nullptr) : plan;
+    auto mine = trials_by_plan.find(identity(p.key));
+    row["recipe_trials"] = mine == trials_by_plan.end() ? json::array() : mine->second;
     plans_out->push_back(std::move(row));
   }
   return d;
+}
+
+// "    trial r1 #3  b64 weak bucket=1MiB overlap   16 steps  1234.5 samples/s (median 1250.0,
+// IQR 40.1)" or "... failed: REASON".
+std::string trial_line(const json& t) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "    trial r%lld #%-3lld %-40s %5lld steps  ",
+                static_cast<long long>(t["round"].get<int64_t>()),
+                static_cast<long long>(t["candidate"].get<int64_t>()),
+                t["label"].get<std::string>().substr(0, 40).c_str(),
+                static_cast<long long>(t["steps"].get<int64_t>()));
+  std::string line = buf;
+  if (t["failed"].get<bool>()) {
+    return line + "failed: " + t["reason"].get<std::string>().substr(0, 80) + "\n";
+  }
+  std::snprintf(buf, sizeof buf, "%.1f samples/s", t["samples_per_s"].get<double>());
+  line += buf;
+  if (!t["median_samples_per_s"].is_null() && !t["iqr_samples_per_s"].is_null()) {
+    std::snprintf(buf, sizeof buf, " (median %.1f, IQR %.1f)",
+                  t["median_samples_per_s"].get<double>(), t["iqr_samples_per_s"].get<double>());
+    line += buf;
+  }
+  return line + "\n";
 }
 
 }  // namespace
@@ -150,7 +216,8 @@ std::string summary_text(const json& s) {
     }
     out += "schema v" + std::to_string(d["schema_version"].get<int>()) + ", " +
            std::to_string(d["plans"].get<int64_t>()) + " plans, " +
-           std::to_string(d["measurements"].get<int64_t>()) + " measurements\n";
+           std::to_string(d["measurements"].get<int64_t>()) + " measurements, " +
+           std::to_string(d["recipe_trials"].get<int64_t>()) + " recipe trials\n";
   }
   if (!s.contains("plans") || s["plans"].empty()) return out;
   out += "plans:\n";
@@ -165,6 +232,7 @@ std::string summary_text(const json& s) {
            (p["site"].get<std::string>().empty() ? std::string("(local)")
                                                  : p["site"].get<std::string>()) +
            "  " + p["created"].get<std::string>() + "\n";
+    for (const json& t : p["recipe_trials"]) out += trial_line(t);
   }
   return out;
 }

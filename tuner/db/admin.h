@@ -24,8 +24,8 @@ Result<int64_t> parse_age(std::string_view text);
 
 // The summary of every layer: for each database its path, layer ("user" / "site"), schema
 // version and row counts (or why it could not be read: a user database that does not exist is
-// reported, not created), and every plan row (with `with_plans`). Never fails: problems are
-// reported per database in "error".
+// reported, not created), and every plan row with its recipe trials (with `with_plans`). Never
+// fails: problems are reported per database in "error".
 nlohmann::json summarize(const Layers& layers, bool with_plans);
 // summarize() as lines for people.
 std::string summary_text(const nlohmann::json& summary);

@@ -17,7 +17,7 @@ constexpr const char* kFormatName = "dltune-tuning-bundle";
 std::string checksum_of(const json& content) { return sha256_hex(content.dump()); }
 
 // The format name, version and checksum: everything decided before any row is read.
-Status check_envelope(const json& j, const json** content) {
+Status check_envelope(const json& j, const json** content, int* format_version) {
   if (!j.is_object() || !j.contains("format") || j["format"] != kFormatName) {
     return invalid_input(std::string("not a dltune tuning bundle (no \"format\": \"") +
                          kFormatName + "\")");
@@ -26,11 +26,13 @@ Status check_envelope(const json& j, const json** content) {
   if (version == j.end() || !version->is_number_integer()) {
     return invalid_input("format_version: missing or not an integer");
   }
-  if (*version != kBundleFormatVersion) {
+  if (*version < kOldestBundleFormatVersion || *version > kBundleFormatVersion) {
     return invalid_input("bundle format version " + version->dump() +
-                         " is not supported (this dltune reads version " +
+                         " is not supported (this dltune reads versions " +
+                         std::to_string(kOldestBundleFormatVersion) + " to " +
                          std::to_string(kBundleFormatVersion) + ")");
   }
+  *format_version = version->get<int>();
   const auto c = j.find("content");
   if (c == j.end() || !c->is_object()) return invalid_input("content: missing or not an object");
   const auto sum = j.find("checksum");
@@ -66,10 +68,14 @@ Status parse_rows(const json& content, const char* name, Fn from_json, std::vect
 }  // namespace
 
 std::string bundle_to_json(const Bundle& b) {
-  json content = {{"plans", json::array()}, {"measurements", json::array()}};
+  json content = {
+      {"plans", json::array()}, {"measurements", json::array()}, {"recipe_trials", json::array()}};
   for (const PlanRecord& p : b.plans) content["plans"].push_back(detail::plan_to_json(p));
   for (const Measurement& m : b.measurements) {
     content["measurements"].push_back(detail::measurement_to_json(m));
+  }
+  for (const RecipeTrial& t : b.recipe_trials) {
+    content["recipe_trials"].push_back(detail::trial_to_json(t));
   }
   json j = {{"format", kFormatName},
             {"format_version", kBundleFormatVersion},
@@ -88,7 +94,12 @@ Result<Bundle> parse_bundle(std::string_view text) {
     return invalid_input("not valid JSON (truncated or damaged file?)");
   }
   const json* content = nullptr;
-  DLTUNE_TRY(check_envelope(j, &content));
+  int version = 0;
+  DLTUNE_TRY(check_envelope(j, &content, &version));
+  if (version < 2 && content->contains("recipe_trials")) {
+    return invalid_input("content.recipe_trials: not part of bundle format version " +
+                         std::to_string(version));
+  }
   Bundle b;
   auto prov = detail::provenance_from_json(j);
   if (!prov) return std::move(prov).error();
@@ -96,6 +107,7 @@ Result<Bundle> parse_bundle(std::string_view text) {
   DLTUNE_TRY(validate_provenance(b.provenance));
   DLTUNE_TRY(parse_rows(*content, "plans", detail::plan_from_json, &b.plans));
   DLTUNE_TRY(parse_rows(*content, "measurements", detail::measurement_from_json, &b.measurements));
+  DLTUNE_TRY(parse_rows(*content, "recipe_trials", detail::trial_from_json, &b.recipe_trials));
   return b;
 }
 
@@ -107,13 +119,19 @@ Result<Bundle> export_bundle(TuningDb& db, const Filter& filter, const std::stri
   if (!plans) return std::move(plans).error();
   auto ms = db.measurements(filter);
   if (!ms) return std::move(ms).error();
+  auto trials = db.recipe_trials(filter);
+  if (!trials) return std::move(trials).error();
   b.plans = std::move(*plans);
   b.measurements = std::move(*ms);
+  b.recipe_trials = std::move(*trials);
   for (PlanRecord& p : b.plans) {
     if (p.provenance.site.empty()) p.provenance.site = site;
   }
   for (Measurement& m : b.measurements) {
     if (m.provenance.site.empty()) m.provenance.site = site;
+  }
+  for (RecipeTrial& t : b.recipe_trials) {
+    if (t.provenance.site.empty()) t.provenance.site = site;
   }
   return b;
 }
@@ -131,8 +149,11 @@ Result<Bundle> read_source(const std::string& path) {
     if (!plans) return std::move(plans).error().wrap("reading '" + path + "'");
     auto ms = db->measurements();
     if (!ms) return std::move(ms).error().wrap("reading '" + path + "'");
+    auto trials = db->recipe_trials();
+    if (!trials) return std::move(trials).error().wrap("reading '" + path + "'");
     b.plans = std::move(*plans);
     b.measurements = std::move(*ms);
+    b.recipe_trials = std::move(*trials);
     return b;
   }
   auto b = parse_bundle(*text);
@@ -143,7 +164,7 @@ Result<Bundle> read_source(const std::string& path) {
 Result<MergeReport> import_file(TuningDb& db, const std::string& path, ConflictPolicy policy) {
   auto b = read_source(path);
   if (!b) return std::move(b).error();
-  auto r = db.merge_rows(b->plans, b->measurements, policy);
+  auto r = db.merge_rows(b->plans, b->measurements, policy, b->recipe_trials);
   if (!r) return std::move(r).error().wrap("importing '" + path + "'");
   return r;
 }

@@ -1,5 +1,6 @@
 #include "tuner/db/bundle_json.h"
 
+#include <optional>
 #include <string>
 
 namespace dltune::tuner::db::detail {
@@ -51,6 +52,14 @@ Result<bool> get_bool(const json& j, const char* name) {
     if (!dltune_get_r_) return dltune_get_r_.error(); \
     (out) = std::move(*dltune_get_r_);                \
   } while (0)
+
+// A number or null (a measurement that was not taken).
+Result<std::optional<double>> get_optional_double(const json& j, const char* name) {
+  const json* f = field(j, name);
+  if (f != nullptr && f->is_null()) return std::optional<double>();
+  if (f == nullptr || !f->is_number()) return missing(name, "a number or null");
+  return std::optional<double>(f->get<double>());
+}
 
 json key_to_json(const Key& k) {
   return {{"fingerprint", k.fingerprint},
@@ -157,6 +166,55 @@ Result<Measurement> measurement_from_json(const json& j) {
   DLTUNE_GET(m.provenance, provenance_from_json(j));
   DLTUNE_TRY(validate_measurement(m));
   return m;
+}
+
+json trial_to_json(const RecipeTrial& t) {
+  const auto opt = [](const std::optional<double>& v) { return v ? json(*v) : json(nullptr); };
+  return {{"key", key_to_json(t.key)},
+          {"round", t.round},
+          {"candidate", t.candidate},
+          {"label", t.label},
+          {"per_rank_batch", t.per_rank_batch},
+          {"global_batch", t.global_batch},
+          {"scaling", t.scaling},
+          {"bucket_bytes", t.bucket_bytes},
+          {"overlap", t.overlap},
+          {"lr_scale", t.lr_scale},
+          {"steps", t.steps},
+          {"samples_per_s", t.samples_per_s},
+          {"step_s", t.step_s},
+          {"median_samples_per_s", opt(t.median_sps)},
+          {"iqr_samples_per_s", opt(t.iqr_sps)},
+          {"failed", t.failed},
+          {"reason", t.reason},
+          {"provenance", provenance_to_json(t.provenance)}};
+}
+
+Result<RecipeTrial> trial_from_json(const json& j) {
+  RecipeTrial t;
+  int64_t bucket = 0;
+  DLTUNE_GET(t.key, key_from_json(j));
+  DLTUNE_GET(t.round, get_int(j, "round"));
+  DLTUNE_GET(t.candidate, get_int(j, "candidate"));
+  DLTUNE_GET(t.label, get_string(j, "label"));
+  DLTUNE_GET(t.per_rank_batch, get_int(j, "per_rank_batch"));
+  DLTUNE_GET(t.global_batch, get_int(j, "global_batch"));
+  DLTUNE_GET(t.scaling, get_string(j, "scaling"));
+  DLTUNE_GET(bucket, get_int(j, "bucket_bytes"));
+  if (bucket < 0) return invalid_input("bucket_bytes: must not be negative");
+  t.bucket_bytes = static_cast<uint64_t>(bucket);
+  DLTUNE_GET(t.overlap, get_bool(j, "overlap"));
+  DLTUNE_GET(t.lr_scale, get_double(j, "lr_scale"));
+  DLTUNE_GET(t.steps, get_int(j, "steps"));
+  DLTUNE_GET(t.samples_per_s, get_double(j, "samples_per_s"));
+  DLTUNE_GET(t.step_s, get_double(j, "step_s"));
+  DLTUNE_GET(t.median_sps, get_optional_double(j, "median_samples_per_s"));
+  DLTUNE_GET(t.iqr_sps, get_optional_double(j, "iqr_samples_per_s"));
+  DLTUNE_GET(t.failed, get_bool(j, "failed"));
+  DLTUNE_GET(t.reason, get_string(j, "reason"));
+  DLTUNE_GET(t.provenance, provenance_from_json(j));
+  DLTUNE_TRY(validate_trial(t));
+  return t;
 }
 
 }  // namespace dltune::tuner::db::detail

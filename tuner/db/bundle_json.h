@@ -12,9 +12,11 @@ namespace dltune::tuner::db::detail {
 nlohmann::json provenance_to_json(const Provenance& p);
 nlohmann::json plan_to_json(const PlanRecord& p);
 nlohmann::json measurement_to_json(const Measurement& m);
+nlohmann::json trial_to_json(const RecipeTrial& t);
 
 Result<Provenance> provenance_from_json(const nlohmann::json& j);
 Result<PlanRecord> plan_from_json(const nlohmann::json& j);
 Result<Measurement> measurement_from_json(const nlohmann::json& j);
+Result<RecipeTrial> trial_from_json(const nlohmann::json& j);
 
 }  // namespace dltune::tuner::db::detail

@@ -166,4 +166,61 @@ Status validate_measurement(const Measurement& m) {
   return ok_status();
 }
 
+Status validate_trial(const RecipeTrial& t) {
+  DLTUNE_TRY(validate_key(t.key));
+  DLTUNE_TRY(validate_provenance(t.provenance));
+  if (t.label.empty()) return invalid_input("recipe_trial.label: must not be empty");
+  DLTUNE_TRY(check_text("recipe_trial.label", t.label));
+  DLTUNE_TRY(check_text("recipe_trial.reason", t.reason));
+  if (t.scaling != "weak" && t.scaling != "strong") {
+    return invalid_input("recipe_trial.scaling: expected weak or strong, got " +
+                         quote_for_error(t.scaling));
+  }
+  if (t.round < 0 || t.round > 1000 || t.candidate < 0 || t.candidate > 1000000) {
+    return invalid_input("recipe_trial.round/candidate: out of range (" + std::to_string(t.round) +
+                         ", " + std::to_string(t.candidate) + ")");
+  }
+  constexpr int64_t kMaxBatch = int64_t{1} << 40;
+  if (t.per_rank_batch < 1 || t.per_rank_batch > kMaxBatch || t.global_batch < 1 ||
+      t.global_batch > kMaxBatch) {
+    return invalid_input("recipe_trial.per_rank_batch/global_batch: expected 1 to 2^40");
+  }
+  if (t.bucket_bytes > (uint64_t{1} << 62)) {
+    return invalid_input("recipe_trial.bucket_bytes: implausibly large");
+  }
+  if (!(t.lr_scale > 0.0) || t.lr_scale > 1e6) {
+    return invalid_input("recipe_trial.lr_scale: expected a positive factor, got " +
+                         std::to_string(t.lr_scale));
+  }
+  if (t.steps < 0 || t.steps > 100000000) {
+    return invalid_input("recipe_trial.steps: out of range");
+  }
+  DLTUNE_TRY(check_nonneg("recipe_trial.samples_per_s", t.samples_per_s));
+  DLTUNE_TRY(check_nonneg("recipe_trial.step_s", t.step_s));
+  if (t.median_sps) DLTUNE_TRY(check_nonneg("recipe_trial.median_samples_per_s", *t.median_sps));
+  if (t.iqr_sps) DLTUNE_TRY(check_nonneg("recipe_trial.iqr_samples_per_s", *t.iqr_sps));
+  if (!t.failed && (t.steps == 0 || !(t.samples_per_s > 0))) {
+    return invalid_input("recipe_trial.steps: a successful trial needs timed steps");
+  }
+  return ok_status();
+}
+
+std::string clean_text(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    if (out.size() >= kMaxTextBytes - 12) break;
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u >= 0x7f) {
+      out += ' ';
+    } else if (c == '\'' || c == '"' || c == '`') {
+      out += '*';
+    } else if (c == '\\' || c == ';') {
+      out += ',';
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 }  // namespace dltune::tuner::db

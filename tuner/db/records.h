@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -78,6 +79,34 @@ struct PlanRecord {
   Provenance provenance;
 };
 
+// One recipe trial: a short trial training of one candidate configuration in one round of the
+// recipe search (tuner/recipe_tuning.h), stored with the plan it produced (same Key identity;
+// writing a plan replaces its trials). samples_per_s is the trial's throughput (global batch
+// over the mean of the slowest rank's step times, over `steps` timed steps: the sample count);
+// the median and interquartile range of the per-step throughput are kept when the trial
+// program reports them, else nullopt. A failed trial keeps its reason and may have no times.
+struct RecipeTrial {
+  Key key;
+  int64_t round = 0;
+  int64_t candidate = 0;  // index into the search's candidate list
+  std::string label;      // "b64 weak bucket=1MiB overlap"
+  // The configuration.
+  int64_t per_rank_batch = 1;
+  int64_t global_batch = 1;
+  std::string scaling;  // "weak" | "strong"
+  uint64_t bucket_bytes = 0;
+  bool overlap = false;
+  double lr_scale = 1.0;
+  // The measurement.
+  int64_t steps = 0;
+  double samples_per_s = 0;
+  double step_s = 0;
+  std::optional<double> median_sps, iqr_sps;
+  bool failed = false;
+  std::string reason;
+  Provenance provenance;
+};
+
 // Limits on stored text, so that a hostile bundle cannot blow up a database or a terminal.
 inline constexpr size_t kMaxTokenBytes = 128;
 inline constexpr size_t kMaxTextBytes = 512;
@@ -91,6 +120,13 @@ Status validate_key(const Key& key);
 Status validate_provenance(const Provenance& p);
 Status validate_plan(const PlanRecord& plan);
 Status validate_measurement(const Measurement& m);
+// Also: label is free text (non-empty), scaling "weak" or "strong", batches >= 1, a successful
+// trial has steps and a positive throughput.
+Status validate_trial(const RecipeTrial& t);
+
+// `s` made acceptable as free text: control and non-ASCII characters become spaces, quotes and
+// backticks '*', backslashes and semicolons ','; cut to kMaxTextBytes - 12 bytes.
+std::string clean_text(std::string_view s);
 
 // A short printable form of a possibly hostile string for error messages (quoted, cut at 40).
 std::string quote_for_error(std::string_view s);

@@ -39,7 +39,28 @@ CREATE INDEX plans_by_family ON plans(family, recipe);
 PRAGMA user_version = 2;
 )sql";
 
-constexpr const char* kSteps[] = {kCreateV1, kV1ToV2};
+// v2 -> v3: recipe trial measurements. The median / IQR columns are NULL when the trial program
+// did not report the distribution.
+constexpr const char* kV2ToV3 = R"sql(
+CREATE TABLE recipe_trials(
+  id INTEGER PRIMARY KEY,
+  fingerprint TEXT NOT NULL, mpi TEXT NOT NULL, pmix TEXT NOT NULL, nccl TEXT NOT NULL,
+  dltune TEXT NOT NULL, nodes INTEGER NOT NULL, ranks_per_node INTEGER NOT NULL,
+  recipe TEXT NOT NULL, family TEXT NOT NULL,
+  plan_id INTEGER NOT NULL REFERENCES plans(id),
+  round INTEGER NOT NULL, candidate INTEGER NOT NULL, label TEXT NOT NULL,
+  per_rank_batch INTEGER NOT NULL, global_batch INTEGER NOT NULL, scaling TEXT NOT NULL,
+  bucket_bytes INTEGER NOT NULL, overlap INTEGER NOT NULL, lr_scale REAL NOT NULL,
+  steps INTEGER NOT NULL, samples_per_s REAL NOT NULL, step_s REAL NOT NULL,
+  median_sps REAL, iqr_sps REAL, failed INTEGER NOT NULL, reason TEXT NOT NULL,
+  site TEXT NOT NULL, host TEXT NOT NULL, user_name TEXT NOT NULL,
+  writer_version TEXT NOT NULL, created_at INTEGER NOT NULL,
+  UNIQUE(fingerprint, mpi, pmix, nccl, dltune, nodes, ranks_per_node, recipe, round, candidate));
+CREATE INDEX recipe_trials_by_plan ON recipe_trials(plan_id);
+PRAGMA user_version = 3;
+)sql";
+
+constexpr const char* kSteps[] = {kCreateV1, kV1ToV2, kV2ToV3};
 static_assert(sizeof(kSteps) / sizeof(kSteps[0]) == kSchemaVersion);
 
 Result<bool> has_foreign_tables(Connection& conn) {

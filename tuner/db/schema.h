@@ -6,6 +6,9 @@
 //   v2: adds `family` (the coarse topology key for near hits) to both tables and an index on
 //       (family, recipe) for the near-hit query; rows migrated from v1 get family '' and so
 //       never produce near hits until re-measured.
+//   v3: adds recipe_trials: one row per candidate per round of a recipe search, keyed like
+//       plans (plus round and candidate), linked to the plan row it produced (plan_id), with
+//       provenance. Earlier databases simply have no trials.
 //
 // Each step runs in its own transaction; a database is always at exactly one version.
 #pragma once
@@ -15,7 +18,7 @@
 
 namespace dltune::tuner::db {
 
-inline constexpr int kSchemaVersion = 2;
+inline constexpr int kSchemaVersion = 3;
 
 // The schema version stored in `conn` (0 for a new, empty file).
 Result<int> schema_version(Connection& conn);

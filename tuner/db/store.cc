@@ -64,18 +64,6 @@ Measurement read_measurement(const Statement& st) {
   return m;
 }
 
-}  // namespace detail
-
-using namespace detail;  // NOLINT: the helpers above are this file's vocabulary
-
-namespace {
-
-// Binds a Filter to ?1..?7 of the standard WHERE clause below.
-#define DLTUNE_DB_FILTER_WHERE                                                   \
-  " WHERE (?1 IS NULL OR fingerprint = ?1) AND (?2 IS NULL OR family = ?2) AND " \
-  "(?3 IS NULL OR recipe = ?3) AND (?4 IS NULL OR dltune = ?4) AND "             \
-  "(?5 IS NULL OR nodes = ?5) AND (?6 IS NULL OR ranks_per_node = ?6)"
-
 void bind_filter(Statement& st, const Filter& f) {
   auto opt = [&st](int i, const std::optional<std::string>& v) {
     if (v) {
@@ -95,7 +83,9 @@ void bind_filter(Statement& st, const Filter& f) {
   }
 }
 
-}  // namespace
+}  // namespace detail
+
+using namespace detail;  // NOLINT: the helpers above are this file's vocabulary
 
 Result<ConflictPolicy> parse_policy(std::string_view name) {
   if (name == "keep-local") return ConflictPolicy::kKeepLocal;
@@ -175,10 +165,19 @@ Status TuningDb::write_measurement(const Measurement& m) {
 
 Status TuningDb::put_plan(const PlanRecord& plan) { return put_results(&plan, {}); }
 
-Status TuningDb::put_results(const PlanRecord* plan, std::span<const Measurement> ms) {
+Status TuningDb::put_results(const PlanRecord* plan, std::span<const Measurement> ms,
+                             std::span<const RecipeTrial> trials) {
   DLTUNE_TRY(check_writable());
   if (plan != nullptr) DLTUNE_TRY_CTX(validate_plan(*plan), "storing a plan");
   for (const Measurement& m : ms) DLTUNE_TRY_CTX(validate_measurement(m), "storing a measurement");
+  std::vector<const RecipeTrial*> own;
+  for (const RecipeTrial& t : trials) {
+    DLTUNE_TRY_CTX(validate_trial(t), "storing a recipe trial");
+    if (plan == nullptr || !t.key.same_identity(plan->key)) {
+      return invalid_input("storing a recipe trial: it is not keyed like the plan stored with it");
+    }
+    own.push_back(&t);
+  }
   auto tx = Transaction::begin(connection());
   if (!tx) return std::move(tx).error();
   int64_t n = 0;
@@ -189,6 +188,7 @@ Status TuningDb::put_results(const PlanRecord* plan, std::span<const Measurement
   if (plan != nullptr) {
     DLTUNE_TRY_CTX(write_plan(*plan), "storing a plan in '" + path_ + "'");
     row_written(++n);
+    DLTUNE_TRY_CTX(write_trials(plan->key, own, &n), "storing recipe trials in '" + path_ + "'");
   }
   return tx->commit();
 }
@@ -254,12 +254,14 @@ Result<DbCounts> TuningDb::counts() {
   if (!v) return std::move(v).error();
   c.schema_version = *v;
   auto st = connection().prepare(
-      "SELECT (SELECT count(*) FROM plans), (SELECT count(*) FROM measurements)");
+      "SELECT (SELECT count(*) FROM plans), (SELECT count(*) FROM measurements), "
+      "(SELECT count(*) FROM recipe_trials)");
   if (!st) return std::move(st).error();
   auto row = st->step();
   if (!row) return std::move(row).error();
   c.plans = st->integer(0);
   c.measurements = st->integer(1);
+  c.recipe_trials = st->integer(2);
   return c;
 }
 
@@ -295,6 +297,12 @@ Result<int64_t> TuningDb::prune(const PruneSpec& spec) {
     DLTUNE_TRY_CTX(st->run(), "pruning '" + path_ + "'");
     removed += st->changes();
   }
+  // The trials of every plan that went.
+  auto orphans =
+      connection().prepare("DELETE FROM recipe_trials WHERE plan_id NOT IN (SELECT id FROM plans)");
+  if (!orphans) return std::move(orphans).error();
+  DLTUNE_TRY_CTX(orphans->run(), "pruning '" + path_ + "'");
+  removed += orphans->changes();
   DLTUNE_TRY(tx->commit());
   return removed;
 }

@@ -1,6 +1,8 @@
-// TuningDb: one tuning database file (user or site). Plans and measurement summaries keyed by
-// Key (records.h), each row with its provenance. Every write is one transaction (all or
-// nothing); concurrent writers wait on the busy timeout instead of failing.
+// TuningDb: one tuning database file (user or site). Plans, collective measurement summaries
+// and recipe trials keyed by Key (records.h), each row with its provenance. A plan's recipe
+// trials are written with it and replaced or deleted with it (never left without it). Every write
+// is one transaction (all or nothing); concurrent writers wait on the busy timeout instead of
+// failing.
 #pragma once
 
 #include <cstdint>
@@ -44,16 +46,21 @@ Result<ConflictPolicy> parse_policy(std::string_view name);
 struct MergeCounts {
   int64_t added = 0, replaced = 0, unchanged = 0, kept_local = 0;
 };
+// Recipe trials follow their plan: added or replaced with it (a replaced plan's old trials go),
+// kept_local when the local plan stays; with an unchanged plan they are unchanged when equal,
+// added when the local plan has none, else kept_local.
 struct MergeReport {
-  MergeCounts plans, measurements;
+  MergeCounts plans, measurements, recipe_trials;
   bool changed() const {
-    return plans.added + plans.replaced + measurements.added + measurements.replaced > 0;
+    return plans.added + plans.replaced + measurements.added + measurements.replaced +
+               recipe_trials.added + recipe_trials.replaced >
+           0;
   }
 };
 
 struct DbCounts {
   int schema_version = 0;
-  int64_t plans = 0, measurements = 0;
+  int64_t plans = 0, measurements = 0, recipe_trials = 0;
 };
 
 class TuningDb {
@@ -66,9 +73,12 @@ class TuningDb {
   // Inserts or replaces (same Key identity) one plan; one transaction. Validates first:
   // invalid_input and nothing written on a malformed row; a read-only database refuses.
   Status put_plan(const PlanRecord& plan);
-  // Inserts or replaces the measurements and then the plan, in one transaction: a crash leaves
-  // either all of them or none. `plan` may be null (measurements only).
-  Status put_results(const PlanRecord* plan, std::span<const Measurement> measurements);
+  // Inserts or replaces the measurements, then the plan and its recipe trials (replacing the
+  // plan's earlier trials), in one transaction: a crash leaves either all of them or none.
+  // `plan` may be null (measurements only; then `trials` must be empty). invalid_input and
+  // nothing written on a malformed row or a trial whose key identity is not the plan's.
+  Status put_results(const PlanRecord* plan, std::span<const Measurement> measurements,
+                     std::span<const RecipeTrial> trials = {});
 
   // The plan with exactly this identity (Key::same_identity), or nullopt.
   Result<std::optional<PlanRecord>> find_exact(const Key& key);
@@ -77,15 +87,20 @@ class TuningDb {
 
   Result<std::vector<PlanRecord>> plans(const Filter& filter = {});
   Result<std::vector<Measurement>> measurements(const Filter& filter = {});
+  // Ordered by plan, then round, then candidate.
+  Result<std::vector<RecipeTrial>> recipe_trials(const Filter& filter = {});
   Result<DbCounts> counts();
 
   // Applies incoming rows under `policy` in one transaction after validating all of them:
-  // on any invalid row nothing is written. Importing the same rows twice changes nothing.
+  // on any invalid row, or a trial with no plan of its key identity among `plans`, nothing is
+  // written. Importing the same rows twice changes nothing.
   Result<MergeReport> merge_rows(std::span<const PlanRecord> plans,
-                                 std::span<const Measurement> measurements, ConflictPolicy policy);
+                                 std::span<const Measurement> measurements, ConflictPolicy policy,
+                                 std::span<const RecipeTrial> trials = {});
 
-  // Deletes the rows PruneSpec selects (plans and measurements) in one transaction; returns how
-  // many rows went. invalid_input when no criterion is set.
+  // Deletes the rows PruneSpec selects (plans and measurements, and the recipe trials of every
+  // deleted plan) in one transaction; returns how many rows went. invalid_input when no
+  // criterion is set.
   Result<int64_t> prune(const PruneSpec& spec);
 
   const std::string& path() const { return path_; }
@@ -103,6 +118,10 @@ class TuningDb {
   Status write_plan(const PlanRecord& plan);
   Status write_measurement(const Measurement& m);
   Result<std::optional<Measurement>> find_measurement(const Measurement& m);
+  // Replaces the trials of the plan with `plan_key`'s identity (which must be stored) by
+  // `trials`; counts each written row.
+  Status write_trials(const Key& plan_key, std::span<const RecipeTrial* const> trials, int64_t* n);
+  Result<std::vector<RecipeTrial>> trials_of(const Key& plan_key);
   void row_written(int64_t n) {
     if (row_hook_) row_hook_(n);
   }

@@ -1,5 +1,6 @@
 // TuningDb::merge_rows: applying bundle or database rows under a conflict policy.
 #include <string>
+#include <vector>
 
 #include "tuner/db/store.h"
 #include "tuner/db/store_sql.h"
@@ -57,7 +58,8 @@ Result<std::optional<Measurement>> TuningDb::find_measurement(const Measurement&
 
 Result<MergeReport> TuningDb::merge_rows(std::span<const PlanRecord> plans,
                                          std::span<const Measurement> measurements,
-                                         ConflictPolicy policy) {
+                                         ConflictPolicy policy,
+                                         std::span<const RecipeTrial> trials) {
   DLTUNE_TRY(check_writable());
   // Validate everything before the first write: all or nothing.
   for (size_t i = 0; i < plans.size(); ++i) {
@@ -66,6 +68,20 @@ Result<MergeReport> TuningDb::merge_rows(std::span<const PlanRecord> plans,
   for (size_t i = 0; i < measurements.size(); ++i) {
     DLTUNE_TRY_CTX(validate_measurement(measurements[i]),
                    "measurements[" + std::to_string(i) + "]");
+  }
+  // Each plan's incoming trials; a trial must come with its plan.
+  std::vector<std::vector<const RecipeTrial*>> trials_of_plan(plans.size());
+  for (size_t i = 0; i < trials.size(); ++i) {
+    const std::string where = "recipe_trials[" + std::to_string(i) + "]";
+    DLTUNE_TRY_CTX(validate_trial(trials[i]), where);
+    size_t p = 0;
+    while (p < plans.size() && !plans[p].key.same_identity(trials[i].key)) ++p;
+    if (p == plans.size()) {
+      return invalid_input(where +
+                           ": no plan with its key among the rows (a recipe trial travels with "
+                           "the plan it produced)");
+    }
+    trials_of_plan[p].push_back(&trials[i]);
   }
   MergeReport report;
   auto tx = Transaction::begin(connection());
@@ -89,22 +105,43 @@ Result<MergeReport> TuningDb::merge_rows(std::span<const PlanRecord> plans,
     DLTUNE_TRY_CTX(write_measurement(m), "merging into '" + path_ + "'");
     row_written(++n);
   }
-  for (const PlanRecord& p : plans) {
+  for (size_t i = 0; i < plans.size(); ++i) {
+    const PlanRecord& p = plans[i];
+    const auto& incoming = trials_of_plan[i];
+    const auto count = static_cast<int64_t>(incoming.size());
     auto local = find_exact(p.key);
     if (!local) return std::move(local).error();
     if (!*local) {
       ++report.plans.added;
+      report.recipe_trials.added += count;
     } else if (same_plan(**local, p)) {
       ++report.plans.unchanged;
+      // The same plan: its trials are added only where the local copy has none.
+      auto mine = trials_of(p.key);
+      if (!mine) return std::move(mine).error();
+      std::vector<RecipeTrial> theirs;
+      for (const RecipeTrial* t : incoming) theirs.push_back(*t);
+      if (detail::same_trials(*mine, theirs)) {
+        report.recipe_trials.unchanged += count;
+      } else if (mine->empty()) {
+        report.recipe_trials.added += count;
+        DLTUNE_TRY_CTX(write_trials(p.key, incoming, &n), "merging into '" + path_ + "'");
+      } else {
+        report.recipe_trials.kept_local += count;
+      }
       continue;
     } else if (incoming_wins(policy, (*local)->provenance, p.provenance, 0, 0, false)) {
       ++report.plans.replaced;
+      report.recipe_trials.replaced += count;
     } else {
       ++report.plans.kept_local;
+      report.recipe_trials.kept_local += count;
       continue;
     }
     DLTUNE_TRY_CTX(write_plan(p), "merging into '" + path_ + "'");
     row_written(++n);
+    // A new or replacing plan brings its own trials; the replaced plan's trials go.
+    DLTUNE_TRY_CTX(write_trials(p.key, incoming, &n), "merging into '" + path_ + "'");
   }
   DLTUNE_TRY(tx->commit());
   return report;

@@ -2,8 +2,11 @@
 // tuner/db. All SQL is built from string literals at compile time; values are always bound.
 #pragma once
 
+#include <vector>
+
 #include "tuner/db/records.h"
 #include "tuner/db/sqlite.h"
+#include "tuner/db/store.h"
 
 // Column order everywhere: the 8 identity columns, family, the row's data, provenance (5).
 #define DLTUNE_DB_KEY_COLS \
@@ -18,6 +21,18 @@
   ", collective, algorithm, segment_bytes, bytes, median_us, p10_us, " \
   "p90_us, iqr_us, samples, failed, reason, " DLTUNE_DB_PROV_COLS
 
+// Recipe trials (schema v3); plan_id is written but not part of the read-back columns.
+#define DLTUNE_DB_TRIAL_COLS                                                                  \
+  DLTUNE_DB_KEY_COLS                                                                          \
+  ", round, candidate, label, per_rank_batch, global_batch, scaling, bucket_bytes, overlap, " \
+  "lr_scale, steps, samples_per_s, step_s, median_sps, iqr_sps, failed, "                     \
+  "reason, " DLTUNE_DB_PROV_COLS
+// A Filter bound to ?1..?6 (bind_filter).
+#define DLTUNE_DB_FILTER_WHERE                                                   \
+  " WHERE (?1 IS NULL OR fingerprint = ?1) AND (?2 IS NULL OR family = ?2) AND " \
+  "(?3 IS NULL OR recipe = ?3) AND (?4 IS NULL OR dltune = ?4) AND "             \
+  "(?5 IS NULL OR nodes = ?5) AND (?6 IS NULL OR ranks_per_node = ?6)"
+
 namespace dltune::tuner::db::detail {
 
 // Binds the 8 identity columns to ?first .. ?first+7 and, when `with_family`, family to ?first+8.
@@ -28,5 +43,11 @@ Key read_key(const Statement& st, int first);
 Provenance read_provenance(const Statement& st, int first);
 PlanRecord read_plan(const Statement& st);
 Measurement read_measurement(const Statement& st);
+RecipeTrial read_trial(const Statement& st);
+void bind_filter(Statement& st, const Filter& f);
+// Every value of a trial but its plan_id bound in DLTUNE_DB_TRIAL_COLS order to ?1..?30.
+void bind_trial(Statement& st, const RecipeTrial& t);
+// True when both hold the same rows (every field), in any order.
+bool same_trials(std::vector<RecipeTrial> a, std::vector<RecipeTrial> b);
 
 }  // namespace dltune::tuner::db::detail

@@ -325,6 +325,73 @@ TEST_F(TuneRecipe, RankFailureAndBadBudgetAreErrors) {
   EXPECT_NE(o.error().message().find("rank 1 died"), std::string::npos);
 }
 
+// The database rows of an outcome: one per trial with its candidate's configuration, the
+// distribution when the trial program reported it, reasons made storable; and the plan's
+// prediction weighs the winner's trials by their time (not a plain mean of the rounds).
+TEST(RecipeTrialRows, EveryTrialWithItsConfigurationAndAStorableReason) {
+  std::vector<RecipeCandidate> cands(3);
+  for (size_t i = 0; i < cands.size(); ++i) {
+    auto& t = cands[i].training;
+    t.per_rank_batch = 32 << i;
+    t.global_batch = 64 << i;
+    t.scaling = i == 2 ? Scaling::kStrong : Scaling::kWeak;
+    t.bucket_bytes = (i + 1) * kMiB;
+    t.overlap = i != 1;
+    t.lr_scale = 0.5 * static_cast<double>(i + 1);
+    cands[i].label = "cand" + std::to_string(i);
+  }
+  std::vector<TrialRecord> ts = {rec(0, 0, 1000), rec(1, 0, 700), rec(2, 0, 0, true),
+                                 rec(0, 1, 1200)};
+  ts[2].reason = "bad_alloc; said \"no\"\n";
+  ts[3].median_sps = 1210;
+  ts[3].iqr_sps = 35;
+  RecipeTuneRequest req;
+  req.job = {1, 2};
+  req.base = recipes::default_plan(1, 2, 32, recipes::Algorithm::kRing);
+  const json file = {{"version", 1}, {"ranks", 2}, {"rounds", 2}, {"trials", trials_to_json(ts)}};
+  auto o = outcome_from_trials(req, cands, file);
+  ASSERT_TRUE(o.ok()) << o.error().message();
+  EXPECT_EQ(o->winner, 0u);
+  // 4 steps at 1000 and 16 at 1200 samples/s: 20 x 128 samples in 0.512 + 1.707 s.
+  EXPECT_NEAR(o->plan.provenance.predicted_sps, 20 * 128 / (4 * 0.128 + 16 * 128 / 1200.0), 1e-6);
+  EXPECT_DOUBLE_EQ(o->plan.provenance.measured_sps, 1200);
+
+  db::Key key;
+  key.fingerprint = "ab12";
+  key.recipe = "cafe";
+  key.shape = {1, 2};
+  const db::Provenance prov{"", "h", "u", "0.1.0", 1700000000};
+  const auto rows = recipe_trial_rows(*o, key, prov);
+  ASSERT_EQ(rows.size(), 4u);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const db::RecipeTrial& r = rows[i];
+    EXPECT_TRUE(db::validate_trial(r).ok()) << i << ": " << db::validate_trial(r).error().message();
+    const auto& c = cands[ts[i].candidate].training;
+    EXPECT_EQ(r.candidate, static_cast<int64_t>(ts[i].candidate));
+    EXPECT_EQ(r.round, ts[i].round);
+    EXPECT_EQ(r.label, cands[ts[i].candidate].label);
+    EXPECT_EQ(r.per_rank_batch, c.per_rank_batch);
+    EXPECT_EQ(r.global_batch, c.global_batch);
+    EXPECT_EQ(r.scaling, ts[i].candidate == 2 ? "strong" : "weak");
+    EXPECT_EQ(r.bucket_bytes, c.bucket_bytes);
+    EXPECT_EQ(r.overlap, c.overlap);
+    EXPECT_DOUBLE_EQ(r.lr_scale, c.lr_scale);
+    EXPECT_EQ(r.steps, ts[i].steps);
+    EXPECT_DOUBLE_EQ(r.samples_per_s, ts[i].samples_per_s);
+    EXPECT_EQ(r.provenance, prov);
+    EXPECT_TRUE(r.key.same_identity(key));
+  }
+  EXPECT_TRUE(rows[2].failed);
+  EXPECT_EQ(rows[2].reason, "bad_alloc, said *no* ");
+  EXPECT_FALSE(rows[0].median_sps.has_value());
+  ASSERT_TRUE(rows[3].median_sps.has_value());
+  EXPECT_DOUBLE_EQ(*rows[3].median_sps, 1210);
+  EXPECT_DOUBLE_EQ(*rows[3].iqr_sps, 35);
+  // A trial the database would refuse is left out rather than failing the plan's storing.
+  o->trials["trials"].push_back(trials_to_json({rec(1, 1, 1e300)})[0]);
+  EXPECT_EQ(recipe_trial_rows(*o, key, prov).size(), 4u);
+}
+
 TEST(RecipeSchedule, HalvingReachesOneSurvivorAndKeepsSmallModelsResident) {
   RecipeTuneRequest req;
   req.budget_s = 20;

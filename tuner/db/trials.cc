@@ -1,0 +1,146 @@
+// Recipe trials in the tuning database (schema v3): reading, writing with their plan, and the
+// row helpers merge and prune share.
+#include <algorithm>
+#include <string>
+#include <tuple>
+
+#include "tuner/db/store.h"
+#include "tuner/db/store_sql.h"
+
+namespace dltune::tuner::db {
+namespace detail {
+
+RecipeTrial read_trial(const Statement& st) {
+  RecipeTrial t;
+  t.key = read_key(st, 0);
+  t.round = st.integer(9);
+  t.candidate = st.integer(10);
+  t.label = st.text(11);
+  t.per_rank_batch = st.integer(12);
+  t.global_batch = st.integer(13);
+  t.scaling = st.text(14);
+  t.bucket_bytes = static_cast<uint64_t>(st.integer(15));
+  t.overlap = st.integer(16) != 0;
+  t.lr_scale = st.real(17);
+  t.steps = st.integer(18);
+  t.samples_per_s = st.real(19);
+  t.step_s = st.real(20);
+  if (!st.is_null(21)) t.median_sps = st.real(21);
+  if (!st.is_null(22)) t.iqr_sps = st.real(22);
+  t.failed = st.integer(23) != 0;
+  t.reason = st.text(24);
+  t.provenance = read_provenance(st, 25);
+  return t;
+}
+
+void bind_trial(Statement& st, const RecipeTrial& t) {
+  bind_key(st, 1, t.key, true);
+  st.bind(10, t.round)
+      .bind(11, t.candidate)
+      .bind(12, t.label)
+      .bind(13, t.per_rank_batch)
+      .bind(14, t.global_batch)
+      .bind(15, t.scaling)
+      .bind(16, static_cast<int64_t>(t.bucket_bytes))
+      .bind(17, int64_t{t.overlap ? 1 : 0})
+      .bind(18, t.lr_scale)
+      .bind(19, t.steps)
+      .bind(20, t.samples_per_s)
+      .bind(21, t.step_s);
+  if (t.median_sps) {
+    st.bind(22, *t.median_sps);
+  } else {
+    st.bind_null(22);
+  }
+  if (t.iqr_sps) {
+    st.bind(23, *t.iqr_sps);
+  } else {
+    st.bind_null(23);
+  }
+  st.bind(24, int64_t{t.failed ? 1 : 0}).bind(25, t.reason);
+  bind_provenance(st, 26, t.provenance);
+}
+
+bool same_trials(std::vector<RecipeTrial> a, std::vector<RecipeTrial> b) {
+  if (a.size() != b.size()) return false;
+  const auto by_slot = [](const RecipeTrial& x, const RecipeTrial& y) {
+    return std::tie(x.round, x.candidate) < std::tie(y.round, y.candidate);
+  };
+  std::sort(a.begin(), a.end(), by_slot);
+  std::sort(b.begin(), b.end(), by_slot);
+  for (size_t i = 0; i < a.size(); ++i) {
+    const RecipeTrial& x = a[i];
+    const RecipeTrial& y = b[i];
+    const bool same = x.key.same_identity(y.key) && x.key.family == y.key.family &&
+                      x.round == y.round && x.candidate == y.candidate && x.label == y.label &&
+                      x.per_rank_batch == y.per_rank_batch && x.global_batch == y.global_batch &&
+                      x.scaling == y.scaling && x.bucket_bytes == y.bucket_bytes &&
+                      x.overlap == y.overlap && x.lr_scale == y.lr_scale && x.steps == y.steps &&
+                      x.samples_per_s == y.samples_per_s && x.step_s == y.step_s &&
+                      x.median_sps == y.median_sps && x.iqr_sps == y.iqr_sps &&
+                      x.failed == y.failed && x.reason == y.reason && x.provenance == y.provenance;
+    if (!same) return false;
+  }
+  return true;
+}
+
+}  // namespace detail
+
+Status TuningDb::write_trials(const Key& plan_key, std::span<const RecipeTrial* const> trials,
+                              int64_t* n) {
+  auto id = connection().prepare("SELECT id FROM plans WHERE " DLTUNE_DB_IDENTITY_WHERE);
+  if (!id) return std::move(id).error();
+  detail::bind_key(*id, 1, plan_key, false);
+  auto row = id->step();
+  if (!row) return std::move(row).error();
+  DLTUNE_CHECK(*row);  // callers write the plan first, in the same transaction
+  const int64_t plan_id = id->integer(0);
+  auto del = connection().prepare("DELETE FROM recipe_trials WHERE plan_id = ?1");
+  if (!del) return std::move(del).error();
+  del->bind(1, plan_id);
+  DLTUNE_TRY(del->run());
+  for (const RecipeTrial* t : trials) {
+    auto st = connection().prepare(
+        "INSERT INTO recipe_trials(" DLTUNE_DB_TRIAL_COLS
+        ", plan_id) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, "
+        "?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31)");
+    if (!st) return std::move(st).error();
+    detail::bind_trial(*st, *t);
+    st->bind(31, plan_id);
+    DLTUNE_TRY(st->run());
+    row_written(++*n);
+  }
+  return ok_status();
+}
+
+Result<std::vector<RecipeTrial>> TuningDb::trials_of(const Key& plan_key) {
+  auto st = connection().prepare("SELECT " DLTUNE_DB_TRIAL_COLS
+                                 " FROM recipe_trials WHERE " DLTUNE_DB_IDENTITY_WHERE
+                                 " ORDER BY round, candidate");
+  if (!st) return std::move(st).error();
+  detail::bind_key(*st, 1, plan_key, false);
+  std::vector<RecipeTrial> out;
+  while (true) {
+    auto row = st->step();
+    if (!row) return std::move(row).error();
+    if (!*row) return out;
+    out.push_back(detail::read_trial(*st));
+  }
+}
+
+Result<std::vector<RecipeTrial>> TuningDb::recipe_trials(const Filter& filter) {
+  auto st = connection().prepare("SELECT " DLTUNE_DB_TRIAL_COLS
+                                 " FROM recipe_trials" DLTUNE_DB_FILTER_WHERE
+                                 " ORDER BY plan_id, round, candidate");
+  if (!st) return std::move(st).error();
+  detail::bind_filter(*st, filter);
+  std::vector<RecipeTrial> out;
+  while (true) {
+    auto row = st->step();
+    if (!row) return std::move(row).error();
+    if (!*row) return out;
+    out.push_back(detail::read_trial(*st));
+  }
+}
+
+}  // namespace dltune::tuner::db
