@@ -24,7 +24,8 @@ json outcome_to_json(const TuningOutcome& o) {
                           {"measured", s.measured},
                           {"runner_up", s.runner_up},
                           {"runner_up_us", s.runner_up_us},
-                          {"paired_ratio", s.paired_ratio}});
+                          {"paired_ratio", s.paired_ratio},
+                          {"extrapolated", s.extrapolated}});
   }
   j["measurements"] = json::array();
   for (const MeasuredPoint& p : o.measurements) {
@@ -87,6 +88,7 @@ void read_outcome(const json& j, TuningOutcome& o) {
                        s.at("time_us").get<double>(), s.at("measured").get<bool>(),
                        s.at("runner_up").get<std::string>(), s.at("runner_up_us").get<double>(),
                        s.at("paired_ratio").get<double>()});
+    o.sizes.back().extrapolated = s.value("extrapolated", false);
   }
   for (const json& p : j.at("measurements")) {
     o.measurements.push_back({p.at("bytes").get<uint64_t>(), p.at("candidate").get<std::string>(),

@@ -10,25 +10,6 @@
 namespace dltune::tuner {
 namespace {
 
-// Printable ASCII without the characters db::validate_measurement refuses, at most 500 bytes.
-std::string clean_reason(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    const auto u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u >= 0x7f) {
-      out += ' ';
-    } else if (c == '\'' || c == '"' || c == '`') {
-      out += '*';
-    } else if (c == '\\' || c == ';') {
-      out += ',';
-    } else {
-      out += c;
-    }
-    if (out.size() >= 500) break;
-  }
-  return out;
-}
-
 std::string range_text(uint64_t lo, uint64_t hi) {
   return "[" + strings::format_bytes(lo) + ", " +
          (hi == recipes::kPlanMaxBytes ? std::string("max") : strings::format_bytes(hi)) + ")";
@@ -58,6 +39,8 @@ Result<recipes::Plan> plan_from_outcome(const TuningOutcome& o) {
   }
   std::vector<recipes::SizeRange> ranges;
   std::string why;
+  size_t extrapolated = 0;
+  for (const SizeOutcome& s : o.sizes) extrapolated += s.extrapolated ? 1 : 0;
   for (const SizeRange& r : to_ranges(choices)) {
     auto cand = parse_candidate(r.algo);
     if (!cand) return std::move(cand).error().wrap("the tuning outcome");
@@ -73,7 +56,12 @@ Result<recipes::Plan> plan_from_outcome(const TuningOutcome& o) {
                            std::string(" search over ") + std::to_string(o.candidates.size()) +
                            " candidates at " + std::to_string(o.sizes.size()) + " sizes (" +
                            fmt("%.1f", o.tuning_s) + " s" +
-                           (o.budget_exhausted ? ", stopped by the budget" : "") + "): " + why;
+                           (o.budget_exhausted ? ", stopped by the budget" : "") +
+                           (extrapolated > 0 ? ", " + std::to_string(extrapolated) +
+                                                   " sizes not reached take the nearest decided "
+                                                   "size's choice"
+                                             : "") +
+                           "): " + why;
   DLTUNE_TRY(recipes::validate_plan(plan));
   return plan;
 }
@@ -86,7 +74,8 @@ std::vector<db::Measurement> measurement_rows(const TuningOutcome& o, const db::
     m.key = key;
     m.collective = "allreduce";
     auto cand = parse_candidate(p.candidate);
-    m.algorithm = cand ? std::string(comm::algorithm_name(cand->algo)) : clean_reason(p.candidate);
+    m.algorithm =
+        cand ? std::string(comm::algorithm_name(cand->algo)) : db::clean_text(p.candidate);
     m.segment_bytes = cand ? cand->segment_bytes : 0;
     m.bytes = p.bytes;
     m.median_us = p.median_us;
@@ -95,7 +84,7 @@ std::vector<db::Measurement> measurement_rows(const TuningOutcome& o, const db::
     m.iqr_us = p.iqr_us;
     m.samples = p.samples;
     m.failed = p.failed;
-    m.reason = clean_reason(p.reason);
+    m.reason = db::clean_text(p.reason);
     m.provenance = provenance;
     rows.push_back(std::move(m));
   }
@@ -108,20 +97,24 @@ std::string format_outcome(const TuningOutcome& o) {
      << (o.strategy == "exhaustive" ? "exhaustive" : "model-based") << " search over "
      << strings::join(o.candidates, ", ") << "\n"
      << "measured " << o.comparisons << " comparisons in " << fmt("%.2f", o.tuning_s) << " s"
-     << (o.budget_exhausted ? " (stopped by the budget; later sizes take the last choice)" : "")
+     << (o.budget_exhausted
+             ? " (stopped by the budget; sizes not reached take the nearest decided size's choice)"
+             : "")
      << "\n\n";
   os << "      size  chosen          median_us  runner-up       runner_us  paired\n";
   for (const SizeOutcome& s : o.sizes) {
     char line[200];
     std::snprintf(line, sizeof line, "%10s  %-14s %10.2f%s %-14s %10s  %s\n",
                   strings::format_bytes(s.bytes).c_str(), s.chosen.c_str(), s.time_us,
-                  s.measured ? " " : "*", s.runner_up.empty() ? "-" : s.runner_up.c_str(),
+                  s.measured ? " " : (s.extrapolated ? "^" : "*"),
+                  s.runner_up.empty() ? "-" : s.runner_up.c_str(),
                   s.runner_up.empty() ? "-" : fmt("%.2f", s.runner_up_us).c_str(),
                   s.runner_up.empty() ? "-" : fmt("%.3fx", s.paired_ratio).c_str());
     os << line;
   }
-  os << "(* predicted by the cost model, not measured at this size; paired = median over rounds "
-        "of runner-up time / chosen time)\n";
+  os << "(* predicted by the cost model, not measured at this size; ^ not reached before the "
+        "budget ran out: the nearest decided size's choice; paired = median over rounds of "
+        "runner-up time / chosen time)\n";
   for (const std::string& f : o.failures) os << "failed: " << f << "\n";
   if (o.verify) {
     const VerifyReport& v = *o.verify;

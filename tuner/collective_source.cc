@@ -127,15 +127,16 @@ Status CommCollectiveSource::call_once(const Prepared& p, size_t count) {
 
 // Runs every candidate twice (warm-up, then timed) and agrees on how many calls make a trial
 // of about sample_ms, and on which candidates fail, so that all ranks run identical trials.
+// Each candidate's agreement carries the budget check too: past the budget, every rank stops
+// after the same candidate (kTimeout).
 Result<std::vector<CommCollectiveSource::Prepared>> CommCollectiveSource::prepare(
     uint64_t bytes, const std::vector<std::string>& algos) {
-  const size_t n = algos.size();
   const size_t count = bytes / 4;
-  std::vector<Prepared> out(n);
-  std::vector<double> agreed(2 * n, 0.0);  // [0, n): one call's seconds; [n, 2n): failed
-  for (size_t i = 0; i < n; ++i) {
+  std::vector<Prepared> out(algos.size());
+  for (size_t i = 0; i < algos.size(); ++i) {
     Prepared& p = out[i];
     p.name = algos[i];
+    double once_s = 0;
     auto c = parse_candidate(algos[i]);
     if (!c) {
       p.failure = c.error().message();
@@ -147,19 +148,27 @@ Result<std::vector<CommCollectiveSource::Prepared>> CommCollectiveSource::prepar
       Status s = call_once(p, count);
       const auto t0 = Clock::now();
       if (s.ok()) s = call_once(p, count);
-      agreed[i] = seconds_since(t0);
+      once_s = seconds_since(t0);
       if (!s.ok()) p.failure = s.error().message();
     }
-    agreed[n + i] = p.failure.empty() ? 0.0 : 1.0;
-  }
-  DLTUNE_TRY(agree_max(agreed));
-  for (size_t i = 0; i < n; ++i) {
-    Prepared& p = out[i];
-    if (agreed[n + i] > 0 && p.failure.empty()) p.failure = "failed on another rank";
-    const double once_ms = std::max(agreed[i] * 1e3, 1e-5);
+    std::vector<double> agreed{once_s, p.failure.empty() ? 0.0 : 1.0, seconds_since(start_)};
+    DLTUNE_TRY(agree_max(agreed));
+    if (agreed[1] > 0 && p.failure.empty()) p.failure = "failed on another rank";
+    const double once_ms = std::max(agreed[0] * 1e3, 1e-5);
     p.iters = static_cast<int>(std::clamp(options_.sample_ms / once_ms, 1.0, 20000.0));
+    if (past_budget(agreed[2])) return budget_spent();
   }
   return out;
+}
+
+bool CommCollectiveSource::past_budget(double agreed_elapsed_s) {
+  agreed_elapsed_s_ = agreed_elapsed_s;
+  if (options_.budget_s > 0 && agreed_elapsed_s >= options_.budget_s) budget_exhausted_ = true;
+  return budget_exhausted_;
+}
+
+Error CommCollectiveSource::budget_spent() const {
+  return timeout_error("the tuning budget of " + std::to_string(options_.budget_s) + " s is spent");
 }
 
 Result<double> CommCollectiveSource::run_trial(const Prepared& p, size_t count) {
@@ -175,8 +184,10 @@ Result<double> CommCollectiveSource::run_trial(const Prepared& p, size_t count) 
       break;
     }
   }
-  std::vector<double> agreed{seconds_since(t0) / p.iters, failure.empty() ? 0.0 : 1.0};
+  std::vector<double> agreed{seconds_since(t0) / p.iters, failure.empty() ? 0.0 : 1.0,
+                             seconds_since(start_)};
   DLTUNE_TRY(agree_max(agreed));
+  past_budget(agreed[2]);  // the measure loop's stop hook reads it after this trial
   if (agreed[1] > 0) return peer_failed(failure.empty() ? "failed on another rank" : failure);
   return agreed[0];
 }
@@ -189,26 +200,26 @@ Result<Comparison> CommCollectiveSource::measure(uint64_t bytes,
                          strings::format_bytes(buf_.bytes()));
   }
   if (!fatal_.ok()) return fatal_.error();
+  if (budget_exhausted_) return budget_spent();
   const auto t0 = Clock::now();
   std::vector<double> elapsed{seconds_since(start_)};
   DLTUNE_TRY(agree_max(elapsed));
-  agreed_elapsed_s_ = elapsed[0];
-  if (options_.budget_s > 0 && elapsed[0] >= options_.budget_s) {
-    budget_exhausted_ = true;
-    return timeout_error("the tuning budget of " + std::to_string(options_.budget_s) +
-                         " s is spent");
-  }
+  if (past_budget(elapsed[0])) return budget_spent();
   auto prepared = prepare(bytes, algos);
   if (!prepared) return std::move(prepared).error();
   std::vector<Candidate> cands;
   for (const Prepared& p : *prepared) {
     cands.push_back({p.name, [this, &p, bytes] { return run_trial(p, bytes / 4); }});
   }
-  Comparison cmp = measure_interleaved(cands, options_.measure);
+  MeasureOptions mo = options_.measure;
+  mo.stop = [this] { return budget_exhausted_; };  // agreed in run_trial: same on every rank
+  Comparison cmp = measure_interleaved(cands, mo);
   if (!fatal_.ok()) return fatal_.error();
-  std::vector<double> cost{seconds_since(t0)};
+  std::vector<double> cost{seconds_since(t0), seconds_since(start_)};
   DLTUNE_TRY(agree_max(cost));
   cmp.cost_s = cost[0];
+  agreed_elapsed_s_ = cost[1];
+  if (cmp.stopped && cmp.rounds < kMinRoundsWhenStopped) return budget_spent();
   DLTUNE_LOG(kDebug, "tuner") << "measured " << algos.size() << " candidates at " << bytes
                               << " B in " << cmp.rounds << " rounds, " << cmp.cost_s << " s";
   records_.push_back({bytes, cmp, phase_});

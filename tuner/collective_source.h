@@ -7,8 +7,11 @@
 // times the trials return. So each trial ends with an allreduce MAX of the trial's time (and
 // of a failure flag) across the ranks: every rank sees the slowest rank's time, the same on
 // all of them, and therefore takes the same decisions. The budget check is agreed the same
-// way. A candidate failing on any rank fails on all of them and the search goes on; an error
-// of the agreement itself (a dead peer) ends the search.
+// way, in the same allreduce: the slowest rank's elapsed time, after every trial and every
+// calibration, so every rank stops after the same trial and the budget is overrun by about
+// one trial at most (search.h says what a stopped comparison yields). A candidate failing on any
+// rank fails on all of them and the search goes on; an error of the agreement itself (a dead peer)
+// ends the search.
 //
 // A candidate is named "ALGO" or "ring/SEGMENT" (comm/types.h's algorithm names; "ring" alone
 // is the unsegmented ring, "ring/262144" the ring pipelined in 256 KiB segments).
@@ -54,7 +57,7 @@ using CustomCall = std::function<Status(comm::Communicator& comm, float* buf, si
 struct SourceOptions {
   MeasureOptions measure = default_measure_options();
   double sample_ms = 2.0;  // a trial repeats the call until it lasts about this long
-  double budget_s = 0;     // 0 = none; else measure() refuses to start past this
+  double budget_s = 0;     // 0 = none; else no trial starts past this (see above)
   std::chrono::milliseconds call_timeout{60000};  // per collective call
   std::map<std::string, CustomCall> custom;       // candidate name -> replacement body
 
@@ -82,18 +85,20 @@ class CommCollectiveSource final : public CollectiveSource {
   // Collective over the communicator: every rank calls it with the same arguments. Measures
   // `algos` at `bytes` and returns identical results on every rank. A candidate whose name
   // does not parse, that is invalid here (shm across nodes, native without a transport one),
-  // fails, or exceeds the trial timeout is a failed result with its reason. Errors: bytes
-  // not a positive multiple of 4 or above max_bytes; the budget exhausted (kTimeout; see
-  // budget_exhausted()); the agreement between the ranks failing (kPeerFailed / kTimeout).
+  // fails, or exceeds the trial timeout is a failed result with its reason. A comparison the
+  // budget stopped is returned (Comparison::stopped) when it has kMinRoundsWhenStopped
+  // rounds. Errors: bytes not a positive multiple of 4 or above max_bytes; the budget spent
+  // before a usable comparison (kTimeout; budget_exhausted()); the agreement between the
+  // ranks failing (kPeerFailed / kTimeout).
   Result<Comparison> measure(uint64_t bytes, const std::vector<std::string>& algos) override;
 
   // Every measure() that completed, in order.
   const std::vector<SourceRecord>& records() const { return records_; }
   // Tags later records (e.g. 0 = the search, 1 = its verification).
   void set_phase(int phase) { phase_ = phase; }
-  // True once measure() refused because the budget was spent.
-  bool budget_exhausted() const { return budget_exhausted_; }
-  // Seconds since create() (the slowest rank's, as of the last measure()).
+  // True once the budget stopped a comparison or made measure() refuse.
+  bool budget_exhausted() const override { return budget_exhausted_; }
+  // Seconds since create() or reset_budget() (the slowest rank's, as of the last agreement).
   double elapsed_s() const { return agreed_elapsed_s_; }
   // Restarts the budget clock (for a second, separately budgeted search).
   void reset_budget(double budget_s);
@@ -105,6 +110,9 @@ class CommCollectiveSource final : public CollectiveSource {
   Result<double> run_trial(const Prepared& p, size_t count);
   Status call_once(const Prepared& p, size_t count);
   Status agree_max(std::vector<double>& values);
+  // Records the agreed elapsed time; true (and budget_exhausted()) once it reaches the budget.
+  bool past_budget(double agreed_elapsed_s);
+  Error budget_spent() const;
 
   comm::Communicator& comm_;
   comm::SharedBuffer buf_;

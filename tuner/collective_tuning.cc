@@ -38,7 +38,8 @@ SizeOutcome size_outcome(const SizeChoice& c, const SourceRecord* rec) {
   s.chosen = c.algo;
   s.time_us = c.time_s * 1e6;
   s.measured = c.measured;
-  if (rec == nullptr || c.algo.empty()) return s;
+  s.extrapolated = c.extrapolated;
+  if (rec == nullptr || c.algo.empty() || !c.measured) return s;
   const CandidateResult* chosen = rec->comparison.find(c.algo);
   if (chosen == nullptr) return s;
   const CandidateResult* runner = nullptr;
@@ -53,25 +54,9 @@ SizeOutcome size_outcome(const SizeChoice& c, const SourceRecord* rec) {
   return s;
 }
 
-// After the budget ran out: each measured size's winner; the others take the nearest
-// measured choice below (above, before the first), as to_ranges() would.
-std::vector<SizeChoice> choices_from_records(const std::vector<uint64_t>& sizes,
-                                             const std::vector<SourceRecord>& recs) {
-  std::vector<SizeChoice> out(sizes.size());
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    out[i].bytes = sizes[i];
-    const SourceRecord* r = latest(recs, sizes[i], 0);
-    if (r == nullptr) continue;
-    const int b = r->comparison.best();
-    if (b < 0) continue;
-    out[i].algo = r->comparison.results[static_cast<size_t>(b)].name;
-    out[i].time_s = r->comparison.results[static_cast<size_t>(b)].summary.median;
-    out[i].measured = true;
-  }
-  return out;
-}
-
-void fill_unmeasured(std::vector<SizeOutcome>& sizes) {
+// Sizes where every candidate failed take the choice below (above, before the first), as
+// to_ranges() does.
+void fill_failed(std::vector<SizeOutcome>& sizes) {
   std::string carry;
   for (const auto& s : sizes) {
     if (!s.chosen.empty()) {
@@ -176,23 +161,15 @@ Result<TuningOutcome> tune_collectives(comm::Communicator& comm, const TuneOptio
   auto search = options.strategy == "exhaustive"
                     ? exhaustive_search(source, out.candidates, *sizes)
                     : model_based_search(source, out.candidates, *sizes);
-  std::vector<SizeChoice> choices;
-  if (search.ok()) {
-    choices = search->choices;
-    out.failures = search->failures;
-    out.comparisons = search->comparisons;
-  } else if (source.budget_exhausted()) {
-    choices = choices_from_records(*sizes, source.records());
-    out.budget_exhausted = true;
-    out.comparisons = static_cast<int>(source.records().size());
-  } else {
-    return std::move(search).error();
-  }
-  for (const SourceRecord& r : source.records()) out.tuning_s += r.comparison.cost_s;
-  for (const SizeChoice& c : choices) {
+  if (!search) return std::move(search).error();
+  out.failures = search->failures;
+  out.comparisons = search->comparisons;
+  out.budget_exhausted = search->budget_exhausted;
+  out.tuning_s = source.elapsed_s();  // agreed: the same on every rank
+  for (const SizeChoice& c : search->choices) {
     out.sizes.push_back(size_outcome(c, latest(source.records(), c.bytes, 0)));
   }
-  fill_unmeasured(out.sizes);
+  fill_failed(out.sizes);
   if (out.sizes.empty() || out.sizes.front().chosen.empty()) {
     return timeout_error("the budget of " + std::to_string(options.source.budget_s) +
                          " s ran out before any size was measured; give a larger --budget");

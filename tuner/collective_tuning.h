@@ -48,6 +48,8 @@ struct SizeOutcome {
   double runner_up_us = 0;  // its median
   double paired_ratio =
       0;  // median over rounds of runner-up time / chosen time (> 1: chosen faster)
+  bool extrapolated = false;  // not reached before the budget ran out: the nearest decided
+                              // size's choice, time_us 0 (search.h fill_undecided)
 };
 
 // One candidate's measurement summary at one size (the latest one taken).
@@ -80,9 +82,9 @@ struct TuningOutcome {
   int nodes = 0;
   std::string strategy;
   std::vector<std::string> candidates;
-  double tuning_s = 0;  // the search's measurement time (wall, slowest rank)
+  double tuning_s = 0;  // the search's wall time, slowest rank (verification not included)
   int comparisons = 0;
-  bool budget_exhausted = false;   // stopped early: sizes past the last measured carry its choice
+  bool budget_exhausted = false;   // stopped early: undecided sizes are `extrapolated`
   std::vector<SizeOutcome> sizes;  // ascending
   std::vector<MeasuredPoint> measurements;
   std::vector<std::string> failures;  // "CANDIDATE at N B: reason"

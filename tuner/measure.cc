@@ -69,6 +69,7 @@ Comparison measure_interleaved(const std::vector<Candidate>& candidates, const M
   for (int round = 0; round < total_rounds; ++round) {
     const bool warmup = round < o.warmup_rounds;
     std::vector<double> times(n, NAN);
+    bool unfinished = false;
     for (size_t k = 0; k < n; ++k) {
       const size_t i = (k + static_cast<size_t>(round)) % n;  // rotate who goes first
       CandidateResult& r = cmp.results[i];
@@ -78,10 +79,27 @@ Comparison measure_interleaved(const std::vector<Candidate>& candidates, const M
         r.samples.push_back(t);
         times[i] = t;
       }
+      if (o.stop && o.stop()) {
+        cmp.stopped = true;
+        for (size_t rest = k + 1; rest < n; ++rest) {
+          unfinished = unfinished || !cmp.results[(rest + static_cast<size_t>(round)) % n].failed;
+        }
+        break;
+      }
     }
-    if (warmup) continue;
+    if (unfinished) {  // an unfinished round pairs nothing: drop it
+      for (size_t i = 0; i < n; ++i) {
+        if (!std::isnan(times[i])) cmp.results[i].samples.pop_back();
+      }
+      break;
+    }
+    if (warmup) {
+      if (cmp.stopped) break;
+      continue;
+    }
     per_round.push_back(std::move(times));
     cmp.rounds = static_cast<int>(per_round.size());
+    if (cmp.stopped) break;
     const bool all_failed = std::all_of(cmp.results.begin(), cmp.results.end(),
                                         [](const CandidateResult& r) { return r.failed; });
     if (all_failed || cmp.cost_s > o.max_cost_s) break;

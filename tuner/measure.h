@@ -25,6 +25,10 @@ struct MeasureOptions {
   double target_rel_ci = 0.03;  // stop when every live candidate's median CI is within +-3 %
   double max_cost_s = 30.0;     // stop when the trials' total time exceeds this
   double trial_timeout_s = 60;  // a trial reporting more than this is recorded as failed
+  // Consulted after every trial (optional): true ends the comparison at once, dropping the
+  // unfinished round (Comparison::stopped). Where ranks measure together the answer must be
+  // agreed between them (collective_source.h), so that all stop after the same trial.
+  std::function<bool()> stop;
 };
 
 // One trial of a candidate: runs it once and returns the seconds it took (the trial times
@@ -51,6 +55,7 @@ struct Comparison {
   std::vector<CandidateResult> results;  // in the order the candidates were given
   int rounds = 0;                        // measured rounds
   double cost_s = 0;                     // total seconds of every trial, warm-up included
+  bool stopped = false;                  // ended by MeasureOptions::stop
   // Index of the fastest candidate by median time among those not failed; -1 if all failed.
   int best() const;
   const CandidateResult* find(const std::string& name) const;

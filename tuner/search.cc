@@ -53,6 +53,14 @@ double winner_margin(const Comparison& cmp, int best) {
   return m;
 }
 
+SearchResult stopped_by_budget(SearchResult out) {
+  out.budget_exhausted = true;
+  fill_undecided(out.choices);
+  DLTUNE_LOG(kInfo, "tuner") << "search stopped by the budget after " << out.comparisons
+                             << " comparisons";
+  return out;
+}
+
 double as_x(uint64_t bytes) { return std::max<double>(1.0, static_cast<double>(bytes)); }
 
 // State of the second phase of model_based_search.
@@ -126,12 +134,13 @@ Result<SearchResult> exhaustive_search(CollectiveSource& source,
                                        const std::vector<uint64_t>& sizes) {
   DLTUNE_TRY(check_inputs(algos, sizes));
   SearchResult out;
-  for (uint64_t bytes : sizes) {
-    auto cmp = source.measure(bytes, algos);
-    if (!cmp) return std::move(cmp).error().wrap("measuring at " + std::to_string(bytes) + " B");
-    SizeChoice c;
-    record(*cmp, bytes, c, out);
-    out.choices.push_back(std::move(c));
+  out.choices.resize(sizes.size());
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    out.choices[i].bytes = sizes[i];
+    auto cmp = source.measure(sizes[i], algos);
+    if (!cmp && source.budget_exhausted()) return stopped_by_budget(std::move(out));
+    if (!cmp) return std::move(cmp).error().wrap("measuring at " + std::to_string(sizes[i]) + " B");
+    record(*cmp, sizes[i], out.choices[i], out);
   }
   return out;
 }
@@ -155,6 +164,7 @@ Result<SearchResult> model_based_search(CollectiveSource& source,
                        (sizes[i] <= o.probe_max_bytes || i <= 1);
     if (!probe) continue;
     auto cmp = source.measure(sizes[i], algos);
+    if (!cmp && source.budget_exhausted()) return stopped_by_budget(std::move(out));
     if (!cmp) return std::move(cmp).error().wrap("probing at " + std::to_string(sizes[i]) + " B");
     record(*cmp, sizes[i], out.choices[i], out);
     for (const CandidateResult& r : cmp->results) {
@@ -190,12 +200,35 @@ Result<SearchResult> model_based_search(CollectiveSource& source,
       continue;
     }
     t.skipped_since_check = 0;
-    DLTUNE_TRY(t.measure_at(i, contenders));
-    DLTUNE_TRY(t.backfill(i));
+    Status s = t.measure_at(i, contenders);
+    if (s.ok()) s = t.backfill(i);
+    if (!s.ok() && source.budget_exhausted()) return stopped_by_budget(std::move(out));
+    DLTUNE_TRY(s);
   }
   DLTUNE_LOG(kInfo, "tuner") << "model-based search: " << out.comparisons << " comparisons, "
                              << out.cost_s << " s of trials";
   return out;
+}
+
+void fill_undecided(std::vector<SizeChoice>& choices) {
+  const auto undecided = [](const SizeChoice& c) { return c.algo.empty() && !c.measured; };
+  std::vector<size_t> decided;
+  for (size_t i = 0; i < choices.size(); ++i) {
+    if (!choices[i].algo.empty()) decided.push_back(i);
+  }
+  if (decided.empty()) return;
+  size_t next = 0;  // the first decided index at or above i
+  for (size_t i = 0; i < choices.size(); ++i) {
+    while (next < decided.size() && decided[next] < i) ++next;
+    if (!undecided(choices[i])) continue;
+    size_t from = next < decided.size() ? decided[next] : decided.back();
+    if (next > 0 && (next == decided.size() || i - decided[next - 1] <= decided[next] - i)) {
+      from = decided[next - 1];
+    }
+    choices[i].algo = choices[from].algo;
+    choices[i].time_s = 0;
+    choices[i].extrapolated = true;
+  }
 }
 
 std::vector<SizeRange> to_ranges(const std::vector<SizeChoice>& choices) {

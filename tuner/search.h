@@ -18,30 +18,48 @@ namespace dltune::tuner {
 
 // Measures a set of algorithms at one message size, interleaved. The real source runs
 // collectives through comm/; tests use synthetic ones.
+//
+// A source with a budget checks it after every trial (MeasureOptions::stop): a comparison
+// stopped by it is returned when it has kMinRoundsWhenStopped measured rounds (it still
+// decides its size), else measure() fails; either way budget_exhausted() turns true and every
+// later measure() fails. The searches then end gracefully with what they have.
 class CollectiveSource {
  public:
   virtual ~CollectiveSource() = default;
-  // Errors end the search (e.g. the ranks died); a failing algorithm is not an error but a
-  // failed CandidateResult.
+  // Errors end the search (e.g. the ranks died, or the budget is spent); a failing algorithm
+  // is not an error but a failed CandidateResult.
   virtual Result<Comparison> measure(uint64_t bytes, const std::vector<std::string>& algos) = 0;
+  // True once the budget stopped a comparison or made measure() refuse.
+  virtual bool budget_exhausted() const { return false; }
 };
+
+inline constexpr int kMinRoundsWhenStopped = 3;
 
 struct SizeChoice {
   uint64_t bytes = 0;
-  std::string algo;                     // the chosen algorithm ("" when every candidate failed)
-  double time_s = 0;                    // measured median, or predicted when not measured
-  bool measured = false;                // whether the choice at this size rests on a measurement
+  std::string algo;           // the chosen algorithm ("" when every candidate failed)
+  double time_s = 0;          // measured median, or predicted when not measured
+  bool measured = false;      // whether the choice at this size rests on a measurement
+  bool extrapolated = false;  // not reached before the budget ran out: the nearest decided
+                              // size's choice (fill_undecided), time_s 0
   std::vector<std::string> candidates;  // what was measured at this size (empty: none)
 };
 
 struct SearchResult {
   std::vector<SizeChoice> choices;    // one per size, ascending
+  bool budget_exhausted = false;      // stopped by the source's budget; see fill_undecided
   double cost_s = 0;                  // total time of every trial run
   int comparisons = 0;                // calls to CollectiveSource::measure
   std::vector<std::string> failures;  // "algo at N bytes: reason", for the report
 };
 
-// Measures every algorithm at every size. Errors: no algorithms or sizes, or a source error.
+// Sizes with no decision (never measured nor predicted; not sizes where every candidate
+// failed) take the choice of the nearest size that has one (the smaller on a tie) and are
+// marked extrapolated. Nothing changes when no size has a decision.
+void fill_undecided(std::vector<SizeChoice>& choices);
+
+// Measures every algorithm at every size. Errors: no algorithms or sizes, or a source error
+// other than the budget (which ends the search with what it has, the rest fill_undecided()).
 Result<SearchResult> exhaustive_search(CollectiveSource& source,
                                        const std::vector<std::string>& algos,
                                        const std::vector<uint64_t>& sizes);
@@ -56,7 +74,7 @@ struct ModelSearchOptions {
   int confirm_stride = 2;               // ... and then only every 2nd larger size is measured
 };
 
-// The model-based strategy described above. Errors as for exhaustive_search.
+// The model-based strategy described above. Errors and the budget as for exhaustive_search.
 Result<SearchResult> model_based_search(CollectiveSource& source,
                                         const std::vector<std::string>& algos,
                                         const std::vector<uint64_t>& sizes,

@@ -12,6 +12,7 @@
 
 #include "comm/allreduce.h"
 #include "comm/thread_communicator.h"
+#include "tuner/collective_plan.h"
 #include "tuner/collective_tuning.h"
 
 namespace dltune::tuner {
@@ -234,6 +235,37 @@ TEST(TuneCollectives, BudgetStopsEarlyAndKeepsWhatWasMeasured) {
   EXPECT_TRUE(t.sizes.front().measured);
   EXPECT_FALSE(t.sizes.back().measured);
   for (const SizeOutcome& s : t.sizes) EXPECT_FALSE(s.chosen.empty());
+}
+
+// A comparison that would run for a second stops within about one trial of a 0.3 s budget,
+// on every rank after the same trial (identical outcomes); the sizes not reached are marked.
+TEST(TuneCollectives, BudgetIsAgreedAndCheckedAfterEveryTrial) {
+  TuneOptions o = small_options("exhaustive");
+  o.candidates = {"rd", "tree"};
+  o.source.custom["tree"] = slowed(comm::Algorithm::kTree, std::chrono::microseconds(20000));
+  o.source.measure.max_rounds = 60;        // ~1.3 s per size if nothing stopped it
+  o.source.measure.target_rel_ci = 1e-12;  // never converges early
+  o.source.budget_s = 0.3;
+  auto outs = tune_on_threads(2, o);
+  ASSERT_FALSE(outs[0].empty());
+  EXPECT_EQ(outs[1], outs[0]);
+  TuningOutcome t = parse(outs[0]);
+  EXPECT_TRUE(t.budget_exhausted);
+  EXPECT_GE(t.tuning_s, 0.3);
+  EXPECT_LT(t.tuning_s, 0.3 + 0.1);  // one tree trial is ~20 ms
+  ASSERT_EQ(t.sizes.size(), 13u);
+  EXPECT_TRUE(t.sizes.front().measured);
+  EXPECT_EQ(t.sizes.front().chosen, "rd");
+  EXPECT_TRUE(t.sizes.back().extrapolated);
+  for (const SizeOutcome& s : t.sizes) {
+    EXPECT_EQ(s.chosen, "rd") << s.bytes;
+    EXPECT_NE(s.measured, s.extrapolated) << s.bytes;  // exhaustive: measured or not reached
+  }
+  auto plan = plan_from_outcome(t);
+  ASSERT_TRUE(plan.ok()) << plan.error().message();
+  EXPECT_NE(plan->provenance.reason.find("not reached"), std::string::npos)
+      << plan->provenance.reason;
+  EXPECT_NE(format_outcome(t).find("^"), std::string::npos);
 }
 
 TEST(TuneCollectives, VerifyComparesWithTheOracle) {

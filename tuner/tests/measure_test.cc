@@ -37,6 +37,36 @@ TEST(MeasureInterleaved, StopsWhenTheMedianIsKnown) {
   EXPECT_DOUBLE_EQ(cmp.results[0].summary.median, 2e-3);
 }
 
+// The stop hook ends a comparison right after the trial that asked: a round it cut short is
+// dropped (it pairs nothing), a round it ended at its last trial is kept.
+TEST(MeasureInterleaved, StopHookEndsAfterTheTrialAndDropsAnUnfinishedRound) {
+  for (const int stop_after : {5, 6}) {
+    int trials = 0;
+    std::vector<Candidate> c = {{"a",
+                                 [&]() -> Result<double> {
+                                   ++trials;
+                                   return 1e-3;
+                                 }},
+                                {"b", [&]() -> Result<double> {
+                                   ++trials;
+                                   return 2e-3;
+                                 }}};
+    MeasureOptions o;
+    o.warmup_rounds = 1;
+    o.max_rounds = 30;
+    o.stop = [&] { return trials >= stop_after; };
+    Comparison cmp = measure_interleaved(c, o);
+    EXPECT_EQ(trials, stop_after);  // not one trial more
+    EXPECT_TRUE(cmp.stopped);
+    // Trials 1-2 warm up, 3-4 are round 1, 5-6 round 2.
+    const size_t rounds = stop_after == 5 ? 1 : 2;
+    EXPECT_EQ(cmp.rounds, static_cast<int>(rounds));
+    EXPECT_EQ(cmp.results[0].samples.size(), rounds);
+    EXPECT_EQ(cmp.results[1].samples.size(), rounds);
+    EXPECT_EQ(cmp.best(), 0);
+  }
+}
+
 TEST(MeasureInterleaved, FailuresAreRecordedAndTheOthersGoOn) {
   int crash_calls = 0;
   std::vector<Candidate> c = {

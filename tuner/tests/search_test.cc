@@ -95,6 +95,62 @@ TEST(Search, ModelBasedFindsACrossoverAboveTheProbes) {
   }
 }
 
+// The budget is checked after every trial: a search given a fraction of what it needs stops
+// within one trial of it, keeps what it decided, and the sizes it never reached take the
+// nearest decided size's choice, marked extrapolated.
+TEST(Search, ABudgetIsRespectedWithinOneTrial) {
+  const auto sizes = powers_of_two(4, 256u << 20);
+  for (const bool model : {false, true}) {
+    SyntheticSource full(two_rank_algos(), 7);
+    auto all =
+        model ? model_based_search(full, names(), sizes) : exhaustive_search(full, names(), sizes);
+    ASSERT_TRUE(all.ok());
+    EXPECT_FALSE(all->budget_exhausted);
+    for (const double fraction : {0.05, 0.3}) {
+      SCOPED_TRACE(std::string(model ? "model" : "exhaustive") + " at " + std::to_string(fraction));
+      const double budget = full.spent_s() * fraction;
+      SyntheticSource src(two_rank_algos(), 7);
+      src.set_budget(budget);
+      auto r =
+          model ? model_based_search(src, names(), sizes) : exhaustive_search(src, names(), sizes);
+      ASSERT_TRUE(r.ok()) << r.error().message();
+      EXPECT_TRUE(r->budget_exhausted);
+      EXPECT_GE(src.spent_s(), budget);
+      EXPECT_LE(src.spent_s(), budget + src.longest_trial_s());
+      ASSERT_EQ(r->choices.size(), sizes.size());
+      size_t measured = 0, extrapolated = 0;
+      for (const SizeChoice& c : r->choices) {
+        EXPECT_FALSE(c.algo.empty()) << c.bytes;
+        EXPECT_FALSE(c.measured && c.extrapolated) << c.bytes;
+        measured += c.measured ? 1 : 0;
+        extrapolated += c.extrapolated ? 1 : 0;
+      }
+      EXPECT_GT(measured, 0u);
+      EXPECT_GT(extrapolated, 0u);
+      EXPECT_TRUE(r->choices.back().extrapolated);  // the largest sizes cost the most
+    }
+  }
+}
+
+TEST(Search, UndecidedSizesTakeTheNearestDecidedChoice) {
+  std::vector<SizeChoice> c(8);
+  for (size_t i = 0; i < c.size(); ++i) c[i].bytes = 4u << i;
+  c[1].algo = "rd";
+  c[1].measured = true;
+  c[5].algo = "ring";    // predicted by a model: decided, not measured
+  c[6].measured = true;  // every candidate failed here: left to to_ranges()
+  fill_undecided(c);
+  const char* want[] = {"rd", "rd", "rd", "rd", "ring", "ring", "", "ring"};
+  const bool extrapolated[] = {true, false, true, true, true, false, false, true};
+  for (size_t i = 0; i < c.size(); ++i) {
+    EXPECT_EQ(c[i].algo, want[i]) << i;  // 3 is as near to 1 as to 5: the smaller wins
+    EXPECT_EQ(c[i].extrapolated, extrapolated[i]) << i;
+  }
+  std::vector<SizeChoice> none(3);
+  fill_undecided(none);
+  for (const SizeChoice& x : none) EXPECT_FALSE(x.extrapolated);
+}
+
 TEST(Search, BadInputs) {
   SyntheticSource src(two_rank_algos(), 1);
   EXPECT_FALSE(exhaustive_search(src, {}, {4}).ok());

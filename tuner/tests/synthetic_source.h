@@ -1,9 +1,12 @@
 // A deterministic synthetic CollectiveSource for search tests: each algorithm follows an
 // alpha-beta model with a cache knee, and the machine has "slow phases" that multiply every
 // candidate's time in a round (as the real machine's cross-core phases do), plus small
-// per-trial jitter. Seeded, so every run of a test sees the same numbers.
+// per-trial jitter. Seeded, so every run of a test sees the same numbers. Time is synthetic:
+// spent_s() sums every trial's time, and an optional budget on it is checked after every trial
+// as CommCollectiveSource checks its wall-clock budget (search.h).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <random>
@@ -53,18 +56,32 @@ class SyntheticSource : public CollectiveSource {
       : algos_(std::move(algos)), rng_(seed), slow_p_(slow_phase_probability) {}
 
   Result<Comparison> measure(uint64_t bytes, const std::vector<std::string>& names) override {
+    if (past_budget()) return timeout_error("the synthetic budget is spent");
     std::vector<Candidate> cands;
     for (const std::string& name : names) {
       const SyntheticAlgo* a = &algos_.at(name);
       const double n = static_cast<double>(bytes);
       cands.push_back({name, [this, a, n]() -> Result<double> {
-                         return a->true_time(n) * phase_factor() * jitter_(rng_);
+                         const double t = a->true_time(n) * phase_factor() * jitter_(rng_);
+                         spent_s_ += t;
+                         longest_trial_s_ = std::max(longest_trial_s_, t);
+                         return t;
                        }});
     }
     MeasureOptions o;
     o.max_rounds = 40;
-    return measure_interleaved(cands, o);
+    o.stop = [this] { return past_budget(); };
+    Comparison cmp = measure_interleaved(cands, o);
+    if (cmp.stopped && cmp.rounds < kMinRoundsWhenStopped) {
+      return timeout_error("the synthetic budget is spent");
+    }
+    return cmp;
   }
+  bool budget_exhausted() const override { return exhausted_; }
+
+  void set_budget(double budget_s) { budget_s_ = budget_s; }
+  double spent_s() const { return spent_s_; }
+  double longest_trial_s() const { return longest_trial_s_; }
 
   double true_time(const std::string& algo, uint64_t bytes) const {
     return algos_.at(algo).true_time(static_cast<double>(bytes));
@@ -80,6 +97,11 @@ class SyntheticSource : public CollectiveSource {
   }
 
  private:
+  bool past_budget() {
+    if (budget_s_ > 0 && spent_s_ >= budget_s_) exhausted_ = true;
+    return exhausted_;
+  }
+
   // The phase changes every few trials, so all candidates of a round mostly share it.
   double phase_factor() {
     if (++trials_in_phase_ >= 6) {
@@ -97,6 +119,10 @@ class SyntheticSource : public CollectiveSource {
   std::uniform_real_distribution<double> uniform_{0.0, 1.0};
   double phase_ = 1.0;
   int trials_in_phase_ = 0;
+  double budget_s_ = 0;  // 0 = none
+  double spent_s_ = 0;
+  double longest_trial_s_ = 0;
+  bool exhausted_ = false;
 };
 
 inline std::vector<uint64_t> powers_of_two(uint64_t lo, uint64_t hi) {
