@@ -115,6 +115,7 @@ Result<LaunchOutcome> run_local(const LaunchSpec& spec) {
     }
     return std::string();
   });
+  sup.set_cause_hint([&srv] { return srv.first_lost_rank(); });  // child index == rank
   sup.watch(srv.event_fd(), [&srv, &host, n = spec.nranks]() -> std::string {
     srv.drain_events();
     for (int r = 0; r < n; ++r) {

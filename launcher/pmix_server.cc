@@ -108,6 +108,8 @@ class PmixServer::Impl {
   std::vector<RankPmixState> ranks;
   std::string nspace;
   bool job_registered = false;
+  int first_lost = -1;       // under mu
+  size_t event_handler = 0;  // 0: none registered
 
   RankPmixState* state_of(const pmix_proc_t* proc) {
     if (proc == nullptr || nspace != proc->nspace || proc->rank >= ranks.size()) return nullptr;
@@ -159,6 +161,26 @@ pmix_status_t on_abort(const pmix_proc_t* proc, void*, int status, const char ms
   g_server->wake();
   complete_later(cbfunc, cbdata);
   return PMIX_SUCCESS;
+}
+
+// libpmix notifies the server process itself when a client's connection drops before
+// PMIx_Finalize (PMIX_ERR_LOST_CONNECTION; older releases PMIX_ERR_UNREACH or
+// PMIX_ERR_LOST_CONNECTION_TO_CLIENT), with the client as the source. It also releases that
+// client from pending fences at the same moment, which is how its peers learn of the death:
+// this event therefore precedes every consequence of it.
+void on_event(size_t, pmix_status_t status, const pmix_proc_t* source, pmix_info_t[], size_t,
+              pmix_info_t[], size_t, pmix_event_notification_cbfunc_fn_t cbfunc, void* cbdata) {
+  const bool lost = status == PMIX_ERR_LOST_CONNECTION || status == PMIX_ERR_UNREACH ||
+                    status == PMIX_ERR_LOST_CONNECTION_TO_CLIENT ||
+                    status == PMIX_ERR_PROC_TERM_WO_SYNC;
+  if (lost && g_server != nullptr) {
+    std::lock_guard lock(g_server->mu);
+    if (auto* s = g_server->state_of(source); s != nullptr && !s->finalized && !s->lost) {
+      s->lost = true;
+      if (g_server->first_lost < 0) g_server->first_lost = static_cast<int>(source->rank);
+    }
+  }
+  if (cbfunc != nullptr) cbfunc(PMIX_EVENT_ACTION_COMPLETE, nullptr, 0, nullptr, nullptr, cbdata);
 }
 
 // Open MPI reports MPI_Init failures only through PMIx_Log: print every string it sends.
@@ -235,6 +257,15 @@ Result<std::unique_ptr<PmixServer>> PmixServer::start(const std::string& tmpdir)
     close(impl->event_fd);
     return internal_error("PMIx_server_init failed: " + status_text(rc));
   }
+  // A default handler (all codes): with no callback the registration blocks and returns the
+  // handler's id (> 0), or an error that only costs the early naming of a lost rank.
+  rc = PMIx_Register_event_handler(nullptr, 0, nullptr, 0, on_event, nullptr, nullptr);
+  if (rc > 0) {
+    impl->event_handler = static_cast<size_t>(rc);
+  } else {
+    DLTUNE_LOG(kDebug, "pmix") << "no PMIx event handler (" << status_text(rc)
+                               << "): a lost rank is named from its exit only";
+  }
   return std::unique_ptr<PmixServer>(new PmixServer(std::move(impl)));
 }
 
@@ -246,6 +277,8 @@ PmixServer::~PmixServer() {
     PMIx_server_deregister_nspace(impl_->nspace.c_str(), OpWaiter::callback, &w);
     (void)w.wait();
   }
+  if (impl_->event_handler != 0)
+    PMIx_Deregister_event_handler(impl_->event_handler, nullptr, nullptr);
   PMIx_server_finalize();
   g_server = nullptr;
   close(impl_->event_fd);
@@ -328,6 +361,11 @@ RankPmixState PmixServer::rank_state(int rank) const {
   std::lock_guard lock(impl_->mu);
   if (rank < 0 || static_cast<size_t>(rank) >= impl_->ranks.size()) return {};
   return impl_->ranks[static_cast<size_t>(rank)];
+}
+
+int PmixServer::first_lost_rank() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->first_lost;
 }
 
 int PmixServer::event_fd() const { return impl_->event_fd; }

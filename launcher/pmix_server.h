@@ -27,6 +27,10 @@ struct RankPmixState {
   bool aborted = false;    // called PMIx_Abort (MPI_Abort)
   int abort_status = 0;
   std::string abort_message;
+  // The server lost the rank's connection before PMIx_Finalize (it died or exited early).
+  // The server notices this the moment the rank's socket closes, before its peers can react
+  // and before the launcher reaps anything, so it tells which rank went first.
+  bool lost = false;
 };
 
 // One job on this node: the ranks 0..nranks-1, all local.
@@ -56,6 +60,9 @@ class PmixServer {
 
   // A snapshot of what the server has seen of `rank` (thread-safe).
   RankPmixState rank_state(int rank) const;
+  // The first rank whose connection the server lost before it called PMIx_Finalize, or -1
+  // when none did (thread-safe).
+  int first_lost_rank() const;
   // A file descriptor that becomes readable when a rank aborts; the caller drains it with
   // drain_events(). -1 when the build has no PMIx.
   int event_fd() const;

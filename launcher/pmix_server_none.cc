@@ -17,6 +17,7 @@ PmixServer::~PmixServer() = default;
 Status PmixServer::register_job(const PmixJobSpec&) { return unsupported("no PMIx in this build"); }
 Status PmixServer::setup_rank(int, EnvBlock&) { return unsupported("no PMIx in this build"); }
 RankPmixState PmixServer::rank_state(int) const { return {}; }
+int PmixServer::first_lost_rank() const { return -1; }
 int PmixServer::event_fd() const { return -1; }
 void PmixServer::drain_events() {}
 

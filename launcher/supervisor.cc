@@ -224,15 +224,29 @@ void Supervisor::reap() {
     const std::string why =
         judge_ ? judge_(index, r.status) : default_exit_judgement(it->name, it->host, r.status);
     DLTUNE_LOG(kDebug, "launch") << it->name << " ended, status " << r.status;
+    it->why = why;
     if (why.empty() || stopping_) continue;
     std::string& slot = WIFSIGNALED(r.status) ? by_signal_ : by_exit_;
     if (slot.empty()) slot = why;
     if (!decide_at_) decide_at_ = Clock::now() + kSettle;
+    if (!cause_wait_until_) cause_wait_until_ = Clock::now() + kCauseWait;
   }
 }
 
 void Supervisor::decide() {
   decide_at_.reset();
+  const int hint = cause_hint_ ? cause_hint_() : -1;
+  if (hint >= 0 && static_cast<size_t>(hint) < children_.size()) {
+    const Child& c = children_[static_cast<size_t>(hint)];
+    if (c.running && cause_wait_until_ && Clock::now() < *cause_wait_until_) {
+      decide_at_ = Clock::now() + std::chrono::milliseconds(10);  // it is dying: wait for it
+      return;
+    }
+    if (!c.running && !c.why.empty()) {
+      fail(c.why);
+      return;
+    }
+  }
   if (!by_signal_.empty()) {
     fail(by_signal_);
   } else if (!by_exit_.empty()) {

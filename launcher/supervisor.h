@@ -64,6 +64,9 @@ class Supervisor {
   using ExitJudge = std::function<std::string(int index, int wait_status)>;
   // Called when a watched fd becomes readable: "" or one sentence describing a failure.
   using EventCheck = std::function<std::string()>;
+  // The index of the child an outside observer saw fail first (the PMIx server: the rank whose
+  // connection dropped before PMIx_Finalize), or -1.
+  using CauseHint = std::function<int()>;
 
   explicit Supervisor(Options options);
   // Any child still running gets SIGKILL (its whole group) and is reaped; the signal mask
@@ -84,6 +87,11 @@ class Supervisor {
 
   void set_line_filter(LineFilter filter) { filter_ = std::move(filter); }
   void set_exit_judge(ExitJudge judge) { judge_ = std::move(judge); }
+  // When the first failure reaped is not the hinted child's, the verdict waits (at most
+  // kCauseWait) for the hinted child to be reaped and names it if its exit is a failure: under
+  // load, a killed rank's peers may be reaped seconds before it is.
+  void set_cause_hint(CauseHint hint) { cause_hint_ = std::move(hint); }
+  static constexpr std::chrono::milliseconds kCauseWait{3000};
   // Watches `fd` (not owned) for readability and calls `check` when it is readable.
   void watch(int fd, EventCheck check);
 
@@ -104,6 +112,7 @@ class Supervisor {
     std::string name;
     std::string host;
     bool running = true;
+    std::string why;  // the judgement of its exit ("" while running or after success)
     Stream out;
     Stream err;
   };
@@ -125,6 +134,7 @@ class Supervisor {
   Options options_;
   LineFilter filter_;
   ExitJudge judge_;
+  CauseHint cause_hint_;
   std::vector<std::pair<int, EventCheck>> watches_;
   std::vector<Child> children_;
   std::optional<DeathOrder> death_order_;  // while run() supervises
@@ -146,8 +156,9 @@ class Supervisor {
   // exited with an error themselves, so a death by signal seen within kSettle wins.
   static constexpr std::chrono::milliseconds kSettle{150};
   std::optional<Clock::time_point> decide_at_;
-  std::string by_signal_;  // first failure by signal, "" while none
-  std::string by_exit_;    // first failure by exit code, "" while none
+  std::optional<Clock::time_point> cause_wait_until_;  // set with the first failure
+  std::string by_signal_;                              // first failure by signal, "" while none
+  std::string by_exit_;                                // first failure by exit code, "" while none
 };
 
 }  // namespace dltune::launcher
