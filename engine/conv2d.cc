@@ -40,7 +40,16 @@ void Conv2d::init_params(Rng& rng) {
   for (int64_t i = 0; i < num_params(); ++i) params_[i] = rng.uniform(-bound, bound);
 }
 
+void Conv2d::reserve(int max_batch) {
+  const int64_t per_image = int64_t{groups_} * kg_ * hwo_;
+  const int64_t images =
+      std::min<int64_t>(max_batch, kSavedColsBudgetFloats / std::max<int64_t>(per_image, 1));
+  saved_cols_.resize(static_cast<size_t>(std::max<int64_t>(images, 0) * per_image));
+  saved_in_ = nullptr;
+}
+
 int Conv2d::chunk(int batch) const {
+  if (saves_cols(batch)) return std::max(batch, 1);
   int64_t per_image = int64_t{kg_} * hwo_;
   int64_t nb = std::max<int64_t>(1, kColsBudgetFloats / std::max<int64_t>(per_image, 1));
   return static_cast<int>(std::min<int64_t>(nb, std::max(batch, 1)));
@@ -48,7 +57,12 @@ int Conv2d::chunk(int batch) const {
 
 int64_t Conv2d::workspace_floats(int batch) const {
   // cols (Kg, L) reused for dcols, plus tmp (OCg, L) for the output / gradient of one group.
-  return int64_t{kg_ + ocg_} * chunk(batch) * hwo_;
+  // The largest chunk any batch of up to `batch` images uses: a budget-sized chunk, or a whole
+  // batch whose columns forward saves (reserve() must have run: it sizes the saved columns).
+  const int64_t saved_images = static_cast<int64_t>(saved_cols_.size()) /
+                               std::max<int64_t>(int64_t{groups_} * kg_ * hwo_, 1);
+  const int64_t images = std::max<int64_t>(chunk(batch), std::min<int64_t>(saved_images, batch));
+  return int64_t{kg_ + ocg_} * images * hwo_;
 }
 
 void Conv2d::im2col(const float* in, int n0, int nb, int g, float* cols) const {
@@ -102,7 +116,11 @@ void Conv2d::col2im(const float* cols, int n0, int nb, int g, float* din) const 
             int ih = oh * stride_ - pad_ + ki;
             if (ih < 0 || ih >= H) continue;
             float* dst = img + int64_t{ih} * W - pad_ + kj;
-            for (int ow = ow_lo; ow < ow_hi; ++ow) dst[ow * stride_] += src[ow];
+            if (stride_ == 1) {  // contiguous: GCC vectorises this form, not the strided one
+              for (int ow = ow_lo; ow < ow_hi; ++ow) dst[ow] += src[ow];
+            } else {
+              for (int ow = ow_lo; ow < ow_hi; ++ow) dst[ow * stride_] += src[ow];
+            }
           }
         }
       }
@@ -115,12 +133,15 @@ void Conv2d::forward(const LayerContext& ctx, const float* in, float* out, int b
   const int nb_max = chunk(batch);
   const int64_t out_per_image = int64_t{oc_} * hwo_;
   const float* bias = params_ + int64_t{oc_} * kg_;
+  const bool save = ctx.training && saves_cols(batch);
+  saved_in_ = save ? in : nullptr;
+  saved_batch_ = batch;
   for (int n0 = 0; n0 < batch; n0 += nb_max) {
     const int nb = std::min(nb_max, batch - n0);
     const int64_t L = nb * hwo_;
-    float* cols = ctx.workspace;  // (Kg, L)
-    float* tmp = cols + kg_ * L;  // (OCg, L)
+    float* tmp = ctx.workspace + kg_ * L;  // (OCg, L)
     for (int g = 0; g < groups_; ++g) {
+      float* cols = save ? saved_cols_.data() + int64_t{g} * kg_ * L : ctx.workspace;  // (Kg, L)
       im2col(in, n0, nb, g, cols);
       const float* Wg = params_ + int64_t{g} * ocg_ * kg_;  // (OCg, Kg)
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ocg_, L, kg_, 1.0f, Wg, kg_, cols, L,
@@ -145,11 +166,13 @@ void Conv2d::backward(const LayerContext& ctx, const float* in, const float*, co
   const int64_t out_per_image = int64_t{oc_} * hwo_;
   float* db = grads_ + int64_t{oc_} * kg_;
   if (din) std::memset(din, 0, sizeof(float) * batch * in_.size());
+  // The columns forward kept for this very input (one chunk: the whole batch).
+  const bool saved = saved_in_ == in && saved_batch_ == batch && saves_cols(batch);
   for (int n0 = 0; n0 < batch; n0 += nb_max) {
     const int nb = std::min(nb_max, batch - n0);
     const int64_t L = nb * hwo_;
-    float* cols = ctx.workspace;
-    float* tmp = cols + kg_ * L;
+    float* dcols = ctx.workspace;  // (Kg, L)
+    float* tmp = dcols + kg_ * L;  // (OCg, L)
     for (int g = 0; g < groups_; ++g) {
       // gather dout (nb, OC, OH*OW) -> tmp (OCg, L)
       for (int b = 0; b < nb; ++b)
@@ -157,7 +180,8 @@ void Conv2d::backward(const LayerContext& ctx, const float* in, const float*, co
           std::memcpy(tmp + o * L + b * hwo_,
                       dout + (n0 + b) * out_per_image + (g * ocg_ + o) * hwo_,
                       sizeof(float) * hwo_);
-      im2col(in, n0, nb, g, cols);
+      const float* cols = saved ? saved_cols_.data() + int64_t{g} * kg_ * L : dcols;
+      if (!saved) im2col(in, n0, nb, g, dcols);
       float* dWg = grads_ + int64_t{g} * ocg_ * kg_;
       // dWg (OCg, Kg) (+)= tmp (OCg, L) x cols^T (L, Kg)
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, ocg_, kg_, L, 1.0f, tmp, L, cols, L,
@@ -166,8 +190,8 @@ void Conv2d::backward(const LayerContext& ctx, const float* in, const float*, co
         // dcols (Kg, L) = Wg^T (Kg, OCg) x tmp (OCg, L), reusing the cols buffer
         const float* Wg = params_ + int64_t{g} * ocg_ * kg_;
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kg_, L, ocg_, 1.0f, Wg, kg_, tmp, L,
-                    0.0f, cols, L);
-        col2im(cols, n0, nb, g, din);
+                    0.0f, dcols, L);
+        col2im(dcols, n0, nb, g, din);
       }
     }
   }

@@ -6,6 +6,9 @@
 //   of the chunk, so each gemm has N = nb*OH*OW (large, efficient) instead of OH*OW.
 // The chunk size nb keeps cols within a fixed budget (kColsBudgetFloats) so AlexNet-sized
 // layers do not need gigabytes of scratch.
+// When a training batch's columns fit in kSavedColsBudgetFloats, forward builds them for the
+// whole batch in a buffer of the layer's own and backward reuses them instead of running
+// im2col again (im2col was a fifth of a LeNet-5 step, half of it repeated in backward).
 #pragma once
 
 #include "engine/layer.h"
@@ -20,23 +23,32 @@ class Conv2d final : public Layer {
   Result<Dims> setup(const Dims& in) override;
   int64_t num_params() const override;
   void init_params(Rng& rng) override;
+  void reserve(int max_batch) override;
   int64_t workspace_floats(int batch) const override;
   void forward(const LayerContext& ctx, const float* in, float* out, int batch) override;
   void backward(const LayerContext& ctx, const float* in, const float* out, const float* dout,
                 float* din, int batch) override;
 
-  static constexpr int64_t kColsBudgetFloats = int64_t{1} << 20;  // 4 MiB of im2col columns
+  static constexpr int64_t kColsBudgetFloats = int64_t{1} << 20;       // 4 MiB of im2col columns
+  static constexpr int64_t kSavedColsBudgetFloats = int64_t{1} << 23;  // 32 MiB per layer
 
  private:
   int chunk(int batch) const;  // images per im2col chunk
+  // Whether forward keeps the columns of a training batch of `batch` images for backward.
+  bool saves_cols(int batch) const {
+    return int64_t{groups_} * kg_ * hwo_ * batch <= static_cast<int64_t>(saved_cols_.size());
+  }
   // cols (Kg, nb*OH*OW) <- images [n0, n0+nb) of `in`, channels of group g.
   void im2col(const float* in, int n0, int nb, int g, float* cols) const;
   // din (images [n0, n0+nb), channels of group g) += col2im(cols).
   void col2im(const float* cols, int n0, int nb, int g, float* din) const;
 
   int oc_, k_, stride_, pad_, groups_;
-  int cg_ = 0, ocg_ = 0, kg_ = 0;  // channels per group in / out; rows of cols
-  int64_t hwo_ = 0;                // OH*OW
+  int cg_ = 0, ocg_ = 0, kg_ = 0;    // channels per group in / out; rows of cols
+  int64_t hwo_ = 0;                  // OH*OW
+  Buffer saved_cols_;                // (groups, Kg, B*OH*OW) of the last training forward
+  const float* saved_in_ = nullptr;  // the input those columns came from (nullptr: none)
+  int saved_batch_ = 0;
 };
 
 }  // namespace dltune::engine

@@ -6,6 +6,7 @@
 #include <cblas.h>
 
 #include "engine/conv2d.h"
+#include "engine/gpu/counter_hash.h"
 #include "engine/lrn.h"
 #include "engine/pool.h"
 
@@ -77,7 +78,12 @@ void Relu::backward(const LayerContext&, const float*, const float* out, const f
                     float* din, int batch) {
   if (!din) return;
   const int64_t n = batch * in_.size();
-  for (int64_t i = 0; i < n; ++i) din[i] = out[i] > 0.0f ? dout[i] : 0.0f;
+  // Both loads are unconditional so that the loop vectorises into a compare-and-blend (a
+  // conditional load of dout[i] kept GCC from vectorising it: 8 % of a LeNet-5 step).
+  for (int64_t i = 0; i < n; ++i) {
+    const float d = dout[i];
+    din[i] = out[i] > 0.0f ? d : 0.0f;
+  }
 }
 
 // ---- Dropout -------------------------------------------------------------------------------
@@ -98,11 +104,11 @@ void Dropout::forward(const LayerContext& ctx, const float* in, float* out, int 
     std::memcpy(out, in, sizeof(float) * n);
     return;
   }
-  Rng rng(ctx.seed);
+  // Counter-based (seed, element index) draws: the GPU dropout kernel makes the same mask.
   const float scale = 1.0f / (1.0f - p_);
   float* m = mask_.data();
   for (int64_t i = 0; i < n; ++i) {
-    m[i] = rng.uniform() < p_ ? 0.0f : scale;
+    m[i] = counter_uniform(ctx.seed, static_cast<uint64_t>(i)) < p_ ? 0.0f : scale;
     out[i] = in[i] * m[i];
   }
 }

@@ -36,8 +36,9 @@ class Relu final : public Layer {
 };
 
 // Inverted dropout: in training, each element is zeroed with probability p and the rest are
-// scaled by 1/(1-p); in evaluation it is the identity. The mask depends only on ctx.seed, so
-// the same seed reproduces the same mask (checkpoint resume, gradient checks).
+// scaled by 1/(1-p); in evaluation it is the identity. The mask depends only on ctx.seed and
+// the element index (engine/gpu/counter_hash.h), so the same seed reproduces the same mask
+// (checkpoint resume, gradient checks) and the GPU dropout draws exactly the same one.
 class Dropout final : public Layer {
  public:
   explicit Dropout(float p) : p_(p) {}
