@@ -3,8 +3,11 @@
 // The measuring itself happens in the rank program dltune-bench-rank (comm/tools/), built next
 // to this binary: under an existing launcher (PMIx / MPI environment) this process becomes that
 // rank program (exec); otherwise it starts -n ranks of it with mpirun, or, in a build without
-// Open MPI's launcher, runs them as threads of one process. Arguments are checked before
-// anything is launched, so bad input is exit 2 with one sentence.
+// Open MPI's launcher, runs them as threads of one process. With --backend nccl the ranks
+// measure NCCL's allreduce on GPU memory for NCCL's algorithm/protocol choices; they bootstrap
+// over PMIx, so they are started with `dltune run -n RANKS` (one GPU per rank). Arguments (and,
+// for nccl, the presence of a CUDA device) are checked before anything is launched, so bad
+// input is exit 2 with one sentence.
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
@@ -23,6 +26,7 @@ namespace dltune::cli {
 namespace {
 
 struct BenchOptions {
+  std::string backend = "host";
   std::string algo = "all";
   int ranks = 2;
   std::string min_bytes = "4";
@@ -46,6 +50,11 @@ int run_bench(const BenchOptions& o) {
   std::vector<std::string> args = {*prog,       "--algo",      o.algo,     "--min-bytes",
                                    o.min_bytes, "--max-bytes", o.max_bytes};
   if (o.json) args.push_back("--json");
+  const bool nccl = o.backend == "nccl";
+  if (nccl) {
+    args.push_back("--backend");
+    args.push_back("nccl");
+  }
 
   // Check the arguments first (the rank program validates them without starting MPI).
   std::vector<std::string> check = args;
@@ -63,7 +72,11 @@ int run_bench(const BenchOptions& o) {
     return report_error("bench", errno_error("exec " + *prog));
   }
   std::vector<std::string> launch;
-  if (on_path("mpirun")) {
+  if (nccl) {  // PMIx ranks: this binary's own generic launcher
+    auto self = sibling_program("dltune");
+    if (!self) return report_error("bench", self.error());
+    launch = {*self, "run", "-n", std::to_string(o.ranks), "--"};
+  } else if (on_path("mpirun")) {
     launch = mpirun_prefix(o.ranks);
   } else {
     std::fprintf(stderr, "dltune bench: no mpirun on PATH; running %d ranks as threads\n", o.ranks);
@@ -90,7 +103,13 @@ void setup_bench(CLI::App& app, int* exit_code) {
       "bounds");
   cmd->add_option("--algo", opts->algo,
                   "Comma-separated algorithms (ring, rd, rabenseifner, tree, hier, shm, native) "
-                  "or 'all'")
+                  "or 'all'; with --backend nccl, NCCL choices (nccl, nccl:ring/ll, "
+                  "nccl:tree/simple, ...) or 'all'")
+      ->capture_default_str();
+  cmd->add_option("--backend", opts->backend,
+                  "host: dltune's algorithms on host memory; nccl: NCCL's allreduce on GPU "
+                  "memory, one rank per GPU")
+      ->check(CLI::IsMember({"host", "nccl"}))
       ->capture_default_str();
   cmd->add_option("-n,--ranks", opts->ranks, "Number of ranks")->capture_default_str();
   cmd->add_option("--min-bytes", opts->min_bytes, "Smallest message (e.g. 4, 64KiB)")

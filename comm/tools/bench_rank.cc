@@ -3,9 +3,12 @@
 // communicator. Rank 0 prints the table (or JSON) and, with --summary, bench/allreduce's
 // comparison against the native MPI_Allreduce.
 //
-//   dltune-bench-rank [--algo LIST|all] [--min-bytes B] [--max-bytes B] [--rounds N] [--json]
-//                     [--summary] [--threads N] [--check-args]
-// Exit codes: 0 success, 1 failure, 2 bad arguments.
+//   dltune-bench-rank [--backend host|nccl] [--algo LIST|all] [--min-bytes B] [--max-bytes B]
+//                     [--rounds N] [--json] [--summary] [--threads N] [--check-args]
+// --backend nccl measures ncclAllReduce on GPU memory for NCCL choices ("nccl",
+// "nccl:ring/ll", ...; --algo all = default_nccl_choices()) as one rank of a PMIx job
+// (`dltune run`); see comm/tools/bench_nccl.h. With --check-args it also checks for a device.
+// Exit codes: 0 success, 1 failure, 2 bad arguments or (nccl) no device / no NCCL here.
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -14,6 +17,7 @@
 #include "comm/bench_sweep.h"
 #include "comm/mpi_communicator.h"
 #include "comm/thread_communicator.h"
+#include "comm/tools/bench_nccl.h"
 #include "common/strings.h"
 
 namespace dltune::comm {
@@ -21,6 +25,8 @@ namespace {
 
 struct Args {
   SweepOptions sweep;
+  bool nccl = false;  // --backend nccl
+  NcclBenchOptions nccl_bench;
   bool json = false;
   bool summary = false;
   bool check_only = false;
@@ -30,6 +36,7 @@ struct Args {
 Result<Args> parse_args(int argc, char** argv) {
   Args a;
   a.sweep.algorithms = all_algorithms();
+  std::string algo = "all";
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&]() -> Result<std::string> {
@@ -45,9 +52,14 @@ Result<Args> parse_args(int argc, char** argv) {
     } else if (arg == "--algo") {
       auto v = value();
       if (!v) return v.error();
-      auto l = parse_algorithm_list(*v);
-      if (!l) return l.error().wrap("--algo");
-      a.sweep.algorithms = *l;
+      algo = *v;
+    } else if (arg == "--backend") {
+      auto v = value();
+      if (!v) return v.error();
+      if (*v != "host" && *v != "nccl") {
+        return invalid_input("--backend expects 'host' or 'nccl', got '" + *v + "'");
+      }
+      a.nccl = *v == "nccl";
     } else if (arg == "--min-bytes" || arg == "--max-bytes") {
       auto v = value();
       if (!v) return v.error();
@@ -65,6 +77,16 @@ Result<Args> parse_args(int argc, char** argv) {
     } else {
       return invalid_input("unknown argument '" + arg + "'");
     }
+  }
+  if (a.nccl) {
+    auto l = parse_nccl_choice_list(algo);
+    if (!l) return l.error().wrap("--algo");
+    a.nccl_bench.choices = *l;
+    if (a.threads > 0) return invalid_input("--threads does not apply to --backend nccl");
+  } else {
+    auto l = parse_algorithm_list(algo);
+    if (!l) return l.error().wrap("--algo");
+    a.sweep.algorithms = *l;
   }
   if (a.sweep.min_bytes < 4 || a.sweep.max_bytes < a.sweep.min_bytes ||
       a.sweep.max_bytes > (size_t{1} << 30)) {
@@ -136,6 +158,17 @@ int main(int argc, char** argv) {
   if (!args) {
     std::fprintf(stderr, "dltune bench: %s\n", args.error().message().c_str());
     return 2;
+  }
+  if (args->nccl) {
+    NcclBenchOptions o = args->nccl_bench;
+    o.min_bytes = args->sweep.min_bytes, o.max_bytes = args->sweep.max_bytes;
+    o.rounds = args->sweep.rounds, o.json = args->json;
+    if (args->check_only) {
+      dltune::Status s = check_nccl_device();
+      if (!s) std::fprintf(stderr, "dltune bench: %s\n", s.error().message().c_str());
+      return s.ok() ? 0 : s.error().exit_code();
+    }
+    return run_nccl_bench(o);
   }
   if (args->check_only) return 0;
   if (args->threads > 0) {

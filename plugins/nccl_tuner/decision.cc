@@ -33,6 +33,16 @@ constexpr std::array<std::pair<const char*, int>, 5> kColls = {{
 }  // namespace
 
 Result<NcclRule> parse_nccl_algo(const std::string& name) {
+  // The NCCL communicator's choice names (comm/nccl_communicator.h): "nccl:ring/ll" is
+  // "nccl_ring_ll", "nccl:ring/" and "nccl:ring" are "nccl_ring".
+  if (name.rfind("nccl:", 0) == 0) {
+    const std::string rest = name.substr(5);
+    const size_t slash = rest.find('/');
+    const std::string algo = rest.substr(0, slash);
+    const std::string proto = slash == std::string::npos ? "" : rest.substr(slash + 1);
+    if (algo.empty()) return invalid_input("'" + name + "' fixes no NCCL algorithm");
+    return parse_nccl_algo("nccl_" + algo + (proto.empty() ? "" : "_" + proto));
+  }
   const std::string prefix = "nccl_";
   if (name.rfind(prefix, 0) != 0) return invalid_input("'" + name + "' is not an NCCL algorithm");
   const std::string rest = name.substr(prefix.size());
@@ -92,7 +102,8 @@ Result<Decision> Decision::from_plan_json(const std::string& text, size_t n_rank
                              " entry lacks algo, min_bytes or max_bytes");
       }
       const std::string algo = r["algo"].get<std::string>();
-      if (algo.rfind("nccl_", 0) != 0) continue;  // one of dltune's CPU algorithms
+      if (algo.rfind("nccl_", 0) != 0 && algo.rfind("nccl:", 0) != 0) continue;  // a CPU one
+      if (algo.rfind("nccl:/", 0) == 0) continue;  // a protocol only: NCCL picks the algorithm
       auto rule = parse_nccl_algo(algo);
       if (!rule) return std::move(rule).error().wrap("plan");
       rule->coll = coll;

@@ -26,7 +26,8 @@ struct NcclRule {
 
 // Parses a dltune algorithm name of the GPU path: "nccl_<algo>[_<proto>]" with algo one of
 // tree, ring, collnet_direct, collnet_chain, nvls, nvls_tree, pat and proto one of ll, ll128,
-// simple (e.g. "nccl_ring_ll128", "nccl_tree"). Errors name the bad part.
+// simple (e.g. "nccl_ring_ll128", "nccl_tree"), or the NCCL communicator's choice name of the
+// same ("nccl:ring/ll128", "nccl:tree/"). Errors name the bad part.
 Result<NcclRule> parse_nccl_algo(const std::string& name);
 
 class Decision {

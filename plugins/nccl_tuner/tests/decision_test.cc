@@ -33,6 +33,13 @@ TEST(NcclDecision, ParsesAlgorithmNames) {
   EXPECT_EQ(parse_nccl_algo("nccl_ring_ll")->proto, kNcclProtoLL);
   EXPECT_EQ(parse_nccl_algo("nccl_collnet_chain_ll128")->algo, kNcclAlgoCollnetChain);
   EXPECT_FALSE(parse_nccl_algo("ring").ok());
+  // The NCCL communicator's choice names (what `dltune tune --backend nccl` stores).
+  EXPECT_EQ(parse_nccl_algo("nccl:ring/ll")->algo, kNcclAlgoRing);
+  EXPECT_EQ(parse_nccl_algo("nccl:ring/ll")->proto, kNcclProtoLL);
+  EXPECT_EQ(parse_nccl_algo("nccl:tree/")->proto, -1);
+  EXPECT_EQ(parse_nccl_algo("nccl:nvls_tree/simple")->algo, kNcclAlgoNvlsTree);
+  EXPECT_FALSE(parse_nccl_algo("nccl:/ll").ok());
+  EXPECT_FALSE(parse_nccl_algo("nccl:ring/fast").ok());
   EXPECT_NE(parse_nccl_algo("nccl_ring_fast").error().message().find("unknown NCCL protocol"),
             std::string::npos);
   EXPECT_NE(parse_nccl_algo("nccl_star").error().message().find("unknown NCCL algorithm"),

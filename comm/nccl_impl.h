@@ -1,0 +1,45 @@
+// Internal to the NCCL communicator (nccl_communicator.cc, nccl_ops.cc; NCCL builds only): its
+// state and the helpers both files use.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include "comm/nccl_communicator.h"
+#include "common/result.h"
+
+namespace dltune::comm {
+
+// "cudaErrorNoDevice (no CUDA-capable device is detected)".
+std::string cuda_text(cudaError_t e);
+// ok, or internal "WHAT failed: cuda_text".
+Status cuda_check(cudaError_t e, const std::string& what);
+// NCCL's error string plus its last error message for `comm` (may be null).
+std::string nccl_text(ncclResult_t r, ncclComm_t comm);
+
+// Waits until `comm` has no operation in progress (non-blocking communicators return
+// ncclInProgress and finish in the background). On NCCL's error: ncclCommAbort and internal;
+// at `deadline`: ncclCommAbort and kTimeout. `*aborted` is set when the communicator is gone.
+Status settle(ncclComm_t comm, const std::string& what, Deadline deadline, bool* aborted);
+
+struct NcclCommunicator::Impl {
+  ncclComm_t comm = nullptr;
+  bool aborted = false;
+  int rank = 0, size = 1, device = 0;
+  int local_rank = 0, node_index = 0, num_nodes = 1;
+  std::string device_name;
+  NcclOptions options;
+  cudaStream_t stream = nullptr;  // the internal stream of the synchronous calls
+  bool subs = false;              // local / leaders made
+  std::unique_ptr<NcclCommunicator> local, leaders;
+
+  // ok when the communicator can take work; makes `device` current on the calling thread.
+  Status usable() const;
+  // Checks the return code of an NCCL call on `comm`, then waits for it to settle.
+  Status finish(ncclResult_t r, const std::string& what, Deadline deadline);
+};
+
+}  // namespace dltune::comm
