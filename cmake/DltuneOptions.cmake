@@ -83,6 +83,7 @@ if(NOT DLTUNE_WITH_CUDA STREQUAL "OFF")
   endif()
 endif()
 dltune_resolve(CUDA _found)
+include(${CMAKE_CURRENT_LIST_DIR}/DltuneCuda.cmake)
 
 set(_found FALSE)
 if(NOT DLTUNE_WITH_NCCL STREQUAL "OFF")

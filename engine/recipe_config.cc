@@ -254,6 +254,8 @@ Result<TrainConfig> train_config_from(const recipes::Recipe& recipe, const recip
   // Communication.
   c.bucket_bytes = tp.bucket_bytes;
   c.overlap = tp.overlap;
+  // Recipes have no device key: `comm.backend: nccl` means the ranks compute on their GPUs.
+  if (recipe.comm.backend == "nccl") c.device = "gpu";
   c.algorithms.clear();
   if (auto it = plan.collectives.find(recipes::Collective::kAllreduce);
       it != plan.collectives.end() && !it->second.empty()) {

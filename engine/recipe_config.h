@@ -27,6 +27,8 @@ namespace dltune::engine {
 //   warmup = max(recipe, plan) warmup, ramping from 0 (warmup_from_zero);
 //   schedule (step_size, gamma; cosine's min_lr), momentum, weight decay, seed from the recipe;
 //   steps from `training.steps`, or epochs x ceil(train samples / global batch);
+// - device "gpu" when the recipe's comm.backend is nccl (recipes have no device key), else
+//   "cpu";
 // - bucket_bytes, overlap from plan.training; algorithms from plan.collectives allreduce rules,
 //   [min, max) ranges becoming "at most max - 1" ranges, neighbours with the same algorithm
 //   merged, segment_bytes not carried (the engine uses comm's default); a plan without

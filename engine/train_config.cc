@@ -34,6 +34,8 @@ Status validate(const TrainConfig& c) {
   if (c.reference_batch < 1) return bad("reference_batch", "must be at least 1");
   if (c.warmup_steps < 0) return bad("warmup_steps", "must be non-negative");
   if (c.steps < 0) return bad("steps", "must be non-negative");
+  if (c.device != "cpu" && c.device != "gpu")
+    return bad("device", "expected cpu or gpu, got '" + c.device + "'");
   if (c.threads < 1 || c.threads > 1024) return bad("threads", "must be in 1..1024");
   if (c.bucket_bytes < 4) return bad("bucket_bytes", "must be at least 4");
   if (c.algorithms.empty()) return bad("algorithms", "needs at least one range");
@@ -158,7 +160,7 @@ Result<TrainConfig> parse_train_config(const std::string& text) {
                                 "metrics_path",    "layers",
                                 "input",           "classes",
                                 "min_lr",          "warmup_from_zero",
-                                "trace_path"};
+                                "trace_path",      "device"};
   for (const auto& [key, value] : j.items()) {
     bool known = false;
     for (const char* k : kKeys) known = known || key == k;
@@ -184,6 +186,7 @@ Result<TrainConfig> parse_train_config(const std::string& text) {
   DLTUNE_TRY(get(j, "warmup_steps", c.warmup_steps));
   DLTUNE_TRY(get(j, "steps", c.steps));
   DLTUNE_TRY(get(j, "seed", c.seed));
+  DLTUNE_TRY(get(j, "device", c.device));
   DLTUNE_TRY(get(j, "threads", c.threads));
   DLTUNE_TRY(get(j, "bucket_bytes", c.bucket_bytes));
   DLTUNE_TRY(get(j, "overlap", c.overlap));
@@ -263,6 +266,7 @@ std::string to_json(const TrainConfig& c) {
             {"warmup_steps", c.warmup_steps},
             {"steps", c.steps},
             {"seed", c.seed},
+            {"device", c.device},
             {"threads", c.threads},
             {"bucket_bytes", c.bucket_bytes},
             {"overlap", c.overlap},

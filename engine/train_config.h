@@ -56,6 +56,9 @@ struct TrainConfig {
   bool warmup_from_zero = false;
   int64_t steps = 100;
   uint64_t seed = 1;
+  // Where the rank computes: "cpu" (BLAS) or "gpu" (cuBLAS / cuDNN on the rank's first
+  // visible GPU; an error at start in a build without CUDA or without a device).
+  std::string device = "cpu";
   int threads = 1;                     // BLAS threads per rank
   uint64_t bucket_bytes = 4ull << 20;  // gradient bucket size
   bool overlap = true;                 // allreduce buckets during backward

@@ -31,6 +31,7 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& config,
   std::unique_ptr<Trainer> t(new Trainer());
   t->config_ = config;
   t->comm_ = comm && comm->size() > 1 ? comm : nullptr;
+  t->nccl_ = dynamic_cast<comm::NcclCommunicator*>(t->comm_);
   t->train_ = &train;
   t->heldout_ = heldout;
   Result<ModelSpec> spec =
@@ -67,7 +68,11 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& config,
   auto trace = TraceWriter::open(config.trace_path, t->rank());
   if (!trace) return trace.error();
   t->trace_ = std::move(*trace);
-  if (t->comm_) {
+  if (t->nccl_ && config.device != "gpu")
+    return invalid_input(
+        "train config: key 'device': an NCCL communicator needs device 'gpu', got '" +
+        config.device + "'");
+  if (t->comm_ && !t->nccl_) {
     const size_t bytes = static_cast<size_t>(m.num_params()) * sizeof(float);
     auto shared = t->comm_->alloc_shared(bytes);
     if (!shared) return shared.error().wrap("allocating the gradient buffer");
@@ -77,6 +82,8 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& config,
     DLTUNE_TRY_CTX(comm::broadcast(*t->comm_, m.params(), bytes, bo),
                    std::string("broadcasting the initial parameters"));
   }
+  if (config.device == "gpu")  // after the host broadcast: the device starts from rank 0's
+    DLTUNE_TRY_CTX(t->setup_gpu(*spec, std::max(local_max, 256)), std::string("device 'gpu'"));
   return t;
 }
 
@@ -96,6 +103,7 @@ Status Trainer::make_buckets() {
   if (end > 0) buckets_.push_back({0, end, ""});
   for (auto& b : buckets_) {
     b.algorithm = config_.algorithm_for(static_cast<uint64_t>(b.end - b.begin) * sizeof(float));
+    if (nccl_) continue;  // NCCL picks its own algorithm (options fixed at its creation)
     auto algo = comm::parse_algorithm(b.algorithm);
     if (!algo) return algo.error().wrap("train config: key 'algorithms'");
   }
@@ -111,11 +119,7 @@ Status Trainer::reduce_bucket_blocking(const Bucket& b) {
 }
 
 Status Trainer::allreduce_doubles(double* v, int n) {
-  if (!comm_) return ok_status();
-  comm::AllreduceOptions opts;
-  opts.algorithm = comm::Algorithm::kRecursiveDoubling;
-  return comm::allreduce(*comm_, v, v, static_cast<size_t>(n), comm::DataType::kF64,
-                         comm::ReduceOp::kSum, opts);
+  return allreduce_small(v, static_cast<size_t>(n), comm::DataType::kF64, comm::ReduceOp::kSum);
 }
 
 void Trainer::start_bucket(size_t index, bool traced) {
@@ -133,23 +137,12 @@ void Trainer::start_bucket(size_t index, bool traced) {
     }));
 }
 
-Result<double> Trainer::step(bool want_loss) {
-  const auto t0 = Clock::now();
-  sampler_->indices(step_, indices_);
-  const int B = static_cast<int>(indices_.size());
-  const int64_t sz = train_->dims.size();
-  labels_.resize(static_cast<size_t>(B));
-  for (int i = 0; i < B; ++i) {
-    std::memcpy(input_.data() + i * sz, train_->image(indices_[i]), sizeof(float) * sz);
-    labels_[i] = train_->labels[indices_[i]];
-  }
-  const uint64_t seed = Rng::mix(Rng::mix(config_.seed, static_cast<uint64_t>(step_)), rank());
+Result<double> Trainer::compute_cpu(int B, uint64_t seed, bool traced, StepTimes& tm) {
   const float* logits = model_->forward(input_.data(), B, true, seed);
   const int K = model_->spec().classes;
   double loss = softmax_cross_entropy(logits, labels_.data(), B, K,
                                       static_cast<float>(global_batch_), dlogits_.data());
-  const auto tf = Clock::now();
-  const bool traced = trace_->enabled() && TraceWriter::traced_step(step_);
+  tm.forward_end = Clock::now();
   // Backward, starting each bucket's allreduce as soon as its gradients are final.
   size_t next = 0;
   auto ready = [&](int64_t from) {
@@ -157,7 +150,7 @@ Result<double> Trainer::step(bool want_loss) {
     while (next < buckets_.size() && from <= buckets_[next].begin) start_bucket(next++, traced);
   };
   model_->backward(input_.data(), dlogits_.data(), B, ready);
-  const auto t1 = Clock::now();
+  tm.backward_end = Clock::now();
   Status st;
   if (comm_) {
     if (config_.overlap) {
@@ -174,10 +167,31 @@ Result<double> Trainer::step(bool want_loss) {
   }
   if (!st)
     return std::move(st).error().wrap("allreducing gradients at step " + std::to_string(step_));
-  const auto t2 = Clock::now();
+  tm.reduce_end = Clock::now();
   const double lr = learning_rate(config_, global_batch_, step_);
   sgd_->step(model_->params(), model_->grads(), static_cast<float>(lr));
-  const auto t3 = Clock::now();
+  tm.update_end = Clock::now();
+  return loss;
+}
+
+Result<double> Trainer::step(bool want_loss) {
+  const auto t0 = Clock::now();
+  sampler_->indices(step_, indices_);
+  const int B = static_cast<int>(indices_.size());
+  const int64_t sz = train_->dims.size();
+  labels_.resize(static_cast<size_t>(B));
+  for (int i = 0; i < B; ++i) {
+    std::memcpy(input_.data() + i * sz, train_->image(indices_[i]), sizeof(float) * sz);
+    labels_[i] = train_->labels[indices_[i]];
+  }
+  const uint64_t seed = Rng::mix(Rng::mix(config_.seed, static_cast<uint64_t>(step_)), rank());
+  const bool traced = trace_->enabled() && TraceWriter::traced_step(step_);
+  StepTimes tm;
+  auto computed = gpu_ ? compute_gpu(B, seed, traced, tm) : compute_cpu(B, seed, traced, tm);
+  if (!computed) return computed.error();
+  const double loss = *computed;
+  const double lr = learning_rate(config_, global_batch_, step_);
+  const auto tf = tm.forward_end, t1 = tm.backward_end, t2 = tm.reduce_end, t3 = tm.update_end;
   double mean = loss / B;
   // The loss and the stop flag share one allreduce, so every rank stops after the same step.
   const int code = stop_source_ ? stop_source_->load() : 0;
@@ -190,10 +204,7 @@ Result<double> Trainer::step(bool want_loss) {
     stop_agreed_ = sums[1] > 0.0;
     if (stop_agreed_ && comm_) {  // once per run: which code to report
       int32_t c = code;
-      comm::AllreduceOptions opts;
-      opts.algorithm = comm::Algorithm::kRecursiveDoubling;
-      DLTUNE_TRY(
-          comm::allreduce(*comm_, &c, &c, 1, comm::DataType::kI32, comm::ReduceOp::kMax, opts));
+      DLTUNE_TRY(allreduce_small(&c, 1, comm::DataType::kI32, comm::ReduceOp::kMax));
       stop_code_ = c;
     }
   }

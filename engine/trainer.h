@@ -11,6 +11,16 @@
 // all of them after backward. The algorithm of each bucket comes from the config's ranges.
 // Then every rank applies the same SGD update, so parameters stay identical without further
 // communication.
+//
+// On the GPU (config.device == "gpu", trainer_gpu.cc) the same steps run on a GpuModel with the
+// CPU model's exact parameter layout; the CPU Model stays as the host mirror (initial values,
+// checkpoints, the host gradient buffer). Gradient buckets: with a comm::NcclCommunicator,
+// allreduce_device on the device gradient slice on the communication stream (ordered after
+// backward's kernels by an event, so it overlaps the rest of backward when config.overlap);
+// with a host communicator, each bucket is copied to the host gradient buffer, reduced with
+// the configured CPU algorithm and copied back. Loss/SGD run on the device; checkpoints copy
+// parameters and momentum to the host, in the CPU format (a GPU checkpoint resumes on the CPU
+// and back).
 #pragma once
 
 #include <atomic>
@@ -20,6 +30,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "comm/nccl_communicator.h"
 #include "common/result.h"
 #include "engine/checkpoint.h"
 #include "engine/dataset.h"
@@ -84,7 +95,12 @@ class Trainer {
   // a checkpoint of another model / parameter count / seed / global batch.
   Status resume(const std::string& path);
 
+  // The host model. On the GPU its parameters are refreshed from the device only by save()
+  // and sync_host_params().
   Model& model() { return *model_; }
+  // GPU: copies the device parameters and momentum into the host model / optimizer.
+  Status sync_host_params() const;
+  bool on_gpu() const { return gpu_ != nullptr; }
   int64_t steps_done() const { return step_; }
   const std::vector<Bucket>& buckets() const { return buckets_; }
   int rank() const;
@@ -93,11 +109,34 @@ class Trainer {
   const StepMetrics& last() const { return last_; }
 
  private:
+  struct Gpu;  // trainer_gpu.cc
+  struct GpuDeleter {
+    void operator()(Gpu* g) const;
+  };
+  struct StepTimes {
+    std::chrono::steady_clock::time_point forward_end, backward_end, reduce_end, update_end;
+  };
+
   Trainer() = default;
+  // The step's compute and gradient reduction on the CPU / the GPU; return the local loss sum.
+  Result<double> compute_cpu(int batch, uint64_t seed, bool traced, StepTimes& times);
+  Result<double> compute_gpu(int batch, uint64_t seed, bool traced, StepTimes& times);
+  // GPU: creates the device model from the host one (after the initial broadcast).
+  Status setup_gpu(const ModelSpec& spec, int max_batch);
+  // GPU: logits (b, classes) of held-out images on the host (in dlogits_).
+  Result<const float*> eval_logits_gpu(const float* images, int b);
+  // GPU: host params / momentum -> device (after resume).
+  Status upload_state_gpu();
+  // GPU with a host communicator: copies bucket `index` of the device gradients to the host
+  // gradient buffer (synchronous).
+  Status stage_bucket_to_host(size_t index);
   Status make_buckets();
   Status reduce_bucket_blocking(const Bucket& b);
   // Sums v[0..n) over the ranks (in place).
   Status allreduce_doubles(double* v, int n);
+  // A small host-memory allreduce (loss, stop flag, evaluation counts) over comm_: recursive
+  // doubling on host communicators, staged through device memory on an NCCL communicator.
+  Status allreduce_small(void* v, size_t count, comm::DataType type, comm::ReduceOp op);
   // Starts bucket `index`'s allreduce on the communication thread; with `traced`, also records
   // when the comm thread finished it (bucket_done_).
   void start_bucket(size_t index, bool traced);
@@ -119,6 +158,8 @@ class Trainer {
   int64_t step_ = 0;
   StepMetrics last_;
   std::unique_ptr<TraceWriter> trace_;
+  std::unique_ptr<Gpu, GpuDeleter> gpu_;
+  comm::NcclCommunicator* nccl_ = nullptr;  // comm_, when it is an NCCL communicator
   std::vector<std::chrono::steady_clock::time_point> bucket_issued_, bucket_done_;
   const std::atomic<int>* stop_source_ = nullptr;
   bool stop_agreed_ = false;

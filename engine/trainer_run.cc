@@ -23,18 +23,20 @@ Result<EvalMetrics> Trainer::evaluate() {
   const int chunk = std::min(256, model_->max_batch());
   for (int64_t i = lo; i < hi; i += chunk) {
     const int b = static_cast<int>(std::min<int64_t>(chunk, hi - i));
-    std::memcpy(input_.data(), heldout_->image(i), sizeof(float) * b * sz);
-    const float* logits = model_->forward(input_.data(), b, false);
+    const float* logits = nullptr;
+    if (gpu_) {
+      auto l = eval_logits_gpu(heldout_->image(i), b);
+      if (!l) return l.error().wrap("evaluating at step " + std::to_string(step_));
+      logits = *l;
+    } else {
+      std::memcpy(input_.data(), heldout_->image(i), sizeof(float) * b * sz);
+      logits = model_->forward(input_.data(), b, false);
+    }
     const int32_t* y = heldout_->labels.data() + i;
     sums[0] += count_correct(logits, y, b, K);
     sums[1] += softmax_cross_entropy(logits, y, b, K, 1.0f, nullptr);
   }
-  if (comm_) {
-    comm::AllreduceOptions opts;
-    opts.algorithm = comm::Algorithm::kRecursiveDoubling;
-    DLTUNE_TRY(
-        comm::allreduce(*comm_, sums, sums, 2, comm::DataType::kF64, comm::ReduceOp::kSum, opts));
-  }
+  DLTUNE_TRY(allreduce_doubles(sums, 2));
   em.accuracy = sums[0] / static_cast<double>(n);
   em.loss = sums[1] / static_cast<double>(n);
   return em;
@@ -42,6 +44,7 @@ Result<EvalMetrics> Trainer::evaluate() {
 
 Status Trainer::save(const std::string& path) const {
   if (rank() != 0) return ok_status();
+  if (gpu_) DLTUNE_TRY(sync_host_params());
   Checkpoint ck;
   ck.model = config_.model;
   ck.step = step_;
@@ -70,6 +73,7 @@ Status Trainer::resume(const std::string& path) {
                          "; resume with the same values to continue the same data order");
   std::memcpy(model_->params(), ck->params.data(), ck->params.size() * sizeof(float));
   std::memcpy(sgd_->velocity().data(), ck->velocity.data(), ck->velocity.size() * sizeof(float));
+  if (gpu_) DLTUNE_TRY(upload_state_gpu());
   step_ = ck->step;
   return ok_status();
 }

@@ -5,7 +5,9 @@
 // The plan is a TrainConfig JSON (engine/train_config.h); without --plan, the job's plan blob
 // (PMIx, or the file DLTUNE_PLAN names) is used when there is one, else the defaults. Command
 // line options override plan values. Under a launcher (Open MPI / PMIx / Slurm environment) the
-// ranks talk over the MPI communicator; by hand it is rank 0 of 1 with no communication.
+// ranks talk over the MPI communicator, or, with device gpu in a build with NCCL, over NCCL
+// (bootstrapped through PMIx; the plan's last algorithm range picks the NCCL options when it
+// names one: "nccl", "nccl:ring/ll"); by hand it is rank 0 of 1 with no communication.
 // Rank 0 prints a one-line JSON summary on stdout at the end. Exit: 0 success, 1 training or
 // communication failure, 2 bad input; 130 / 143 when SIGINT / SIGTERM stopped training (every
 // rank finishes the same step and the checkpoint, when set, is saved first).
@@ -20,6 +22,7 @@
 
 #include "comm/bootstrap/bootstrap.h"
 #include "comm/mpi_communicator.h"
+#include "comm/nccl_communicator.h"
 #include "common/env.h"
 #include "common/log.h"
 #include "common/paths.h"
@@ -44,7 +47,7 @@ void install_stop_handlers() {
 struct Options {
   std::string plan, model, data, metrics, checkpoint, resume, summary;
   int64_t steps = -1, global_batch = -1, per_rank_batch = -1, threads = -1;
-  std::string scaling;
+  std::string scaling, device;
   bool no_overlap = false;
 };
 
@@ -77,6 +80,7 @@ Result<TrainConfig> load_config(const Options& o) {
   if (o.scaling == "weak") c.scaling = Scaling::kWeak;
   if (o.scaling == "strong") c.scaling = Scaling::kStrong;
   if (o.no_overlap) c.overlap = false;
+  if (!o.device.empty()) c.device = o.device;
   DLTUNE_TRY(validate(c));
   return c;
 }
@@ -86,7 +90,18 @@ Status train(const Options& o) {
   if (!cfg) return cfg.error();
   set_blas_threads(cfg->threads);
   std::unique_ptr<comm::Communicator> world;
-  if (comm::launched_as_rank() && comm::mpi_available()) {
+  std::unique_ptr<comm::Bootstrap> boot;  // outlives the NCCL communicator
+  if (comm::launched_as_rank() && cfg->device == "gpu" && comm::nccl_available()) {
+    auto b = comm::Bootstrap::init();
+    if (!b) return b.error().wrap("starting the NCCL communicator");
+    boot = std::make_unique<comm::Bootstrap>(std::move(*b));
+    const std::string& choice = cfg->algorithms.back().algorithm;
+    auto opts = comm::parse_nccl_choice(choice.rfind("nccl", 0) == 0 ? choice : "nccl");
+    if (!opts) return opts.error().wrap("train config: key 'algorithms'");
+    auto nccl = comm::NcclCommunicator::create(*boot, 0, *opts);
+    if (!nccl) return nccl.error().wrap("starting the NCCL communicator");
+    world = std::move(*nccl);
+  } else if (comm::launched_as_rank() && comm::mpi_available()) {
     auto w = comm::create_mpi_world();
     if (!w) return w.error().wrap("starting the MPI communicator");
     world = std::move(*w);
@@ -129,6 +144,7 @@ Status train(const Options& o) {
   }
   trainer->reset();
   world.reset();
+  boot.reset();
   comm::mpi_finalize();
   // Stopped by a signal: after the checkpoint and an orderly shutdown, exit as the shell
   // reports a process ended by that signal (main() only maps errors to exit codes).
@@ -154,6 +170,8 @@ int main(int argc, char** argv) {
   train->add_option("--scaling", o.scaling, "strong | weak")
       ->check(CLI::IsMember({"strong", "weak"}));
   train->add_option("--threads", o.threads, "BLAS threads per rank (default 1)");
+  train->add_option("--device", o.device, "cpu | gpu (default: the plan's, else cpu)")
+      ->check(CLI::IsMember({"cpu", "gpu"}));
   train->add_flag("--no-overlap", o.no_overlap, "allreduce after backward instead of during");
   train->add_option("--metrics", o.metrics, "append JSON-lines metrics to this file");
   train->add_option("--checkpoint", o.checkpoint, "checkpoint file (written atomically)");

@@ -1,0 +1,46 @@
+// engine/gpu in a build without CUDA: the same public functions, each returning an unsupported
+// error with kNoCudaBuild. No GpuContext can be created, so the members below that cannot fail
+// are never reached; they exist so that callers link without #if.
+#include "engine/gpu/gpu_context.h"
+#include "engine/gpu/gpu_layers.h"
+#include "engine/gpu/gpu_ops.h"
+
+namespace dltune::engine::gpu {
+
+bool gpu_built() { return false; }
+Result<int> gpu_device_count() { return unsupported(kNoCudaBuild); }
+
+Result<DeviceBuffer> DeviceBuffer::alloc(size_t) { return unsupported(kNoCudaBuild); }
+DeviceBuffer::~DeviceBuffer() = default;
+
+struct GpuContext::Impl {};
+GpuContext::GpuContext(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+GpuContext::~GpuContext() = default;
+Result<std::unique_ptr<GpuContext>> GpuContext::create(int) { return unsupported(kNoCudaBuild); }
+int GpuContext::device() const { return -1; }
+std::string GpuContext::device_name() const { return ""; }
+void* GpuContext::stream() const { return nullptr; }
+void* GpuContext::comm_stream() const { return nullptr; }
+void* GpuContext::cublas() const { return nullptr; }
+void* GpuContext::cudnn() const { return nullptr; }
+void GpuContext::to_device(void*, const void*, size_t) {}
+void GpuContext::to_host(void*, const void*, size_t) {}
+void GpuContext::device_copy(void*, const void*, size_t) {}
+void GpuContext::zero(void*, size_t) {}
+Status GpuContext::synchronize() { return unsupported(kNoCudaBuild); }
+Status GpuContext::take_status() { return unsupported(kNoCudaBuild); }
+void GpuContext::fail(Error) {}
+void GpuContext::comm_waits_for_compute() {}
+void GpuContext::compute_waits_for_comm() {}
+Status GpuContext::synchronize_comm() { return unsupported(kNoCudaBuild); }
+void* GpuContext::scratch(size_t) { return nullptr; }
+
+Result<std::unique_ptr<Layer>> make_gpu_layer(const LayerSpec&, GpuContext&) {
+  return unsupported(kNoCudaBuild);
+}
+
+void softmax_cross_entropy(GpuContext&, const float*, const int32_t*, int, int, float, float*,
+                           double*) {}
+void sgd_step(GpuContext&, float*, const float*, float*, int64_t, float, float, float) {}
+
+}  // namespace dltune::engine::gpu
