@@ -7,6 +7,7 @@
 #include <set>
 
 #include "common/log.h"
+#include "common/strings.h"
 #include "tuner/cost_model.h"
 
 namespace dltune::tuner {
@@ -73,9 +74,11 @@ struct Tracker {
   int confirmed_run = 0;  // consecutive measured sizes won clearly by the same algorithm
   std::string confirmed_algo;
   int skipped_since_check = 0;
+  bool surprised = false;  // the last measure_at's winner was o.surprise times its prediction
 
-  // Algorithms predicted within the margin of the predicted best; the best comes first.
-  std::vector<std::string> contenders(uint64_t bytes, bool extrapolated) const {
+  // Algorithms predicted within the margin of the predicted best, and at least the `at_least`
+  // best predicted; the best comes first.
+  std::vector<std::string> contenders(uint64_t bytes, bool extrapolated, size_t at_least) const {
     const double x = as_x(bytes);
     const double margin = extrapolated ? o.extrapolated_margin : o.margin;
     std::vector<std::pair<double, std::string>> pred;
@@ -83,7 +86,8 @@ struct Tracker {
     std::sort(pred.begin(), pred.end());
     std::vector<std::string> out_names;
     for (const auto& [t, name] : pred) {
-      if (t <= pred.front().first * (1 + margin)) out_names.push_back(name);
+      if (t <= pred.front().first * (1 + margin) || out_names.size() < at_least)
+        out_names.push_back(name);
     }
     // Above the probes every measurement is expensive (the largest sizes dominate the total
     // cost): measure only the best predicted and its closest rival there.
@@ -95,9 +99,17 @@ struct Tracker {
 
   Status measure_at(size_t i, const std::vector<std::string>& algos) {
     SizeChoice& c = out.choices[i];
+    std::map<std::string, double> predicted;
+    for (const std::string& a : algos) {
+      if (auto m = models.find(a); m != models.end())
+        predicted[a] = m->second.predict(as_x(c.bytes));
+    }
     auto cmp = source.measure(c.bytes, algos);
     if (!cmp) return std::move(cmp).error().wrap("measuring at " + std::to_string(c.bytes) + " B");
     const int b = record(*cmp, c.bytes, c, out);
+    surprised =
+        b >= 0 && predicted.count(c.algo) &&
+        cmp->results[static_cast<size_t>(b)].summary.median > o.surprise * predicted.at(c.algo);
     for (const CandidateResult& r : cmp->results) {
       if (r.failed || r.samples.empty() || !models.count(r.name)) continue;
       points[r.name].push_back({as_x(c.bytes), r.summary.median});
@@ -186,14 +198,20 @@ Result<SearchResult> model_based_search(CollectiveSource& source,
   // 2. The remaining sizes, ascending: measure the contenders the models allow, refit the
   //    models with what was measured, and, when a measured winner differs from the choice at
   //    the sizes just skipped below it, go back and measure those (the crossover lies there).
+  //    The largest size is always measured, with at least the two best predicted: the models
+  //    extrapolate furthest there, a cliff the smaller sizes did not show (memory paged out,
+  //    a segment past its huge pages) appears first there, and the backfill then finds where
+  //    it starts.
   Tracker t{source, out, points, models, o, 0, "", 0};
   for (size_t i = 0; i < sizes.size(); ++i) {
     if (out.choices[i].measured) continue;
     const bool is_extrapolated = sizes[i] > last_probe;
-    auto contenders = t.contenders(sizes[i], is_extrapolated);
-    const bool trusted = t.confirmed_run >= 2 && t.confirmed_algo == contenders.front() &&
+    const bool largest = i + 1 == sizes.size();
+    auto contenders = t.contenders(sizes[i], is_extrapolated, largest ? 2 : 1);
+    const bool trusted = !largest && t.confirmed_run >= 2 &&
+                         t.confirmed_algo == contenders.front() &&
                          t.skipped_since_check + 1 < o.confirm_stride;
-    if (contenders.size() == 1 || trusted) {
+    if ((contenders.size() == 1 && !largest) || trusted) {
       out.choices[i].algo = contenders.front();
       out.choices[i].time_s = models.at(contenders.front()).predict(as_x(sizes[i]));
       ++t.skipped_since_check;
@@ -201,6 +219,21 @@ Result<SearchResult> model_based_search(CollectiveSource& source,
     }
     t.skipped_since_check = 0;
     Status s = t.measure_at(i, contenders);
+    if (s.ok() && t.surprised) {
+      // The winner's model now includes its surprising time: ask the models again and measure
+      // the winner against those they now rate best that were not measured here, once.
+      std::vector<std::string> again = {out.choices[i].algo};
+      for (const std::string& a : t.contenders(sizes[i], is_extrapolated, 2)) {
+        if (std::find(contenders.begin(), contenders.end(), a) == contenders.end())
+          again.push_back(a);
+      }
+      if (again.size() > 1) {
+        DLTUNE_LOG(kInfo, "tuner")
+            << "at " << sizes[i] << " B " << out.choices[i].algo << " was over " << o.surprise
+            << "x its predicted time: measuring it again with " << strings::join(again, ", ");
+        s = t.measure_at(i, again);
+      }
+    }
     if (s.ok()) s = t.backfill(i);
     if (!s.ok() && source.budget_exhausted()) return stopped_by_budget(std::move(out));
     DLTUNE_TRY(s);

@@ -4,7 +4,12 @@
 // model_based_search() measures every algorithm at a few probe sizes only, fits a cost model
 // per algorithm (tuner/cost_model.h), and then measures, at the remaining sizes, only the
 // algorithms the models say could win there, so most of the cost of the large sizes (which
-// dominate the total) is never spent on algorithms that have no chance.
+// dominate the total) is never spent on algorithms that have no chance. The models can be wrong
+// where the probes could not see (a cliff above them: memory paged out between calls, a
+// segment past its huge pages), so: the largest size, where they extrapolate furthest, is
+// always measured, with at least its two best predicted algorithms; and wherever a measured
+// winner turns out much slower than its model predicted (ModelSearchOptions::surprise), the
+// size is measured again with the algorithms the models, refit with that time, now rate best.
 #pragma once
 
 #include <cstdint>
@@ -72,6 +77,7 @@ struct ModelSearchOptions {
   int max_extrapolated_contenders = 2;  // but at most this many are measured there
   double confirm_speedup = 1.15;        // a winner this much faster twice in a row is trusted ...
   int confirm_stride = 2;               // ... and then only every 2nd larger size is measured
+  double surprise = 1.5;  // a measured winner this much slower than predicted: ask again
 };
 
 // The model-based strategy described above. Errors and the budget as for exhaustive_search.
