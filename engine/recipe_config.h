@@ -30,8 +30,8 @@ namespace dltune::engine {
 // - device "gpu" when the recipe's comm.backend is nccl (recipes have no device key), else
 //   "cpu";
 // - bucket_bytes, overlap from plan.training; algorithms from plan.collectives allreduce rules,
-//   [min, max) ranges becoming "at most max - 1" ranges, neighbours with the same algorithm
-//   merged, segment_bytes not carried (the engine uses comm's default); a plan without
+//   [min, max) ranges becoming "at most max - 1" ranges, a ring's segment_bytes carried (0:
+//   comm's default), neighbours with the same algorithm and segment merged; a plan without
 //   allreduce rules: ring everywhere;
 // - checkpoint_every from the recipe; paths (metrics, checkpoint, trace) are left empty for the
 //   caller to set.

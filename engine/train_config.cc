@@ -8,10 +8,10 @@ namespace dltune::engine {
 
 using nlohmann::json;
 
-const std::string& TrainConfig::algorithm_for(uint64_t bytes) const {
+const AlgorithmRange& TrainConfig::range_for(uint64_t bytes) const {
   for (const auto& r : algorithms)
-    if (bytes <= r.max_bytes) return r.algorithm;
-  return algorithms.back().algorithm;
+    if (bytes <= r.max_bytes) return r;
+  return algorithms.back();
 }
 
 bool TrainConfig::has_heldout() const {
@@ -223,7 +223,7 @@ Result<TrainConfig> parse_train_config(const std::string& text) {
     if (!it->is_array())
       return invalid_input(
           "train config: key 'algorithms': expected a list of "
-          "{\"max_bytes\": N, \"algorithm\": NAME}");
+          "{\"max_bytes\": N, \"algorithm\": NAME, \"segment_bytes\": N}");
     c.algorithms.clear();
     for (const auto& e : *it) {
       AlgorithmRange r;
@@ -237,6 +237,12 @@ Result<TrainConfig> parse_train_config(const std::string& text) {
               "non-negative integer");
         r.max_bytes = e["max_bytes"].get<uint64_t>();
       }
+      if (e.contains("segment_bytes")) {
+        if (!e["segment_bytes"].is_number_unsigned())
+          return invalid_input(
+              "train config: key 'algorithms': segment_bytes must be a non-negative integer");
+        r.segment_bytes = e["segment_bytes"].get<uint64_t>();
+      }
       c.algorithms.push_back(r);
     }
   }
@@ -246,8 +252,11 @@ Result<TrainConfig> parse_train_config(const std::string& text) {
 
 std::string to_json(const TrainConfig& c) {
   json algos = json::array();
-  for (const auto& r : c.algorithms)
-    algos.push_back({{"max_bytes", r.max_bytes}, {"algorithm", r.algorithm}});
+  for (const auto& r : c.algorithms) {
+    json e = {{"max_bytes", r.max_bytes}, {"algorithm", r.algorithm}};
+    if (r.segment_bytes != 0) e["segment_bytes"] = r.segment_bytes;
+    algos.push_back(std::move(e));
+  }
   json j = {{"model", c.model},
             {"data", c.data},
             {"train_size", c.train_size},

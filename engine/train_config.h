@@ -22,6 +22,9 @@ enum class Scaling { kStrong, kWeak };
 struct AlgorithmRange {
   uint64_t max_bytes = UINT64_MAX;
   std::string algorithm = "ring";
+  // The ring's pipelining segment in bytes (the plan's ring/SEGMENT choice); 0: comm's default
+  // (comm::AllreduceOptions::segment_bytes). Only the ring uses it.
+  uint64_t segment_bytes = 0;
 };
 
 struct TrainConfig {
@@ -77,7 +80,9 @@ struct TrainConfig {
     return scaling == Scaling::kStrong ? global_batch : per_rank_batch * ranks;
   }
   // The algorithm name for a message of `bytes`.
-  const std::string& algorithm_for(uint64_t bytes) const;
+  const std::string& algorithm_for(uint64_t bytes) const { return range_for(bytes).algorithm; }
+  // The first range whose max_bytes is >= bytes (the last range when none is).
+  const AlgorithmRange& range_for(uint64_t bytes) const;
   // Whether the data source has a held-out part to evaluate on (file data always does;
   // synthetic data when heldout_size > 0).
   bool has_heldout() const;

@@ -102,7 +102,10 @@ Status Trainer::make_buckets() {
   }
   if (end > 0) buckets_.push_back({0, end, ""});
   for (auto& b : buckets_) {
-    b.algorithm = config_.algorithm_for(static_cast<uint64_t>(b.end - b.begin) * sizeof(float));
+    const AlgorithmRange& r =
+        config_.range_for(static_cast<uint64_t>(b.end - b.begin) * sizeof(float));
+    b.algorithm = r.algorithm;
+    b.segment_bytes = r.segment_bytes;
     if (nccl_) continue;  // NCCL picks its own algorithm (options fixed at its creation)
     auto algo = comm::parse_algorithm(b.algorithm);
     if (!algo) return algo.error().wrap("train config: key 'algorithms'");
@@ -110,9 +113,15 @@ Status Trainer::make_buckets() {
   return ok_status();
 }
 
-Status Trainer::reduce_bucket_blocking(const Bucket& b) {
+comm::AllreduceOptions Trainer::bucket_options(const Bucket& b) {
   comm::AllreduceOptions opts;
-  opts.algorithm = *comm::parse_algorithm(b.algorithm);
+  opts.algorithm = *comm::parse_algorithm(b.algorithm);  // checked by make_buckets()
+  if (b.segment_bytes != 0) opts.segment_bytes = static_cast<size_t>(b.segment_bytes);
+  return opts;
+}
+
+Status Trainer::reduce_bucket_blocking(const Bucket& b) {
+  const comm::AllreduceOptions opts = bucket_options(b);
   float* g = model_->grads() + b.begin;
   return comm::allreduce(*comm_, g, g, static_cast<size_t>(b.end - b.begin), comm::DataType::kF32,
                          comm::ReduceOp::kSum, opts);
@@ -124,8 +133,7 @@ Status Trainer::allreduce_doubles(double* v, int n) {
 
 void Trainer::start_bucket(size_t index, bool traced) {
   const Bucket& b = buckets_[index];
-  comm::AllreduceOptions opts;
-  opts.algorithm = *comm::parse_algorithm(b.algorithm);
+  const comm::AllreduceOptions opts = bucket_options(b);
   float* g = model_->grads() + b.begin;
   if (traced) bucket_issued_[index] = Clock::now();
   pending_.push_back(comm::allreduce_async(*comm_, g, g, static_cast<size_t>(b.end - b.begin),

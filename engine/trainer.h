@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/allreduce.h"
 #include "comm/communicator.h"
 #include "comm/nccl_communicator.h"
 #include "common/result.h"
@@ -46,6 +47,7 @@ namespace dltune::engine {
 struct Bucket {
   int64_t begin = 0, end = 0;  // parameter index range [begin, end)
   std::string algorithm;
+  uint64_t segment_bytes = 0;  // the ring's segment (0: comm's default)
 };
 
 struct TrainSummary {
@@ -131,6 +133,9 @@ class Trainer {
   // gradient buffer (synchronous).
   Status stage_bucket_to_host(size_t index);
   Status make_buckets();
+  // The allreduce options of bucket `b`: its algorithm (make_buckets() checked the name) and,
+  // when the plan gave one, the ring's segment size.
+  static comm::AllreduceOptions bucket_options(const Bucket& b);
   Status reduce_bucket_blocking(const Bucket& b);
   // Sums v[0..n) over the ranks (in place).
   Status allreduce_doubles(double* v, int n);

@@ -200,11 +200,20 @@ TEST(RecipeConfig, PlanAlgorithmsBecomeInclusiveRanges) {
       {1 << 20, recipes::kPlanMaxBytes, Algorithm::kRing, 1 << 20}};
   auto c = train_config_from(r, p, 2);
   ASSERT_TRUE(c.ok()) << c.error().message();
-  ASSERT_EQ(c->algorithms.size(), 2u);  // the two ring ranges merge
+  ASSERT_EQ(c->algorithms.size(), 3u);  // the two ring ranges differ in their segment
   EXPECT_EQ(c->algorithms[0].max_bytes, 4095u);
   EXPECT_EQ(c->algorithm_for(4095), "rd");
   EXPECT_EQ(c->algorithm_for(4096), "ring");
+  EXPECT_EQ(c->range_for(4096).segment_bytes, 0u);
   EXPECT_EQ(c->algorithm_for(UINT64_MAX), "ring");
+  EXPECT_EQ(c->range_for(1 << 20).segment_bytes, uint64_t{1} << 20);
+  EXPECT_EQ(c->range_for(UINT64_MAX).segment_bytes, uint64_t{1} << 20);
+
+  p.collectives[recipes::Collective::kAllreduce][1].segment_bytes = 1 << 20;
+  auto merged = train_config_from(r, p, 2);
+  ASSERT_TRUE(merged.ok()) << merged.error().message();
+  ASSERT_EQ(merged->algorithms.size(), 2u);  // same algorithm, same segment: one range
+  EXPECT_EQ(merged->range_for(4096).segment_bytes, uint64_t{1} << 20);
 
   p.collectives.clear();  // no rules: ring everywhere
   auto none = train_config_from(r, p, 2);

@@ -18,13 +18,15 @@ TEST(TrainConfig, JsonRoundTripAndErrors) {
   TrainConfig c;
   c.model = "mlp";
   c.scaling = Scaling::kWeak;
-  c.algorithms = {{65536, "rd"}, {UINT64_MAX, "ring"}};
+  c.algorithms = {{65536, "rd"}, {UINT64_MAX, "ring", 262144}};
   auto back = parse_train_config(to_json(c));
   ASSERT_TRUE(back.ok()) << back.error().message();
   EXPECT_EQ(back->model, "mlp");
   EXPECT_EQ(back->scaling, Scaling::kWeak);
   EXPECT_EQ(back->algorithm_for(100), "rd");
+  EXPECT_EQ(back->range_for(100).segment_bytes, 0u);
   EXPECT_EQ(back->algorithm_for(1 << 20), "ring");
+  EXPECT_EQ(back->range_for(1 << 20).segment_bytes, 262144u);
 
   struct {
     const char* json;
@@ -37,7 +39,9 @@ TEST(TrainConfig, JsonRoundTripAndErrors) {
              {R"({"schedule": "poly"})", "expected constant, step or cosine"},
              {R"({"algorithms": [{"max_bytes": 10, "algorithm": "ring"},
                                  {"max_bytes": 5, "algorithm": "rd"}]})",
-              "sorted"}};
+              "sorted"},
+             {R"({"algorithms": [{"algorithm": "ring", "segment_bytes": -4}]})",
+              "segment_bytes must be a non-negative integer"}};
   for (const auto& b : bad) {
     auto r = parse_train_config(b.json);
     ASSERT_FALSE(r.ok()) << b.json;

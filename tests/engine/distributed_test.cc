@@ -1,6 +1,7 @@
 // Distributed equivalence: P ranks in strong scaling (global batch split with remainders) end
 // with the same parameters as 1 rank on the same global batch, for every allreduce algorithm
-// the thread communicator supports, with overlap on and off; all ranks stay bitwise identical.
+// the thread communicator supports (and the ring pipelined in the plan's segments), with overlap
+// on and off; all ranks stay bitwise identical.
 #include <cmath>
 #include <mutex>
 #include <vector>
@@ -40,6 +41,7 @@ struct Case {
   int ranks;
   std::string algo;
   bool overlap;
+  uint64_t segment = 0;  // the ring's segment from the plan (0: comm's default)
 };
 
 class Equivalence : public ::testing::TestWithParam<Case> {};
@@ -51,10 +53,11 @@ TEST_P(Equivalence, SameParametersAsOneRank) {
   if (reference.empty()) reference = single_rank(data);
   std::vector<std::vector<float>> finals(k.ranks);
   std::vector<size_t> nbuckets(k.ranks);
+  std::vector<uint64_t> segments(k.ranks);
   Status st = comm::spawn(k.ranks, [&](comm::Communicator& c) -> Status {
     TrainConfig cfg = config();
     cfg.overlap = k.overlap;
-    cfg.algorithms = {{UINT64_MAX, k.algo}};
+    cfg.algorithms = {{UINT64_MAX, k.algo, k.segment}};
     auto t = Trainer::create(cfg, &c, data, nullptr);
     if (!t) return t.error();
     for (int i = 0; i < kSteps; ++i) {
@@ -64,10 +67,12 @@ TEST_P(Equivalence, SameParametersAsOneRank) {
     Model& m = (*t)->model();
     finals[c.rank()].assign(m.params(), m.params() + m.num_params());
     nbuckets[c.rank()] = (*t)->buckets().size();
+    segments[c.rank()] = (*t)->buckets().front().segment_bytes;
     return ok_status();
   });
   ASSERT_TRUE(st.ok()) << st.error().message();
   EXPECT_GE(nbuckets[0], 3u);
+  EXPECT_EQ(segments[0], k.segment);
   ASSERT_EQ(finals[0].size(), reference.size());
   for (int r = 1; r < k.ranks; ++r) EXPECT_EQ(finals[r], finals[0]) << "rank " << r;
   double max_err = 0.0;
@@ -84,11 +89,15 @@ std::vector<Case> cases() {
   for (int ranks : {2, 3})
     for (const char* algo : {"ring", "rd", "rabenseifner", "tree", "hier", "shm"})
       for (bool overlap : {true, false}) out.push_back({ranks, algo, overlap});
+  // A ring segment far below the buckets' size, so every bucket is pipelined in many segments.
+  for (int ranks : {2, 3})
+    for (bool overlap : {true, false}) out.push_back({ranks, "ring", overlap, 1024});
   return out;
 }
 
 std::string case_name(const ::testing::TestParamInfo<Case>& p) {
   return std::to_string(p.param.ranks) + "ranks_" + p.param.algo +
+         (p.param.segment ? "_seg" + std::to_string(p.param.segment) : "") +
          (p.param.overlap ? "_overlap" : "_blocking");
 }
 
