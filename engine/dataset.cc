@@ -1,8 +1,10 @@
 #include "engine/dataset.h"
 
+#include <cmath>
 #include <cstring>
 
 #include "common/paths.h"
+#include "engine/rng.h"
 
 namespace dltune::engine {
 
@@ -126,6 +128,52 @@ Result<Dataset> read_cifar10(const std::vector<std::string>& paths) {
   }
   d.size = static_cast<int64_t>(d.labels.size());
   return d;
+}
+
+int64_t heldout_count(int64_t size, double fraction) {
+  return static_cast<int64_t>(std::llround(static_cast<double>(size) * fraction));
+}
+
+Result<Dataset> split_heldout(Dataset& d, int64_t count, uint64_t seed) {
+  if (count < 1 || count >= d.size)
+    return invalid_input("dataset '" + d.name + "': cannot hold out " + std::to_string(count) +
+                         " of its " + std::to_string(d.size) +
+                         " samples (at least 1 must stay on each side)");
+  // A partial Fisher-Yates shuffle picks the held-out indices.
+  std::vector<int64_t> order(static_cast<size_t>(d.size));
+  for (int64_t i = 0; i < d.size; ++i) order[static_cast<size_t>(i)] = i;
+  Rng rng(Rng::mix(seed, 0x68656c646f7574ull));  // "heldout"
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t j = i + static_cast<int64_t>(rng.below(static_cast<uint64_t>(d.size - i)));
+    std::swap(order[static_cast<size_t>(i)], order[static_cast<size_t>(j)]);
+  }
+  std::vector<char> held(static_cast<size_t>(d.size), 0);
+  for (int64_t i = 0; i < count; ++i) held[static_cast<size_t>(order[static_cast<size_t>(i)])] = 1;
+
+  const int64_t per = d.dims.size();
+  Dataset out;
+  out.name = d.name + " (held out)";
+  out.dims = d.dims;
+  out.classes = d.classes;
+  out.images.reserve(static_cast<size_t>(count * per));
+  out.labels.reserve(static_cast<size_t>(count));
+  int64_t kept = 0;
+  for (int64_t i = 0; i < d.size; ++i) {
+    const float* src = d.image(i);
+    if (held[static_cast<size_t>(i)]) {
+      out.images.insert(out.images.end(), src, src + per);
+      out.labels.push_back(d.labels[static_cast<size_t>(i)]);
+    } else {
+      if (kept != i) std::memmove(d.images.data() + kept * per, src, sizeof(float) * per);
+      d.labels[static_cast<size_t>(kept)] = d.labels[static_cast<size_t>(i)];
+      ++kept;
+    }
+  }
+  out.size = count;
+  d.size = kept;
+  d.images.resize(static_cast<size_t>(kept * per));
+  d.labels.resize(static_cast<size_t>(kept));
+  return out;
 }
 
 Result<Dataset> load_dataset(const std::string& source, bool train, int64_t synthetic_size,

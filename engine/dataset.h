@@ -49,6 +49,15 @@ Result<Dataset> read_cifar10(const std::vector<std::string>& paths);
 std::string encode_mnist_images(const std::vector<uint8_t>& pixels, int n, int rows, int cols);
 std::string encode_mnist_labels(const std::vector<uint8_t>& labels);
 
+// The number of samples a held-out share `fraction` takes from `size`: round(size x fraction).
+int64_t heldout_count(int64_t size, double fraction);
+
+// Moves `count` samples of `d`, chosen by a seeded shuffle (a pure function of seed and d.size),
+// into the returned held-out set; `d` keeps the others in their original order. For file data
+// held out as a share of its training files (`heldout: 0.1` on mnist / cifar10). Errors
+// (invalid_input): count not in [1, d.size - 1].
+Result<Dataset> split_heldout(Dataset& d, int64_t count, uint64_t seed);
+
 // A source by name: "synthetic" (train/held-out sizes and seed), "synthetic-imagenet"
 // (synthetic_images of `image_dims` / `image_classes`; c == 0 / 0 mean 3x224x224 / 1000),
 // "mnist:DIR" (DIR holding the four standard IDX files) or "cifar10:DIR" (data_batch_1..5.bin /

@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "comm/types.h"
+#include "engine/dataset.h"
 #include "engine/models.h"
 
 namespace dltune::engine {
@@ -90,7 +91,7 @@ bool same_layers(const std::vector<LayerSpec>& a, const std::vector<LayerSpec>& 
 }
 
 int64_t heldout_count(const recipes::DataConfig& d) {
-  return static_cast<int64_t>(std::llround(static_cast<double>(d.samples) * d.heldout_fraction));
+  return engine::heldout_count(d.samples, d.heldout_fraction);
 }
 
 Result<int64_t> file_size(const std::string& path) {
@@ -113,7 +114,8 @@ Result<int64_t> train_samples(const recipes::Recipe& recipe) {
       unsigned char h[8];
       if (!f || !f.read(reinterpret_cast<char*>(h), sizeof h))
         return io_error("cannot read the header of MNIST file '" + path + "'");
-      return (int64_t{h[4]} << 24) | (int64_t{h[5]} << 16) | (int64_t{h[6]} << 8) | h[7];
+      const int64_t n = (int64_t{h[4]} << 24) | (int64_t{h[5]} << 16) | (int64_t{h[6]} << 8) | h[7];
+      return d.heldout_test_files ? n : n - engine::heldout_count(n, d.heldout_fraction);
     }
     case recipes::DataKind::kCifar10: {
       int64_t n = 0;
@@ -122,7 +124,7 @@ Result<int64_t> train_samples(const recipes::Recipe& recipe) {
         if (!size) return size.error();
         n += *size / 3073;
       }
-      return n;
+      return d.heldout_test_files ? n : n - engine::heldout_count(n, d.heldout_fraction);
     }
   }
   return internal_error("unknown data kind");
@@ -179,9 +181,9 @@ Result<TrainConfig> train_config_from(const recipes::Recipe& recipe, const recip
       break;
     case recipes::DataKind::kMnist:
     case recipes::DataKind::kCifar10:
-      if (!d.heldout_test_files)
-        return bad(recipe, "data.heldout",
-                   "the engine holds out file data only as its test files; use `heldout: test`");
+      // `heldout: test` evaluates on the test files; a share holds out part of the training
+      // files (the worker splits them with split_heldout).
+      c.heldout_split = d.heldout_test_files ? 0.0 : d.heldout_fraction;
       c.data = std::string(d.kind == recipes::DataKind::kMnist ? "mnist:" : "cifar10:") + d.path;
       break;
   }

@@ -20,7 +20,7 @@ namespace dltune::engine {
 // - data: synthetic-digits -> "synthetic" with train/held-out sizes from `samples` and the
 //   held-out fraction; synthetic-imagenet -> "synthetic-imagenet" likewise, with input and
 //   classes set; mnist / cifar10 -> "mnist:DIR" / "cifar10:DIR", held out on their test files
-//   (a held-out fraction of file data is an error: the engine cannot split files);
+//   (`heldout: test`) or as heldout_split, the recipe's share of the training files;
 // - batch and scaling from plan.training (per-rank batch for weak scaling, global batch for
 //   strong; the plan's global batch must be per_rank_batch x `ranks` for weak, and at least
 //   `ranks` for strong); lr = recipe lr * plan.training.lr_scale (linear_scaling off),
@@ -43,7 +43,8 @@ Result<TrainConfig> train_config_from(const recipes::Recipe& recipe, const recip
                                       int ranks);
 
 // Training samples the recipe's data yields (synthetic: samples minus the held-out share; file
-// data: read from the files' headers). Errors: unreadable data files (io_error, naming them).
+// data: read from the files' headers, minus the held-out share unless `heldout: test`). Errors:
+// unreadable data files (io_error, naming them).
 Result<int64_t> train_samples(const recipes::Recipe& recipe);
 
 }  // namespace dltune::engine

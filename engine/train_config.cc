@@ -45,6 +45,11 @@ Status validate(const TrainConfig& c) {
   if (c.eval_every < 0 || c.log_every < 1 || c.checkpoint_every < 0)
     return bad("eval_every/log_every/checkpoint_every", "must be non-negative (log_every >= 1)");
   if (c.train_size < 1 || c.heldout_size < 0) return bad("train_size", "must be positive");
+  if (!(c.heldout_split >= 0.0 && c.heldout_split <= 0.5))
+    return bad("heldout_split", "must be in [0, 0.5]");
+  if (c.heldout_split > 0.0 && (c.data == "synthetic" || c.data == "synthetic-imagenet"))
+    return bad("heldout_split",
+               "applies to mnist / cifar10 data only (synthetic data: heldout_size)");
   if (!(c.min_lr >= 0.0)) return bad("min_lr", "must be non-negative");
   if (c.input.c < 0 || c.input.h < 1 || c.input.w < 1)
     return bad("input", "expected [C, H, W] or [N] of positive sizes");
@@ -144,23 +149,41 @@ Result<std::vector<LayerSpec>> layers_from_json(const json& list) {
 Result<TrainConfig> parse_train_config(const std::string& text) {
   json j = json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return invalid_input("train config: not a JSON object");
-  static const char* kKeys[] = {"model",           "data",
-                                "train_size",      "heldout_size",
-                                "scaling",         "global_batch",
-                                "per_rank_batch",  "lr",
-                                "momentum",        "weight_decay",
-                                "schedule",        "step_size",
-                                "gamma",           "linear_scaling",
-                                "reference_batch", "warmup_steps",
-                                "steps",           "seed",
-                                "threads",         "bucket_bytes",
-                                "overlap",         "algorithms",
-                                "eval_every",      "log_every",
-                                "checkpoint_path", "checkpoint_every",
-                                "metrics_path",    "layers",
-                                "input",           "classes",
-                                "min_lr",          "warmup_from_zero",
-                                "trace_path",      "device"};
+  static const char* kKeys[] = {"model",
+                                "data",
+                                "train_size",
+                                "heldout_size",
+                                "heldout_split",
+                                "scaling",
+                                "global_batch",
+                                "per_rank_batch",
+                                "lr",
+                                "momentum",
+                                "weight_decay",
+                                "schedule",
+                                "step_size",
+                                "gamma",
+                                "linear_scaling",
+                                "reference_batch",
+                                "warmup_steps",
+                                "steps",
+                                "seed",
+                                "threads",
+                                "bucket_bytes",
+                                "overlap",
+                                "algorithms",
+                                "eval_every",
+                                "log_every",
+                                "checkpoint_path",
+                                "checkpoint_every",
+                                "metrics_path",
+                                "layers",
+                                "input",
+                                "classes",
+                                "min_lr",
+                                "warmup_from_zero",
+                                "trace_path",
+                                "device"};
   for (const auto& [key, value] : j.items()) {
     bool known = false;
     for (const char* k : kKeys) known = known || key == k;
@@ -172,6 +195,7 @@ Result<TrainConfig> parse_train_config(const std::string& text) {
   DLTUNE_TRY(get(j, "data", c.data));
   DLTUNE_TRY(get(j, "train_size", c.train_size));
   DLTUNE_TRY(get(j, "heldout_size", c.heldout_size));
+  DLTUNE_TRY(get(j, "heldout_split", c.heldout_split));
   DLTUNE_TRY(get(j, "scaling", scaling));
   DLTUNE_TRY(get(j, "global_batch", c.global_batch));
   DLTUNE_TRY(get(j, "per_rank_batch", c.per_rank_batch));
@@ -261,6 +285,7 @@ std::string to_json(const TrainConfig& c) {
             {"data", c.data},
             {"train_size", c.train_size},
             {"heldout_size", c.heldout_size},
+            {"heldout_split", c.heldout_split},
             {"scaling", c.scaling == Scaling::kStrong ? "strong" : "weak"},
             {"global_batch", c.global_batch},
             {"per_rank_batch", c.per_rank_batch},

@@ -41,6 +41,9 @@ struct TrainConfig {
   std::string data = "synthetic";
   int64_t train_size = 8192;    // synthetic data only
   int64_t heldout_size = 2000;  // synthetic data only; 0 = no held-out evaluation
+  // File data only: the share of the training files held out for evaluation (split_heldout in
+  // engine/dataset.h, seeded by `seed`); 0 = evaluate on the test files. At most 0.5.
+  double heldout_split = 0.0;
   Scaling scaling = Scaling::kStrong;
   int global_batch = 64;    // strong scaling: split over the ranks (remainders spread)
   int per_rank_batch = 64;  // weak scaling: global batch = per_rank_batch * ranks

@@ -1,6 +1,8 @@
 // Data: MNIST IDX and CIFAR-10 readers on small files written here (good and bad), the
 // synthetic digits, and per-rank sharding.
+#include <cstring>
 #include <set>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -138,6 +140,55 @@ TEST(Sampler, RejectsImpossibleBatches) {
   EXPECT_FALSE(Sampler::create(100, 2, 3, 0, 1).ok());
   EXPECT_FALSE(Sampler::create(10, 11, 1, 0, 1).ok());
   EXPECT_FALSE(Sampler::create(10, 4, 2, 2, 1).ok());
+}
+
+TEST(Datasets, SplitHeldoutIsASeededPartition) {
+  const Dataset whole = synthetic_digits(200, 5);
+  Dataset train = whole;
+  auto held = split_heldout(train, heldout_count(whole.size, 0.1), 9);
+  ASSERT_TRUE(held.ok()) << held.error().message();
+  EXPECT_EQ(held->size, 20);
+  EXPECT_EQ(train.size, 180);
+  EXPECT_EQ(held->images.size(), size_t{20} * 784);
+  EXPECT_EQ(train.images.size(), size_t{180} * 784);
+  // Every sample lands on exactly one side, the training side in its original order.
+  auto index_of = [&](const float* img) -> int64_t {
+    for (int64_t i = 0; i < whole.size; ++i)
+      if (std::memcmp(img, whole.image(i), sizeof(float) * 784) == 0) return i;
+    return -1;
+  };
+  std::vector<int> seen(200, 0);
+  int64_t last = -1;
+  for (int64_t i = 0; i < train.size; ++i) {
+    const int64_t k = index_of(train.image(i));
+    ASSERT_GT(k, last) << "training sample " << i << " out of order";
+    EXPECT_EQ(train.labels[static_cast<size_t>(i)], whole.labels[static_cast<size_t>(k)]);
+    last = k;
+    ++seen[static_cast<size_t>(k)];
+  }
+  for (int64_t i = 0; i < held->size; ++i) {
+    const int64_t k = index_of(held->image(i));
+    ASSERT_GE(k, 0);
+    EXPECT_EQ(held->labels[static_cast<size_t>(i)], whole.labels[static_cast<size_t>(k)]);
+    ++seen[static_cast<size_t>(k)];
+  }
+  for (int s : seen) EXPECT_EQ(s, 1);
+  // Deterministic for a seed, different for another; not simply the last samples.
+  Dataset again = whole, other = whole;
+  auto held_again = split_heldout(again, 20, 9);
+  auto held_other = split_heldout(other, 20, 10);
+  EXPECT_EQ(held_again->images, held->images);
+  EXPECT_NE(held_other->images, held->images);
+  EXPECT_NE(held->images, std::vector<float>(whole.images.end() - 20 * 784, whole.images.end()));
+  // Nothing left on a side: a clear error, the dataset untouched.
+  for (int64_t bad : {int64_t{0}, int64_t{200}, int64_t{-1}}) {
+    Dataset d = whole;
+    auto r = split_heldout(d, bad, 9);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().kind(), ErrorKind::kInvalidInput);
+    EXPECT_NE(r.error().message().find("at least 1 must stay"), std::string::npos);
+    EXPECT_EQ(d.size, 200);
+  }
 }
 
 TEST(Datasets, LoadByName) {

@@ -154,6 +154,41 @@ TEST(RecipeConfig, LenetMnistCountsTheIdxHeader) {
       << e.error().message();
 }
 
+TEST(RecipeConfig, AHeldoutShareOfFileDataSplitsTheTrainingFiles) {
+  TempRecipeDir t;
+  t.write("data/mnist/train-images-idx3-ubyte", mnist_images(300));
+  t.write("data/mnist/train-labels-idx1-ubyte", mnist_labels(300));
+  t.write("data/mnist/t10k-images-idx3-ubyte", mnist_images(20));  // the bundled recipe's
+  t.write("data/mnist/t10k-labels-idx1-ubyte", mnist_labels(20));  // `heldout: test` needs them
+  Recipe r = t.load("lenet-mnist");
+  r.data.heldout_test_files = false;
+  r.data.heldout_fraction = 0.2;
+  auto c = train_config_from(r, default_plan(1, 2, 64, Algorithm::kRing), 2);
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  EXPECT_DOUBLE_EQ(c->heldout_split, 0.2);
+  EXPECT_EQ(*train_samples(r), 240);  // 300 minus the 60 held out
+  EXPECT_EQ(c->steps, 2 * 2);         // 2 epochs of ceil(240 / 128)
+  auto back = parse_train_config(to_json(*c));
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_DOUBLE_EQ(back->heldout_split, 0.2);
+  // The worker's split: the same counts as the config promised.
+  auto train = load_dataset(c->data, true, 0, c->seed);
+  ASSERT_TRUE(train.ok()) << train.error().message();
+  auto held = split_heldout(*train, heldout_count(train->size, c->heldout_split), c->seed);
+  ASSERT_TRUE(held.ok()) << held.error().message();
+  EXPECT_EQ(train->size, *train_samples(r));
+  EXPECT_EQ(held->size, 60);
+  // `heldout: test` still means the test files, and a share of synthetic data is not a split.
+  r.data.heldout_test_files = true;
+  auto test_files = train_config_from(r, default_plan(1, 2, 64, Algorithm::kRing), 2);
+  ASSERT_TRUE(test_files.ok()) << test_files.error().message();
+  EXPECT_DOUBLE_EQ(test_files->heldout_split, 0.0);
+  auto bad = parse_train_config(R"({"data": "synthetic", "heldout_split": 0.1})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message().find("mnist / cifar10 data only"), std::string::npos);
+  EXPECT_FALSE(parse_train_config(R"({"data": "mnist:/x", "heldout_split": 0.7})").ok());
+}
+
 TEST(RecipeConfig, StrongAndWeakBatchesLrScaleAndWarmup) {
   const Recipe r = bundled("quickstart");
   Plan weak = default_plan(1, 4, 32, Algorithm::kRing);

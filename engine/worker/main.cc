@@ -110,7 +110,12 @@ Status train(const Options& o) {
       load_dataset(cfg->data, true, cfg->train_size, cfg->seed, cfg->input, cfg->classes);
   if (!train_data) return train_data.error();
   Dataset heldout;
-  if (cfg->has_heldout()) {
+  if (cfg->heldout_split > 0.0) {  // file data: a share of the training files
+    auto h =
+        split_heldout(*train_data, heldout_count(train_data->size, cfg->heldout_split), cfg->seed);
+    if (!h) return h.error().wrap("train config: key 'heldout_split'");
+    heldout = std::move(*h);
+  } else if (cfg->has_heldout()) {
     auto h = load_dataset(cfg->data, false, cfg->heldout_size, cfg->seed, cfg->input, cfg->classes);
     if (!h) return h.error();
     heldout = std::move(*h);
