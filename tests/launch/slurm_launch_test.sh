@@ -34,5 +34,21 @@ PY
 python3 -c "
 import json,sys; t=json.load(open('$run/trace.json'))
 assert {e['pid'] for e in t['traceEvents'] if e.get('ph')=='X'} == {0, 1}" || fail "trace.json lacks a rank"
+# The recipe tuning ran across both nodes: its plan for the 2x1 shape is stored with every trial
+# (each with the slowest rank's throughput), and the plan names the winner among them.
+"$dltune" db show --json >"$tmp/db.json" || fail "dltune db show exited $?"
+python3 - "$tmp/db.json" <<'PY' || fail "the 2-node recipe tuning left no trials: $(cat "$tmp/db.json")"
+import json, sys
+d = json.load(open(sys.argv[1]))
+rows = [p for p in d["plans"] if p["key"]["recipe"] and p["key"]["nodes"] == 2
+        and p["key"]["ranks_per_node"] == 1]
+assert len(rows) == 1, rows
+trials = rows[0]["recipe_trials"]
+assert len(trials) >= 2, trials
+assert all(t["failed"] or (t["steps"] > 0 and t["samples_per_s"] > 0) for t in trials), trials
+assert {t["round"] for t in trials} >= {0}, trials
+why = rows[0]["plan"]["provenance"]["reason"]
+assert any(t["label"] in why for t in trials if not t["failed"]), why
+PY
 cat "$tmp/out"
 echo "slurm launch: all checks passed"
