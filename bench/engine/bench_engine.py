@@ -2,12 +2,17 @@
 """bench/engine: the dltune engine against PyTorch 1.13 (Debian's python3-torch), interleaved.
 
     /usr/bin/python3 bench/engine/bench_engine.py [--build build] [--rounds 3] [--seconds 2]
+                                                  [--algo shm] [--overlap on]
 
 Same model, batch, synthetic MNIST-shaped data, SGD with momentum, 1 thread per rank. Each
 round measures, in rotating order: the engine (bench-engine-rank) and PyTorch 1 rank for mlp
 b64, mlp b256, lenet5 b64; then 2-rank weak scaling of mlp b64/b256 for the engine (ranks as
 threads over the ThreadCommunicator) and for PyTorch DistributedDataParallel (gloo, 2
-processes). Ratios are medians of per-round paired ratios. Last line: the summary."""
+processes). The engine's 2-rank runs reduce their 1 MiB gradient buckets with --algo (default
+shm: the node-shared-memory allreduce in place on the gradient buffer, which is what `dltune tune`
+picks at every size on this machine; ring, the engine's default without a plan, reached 0.69-0.82
+at b64 where shm reached 0.83-0.91) and --overlap (default on, the engine's default; off measured
+the same within noise). Ratios are medians of per-round paired ratios. Last line: the summary."""
 import argparse
 import json
 import os
@@ -99,6 +104,8 @@ def main():
     ap.add_argument("--build", default=os.environ.get("DLTUNE_BUILD", "build"))
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=2.0)
+    ap.add_argument("--algo", default="shm", help="the engine's allreduce for 2 ranks")
+    ap.add_argument("--overlap", choices=["on", "off"], default="on")
     a = ap.parse_args()
     single = [("mlp", 64), ("mlp", 256), ("lenet5", 64)]
     ratios = {k: [] for k in single}
@@ -124,7 +131,8 @@ def main():
                   f"{e['samples_per_s'] / t:>6.2f}", flush=True)
         for b in (64, 256):
             e1 = engine(a.build, "train", "mlp", b, 1, a.seconds)["samples_per_s"]
-            e2 = engine(a.build, "train", "mlp", b, 2, a.seconds)["samples_per_s"]
+            e2 = engine(a.build, "train", "mlp", b, 2, a.seconds, a.algo,
+                        "overlap" if a.overlap == "on" else "no-overlap")["samples_per_s"]
             t1 = torch_sps("mlp", b, a.seconds)
             port += 1
             t2 = torch_ddp_sps(b, a.seconds, port)
@@ -135,6 +143,7 @@ def main():
     med = statistics.median
     sg = med(sgemm)
     print(f"OpenBLAS sgemm 2048 (1 thread, this run): {sg:.1f} GFLOP/s")
+    print(f"engine 2 ranks: allreduce {a.algo}, overlap {a.overlap}")
     for k in single:
         g = med(gflops[k])
         print(f"engine {k[0]} b{k[1]}: {g:.1f} GFLOP/s = {100 * g / sg:.0f}% of sgemm")

@@ -1,8 +1,9 @@
 // bench-engine-rank: one engine measurement, printed as one JSON line.
 //
-//   bench-engine-rank train MODEL BATCH RANKS SECONDS   samples/s of RANKS ranks (threads over
-//                                                       the ThreadCommunicator, 1 BLAS thread
-//                                                       each), weak scaling: BATCH per rank
+//   bench-engine-rank train MODEL BATCH RANKS SECONDS [ALGO [overlap|no-overlap]]
+//       samples/s of RANKS ranks (threads over the ThreadCommunicator, 1 BLAS thread each), weak
+//       scaling: BATCH per rank; gradient buckets of 1 MiB reduced with ALGO (default: the
+//       engine's default, ring) during backward unless no-overlap
 //   bench-engine-rank sgemm N                           OpenBLAS sgemm GFLOP/s, 1 thread
 // Driven by bench_engine.py, which interleaves it with PyTorch.
 #include <chrono>
@@ -46,8 +47,11 @@ static int sgemm(int n) {
 int main(int argc, char** argv) {
   set_blas_threads(1);
   if (argc == 3 && std::string(argv[1]) == "sgemm") return sgemm(std::atoi(argv[2]));
-  if (argc != 6 || std::string(argv[1]) != "train") {
-    std::fprintf(stderr, "usage: bench-engine-rank train MODEL BATCH RANKS SECONDS | sgemm N\n");
+  if (argc < 6 || argc > 8 || std::string(argv[1]) != "train") {
+    std::fprintf(
+        stderr,
+        "usage: bench-engine-rank train MODEL BATCH RANKS SECONDS [ALGO [overlap|no-overlap]]"
+        " | sgemm N\n");
     return 2;
   }
   TrainConfig c;
@@ -59,6 +63,8 @@ int main(int argc, char** argv) {
   c.train_size = 4096;
   c.heldout_size = 0;
   c.bucket_bytes = 1 << 20;
+  if (argc >= 7) c.algorithms = {AlgorithmRange{UINT64_MAX, argv[6]}};
+  if (argc == 8) c.overlap = std::string(argv[7]) == "overlap";
   Dataset data = synthetic_digits(c.train_size, 1);
   double sps = 0.0, flops = 0.0;
   std::mutex mu;
