@@ -17,13 +17,17 @@ std::string Dims::str() const {
 void Buffer::Free::operator()(float* p) const { std::free(p); }
 
 void Buffer::resize(size_t n) {
+  resize_uninitialized(n);
+  if (n > 0) std::memset(data_.get(), 0, n * sizeof(float));
+}
+
+void Buffer::resize_uninitialized(size_t n) {
   data_.reset();
   size_ = 0;
   if (n == 0) return;
   size_t bytes = (n * sizeof(float) + 63) / 64 * 64;
   void* p = std::aligned_alloc(64, bytes);
   DLTUNE_CHECK(p != nullptr, "out of memory allocating " + std::to_string(bytes) + " bytes");
-  std::memset(p, 0, bytes);
   data_.reset(static_cast<float*>(p));
   size_ = n;
 }

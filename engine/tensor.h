@@ -31,6 +31,10 @@ class Buffer {
 
   // Reallocates to exactly n zeroed floats (n == 0 frees). Aborts when memory is exhausted.
   void resize(size_t n);
+  // As resize(), but the contents are unspecified: for scratch that is always written before
+  // it is read. The pages of a large buffer are then not touched (faulted in) until written, so
+  // a buffer sized for the largest case costs only what a smaller case uses.
+  void resize_uninitialized(size_t n);
   // Grows to at least n floats, keeping nothing; a no-op when already large enough.
   void reserve(size_t n) {
     if (n > size_) resize(n);
