@@ -3,11 +3,11 @@
 #include <cstdio>
 #include <ctime>
 #include <map>
-#include <optional>
 #include <string>
 
 #include "common/paths.h"
 #include "common/strings.h"
+#include "tuner/db/bundle_json.h"
 
 namespace dltune::tuner::db {
 namespace {
@@ -34,23 +34,13 @@ std::string identity(const Key& k) {
          std::to_string(k.shape.ranks_per_node) + "|" + k.recipe;
 }
 
+// A trial as `db show --json` lists it under its plan: the bundle form without the key and
+// provenance it shares with the plan.
 json trial_json(const RecipeTrial& t) {
-  const auto opt = [](const std::optional<double>& v) { return v ? json(*v) : json(nullptr); };
-  return {{"round", t.round},
-          {"candidate", t.candidate},
-          {"label", t.label},
-          {"per_rank_batch", t.per_rank_batch},
-          {"global_batch", t.global_batch},
-          {"scaling", t.scaling},
-          {"bucket_bytes", t.bucket_bytes},
-          {"overlap", t.overlap},
-          {"lr_scale", t.lr_scale},
-          {"steps", t.steps},
-          {"samples_per_s", t.samples_per_s},
-          {"median_samples_per_s", opt(t.median_sps)},
-          {"iqr_samples_per_s", opt(t.iqr_sps)},
-          {"failed", t.failed},
-          {"reason", t.reason}};
+  json j = detail::trial_to_json(t);
+  j.erase("key");
+  j.erase("provenance");
+  return j;
 }
 
 std::string utc(int64_t t) {
