@@ -62,12 +62,16 @@ void Model::reserve(int max_batch) {
   for (size_t i = 0; i < layers_.size(); ++i) {
     Layer& l = *layers_[i];
     l.reserve(max_batch);
-    acts_[i].resize(static_cast<size_t>(max_batch * l.out_dims().size()));
+    acts_[i].resize_uninitialized(static_cast<size_t>(max_batch * l.out_dims().size()));
     max_in = std::max({max_in, l.in_dims().size(), l.out_dims().size()});
     ws = std::max(ws, l.workspace_floats(max_batch));
   }
-  for (auto& b : dbuf_) b.resize(static_cast<size_t>(max_batch * max_in));
-  workspace_.resize(static_cast<size_t>(std::max<int64_t>(ws, 1)));
+  // Activations, backward's input gradients and the workspace are scratch that every layer
+  // writes before it reads (forward outputs, din, im2col columns, GEMM outputs with beta 0):
+  // sized for evaluation's batch of 256, they are not zeroed, so the pages a training batch
+  // never uses are never faulted in (zeroing them was most of a trainer's set-up here).
+  for (auto& b : dbuf_) b.resize_uninitialized(static_cast<size_t>(max_batch * max_in));
+  workspace_.resize_uninitialized(static_cast<size_t>(std::max<int64_t>(ws, 1)));
 }
 
 const float* Model::forward(const float* input, int batch, bool training, uint64_t seed) {
