@@ -147,8 +147,16 @@ stop() {
   for f in "$dir"/slurmd-*.pid; do [ -e "$f" ] && kill_pidfile "$f"; done
   kill_pidfile "$dir/slurmctld.pid"
   kill_pidfile "$dir/munge/munged.pid"
-  # Step daemons of jobs still running end with their slurmd; give them a moment.
+  # Step daemons of jobs still running usually end with their slurmd, but one can outlive it
+  # (seen: the stepd of a step whose rank was SIGKILLed in a PMIx fence, left running for an
+  # hour): end every slurmstepd of this cluster, found by the SLURM_CONF in its environment.
   sleep 0.1
+  local pid
+  for pid in $(pgrep -x slurmstepd 2>/dev/null); do
+    if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qxF "SLURM_CONF=$dir/slurm.conf"; then
+      kill -9 "$pid" 2>/dev/null || true
+    fi
+  done
   rm -rf "$dir"
 }
 
