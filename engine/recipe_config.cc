@@ -102,29 +102,42 @@ Result<int64_t> file_size(const std::string& path) {
 
 }  // namespace
 
+namespace {
+
+// Samples in the training files of mnist / cifar10 data, from their headers and sizes.
+Result<int64_t> training_file_samples(const recipes::DataConfig& d) {
+  if (d.kind == recipes::DataKind::kMnist) {
+    const std::string path = d.path + "/train-images-idx3-ubyte";
+    std::ifstream f(path, std::ios::binary);
+    unsigned char h[8];
+    if (!f || !f.read(reinterpret_cast<char*>(h), sizeof h))
+      return io_error("cannot read the header of MNIST file '" + path + "'");
+    return (int64_t{h[4]} << 24) | (int64_t{h[5]} << 16) | (int64_t{h[6]} << 8) | h[7];
+  }
+  int64_t n = 0;
+  for (int i = 1; i <= 5; ++i) {
+    auto size = file_size(d.path + "/data_batch_" + std::to_string(i) + ".bin");
+    if (!size) return size.error();
+    n += *size / 3073;
+  }
+  return n;
+}
+
+}  // namespace
+
 Result<int64_t> train_samples(const recipes::Recipe& recipe) {
   const recipes::DataConfig& d = recipe.data;
   switch (d.kind) {
     case recipes::DataKind::kSyntheticDigits:
     case recipes::DataKind::kSyntheticImagenet:
       return d.samples - heldout_count(d);
-    case recipes::DataKind::kMnist: {
-      const std::string path = d.path + "/train-images-idx3-ubyte";
-      std::ifstream f(path, std::ios::binary);
-      unsigned char h[8];
-      if (!f || !f.read(reinterpret_cast<char*>(h), sizeof h))
-        return io_error("cannot read the header of MNIST file '" + path + "'");
-      const int64_t n = (int64_t{h[4]} << 24) | (int64_t{h[5]} << 16) | (int64_t{h[6]} << 8) | h[7];
-      return d.heldout_test_files ? n : n - engine::heldout_count(n, d.heldout_fraction);
-    }
+    case recipes::DataKind::kMnist:
     case recipes::DataKind::kCifar10: {
-      int64_t n = 0;
-      for (int i = 1; i <= 5; ++i) {
-        auto size = file_size(d.path + "/data_batch_" + std::to_string(i) + ".bin");
-        if (!size) return size.error();
-        n += *size / 3073;
-      }
-      return d.heldout_test_files ? n : n - engine::heldout_count(n, d.heldout_fraction);
+      auto n = training_file_samples(d);
+      if (!n) return n.error();
+      // The share held out is split off the training files (split_heldout) unless the test
+      // files are the held-out set.
+      return d.heldout_test_files ? *n : *n - engine::heldout_count(*n, d.heldout_fraction);
     }
   }
   return internal_error("unknown data kind");

@@ -48,11 +48,7 @@ Result<tdb::Layers> layers(const DbOptions& o) {
 Result<tdb::TuningDb> open_user(const DbOptions& o) {
   auto l = layers(o);
   if (!l) return std::move(l).error();
-  const std::string& path = l->user_db;
-  if (const auto slash = path.rfind('/'); slash != std::string::npos && slash > 0) {
-    DLTUNE_TRY(paths::make_dirs(path.substr(0, slash)));
-  }
-  return tdb::TuningDb::open(path, tdb::OpenMode::kReadWrite);
+  return tdb::open_for_writing(l->user_db);
 }
 
 Result<tdb::Filter> filter_from(const DbOptions& o) {

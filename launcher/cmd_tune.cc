@@ -174,16 +174,9 @@ std::optional<int> try_cache(const TuneCliOptions& o, const tdb::Layers& layers,
 
 Status store(const tdb::Layers& layers, const tdb::Key& key, const tuner::TuningOutcome& out,
              const recipes::Plan& plan) {
-  const std::string& path = layers.user_db;
-  if (const auto slash = path.rfind('/'); slash != std::string::npos && slash > 0) {
-    DLTUNE_TRY(paths::make_dirs(path.substr(0, slash)));
-  }
-  auto db = tdb::TuningDb::open(path, tdb::OpenMode::kReadWrite);
-  if (!db) return std::move(db).error();
   const tdb::Provenance prov = tdb::local_provenance();
-  tdb::PlanRecord rec{key, recipes::serialize_plan(plan), prov};
-  const auto rows = tuner::measurement_rows(out, key, prov);
-  return db->put_results(&rec, rows);
+  return tdb::store_plan(layers.user_db, {key, recipes::serialize_plan(plan), prov},
+                         tuner::measurement_rows(out, key, prov));
 }
 
 void print_result(const TuneCliOptions& o, const std::string& db_path,

@@ -36,19 +36,6 @@ uint64_t next_pow2(uint64_t v) {
   return p;
 }
 
-// The plan with its collective measurements or recipe trials, in one transaction.
-Status store_plan(const std::string& db_path, const tdb::Key& key, const recipes::Plan& plan,
-                  const tdb::Provenance& prov, const std::vector<tdb::Measurement>& rows,
-                  const std::vector<tdb::RecipeTrial>& trials = {}) {
-  if (const auto slash = db_path.rfind('/'); slash != std::string::npos && slash > 0) {
-    DLTUNE_TRY(paths::make_dirs(db_path.substr(0, slash)));
-  }
-  auto db = tdb::TuningDb::open(db_path, tdb::OpenMode::kReadWrite);
-  if (!db) return std::move(db).error();
-  tdb::PlanRecord rec{key, recipes::serialize_plan(plan), prov};
-  return db->put_results(&rec, rows, trials);
-}
-
 // The stored collective measurements of this machine and shape, for the report.
 std::vector<tdb::Measurement> stored_measurements(const std::string& db_path, const tdb::Key& key) {
   if (db_path.empty() || !paths::exists(db_path)) return {};
@@ -108,8 +95,9 @@ Result<recipes::Plan> collective_plan(const PlanRequest& r, PlanChoice& choice, 
   if (!plan) return internal_error(plan.error().message());
   const tdb::Provenance prov = tdb::local_provenance();
   const auto rows = tuner::measurement_rows(*outcome, key, prov);
-  DLTUNE_TRY_CTX(store_plan(r.layers.user_db, key, *plan, prov, rows),
-                 "storing the collective plan in " + r.layers.user_db);
+  DLTUNE_TRY_CTX(
+      tdb::store_plan(r.layers.user_db, {key, recipes::serialize_plan(*plan), prov}, rows),
+      "storing the collective plan in " + r.layers.user_db);
   choice.collective_outcome = std::move(j);
   choice.collective_measurements = rows;
   tell(r, "collectives: tuned in " + std::to_string(static_cast<int>(outcome->tuning_s + 0.5)) +
@@ -220,9 +208,10 @@ Result<PlanChoice> choose_plan(const PlanRequest& r) {
   choice.tuning_s = seconds_since(t0);
   choice.db_path = r.layers.user_db;
   const tdb::Provenance prov = tdb::local_provenance();
-  DLTUNE_TRY_CTX(store_plan(r.layers.user_db, key, choice.plan, prov, {},
-                            tuner::recipe_trial_rows(*tuned, key, prov)),
-                 "storing the plan and its trials in " + r.layers.user_db);
+  DLTUNE_TRY_CTX(
+      tdb::store_plan(r.layers.user_db, {key, recipes::serialize_plan(choice.plan), prov}, {},
+                      tuner::recipe_trial_rows(*tuned, key, prov)),
+      "storing the plan and its trials in " + r.layers.user_db);
   return choice;
 }
 

@@ -7,7 +7,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/paths.h"
 #include "launcher/commands.h"
 #include "launcher/rank_program.h"
 #include "launcher/temp_dir.h"
@@ -59,15 +58,9 @@ void print_training(const recipes::Plan& plan) {
 
 // The winning plan and every trial behind it, in one transaction.
 Status store(const tdb::Layers& layers, const tdb::Key& key, const tuner::RecipeTuneOutcome& out) {
-  const std::string& path = layers.user_db;
-  if (const auto slash = path.rfind('/'); slash != std::string::npos && slash > 0) {
-    DLTUNE_TRY(paths::make_dirs(path.substr(0, slash)));
-  }
-  auto db = tdb::TuningDb::open(path, tdb::OpenMode::kReadWrite);
-  if (!db) return std::move(db).error();
   const tdb::Provenance prov = tdb::local_provenance();
-  tdb::PlanRecord rec{key, recipes::serialize_plan(out.plan), prov};
-  return db->put_results(&rec, {}, tuner::recipe_trial_rows(out, key, prov));
+  return tdb::store_plan(layers.user_db, {key, recipes::serialize_plan(out.plan), prov}, {},
+                         tuner::recipe_trial_rows(out, key, prov));
 }
 
 }  // namespace

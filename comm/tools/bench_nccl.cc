@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "comm/bootstrap/bootstrap.h"
+#include "common/stats.h"
 #include "common/strings.h"
 
 #include "dltune/config.h"
@@ -58,15 +59,6 @@ double micros_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
 }
 
-double percentile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const double pos = q * static_cast<double>(v.size() - 1);
-  const size_t lo = static_cast<size_t>(pos);
-  const size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
-}
-
 struct Point {
   size_t bytes = 0;
   std::string choice;
@@ -107,9 +99,10 @@ class Sweep {
       for (size_t i = 0; i < comms_.size(); ++i) {
         Point pt;
         pt.bytes = bytes, pt.choice = nccl_choice_name(comms_[i]->options());
-        pt.median_us = percentile(samples[i], 0.5);
-        pt.p10_us = percentile(samples[i], 0.1);
-        pt.p90_us = percentile(samples[i], 0.9);
+        const stats::Summary st = stats::summarize(samples[i]);
+        pt.median_us = st.median;
+        pt.p10_us = st.p10;
+        pt.p90_us = st.p90;
         pt.busbw_gbs =
             p > 1 ? static_cast<double>(bytes) / pt.median_us / 1e3 * 2 * (p - 1) / p : 0;
         out->push_back(pt);

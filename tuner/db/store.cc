@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "common/paths.h"
 #include "tuner/db/schema.h"
 #include "tuner/db/store_sql.h"
 
@@ -305,6 +306,20 @@ Result<int64_t> TuningDb::prune(const PruneSpec& spec) {
   removed += orphans->changes();
   DLTUNE_TRY(tx->commit());
   return removed;
+}
+
+Result<TuningDb> open_for_writing(const std::string& path) {
+  if (const auto slash = path.rfind('/'); slash != std::string::npos && slash > 0) {
+    DLTUNE_TRY(paths::make_dirs(path.substr(0, slash)));
+  }
+  return TuningDb::open(path, OpenMode::kReadWrite);
+}
+
+Status store_plan(const std::string& path, const PlanRecord& plan,
+                  std::span<const Measurement> measurements, std::span<const RecipeTrial> trials) {
+  auto db = open_for_writing(path);
+  if (!db) return std::move(db).error();
+  return db->put_results(&plan, measurements, trials);
 }
 
 }  // namespace dltune::tuner::db

@@ -134,4 +134,13 @@ class TuningDb {
   std::function<void(int64_t)> row_hook_;
 };
 
+// Opens the database at `path` for writing (TuningDb::open, kReadWrite), creating its directory
+// first when needed: how every command writes to the user database.
+Result<TuningDb> open_for_writing(const std::string& path);
+// open_for_writing(path), then put_results(&plan, measurements, trials): a plan stored with the
+// measurements or recipe trials behind it, in one transaction.
+Status store_plan(const std::string& path, const PlanRecord& plan,
+                  std::span<const Measurement> measurements,
+                  std::span<const RecipeTrial> trials = {});
+
 }  // namespace dltune::tuner::db
