@@ -23,6 +23,7 @@
 #include "comm/bootstrap/bootstrap.h"
 #include "comm/mpi_communicator.h"
 #include "comm/nccl_communicator.h"
+#include "comm/process_memory.h"
 #include "common/env.h"
 #include "common/log.h"
 #include "common/paths.h"
@@ -162,6 +163,7 @@ Status train(const Options& o) {
 
 int main(int argc, char** argv) {
   using dltune::engine::Options;
+  dltune::comm::keep_freed_memory();  // as dltune-tune-rank measured (comm/process_memory.h)
   CLI::App app{"dltune-worker: the dltune training rank program"};
   app.require_subcommand(1);
   Options o;

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "comm/mpi_communicator.h"
+#include "comm/process_memory.h"
 #include "comm/thread_communicator.h"
 #include "common/paths.h"
 #include "common/strings.h"
@@ -111,6 +112,7 @@ int run(comm::Communicator& comm, const Args& a) {
 
 int main(int argc, char** argv) {
   using namespace dltune;
+  comm::keep_freed_memory();  // measure native as dltune-worker runs it (comm/process_memory.h)
   auto args = tuner::parse_args(argc, argv);
   if (!args) {
     std::fprintf(stderr, "dltune tune: %s\n", args.error().message().c_str());
