@@ -22,6 +22,7 @@
 
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -140,6 +141,8 @@ class Supervisor {
   std::optional<DeathOrder> death_order_;  // while run() supervises
   int signal_fd_ = -1;
   int dev_null_ = -1;
+  static constexpr size_t kExecStackBytes = 64 * 1024;
+  std::unique_ptr<char[]> exec_stack_;  // the child's stack from clone() to execve
   bool signals_installed_ = false;
   sigset_t old_mask_{};
 
