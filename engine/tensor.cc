@@ -7,6 +7,10 @@
 
 #include "common/check.h"
 
+// OpenBLAS's (pthread build) thread pool shutdown, exported for its fork handler but not
+// declared in cblas.h; weak, so that other BLAS libraries link (and it is null there).
+extern "C" int blas_thread_shutdown_() __attribute__((weak));
+
 namespace dltune::engine {
 
 std::string Dims::str() const {
@@ -32,7 +36,14 @@ void Buffer::resize_uninitialized(size_t n) {
   size_ = n;
 }
 
-void set_blas_threads(int threads) { openblas_set_num_threads(threads < 1 ? 1 : threads); }
+void set_blas_threads(int threads) {
+  openblas_set_num_threads(threads < 1 ? 1 : threads);
+  if (threads <= 1) stop_idle_blas_threads();
+}
+
+void stop_idle_blas_threads() {
+  if (blas_thread_shutdown_ != nullptr) blas_thread_shutdown_();
+}
 int blas_threads() { return openblas_get_num_threads(); }
 
 }  // namespace dltune::engine

@@ -56,7 +56,15 @@ class Buffer {
 // Pins the BLAS library to `threads` threads (>= 1) for this process. The engine calls this
 // once at start: ranks are the parallelism, so the default is 1 (a second pool would fight the
 // other ranks for the cores; see notes/performance-facts.md).
+// With 1, also ends the library's worker threads (stop_idle_blas_threads()).
 void set_blas_threads(int threads);
+
+// Ends the BLAS library's idle worker threads. OpenBLAS's pthread build starts them when it
+// is loaded and they spin in sched_yield for ~0.1 s before they sleep: in a launcher, or a rank
+// that keeps BLAS on one thread, that is a core taken from the ranks starting beside it
+// (measured: `dltune run -n 1 -- /bin/true` used 1.6 CPUs for 105 ms). A later call that wants
+// more threads starts them again. Does nothing with a BLAS library that has no such threads.
+void stop_idle_blas_threads();
 int blas_threads();
 
 }  // namespace dltune::engine
