@@ -1,6 +1,7 @@
 #include "launcher/local_backend.h"
 
 #include <atomic>
+#include <chrono>
 #include <climits>
 #include <cstdlib>
 #include <memory>
@@ -8,6 +9,7 @@
 
 #include <unistd.h>
 
+#include "common/env.h"
 #include "common/log.h"
 #include "launcher/env_block.h"
 #include "launcher/pmix_server.h"
@@ -26,13 +28,23 @@ std::string this_hostname() {
   return buf;
 }
 
-// Placement for the ranks; without binding no topology is discovered (it costs ~10 ms).
+// Placement for the ranks (none with --bind none). The live machine is discovered even then:
+// its hwloc handle goes to the PMIx server (`machine`), which would otherwise discover it
+// itself. With DLTUNE_TOPO_XML the export places the ranks and PMIx discovers the machine.
 std::optional<topology::Placement> plan_placement(const LaunchSpec& spec,
-                                                  std::optional<topology::Topology>& topo) {
-  if (spec.bind == topology::BindPolicy::kNone && !std::getenv("DLTUNE_TOPO_XML")) {
-    return std::nullopt;
+                                                  std::optional<topology::Topology>& topo,
+                                                  std::shared_ptr<hwloc_topology>& machine) {
+  Result<topology::Topology> t = internal_error("unset");
+  if (env::get_if_set(env::kTopoXml)) {
+    if (spec.bind == topology::BindPolicy::kNone) return std::nullopt;
+    t = topology::discover_default();
+  } else if (auto live = topology::discover_keeping_hwloc()) {
+    machine = std::move(live->hwloc);
+    t = std::move(live->model);
+  } else {
+    t = std::move(live).error();
   }
-  auto t = topology::discover_default();
+  if (spec.bind == topology::BindPolicy::kNone) return std::nullopt;
   if (!t) {
     DLTUNE_LOG(kWarn, "launch") << "no placement (ranks are not bound): " << t.error().message();
     return std::nullopt;
@@ -75,6 +87,10 @@ std::string unique_nspace() {
 }  // namespace
 
 Result<LaunchOutcome> run_local(const LaunchSpec& spec) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto ms = [t0] {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  };
   DLTUNE_TRY(validate_spec(spec));
   auto path = find_program(spec.argv[0]);
   if (!path) return std::move(path).error();
@@ -91,18 +107,21 @@ Result<LaunchOutcome> run_local(const LaunchSpec& spec) {
     if (auto s = TempDir::create("/dev/shm", "dltune-")) shm = std::move(*s);
   }
   std::optional<topology::Topology> topo;
-  const auto placement = plan_placement(spec, topo);
+  std::shared_ptr<hwloc_topology> machine;
+  const auto placement = plan_placement(spec, topo, machine);
+  DLTUNE_LOG(kDebug, "launch") << "directories and placement ready at " << ms() << " ms";
 
   // Declared after the directories so that it stops the ranks before they are removed, and
   // before the server so that the PMIx threads inherit the blocked signal mask.
   Supervisor sup({spec.tag_output, spec.kill_grace_ms, spec.timeout_s});
   DLTUNE_TRY(sup.install_signal_handling());
-  auto server = PmixServer::start(tmp->path());
+  auto server = PmixServer::start(tmp->path(), std::move(machine));
   if (!server) return std::move(server).error().wrap("starting the PMIx server");
   PmixServer& srv = **server;
   const std::string nspace = unique_nspace();
   DLTUNE_TRY_CTX(srv.register_job({nspace, spec.nranks, host, spec.plan_blob}),
                  "registering the job with the PMIx server");
+  DLTUNE_LOG(kDebug, "launch") << "PMIx server up, job registered at " << ms() << " ms";
 
   sup.set_exit_judge([&srv, &host](int rank, int status) {
     std::string why =
@@ -144,8 +163,10 @@ Result<LaunchOutcome> run_local(const LaunchSpec& spec) {
     if (!index) return std::move(index).error().wrap("starting rank " + std::to_string(r));
   }
   DLTUNE_LOG(kInfo, "launch") << "started " << spec.nranks << " rank(s) of " << *path << " (nspace "
-                              << nspace << ")";
-  return sup.run();
+                              << nspace << ") at " << ms() << " ms";
+  auto out = sup.run();
+  DLTUNE_LOG(kDebug, "launch") << "all ranks ended at " << ms() << " ms";
+  return out;
 }
 
 }  // namespace dltune::launcher

@@ -110,6 +110,10 @@ class PmixServer::Impl {
   bool job_registered = false;
   int first_lost = -1;       // under mu
   size_t event_handler = 0;  // 0: none registered
+  // The machine's topology handed to PMIx (PMIX_TOPOLOGY2): PMIx keeps pointers to both until
+  // PMIx_server_finalize, so they live here.
+  std::shared_ptr<hwloc_topology> machine;
+  pmix_topology_t machine_ref{};
 
   RankPmixState* state_of(const pmix_proc_t* proc) {
     if (proc == nullptr || nspace != proc->nspace || proc->rank >= ranks.size()) return nullptr;
@@ -237,21 +241,32 @@ void load_proc_data(pmix_info_t& info, int rank, const std::string& hostname) {
 
 bool pmix_server_available() { return true; }
 
-Result<std::unique_ptr<PmixServer>> PmixServer::start(const std::string& tmpdir) {
+Result<std::unique_ptr<PmixServer>> PmixServer::start(const std::string& tmpdir,
+                                                      std::shared_ptr<hwloc_topology> machine) {
   if (g_server != nullptr) return internal_error("a PMIx server is already running here");
   auto impl = std::make_unique<Impl>();
   impl->event_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (impl->event_fd < 0) return errno_error("eventfd");
   // The hash store keeps no shared-memory files behind when the launcher is killed.
   setenv("PMIX_MCA_gds", "hash", 0);
-  InfoArray info(4);
+  InfoArray info(machine ? 5 : 4);
   load_string(info[0], PMIX_SERVER_TMPDIR, tmpdir);
   load_string(info[1], PMIX_SYSTEM_TMPDIR, tmpdir);
   bool off = false;
   PMIX_INFO_LOAD(&info[2], PMIX_SERVER_TOOL_SUPPORT, &off, PMIX_BOOL);
   PMIX_INFO_LOAD(&info[3], PMIX_SERVER_SYSTEM_SUPPORT, &off, PMIX_BOOL);
+  static char kHwloc[] = "hwloc";
+  if (machine) {
+    // Loaded before PMIx is initialised, the value holds this pointer, not a copy; the entry
+    // is emptied after init so that destroying `info` does not free it (Impl owns it).
+    impl->machine = std::move(machine);
+    impl->machine_ref.source = kHwloc;
+    impl->machine_ref.topology = impl->machine.get();
+    PMIX_INFO_LOAD(&info[4], PMIX_TOPOLOGY2, &impl->machine_ref, PMIX_TOPO);
+  }
   g_server = impl.get();
   pmix_status_t rc = PMIx_server_init(&g_module, info.data(), info.size());
+  if (info.size() > 4) info[4].value.type = PMIX_UNDEF;
   if (rc != PMIX_SUCCESS) {
     g_server = nullptr;
     close(impl->event_fd);

@@ -8,7 +8,8 @@ class PmixServer::Impl {};
 
 bool pmix_server_available() { return false; }
 
-Result<std::unique_ptr<PmixServer>> PmixServer::start(const std::string&) {
+Result<std::unique_ptr<PmixServer>> PmixServer::start(const std::string&,
+                                                      std::shared_ptr<hwloc_topology>) {
   return unsupported(
       "this dltune was built without PMIx (libpmix-dev); rebuild with DLTUNE_WITH_PMIX=ON");
 }

@@ -142,6 +142,15 @@ Result<Topology> discover() {
   return detail::build_model(t->get(), "live", true);
 }
 
+Result<LiveDiscovery> discover_keeping_hwloc() {
+  auto t = detail::open_live();
+  if (!t) return std::move(t).error();
+  auto model = detail::build_model(t->get(), "live", true);
+  if (!model) return std::move(model).error();
+  return LiveDiscovery{std::move(*model),
+                       std::shared_ptr<hwloc_topology>(t->release(), detail::HwlocDeleter{})};
+}
+
 Result<Topology> load_xml(const std::string& path) {
   if (path.empty()) return invalid_input("no topology file given (empty path)");
   if (!paths::exists(path)) {

@@ -12,11 +12,14 @@
 // they need not be contiguous (Lassen's NUMA nodes are 0 and 8).
 #pragma once
 
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "common/result.h"
+
+struct hwloc_topology;  // hwloc's loaded topology (hwloc_topology_t); opaque outside topology/
 
 namespace dltune::topology {
 
@@ -121,6 +124,15 @@ Result<Topology> load_xml(const std::string& path);
 // The topology dltune should use: load_xml($DLTUNE_TOPO_XML) when that variable is set,
 // else discover().
 Result<Topology> discover_default();
+
+// discover(), keeping hwloc's loaded topology for a library that takes one instead of
+// discovering the machine a second time (a PMIx server: PMIX_TOPOLOGY2). The handle lives as
+// long as a copy of `hwloc` does. Failure: as discover().
+struct LiveDiscovery {
+  Topology model;
+  std::shared_ptr<hwloc_topology> hwloc;
+};
+Result<LiveDiscovery> discover_keeping_hwloc();
 
 // --- placement ------------------------------------------------------------------------
 

@@ -4,6 +4,7 @@
 #include <string>
 
 #include <gtest/gtest.h>
+#include <hwloc.h>
 #include <nlohmann/json.hpp>
 #include <stdlib.h>
 
@@ -113,6 +114,18 @@ TEST(Live, DiscoversThisMachine) {
   if (t->hpc_nic_count() == 0) {
     EXPECT_NE(text.find("HPC NICs: none"), std::string::npos) << text;
   }
+}
+
+// The handle a PMIx server reuses is the loaded machine the model was built from.
+TEST(Live, DiscoveryKeepsHwlocsTopology) {
+  auto plain = discover();
+  auto kept = discover_keeping_hwloc();
+  ASSERT_TRUE(plain.ok()) << plain.error().message();
+  ASSERT_TRUE(kept.ok()) << kept.error().message();
+  EXPECT_EQ(fingerprint(kept->model), fingerprint(*plain));
+  ASSERT_NE(kept->hwloc, nullptr);
+  EXPECT_EQ(hwloc_get_nbobjs_by_type(kept->hwloc.get(), HWLOC_OBJ_PU), kept->model.pus);
+  EXPECT_EQ(hwloc_topology_is_thissystem(kept->hwloc.get()), 1);
 }
 
 TEST(Live, TopoXmlVariableReplacesDiscovery) {
