@@ -35,8 +35,11 @@ struct SweepPoint {
 struct SweepBound {
   size_t bytes = 0;
   double alpha_beta_us = 0;  // ceil(log2 p) * alpha + 2 (p-1)/p * bytes / ping-pong bandwidth
-  double membw_us = 0;       // a concurrent copy of `bytes` on every rank (median)
-  double pingpong_us = 0;    // half round trip of an 8-byte message, measured in these rounds
+  // A concurrent copy of `bytes` on every rank: the best round, as STREAM reports (a bound is
+  // what the machine can do; a median would include rounds slowed by other candidates, e.g.
+  // Open MPI's native allreduce remapping its temporary on every call).
+  double membw_us = 0;
+  double pingpong_us = 0;  // half round trip of an 8-byte message, measured in these rounds
 };
 
 struct SweepReport {
