@@ -30,6 +30,8 @@ Result<Dims> Conv2d::setup(const Dims& in) {
   ocg_ = oc_ / groups_;
   kg_ = cg_ * k_ * k_;
   hwo_ = int64_t{oh} * ow;
+  direct_ = in.c == 1 && groups_ == 1 && stride_ == 1 && k_ <= 15 &&
+            direct_shape_.init(oc_, k_, pad_, in.h, in.w);
   return out_;
 }
 
@@ -41,6 +43,12 @@ void Conv2d::init_params(Rng& rng) {
 }
 
 void Conv2d::reserve(int max_batch) {
+  if (direct_) {
+    direct_scratch_.resize_uninitialized(static_cast<size_t>(direct_shape_.scratch_floats()));
+    saved_cols_.resize(0);
+    saved_in_ = nullptr;
+    return;
+  }
   const int64_t per_image = int64_t{groups_} * kg_ * hwo_;
   const int64_t images =
       std::min<int64_t>(max_batch, kSavedColsBudgetFloats / std::max<int64_t>(per_image, 1));
@@ -60,6 +68,7 @@ int Conv2d::chunk(int batch) const {
 }
 
 int64_t Conv2d::workspace_floats(int batch) const {
+  if (direct_) return 0;  // its scratch is its own (reserve())
   // cols (Kg, L) reused for dcols, plus tmp (OCg, L) for the output / gradient of one group.
   // The largest chunk any batch of up to `batch` images uses: a budget-sized chunk, or a whole
   // batch whose columns forward saves (reserve() must have run: it sizes the saved columns).
@@ -132,8 +141,27 @@ void Conv2d::col2im(const float* cols, int n0, int nb, int g, float* din) const 
   }
 }
 
+void Conv2d::forward_direct(const float* in, float* out, int batch) {
+  const float* bias = params_ + int64_t{oc_} * kg_;
+  const int64_t in_plane = int64_t{in_.h} * in_.w;
+  for (int n = 0; n < batch; ++n) {
+    direct_conv_forward(direct_shape_, params_, bias, in + n * in_plane, out + n * oc_ * hwo_,
+                        direct_scratch_.data());
+  }
+}
+
+void Conv2d::backward_direct(const float* in, const float* dout, float* din, int batch) {
+  std::memset(grads_, 0, sizeof(float) * oc_ * kg_);  // the weights' part; bias: backward()
+  const int64_t in_plane = int64_t{in_.h} * in_.w;
+  for (int n = 0; n < batch; ++n) {
+    direct_conv_backward(direct_shape_, params_, in + n * in_plane, dout + n * oc_ * hwo_, grads_,
+                         din != nullptr ? din + n * in_plane : nullptr, direct_scratch_.data());
+  }
+}
+
 void Conv2d::forward(const LayerContext& ctx, const float* in, float* out, int batch) {
   // in (B, C, H, W) -> out (B, OC, OH, OW)
+  if (direct_) return forward_direct(in, out, batch);
   const int nb_max = chunk(batch);
   const int64_t out_per_image = int64_t{oc_} * hwo_;
   const float* bias = params_ + int64_t{oc_} * kg_;
@@ -166,9 +194,30 @@ void Conv2d::forward(const LayerContext& ctx, const float* in, float* out, int b
 
 void Conv2d::backward(const LayerContext& ctx, const float* in, const float*, const float* dout,
                       float* din, int batch) {
-  const int nb_max = chunk(batch);
   const int64_t out_per_image = int64_t{oc_} * hwo_;
   float* db = grads_ + int64_t{oc_} * kg_;
+  if (direct_) {
+    backward_direct(in, dout, din, batch);
+  } else {
+    backward_gemm(ctx, in, dout, din, batch);
+  }
+  // db (OC) = sum over images and pixels of dout
+  for (int oc = 0; oc < oc_; ++oc) {
+    double s = 0.0;
+    for (int n = 0; n < batch; ++n) {
+      const float* d = dout + n * out_per_image + oc * hwo_;
+      float part = 0.0f;
+      for (int64_t p = 0; p < hwo_; ++p) part += d[p];
+      s += part;
+    }
+    db[oc] = static_cast<float>(s);
+  }
+}
+
+void Conv2d::backward_gemm(const LayerContext& ctx, const float* in, const float* dout, float* din,
+                           int batch) {
+  const int nb_max = chunk(batch);
+  const int64_t out_per_image = int64_t{oc_} * hwo_;
   if (din) std::memset(din, 0, sizeof(float) * batch * in_.size());
   // The columns forward kept for this very input (one chunk: the whole batch).
   const bool saved = saved_in_ == in && saved_batch_ == batch && saves_cols(batch);
@@ -198,17 +247,6 @@ void Conv2d::backward(const LayerContext& ctx, const float* in, const float*, co
         col2im(dcols, n0, nb, g, din);
       }
     }
-  }
-  // db (OC) = sum over images and pixels of dout
-  for (int oc = 0; oc < oc_; ++oc) {
-    double s = 0.0;
-    for (int n = 0; n < batch; ++n) {
-      const float* d = dout + n * out_per_image + oc * hwo_;
-      float part = 0.0f;
-      for (int64_t p = 0; p < hwo_; ++p) part += d[p];
-      s += part;
-    }
-    db[oc] = static_cast<float>(s);
   }
 }
 

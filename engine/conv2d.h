@@ -9,8 +9,11 @@
 // When a training batch's columns fit in kSavedColsBudgetFloats, forward builds them for the
 // whole batch in a buffer of the layer's own and backward reuses them instead of running
 // im2col again (im2col was a fifth of a LeNet-5 step, half of it repeated in backward).
+// A convolution of a single input channel with stride 1 (LeNet's first layer) is computed
+// directly instead (engine/conv_direct.h): no columns, no GEMM.
 #pragma once
 
+#include "engine/conv_direct.h"
 #include "engine/layer.h"
 
 namespace dltune::engine {
@@ -43,7 +46,15 @@ class Conv2d final : public Layer {
   // din (images [n0, n0+nb), channels of group g) += col2im(cols).
   void col2im(const float* cols, int n0, int nb, int g, float* din) const;
 
+  void backward_gemm(const LayerContext& ctx, const float* in, const float* dout, float* din,
+                     int batch);
+  void forward_direct(const float* in, float* out, int batch);
+  void backward_direct(const float* in, const float* dout, float* din, int batch);
+
   int oc_, k_, stride_, pad_, groups_;
+  bool direct_ = false;              // one input channel, stride 1: engine/conv_direct.h
+  DirectConvShape direct_shape_;     // when direct_
+  Buffer direct_scratch_;            // when direct_: DirectConvShape::scratch_floats()
   int cg_ = 0, ocg_ = 0, kg_ = 0;    // channels per group in / out; rows of cols
   int64_t hwo_ = 0;                  // OH*OW
   Buffer saved_cols_;                // (groups, Kg, B*OH*OW) of the last training forward

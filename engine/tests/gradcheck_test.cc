@@ -96,6 +96,43 @@ TEST(Gradcheck, Conv2d) { gradcheck(LayerSpec::conv(4, 3), {3, 6, 5}); }
 TEST(Gradcheck, Conv2dStridePad) { gradcheck(LayerSpec::conv(3, 3, 2, 1), {2, 7, 6}); }
 TEST(Gradcheck, Conv2dGroups) { gradcheck(LayerSpec::conv(6, 3, 1, 1, 2), {4, 5, 5}, 3); }
 TEST(Gradcheck, Conv2dLargeKernelStride) { gradcheck(LayerSpec::conv(2, 5, 3, 2), {1, 11, 9}); }
+// One input channel, stride 1: the direct kernels (engine/conv_direct.h). Width 37 with pad 2
+// gives 37 output columns: a block of 32 and a partial block of 8; kernel 5 splits each kernel
+// row into taps 0-3 and 4.
+TEST(Gradcheck, Conv2dOneChannelDirect) { gradcheck(LayerSpec::conv(3, 5, 1, 2), {1, 6, 37}); }
+TEST(Gradcheck, Conv2dOneChannelDirectSmall) { gradcheck(LayerSpec::conv(2, 3), {1, 5, 9}, 3); }
+
+// The direct path's forward against the definition of a convolution (cross-correlation with
+// zero padding), element by element.
+TEST(Conv2dDirect, ForwardMatchesTheDefinition) {
+  const int oc = 4, k = 5, pad = 2, h = 7, w = 30;
+  struct Setup s = make(LayerSpec::conv(oc, k, 1, pad), {1, h, w}, 3, 7);
+  std::vector<float> y(s.batch * s.out.size());
+  LayerContext ctx{s.ws.data(), true, 42};
+  s.layer->forward(ctx, s.x.data(), y.data(), s.batch);
+  const int oh = s.out.h, ow = s.out.w;
+  ASSERT_EQ(oh, h);
+  ASSERT_EQ(ow, w);
+  for (int n = 0; n < s.batch; ++n) {
+    for (int o = 0; o < oc; ++o) {
+      for (int yy = 0; yy < oh; ++yy) {
+        for (int xx = 0; xx < ow; ++xx) {
+          double want = s.params[oc * k * k + o];
+          for (int ki = 0; ki < k; ++ki) {
+            for (int kj = 0; kj < k; ++kj) {
+              const int iy = yy + ki - pad, ix = xx + kj - pad;
+              if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
+              want += double{s.params[(o * k + ki) * k + kj]} * s.x[(n * h + iy) * w + ix];
+            }
+          }
+          const float got = y[((n * oc + o) * oh + yy) * ow + xx];
+          ASSERT_NEAR(got, want, 1e-4)
+              << "image " << n << " channel " << o << " at " << yy << "," << xx;
+        }
+      }
+    }
+  }
+}
 TEST(Gradcheck, MaxPool) { gradcheck(LayerSpec::maxpool(2, 2), {3, 6, 6}); }
 TEST(Gradcheck, MaxPoolOverlap) { gradcheck(LayerSpec::maxpool(3, 2), {2, 7, 7}); }
 TEST(Gradcheck, AvgPool) { gradcheck(LayerSpec::avgpool(3, 2), {2, 7, 8}); }
