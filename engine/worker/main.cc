@@ -3,7 +3,8 @@
 //   dltune-worker train [--plan CONFIG.json] [--model M] [--data SRC] [--steps N] ...
 //
 // The plan is a TrainConfig JSON (engine/train_config.h); without --plan, the job's plan blob
-// (PMIx, or the file DLTUNE_PLAN names) is used when there is one, else the defaults. Command
+// (PMIx job data from `dltune run --plan`, or the file DLTUNE_PLAN names) is used when there is
+// one, else the defaults. Command
 // line options override plan values. Under a launcher (Open MPI / PMIx / Slurm environment) the
 // ranks talk over the MPI communicator, or, with device gpu in a build with NCCL, over NCCL
 // (bootstrapped through PMIx; the plan's last algorithm range picks the NCCL options when it
@@ -52,13 +53,21 @@ struct Options {
   bool no_overlap = false;
 };
 
-Result<TrainConfig> load_config(const Options& o) {
+// `boot`: the job's PMIx bootstrap when launched as a rank (its plan blob is the plan when
+// --plan is not given), else null.
+Result<TrainConfig> load_config(const Options& o, const comm::Bootstrap* boot) {
   TrainConfig c;
   std::string text;
+  std::string source = o.plan;
   if (!o.plan.empty()) {
     auto t = paths::read_file(o.plan);
     if (!t) return not_found("plan file: " + t.error().message());
     text = *t;
+  } else if (boot != nullptr) {  // the launcher's plan (PMIx job data), else DLTUNE_PLAN's file
+    auto t = boot->plan_blob();
+    if (!t) return t.error().wrap("reading the job's plan");
+    text = *t;
+    source = "the job's plan";
   } else if (auto p = env::get_if_set(env::kPlan)) {
     auto t = paths::read_file(*p);
     if (!t) return t.error().wrap("reading DLTUNE_PLAN");
@@ -67,7 +76,7 @@ Result<TrainConfig> load_config(const Options& o) {
   if (!text.empty()) {
     auto parsed = parse_train_config(text);
     if (!parsed)
-      return parsed.error().wrap("plan '" + (o.plan.empty() ? "DLTUNE_PLAN" : o.plan) + "'");
+      return parsed.error().wrap("plan '" + (source.empty() ? "DLTUNE_PLAN" : source) + "'");
     c = *parsed;
   }
   if (!o.model.empty()) c.model = o.model;
@@ -87,22 +96,27 @@ Result<TrainConfig> load_config(const Options& o) {
 }
 
 Status train(const Options& o) {
-  auto cfg = load_config(o);
+  // Under a launcher the bootstrap comes first: it carries the plan. It outlives the
+  // communicators (NCCL's exchanges its id through it; Open MPI's PMIx client shares the
+  // library's reference-counted initialisation).
+  std::unique_ptr<comm::Bootstrap> boot;
+  if (comm::launched_as_rank()) {
+    auto b = comm::Bootstrap::init();
+    if (!b) return b.error().wrap("joining the job");
+    boot = std::make_unique<comm::Bootstrap>(std::move(*b));
+  }
+  auto cfg = load_config(o, boot.get());
   if (!cfg) return cfg.error();
   set_blas_threads(cfg->threads);
   std::unique_ptr<comm::Communicator> world;
-  std::unique_ptr<comm::Bootstrap> boot;  // outlives the NCCL communicator
-  if (comm::launched_as_rank() && cfg->device == "gpu" && comm::nccl_available()) {
-    auto b = comm::Bootstrap::init();
-    if (!b) return b.error().wrap("starting the NCCL communicator");
-    boot = std::make_unique<comm::Bootstrap>(std::move(*b));
+  if (boot && cfg->device == "gpu" && comm::nccl_available()) {
     const std::string& choice = cfg->algorithms.back().algorithm;
     auto opts = comm::parse_nccl_choice(choice.rfind("nccl", 0) == 0 ? choice : "nccl");
     if (!opts) return opts.error().wrap("train config: key 'algorithms'");
     auto nccl = comm::NcclCommunicator::create(*boot, 0, *opts);
     if (!nccl) return nccl.error().wrap("starting the NCCL communicator");
     world = std::move(*nccl);
-  } else if (comm::launched_as_rank() && comm::mpi_available()) {
+  } else if (boot && comm::mpi_available()) {
     auto w = comm::create_mpi_world();
     if (!w) return w.error().wrap("starting the MPI communicator");
     world = std::move(*w);

@@ -7,6 +7,7 @@
 #include <set>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 #include <unistd.h>
 
 #include "run_helper.h"
@@ -93,6 +94,26 @@ TEST_F(LocalLaunchTest, PlanReachesEveryRankAndOutputIsTagged) {
     EXPECT_NE(r.out.find(want), std::string::npos) << r.out;
   }
   EXPECT_NE(r.out.find(R"(plan={"algo":"ring"})"), std::string::npos) << r.out;
+}
+
+// The training rank program takes its plan from the job (PMIx job data) when it is given no
+// --plan: the model, the step count and the batch below are not the worker's defaults.
+TEST_F(LocalLaunchTest, WorkerTrainsWithTheJobsPlan) {
+  if (access(binary("dltune-worker").c_str(), X_OK) != 0) GTEST_SKIP() << "no dltune-worker";
+  const std::string plan_path = tmpdir_ + "-train.json";
+  std::ofstream(plan_path) << R"({"model": "mlp", "data": "synthetic", "train_size": 512,
+      "heldout_size": 0, "scaling": "weak", "per_rank_batch": 16, "steps": 7, "seed": 3})";
+  // Through sh: the worker takes no extra arguments, and the harness appends its marker.
+  auto r = dltune({"-n", "2", "--plan", plan_path},
+                  {"/bin/sh", "-c", "exec \"$0\" train", binary("dltune-worker")});
+  unlink(plan_path.c_str());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto summary = nlohmann::json::parse(r.out.substr(r.out.find('{')), nullptr, false);
+  ASSERT_FALSE(summary.is_discarded()) << r.out;
+  EXPECT_EQ(summary.value("model", ""), "mlp") << r.out;
+  EXPECT_EQ(summary.value("steps", 0), 7) << r.out;
+  EXPECT_EQ(summary.value("ranks", 0), 2) << r.out;
+  EXPECT_EQ(summary.value("global_batch", 0), 32) << r.out;
 }
 
 TEST_F(LocalLaunchTest, OpenMpiProgramGetsTheWholeWorld) {
