@@ -103,6 +103,17 @@ template <int N>
   }
 }
 
+// weight_grad_taps<n> for a run-time n in [1, N].
+template <int N>
+[[gnu::always_inline]] inline void weight_grad_block(const DirectConvShape& s, const float* padded,
+                                                     const float* drows, int ki, int kj0, int n,
+                                                     float* dw) {
+  if constexpr (N > 1) {
+    if (n < N) return weight_grad_block<N - 1>(s, padded, drows, ki, kj0, n, dw);
+  }
+  weight_grad_taps<N>(s, padded, drows, ki, kj0, dw);
+}
+
 // dw (k, k) += sum over the output plane of drows * the tap's shifted window of `padded`.
 DLTUNE_MULTIVERSION
 void weight_grad_channel(const DirectConvShape& s, const float* padded, const float* drows,
@@ -113,26 +124,7 @@ void weight_grad_channel(const DirectConvShape& s, const float* padded, const fl
   for (int ki = 0; ki < s.k; ++ki) {
     for (int b = 0; b < blocks; ++b) {
       const int kj = s.k * b / blocks, n = s.k * (b + 1) / blocks - kj;
-      switch (n) {
-        case 1:
-          weight_grad_taps<1>(s, padded, drows, ki, kj, dw);
-          break;
-        case 2:
-          weight_grad_taps<2>(s, padded, drows, ki, kj, dw);
-          break;
-        case 3:
-          weight_grad_taps<3>(s, padded, drows, ki, kj, dw);
-          break;
-        case 4:
-          weight_grad_taps<4>(s, padded, drows, ki, kj, dw);
-          break;
-        case 5:
-          weight_grad_taps<5>(s, padded, drows, ki, kj, dw);
-          break;
-        default:
-          weight_grad_taps<6>(s, padded, drows, ki, kj, dw);
-          break;
-      }
+      weight_grad_block<6>(s, padded, drows, ki, kj, n, dw);
     }
   }
 }

@@ -9,7 +9,6 @@
 
 #include <unistd.h>
 
-#include "common/env.h"
 #include "common/log.h"
 #include "launcher/env_block.h"
 #include "launcher/pmix_server.h"
@@ -28,28 +27,21 @@ std::string this_hostname() {
   return buf;
 }
 
-// Placement for the ranks (none with --bind none). The live machine is discovered even then:
-// its hwloc handle goes to the PMIx server (`machine`), which would otherwise discover it
-// itself. With DLTUNE_TOPO_XML the export places the ranks and PMIx discovers the machine.
+// Placement for the ranks (none with --bind none). The machine is discovered even then: its
+// hwloc handle goes to the PMIx server (`machine`), which would otherwise discover it itself.
+// With DLTUNE_TOPO_XML the export places the ranks and PMIx discovers the machine.
 std::optional<topology::Placement> plan_placement(const LaunchSpec& spec,
                                                   std::optional<topology::Topology>& topo,
                                                   std::shared_ptr<hwloc_topology>& machine) {
-  Result<topology::Topology> t = internal_error("unset");
-  if (env::get_if_set(env::kTopoXml)) {
-    if (spec.bind == topology::BindPolicy::kNone) return std::nullopt;
-    t = topology::discover_default();
-  } else if (auto live = topology::discover_keeping_hwloc()) {
-    machine = std::move(live->hwloc);
-    t = std::move(live->model);
-  } else {
-    t = std::move(live).error();
-  }
+  auto found = topology::discover_default_keeping_hwloc();
+  if (found) machine = std::move(found->hwloc);
   if (spec.bind == topology::BindPolicy::kNone) return std::nullopt;
-  if (!t) {
-    DLTUNE_LOG(kWarn, "launch") << "no placement (ranks are not bound): " << t.error().message();
+  if (!found) {
+    DLTUNE_LOG(kWarn, "launch") << "no placement (ranks are not bound): "
+                                << found.error().message();
     return std::nullopt;
   }
-  topo = std::move(*t);
+  topo = std::move(found->model);
   return topology::place(*topo, spec.nranks, spec.bind);
 }
 

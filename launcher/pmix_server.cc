@@ -249,24 +249,25 @@ Result<std::unique_ptr<PmixServer>> PmixServer::start(const std::string& tmpdir,
   if (impl->event_fd < 0) return errno_error("eventfd");
   // The hash store keeps no shared-memory files behind when the launcher is killed.
   setenv("PMIX_MCA_gds", "hash", 0);
-  InfoArray info(machine ? 5 : 4);
+  constexpr size_t kMachine = 4;  // the optional last entry: the machine's topology
+  InfoArray info(machine ? kMachine + 1 : kMachine);
   load_string(info[0], PMIX_SERVER_TMPDIR, tmpdir);
   load_string(info[1], PMIX_SYSTEM_TMPDIR, tmpdir);
   bool off = false;
   PMIX_INFO_LOAD(&info[2], PMIX_SERVER_TOOL_SUPPORT, &off, PMIX_BOOL);
   PMIX_INFO_LOAD(&info[3], PMIX_SERVER_SYSTEM_SUPPORT, &off, PMIX_BOOL);
-  static char kHwloc[] = "hwloc";
   if (machine) {
     // Loaded before PMIx is initialised, the value holds this pointer, not a copy; the entry
     // is emptied after init so that destroying `info` does not free it (Impl owns it).
+    static char kHwloc[] = "hwloc";
     impl->machine = std::move(machine);
     impl->machine_ref.source = kHwloc;
     impl->machine_ref.topology = impl->machine.get();
-    PMIX_INFO_LOAD(&info[4], PMIX_TOPOLOGY2, &impl->machine_ref, PMIX_TOPO);
+    PMIX_INFO_LOAD(&info[kMachine], PMIX_TOPOLOGY2, &impl->machine_ref, PMIX_TOPO);
   }
   g_server = impl.get();
   pmix_status_t rc = PMIx_server_init(&g_module, info.data(), info.size());
-  if (info.size() > 4) info[4].value.type = PMIX_UNDEF;
+  if (impl->machine) info[kMachine].value.type = PMIX_UNDEF;
   if (rc != PMIX_SUCCESS) {
     g_server = nullptr;
     close(impl->event_fd);

@@ -40,38 +40,35 @@ sigset_t handled_signals() {
   return set;
 }
 
+// What the child needs between clone() and execve.
 struct ExecArgs {
   const ChildSpec* spec;
   char* const* argv;
   int out_fd, err_fd, null_fd;
-  const cpu_set_t* cpus;
+  const cpu_set_t* cpus;  // null: inherit
   pid_t parent;
 };
 
 // Runs in the child, which shares the launcher's memory until execve (CLONE_VM | CLONE_VFORK,
 // as posix_spawn does): only system calls, nothing that allocates or writes shared state.
-[[noreturn]] void exec_child(const ChildSpec& spec, char* const* argv, int out_fd, int err_fd,
-                             int null_fd, const cpu_set_t* cpus, pid_t parent) {
+// The int return is clone()'s entry signature; it never returns.
+[[noreturn]] int exec_child(void* p) {
+  const ExecArgs& a = *static_cast<const ExecArgs*>(p);
   setpgid(0, 0);
   prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (getppid() != parent) _exit(127);
+  if (getppid() != a.parent) _exit(127);
   struct sigaction dfl {};
   dfl.sa_handler = SIG_DFL;
   for (int sig : {SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGCHLD}) sigaction(sig, &dfl, nullptr);
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
-  if (dup2(null_fd, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0) _exit(127);
-  if (cpus != nullptr) sched_setaffinity(0, sizeof(cpu_set_t), cpus);
-  execve(spec.path.c_str(), argv, spec.envp);
+  if (dup2(a.null_fd, 0) < 0 || dup2(a.out_fd, 1) < 0 || dup2(a.err_fd, 2) < 0) _exit(127);
+  if (a.cpus != nullptr) sched_setaffinity(0, sizeof(cpu_set_t), a.cpus);
+  execve(a.spec->path.c_str(), a.argv, a.spec->envp);
   static const char kMsg[] = "dltune: execve failed for the rank's program\n";
   (void)!write(2, kMsg, sizeof kMsg - 1);
   _exit(127);
-}
-
-int exec_child_entry(void* p) {
-  const auto* a = static_cast<const ExecArgs*>(p);
-  exec_child(*a->spec, a->argv, a->out_fd, a->err_fd, a->null_fd, a->cpus, a->parent);
 }
 
 }  // namespace
@@ -142,19 +139,18 @@ Result<int> Supervisor::spawn(const ChildSpec& spec) {
   // Not fork(): copying the launcher's page tables for every rank cost ~10 ms a rank on this
   // kind of virtual machine (measured: 8 ranks started in ~100 ms). The child borrows the
   // launcher's memory on its own stack and this thread waits until it has called execve.
-  if (!exec_stack_) exec_stack_ = std::make_unique<char[]>(kExecStackBytes);
   ExecArgs args{
       &spec, argv.data(), out[1], err[1], dev_null_, spec.cpus.empty() ? nullptr : &cpus, getpid()};
-  char* stack_top = exec_stack_.get() + kExecStackBytes;
-  stack_top -= reinterpret_cast<uintptr_t>(stack_top) % 64;
 #if defined(__SANITIZE_ADDRESS__)
   // AddressSanitizer takes a child running on a stack of its own inside the parent's memory
   // for a stack overflow (its sigaltstack interceptor), so sanitized builds copy the process.
-  (void)stack_top;
   const pid_t pid = fork();
-  if (pid == 0) exec_child_entry(&args);
+  if (pid == 0) exec_child(&args);
 #else
-  const pid_t pid = clone(exec_child_entry, stack_top, CLONE_VM | CLONE_VFORK | SIGCHLD, &args);
+  if (!exec_stack_) exec_stack_ = std::make_unique<char[]>(kExecStackBytes);
+  char* stack_top = exec_stack_.get() + kExecStackBytes;
+  stack_top -= reinterpret_cast<uintptr_t>(stack_top) % 64;
+  const pid_t pid = clone(exec_child, stack_top, CLONE_VM | CLONE_VFORK | SIGCHLD, &args);
 #endif
   const int fork_errno = errno;
   close(out[1]);

@@ -165,6 +165,13 @@ Result<Topology> load_xml(const std::string& path) {
   return detail::build_model(t->get(), path, false);
 }
 
+Result<LiveDiscovery> discover_default_keeping_hwloc() {
+  if (!env::get_if_set(env::kTopoXml)) return discover_keeping_hwloc();
+  auto topo = discover_default();
+  if (!topo) return std::move(topo).error();
+  return LiveDiscovery{std::move(*topo), nullptr};
+}
+
 Result<Topology> discover_default() {
   if (auto xml = env::get_if_set(env::kTopoXml)) {
     auto topo = load_xml(*xml);

@@ -130,9 +130,12 @@ Result<Topology> discover_default();
 // long as a copy of `hwloc` does. Failure: as discover().
 struct LiveDiscovery {
   Topology model;
-  std::shared_ptr<hwloc_topology> hwloc;
+  std::shared_ptr<hwloc_topology> hwloc;  // null when the model is not this machine's
 };
 Result<LiveDiscovery> discover_keeping_hwloc();
+// As discover_default(): with DLTUNE_TOPO_XML the export's model and no handle (an export
+// describes another machine), else discover_keeping_hwloc().
+Result<LiveDiscovery> discover_default_keeping_hwloc();
 
 // --- placement ------------------------------------------------------------------------
 

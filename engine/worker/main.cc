@@ -4,14 +4,13 @@
 //
 // The plan is a TrainConfig JSON (engine/train_config.h); without --plan, the job's plan blob
 // (PMIx job data from `dltune run --plan`, or the file DLTUNE_PLAN names) is used when there is
-// one, else the defaults. Command
-// line options override plan values. Under a launcher (Open MPI / PMIx / Slurm environment) the
-// ranks talk over the MPI communicator, or, with device gpu in a build with NCCL, over NCCL
-// (bootstrapped through PMIx; the plan's last algorithm range picks the NCCL options when it
-// names one: "nccl", "nccl:ring/ll"); by hand it is rank 0 of 1 with no communication.
-// Rank 0 prints a one-line JSON summary on stdout at the end. Exit: 0 success, 1 training or
-// communication failure, 2 bad input; 130 / 143 when SIGINT / SIGTERM stopped training (every
-// rank finishes the same step and the checkpoint, when set, is saved first).
+// one, else the defaults. Command line options override plan values. Under a launcher (Open
+// MPI / PMIx / Slurm environment) the ranks talk over the MPI communicator, or, with device gpu
+// in a build with NCCL, over NCCL (bootstrapped through PMIx; the plan's last algorithm range
+// picks the NCCL options when it names one: "nccl", "nccl:ring/ll"); by hand it is rank 0 of 1 with
+// no communication. Rank 0 prints a one-line JSON summary on stdout at the end. Exit: 0 success, 1
+// training or communication failure, 2 bad input; 130 / 143 when SIGINT / SIGTERM stopped training
+// (every rank finishes the same step and the checkpoint, when set, is saved first).
 #include <atomic>
 #include <csignal>
 #include <cstdio>
