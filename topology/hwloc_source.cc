@@ -37,11 +37,34 @@ struct LeakCheckPause {
 };
 #endif
 
+// The hwloc plugin dltune has no use for, kept from loading: hwloc_gl finds X11 displays
+// through NV-CONTROL, which a compute node has none of and dltune would not read, and loading it
+// pulls in libX11, libXext, libxcb and more. hwloc dlopens every plugin it finds the first time a
+// process creates a topology; this one cost ~10 ms of the launcher's ~45 ms start-up here.
+// (hwloc_xml_libxml costs ~4 ms more but stays: hwloc's built-in XML reader accepts malformed
+// exports that libxml2 rejects.)
+constexpr const char* kUnusedPlugins = "hwloc_gl";
+
+// hwloc_topology_init, with kUnusedPlugins blacklisted unless the user set
+// HWLOC_PLUGINS_BLACKLIST. hwloc reads that variable only while it loads its plugins (the
+// first init of a process, or the first after every topology was destroyed); it is unset again
+// at once so that programs dltune starts inherit the user's environment, not dltune's.
+int init_topology(hwloc_topology_t* raw) {
+  static constexpr const char* kVar = "HWLOC_PLUGINS_BLACKLIST";
+  if (std::getenv(kVar) != nullptr) return hwloc_topology_init(raw);
+  setenv(kVar, kUnusedPlugins, 0);
+  const int rc = hwloc_topology_init(raw);
+  const int saved = errno;
+  unsetenv(kVar);
+  errno = saved;
+  return rc;
+}
+
 // A fresh handle with the I/O filter set: without it hwloc drops every bridge, PCI device and
 // OS device (so every GPU and NIC) while loading.
 Result<HwlocTopology> new_handle() {
   hwloc_topology_t raw = nullptr;
-  if (hwloc_topology_init(&raw) != 0) return errno_error("hwloc_topology_init failed");
+  if (init_topology(&raw) != 0) return errno_error("hwloc_topology_init failed");
   HwlocTopology t(raw);
   hwloc_topology_set_io_types_filter(raw, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
   return t;

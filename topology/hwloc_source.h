@@ -1,5 +1,8 @@
 // Internal: the hwloc side of topology/. An RAII handle for hwloc_topology_t and the two ways
 // of filling it (live discovery, an XML export), both with I/O devices kept.
+// Both keep hwloc's GL plugin from loading (hwloc_source.cc: kUnusedPlugins) unless
+// the user set HWLOC_PLUGINS_BLACKLIST; to do so they set and unset that variable, so call them
+// before starting threads that read the environment (dltune discovers the machine first).
 #pragma once
 
 #include <memory>

@@ -5,8 +5,10 @@
 
 #include <gtest/gtest.h>
 #include <hwloc.h>
+#include <link.h>
 #include <nlohmann/json.hpp>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include "topology/tests/test_util.h"
 
@@ -126,6 +128,35 @@ TEST(Live, DiscoveryKeepsHwlocsTopology) {
   ASSERT_NE(kept->hwloc, nullptr);
   EXPECT_EQ(hwloc_get_nbobjs_by_type(kept->hwloc.get(), HWLOC_OBJ_PU), kept->model.pus);
   EXPECT_EQ(hwloc_topology_is_thissystem(kept->hwloc.get()), 1);
+}
+
+// True when a shared object whose path ends in `/name` is loaded in this process.
+bool loaded(const std::string& name) {
+  std::string want = "/" + name;
+  auto visit = [](dl_phdr_info* info, size_t, void* data) -> int {
+    const std::string path = info->dlpi_name != nullptr ? info->dlpi_name : "";
+    const auto& w = *static_cast<std::string*>(data);
+    return path.size() >= w.size() && path.compare(path.size() - w.size(), w.size(), w) == 0;
+  };
+  return dl_iterate_phdr(visit, &want) != 0;
+}
+
+bool installed(const std::string& plugin) {
+  struct stat st;
+  return ::stat((std::string(HWLOC_PLUGINS_DIR_FOR_TESTS) + "/" + plugin).c_str(), &st) == 0;
+}
+
+TEST(Live, UnusedHwlocPluginsStayUnloadedAndTheEnvironmentUntouched) {
+  ASSERT_EQ(getenv("HWLOC_PLUGINS_BLACKLIST"), nullptr) << "the test needs hwloc's default";
+  auto kept = discover_keeping_hwloc();  // holds hwloc's plugins loaded during the checks
+  ASSERT_TRUE(kept.ok()) << kept.error().message();
+  EXPECT_EQ(getenv("HWLOC_PLUGINS_BLACKLIST"), nullptr) << "leaks into the ranks' environment";
+  // The control: hwloc did load the plugins it was not told to skip.
+  if (installed("hwloc_pci.so")) {
+    EXPECT_TRUE(loaded("hwloc_pci.so"));
+  }
+  EXPECT_FALSE(loaded("hwloc_gl.so"));
+  EXPECT_FALSE(loaded("libX11.so.6"));
 }
 
 TEST(Live, TopoXmlVariableReplacesDiscovery) {
