@@ -35,6 +35,10 @@ inline constexpr EnvVar kRunsDir{"DLTUNE_RUNS_DIR", "runs",
                                  "where `dltune launch` creates run directories"};
 inline constexpr EnvVar kTopoXml{"DLTUNE_TOPO_XML", "",
                                  "hwloc XML file to use instead of discovering this machine"};
+inline constexpr EnvVar kTopoCache{"DLTUNE_TOPO_CACHE", "1",
+                                   "0 to discover this machine every time instead of loading "
+                                   "this boot's saved hwloc discovery (in $XDG_RUNTIME_DIR/dltune "
+                                   "or /tmp/dltune-UID)"};
 inline constexpr EnvVar kBind{"DLTUNE_BIND", "auto",
                               "default rank binding: none, core, numa, auto"};
 inline constexpr EnvVar kBackend{"DLTUNE_BACKEND", "",

@@ -21,6 +21,7 @@
 #include "common/env.h"
 #include "common/log.h"
 #include "common/paths.h"
+#include "topology/live_cache.h"
 
 namespace dltune::topology {
 namespace detail {
@@ -157,16 +158,38 @@ Result<HwlocTopology> open_xml_text(const std::string& xml, const std::string& p
   return t;
 }
 
+Result<HwlocTopology> open_export_of_this_system(const std::string& xml) {
+  auto t = new_handle();
+  if (!t) return std::move(t).error();
+  if (hwloc_topology_set_xmlbuffer(t->get(), xml.c_str(), static_cast<int>(xml.size() + 1)) != 0 ||
+      hwloc_topology_set_flags(t->get(), HWLOC_TOPOLOGY_FLAG_IS_THISSYSTEM) != 0 ||
+      hwloc_topology_load(t->get()) != 0) {
+    return invalid_input("hwloc rejected the saved export of this machine");
+  }
+  return t;
+}
+
+Result<std::string> export_xml(hwloc_topology_t t) {
+  char* buf = nullptr;
+  int len = 0;
+  if (hwloc_topology_export_xmlbuffer(t, &buf, &len, 0) != 0 || buf == nullptr) {
+    return errno_error("hwloc could not export the topology as XML");
+  }
+  std::string xml(buf, len > 0 ? static_cast<size_t>(len - 1) : 0);  // len counts the NUL
+  hwloc_free_xmlbuffer(t, buf);
+  return xml;
+}
+
 }  // namespace detail
 
 Result<Topology> discover() {
-  auto t = detail::open_live();
+  auto t = detail::open_live_cached(detail::cache_dir());
   if (!t) return std::move(t).error();
   return detail::build_model(t->get(), "live", true);
 }
 
 Result<LiveDiscovery> discover_keeping_hwloc() {
-  auto t = detail::open_live();
+  auto t = detail::open_live_cached(detail::cache_dir());
   if (!t) return std::move(t).error();
   auto model = detail::build_model(t->get(), "live", true);
   if (!model) return std::move(model).error();

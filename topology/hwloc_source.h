@@ -24,6 +24,14 @@ using HwlocTopology = std::unique_ptr<hwloc_topology, HwlocDeleter>;
 // Loads the live machine. Fails (kInternal) when hwloc cannot.
 Result<HwlocTopology> open_live();
 
+// Loads an export of this machine that dltune itself wrote (topology/live_cache.h) as this
+// machine's topology: binding through it works as with open_live(). Fails (kInvalidInput) when
+// hwloc rejects the text.
+Result<HwlocTopology> open_export_of_this_system(const std::string& xml);
+
+// hwloc's XML export of `t`. Fails (kInternal) when hwloc cannot write it.
+Result<std::string> export_xml(hwloc_topology_t t);
+
 // Parses an XML export held in `xml`; `path` only names it in errors. Fails with
 // kInvalidInput (one sentence) for empty, non-XML, hwloc 3, truncated or malformed text.
 Result<HwlocTopology> open_xml_text(const std::string& xml, const std::string& path);
