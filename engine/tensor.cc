@@ -13,11 +13,6 @@ extern "C" int blas_thread_shutdown_() __attribute__((weak));
 
 namespace dltune::engine {
 
-std::string Dims::str() const {
-  if (h == 1 && w == 1) return "(" + std::to_string(c) + ")";
-  return "(" + std::to_string(c) + ", " + std::to_string(h) + ", " + std::to_string(w) + ")";
-}
-
 void Buffer::Free::operator()(float* p) const { std::free(p); }
 
 void Buffer::resize(size_t n) {

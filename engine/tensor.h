@@ -17,7 +17,7 @@ struct Dims {
   int c = 0, h = 1, w = 1;
   int64_t size() const { return int64_t{c} * h * w; }
   bool operator==(const Dims&) const = default;
-  std::string str() const;  // "(C, H, W)" or "(N)" when h == w == 1
+  std::string str() const;  // "(C, H, W)" or "(N)" when h == w == 1 (in layer_spec.cc)
 };
 
 // An owning, zero-initialised, 64-byte aligned float buffer. Moving is cheap; copying is not

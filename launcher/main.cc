@@ -6,11 +6,9 @@
 #include <CLI/CLI.hpp>
 
 #include "common/env.h"
-#include "engine/tensor.h"
 #include "launcher/commands.h"
 
 int main(int argc, char** argv) {
-  dltune::engine::stop_idle_blas_threads();  // the launcher needs the cores for its ranks
   CLI::App app{
       "dltune: launch distributed deep-learning training, autotuned for this machine.\n"
       "Run `dltune COMMAND --help` for a command's options.",
