@@ -3,7 +3,8 @@
 //   bench-engine-rank train MODEL BATCH RANKS SECONDS [ALGO [overlap|no-overlap]]
 //       samples/s of RANKS ranks (threads over the ThreadCommunicator, 1 BLAS thread each), weak
 //       scaling: BATCH per rank; gradient buckets of 1 MiB reduced with ALGO (default: the
-//       engine's default, ring) during backward unless no-overlap
+//       engine's default, ring) during backward unless no-overlap. Rank r's thread is bound
+//       to CPU r (mod the CPUs it may use), as `dltune run --bind core` binds rank processes.
 //   bench-engine-rank sgemm N                           OpenBLAS sgemm GFLOP/s, 1 thread
 // Driven by bench_engine.py, which interleaves it with PyTorch.
 #include <chrono>
@@ -14,6 +15,8 @@
 
 #include <cblas.h>
 #include <nlohmann/json.hpp>
+#include <pthread.h>
+#include <sched.h>
 
 #include "comm/allreduce.h"
 #include "comm/thread_communicator.h"
@@ -25,6 +28,22 @@ using Clock = std::chrono::steady_clock;
 
 static double since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// Binds the calling thread to the rank-th CPU this process may use (its threads, such as the
+// trainer's communication thread, inherit it). Returns false when the system refuses.
+static bool bind_to_cpu(int rank) {
+  cpu_set_t allowed;
+  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return false;
+  const int n = CPU_COUNT(&allowed);
+  for (int cpu = 0, seen = 0; cpu < CPU_SETSIZE && n > 0; ++cpu) {
+    if (!CPU_ISSET(cpu, &allowed) || seen++ != rank % n) continue;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    return pthread_setaffinity_np(pthread_self(), sizeof one, &one) == 0;
+  }
+  return false;
 }
 
 static int sgemm(int n) {
@@ -66,9 +85,10 @@ int main(int argc, char** argv) {
   if (argc >= 7) c.algorithms = {AlgorithmRange{UINT64_MAX, argv[6]}};
   if (argc == 8) c.overlap = std::string(argv[7]) == "overlap";
   Dataset data = synthetic_digits(c.train_size, 1);
-  double sps = 0.0, flops = 0.0;
+  double sps = 0.0, flops = 0.0, compute_ms = 0.0, exposed_ms = 0.0;
   std::mutex mu;
   Status st = comm::spawn(ranks, [&](comm::Communicator& comm) -> Status {
+    if (!bind_to_cpu(comm.rank())) std::fprintf(stderr, "bench-engine-rank: cannot bind\n");
     auto t = Trainer::create(c, ranks > 1 ? &comm : nullptr, data, nullptr);
     if (!t) return t.error();
     // Fixed step counts for every rank: measure a probe on each, then agree on rank 0's.
@@ -81,11 +101,18 @@ int main(int argc, char** argv) {
       DLTUNE_TRY(comm::broadcast(comm, &steps, sizeof steps, bo));
     }
     auto start = Clock::now();
-    for (int i = 0; i < steps; ++i) DLTUNE_TRY((*t)->step(false));
+    double compute = 0, exposed = 0;
+    for (int i = 0; i < steps; ++i) {
+      DLTUNE_TRY((*t)->step(false));
+      compute += (*t)->last().compute_s;
+      exposed += (*t)->last().comm_s;
+    }
     double r = steps * double((*t)->last().batch) / since(start);
     std::lock_guard<std::mutex> lock(mu);
     if (comm.rank() == 0) {
       sps = r;
+      compute_ms = 1e3 * compute / steps;
+      exposed_ms = 1e3 * exposed / steps;
       flops = 3.0 * (*t)->model().forward_flops_per_sample();
     }
     return ok_status();
@@ -98,6 +125,8 @@ int main(int argc, char** argv) {
                                      {"batch", c.per_rank_batch},
                                      {"ranks", ranks},
                                      {"samples_per_s", sps},
+                                     {"compute_ms_per_step", compute_ms},
+                                     {"exposed_comm_ms_per_step", exposed_ms},
                                      {"gflops", sps * flops / 1e9}}
                           .dump()
                           .c_str());
