@@ -12,7 +12,9 @@ processes). The engine's 2-rank runs reduce their 1 MiB gradient buckets with --
 shm: the node-shared-memory allreduce in place on the gradient buffer, which is what `dltune tune`
 picks at every size on this machine; ring, the engine's default without a plan, reached 0.69-0.82
 at b64 where shm reached 0.83-0.91) and --overlap (default on, the engine's default; off measured
-the same within noise). Ratios are medians of per-round paired ratios. Last line: the summary."""
+the same within noise). Every rank, the engine's and PyTorch's, is bound to its own CPU (rank r
+to the r-th allowed one; a 1-rank run to the first): this VM's CPU 0 runs ~10 % slower than
+CPU 1. Ratios are medians of per-round paired ratios. Last line: the summary."""
 import argparse
 import json
 import os
@@ -39,7 +41,27 @@ def torch_model(name):
                          nn.Linear(84, 10))
 
 
+ALLOWED_CPUS = sorted(os.sched_getaffinity(0))
+
+
+def bound_to(rank):
+    """Binds this process to the rank-th allowed CPU, as bench-engine-rank binds its ranks (and
+    `dltune run` its rank processes): this VM's CPUs differ in speed by ~10 %, so both sides of
+    a comparison must run on the same one."""
+    os.sched_setaffinity(0, {ALLOWED_CPUS[rank % len(ALLOWED_CPUS)]})
+
+
 def torch_sps(name, batch, seconds, ddp=None):
+    if ddp is None:  # a DDP worker is bound by ddp_worker
+        bound_to(0)
+        try:
+            return measure_torch(name, batch, seconds)
+        finally:
+            os.sched_setaffinity(0, set(ALLOWED_CPUS))
+    return measure_torch(name, batch, seconds, ddp)
+
+
+def measure_torch(name, batch, seconds, ddp=None):
     model = torch_model(name)
     if ddp is not None:
         model = nn.parallel.DistributedDataParallel(model)
@@ -70,6 +92,7 @@ def torch_sps(name, batch, seconds, ddp=None):
 
 
 def ddp_worker(rank, batch, seconds, port, out):
+    bound_to(rank)
     torch.set_num_threads(1)
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
