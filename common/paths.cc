@@ -29,6 +29,12 @@ Result<std::string> data_home() { return xdg_dir("XDG_DATA_HOME", "/.local/share
 Result<std::string> config_home() { return xdg_dir("XDG_CONFIG_HOME", "/.config"); }
 Result<std::string> cache_home() { return xdg_dir("XDG_CACHE_HOME", "/.cache"); }
 
+std::optional<std::string> runtime_dir() {
+  const char* v = std::getenv("XDG_RUNTIME_DIR");
+  if (v != nullptr && v[0] == '/') return std::string(v);
+  return std::nullopt;
+}
+
 Result<std::string> user_db() {
   if (auto v = env::get_if_set(env::kDb)) return *v;
   auto home = data_home();

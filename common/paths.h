@@ -1,6 +1,7 @@
 // XDG base directories and small file-system helpers.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "common/result.h"
@@ -14,6 +15,9 @@ Result<std::string> data_home();
 Result<std::string> config_home();
 // $XDG_CACHE_HOME, else $HOME/.cache.
 Result<std::string> cache_home();
+// $XDG_RUNTIME_DIR when it is set to an absolute path (the spec's per-user, per-boot
+// directory), else nullopt: the spec leaves the fallback to the program.
+std::optional<std::string> runtime_dir();
 // The user tuning database: $DLTUNE_DB, else <data_home>/dltune/dltune.db.
 Result<std::string> user_db();
 

@@ -71,6 +71,14 @@ Result<HwlocTopology> new_handle() {
   return t;
 }
 
+// Loads the XML export in `xml` into `t` (fresh from new_handle()) with hwloc topology
+// `flags`. False when hwloc rejects the text.
+bool load_xml_buffer(hwloc_topology_t t, const std::string& xml, unsigned long flags) {
+  // size includes the terminating NUL, as hwloc's own XML export buffers do.
+  return hwloc_topology_set_xmlbuffer(t, xml.c_str(), static_cast<int>(xml.size() + 1)) == 0 &&
+         hwloc_topology_set_flags(t, flags) == 0 && hwloc_topology_load(t) == 0;
+}
+
 size_t skip_space(std::string_view s, size_t i) {
   while (i < s.size() && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r')) ++i;
   return i;
@@ -148,9 +156,7 @@ Result<HwlocTopology> open_xml_text(const std::string& xml, const std::string& p
   setenv("HWLOC_HIDE_ERRORS", "2", 0);
   auto t = new_handle();
   if (!t) return std::move(t).error();
-  // size includes the terminating NUL, as hwloc's own XML export buffers do.
-  if (hwloc_topology_set_xmlbuffer(t->get(), xml.c_str(), static_cast<int>(xml.size() + 1)) != 0 ||
-      hwloc_topology_load(t->get()) != 0) {
+  if (!load_xml_buffer(t->get(), xml, 0)) {
     return invalid_input("'" + path + "' is not a valid hwloc XML export (hwloc rejected it: " +
                          "malformed, or no PU or NUMA node): export it again with `lstopo " +
                          "--of xml`");
@@ -161,9 +167,7 @@ Result<HwlocTopology> open_xml_text(const std::string& xml, const std::string& p
 Result<HwlocTopology> open_export_of_this_system(const std::string& xml) {
   auto t = new_handle();
   if (!t) return std::move(t).error();
-  if (hwloc_topology_set_xmlbuffer(t->get(), xml.c_str(), static_cast<int>(xml.size() + 1)) != 0 ||
-      hwloc_topology_set_flags(t->get(), HWLOC_TOPOLOGY_FLAG_IS_THISSYSTEM) != 0 ||
-      hwloc_topology_load(t->get()) != 0) {
+  if (!load_xml_buffer(t->get(), xml, HWLOC_TOPOLOGY_FLAG_IS_THISSYSTEM)) {
     return invalid_input("hwloc rejected the saved export of this machine");
   }
   return t;

@@ -6,10 +6,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <string_view>
 #include <vector>
 
-#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -35,22 +35,18 @@ std::string small_file(const std::string& path) {
 }
 
 std::string link_target(const std::string& path) {
-  char buf[4096];
-  const ssize_t n = ::readlink(path.c_str(), buf, sizeof buf);
-  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "?";
+  std::error_code ec;
+  const std::filesystem::path target = std::filesystem::read_symlink(path, ec);
+  return ec ? "?" : target.string();
 }
 
-// The entries of a directory, sorted, without "." and "..".
+// The names in a directory, sorted; none when it cannot be read.
 std::vector<std::string> entries(const std::string& dir) {
   std::vector<std::string> out;
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return out;
-  while (const dirent* e = ::readdir(d)) {
-    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) {
-      out.emplace_back(e->d_name);
-    }
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    out.push_back(e.path().filename().string());
   }
-  ::closedir(d);
   std::sort(out.begin(), out.end());
   return out;
 }
@@ -147,10 +143,9 @@ std::string cache_dir() {
   const std::string setting = env::get(env::kTopoCache);
   if (setting == "0") return "";
   if (hwloc_variable_set()) return "";
-  const char* runtime = std::getenv("XDG_RUNTIME_DIR");
-  std::string dir = runtime != nullptr && runtime[0] == '/'
-                        ? std::string(runtime) + "/dltune"
-                        : "/tmp/dltune-" + std::to_string(::getuid());
+  const auto runtime = paths::runtime_dir();
+  const std::string dir =
+      runtime ? *runtime + "/dltune" : "/tmp/dltune-" + std::to_string(::getuid());
   return private_dir(dir) ? dir : "";
 }
 

@@ -12,15 +12,16 @@
 #include <cstdlib>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include <cblas.h>
 #include <nlohmann/json.hpp>
-#include <pthread.h>
 #include <sched.h>
 
 #include "comm/allreduce.h"
 #include "comm/thread_communicator.h"
 #include "engine/trainer.h"
+#include "topology/topology.h"
 
 using namespace dltune;
 using namespace dltune::engine;
@@ -35,15 +36,12 @@ static double since(Clock::time_point t) {
 static bool bind_to_cpu(int rank) {
   cpu_set_t allowed;
   if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return false;
-  const int n = CPU_COUNT(&allowed);
-  for (int cpu = 0, seen = 0; cpu < CPU_SETSIZE && n > 0; ++cpu) {
-    if (!CPU_ISSET(cpu, &allowed) || seen++ != rank % n) continue;
-    cpu_set_t one;
-    CPU_ZERO(&one);
-    CPU_SET(cpu, &one);
-    return pthread_setaffinity_np(pthread_self(), sizeof one, &one) == 0;
+  std::vector<int> cpus;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &allowed)) cpus.push_back(cpu);
   }
-  return false;
+  if (cpus.empty()) return false;
+  return topology::set_affinity(0, {cpus[static_cast<size_t>(rank) % cpus.size()]}).ok();
 }
 
 static int sgemm(int n) {

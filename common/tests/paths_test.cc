@@ -23,6 +23,18 @@ TEST(Paths, XdgDataHomeAndFallback) {
   EXPECT_FALSE(paths::data_home().ok());
 }
 
+TEST(Paths, XdgRuntimeDirOnlyWhenAbsolute) {
+  const char* old = getenv("XDG_RUNTIME_DIR");
+  const std::string saved = old != nullptr ? old : "";
+  setenv("XDG_RUNTIME_DIR", "/run/user/7", 1);
+  EXPECT_EQ(paths::runtime_dir(), std::optional<std::string>("/run/user/7"));
+  setenv("XDG_RUNTIME_DIR", "run/user/7", 1);  // relative: ignored, as the spec says
+  EXPECT_EQ(paths::runtime_dir(), std::nullopt);
+  unsetenv("XDG_RUNTIME_DIR");
+  EXPECT_EQ(paths::runtime_dir(), std::nullopt);
+  if (old != nullptr) setenv("XDG_RUNTIME_DIR", saved.c_str(), 1);
+}
+
 TEST(Paths, AtomicWriteReadBackAndMakeDirs) {
   char tmpl[] = "/tmp/dltune-paths-XXXXXX";
   ASSERT_NE(mkdtemp(tmpl), nullptr);
