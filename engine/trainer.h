@@ -74,9 +74,10 @@ class Trainer {
   // scalar allreduce), else this rank's local mean loss. Errors: communication failures.
   Result<double> step(bool want_loss = true);
   // Trains until config.steps, logging metrics (rank 0 writes `metrics`), evaluating per
-  // epoch or eval_every, checkpointing per checkpoint_every and at the end. A stop request
-  // (set_stop_source) ends it after the step in which any rank saw the request: every rank
-  // stops after the same step, saves the checkpoint (when checkpoint_path is set) and returns
+  // epoch or eval_every, checkpointing per checkpoint_every and at the end. A logged loss that
+  // is NaN or infinite ends it on every rank with diverged_error(), before the next checkpoint. A
+  // stop request (set_stop_source) ends it after the step in which any rank saw the request: every
+  // rank stops after the same step, saves the checkpoint (when checkpoint_path is set) and returns
   // with summary.stopped.
   Result<TrainSummary> run(MetricsWriter& metrics);
   // Every step then checks *stop (non-zero = stop requested; e.g. set by a signal handler) and
@@ -133,6 +134,10 @@ class Trainer {
   // gradient buffer (synchronous).
   Status stage_bucket_to_host(size_t index);
   Status make_buckets();
+  // The error run() returns when the global loss of a logged step is not finite (`loss`):
+  // invalid_input (the recipe's optimisation settings cannot train this model), naming the
+  // step, the learning rate and the scaling behind it.
+  Error diverged_error(double loss) const;
   // The allreduce options of bucket `b`: its algorithm (make_buckets() checked the name) and,
   // when the plan gave one, the ring's segment size.
   static comm::AllreduceOptions bucket_options(const Bucket& b);

@@ -1,5 +1,7 @@
 // Trainer: the training loop, evaluation, checkpoints.
 #include <chrono>
+#include <cmath>
+#include <cstdio>
 #include <cstring>
 
 #include "comm/allreduce.h"
@@ -78,6 +80,21 @@ Status Trainer::resume(const std::string& path) {
   return ok_status();
 }
 
+Error Trainer::diverged_error(double loss) const {
+  const double peak = config_.linear_scaling ? config_.lr * global_batch_ /
+                                                   static_cast<double>(config_.reference_batch)
+                                             : config_.lr;
+  char buf[320];
+  std::snprintf(buf, sizeof buf,
+                "training diverged: the loss is %s at step %lld (learning rate %.4g in that step, "
+                "peak %.4g, global batch %lld): lower optimizer.lr or the batch, or lengthen the "
+                "warmup",
+                std::isnan(loss) ? "NaN" : "infinite", static_cast<long long>(step_),
+                learning_rate(config_, global_batch_, step_ - 1), peak,
+                static_cast<long long>(global_batch_));
+  return invalid_input(buf);
+}
+
 Result<TrainSummary> Trainer::run(MetricsWriter& metrics) {
   TrainSummary sum;
   const auto start = std::chrono::steady_clock::now();
@@ -98,6 +115,9 @@ Result<TrainSummary> Trainer::run(MetricsWriter& metrics) {
     if (log) {
       sum.final_loss = *loss;
       if (rank() == 0) metrics.write(to_json_line(last_));
+      // The global loss: every rank sees the same value and stops here alike, before a
+      // checkpoint of the ruined parameters could replace the last good one.
+      if (!std::isfinite(*loss)) return diverged_error(*loss);
     }
     if (stop_agreed_) {
       DLTUNE_LOG(kInfo, "engine") << "stop requested: stopping after step " << step_;

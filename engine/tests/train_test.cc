@@ -7,6 +7,7 @@
 
 #include "common/paths.h"
 #include "engine/checkpoint.h"
+#include "engine/metrics.h"
 #include "engine/optimizer.h"
 #include "engine/train_config.h"
 #include "engine/trainer.h"
@@ -169,6 +170,37 @@ TEST(Trainer, LossDecreasesOnSyntheticDigits) {
     if (i >= c.steps - 5) last += *l;
   }
   EXPECT_LT(last, 0.7 * first);
+}
+
+// A learning rate far too high makes the loss NaN: run() must end with an error that says so
+// (not train on and report a loss of 0), and must not checkpoint the ruined parameters.
+TEST(Trainer, DivergenceEndsTheRunWithAClearErrorAndNoRuinedCheckpoint) {
+  TrainConfig c = small_config();
+  c.lr = 500;
+  c.steps = 200;
+  c.checkpoint_every = 1;
+  char tmpl[] = "/tmp/dltune-engine-diverge-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  c.checkpoint_path = std::string(tmpl) + "/ck.bin";
+  Dataset data = synthetic_digits(c.train_size, c.seed);
+  auto t = Trainer::create(c, nullptr, data, nullptr);
+  ASSERT_TRUE(t.ok()) << t.error().message();
+  MetricsWriter metrics;
+  auto r = (*t)->run(metrics);
+  ASSERT_FALSE(r.ok()) << "trained 200 steps at lr 500 without diverging";
+  EXPECT_EQ(r.error().kind(), ErrorKind::kInvalidInput);
+  const std::string m = r.error().message();
+  EXPECT_NE(m.find("training diverged: the loss is"), std::string::npos) << m;
+  EXPECT_NE(m.find("global batch 32"), std::string::npos) << m;
+  EXPECT_LT((*t)->steps_done(), c.steps);
+  // Every checkpoint written was of a step whose loss was finite.
+  if (access(c.checkpoint_path.c_str(), F_OK) == 0) {
+    auto ck = load_checkpoint(c.checkpoint_path);
+    ASSERT_TRUE(ck.ok()) << ck.error().message();
+    EXPECT_LT(ck->step, (*t)->steps_done());
+    for (float p : ck->params) ASSERT_TRUE(std::isfinite(p));
+  }
+  (void)std::system((std::string("rm -rf ") + tmpl).c_str());
 }
 
 }  // namespace
