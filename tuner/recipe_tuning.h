@@ -17,6 +17,10 @@
 // in chunks of a few steps (round-robin, so the machine's slow phases hit all alike), decisions
 // taken on the maximum step time over the ranks so every rank decides alike, a failing
 // candidate recorded with its reason, and no round started that would overrun the budget.
+// A candidate whose loss turns NaN or rises above 1.5x its first loss has diverged (its
+// scaled learning rate is too high for the model) and fails, and with it every candidate that
+// trains alike (same batches and learning-rate schedule; only bucket or overlap differ); when
+// every survivor of a round failed, the best eliminated candidates run that round again.
 // With `grid` every candidate is measured once with the longest trial length (the reference).
 //
 // The candidates file (version 1):

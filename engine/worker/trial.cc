@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -49,12 +50,18 @@ struct Cand {
   std::string reason;
   std::unique_ptr<Trainer> trainer;
   std::vector<double> times;  // this round's step times (slowest rank)
+  double first_loss = 0;      // this rank's loss in the candidate's first step
   double total_s = 0;         // every round's timed steps: the ranking uses all of them
   int64_t total_steps = 0;
   double cumulative_sps() const {
     return total_s > 0 ? static_cast<double>(global_batch) * total_steps / total_s : 0.0;
   }
 };
+
+// A trial's loss above this multiple of its first step's loss (at initialisation, about
+// ln(classes)) means the candidate diverges: healthy training does not get worse than its
+// untrained start.
+constexpr double kDivergedLossRise = 1.5;
 
 struct Record {
   size_t candidate;
@@ -165,11 +172,28 @@ class Search {
     return ok_status();
   }
 
-  // One step; "" or why it failed.
+  // One step; "" or why it failed. A loss that is not finite, or that rises above
+  // kDivergedLossRise x the candidate's first loss, fails the candidate: its learning rate
+  // (scaled with its global batch) makes this model diverge, and a configuration that cannot
+  // train must not win on throughput. (Seen on LeNet at 4x the reference lr: the loss climbs
+  // from 2.3 to 4.2 in 20 steps and either turns NaN or the network dies at chance level.)
   std::string step_error(Cand& c) {
     try {
       auto r = c.trainer->step(false);
-      return r ? "" : r.error().message();
+      if (!r) return r.error().message();
+      const std::string after = " after " + std::to_string(c.trainer->steps_done()) +
+                                " steps at global batch " + std::to_string(c.global_batch) +
+                                " (its learning rate is too high)";
+      if (!std::isfinite(*r)) return "diverged: the loss is not finite" + after;
+      if (c.first_loss <= 0) {
+        c.first_loss = *r;
+      } else if (*r > kDivergedLossRise * c.first_loss) {
+        char buf[96];
+        std::snprintf(buf, sizeof buf, "diverged: the loss rose from %.3g to %.3g", c.first_loss,
+                      *r);
+        return buf + after;
+      }
+      return "";
     } catch (const std::bad_alloc&) {
       return "out of memory in a training step (batch too large?)";
     }
@@ -207,6 +231,33 @@ class Search {
     return buf[static_cast<size_t>(n) + 1];
   }
 
+  // Divergence belongs to the optimisation (batch and learning-rate schedule), not to the
+  // bucket or overlap setting: every live candidate that trains exactly like one of `round`
+  // that diverged fails with it (recorded in this round), so halving spends no more rounds on
+  // that family.
+  void fail_diverged_families(const std::vector<size_t>& round) {
+    auto same = [](const TrainConfig& a, const TrainConfig& b) {
+      return a.per_rank_batch == b.per_rank_batch && a.global_batch == b.global_batch &&
+             a.scaling == b.scaling && a.lr == b.lr && a.linear_scaling == b.linear_scaling &&
+             a.reference_batch == b.reference_batch && a.warmup_steps == b.warmup_steps &&
+             a.warmup_from_zero == b.warmup_from_zero && a.momentum == b.momentum;
+    };
+    for (size_t d : round) {
+      const Cand& bad = cands_[d];
+      if (!bad.failed || bad.reason.rfind("diverged", 0) != 0) continue;
+      for (size_t i = 0; i < cands_.size(); ++i) {
+        Cand& c = cands_[i];
+        if (c.failed || !same(c.cfg, bad.cfg)) continue;
+        fail(c, "diverged, as " + bad.label + " (same batch and learning rate) did");
+        auto r = std::find_if(records_.begin(), records_.end(), [&](const Record& x) {
+          return x.candidate == i && x.round == rounds_;
+        });
+        if (r == records_.end()) r = records_.insert(records_.end(), Record{i, rounds_});
+        *r = {i, rounds_, 0, 0, 0, true, c.reason};
+      }
+    }
+  }
+
   const recipes::Recipe& recipe_;
   comm::Communicator* world_;
   Schedule s_;
@@ -228,6 +279,7 @@ Status Search::run() {
       alive.push_back(i);
     }
   }
+  std::vector<size_t> reserve;  // eliminated by halving, not failed: best first
   int steps = s_.grid ? s_.max_steps : s_.min_steps;
   while (!alive.empty()) {
     std::vector<size_t> order;
@@ -269,9 +321,29 @@ Status Search::run() {
       records_.push_back({i, rounds_, static_cast<int>(c.times.size()),
                           m > 0 ? c.global_batch / m : 0.0, m, false, ""});
     }
+    if (!s_.grid) fail_diverged_families(order);
     ++rounds_;
     std::erase_if(alive, [&](size_t i) { return cands_[i].failed; });
-    if (s_.grid || aborted || alive.size() <= 2) break;
+    std::erase_if(reserve, [&](size_t i) { return cands_[i].failed; });
+    if (s_.grid || aborted) break;
+    if (alive.empty() && !reserve.empty()) {
+      // Every survivor failed (the fastest are often the largest batches, whose scaled
+      // learning rate diverges): the best candidates eliminated earlier run this round's
+      // trial length again.
+      const size_t n = std::min(reserve.size(), order.size());
+      alive.assign(reserve.begin(), reserve.begin() + static_cast<std::ptrdiff_t>(n));
+      reserve.erase(reserve.begin(), reserve.begin() + static_cast<std::ptrdiff_t>(n));
+      double est = 0;
+      for (size_t i : alive) est += (steps + s_.warmup_steps) * mean(cands_[i].times);
+      if (elapsed_ + est > s_.budget_s) {
+        exhausted_ = true;
+        break;
+      }
+      DLTUNE_LOG(kInfo, "tuner") << "every survivor failed; " << n
+                                 << " eliminated candidates run again";
+      continue;
+    }
+    if (alive.size() <= 2) break;
     // Ranked by samples over time of every step measured so far (the survivors of a round
     // all ran the same trials), which halves the noise of the short first trials.
     std::sort(alive.begin(), alive.end(), [&](size_t a, size_t b) {
@@ -285,6 +357,8 @@ Status Search::run() {
     const size_t before = alive.size();
     const size_t keep = std::max<size_t>(2, (before + eta - 1) / eta);
     for (size_t k = keep; k < alive.size(); ++k) cands_[alive[k]].trainer.reset();
+    // The eliminated, best first, ahead of those eliminated in earlier rounds (measured less).
+    reserve.insert(reserve.begin(), alive.begin() + static_cast<std::ptrdiff_t>(keep), alive.end());
     alive.resize(keep);
     const int grown = static_cast<int>(static_cast<size_t>(steps) * before / keep);
     const int next = std::min(s_.max_steps, std::max(steps + 1, grown));

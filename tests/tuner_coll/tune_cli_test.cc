@@ -157,6 +157,27 @@ TEST_F(TuneCli, TunesARecipeAndThenHitsTheCache) {
   EXPECT_EQ(k.at("plan"), j.at("plan"));
 }
 
+// A learning rate this model cannot train with: every trial diverges (NaN loss), each is
+// recorded as failed with that reason, and the command fails saying why, storing no plan.
+TEST_F(TuneCli, DivergingTrialsFailWithTheirReasonAndStoreNothing) {
+  auto text = paths::read_file(std::string(DLTUNE_SOURCE_DIR) + "/bench/tuner/lenet-auto.yaml");
+  ASSERT_TRUE(text.ok());
+  const size_t at = text->find("lr: 0.02");
+  ASSERT_NE(at, std::string::npos);
+  text->replace(at, 8, "lr: 1e20");
+  const std::string recipe = dir_ + "/too-hot.yaml";
+  ASSERT_TRUE(paths::write_file_atomic(recipe, *text).ok());
+  CliRun r = dltune("tune " + recipe + " -n 2 --budget 20 --db " + db_);
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("diverged: the loss is not finite"), std::string::npos) << r.err;
+  auto db = tuner::db::TuningDb::open(db_, tuner::db::OpenMode::kReadOnly);
+  if (db.ok()) {
+    auto plans = db->plans();
+    ASSERT_TRUE(plans.ok());
+    EXPECT_TRUE(plans->empty());
+  }
+}
+
 TEST_F(TuneCli, TunesStoresAndThenHitsTheCache) {
   const std::string common = "tune --collectives -n 2 --max-bytes 1KiB --db " + db_;
   CliRun first = dltune(common + " --json");
