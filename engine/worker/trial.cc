@@ -253,7 +253,7 @@ class Search {
           return x.candidate == i && x.round == rounds_;
         });
         if (r == records_.end()) r = records_.insert(records_.end(), Record{i, rounds_});
-        *r = {i, rounds_, 0, 0, 0, true, c.reason};
+        *r = {i, rounds_, r->steps, 0, r->step_s, true, c.reason};  // its steps were run
       }
     }
   }
@@ -313,8 +313,9 @@ Status Search::run() {
     }
     for (size_t i : order) {
       Cand& c = cands_[i];
-      if (c.failed) {
-        records_.push_back({i, rounds_, 0, 0, 0, true, c.reason});
+      if (c.failed) {  // the steps it ran before failing count in the search's cost
+        records_.push_back(
+            {i, rounds_, static_cast<int>(c.times.size()), 0, mean(c.times), true, c.reason});
         continue;
       }
       const double m = mean(c.times);
