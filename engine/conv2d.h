@@ -27,6 +27,11 @@ class Conv2d final : public Layer {
   int64_t num_params() const override;
   void init_params(Rng& rng) override;
   void reserve(int max_batch) override;
+  void release() override {
+    direct_scratch_.resize(0);
+    saved_cols_.resize(0);
+    saved_in_ = nullptr;
+  }
   int64_t workspace_floats(int batch) const override;
   void forward(const LayerContext& ctx, const float* in, float* out, int batch) override;
   void backward(const LayerContext& ctx, const float* in, const float* out, const float* dout,

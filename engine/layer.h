@@ -50,6 +50,9 @@ class Layer {
   virtual void init_params(Rng& /*rng*/) {}
   // Allocates per-batch state for batches of up to max_batch samples.
   virtual void reserve(int /*max_batch*/) {}
+  // Frees what reserve() allocated (nothing a later step needs lives there); reserve() must
+  // run again before the next forward.
+  virtual void release() {}
   // Scratch floats forward/backward need for a batch of B (shared across layers).
   virtual int64_t workspace_floats(int /*batch*/) const { return 0; }
 

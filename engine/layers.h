@@ -45,6 +45,10 @@ class Dropout final : public Layer {
   const char* kind() const override { return "dropout"; }
   Result<Dims> setup(const Dims& in) override;
   void reserve(int max_batch) override;
+  void release() override {
+    mask_.resize(0);
+    mask_valid_ = false;
+  }
   void forward(const LayerContext& ctx, const float* in, float* out, int batch) override;
   void backward(const LayerContext& ctx, const float* in, const float* out, const float* dout,
                 float* din, int batch) override;

@@ -15,6 +15,7 @@ class Lrn final : public Layer {
   const char* kind() const override { return "lrn"; }
   Result<Dims> setup(const Dims& in) override;
   void reserve(int max_batch) override;
+  void release() override { scale_.resize(0); }
   void forward(const LayerContext& ctx, const float* in, float* out, int batch) override;
   void backward(const LayerContext& ctx, const float* in, const float* out, const float* dout,
                 float* din, int batch) override;

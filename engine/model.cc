@@ -74,7 +74,21 @@ void Model::reserve(int max_batch) {
   workspace_.resize_uninitialized(static_cast<size_t>(std::max<int64_t>(ws, 1)));
 }
 
+void Model::release() {
+  for (auto& l : layers_) l->release();
+  acts_.clear();
+  for (auto& b : dbuf_) b.resize(0);
+  workspace_.resize(0);
+  released_ = max_batch_ > 0;
+}
+
 const float* Model::forward(const float* input, int batch, bool training, uint64_t seed) {
+  if (released_) {
+    released_ = false;
+    const int m = max_batch_;
+    max_batch_ = 0;
+    reserve(m);
+  }
   DLTUNE_CHECK(batch > 0 && batch <= max_batch_, "batch " + std::to_string(batch) +
                                                      " outside (0, " + std::to_string(max_batch_) +
                                                      "]: call reserve() first");

@@ -56,6 +56,12 @@ class Model {
   // Allocates activations and scratch for batches of up to max_batch samples (idempotent).
   void reserve(int max_batch);
   int max_batch() const { return max_batch_; }
+  // Frees the activations and every layer's scratch (parameters and gradients stay); the next
+  // forward allocates them again for max_batch(). For a process that keeps several models and
+  // steps one at a time (the recipe tuner's trials): with freed memory kept in the heap
+  // (comm::keep_freed_memory()), each model's scratch reuses pages already faulted in instead
+  // of faulting in its own.
+  void release();
 
   // input (B, input dims) -> logits (B, classes); the pointer stays valid until the next
   // forward. Precondition: 0 < B <= max_batch(). `seed` drives dropout masks.
@@ -80,6 +86,7 @@ class Model {
   Buffer params_, own_grads_;
   float* grads_ = nullptr;
   int max_batch_ = 0;
+  bool released_ = false;
   std::vector<Buffer> acts_;  // acts_[i]: output of layer i, (B, out_dims(i))
   Buffer dbuf_[2];            // ping-pong activation gradients
   Buffer workspace_;

@@ -17,6 +17,7 @@ class Pool2d final : public Layer {
   const char* kind() const override { return mode_ == Mode::kMax ? "maxpool" : "avgpool"; }
   Result<Dims> setup(const Dims& in) override;
   void reserve(int max_batch) override;
+  void release() override { argmax_ = {}; }
   void forward(const LayerContext& ctx, const float* in, float* out, int batch) override;
   void backward(const LayerContext& ctx, const float* in, const float* out, const float* dout,
                 float* din, int batch) override;

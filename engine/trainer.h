@@ -73,6 +73,12 @@ class Trainer {
   // One training step; returns this step's global mean loss when `want_loss` (one extra
   // scalar allreduce), else this rank's local mean loss. Errors: communication failures.
   Result<double> step(bool want_loss = true);
+  // Frees the host model's activations and scratch until the next step allocates them again
+  // (Model::release()); for the recipe tuner, which keeps a trainer per candidate and steps one
+  // at a time. No-op on the GPU.
+  void release_scratch() {
+    if (!gpu_) model_->release();
+  }
   // Trains until config.steps, logging metrics (rank 0 writes `metrics`), evaluating per
   // epoch or eval_every, checkpointing per checkpoint_every and at the end. A logged loss that
   // is NaN or infinite ends it on every rank with diverged_error(), before the next checkpoint. A

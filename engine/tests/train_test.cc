@@ -172,6 +172,46 @@ TEST(Trainer, LossDecreasesOnSyntheticDigits) {
   EXPECT_LT(last, 0.7 * first);
 }
 
+// The recipe tuner frees a trainer's scratch between its chunks of steps: the next step
+// allocates it again and trains exactly as if nothing had happened (AlexNet-style layers
+// included: grouped conv, LRN, max pool, dropout).
+TEST(Trainer, ReleasingScratchBetweenStepsChangesNothing) {
+  using L = LayerSpec;
+  TrainConfig lenet = small_config();
+  TrainConfig odd = small_config();  // grouped conv, LRN, max pool, dropout
+  odd.model = "odd";
+  odd.input = {1, 28, 28};
+  odd.classes = 10;
+  odd.layers = {L::conv(8, 5, 1, 0, 1),
+                L::relu(),
+                L::lrn(5, 1e-4f, 0.75f),
+                L::maxpool(2, 2),
+                L::conv(16, 3, 1, 1, 2),
+                L::relu(),
+                L::avgpool(2, 2),
+                L::linear(32),
+                L::relu(),
+                L::dropout(0.5f),
+                L::linear(10)};
+  for (const TrainConfig& c : {lenet, odd}) {
+    Dataset data = synthetic_digits(c.train_size, c.seed);
+    auto kept = Trainer::create(c, nullptr, data, nullptr);
+    auto freed = Trainer::create(c, nullptr, data, nullptr);
+    ASSERT_TRUE(kept.ok()) << kept.error().message();
+    ASSERT_TRUE(freed.ok()) << freed.error().message();
+    for (int i = 0; i < 4; ++i) {
+      auto a = (*kept)->step();
+      (*freed)->release_scratch();
+      auto b = (*freed)->step();
+      ASSERT_TRUE(a.ok() && b.ok());
+      EXPECT_EQ(*a, *b) << c.model << " step " << i;
+    }
+    const Model& a = (*kept)->model();
+    const Model& b = (*freed)->model();
+    for (int64_t i = 0; i < a.num_params(); ++i) ASSERT_EQ(a.params()[i], b.params()[i]) << i;
+  }
+}
+
 // A learning rate far too high makes the loss NaN: run() must end with an error that says so
 // (not train on and report a loss of 0), and must not checkpoint the ruined parameters.
 TEST(Trainer, DivergenceEndsTheRunWithAClearErrorAndNoRuinedCheckpoint) {

@@ -167,6 +167,7 @@ class Search {
       DLTUNE_TRY(reduce_max(flag));
     }
     if (flag[0] != 0) fail(c, why.empty() ? "failed on another rank" : why);
+    if (c.trainer) c.trainer->release_scratch();
     setup_s_ += now() - t;
     DLTUNE_LOG(kInfo, "tuner") << "candidate " << c.label << " set up in " << now() - t << " s";
     return ok_status();
@@ -301,7 +302,11 @@ Status Search::run() {
         auto t = chunk(c, n);
         if (!t) return t.error();
         elapsed_ = *t;
-        if (!s_.keep_trainers) c.trainer.reset();
+        if (!s_.keep_trainers) {
+          c.trainer.reset();
+        } else if (c.trainer) {
+          c.trainer->release_scratch();  // the next candidate's steps reuse its pages
+        }
       }
       cycle_s = trial_s_ - cycle_start;
       // Stop mid-round only at a chunk boundary, so every candidate has the same steps, and
