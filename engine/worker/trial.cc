@@ -64,10 +64,10 @@ struct Cand {
 constexpr double kDivergedLossRise = 1.5;
 
 struct Record {
-  size_t candidate;
-  int round, steps;
-  double sps, step_s;
-  bool failed;
+  size_t candidate = 0;
+  int round = 0, steps = 0;
+  double sps = 0, step_s = 0;
+  bool failed = false;
   std::string reason;
 };
 
@@ -253,7 +253,9 @@ class Search {
         auto r = std::find_if(records_.begin(), records_.end(), [&](const Record& x) {
           return x.candidate == i && x.round == rounds_;
         });
-        if (r == records_.end()) r = records_.insert(records_.end(), Record{i, rounds_});
+        if (r == records_.end()) {
+          r = records_.insert(records_.end(), Record{i, rounds_, 0, 0, 0, false, ""});
+        }
         *r = {i, rounds_, r->steps, 0, r->step_s, true, c.reason};  // its steps were run
       }
     }
