@@ -113,6 +113,24 @@ Status Trainer::make_buckets() {
   return ok_status();
 }
 
+Status Trainer::set_communication(uint64_t bucket_bytes, bool overlap) {
+  if (bucket_bytes == 0) return invalid_input("set_communication: bucket_bytes must be positive");
+  if (bucket_bytes == config_.bucket_bytes && overlap == config_.overlap) return ok_status();
+  const TrainConfig before = config_;
+  std::vector<Bucket> old = std::move(buckets_);
+  buckets_.clear();
+  config_.bucket_bytes = bucket_bytes;
+  config_.overlap = overlap;
+  if (Status st = make_buckets(); !st) {
+    config_ = before;
+    buckets_ = std::move(old);
+    return st;
+  }
+  bucket_issued_.assign(buckets_.size(), {});
+  bucket_done_.assign(buckets_.size(), {});
+  return ok_status();
+}
+
 comm::AllreduceOptions Trainer::bucket_options(const Bucket& b) {
   comm::AllreduceOptions opts;
   opts.algorithm = *comm::parse_algorithm(b.algorithm);  // checked by make_buckets()

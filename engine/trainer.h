@@ -79,6 +79,12 @@ class Trainer {
   void release_scratch() {
     if (!gpu_) model_->release();
   }
+  // Regroups the gradients into buckets of ~bucket_bytes and sets overlap, as if the trainer
+  // had been created with them; the model, optimizer state and step count are kept. Between
+  // steps only. For the recipe tuner, whose candidates that differ only in these two settings
+  // train one model. Errors: bucket_bytes == 0, an algorithm the config's ranges name for a new
+  // bucket size that this build does not know (the trainer is then unchanged).
+  Status set_communication(uint64_t bucket_bytes, bool overlap);
   // Trains until config.steps, logging metrics (rank 0 writes `metrics`), evaluating per
   // epoch or eval_every, checkpointing per checkpoint_every and at the end. A logged loss that
   // is NaN or infinite ends it on every rank with diverged_error(), before the next checkpoint. A

@@ -21,7 +21,12 @@
 // scaled learning rate is too high for the model) and fails, and with it every candidate that
 // trains alike (same batches and learning-rate schedule; only bucket or overlap differ); when
 // every survivor of a round failed, the best eliminated candidates run that round again.
-// With `grid` every candidate is measured once with the longest trial length (the reference).
+// In halving, candidates that train alike share one trainer (one model built and warmed per
+// batch and schedule; Trainer::set_communication() switches its bucket size and overlap), and
+// a round's order spreads each family's members apart so that none runs just after a sibling
+// warmed the caches for it.
+// With `grid` every candidate is measured once with the longest trial length, alone (its own
+// trainer; its own divergence): the reference.
 //
 // The candidates file (version 1):
 //   {"version": 1, "recipe": PATH, "base": PLAN_JSON,
@@ -30,7 +35,7 @@
 //                 "chunk_steps": 2, "budget_s": 20, "keep_trainers": true}}
 // The trials file rank 0 writes:
 //   {"version": 1, "ranks": 2, "grid": false, "budget_exhausted": false, "winner": 3,
-//    "rounds": 3, "tuning_s": 8.1, "trial_s": 6.0, "setup_s": 1.2,
+//    "rounds": 3, "tuning_s": 8.1, "trial_s": 6.0, "setup_s": 1.2, "trainers_built": 4,
 //    "trials": [{"candidate": 0, "label": "...", "round": 0, "steps": 4, "samples_per_s": 1234.5,
 //                "step_s": 0.05, "failed": false, "reason": ""}]}
 // (step_s: the mean over the trial's steps of the slowest rank's step time; samples_per_s =

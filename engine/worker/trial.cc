@@ -42,15 +42,23 @@ struct Schedule {
   bool keep_trainers = true;
 };
 
+// Candidates that differ only in bucket size and overlap train alike: in halving they share
+// one trainer (Trainer::set_communication() switches it between them), so the search builds
+// and warms one model per batch and learning-rate schedule instead of one per candidate, and a
+// divergence fails the whole family at once. The grid keeps one trainer per candidate.
+struct Family {
+  std::unique_ptr<Trainer> trainer;
+  double first_loss = 0;  // this rank's loss in the trainer's first step
+};
+
 struct Cand {
   std::string label;
   TrainConfig cfg;
   int global_batch = 0;
   bool failed = false;
   std::string reason;
-  std::unique_ptr<Trainer> trainer;
+  size_t family = 0;          // index into Search::families_
   std::vector<double> times;  // this round's step times (slowest rank)
-  double first_loss = 0;      // this rank's loss in the candidate's first step
   double total_s = 0;         // every round's timed steps: the ranking uses all of them
   int64_t total_steps = 0;
   double cumulative_sps() const {
@@ -62,6 +70,13 @@ struct Cand {
 // ln(classes)) means the candidate diverges: healthy training does not get worse than its
 // untrained start.
 constexpr double kDivergedLossRise = 1.5;
+
+// What a run of steps of one candidate came to on this rank.
+struct Steps {
+  std::string why;        // the first failure ("" none)
+  bool broken = false;    // a step failed (error, out of memory): the trainer cannot go on
+  bool diverged = false;  // the loss left the bounds (step_error()); the steps went on
+};
 
 struct Record {
   size_t candidate = 0;
@@ -99,6 +114,15 @@ class Search {
       c.cfg.checkpoint_path.clear();
       c.cfg.trace_path.clear();
       c.global_batch = c.cfg.global_batch_for(ranks());
+      // The grid is the reference: each candidate measured alone, as if it were the only
+      // one tried, so there every candidate is a family of its own.
+      TrainConfig key = c.cfg;
+      key.bucket_bytes = 0;
+      key.overlap = false;
+      const std::string name = s_.grid ? "#" + std::to_string(cands_.size()) : to_json(key);
+      auto [it, added] = family_of_.try_emplace(name, families_.size());
+      if (added) families_.emplace_back();
+      c.family = it->second;
     }
     cands_.push_back(std::move(c));
     return ok_status();
@@ -138,8 +162,22 @@ class Search {
     return &data_.emplace(key, std::move(*d)).first->second;
   }
 
-  // Builds the candidate's trainer and runs its warm-up steps; all ranks agree on failure.
+  Trainer* trainer(const Cand& c) { return families_[c.family].trainer.get(); }
+
+  // Makes the candidate's family trainer ready for its steps: builds it and runs its warm-up
+  // steps when it does not exist, and switches it to the candidate's bucket size and overlap.
+  // All ranks agree on failure (the candidate fails; the search goes on).
   Status prepare(Cand& c) {
+    if (!trainer(c)) DLTUNE_TRY(build(c));
+    if (c.failed || !trainer(c)) return ok_status();
+    if (Status st = trainer(c)->set_communication(c.cfg.bucket_bytes, c.cfg.overlap); !st) {
+      fail(c, st.error().message());  // the same on every rank: it depends on the config only
+    }
+    return ok_status();
+  }
+
+  // Builds the family trainer and runs the warm-up steps.
+  Status build(Cand& c) {
     const double t = now();
     std::string why;
     try {
@@ -153,7 +191,9 @@ class Search {
         if (!tr) {
           why = tr.error().message();
         } else {
-          c.trainer = std::move(*tr);
+          families_[c.family].trainer = std::move(*tr);
+          ++trainers_built_;
+          families_[c.family].first_loss = 0;
         }
       }
     } catch (const std::bad_alloc&) {
@@ -161,13 +201,15 @@ class Search {
     }
     std::vector<double> flag = {why.empty() ? 0.0 : 1.0};
     DLTUNE_TRY(reduce_max(flag));
-    if (flag[0] == 0) {
-      for (int i = 0; i < s_.warmup_steps && why.empty(); ++i) why = step_error(c);
-      flag[0] = why.empty() ? 0.0 : 1.0;
-      DLTUNE_TRY(reduce_max(flag));
+    if (flag[0] != 0) {
+      fail(c, why.empty() ? "failed on another rank" : why);
+    } else {
+      Steps warm = run_steps(c, s_.warmup_steps, nullptr);
+      std::vector<double> none;
+      auto stands = agree(c, warm, &none);
+      if (!stands) return stands.error();
     }
-    if (flag[0] != 0) fail(c, why.empty() ? "failed on another rank" : why);
-    if (c.trainer) c.trainer->release_scratch();
+    if (trainer(c)) trainer(c)->release_scratch();
     setup_s_ += now() - t;
     DLTUNE_LOG(kInfo, "tuner") << "candidate " << c.label << " set up in " << now() - t << " s";
     return ok_status();
@@ -178,98 +220,151 @@ class Search {
   // (scaled with its global batch) makes this model diverge, and a configuration that cannot
   // train must not win on throughput. (Seen on LeNet at 4x the reference lr: the loss climbs
   // from 2.3 to 4.2 in 20 steps and either turns NaN or the network dies at chance level.)
-  std::string step_error(Cand& c) {
+  std::string step_error(Cand& c, bool* diverged) {
+    *diverged = false;
     try {
-      auto r = c.trainer->step(false);
+      Family& f = families_[c.family];
+      auto r = f.trainer->step(false);
       if (!r) return r.error().message();
-      const std::string after = " after " + std::to_string(c.trainer->steps_done()) +
+      const std::string after = " after " + std::to_string(f.trainer->steps_done()) +
                                 " steps at global batch " + std::to_string(c.global_batch) +
                                 " (its learning rate is too high)";
+      *diverged = true;
       if (!std::isfinite(*r)) return "diverged: the loss is not finite" + after;
-      if (c.first_loss <= 0) {
-        c.first_loss = *r;
-      } else if (*r > kDivergedLossRise * c.first_loss) {
+      if (f.first_loss <= 0) {
+        f.first_loss = *r;
+      } else if (*r > kDivergedLossRise * f.first_loss) {
         char buf[96];
-        std::snprintf(buf, sizeof buf, "diverged: the loss rose from %.3g to %.3g", c.first_loss,
+        std::snprintf(buf, sizeof buf, "diverged: the loss rose from %.3g to %.3g", f.first_loss,
                       *r);
         return buf + after;
       }
+      *diverged = false;
       return "";
     } catch (const std::bad_alloc&) {
       return "out of memory in a training step (batch too large?)";
     }
   }
 
-  void fail(Cand& c, const std::string& why) {
+  // `alive` reordered so that siblings are spread out: the first of each family (in order of
+  // appearance), then the second of each, and so on. A candidate then rarely runs right after a
+  // sibling, whose steps would have left the shared model warm in the caches for it.
+  std::vector<size_t> interleaved(const std::vector<size_t>& alive) const {
+    std::vector<std::vector<size_t>> groups;
+    std::map<size_t, size_t> group_of;
+    for (size_t i : alive) {
+      auto [it, added] = group_of.try_emplace(cands_[i].family, groups.size());
+      if (added) groups.emplace_back();
+      groups[it->second].push_back(i);
+    }
+    std::vector<size_t> out;
+    for (size_t k = 0; out.size() < alive.size(); ++k) {
+      for (const auto& g : groups) {
+        if (k < g.size()) out.push_back(g[k]);
+      }
+    }
+    return out;
+  }
+
+  // Frees the trainers of families with no candidate in `alive`.
+  void drop_idle_trainers(const std::vector<size_t>& alive) {
+    std::vector<bool> used(families_.size(), false);
+    for (size_t i : alive) used[cands_[i].family] = true;
+    for (size_t f = 0; f < families_.size(); ++f) {
+      if (!used[f]) families_[f].trainer.reset();
+    }
+  }
+
+  // Marks `c` failed with `why` and frees its family's trainer; with `family_diverged`, every
+  // other candidate of its family fails too.
+  void fail(Cand& c, const std::string& why, bool family_diverged = false) {
     c.failed = true;
     c.reason = why;
-    c.trainer.reset();
+    failed_now_.push_back(static_cast<size_t>(&c - cands_.data()));
+    families_[c.family].trainer.reset();  // a sibling that runs again builds a fresh one
     DLTUNE_LOG(kInfo, "tuner") << "candidate " << c.label << " failed: " << why;
+    // Divergence belongs to the optimisation (batch and learning-rate schedule), not to the
+    // bucket or overlap setting: the whole family fails with it, eliminated members included,
+    // so the search spends no more steps on it.
+    if (!family_diverged) return;
+    for (Cand& s : cands_) {
+      if (!s.failed && s.family == c.family) {
+        fail(s, "diverged, as " + c.label + " (same batch and learning rate) did");
+      }
+    }
+  }
+
+  // Up to `n` steps of `c`, each one's seconds appended to `times` (optional). Every rank
+  // runs all `n` unless a step breaks: a loss out of bounds is a local judgement (each rank
+  // sees its own shard's loss), so the steps go on and the ranks agree afterwards (agree()).
+  Steps run_steps(Cand& c, int n, std::vector<double>* times) {
+    Steps out;
+    for (int i = 0; i < n; ++i) {
+      const auto t = Clock::now();
+      bool diverged = false;
+      std::string why = step_error(c, &diverged);
+      if (times) times->push_back(std::chrono::duration<double>(Clock::now() - t).count());
+      if (why.empty()) continue;
+      if (out.why.empty()) out.why = why;
+      out.diverged = out.diverged || diverged;
+      if (!diverged) {
+        out.broken = true;
+        break;
+      }
+    }
+    return out;
+  }
+
+  // Agrees with the other ranks on `local` and fails `c` when any rank's steps failed (a
+  // divergence on any rank fails its family). `values` (in/out, may be empty) are reduced with
+  // the max in the same allreduce. Returns whether `c` still stands.
+  Result<bool> agree(Cand& c, const Steps& local, std::vector<double>* values) {
+    std::vector<double> buf = *values;
+    buf.push_back(local.broken ? 1.0 : 0.0);
+    buf.push_back(local.diverged ? 1.0 : 0.0);
+    DLTUNE_TRY(reduce_max(buf));
+    const bool broken = buf[buf.size() - 2] != 0, diverged = buf.back() != 0;
+    buf.resize(buf.size() - 2);
+    *values = std::move(buf);
+    if (!broken && !diverged) return true;
+    std::string why = local.why;
+    if (why.empty()) {
+      why = diverged ? "diverged on another rank" : "a training step failed on another rank";
+    }
+    fail(c, why, diverged);
+    return false;
   }
 
   // `n` timed steps of `c`; returns the slowest rank's elapsed time since the start.
   Result<double> chunk(Cand& c, int n) {
-    std::vector<double> buf(static_cast<size_t>(n) + 2, 0.0);
-    std::string why;
-    for (int i = 0; i < n && why.empty(); ++i) {
-      const auto t = Clock::now();
-      why = step_error(c);
-      buf[static_cast<size_t>(i)] = std::chrono::duration<double>(Clock::now() - t).count();
-    }
-    buf[static_cast<size_t>(n)] = why.empty() ? 0.0 : 1.0;
-    buf[static_cast<size_t>(n) + 1] = now();
-    DLTUNE_TRY(reduce_max(buf));
-    if (buf[static_cast<size_t>(n)] != 0) {
-      fail(c, why.empty() ? "a training step failed on another rank" : why);
-    } else {
+    std::vector<double> v;
+    const Steps local = run_steps(c, n, &v);
+    v.resize(static_cast<size_t>(n), 0.0);  // a broken step ends the loop early
+    v.push_back(now());
+    auto stands = agree(c, local, &v);
+    if (!stands) return stands.error();
+    if (*stands) {
       for (int i = 0; i < n; ++i) {
-        c.times.push_back(buf[static_cast<size_t>(i)]);
-        c.total_s += buf[static_cast<size_t>(i)];
+        c.times.push_back(v[static_cast<size_t>(i)]);
+        c.total_s += v[static_cast<size_t>(i)];
         ++c.total_steps;
-        trial_s_ += buf[static_cast<size_t>(i)];
+        trial_s_ += v[static_cast<size_t>(i)];
       }
     }
-    return buf[static_cast<size_t>(n) + 1];
+    return v.back();
   }
-
-  // Divergence belongs to the optimisation (batch and learning-rate schedule), not to the
-  // bucket or overlap setting: every live candidate that trains exactly like one of `round`
-  // that diverged fails with it (recorded in this round), so halving spends no more rounds on
-  // that family.
-  void fail_diverged_families(const std::vector<size_t>& round) {
-    auto same = [](const TrainConfig& a, const TrainConfig& b) {
-      return a.per_rank_batch == b.per_rank_batch && a.global_batch == b.global_batch &&
-             a.scaling == b.scaling && a.lr == b.lr && a.linear_scaling == b.linear_scaling &&
-             a.reference_batch == b.reference_batch && a.warmup_steps == b.warmup_steps &&
-             a.warmup_from_zero == b.warmup_from_zero && a.momentum == b.momentum;
-    };
-    for (size_t d : round) {
-      const Cand& bad = cands_[d];
-      if (!bad.failed || bad.reason.rfind("diverged", 0) != 0) continue;
-      for (size_t i = 0; i < cands_.size(); ++i) {
-        Cand& c = cands_[i];
-        if (c.failed || !same(c.cfg, bad.cfg)) continue;
-        fail(c, "diverged, as " + bad.label + " (same batch and learning rate) did");
-        auto r = std::find_if(records_.begin(), records_.end(), [&](const Record& x) {
-          return x.candidate == i && x.round == rounds_;
-        });
-        if (r == records_.end()) {
-          r = records_.insert(records_.end(), Record{i, rounds_, 0, 0, 0, false, ""});
-        }
-        *r = {i, rounds_, r->steps, 0, r->step_s, true, c.reason};  // its steps were run
-      }
-    }
-  }
-
   const recipes::Recipe& recipe_;
   comm::Communicator* world_;
   Schedule s_;
   Clock::time_point t0_;
   std::vector<Cand> cands_;
+  std::vector<Family> families_;
+  std::map<std::string, size_t> family_of_;  // a family's config (bucket, overlap unset)
   std::map<std::string, Dataset> data_;
   std::vector<Record> records_;
+  std::vector<size_t> failed_now_;  // candidates failed in the current round
   double elapsed_ = 0, trial_s_ = 0, setup_s_ = 0;
-  int rounds_ = 0;
+  int rounds_ = 0, trainers_built_ = 0;
   bool exhausted_ = false;
 };
 
@@ -285,9 +380,10 @@ Status Search::run() {
   std::vector<size_t> reserve;  // eliminated by halving, not failed: best first
   int steps = s_.grid ? s_.max_steps : s_.min_steps;
   while (!alive.empty()) {
+    const std::vector<size_t> spread = interleaved(alive);
     std::vector<size_t> order;
-    for (size_t k = 0; k < alive.size(); ++k) {
-      order.push_back(alive[(k + static_cast<size_t>(rounds_)) % alive.size()]);
+    for (size_t k = 0; k < spread.size(); ++k) {
+      order.push_back(spread[(k + static_cast<size_t>(rounds_)) % spread.size()]);
     }
     for (size_t i : order) cands_[i].times.clear();
     const int len = s_.keep_trainers ? std::min(s_.chunk_steps, steps) : steps;
@@ -299,15 +395,15 @@ Status Search::run() {
       for (size_t i : order) {
         Cand& c = cands_[i];
         if (c.failed) continue;
-        if (!c.trainer) DLTUNE_TRY(prepare(c));
+        DLTUNE_TRY(prepare(c));
         if (c.failed) continue;
         auto t = chunk(c, n);
         if (!t) return t.error();
         elapsed_ = *t;
         if (!s_.keep_trainers) {
-          c.trainer.reset();
-        } else if (c.trainer) {
-          c.trainer->release_scratch();  // the next candidate's steps reuse its pages
+          families_[c.family].trainer.reset();
+        } else if (trainer(c)) {
+          trainer(c)->release_scratch();  // the next candidate's steps reuse its pages
         }
       }
       cycle_s = trial_s_ - cycle_start;
@@ -329,7 +425,12 @@ Status Search::run() {
       records_.push_back({i, rounds_, static_cast<int>(c.times.size()),
                           m > 0 ? c.global_batch / m : 0.0, m, false, ""});
     }
-    if (!s_.grid) fail_diverged_families(order);
+    for (size_t i : failed_now_) {  // siblings failed with one of this round, not in it
+      if (std::find(order.begin(), order.end(), i) == order.end()) {
+        records_.push_back({i, rounds_, 0, 0, 0, true, cands_[i].reason});
+      }
+    }
+    failed_now_.clear();
     ++rounds_;
     std::erase_if(alive, [&](size_t i) { return cands_[i].failed; });
     std::erase_if(reserve, [&](size_t i) { return cands_[i].failed; });
@@ -364,10 +465,10 @@ Status Search::run() {
     const size_t eta = static_cast<size_t>(s_.eta);
     const size_t before = alive.size();
     const size_t keep = std::max<size_t>(2, (before + eta - 1) / eta);
-    for (size_t k = keep; k < alive.size(); ++k) cands_[alive[k]].trainer.reset();
     // The eliminated, best first, ahead of those eliminated in earlier rounds (measured less).
     reserve.insert(reserve.begin(), alive.begin() + static_cast<std::ptrdiff_t>(keep), alive.end());
     alive.resize(keep);
+    drop_idle_trainers(alive);
     const int grown = static_cast<int>(static_cast<size_t>(steps) * before / keep);
     const int next = std::min(s_.max_steps, std::max(steps + 1, grown));
     // The next round's cost from this round's step times (plus warm-up when rebuilt).
@@ -382,7 +483,7 @@ Status Search::run() {
     }
     steps = next;
   }
-  for (Cand& c : cands_) c.trainer.reset();
+  for (Family& f : families_) f.trainer.reset();
   std::vector<double> e = {now()};
   DLTUNE_TRY(reduce_max(e));
   elapsed_ = e[0];
@@ -419,7 +520,8 @@ json Search::result() const {
           {"grid", s_.grid},      {"budget_exhausted", exhausted_},
           {"winner", winner},     {"rounds", rounds_},
           {"tuning_s", elapsed_}, {"trial_s", trial_s_},
-          {"setup_s", setup_s_},  {"trials", trials}};
+          {"setup_s", setup_s_},  {"trainers_built", trainers_built_},
+          {"trials", trials}};
 }
 
 Result<Schedule> read_schedule(const json& j) {

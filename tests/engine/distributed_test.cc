@@ -103,6 +103,43 @@ std::string case_name(const ::testing::TestParamInfo<Case>& p) {
 
 INSTANTIATE_TEST_SUITE_P(AllAlgorithms, Equivalence, ::testing::ValuesIn(cases()), case_name);
 
+// The recipe tuner switches one trainer between candidates' bucket sizes and overlap
+// settings: every step after a switch trains as a trainer built with those settings would, so
+// the parameters still match one rank's.
+TEST(Distributed, SwitchingBucketsAndOverlapMidRunKeepsTheResult) {
+  Dataset data = synthetic_digits(256, 3);
+  const std::vector<float> reference = single_rank(data);
+  std::vector<std::vector<float>> finals(3);
+  std::vector<std::vector<size_t>> counts(3);
+  Status st = comm::spawn(3, [&](comm::Communicator& c) -> Status {
+    auto t = Trainer::create(config(), &c, data, nullptr);
+    if (!t) return t.error();
+    const std::pair<uint64_t, bool> settings[kSteps] = {
+        {16 << 10, true}, {1 << 30, true}, {4 << 10, false}, {64 << 10, true}};
+    for (const auto& [bytes, overlap] : settings) {
+      DLTUNE_TRY((*t)->set_communication(bytes, overlap));
+      counts[c.rank()].push_back((*t)->buckets().size());
+      auto l = (*t)->step();
+      if (!l) return l.error();
+    }
+    if ((*t)->set_communication(0, true).ok()) return internal_error("bucket_bytes 0 accepted");
+    Model& m = (*t)->model();
+    finals[c.rank()].assign(m.params(), m.params() + m.num_params());
+    return ok_status();
+  });
+  ASSERT_TRUE(st.ok()) << st.error().message();
+  // One bucket holding every gradient; more, smaller buckets at 4 KiB than at 16 KiB.
+  EXPECT_EQ(counts[0][1], 1u);
+  EXPECT_GT(counts[0][2], counts[0][0]);
+  EXPECT_GT(counts[0][0], counts[0][3]);
+  for (int r = 1; r < 3; ++r) EXPECT_EQ(finals[r], finals[0]) << "rank " << r;
+  ASSERT_EQ(finals[0].size(), reference.size());
+  for (size_t i = 0; i < reference.size(); ++i) {
+    ASSERT_LE(std::abs(double{finals[0][i]} - reference[i]), 1e-5 + 1e-5 * std::abs(reference[i]))
+        << "param " << i;
+  }
+}
+
 TEST(Distributed, WeakScalingUsesPerRankBatch) {
   Dataset data = synthetic_digits(256, 3);
   Status st = comm::spawn(2, [&](comm::Communicator& c) -> Status {

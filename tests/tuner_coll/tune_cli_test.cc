@@ -121,6 +121,11 @@ TEST_F(TuneCli, TunesARecipeAndThenHitsTheCache) {
     }
   }
   EXPECT_GE(measured, 8);
+  // Candidates that differ only in bucket and overlap share a trainer: 4 batches x 4
+  // communication settings build one model per batch (again only when a family returns).
+  const int built = out.at("trials").at("trainers_built").get<int>();
+  EXPECT_GE(built, 1);
+  EXPECT_LE(built, static_cast<int>(out.at("candidates").size()) / 2) << out.at("trials").dump();
   // Within the budget: the trials stop starting rounds that would overrun it (one round of
   // set-up and steps may finish past it on a loaded machine).
   EXPECT_LT(out.at("trials").at("tuning_s").get<double>(), 10 * 2.5);
