@@ -238,7 +238,12 @@ int run_launch(const LaunchOptions& o) {
   if (!facts.worker.is_object()) facts.worker = nlohmann::json::object();
   if (job->ranks > 1) {
     progress.phase("measuring 1 rank for the scaling efficiency");
-    facts.baseline_sps = launcher::measure_baseline(*worker, cfg, *dir);
+    auto base = launcher::measure_baseline(*worker, cfg, *dir);
+    if (base) {
+      facts.baseline_sps = *base;
+    } else {
+      facts.baseline_error = base.error().message();
+    }
   }
   facts.gradient_bytes =
       static_cast<uint64_t>(std::max<int64_t>(tuner::gradient_bytes(job->recipe), 0));

@@ -112,27 +112,35 @@ std::vector<std::string> launch_prefix(const Job& job) {
   return p;
 }
 
-double measure_baseline(const std::string& worker, const engine::TrainConfig& cfg,
-                        const RunDir& dir) {
+Result<double> measure_baseline(const std::string& worker, const engine::TrainConfig& cfg,
+                                const RunDir& dir) {
   engine::TrainConfig one = cfg;
   one.scaling = engine::Scaling::kWeak;
   one.per_rank_batch = cfg.per_rank_batch;
   one.steps = std::min<int64_t>(cfg.steps, 30);
   one.heldout_size = 0;
   one.eval_every = 0;
+  // Step time does not depend on the learning rate, but a rate scaled for the job's global
+  // batch can make one rank's loss NaN, which ends a training run. 1e-12 keeps every update
+  // a normal float (no denormal slow path) while the weights stay put.
+  one.lr = 1e-12;
+  one.min_lr = 0;
   one.metrics_path.clear();
   one.checkpoint_path.clear();
   one.trace_path.clear();
   const std::string cfg_path = dir.file("baseline_config.json");
   const std::string out = dir.file("baseline_summary.json");
-  if (!paths::write_file_atomic(cfg_path, engine::to_json(one)).ok()) return 0;
+  DLTUNE_TRY_CTX(paths::write_file_atomic(cfg_path, engine::to_json(one)), "writing " + cfg_path);
   auto rc =
       cli::run_to_completion({worker, "train", "--plan", cfg_path, "--summary", out}, "launch");
-  if (!rc || *rc != 0) return 0;
+  if (!rc) return rc.error();
+  if (*rc != 0) return peer_failed("the 1-rank run exited with code " + std::to_string(*rc));
   auto text = paths::read_file(out);
-  if (!text) return 0;
+  if (!text) return text.error();
   auto j = nlohmann::json::parse(*text, nullptr, false);
-  return j.is_object() ? j.value("throughput_sps", 0.0) : 0.0;
+  const double sps = j.is_object() ? j.value("throughput_sps", 0.0) : 0.0;
+  if (!(sps > 0)) return internal_error(out + " holds no throughput");
+  return sps;
 }
 
 }  // namespace dltune::launcher

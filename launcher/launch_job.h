@@ -54,8 +54,11 @@ std::string quote_argv(const std::vector<std::string>& argv);
 std::vector<std::string> launch_prefix(const Job& job);
 
 // Samples/s of the same per-rank batch on one rank alone (at most 30 steps, no evaluation),
-// run as `worker train`, for the scaling efficiency. 0 when it could not be measured.
-double measure_baseline(const std::string& worker, const engine::TrainConfig& config,
-                        const RunDir& dir);
+// run as `worker train`, for the scaling efficiency. It measures speed, not learning: the
+// learning rate is made negligible so that a recipe whose rate diverges at this batch on one
+// rank (its lr is scaled for the whole job's batch) still gives its step time. Errors: the
+// run failed (its exit code) or wrote no throughput.
+Result<double> measure_baseline(const std::string& worker, const engine::TrainConfig& config,
+                                const RunDir& dir);
 
 }  // namespace dltune::launcher

@@ -164,6 +164,34 @@ double measure_copy_gbs(uint64_t bytes) {
   return best > 0 ? static_cast<double>(bytes) / best / 1e9 : 0;
 }
 
+namespace {
+
+// The summary's "warnings" (make_summary()'s contract); `s` holds the figures made so far.
+std::vector<std::string> run_warnings(const RunFacts& f, const MetricsLog& log,
+                                      const nlohmann::json& s) {
+  std::vector<std::string> w;
+  if (!f.baseline_error.empty()) {
+    w.push_back("scaling efficiency not measured: " + f.baseline_error);
+  }
+  const double first = log.steps.empty() ? 0 : num(log.steps.front(), "loss");
+  const double last = num(s, "final_loss");
+  if (s.value("steps", int64_t{0}) >= kNoLearningMinSteps && first > 0 &&
+      last >= kNoLearningLossShare * first) {
+    const double acc = num(s, "heldout_accuracy", -1);
+    const auto& tp = s["plan"]["training"];
+    w.push_back("the model did not learn: the loss went from " + fixed(first, 4) + " to " +
+                fixed(last, 4) +
+                (acc >= 0 ? " (held-out accuracy " + fixed(100 * acc, 1) + " %)" : "") +
+                "; at lr x" + fixed(num(tp, "lr_scale"), 2) + " for global batch " +
+                std::to_string(tp.value("global_batch", 0)) +
+                " the learning rate may be too high: lower optimizer.lr or the batch, or "
+                "lengthen the warmup");
+  }
+  return w;
+}
+
+}  // namespace
+
 nlohmann::json make_summary(const RunFacts& f, const MetricsLog& log, const RunDir& dir) {
   const auto& w = f.worker;
   const double sps = num(w, "throughput_sps");
@@ -208,6 +236,7 @@ nlohmann::json make_summary(const RunFacts& f, const MetricsLog& log, const RunD
   s["database"] = {
       {"path", f.choice.db_path}, {"from_site", f.choice.from_site}, {"site", f.choice.site}};
   s["notes"] = f.choice.notes;
+  s["warnings"] = run_warnings(f, log, s);
   s["tuning_seconds"] = f.choice.tuning_s;
   s["wall_seconds"] = f.wall_seconds;
   s["resumed_from"] = f.resumed_from;
@@ -264,6 +293,9 @@ std::string format_summary(const nlohmann::json& s) {
   if (num(s, "predicted_sps") > 0 || num(s, "trial_measured_sps") > 0) {
     line("  predicted/trial  ", fixed(num(s, "predicted_sps"), 0) + " / " +
                                     fixed(num(s, "trial_measured_sps"), 0) + " samples/s");
+  }
+  if (s.contains("warnings")) {
+    for (const auto& w : s["warnings"]) line("warning            ", w.get<std::string>());
   }
   line("wall time          ", fixed(num(s, "wall_seconds"), 1) + " s");
   line("run directory      ", s.value("run_dir", ""));

@@ -44,6 +44,7 @@ struct RunFacts {
   PlanChoice choice;
   nlohmann::json worker;        // rank 0's worker summary (dltune-worker train --summary)
   double baseline_sps = 0;      // the same per-rank batch on one rank (0 = not measured)
+  std::string baseline_error;   // why it was not measured ("" when it was or was not tried)
   double wall_seconds = 0;      // the whole launch
   uint64_t gradient_bytes = 0;  // bytes allreduced per step
   double copy_gbs = 0;          // this machine's single-core copy bandwidth, for the bound
@@ -59,7 +60,12 @@ MetricsLog read_metrics(const std::string& path);
 
 // summary.json (DESIGN.md "Machine-readable outputs"): recipe, ranks, nodes, steps,
 // throughput_sps, scaling_efficiency, final_loss, heldout_accuracy, plan_source, plan,
-// tuning_seconds, wall_seconds, plus the step-time split, the allreduce bound, the database.
+// tuning_seconds, wall_seconds, plus the step-time split, the allreduce bound, the database,
+// and "warnings": what the user should not miss although the job succeeded (the 1-rank
+// baseline failed; the loss of a run of >= kNoLearningMinSteps steps ended at or above
+// kNoLearningLossShare of its first logged loss: the model did not learn).
+inline constexpr int kNoLearningMinSteps = 100;
+inline constexpr double kNoLearningLossShare = 0.95;
 nlohmann::json make_summary(const RunFacts& facts, const MetricsLog& log, const RunDir& dir);
 
 // The readable summary printed at the end.

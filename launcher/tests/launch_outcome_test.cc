@@ -1,0 +1,65 @@
+// The end-of-launch summary: the warnings a successful job must still show.
+#include "launcher/launch_outcome.h"
+
+#include <gtest/gtest.h>
+
+namespace dltune::launcher {
+namespace {
+
+// A run of `steps` steps whose logged loss goes from `first` to `last`.
+struct FakeRun {
+  RunFacts facts;
+  MetricsLog log;
+  RunDir dir{"/tmp/run"};
+  FakeRun(int64_t steps, double first, double last) {
+    facts.recipe = "r";
+    facts.ranks = 2;
+    facts.choice.plan.training.lr_scale = 4;
+    facts.choice.plan.training.global_batch = 512;
+    facts.worker = {{"steps", steps},
+                    {"final_loss", last},
+                    {"heldout_accuracy", 0.107},
+                    {"throughput_sps", 1000.0}};
+    log.steps.push_back({{"step", 0}, {"loss", first}});
+    log.steps.push_back({{"step", steps - 1}, {"loss", last}});
+  }
+  nlohmann::json summary() const { return make_summary(facts, log, dir); }
+};
+
+TEST(LaunchOutcome, AModelThatDidNotLearnIsWarnedAbout) {
+  const FakeRun stuck(300, 2.3092, 2.3034);  // LeNet at 4x its learning rate: dead at chance
+  const auto s = stuck.summary();
+  ASSERT_EQ(s["warnings"].size(), 1u) << s.dump(1);
+  const std::string w = s["warnings"][0];
+  EXPECT_NE(w.find("the model did not learn: the loss went from 2.3092 to 2.3034"),
+            std::string::npos)
+      << w;
+  EXPECT_NE(w.find("held-out accuracy 10.7 %"), std::string::npos) << w;
+  EXPECT_NE(w.find("lr x4.00 for global batch 512"), std::string::npos) << w;
+  EXPECT_NE(format_summary(s).find("  warning            the model did not learn"),
+            std::string::npos);
+}
+
+TEST(LaunchOutcome, ALearningOrShortRunHasNoWarning) {
+  EXPECT_TRUE(FakeRun(300, 2.31, 0.05).summary()["warnings"].empty());
+  // 96 % of the first loss would be "not learning", but 50 steps are too few to tell.
+  EXPECT_TRUE(FakeRun(50, 2.31, 2.22).summary()["warnings"].empty());
+  EXPECT_EQ(FakeRun(100, 2.31, 2.22).summary()["warnings"].size(), 1u);
+}
+
+TEST(LaunchOutcome, AFailedBaselineIsSaidNotLeftOut) {
+  FakeRun ok(300, 2.31, 0.05);
+  ok.facts.baseline_error = "the 1-rank run exited with code 2";
+  const auto s = ok.summary();
+  EXPECT_TRUE(s["scaling_efficiency"].is_null());
+  ASSERT_EQ(s["warnings"].size(), 1u);
+  EXPECT_EQ(s["warnings"][0], "scaling efficiency not measured: the 1-rank run exited with code 2");
+  ok.facts.baseline_error.clear();
+  ok.facts.baseline_sps = 600;
+  const auto m = ok.summary();
+  EXPECT_TRUE(m["warnings"].empty());
+  EXPECT_NEAR(m["scaling_efficiency"].get<double>(), 1000.0 / (2 * 600), 1e-12);
+}
+
+}  // namespace
+}  // namespace dltune::launcher
