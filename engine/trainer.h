@@ -92,6 +92,8 @@ class Trainer {
   // rank stops after the same step, saves the checkpoint (when checkpoint_path is set) and returns
   // with summary.stopped.
   Result<TrainSummary> run(MetricsWriter& metrics);
+  // Whether run() ended because the loss diverged (then the same error on every rank).
+  bool diverged() const { return diverged_; }
   // Every step then checks *stop (non-zero = stop requested; e.g. set by a signal handler) and
   // agrees with the other ranks on it, in the same scalar allreduce as the loss (one extra
   // 16-byte allreduce on steps that log no loss). `stop` must outlive the trainer; nullptr
@@ -186,6 +188,7 @@ class Trainer {
   const std::atomic<int>* stop_source_ = nullptr;
   bool stop_agreed_ = false;
   int stop_code_ = 0;
+  bool diverged_ = false;
 };
 
 }  // namespace dltune::engine

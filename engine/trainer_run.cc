@@ -117,7 +117,10 @@ Result<TrainSummary> Trainer::run(MetricsWriter& metrics) {
       if (rank() == 0) metrics.write(to_json_line(last_));
       // The global loss: every rank sees the same value and stops here alike, before a
       // checkpoint of the ruined parameters could replace the last good one.
-      if (!std::isfinite(*loss)) return diverged_error(*loss);
+      if (!std::isfinite(*loss)) {
+        diverged_ = true;
+        return diverged_error(*loss);
+      }
     }
     if (stop_agreed_) {
       DLTUNE_LOG(kInfo, "engine") << "stop requested: stopping after step " << step_;

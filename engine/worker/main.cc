@@ -142,7 +142,11 @@ Status train(const Options& o) {
   install_stop_handlers();
   (*trainer)->set_stop_source(&g_stop_signal);
   auto sum = (*trainer)->run(*metrics);
-  if (!sum) return sum.error();
+  if (!sum) {
+    // Every rank stops at the same diverged step with the same error: rank 0 alone says it.
+    if ((*trainer)->diverged() && (*trainer)->rank() != 0) return Error(sum.error().kind(), "");
+    return sum.error();
+  }
   const int stop_signal = (*trainer)->stop_code();  // agreed over the ranks
   if ((*trainer)->rank() == 0) {
     nlohmann::json j = {{"model", cfg->model},
@@ -206,8 +210,10 @@ int main(int argc, char** argv) {
   }
   if (trial->parsed()) return dltune::engine::run_trial_command();
   auto st = dltune::engine::train(o);
-  if (!st) {
-    std::fprintf(stderr, "dltune-worker train: %s\n", st.error().message().c_str());
+  if (!st) {  // an empty message: another rank reports this error
+    if (!st.error().message().empty()) {
+      std::fprintf(stderr, "dltune-worker train: %s\n", st.error().message().c_str());
+    }
     return st.error().exit_code();
   }
   return 0;

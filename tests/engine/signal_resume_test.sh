@@ -3,6 +3,7 @@
 # checkpoint (parameters, momentum, step) of an uninterrupted run, and one continuous
 # metrics.jsonl. SIGTERM goes to ONE rank only: the other must agree to stop after the same step
 # (else it would wait forever in the next gradient allreduce and the test would time out).
+# Then a job whose loss turns NaN: it ends with exit 2 and one report of the divergence.
 #
 # usage: signal_resume_test.sh MPIRUN WORKER
 set -euo pipefail
@@ -65,4 +66,18 @@ cmp -s "$DIR/ref.ckpt" "$DIR/run.ckpt" || fail "resumed checkpoint differs from 
 steps_of() { grep -o '"event":"step".*' "$1" | grep -o '"step":[0-9]*' | cut -d: -f2 | tr '\n' ' '; }
 [[ $(steps_of "$DIR/run.jsonl") == "$(steps_of "$DIR/ref.jsonl")" ]] ||
   fail "metrics steps differ: $(steps_of "$DIR/run.jsonl")"
-echo "PASS: stopped after step $STOPPED of $STEPS (exit 143), resumed to the reference checkpoint"
+
+# 4. A learning rate that makes the loss NaN: both ranks stop at the same step with exit 2, and
+# the error is said once (by rank 0), not once per rank.
+sed -e 's/"lr": 0.02/"lr": 1e20/' -e "s/\"steps\": $STEPS/\"steps\": 40/" \
+  "$DIR/config.json" >"$DIR/hot.json"
+grep -q '"lr": 1e20' "$DIR/hot.json" || fail "could not write the diverging config"
+set +e
+run --plan "$DIR/hot.json" >"$DIR/hot.out" 2>&1
+RC=$?
+set -e
+[[ $RC -eq 2 ]] || { cat "$DIR/hot.out"; fail "the diverging job exited $RC, expected 2"; }
+N=$(grep -c "training diverged: the loss is" "$DIR/hot.out" || true)
+[[ $N -eq 1 ]] || { cat "$DIR/hot.out"; fail "the divergence was reported $N times, expected once"; }
+echo "PASS: stopped after step $STOPPED of $STEPS (exit 143), resumed to the reference checkpoint;"
+echo "      a diverging job exits 2 with one report"
