@@ -448,6 +448,12 @@ Result<RecipeTuneOutcome> outcome_from_trials(const RecipeTuneRequest& req,
                        fmt_sps(last->samples_per_s) + " samples/s";
   if (!beat.empty()) reason += "; closest: " + strings::join(beat, ", ");
   if (failures > 0) reason += "; " + std::to_string(failures) + " failed";
+  if (o.budget_exhausted) {
+    int steps = 0;
+    for (const auto& [round, t] : mine) steps += t->steps;
+    reason += "; cut short by the budget in round " + std::to_string(last->round + 1) + " after " +
+              std::to_string(steps) + " steps of the winner (a larger tune.budget measures longer)";
+  }
   o.plan.provenance.reason = reason;
   o.plan.provenance.measured_sps = last->samples_per_s;
   o.plan.provenance.predicted_sps = seconds > 0 ? samples / seconds : last->samples_per_s;

@@ -355,6 +355,16 @@ TEST(RecipeTrialRows, EveryTrialWithItsConfigurationAndAStorableReason) {
   // 4 steps at 1000 and 16 at 1200 samples/s: 20 x 128 samples in 0.512 + 1.707 s.
   EXPECT_NEAR(o->plan.provenance.predicted_sps, 20 * 128 / (4 * 0.128 + 16 * 128 / 1200.0), 1e-6);
   EXPECT_DOUBLE_EQ(o->plan.provenance.measured_sps, 1200);
+  EXPECT_EQ(o->plan.provenance.reason.find("budget"), std::string::npos);
+  // A search the budget stopped says so, with the evidence the winner had.
+  json cut = file;
+  cut["budget_exhausted"] = true;
+  auto stopped = outcome_from_trials(req, cands, cut);
+  ASSERT_TRUE(stopped.ok()) << stopped.error().message();
+  EXPECT_NE(stopped->plan.provenance.reason.find(
+                "cut short by the budget in round 2 after 20 steps of the winner"),
+            std::string::npos)
+      << stopped->plan.provenance.reason;
 
   db::Key key;
   key.fingerprint = "ab12";
