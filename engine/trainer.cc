@@ -116,13 +116,15 @@ Status Trainer::make_buckets() {
 Status Trainer::set_communication(uint64_t bucket_bytes, bool overlap) {
   if (bucket_bytes == 0) return invalid_input("set_communication: bucket_bytes must be positive");
   if (bucket_bytes == config_.bucket_bytes && overlap == config_.overlap) return ok_status();
-  const TrainConfig before = config_;
+  const uint64_t old_bytes = config_.bucket_bytes;
+  const bool old_overlap = config_.overlap;
   std::vector<Bucket> old = std::move(buckets_);
   buckets_.clear();
   config_.bucket_bytes = bucket_bytes;
   config_.overlap = overlap;
   if (Status st = make_buckets(); !st) {
-    config_ = before;
+    config_.bucket_bytes = old_bytes;
+    config_.overlap = old_overlap;
     buckets_ = std::move(old);
     return st;
   }

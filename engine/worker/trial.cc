@@ -75,7 +75,7 @@ constexpr double kDivergedLossRise = 1.5;
 struct Steps {
   std::string why;        // the first failure ("" none)
   bool broken = false;    // a step failed (error, out of memory): the trainer cannot go on
-  bool diverged = false;  // the loss left the bounds (step_error()); the steps went on
+  bool diverged = false;  // the loss left the bounds (Search::step()); the steps went on
 };
 
 struct Record {
@@ -191,9 +191,8 @@ class Search {
         if (!tr) {
           why = tr.error().message();
         } else {
-          families_[c.family].trainer = std::move(*tr);
+          families_[c.family] = Family{std::move(*tr), 0};
           ++trainers_built_;
-          families_[c.family].first_loss = 0;
         }
       }
     } catch (const std::bad_alloc&) {
@@ -215,35 +214,35 @@ class Search {
     return ok_status();
   }
 
-  // One step; "" or why it failed. A loss that is not finite, or that rises above
-  // kDivergedLossRise x the candidate's first loss, fails the candidate: its learning rate
-  // (scaled with its global batch) makes this model diverge, and a configuration that cannot
-  // train must not win on throughput. (Seen on LeNet at 4x the reference lr: the loss climbs
-  // from 2.3 to 4.2 in 20 steps and either turns NaN or the network dies at chance level.)
-  std::string step_error(Cand& c, bool* diverged) {
-    *diverged = false;
-    try {
-      Family& f = families_[c.family];
-      auto r = f.trainer->step(false);
-      if (!r) return r.error().message();
-      const std::string after = " after " + std::to_string(f.trainer->steps_done()) +
-                                " steps at global batch " + std::to_string(c.global_batch) +
-                                " (its learning rate is too high)";
-      *diverged = true;
-      if (!std::isfinite(*r)) return "diverged: the loss is not finite" + after;
-      if (f.first_loss <= 0) {
-        f.first_loss = *r;
-      } else if (*r > kDivergedLossRise * f.first_loss) {
-        char buf[96];
-        std::snprintf(buf, sizeof buf, "diverged: the loss rose from %.3g to %.3g", f.first_loss,
-                      *r);
-        return buf + after;
+  // One step of `c` on its family's trainer. A loss that is not finite, or that rises above
+  // kDivergedLossRise x the trainer's first loss, is a divergence: its learning rate (scaled
+  // with its global batch) makes this model diverge, and a configuration that cannot train
+  // must not win on throughput. (Seen on LeNet at 4x the reference lr: the loss climbs from 2.3
+  // to 4.2 in 20 steps and either turns NaN or the network dies at chance level.)
+  Steps step(Cand& c) {
+    Family& f = families_[c.family];
+    const Result<double> r = [&]() -> Result<double> {
+      try {
+        return f.trainer->step(false);
+      } catch (const std::bad_alloc&) {
+        return internal_error("out of memory in a training step (batch too large?)");
       }
-      *diverged = false;
-      return "";
-    } catch (const std::bad_alloc&) {
-      return "out of memory in a training step (batch too large?)";
+    }();
+    if (!r) return {r.error().message(), true, false};
+    std::string why;
+    if (!std::isfinite(*r)) {
+      why = "diverged: the loss is not finite";
+    } else if (f.first_loss <= 0) {
+      f.first_loss = *r;
+    } else if (*r > kDivergedLossRise * f.first_loss) {
+      char buf[96];
+      std::snprintf(buf, sizeof buf, "diverged: the loss rose from %.3g to %.3g", f.first_loss, *r);
+      why = buf;
     }
+    if (why.empty()) return {};
+    return {why + " after " + std::to_string(f.trainer->steps_done()) + " steps at global batch " +
+                std::to_string(c.global_batch) + " (its learning rate is too high)",
+            false, true};
   }
 
   // `alive` reordered so that siblings are spread out: the first of each family (in order of
@@ -301,13 +300,11 @@ class Search {
     Steps out;
     for (int i = 0; i < n; ++i) {
       const auto t = Clock::now();
-      bool diverged = false;
-      std::string why = step_error(c, &diverged);
+      const Steps one = step(c);
       if (times) times->push_back(std::chrono::duration<double>(Clock::now() - t).count());
-      if (why.empty()) continue;
-      if (out.why.empty()) out.why = why;
-      out.diverged = out.diverged || diverged;
-      if (!diverged) {
+      if (out.why.empty()) out.why = one.why;
+      out.diverged = out.diverged || one.diverged;
+      if (one.broken) {
         out.broken = true;
         break;
       }
@@ -319,13 +316,12 @@ class Search {
   // divergence on any rank fails its family). `values` (in/out, may be empty) are reduced with
   // the max in the same allreduce. Returns whether `c` still stands.
   Result<bool> agree(Cand& c, const Steps& local, std::vector<double>* values) {
-    std::vector<double> buf = *values;
-    buf.push_back(local.broken ? 1.0 : 0.0);
-    buf.push_back(local.diverged ? 1.0 : 0.0);
-    DLTUNE_TRY(reduce_max(buf));
-    const bool broken = buf[buf.size() - 2] != 0, diverged = buf.back() != 0;
-    buf.resize(buf.size() - 2);
-    *values = std::move(buf);
+    std::vector<double>& v = *values;
+    v.push_back(local.broken ? 1.0 : 0.0);
+    v.push_back(local.diverged ? 1.0 : 0.0);
+    DLTUNE_TRY(reduce_max(v));
+    const bool broken = v[v.size() - 2] != 0, diverged = v.back() != 0;
+    v.resize(v.size() - 2);
     if (!broken && !diverged) return true;
     std::string why = local.why;
     if (why.empty()) {
