@@ -137,8 +137,11 @@ class Communicator {
 
   // Persistent scratch memory: the returned block (64-byte aligned, pre-faulted) stays valid
   // until the next scratch() call with the same slot and a larger size; it only grows, so a
-  // steady state of collectives allocates nothing. Slots 0..kScratchSlots-1.
-  static constexpr int kScratchSlots = 3;
+  // steady state of collectives allocates nothing. Slots 0..kScratchSlots-1; kScratchSmallShm
+  // belongs to the small-message shared-memory allreduce (which runs inside hierarchical, whose
+  // other phases use slots 0 and 1).
+  static constexpr int kScratchSlots = 4;
+  static constexpr int kScratchSmallShm = 3;
   void* scratch(int slot, size_t bytes);
 
   // The default deadline for an operation started now (timeout from set_timeout(), default

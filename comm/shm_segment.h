@@ -47,7 +47,7 @@ class SharedSegment {
 
   // The small-message allreduce's slots (comm/algo_shm_small.cc): two per local rank, picked
   // by sequence parity, of kSmallSlotLines cache lines each, 64-byte aligned, zero at creation.
-  static constexpr size_t kSmallSlotLines = 33;  // 8 bytes of tag + 2 KiB
+  static constexpr size_t kSmallSlotLines = 19;  // 1 KiB at 56 bytes per line (8-byte tags)
   uint8_t* small_slot(int local_rank, uint64_t parity) const {
     return small_ + (2 * static_cast<size_t>(local_rank) + (parity & 1)) * kSmallSlotLines * 64;
   }

@@ -59,10 +59,11 @@ void check(int ranks, size_t count, DataType type, ReduceOp op, bool in_place, s
 TEST(ShmSmall, CountsAroundLinesAndThreshold) {
   const size_t at = kMax / sizeof(float);
   for (int ranks : {1, 2, 3, 4, 5, 7, 8}) {
-    // 13/14/15 floats straddle the first cache line (8-byte tag + 56 bytes of data);
-    // at-1/at/at+1 the threshold for private buffers (at+1 takes the barrier path).
-    for (size_t count : {size_t{0}, size_t{1}, size_t{13}, size_t{14}, size_t{15}, size_t{1023},
-                         at - 1, at, at + 1}) {
+    // 13/14/15 and 27/28/29 floats straddle the first and second cache lines (each an 8-byte
+    // tag and 56 bytes of data); at-1/at/at+1 the threshold for private buffers (at+1 takes
+    // the barrier path); 1023 is well past it.
+    for (size_t count : {size_t{0}, size_t{1}, size_t{13}, size_t{14}, size_t{15}, size_t{27},
+                         size_t{28}, size_t{29}, size_t{1023}, at - 1, at, at + 1}) {
       for (auto [in_place, misalign] : {std::pair{true, 0}, std::pair{false, 1}}) {
         check<float>(ranks, count, DataType::kF32, ReduceOp::kSum, in_place, misalign);
         if (HasFatalFailure()) return;
@@ -87,7 +88,7 @@ TEST(ShmSmall, EveryTypeAndOp) {
 // Non-integer inputs: every rank must get the same bits (all ranks reduce in rank order).
 TEST(ShmSmall, BitwiseIdenticalAcrossRanks) {
   const int ranks = 5;
-  const size_t count = 333;
+  const size_t count = kMax / sizeof(float) - 3;  // many lines, a partial last one
   std::vector<std::vector<float>> got(ranks);
   Status s = spawn(ranks, [&](Communicator& c) -> Status {
     std::vector<float> v(count);
