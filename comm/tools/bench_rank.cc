@@ -103,22 +103,32 @@ void print_summary(const SweepReport& rep) {
   for (Algorithm x : all_algorithms()) {
     if (x != Algorithm::kNative) ours.push_back(x);
   }
-  double min_ratio = 1e9, r32 = 0, r64 = 0, shm_frac = 1e9, alpha_ratio = 0;
-  std::printf("\n%10s %12s %-13s %12s %14s %10s\n", "size", "native_us", "best", "best_us",
-              "native/best", "membw_us");
+  double min_ratio = 1e9, r32 = 0, r64 = 0, shm_frac = 1e9, alpha_ratio = 0, ab_ratio = 0;
+  size_t worst_at = 0, within_to = 0;  // the worst size against alpha; 1.1x alpha holds up to
+  bool within = true;
+  std::printf("\n%10s %12s %-13s %12s %14s %10s %10s %10s\n", "size", "native_us", "best",
+              "best_us", "native/best", "membw_us", "best/alpha", "best/ab");
   for (const auto& b : rep.bounds) {
     const SweepPoint* native = rep.find(b.bytes, Algorithm::kNative);
     const SweepPoint* best = rep.best(b.bytes, ours);
     if (best == nullptr) continue;
     const double ratio = native ? SweepReport::paired_ratio(*native, *best) : 0;
-    std::printf("%10s %12.2f %-13s %12.2f %14.3f %10.2f\n", strings::format_bytes(b.bytes).c_str(),
-                native ? native->median_us : 0.0, std::string(algorithm_name(best->algo)).c_str(),
-                best->median_us, ratio, b.membw_us);
+    // Against this size's own ping-pong alpha and alpha-beta bound (measured interleaved).
+    const double vs_alpha = b.pingpong_us > 0 ? best->median_us / b.pingpong_us : 0;
+    const double vs_ab = b.alpha_beta_us > 0 ? best->median_us / b.alpha_beta_us : 0;
+    std::printf("%10s %12.2f %-13s %12.2f %14.3f %10.2f %10.2f %10.2f\n",
+                strings::format_bytes(b.bytes).c_str(), native ? native->median_us : 0.0,
+                std::string(algorithm_name(best->algo)).c_str(), best->median_us, ratio, b.membw_us,
+                vs_alpha, vs_ab);
     if (native && b.bytes <= (size_t{64} << 20)) min_ratio = std::min(min_ratio, ratio);
     if (b.bytes == (size_t{32} << 20)) r32 = ratio;
     if (b.bytes == (size_t{64} << 20)) r64 = ratio;
     if (b.bytes <= 2048 && b.pingpong_us > 0) {
-      alpha_ratio = std::max(alpha_ratio, best->median_us / b.pingpong_us);
+      if (vs_alpha > alpha_ratio) worst_at = b.bytes;
+      alpha_ratio = std::max(alpha_ratio, vs_alpha);
+      ab_ratio = std::max(ab_ratio, vs_ab);
+      within = within && vs_alpha <= 1.1;
+      if (within) within_to = b.bytes;
     }
     const SweepPoint* shm = rep.find(b.bytes, Algorithm::kShm);
     if (shm && b.bytes >= (size_t{16} << 20) && b.bytes <= (size_t{64} << 20)) {
@@ -127,8 +137,11 @@ void print_summary(const SweepReport& rep) {
   }
   if (min_ratio > 1e8) min_ratio = 0;
   if (shm_frac > 1e8) shm_frac = 0;
-  std::printf("small messages (<= 2 KiB): worst best-algorithm latency / ping-pong alpha = %.3f\n",
-              alpha_ratio);
+  std::printf(
+      "small messages (<= 2 KiB): worst best-algorithm latency / ping-pong alpha = %.3f (at %s); "
+      "within 1.1x of alpha up to %s; worst / alpha-beta bound = %.3f\n",
+      alpha_ratio, strings::format_bytes(worst_at).c_str(),
+      within_to > 0 ? strings::format_bytes(within_to).c_str() : "no size", ab_ratio);
   std::printf(
       "summary: min_ratio_vs_native=%.3f ratio_32MiB=%.3f ratio_64MiB=%.3f "
       "shm_bound_fraction_16_64MiB=%.3f\n",
