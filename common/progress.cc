@@ -142,9 +142,12 @@ void Progress::update(const ProgressState& s) {
       break;
     case Mode::kPlain: {
       const long tenth = s.total > 0 ? std::max(1L, s.total / 10) : 0;
-      const bool due = last_plain_step_ < 0 || s.step == s.total ||
-                       (tenth > 0 && s.step / tenth != last_plain_step_ / tenth) ||
-                       now - last_draw_ >= std::chrono::seconds(10);
+      // A step already printed is not printed again (the end is often reported twice: by
+      // the last progress event and by the run's completion).
+      const bool due = s.step != last_plain_step_ &&
+                       (last_plain_step_ < 0 || s.step == s.total ||
+                        (tenth > 0 && s.step / tenth != last_plain_step_ / tenth) ||
+                        now - last_draw_ >= std::chrono::seconds(10));
       if (!due) return;
       std::fprintf(out_, "dltune: %s\n", render_line(phase_, s, eta_seconds(s), 200).c_str());
       last_plain_step_ = s.step;

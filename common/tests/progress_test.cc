@@ -35,6 +35,7 @@ TEST(Progress, PlainModePrintsEveryTenthAndTheEnd) {
   const std::string out = run(Progress::Mode::kPlain, [](Progress& p) {
     p.phase("training");
     for (long i = 1; i <= 100; ++i) p.update(ProgressState{i, 100, 1.0, 10});
+    p.update(ProgressState{100, 100, 1.0, 10});  // the end reported again: printed once
     p.message("done");
   });
   size_t lines = 0;
