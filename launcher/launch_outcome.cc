@@ -218,13 +218,15 @@ nlohmann::json make_summary(const RunFacts& f, const MetricsLog& log, const RunD
   ar["bucket_bytes"] = f.choice.plan.training.bucket_bytes;
   const auto predicted = predicted_allreduce_s(f);
   ar["sweep_s_per_step"] = predicted ? nlohmann::json(*predicted) : nlohmann::json(nullptr);
-  // A bound no algorithm beats on one node: each rank must at least move 2 (p-1)/p of the
-  // gradient through memory at the single-core copy bandwidth.
+  // The memory-traffic bound on one node: each rank's slice needs the other ranks' (p-1)/p
+  // of the gradient brought in, and its result taken out to them, so 2 (p-1)/p N bytes cross
+  // each core; a core's copy at copy_gbs moves 2 x copy_gbs (every byte is read and written),
+  // hence (p-1)/p N / copy_gbs. (This used to charge both directions at the copy rate, a bound
+  // twice too high, which the shared-memory allreduce "beat" on the quickstart.)
   const double p = f.ranks;
   ar["bound_s_per_step"] =
       f.copy_gbs > 0 && f.ranks > 1
-          ? nlohmann::json(2 * (p - 1) / p * static_cast<double>(f.gradient_bytes) /
-                           (f.copy_gbs * 1e9))
+          ? nlohmann::json((p - 1) / p * static_cast<double>(f.gradient_bytes) / (f.copy_gbs * 1e9))
           : nlohmann::json(0.0);
   ar["copy_gbs"] = f.copy_gbs;
   s["allreduce"] = ar;

@@ -1,4 +1,5 @@
-// The end-of-launch summary: the warnings a successful job must still show.
+// The end-of-launch summary: the warnings a successful job must still show, and the
+// allreduce's lower bound.
 #include "launcher/launch_outcome.h"
 
 #include <gtest/gtest.h>
@@ -59,6 +60,19 @@ TEST(LaunchOutcome, AFailedBaselineIsSaidNotLeftOut) {
   const auto m = ok.summary();
   EXPECT_TRUE(m["warnings"].empty());
   EXPECT_NEAR(m["scaling_efficiency"].get<double>(), 1000.0 / (2 * 600), 1e-12);
+}
+
+// Each rank brings in (p-1)/p of the gradient and sends as much out: 2 (p-1)/p N bytes across
+// its core, which a copy at G GB/s moves in (p-1)/p N / G seconds (a copy reads and writes).
+TEST(LaunchOutcome, TheAllreduceBoundIsTheTrafficAcrossEachCore) {
+  FakeRun run(300, 2.31, 0.05);
+  run.facts.gradient_bytes = 1'000'000'000;
+  run.facts.copy_gbs = 10;
+  EXPECT_NEAR(run.summary()["allreduce"]["bound_s_per_step"].get<double>(), 0.05, 1e-12);
+  run.facts.ranks = 4;
+  EXPECT_NEAR(run.summary()["allreduce"]["bound_s_per_step"].get<double>(), 0.075, 1e-12);
+  run.facts.ranks = 1;  // nothing to reduce
+  EXPECT_EQ(run.summary()["allreduce"]["bound_s_per_step"].get<double>(), 0.0);
 }
 
 }  // namespace
