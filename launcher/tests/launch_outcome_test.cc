@@ -1,5 +1,5 @@
-// The end-of-launch summary: the warnings a successful job must still show, and the
-// allreduce's lower bound.
+// The end-of-launch summary: the warnings a successful job must still show, the step-time
+// split and the allreduce's lower bound.
 #include "launcher/launch_outcome.h"
 
 #include <gtest/gtest.h>
@@ -60,6 +60,20 @@ TEST(LaunchOutcome, AFailedBaselineIsSaidNotLeftOut) {
   const auto m = ok.summary();
   EXPECT_TRUE(m["warnings"].empty());
   EXPECT_NEAR(m["scaling_efficiency"].get<double>(), 1000.0 / (2 * 600), 1e-12);
+}
+
+// The step-time split adds up: what is neither compute nor exposed communication is "other".
+TEST(LaunchOutcome, TheStepTimeSplitAddsUp) {
+  FakeRun run(100, 2.31, 0.05);
+  run.facts.worker["compute_s"] = 1.0;
+  run.facts.worker["comm_s"] = 0.2;
+  run.facts.worker["wall_seconds"] = 1.5;
+  const auto st = run.summary()["step_time"];
+  EXPECT_NEAR(st["compute_s"].get<double>(), 0.010, 1e-12);
+  EXPECT_NEAR(st["exposed_comm_s"].get<double>(), 0.002, 1e-12);
+  EXPECT_NEAR(st["other_s"].get<double>(), 0.003, 1e-12);
+  EXPECT_NEAR(st["total_s"].get<double>(), 0.015, 1e-12);
+  EXPECT_NE(format_summary(run.summary()).find("+ other 3.00 ms"), std::string::npos);
 }
 
 // Each rank brings in (p-1)/p of the gradient and sends as much out: 2 (p-1)/p N bytes across
