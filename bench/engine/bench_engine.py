@@ -25,8 +25,12 @@ import time
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
-import torch  # noqa: E402
-import torch.nn as nn  # noqa: E402
+try:
+    import torch  # noqa: E402
+    import torch.nn as nn  # noqa: E402
+except ImportError as e:
+    sys.exit(f"bench/engine: PyTorch is the peer this benchmark measures against and it is not "
+             f"installed ({e}); install Debian's python3-torch: apt-get install python3-torch")
 
 torch.set_num_threads(1)
 
