@@ -47,7 +47,7 @@ struct RunFacts {
   std::string baseline_error;   // why it was not measured ("" when it was or was not tried)
   double wall_seconds = 0;      // the whole launch
   uint64_t gradient_bytes = 0;  // bytes allreduced per step
-  double copy_gbs = 0;          // this machine's single-core copy bandwidth, for the bound
+  double copy_gbs = 0;          // single-core copy bandwidth at a bucket's size, for the bound
   std::string resumed_from;     // checkpoint a resumed run started from ("" none)
 };
 
