@@ -34,16 +34,30 @@ need_packages() {
   [ "$(id -u)" -eq 0 ] || { echo "cluster.sh: must run as root (munged key, slurmd)" >&2; exit 77; }
 }
 
-free_port() {  # a TCP port nobody listens on, from a random start
-  local p=$(( 20000 + RANDOM % 20000 ))
-  while ss -ltnH "( sport = :$p )" 2>/dev/null | grep -q .; do p=$((p + 1)); done
-  echo "$p"
+# A TCP port no socket uses (listening, connected or in TIME_WAIT: any of them makes a daemon's
+# bind fail with "Address already in use"), below the kernel's ephemeral range so that no
+# outgoing connection takes it meanwhile, from a random start, and not one this script already
+# handed out (the daemons bind their ports only later). Sets FREE_PORT (a command substitution
+# would lose the record of ports taken).
+taken_ports=" "
+free_port() {
+  local lo span p
+  lo=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null) || lo=32768
+  span=$(( lo - 10000 ))
+  [ "$span" -ge 1000 ] || span=1000
+  p=$(( 10000 + RANDOM % span ))
+  while [[ "$taken_ports" == *" $p "* ]] || ss -tanH "( sport = :$p )" 2>/dev/null | grep -q .; do
+    p=$(( p + 1 ))
+  done
+  taken_ports+="$p "
+  FREE_PORT=$p
 }
 
 write_config() {
   local dir=$1 nodes=$2 cpus=$3 host
   host=$(hostname -s)
-  local ctld_port; ctld_port=$(free_port)
+  free_port
+  local ctld_port=$FREE_PORT
   mkdir -p "$dir"/{state,spool,log,tmp,munge}
   chmod 0755 "$dir/munge"
   : > "$dir/plugstack.conf"
@@ -86,7 +100,8 @@ CONF
     local names=()
     for i in $(seq 1 "$nodes"); do
       mkdir -p "$dir/spool/n$i" "$dir/tmp/n$i"
-      echo "NodeName=n$i NodeHostname=$host NodeAddr=127.0.0.1 Port=$(free_port) CPUs=$cpus RealMemory=1000 State=UNKNOWN"
+      free_port
+      echo "NodeName=n$i NodeHostname=$host NodeAddr=127.0.0.1 Port=$FREE_PORT CPUs=$cpus RealMemory=1000 State=UNKNOWN"
       names+=("n$i")
     done
     echo "PartitionName=test Nodes=$(IFS=,; echo "${names[*]}") Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES"
