@@ -51,7 +51,9 @@ struct Bucket {
 };
 
 struct TrainSummary {
-  int64_t steps = 0;
+  int64_t steps = 0;        // the step count reached (a resumed run counts the earlier steps)
+  int64_t steps_run = 0;    // the steps this run() executed
+  int64_t timed_steps = 0;  // those in samples_per_s, compute_s, comm_s (not a fresh run's 1st)
   double final_loss = 0.0, heldout_accuracy = -1.0;
   double samples_per_s = 0.0;  // global samples per second over the timed steps
   double compute_s = 0.0, comm_s = 0.0, wall_s = 0.0;

@@ -102,6 +102,7 @@ Result<TrainSummary> Trainer::run(MetricsWriter& metrics) {
   const int64_t eval_every = config_.eval_every > 0 ? config_.eval_every : per_epoch;
   int64_t timed = 0;
   double timed_s = 0.0;
+  const int64_t first_step = step_;
   while (step_ < config_.steps) {
     const bool log = (step_ + 1) % config_.log_every == 0 || step_ + 1 == config_.steps;
     auto loss = step(log);
@@ -146,6 +147,8 @@ Result<TrainSummary> Trainer::run(MetricsWriter& metrics) {
   if (!config_.checkpoint_path.empty()) DLTUNE_TRY(save(config_.checkpoint_path));
   DLTUNE_TRY(trace_->close());
   sum.steps = step_;
+  sum.steps_run = step_ - first_step;
+  sum.timed_steps = timed;
   sum.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   sum.samples_per_s = timed > 0 ? static_cast<double>(timed) * global_batch_ / timed_s : 0.0;
   return sum;

@@ -210,10 +210,13 @@ nlohmann::json make_summary(const RunFacts& f, const MetricsLog& log, const RunD
   s["final_loss"] = num(w, "final_loss");
   s["heldout_accuracy"] = num(w, "heldout_accuracy", -1);
   s["global_batch"] = num(w, "global_batch");
-  // compute: input copy, forward and backward; the rest of a step's wall time is the optimizer,
-  // the loss allreduce, evaluations, checkpoints and start-up, spread over the steps.
-  const double compute = num(w, "compute_s") / steps, comm = num(w, "comm_s") / steps,
-               total = num(w, "wall_seconds") / steps;
+  // compute: input copy, forward and backward, per timed step; the rest of a step's wall time
+  // is the optimizer, the loss allreduce, evaluations, checkpoints and start-up, spread over the
+  // steps this run executed (a resumed run did not execute the earlier ones).
+  const double timed = std::max(1.0, num(w, "timed_steps", steps));
+  const double run = std::max(1.0, num(w, "steps_run", steps));
+  const double compute = num(w, "compute_s") / timed, comm = num(w, "comm_s") / timed,
+               total = num(w, "wall_seconds") / run;
   s["step_time"] = {{"compute_s", compute},
                     {"exposed_comm_s", comm},
                     {"other_s", std::max(0.0, total - compute - comm)},

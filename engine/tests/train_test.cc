@@ -142,6 +142,37 @@ TEST(Checkpoint, ResumeIsExact) {
   (void)std::system((std::string("rm -rf ") + tmpl).c_str());
 }
 
+// The summary says how many steps this run executed and timed: a resumed run executes only
+// the steps after its checkpoint, and times all of them (its caches are warm from the first).
+TEST(Trainer, SummaryCountsTheStepsThisRunExecuted) {
+  TrainConfig c = small_config();
+  Dataset data = synthetic_digits(c.train_size, c.seed);
+  char tmpl[] = "/tmp/dltune-engine-steps-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string path = std::string(tmpl) + "/ck.bin";
+  MetricsWriter none;
+
+  auto fresh = Trainer::create(c, nullptr, data, nullptr);
+  ASSERT_TRUE(fresh.ok()) << fresh.error().message();
+  auto all = (*fresh)->run(none);
+  ASSERT_TRUE(all.ok()) << all.error().message();
+  EXPECT_EQ(all->steps, c.steps);
+  EXPECT_EQ(all->steps_run, c.steps);
+  EXPECT_EQ(all->timed_steps, c.steps - 1);
+
+  auto first = Trainer::create(c, nullptr, data, nullptr);
+  for (int i = 0; i < 7; ++i) ASSERT_TRUE((*first)->step().ok());
+  ASSERT_TRUE((*first)->save(path).ok());
+  auto second = Trainer::create(c, nullptr, data, nullptr);
+  ASSERT_TRUE((*second)->resume(path).ok());
+  auto rest = (*second)->run(none);
+  ASSERT_TRUE(rest.ok()) << rest.error().message();
+  EXPECT_EQ(rest->steps, c.steps);
+  EXPECT_EQ(rest->steps_run, c.steps - 7);
+  EXPECT_EQ(rest->timed_steps, c.steps - 7);
+  (void)std::system((std::string("rm -rf ") + tmpl).c_str());
+}
+
 TEST(Trainer, RejectsMismatchedModelAndData) {
   TrainConfig c = small_config();
   c.model = "cifar";

@@ -152,6 +152,8 @@ Status train(const Options& o) {
     nlohmann::json j = {{"model", cfg->model},
                         {"ranks", (*trainer)->ranks()},
                         {"steps", sum->steps},
+                        {"steps_run", sum->steps_run},
+                        {"timed_steps", sum->timed_steps},
                         {"global_batch", cfg->global_batch_for((*trainer)->ranks())},
                         {"throughput_sps", sum->samples_per_s},
                         {"final_loss", sum->final_loss},

@@ -74,6 +74,17 @@ TEST(LaunchOutcome, TheStepTimeSplitAddsUp) {
   EXPECT_NEAR(st["other_s"].get<double>(), 0.003, 1e-12);
   EXPECT_NEAR(st["total_s"].get<double>(), 0.015, 1e-12);
   EXPECT_NE(format_summary(run.summary()).find("+ other 3.00 ms"), std::string::npos);
+
+  // Resumed at step 50: this run executed and timed 50 steps, in 0.75 s.
+  run.facts.worker["steps_run"] = 50;
+  run.facts.worker["timed_steps"] = 50;
+  run.facts.worker["compute_s"] = 0.5;
+  run.facts.worker["comm_s"] = 0.1;
+  run.facts.worker["wall_seconds"] = 0.75;
+  const auto resumed = run.summary()["step_time"];
+  EXPECT_NEAR(resumed["compute_s"].get<double>(), 0.010, 1e-12);
+  EXPECT_NEAR(resumed["exposed_comm_s"].get<double>(), 0.002, 1e-12);
+  EXPECT_NEAR(resumed["total_s"].get<double>(), 0.015, 1e-12);
 }
 
 // Each rank brings in (p-1)/p of the gradient and sends as much out: 2 (p-1)/p N bytes across
