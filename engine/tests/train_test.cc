@@ -94,12 +94,24 @@ TrainConfig small_config() {
   return c;
 }
 
+// A temporary directory for checkpoints, removed with the object.
+struct TempDir {
+  std::string path;
+  TempDir() {
+    char tmpl[] = "/tmp/dltune-engine-ckpt-XXXXXX";
+    if (mkdtemp(tmpl) != nullptr) path = tmpl;
+  }
+  ~TempDir() {
+    if (!path.empty()) (void)std::system(("rm -rf " + path).c_str());
+  }
+};
+
 TEST(Checkpoint, ResumeIsExact) {
   TrainConfig c = small_config();
   Dataset data = synthetic_digits(c.train_size, c.seed);
-  char tmpl[] = "/tmp/dltune-engine-ckpt-XXXXXX";
-  ASSERT_NE(mkdtemp(tmpl), nullptr);
-  const std::string path = std::string(tmpl) + "/ck.bin";
+  TempDir dir;
+  ASSERT_FALSE(dir.path.empty());
+  const std::string path = dir.path + "/ck.bin";
 
   auto straight = Trainer::create(c, nullptr, data, nullptr);
   ASSERT_TRUE(straight.ok()) << straight.error().message();
@@ -139,7 +151,6 @@ TEST(Checkpoint, ResumeIsExact) {
   auto s3 = (*t3)->resume(path);
   ASSERT_FALSE(s3.ok());
   EXPECT_NE(s3.error().message().find("of model 'lenet5'"), std::string::npos);
-  (void)std::system((std::string("rm -rf ") + tmpl).c_str());
 }
 
 // The summary says how many steps this run executed and timed: a resumed run executes only
@@ -147,9 +158,9 @@ TEST(Checkpoint, ResumeIsExact) {
 TEST(Trainer, SummaryCountsTheStepsThisRunExecuted) {
   TrainConfig c = small_config();
   Dataset data = synthetic_digits(c.train_size, c.seed);
-  char tmpl[] = "/tmp/dltune-engine-steps-XXXXXX";
-  ASSERT_NE(mkdtemp(tmpl), nullptr);
-  const std::string path = std::string(tmpl) + "/ck.bin";
+  TempDir dir;
+  ASSERT_FALSE(dir.path.empty());
+  const std::string path = dir.path + "/ck.bin";
   MetricsWriter none;
 
   auto fresh = Trainer::create(c, nullptr, data, nullptr);
@@ -170,7 +181,6 @@ TEST(Trainer, SummaryCountsTheStepsThisRunExecuted) {
   EXPECT_EQ(rest->steps, c.steps);
   EXPECT_EQ(rest->steps_run, c.steps - 7);
   EXPECT_EQ(rest->timed_steps, c.steps - 7);
-  (void)std::system((std::string("rm -rf ") + tmpl).c_str());
 }
 
 TEST(Trainer, RejectsMismatchedModelAndData) {

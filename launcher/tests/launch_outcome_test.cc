@@ -65,26 +65,25 @@ TEST(LaunchOutcome, AFailedBaselineIsSaidNotLeftOut) {
 // The step-time split adds up: what is neither compute nor exposed communication is "other".
 TEST(LaunchOutcome, TheStepTimeSplitAddsUp) {
   FakeRun run(100, 2.31, 0.05);
-  run.facts.worker["compute_s"] = 1.0;
-  run.facts.worker["comm_s"] = 0.2;
-  run.facts.worker["wall_seconds"] = 1.5;
-  const auto st = run.summary()["step_time"];
-  EXPECT_NEAR(st["compute_s"].get<double>(), 0.010, 1e-12);
-  EXPECT_NEAR(st["exposed_comm_s"].get<double>(), 0.002, 1e-12);
-  EXPECT_NEAR(st["other_s"].get<double>(), 0.003, 1e-12);
-  EXPECT_NEAR(st["total_s"].get<double>(), 0.015, 1e-12);
+  // Seconds over the run's steps; `counted` says which steps the worker executed and timed
+  // (absent: all of them). Every case comes to 10 + 2 + 3 = 15 ms per step.
+  auto split_of = [&](double compute, double comm, double wall, int counted) {
+    run.facts.worker["compute_s"] = compute;
+    run.facts.worker["comm_s"] = comm;
+    run.facts.worker["wall_seconds"] = wall;
+    if (counted > 0) {
+      run.facts.worker["steps_run"] = counted;
+      run.facts.worker["timed_steps"] = counted;
+    }
+    const auto st = run.summary()["step_time"];
+    EXPECT_NEAR(st["compute_s"].get<double>(), 0.010, 1e-12);
+    EXPECT_NEAR(st["exposed_comm_s"].get<double>(), 0.002, 1e-12);
+    EXPECT_NEAR(st["other_s"].get<double>(), 0.003, 1e-12);
+    EXPECT_NEAR(st["total_s"].get<double>(), 0.015, 1e-12);
+  };
+  split_of(1.0, 0.2, 1.5, 0);
   EXPECT_NE(format_summary(run.summary()).find("+ other 3.00 ms"), std::string::npos);
-
-  // Resumed at step 50: this run executed and timed 50 steps, in 0.75 s.
-  run.facts.worker["steps_run"] = 50;
-  run.facts.worker["timed_steps"] = 50;
-  run.facts.worker["compute_s"] = 0.5;
-  run.facts.worker["comm_s"] = 0.1;
-  run.facts.worker["wall_seconds"] = 0.75;
-  const auto resumed = run.summary()["step_time"];
-  EXPECT_NEAR(resumed["compute_s"].get<double>(), 0.010, 1e-12);
-  EXPECT_NEAR(resumed["exposed_comm_s"].get<double>(), 0.002, 1e-12);
-  EXPECT_NEAR(resumed["total_s"].get<double>(), 0.015, 1e-12);
+  split_of(0.5, 0.1, 0.75, 50);  // resumed at step 50: this run executed and timed 50 steps
 }
 
 // Each rank brings in (p-1)/p of the gradient and sends as much out: 2 (p-1)/p N bytes across
