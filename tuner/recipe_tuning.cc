@@ -344,7 +344,19 @@ Result<size_t> choose_winner(const std::vector<TrialRecord>& trials) {
   return best;
 }
 
-TrialSchedule schedule_for(const RecipeTuneRequest& req, size_t candidates,
+size_t trial_trainers(const std::vector<RecipeCandidate>& candidates, bool grid) {
+  if (grid) return candidates.size();
+  std::set<std::string> families;
+  for (const RecipeCandidate& k : candidates) {
+    TrainingPlan t = k.training;
+    t.bucket_bytes = TrainingPlan{}.bucket_bytes;
+    t.overlap = TrainingPlan{}.overlap;
+    families.insert(training_json(t).dump());
+  }
+  return families.size();
+}
+
+TrialSchedule schedule_for(const RecipeTuneRequest& req, size_t candidates, size_t trainers,
                            int64_t gradient_bytes) {
   TrialSchedule s;
   s.grid = req.grid;
@@ -357,9 +369,9 @@ TrialSchedule schedule_for(const RecipeTuneRequest& req, size_t candidates,
   for (size_t n = candidates; n > 2; n = std::max<size_t>(2, (n + eta - 1) / eta)) steps *= s.eta;
   s.max_steps = req.max_steps > 0 ? std::max(req.max_steps, s.min_steps)
                                   : std::max(s.min_steps, std::min(steps, 108));
-  // Trainers of every candidate at once: parameters, gradients and momentum (3 x f32) plus
-  // slack for activations; keep them when that stays under 2 GiB.
-  const double bytes = 4.0 * static_cast<double>(gradient_bytes) * static_cast<double>(candidates);
+  // Every trainer at once: parameters, gradients and momentum (3 x f32) plus slack for
+  // activations; keep them when that stays under 2 GiB.
+  const double bytes = 4.0 * static_cast<double>(gradient_bytes) * static_cast<double>(trainers);
   s.keep_trainers = bytes < 2.0 * static_cast<double>(uint64_t{1} << 30);
   return s;
 }
@@ -468,7 +480,8 @@ Result<RecipeTuneOutcome> tune_recipe(const RecipeTuneRequest& req, const RunRan
   if (!cands) return cands.error();
   const size_t generated = cands->size();
   if (req.hint) *cands = narrow_candidates(*cands, *req.hint);
-  const TrialSchedule sched = schedule_for(req, cands->size(), gradient_bytes(req.recipe));
+  const TrialSchedule sched = schedule_for(req, cands->size(), trial_trainers(*cands, req.grid),
+                                           gradient_bytes(req.recipe));
   recipes::Plan base = req.base;
   base.job = req.job;
   json c = {{"version", 1},

@@ -193,8 +193,16 @@ Result<RecipeTuneOutcome> outcome_from_trials(const RecipeTuneRequest& req,
                                               const std::vector<RecipeCandidate>& candidates,
                                               const nlohmann::json& trials_file);
 
-// The schedule tune_recipe uses for `candidates` candidates and the request.
-TrialSchedule schedule_for(const RecipeTuneRequest& req, size_t candidates, int64_t gradient_bytes);
+// How many trainers the trial search builds for `candidates`: the grid one per candidate;
+// halving one per family, the candidates that differ only in bucket size and overlap (the
+// worker's trial search shares one trainer among them: engine/worker/trial.cc).
+size_t trial_trainers(const std::vector<RecipeCandidate>& candidates, bool grid);
+
+// The schedule tune_recipe uses for `candidates` candidates needing `trainers` trainers
+// (trial_trainers()) of a model with `gradient_bytes` of gradients, and the request. The
+// trainers stay resident between rounds when all of them fit in 2 GiB.
+TrialSchedule schedule_for(const RecipeTuneRequest& req, size_t candidates, size_t trainers,
+                           int64_t gradient_bytes);
 
 // Generates the candidates, writes WORK_DIR/candidates.json, calls run_ranks once with
 // {"trial", "--recipe", recipe_path, "--candidates", C, "--out", R, "--budget", S[, "--grid"]},

@@ -405,14 +405,39 @@ TEST(RecipeTrialRows, EveryTrialWithItsConfigurationAndAStorableReason) {
 TEST(RecipeSchedule, HalvingReachesOneSurvivorAndKeepsSmallModelsResident) {
   RecipeTuneRequest req;
   req.budget_s = 20;
-  const TrialSchedule s = schedule_for(req, 16, 431080 * 4);
+  const TrialSchedule s = schedule_for(req, 16, 16, 431080 * 4);
   EXPECT_EQ(s.min_steps, 4);
   EXPECT_EQ(s.max_steps, 64);  // 16 -> 4 -> 2: trials of 4, 16, 64 steps
   EXPECT_TRUE(s.keep_trainers);
-  EXPECT_FALSE(schedule_for(req, 24, 61000000LL * 4).keep_trainers);
+  EXPECT_FALSE(schedule_for(req, 24, 24, 61000000LL * 4).keep_trainers);
+  // AlexNet's 8 bucket / overlap candidates of one batch share one trainer in halving: 1 GB.
+  EXPECT_TRUE(schedule_for(req, 8, 1, 61000000LL * 4).keep_trainers);
+  EXPECT_FALSE(schedule_for(req, 8, 8, 61000000LL * 4).keep_trainers);
   auto back = schedule_from_json(schedule_to_json(s));
   ASSERT_TRUE(back.ok());
   EXPECT_EQ(back->max_steps, 64);
+}
+
+// Halving builds one trainer per family (the same batch, scaling, learning rate and warmup);
+// the grid one per candidate.
+TEST(RecipeSchedule, HalvingBuildsOneTrainerPerFamily) {
+  std::vector<RecipeCandidate> cands;
+  for (int64_t batch : {32, 64}) {
+    for (uint64_t bucket : {uint64_t{1} << 20, uint64_t{4} << 20}) {
+      for (bool overlap : {false, true}) {
+        RecipeCandidate k;
+        k.training.per_rank_batch = batch;
+        k.training.global_batch = 2 * batch;
+        k.training.bucket_bytes = bucket;
+        k.training.overlap = overlap;
+        cands.push_back(k);
+      }
+    }
+  }
+  EXPECT_EQ(trial_trainers(cands, false), 2u);
+  EXPECT_EQ(trial_trainers(cands, true), 8u);
+  cands.back().training.lr_scale = 2;  // another learning rate trains differently
+  EXPECT_EQ(trial_trainers(cands, false), 3u);
 }
 
 }  // namespace
