@@ -1,4 +1,6 @@
-// SHA-256 (FIPS 180-4), for fingerprints, recipe signatures and bundle checksums.
+// SHA-256 (FIPS 180-4), for fingerprints, recipe signatures, bundle and checkpoint checksums.
+// Uses the CPU's SHA extensions (x86 SHA-NI) where it has them: about 1.5 GB/s there against
+// 0.28 GB/s for the portable code (a 488 MB AlexNet checkpoint took 1.75 s to hash).
 #pragma once
 
 #include <array>
@@ -21,7 +23,7 @@ class Sha256 {
   std::string hex_digest();
 
  private:
-  void block(const uint8_t* p);
+  void blocks(const uint8_t* p, size_t n);  // n whole 64-byte blocks
   std::array<uint32_t, 8> h_;
   std::array<uint8_t, 64> buf_{};
   size_t buf_len_ = 0;
@@ -30,5 +32,11 @@ class Sha256 {
 
 // SHA-256 of `data` as 64 lowercase hex characters.
 std::string sha256_hex(std::string_view data);
+
+// Whether SHA-256 runs on the CPU's SHA extensions. set_sha256_hardware(false) makes it use the
+// portable code (tests check both on a CPU that has them); true has an effect only on such a
+// CPU. Not thread-safe: call it before hashing starts.
+bool sha256_hardware();
+void set_sha256_hardware(bool on);
 
 }  // namespace dltune

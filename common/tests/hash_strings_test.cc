@@ -1,3 +1,6 @@
+#include <algorithm>
+#include <string>
+
 #include <gtest/gtest.h>
 
 #include "common/hash.h"
@@ -7,7 +10,7 @@ namespace dltune {
 namespace {
 
 // FIPS 180-4 / NIST CAVP example vectors.
-TEST(Sha256, KnownVectors) {
+void known_vectors() {
   EXPECT_EQ(sha256_hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
   EXPECT_EQ(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
   EXPECT_EQ(sha256_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
@@ -16,7 +19,7 @@ TEST(Sha256, KnownVectors) {
             "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
 }
 
-TEST(Sha256, IncrementalEqualsOneShot) {
+void incremental() {
   const std::string s = "The quick brown fox jumps over the lazy dog, many times over. 0123456789";
   for (size_t cut = 0; cut <= s.size(); cut += 7) {
     Sha256 h;
@@ -24,6 +27,48 @@ TEST(Sha256, IncrementalEqualsOneShot) {
     h.update(s.substr(cut));
     EXPECT_EQ(h.hex_digest(), sha256_hex(s)) << cut;
   }
+}
+
+// Runs `body` with the portable code and, where the CPU has SHA extensions, with them.
+template <typename F>
+void both_implementations(F body) {
+  const bool hw = sha256_hardware();
+  for (bool on : {false, true}) {
+    set_sha256_hardware(on);
+    if (on && !sha256_hardware()) continue;  // this CPU has no SHA extensions
+    SCOPED_TRACE(on ? "SHA extensions" : "portable");
+    body();
+  }
+  set_sha256_hardware(hw);
+}
+
+TEST(Sha256, KnownVectors) { both_implementations(known_vectors); }
+
+TEST(Sha256, IncrementalEqualsOneShot) { both_implementations(incremental); }
+
+// Pieces of every length around the 64-byte block, over a megabyte: both implementations agree.
+TEST(Sha256, HardwareAndPortableAgree) {
+  std::string s(1 << 20, '\0');
+  uint32_t x = 12345;
+  for (char& c : s) c = static_cast<char>((x = x * 1664525u + 1013904223u) >> 24);
+  auto pieces = [&] {
+    Sha256 h;
+    size_t at = 0;
+    for (size_t len = 0; at < s.size(); len = (len + 37) % 200) {
+      const size_t n = std::min(len, s.size() - at);
+      h.update(s.data() + at, n);
+      at += n;
+    }
+    return h.hex_digest();
+  };
+  const bool hw = sha256_hardware();
+  set_sha256_hardware(false);
+  const std::string portable = sha256_hex(s);
+  EXPECT_EQ(pieces(), portable);
+  set_sha256_hardware(true);
+  EXPECT_EQ(sha256_hex(s), portable);
+  EXPECT_EQ(pieces(), portable);
+  set_sha256_hardware(hw);
 }
 
 TEST(Strings, ParseBytes) {
