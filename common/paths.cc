@@ -78,20 +78,26 @@ Result<std::string> read_file(const std::string& path) {
 }
 
 Status write_file_atomic(const std::string& path, const std::string& data) {
+  return write_file_atomic(path, {std::string_view(data)});
+}
+
+Status write_file_atomic(const std::string& path, std::initializer_list<std::string_view> parts) {
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return errno_error("cannot create '" + tmp + "'");
-  size_t off = 0;
-  while (off < data.size()) {
-    const ssize_t n = ::write(fd, data.data() + off, data.size() - off);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      Error e = errno_error("cannot write '" + tmp + "'");
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return e;
+  for (std::string_view data : parts) {
+    size_t off = 0;
+    while (off < data.size()) {
+      const ssize_t n = ::write(fd, data.data() + off, data.size() - off);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        Error e = errno_error("cannot write '" + tmp + "'");
+        ::close(fd);
+        ::unlink(tmp.c_str());
+        return e;
+      }
+      off += static_cast<size_t>(n);
     }
-    off += static_cast<size_t>(n);
   }
   if (::fsync(fd) != 0 || ::close(fd) != 0) {
     Error e = errno_error("cannot flush '" + tmp + "'");

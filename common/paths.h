@@ -1,8 +1,10 @@
 // XDG base directories and small file-system helpers.
 #pragma once
 
+#include <initializer_list>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "common/result.h"
 
@@ -28,6 +30,8 @@ Result<std::string> read_file(const std::string& path);
 // Writes `data` to `path` atomically: a temporary file in the same directory, fsync, rename.
 // On failure the old file (if any) is unchanged and no temporary file is left.
 Status write_file_atomic(const std::string& path, const std::string& data);
+// The same for a file made of `parts` in order (no joined copy of a large file in memory).
+Status write_file_atomic(const std::string& path, std::initializer_list<std::string_view> parts);
 // True when `path` names an existing file or directory.
 bool exists(const std::string& path);
 

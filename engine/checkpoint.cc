@@ -14,22 +14,23 @@ constexpr const char* kMagic = "DLTUNE-CHECKPOINT 1\n";
 }
 
 Status save_checkpoint(const std::string& path, const Checkpoint& ck) {
-  std::string payload;
-  payload.resize((ck.params.size() + ck.velocity.size()) * sizeof(float));
-  if (!ck.params.empty()) std::memcpy(payload.data(), ck.params.data(), ck.params.size() * 4);
-  if (!ck.velocity.empty())
-    std::memcpy(payload.data() + ck.params.size() * 4, ck.velocity.data(), ck.velocity.size() * 4);
-  nlohmann::json meta = {{"model", ck.model},
-                         {"step", ck.step},
-                         {"seed", ck.seed},
-                         {"global_batch", ck.global_batch},
-                         {"epoch", ck.epoch},
-                         {"rng_state", ck.rng_state},
-                         {"params", ck.params.size()},
-                         {"velocity", ck.velocity.size()},
-                         {"sha256", sha256_hex(payload)}};
-  std::string data = kMagic + meta.dump() + "\n" + payload;
-  auto st = paths::write_file_atomic(path, data);
+  return save_checkpoint(path, ck, ck.params, ck.velocity);
+}
+
+Status save_checkpoint(const std::string& path, const Checkpoint& ck, std::span<const float> params,
+                       std::span<const float> velocity) {
+  const std::string_view p(reinterpret_cast<const char*>(params.data()), params.size_bytes());
+  const std::string_view v(reinterpret_cast<const char*>(velocity.data()), velocity.size_bytes());
+  Sha256 sha;
+  sha.update(p);
+  sha.update(v);
+  const nlohmann::json meta = {{"model", ck.model},         {"step", ck.step},
+                               {"seed", ck.seed},           {"global_batch", ck.global_batch},
+                               {"epoch", ck.epoch},         {"rng_state", ck.rng_state},
+                               {"params", params.size()},   {"velocity", velocity.size()},
+                               {"sha256", sha.hex_digest()}};
+  const std::string head = kMagic + meta.dump() + "\n";
+  auto st = paths::write_file_atomic(path, {head, p, v});
   if (!st) return std::move(st).error().wrap("writing checkpoint");
   return ok_status();
 }

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,11 @@ struct Checkpoint {
 
 // Writes `ck` to `path` atomically. Errors: io_error naming the path.
 Status save_checkpoint(const std::string& path, const Checkpoint& ck);
+// The same with the parameters and velocity read in place (`ck`'s vectors are ignored): no
+// copy of a large model in memory; the checksum is computed while the parts are handed to
+// the file, which is written from them directly.
+Status save_checkpoint(const std::string& path, const Checkpoint& ck, std::span<const float> params,
+                       std::span<const float> velocity);
 // Reads and verifies a checkpoint: header, metadata, sizes and checksum. Errors
 // (invalid_input) name the path and what is wrong ("truncated", "checksum mismatch", ...).
 Result<Checkpoint> load_checkpoint(const std::string& path);

@@ -54,9 +54,8 @@ Status Trainer::save(const std::string& path) const {
   ck.global_batch = global_batch_;
   ck.epoch = sampler_->epoch_of(step_);
   ck.rng_state = Rng::mix(config_.seed, static_cast<uint64_t>(step_));
-  ck.params.assign(model_->params(), model_->params() + model_->num_params());
-  ck.velocity.assign(sgd_->velocity().data(), sgd_->velocity().data() + model_->num_params());
-  return save_checkpoint(path, ck);
+  const auto n = static_cast<size_t>(model_->num_params());
+  return save_checkpoint(path, ck, {model_->params(), n}, {sgd_->velocity().data(), n});
 }
 
 Status Trainer::resume(const std::string& path) {
