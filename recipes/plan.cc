@@ -85,6 +85,13 @@ Status validate_placement(const Plan& plan) {
 
 }  // namespace
 
+bool trains_alike(const TrainingPlan& a, const TrainingPlan& b) {
+  TrainingPlan x = a;
+  x.bucket_bytes = b.bucket_bytes;
+  x.overlap = b.overlap;
+  return x == b;
+}
+
 std::string_view plan_source_name(PlanSource s) {
   switch (s) {
     case PlanSource::kTuned:

@@ -60,6 +60,11 @@ struct TrainingPlan {
   bool operator==(const TrainingPlan&) const = default;
 };
 
+// Whether `a` and `b` differ at most in their communication settings (bucket size, overlap):
+// they then train the same model the same way. The recipe tuner's trials share one trainer
+// among such candidates (engine/worker/trial.cc) and size their memory by it (tuner/).
+bool trains_alike(const TrainingPlan& a, const TrainingPlan& b);
+
 // Where one local rank runs: its cores, GPU (-1 none) and NIC ("" none/default).
 struct RankPlacement {
   int local_rank = 0;

@@ -346,12 +346,10 @@ Result<size_t> choose_winner(const std::vector<TrialRecord>& trials) {
 
 size_t trial_trainers(const std::vector<RecipeCandidate>& candidates, bool grid) {
   if (grid) return candidates.size();
-  std::set<std::string> families;
+  std::vector<const TrainingPlan*> families;  // one member of each
   for (const RecipeCandidate& k : candidates) {
-    TrainingPlan t = k.training;
-    t.bucket_bytes = TrainingPlan{}.bucket_bytes;
-    t.overlap = TrainingPlan{}.overlap;
-    families.insert(training_json(t).dump());
+    auto alike = [&](const TrainingPlan* f) { return recipes::trains_alike(*f, k.training); };
+    if (std::none_of(families.begin(), families.end(), alike)) families.push_back(&k.training);
   }
   return families.size();
 }

@@ -194,8 +194,8 @@ Result<RecipeTuneOutcome> outcome_from_trials(const RecipeTuneRequest& req,
                                               const nlohmann::json& trials_file);
 
 // How many trainers the trial search builds for `candidates`: the grid one per candidate;
-// halving one per family, the candidates that differ only in bucket size and overlap (the
-// worker's trial search shares one trainer among them: engine/worker/trial.cc).
+// halving one per family of candidates that train alike (recipes::trains_alike(): only bucket
+// size and overlap differ; the worker's trial search shares one trainer among them).
 size_t trial_trainers(const std::vector<RecipeCandidate>& candidates, bool grid);
 
 // The schedule tune_recipe uses for `candidates` candidates needing `trainers` trainers

@@ -47,6 +47,7 @@ struct Schedule {
 // and warms one model per batch and learning-rate schedule instead of one per candidate, and a
 // divergence fails the whole family at once. The grid keeps one trainer per candidate.
 struct Family {
+  recipes::TrainingPlan training;  // its first member's (see recipes::trains_alike())
   std::unique_ptr<Trainer> trainer;
   double first_loss = 0;  // this rank's loss in the trainer's first step
 };
@@ -116,13 +117,11 @@ class Search {
       c.global_batch = c.cfg.global_batch_for(ranks());
       // The grid is the reference: each candidate measured alone, as if it were the only
       // one tried, so there every candidate is a family of its own.
-      TrainConfig key = c.cfg;
-      key.bucket_bytes = 0;
-      key.overlap = false;
-      const std::string name = s_.grid ? "#" + std::to_string(cands_.size()) : to_json(key);
-      auto [it, added] = family_of_.try_emplace(name, families_.size());
-      if (added) families_.emplace_back();
-      c.family = it->second;
+      auto same = [&](const Family& f) { return recipes::trains_alike(f.training, plan.training); };
+      const auto it =
+          s_.grid ? families_.end() : std::find_if(families_.begin(), families_.end(), same);
+      c.family = static_cast<size_t>(it - families_.begin());
+      if (it == families_.end()) families_.push_back(Family{plan.training, nullptr, 0});
     }
     cands_.push_back(std::move(c));
     return ok_status();
@@ -191,7 +190,8 @@ class Search {
         if (!tr) {
           why = tr.error().message();
         } else {
-          families_[c.family] = Family{std::move(*tr), 0};
+          families_[c.family].trainer = std::move(*tr);
+          families_[c.family].first_loss = 0;
           ++trainers_built_;
         }
       }
@@ -355,7 +355,6 @@ class Search {
   Clock::time_point t0_;
   std::vector<Cand> cands_;
   std::vector<Family> families_;
-  std::map<std::string, size_t> family_of_;  // a family's config (bucket, overlap unset)
   std::map<std::string, Dataset> data_;
   std::vector<Record> records_;
   std::vector<size_t> failed_now_;  // candidates failed in the current round
