@@ -3,9 +3,9 @@
 // protocols).
 //
 // Every local rank owns two slots in the header of the communicator's persistent staging
-// segment (pre-faulted at creation), picked by sequence parity. A slot is a run of cache lines,
-// each an 8-byte tag, (sequence << 24) | message bytes, followed by 56 bytes of the message
-// (NCCL's LL128 layout on a CPU cache line). A call:
+// segment (pre-faulted at creation), picked by sequence parity. A slot is a run of tagged cache
+// lines (comm/shm_lines.h: an 8-byte tag, (sequence << 24) | message bytes, then 56 bytes of
+// the message; NCCL's LL128 layout on a CPU cache line). A call:
 //   1. takes the next sequence number s (every rank counts the same calls) and writes its
 //      input into its slot of parity s & 1, each line's data before that line's tag (release
 //      order);
@@ -18,8 +18,8 @@
 // Why a tag on every line: with one tag ahead of the data, a reader learns that the data is
 // there only after one core-to-core transfer (the tag's line) and then fetches the other lines
 // in a second one. With a tag per line, the lines a reader polls carry the data themselves.
-// Measured with 2 MPI ranks in bench/allreduce (interleaved, f32 sum), with demote() and the
-// constant-size copies below: 0.19-0.20 against 0.27 us at 4-32 B, 0.22-0.23 against
+// Measured with 2 MPI ranks in bench/allreduce (interleaved, f32 sum), with CLDEMOTE and the
+// constant-size copies of shm_lines.h: 0.19-0.20 against 0.27 us at 4-32 B, 0.22-0.23 against
 // 0.34-0.36 us at 64 B, 0.25-0.26 against 0.40-0.46 us at 256 B, 0.31-0.32 against 0.41-0.46
 // us at 512 B (before: one tag ahead of contiguous data). Polling line by line in the writer's
 // order keeps a reader from pulling lines the writer has not reached yet (each such line would
@@ -29,73 +29,42 @@
 // finished reading the slots of call s.
 // Cost for L ranks and N bytes: each rank reads (L - 1) N bytes across cores, the barrier path
 // (L - 1) N / L; hence the size limits in comm/algorithms.h.
-#include <atomic>
 #include <cstring>
 #include <string>
 
-#if defined(__x86_64__)
-#include <cpuid.h>
-#endif
-
 #include "comm/algorithms.h"
 #include "comm/reduce.h"
+#include "comm/shm_lines.h"
 #include "comm/shm_segment.h"
 #include "comm/spin_wait.h"
 
 namespace dltune::comm::detail {
 namespace {
 
-constexpr size_t kTagBytes = 8;
-constexpr size_t kLineData = 64 - kTagBytes;  // every element size (1-8 bytes) divides it
-constexpr unsigned kBytesBits = 24;
+using shm_lines::kLineData;
 static_assert(kShmSmallMaxBytes <= SharedSegment::kSmallSlotLines * kLineData,
               "the small-message threshold exceeds the shared slots");
-static_assert(kShmSmallMaxBytes < (size_t{1} << kBytesBits), "message bytes must fit the tag");
+static_assert(kShmSmallMaxBytes <= shm_lines::kMaxMessageBytes, "message bytes must fit the tag");
 static_assert(kShmSmallSharedMaxBytes <= kShmSmallMaxBytes, "see shm() in algo_shm.cc");
-
-std::atomic_ref<uint64_t> tag_of(uint8_t* line) {
-  return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(line));
-}
-
-// A hint that the cache line at p will be read by another core next: it moves from this
-// core's private caches to the shared L3, where a peer's read finds it without a snoop into
-// this core. Measured with 2 ranks: 512 B 0.36 against 0.42 us, 64 B 0.25 against 0.27 us,
-// the other sizes unchanged. CLDEMOTE lies in the hint-NOP encoding space (CPUs without it
-// execute a NOP), but it is issued only where CPUID says the CPU has it, so nothing depends on
-// that.
-#if defined(__x86_64__)
-const bool kHasCldemote = [] {
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (c & (1u << 25)) != 0;  // CPUID.7.0:ECX.25
-}();
-#endif
-
-inline void demote(uint8_t* p) {
-#if defined(__x86_64__)
-  if (kHasCldemote) asm volatile("cldemote %0" ::"m"(*p));
-#else
-  (void)p;
-#endif
-}
 
 // Waits until `line` of local rank k's slot carries `tag`.
 Status await_line(uint8_t* line, uint64_t tag, int k, const Call& c, SpinWait& spin) {
-  for (;;) {
-    const uint64_t t = tag_of(line).load(std::memory_order_acquire);
-    if (t == tag) return ok_status();
-    if (t >> kBytesBits == tag >> kBytesBits) {
-      const size_t theirs = (t & ((uint64_t{1} << kBytesBits) - 1)) / c.esize;
-      return invalid_input("local rank " + std::to_string(k) + " passed " + std::to_string(theirs) +
+  uint64_t seen = 0;
+  switch (shm_lines::await(line, tag, c.deadline, spin, &seen)) {
+    case shm_lines::Wait::kReady:
+      return ok_status();
+    case shm_lines::Wait::kOtherBytes:
+      return invalid_input("local rank " + std::to_string(k) + " passed " +
+                           std::to_string(shm_lines::tag_bytes(seen) / c.esize) +
                            " elements, this rank passed " + std::to_string(c.count) +
                            ": do all ranks pass the same count?");
-    }
-    if (!spin.wait(c.deadline)) {
-      return timeout_error("local rank " + std::to_string(k) +
-                           " did not reach the small-message shared-memory allreduce in time "
-                           "(call " +
-                           std::to_string(tag >> kBytesBits) + " on this segment)");
-    }
+    case shm_lines::Wait::kTimeout:
+      break;
   }
+  return timeout_error("local rank " + std::to_string(k) +
+                       " did not reach the small-message shared-memory allreduce in time "
+                       "(call " +
+                       std::to_string(shm_lines::tag_sequence(tag)) + " on this segment)");
 }
 
 }  // namespace
@@ -115,18 +84,10 @@ Status shm_small(const Call& c) {
   const int me = seg.local_rank();
   DLTUNE_CHECK(n <= 64, "shared-memory allreduce supports at most 64 local ranks");
   const uint64_t seq = seg.next_small_sequence();
-  const uint64_t tag = seq << kBytesBits | bytes;
-  const size_t lines = (bytes + kLineData - 1) / kLineData;
-  const size_t tail = bytes - (lines - 1) * kLineData;  // the last line's data bytes
-
+  const uint64_t tag = shm_lines::make_tag(seq, bytes);
+  const size_t lines = shm_lines::lines_for(bytes);
   const auto* in = static_cast<const uint8_t*>(c.send);
-  uint8_t* mine = seg.small_slot(me, seq);
-  for (size_t l = 0; l < lines; ++l) {
-    uint8_t* line = mine + l * 64;
-    std::memcpy(line + kTagBytes, in + l * kLineData, l + 1 < lines ? kLineData : tail);
-    tag_of(line).store(tag, std::memory_order_release);
-  }
-  for (size_t l = 0; l < lines; ++l) demote(mine + l * 64);
+  shm_lines::write(seg.small_slot(me, seq), in, bytes, tag);
 
   // Rank k's data, contiguous, at blocks + k * stride (this rank's own straight from c.send,
   // which may be c.recv).
@@ -146,9 +107,8 @@ Status shm_small(const Call& c) {
     }
     uint8_t* slot = seg.small_slot(k, seq);
     for (size_t l = 0; l < lines; ++l) {
-      uint8_t* line = slot + l * 64;
-      DLTUNE_TRY(await_line(line, tag, k, c, spin));
-      std::memcpy(out + l * kLineData, line + kTagBytes, kLineData);
+      DLTUNE_TRY(await_line(slot + l * shm_lines::kLineBytes, tag, k, c, spin));
+      shm_lines::copy_line(out + l * kLineData, slot, l);
     }
   }
   reduce_many(c.type, c.op, c.recv, srcs, n, c.count);
