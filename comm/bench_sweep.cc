@@ -9,12 +9,18 @@
 #include <nlohmann/json.hpp>
 
 #include "comm/allreduce.h"
+#include "comm/shm_lines.h"
 #include "common/strings.h"
 
 namespace dltune::comm {
 namespace {
 
 constexpr int kTagPing = kReservedTagBase + 950;
+// The per-size ping-pong runs up to this size, the line exchange up to the next.
+constexpr size_t kPingMaxBytes = size_t{64} << 10;
+constexpr size_t kExchangeMaxBytes = size_t{4} << 10;
+// The ping-pong that gives the alpha-beta bound its bandwidth.
+constexpr size_t kBandwidthBytes = size_t{4} << 20;
 
 double micros_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
@@ -64,7 +70,7 @@ Status pingpong(Communicator& comm, void* buf, size_t bytes, int iters, double* 
 }
 
 // One measured candidate: a real algorithm, or a pseudo-candidate for the bounds.
-enum class Kind { kAlgo, kCopy, kPing };
+enum class Kind { kAlgo, kCopy, kPing, kExchange };
 struct Candidate {
   Kind kind;
   Algorithm algo;
@@ -76,7 +82,44 @@ struct Ctx {
   float* buf;     // node-shared, max_bytes
   uint8_t* copy;  // private, max_bytes (copy destination)
   uint8_t ping[8] = {};
+  SharedBuffer lines;      // the line exchange's two slots per rank (ranks 0 and 1)
+  uint64_t lines_seq = 0;  // its calls so far
 };
+
+// The line exchange: ranks 0 and 1 swap `bytes` through node-shared memory in tagged cache
+// lines (comm/shm_lines.h), each writing its slot of the call's parity and copying the peer's
+// lines out as they arrive; other ranks idle. Nothing else happens: no reduction, no
+// bookkeeping. It is the data movement of the small-message shm allreduce alone, so
+// best / exchange says how much the algorithm adds to its own transfers; it is not a bound on
+// every transfer pattern (from 4 KiB the barrier path's bulk reads beat it).
+Status line_exchange(Ctx& c, size_t bytes) {
+  const int me = c.comm.rank();
+  if (me > 1) return ok_status();
+  const uint64_t seq = ++c.lines_seq;
+  const uint64_t tag = shm_lines::make_tag(seq, bytes);
+  const size_t slot_bytes = shm_lines::lines_for(kExchangeMaxBytes) * shm_lines::kLineBytes;
+  auto slot = [&](int r) {
+    return static_cast<uint8_t*>(c.lines.peer(r)) + (seq & 1) * slot_bytes;
+  };
+  shm_lines::write(slot(me), c.copy, bytes, tag);
+  uint8_t* theirs = slot(1 - me);
+  const Deadline d = c.comm.deadline_from_now();
+  SpinWait spin(2);
+  uint64_t seen = 0;
+  for (size_t l = 0; l < shm_lines::lines_for(bytes); ++l) {
+    switch (shm_lines::await(theirs + l * shm_lines::kLineBytes, tag, d, spin, &seen)) {
+      case shm_lines::Wait::kReady:
+        break;
+      case shm_lines::Wait::kOtherBytes:
+        return internal_error("the line exchange's ranks disagree on the size");
+      case shm_lines::Wait::kTimeout:
+        return timeout_error("rank " + std::to_string(1 - me) +
+                             " did not take part in the line exchange in time");
+    }
+    shm_lines::copy_line(c.copy + l * shm_lines::kLineData, theirs, l);
+  }
+  return ok_status();
+}
 
 Status run_once(Ctx& c, const Candidate& k, size_t bytes) {
   switch (k.kind) {
@@ -95,6 +138,8 @@ Status run_once(Ctx& c, const Candidate& k, size_t bytes) {
       }
       return ok_status();
     }
+    case Kind::kExchange:
+      return line_exchange(c, bytes);
     case Kind::kAlgo: {
       AllreduceOptions o;
       o.algorithm = k.algo;
@@ -205,12 +250,29 @@ Result<SweepReport> run_sweep(Communicator& comm, const SweepOptions& options) {
 
   auto shared = comm.alloc_shared(options.max_bytes);
   if (!shared) return shared.error();
-  Ctx c{comm, options, shared->as<float>(),
-        static_cast<uint8_t*>(comm.scratch(2, options.max_bytes))};
+  // The copy destination is also the line exchange's source and destination, which copies
+  // whole lines: up to kLineData - 1 bytes past the message.
+  Ctx c{comm,
+        options,
+        shared->as<float>(),
+        static_cast<uint8_t*>(
+            comm.scratch(2, std::max(options.max_bytes, kBandwidthBytes) + shm_lines::kLineData)),
+        {},
+        {},
+        0};
+  const bool exchange = rep.ranks == 2 && rep.nodes == 1;
+  if (exchange) {
+    const size_t slot = shm_lines::lines_for(kExchangeMaxBytes) * shm_lines::kLineBytes;
+    auto lines = comm.alloc_shared(2 * slot);
+    if (!lines) return lines.error();
+    c.lines = std::move(*lines);
+  }
   // alpha and the ping-pong bandwidth for the alpha-beta bound.
   DLTUNE_TRY(pingpong(comm, c.ping, 8, 200, &rep.alpha_us));  // warm-up
   DLTUNE_TRY(pingpong(comm, c.ping, 8, 2000, &rep.alpha_us));
-  const size_t big = std::min<size_t>(options.max_bytes, size_t{4} << 20);
+  // Always at kBandwidthBytes, whatever the sweep's sizes: a ping-pong of a few bytes says
+  // nothing about bandwidth (with --max-bytes 64 the bound at 64 B came out at 2.3x alpha).
+  const size_t big = kBandwidthBytes;
   double big_us = 0;
   DLTUNE_TRY(pingpong(comm, c.copy, big, 10, &big_us));
   std::vector<double> ab{rep.alpha_us, big_us};
@@ -222,8 +284,10 @@ Result<SweepReport> run_sweep(Communicator& comm, const SweepOptions& options) {
   for (size_t bytes = options.min_bytes / 4 * 4; bytes <= options.max_bytes; bytes *= 2) {
     std::vector<Candidate> cands = algos;
     cands.push_back({Kind::kCopy, Algorithm::kRing});
-    const bool ping = rep.ranks > 1 && bytes <= (size_t{64} << 10);
+    const bool ping = rep.ranks > 1 && bytes <= kPingMaxBytes;
     if (ping) cands.push_back({Kind::kPing, Algorithm::kRing});
+    const bool xchg = exchange && bytes <= kExchangeMaxBytes;
+    if (xchg) cands.push_back({Kind::kExchange, Algorithm::kRing});
     std::vector<std::vector<double>> samples;
     DLTUNE_TRY_CTX(measure_size(c, cands, bytes, &samples),
                    "measuring " + strings::format_bytes(bytes));
@@ -240,6 +304,7 @@ Result<SweepReport> run_sweep(Communicator& comm, const SweepOptions& options) {
     b.bytes = bytes;
     b.membw_us = percentile(samples[algos.size()], 0.0);  // the best round (bench_sweep.h)
     b.pingpong_us = ping ? percentile(samples[algos.size() + 1], 0.5) / 2 : rep.alpha_us;
+    if (xchg) b.exchange_us = percentile(samples[algos.size() + 2], 0.5);
     const double steps = std::ceil(std::log2(std::max(p, 1.0)));
     b.alpha_beta_us = steps * b.pingpong_us +
                       (rep.pingpong_gbs > 0
@@ -259,7 +324,13 @@ std::string format_table(const SweepReport& rep) {
      << std::setprecision(1) << rep.pingpong_gbs << " GB/s\n";
   os << "bounds: alpha-beta = ceil(log2 p) alpha + 2(p-1)/p N / ping-pong bw; membw = the "
         "best round of a concurrent copy of N bytes on every rank (the traffic of an in-place shm "
-        "allreduce)\n";
+        "allreduce)";
+  if (!rep.bounds.empty() && rep.bounds.front().exchange_us > 0) {
+    os << "; exchange = 2 ranks swapping N bytes in tagged cache lines, the small shm "
+          "allreduce's transfers alone (up to "
+       << strings::format_bytes(kExchangeMaxBytes) << ")";
+  }
+  os << "\n";
   size_t last = SIZE_MAX;
   for (const auto& pt : rep.results) {
     if (pt.bytes != last) {
@@ -269,7 +340,9 @@ std::string format_table(const SweepReport& rep) {
       os << "\n"
          << std::setw(10) << strings::format_bytes(pt.bytes) << "  bounds: alpha-beta "
          << std::setprecision(2) << (b ? b->alpha_beta_us : 0) << " us, membw "
-         << (b ? b->membw_us : 0) << " us; best: " << algorithm_name(best->algo) << "\n";
+         << (b ? b->membw_us : 0) << " us";
+      if (b && b->exchange_us > 0) os << ", exchange " << b->exchange_us << " us";
+      os << "; best: " << algorithm_name(best->algo) << "\n";
       os << "    algo           median_us    p10_us    p90_us  algbw_GB/s  busbw_GB/s\n";
     }
     const double algbw = static_cast<double>(pt.bytes) / pt.median_us / 1e3;
@@ -296,8 +369,10 @@ std::string format_json(const SweepReport& rep) {
   }
   j["bounds"] = nlohmann::json::array();
   for (const auto& b : rep.bounds) {
-    j["bounds"].push_back(
-        {{"bytes", b.bytes}, {"alpha_beta_us", b.alpha_beta_us}, {"membw_us", b.membw_us}});
+    nlohmann::json e = {
+        {"bytes", b.bytes}, {"alpha_beta_us", b.alpha_beta_us}, {"membw_us", b.membw_us}};
+    if (b.exchange_us > 0) e["exchange_us"] = b.exchange_us;
+    j["bounds"].push_back(std::move(e));
   }
   return j.dump(1) + "\n";
 }

@@ -1,8 +1,9 @@
 // The allreduce sweep behind `dltune bench` and bench/allreduce: every candidate algorithm at
 // every message size, measured interleaved in time (round-robin within a size, rotating the
 // order each round) because this machine's cores switch into slow phases for seconds at a time;
-// plus, in the same rounds, the two lower bounds: an alpha-beta bound from a ping-pong, and a
-// memory-bandwidth bound from a concurrent copy of the same size on every rank.
+// plus, in the same rounds, the lower bounds: an alpha-beta bound from a ping-pong, a
+// memory-bandwidth bound from a concurrent copy of the same size on every rank, and (2 ranks,
+// small sizes) the line exchange: the small shm allreduce's own transfers with nothing else.
 #pragma once
 
 #include <cstddef>
@@ -40,6 +41,10 @@ struct SweepBound {
   // Open MPI's native allreduce remapping its temporary on every call).
   double membw_us = 0;
   double pingpong_us = 0;  // half round trip of an 8-byte message, measured in these rounds
+  // The line exchange (2 ranks on one node, bytes <= 4 KiB; 0 otherwise): ranks 0 and 1 swap
+  // `bytes` through node-shared memory in tagged cache lines (comm/shm_lines.h), the transfers
+  // of the small shm allreduce with nothing else; median of the rounds.
+  double exchange_us = 0;
 };
 
 struct SweepReport {
@@ -65,7 +70,8 @@ Result<SweepReport> run_sweep(Communicator& comm, const SweepOptions& options);
 // A readable table: per size, each algorithm's median (p10-p90), algbw and busbw, the bounds
 // and the best algorithm.
 std::string format_table(const SweepReport& report);
-// DESIGN.md's JSON: {"ranks","nodes","results":[...],"bounds":[...]}.
+// DESIGN.md's JSON: {"ranks","nodes","results":[...],"bounds":[...]}; a bound also carries
+// "exchange_us" where the line exchange was measured.
 std::string format_json(const SweepReport& report);
 
 }  // namespace dltune::comm

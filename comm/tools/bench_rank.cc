@@ -104,10 +104,12 @@ void print_summary(const SweepReport& rep) {
     if (x != Algorithm::kNative) ours.push_back(x);
   }
   double min_ratio = 1e9, r32 = 0, r64 = 0, shm_frac = 1e9, alpha_ratio = 0, ab_ratio = 0;
-  size_t worst_at = 0, within_to = 0;  // the worst size against alpha; 1.1x alpha holds up to
+  double xchg_ratio = 0, xchg_alpha = 0;  // small sizes: worst best / exchange, exchange / alpha
+  size_t worst_at = 0, within_to = 0;     // the worst size against alpha; 1.1x alpha holds up to
   bool within = true;
-  std::printf("\n%10s %12s %-13s %12s %14s %10s %10s %10s\n", "size", "native_us", "best",
-              "best_us", "native/best", "membw_us", "best/alpha", "best/ab");
+  std::printf("\n%10s %12s %-13s %12s %14s %10s %10s %10s %10s %10s\n", "size", "native_us", "best",
+              "best_us", "native/best", "membw_us", "best/alpha", "best/ab", "xchg_us",
+              "best/xchg");
   for (const auto& b : rep.bounds) {
     const SweepPoint* native = rep.find(b.bytes, Algorithm::kNative);
     const SweepPoint* best = rep.best(b.bytes, ours);
@@ -116,10 +118,11 @@ void print_summary(const SweepReport& rep) {
     // Against this size's own ping-pong alpha and alpha-beta bound (measured interleaved).
     const double vs_alpha = b.pingpong_us > 0 ? best->median_us / b.pingpong_us : 0;
     const double vs_ab = b.alpha_beta_us > 0 ? best->median_us / b.alpha_beta_us : 0;
-    std::printf("%10s %12.2f %-13s %12.2f %14.3f %10.2f %10.2f %10.2f\n",
+    const double vs_xchg = b.exchange_us > 0 ? best->median_us / b.exchange_us : 0;
+    std::printf("%10s %12.2f %-13s %12.2f %14.3f %10.2f %10.2f %10.2f %10.2f %10.2f\n",
                 strings::format_bytes(b.bytes).c_str(), native ? native->median_us : 0.0,
                 std::string(algorithm_name(best->algo)).c_str(), best->median_us, ratio, b.membw_us,
-                vs_alpha, vs_ab);
+                vs_alpha, vs_ab, b.exchange_us, vs_xchg);
     if (native && b.bytes <= (size_t{64} << 20)) min_ratio = std::min(min_ratio, ratio);
     if (b.bytes == (size_t{32} << 20)) r32 = ratio;
     if (b.bytes == (size_t{64} << 20)) r64 = ratio;
@@ -127,6 +130,8 @@ void print_summary(const SweepReport& rep) {
       if (vs_alpha > alpha_ratio) worst_at = b.bytes;
       alpha_ratio = std::max(alpha_ratio, vs_alpha);
       ab_ratio = std::max(ab_ratio, vs_ab);
+      xchg_ratio = std::max(xchg_ratio, vs_xchg);
+      if (b.exchange_us > 0) xchg_alpha = std::max(xchg_alpha, b.exchange_us / b.pingpong_us);
       within = within && vs_alpha <= 1.1;
       if (within) within_to = b.bytes;
     }
@@ -142,6 +147,12 @@ void print_summary(const SweepReport& rep) {
       "within 1.1x of alpha up to %s; worst / alpha-beta bound = %.3f\n",
       alpha_ratio, strings::format_bytes(worst_at).c_str(),
       within_to > 0 ? strings::format_bytes(within_to).c_str() : "no size", ab_ratio);
+  if (xchg_ratio > 0) {
+    std::printf(
+        "small messages (<= 2 KiB): worst best-algorithm latency / line exchange = %.3f; "
+        "the exchange alone reaches %.3fx alpha\n",
+        xchg_ratio, xchg_alpha);
+  }
   std::printf(
       "summary: min_ratio_vs_native=%.3f ratio_32MiB=%.3f ratio_64MiB=%.3f "
       "shm_bound_fraction_16_64MiB=%.3f\n",

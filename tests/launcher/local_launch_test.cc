@@ -5,6 +5,7 @@
 #include <climits>
 #include <fstream>
 #include <set>
+#include <tuple>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -198,6 +199,43 @@ TEST_F(LocalLaunchTest, BadUsageExitsTwoWithOneSentence) {
     EXPECT_EQ(r.exit_code, 2) << r.err;
     EXPECT_NE(r.err.find(c.expect), std::string::npos) << r.err;
     EXPECT_EQ(r.out, "");
+  }
+}
+
+// `dltune bench` end to end: two ranks through `dltune run`, DESIGN.md's JSON on stdout.
+TEST_F(LocalLaunchTest, BenchPrintsEveryAlgorithmAndBoundAsJson) {
+  RunOptions opts;
+  opts.env.emplace_back("TMPDIR", tmpdir_);
+  opts.env.emplace_back("DLTUNE_BACKEND", "local");
+  auto r = run({binary("dltune"), "bench", "-n", "2", "--algo", "rd,shm,ring", "--max-bytes",
+                "1KiB", "--json"},
+               opts);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j.at("ranks"), 2);
+  EXPECT_EQ(j.at("nodes"), 1);
+  ASSERT_EQ(j.at("results").size(), 9u * 3u);  // 4 B .. 1 KiB
+  std::set<std::string> algos;
+  for (const auto& e : j.at("results")) {
+    algos.insert(e.at("algo").get<std::string>());
+    EXPECT_GT(e.at("median_us").get<double>(), 0) << e;
+  }
+  EXPECT_EQ(algos, (std::set<std::string>{"rd", "shm", "ring"}));
+  ASSERT_EQ(j.at("bounds").size(), 9u);
+  for (const auto& b : j.at("bounds")) {
+    EXPECT_GT(b.at("alpha_beta_us").get<double>(), 0) << b;
+    EXPECT_GT(b.at("exchange_us").get<double>(), 0) << b;  // 2 ranks on one node
+  }
+
+  // Bad input: exit 2, one sentence on stderr, nothing on stdout.
+  for (const auto& [arg, value, expect] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"--algo", "bogus", "unknown algorithm 'bogus'"},
+           {"--max-bytes", "2", "--min-bytes <= --max-bytes"}}) {
+    auto bad = run({binary("dltune"), "bench", "-n", "2", arg, value}, opts);
+    EXPECT_EQ(bad.exit_code, 2) << bad.err;
+    EXPECT_NE(bad.err.find(expect), std::string::npos) << bad.err;
+    EXPECT_EQ(bad.out, "");
   }
 }
 
