@@ -82,7 +82,7 @@ Status allreduce_now(Communicator& comm, const void* send, void* recv, size_t co
   if (count == 0) return ok_status();
   const auto timeout = o.timeout.count() > 0 ? o.timeout : comm.timeout();
   const detail::Call call{
-      comm, send, recv, count, type, op, dtype_size(type), Clock::now() + timeout, o};
+      comm, send, recv, count, type, op, dtype_size(type), coarse_deadline(timeout), o};
   DLTUNE_TRY_CTX(detail::run_algorithm(o.algorithm, call), describe_call(comm, count, type, o));
   return ok_status();
 }

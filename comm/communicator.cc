@@ -7,6 +7,8 @@
 #include <mutex>
 #include <thread>
 
+#include <time.h>
+
 #include "comm/shm_segment.h"
 #include "common/env.h"
 #include "common/strings.h"
@@ -189,26 +191,33 @@ std::optional<Communicator::SharedSpan> Communicator::find_shared(const void* p,
   return std::nullopt;
 }
 
-Result<std::shared_ptr<SharedSegment>> Communicator::staging_segment(size_t bytes_per_rank) {
+Result<SharedSegment*> Communicator::staging_segment(size_t bytes_per_rank) {
   Communicator& loc = local();
-  if (loc.staging_ && loc.staging_->bytes_per_rank() >= bytes_per_rank) return loc.staging_;
+  if (loc.staging_ && loc.staging_->bytes_per_rank() >= bytes_per_rank) return loc.staging_.get();
   size_t want = std::max<size_t>(
       bytes_per_rank, loc.staging_ ? 2 * loc.staging_->bytes_per_rank() : size_t{64} << 10);
   loc.staging_.reset();
   auto seg = SharedSegment::create(loc, want, deadline_from_now());
   if (!seg) return seg.error().wrap("allocating a shared staging segment on " + describe());
   loc.staging_ = *seg;
-  return loc.staging_;
+  return loc.staging_.get();
 }
 
 // ---- collectives on the communication thread -------------------------------------------------
 
-Status Communicator::run_collective(std::function<Status()> op) {
-  if (!thread_ || thread_->try_begin_inline()) {
-    Status s = op();
-    if (thread_) thread_->end_inline();
-    return s;
-  }
+Deadline coarse_deadline(std::chrono::milliseconds timeout) {
+  timespec ts{};
+  if (clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) != 0) return Clock::now() + timeout;
+  return Deadline(std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec)) + timeout;
+}
+
+bool Communicator::begin_inline() { return !thread_ || thread_->try_begin_inline(); }
+
+void Communicator::end_inline() {
+  if (thread_) thread_->end_inline();
+}
+
+Status Communicator::run_queued(std::function<Status()> op) {
   return thread_->enqueue(std::move(op)).wait();
 }
 

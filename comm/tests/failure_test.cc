@@ -13,6 +13,18 @@ bool contains(const Status& s, const std::string& text) {
   return !s.ok() && s.error().message().find(text) != std::string::npos;
 }
 
+// Collectives take their deadline from the coarse clock: on Clock's timeline, never late, and
+// early by at most a kernel tick (allow 50 ms for a loaded machine).
+TEST(Failure, CoarseDeadlineIsOnTheSameClockAndAtMostATickEarly) {
+  for (milliseconds t : {milliseconds(0), milliseconds(200), milliseconds(300000)}) {
+    const auto before = Clock::now();
+    const Deadline d = coarse_deadline(t);
+    const auto after = Clock::now();
+    EXPECT_LE(d, after + t);
+    EXPECT_GE(d, before + t - milliseconds(50));
+  }
+}
+
 TEST(Failure, MismatchedCountsFailNotHang) {
   for (Algorithm algo : {Algorithm::kRing, Algorithm::kRecursiveDoubling, Algorithm::kRabenseifner,
                          Algorithm::kTree, Algorithm::kHierarchical, Algorithm::kShm}) {
