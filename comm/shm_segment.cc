@@ -21,15 +21,14 @@ constexpr int kAckTag = kReservedTagBase + 901;
 
 size_t round_up(size_t v, size_t to) { return (v + to - 1) / to * to; }
 
-std::atomic_ref<uint32_t> arrive_word(uint8_t* map) {
-  return std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(map));
-}
-std::atomic_ref<uint32_t> generation_word(uint8_t* map) {
-  return std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(map + kLine));
-}
+// Local rank r's control line: its published word, then its barrier epoch.
 std::atomic_ref<uint64_t> published_word(uint8_t* map, int r) {
   return std::atomic_ref<uint64_t>(
-      *reinterpret_cast<uint64_t*>(map + (2 + static_cast<size_t>(r)) * kLine));
+      *reinterpret_cast<uint64_t*>(map + static_cast<size_t>(r) * kLine));
+}
+std::atomic_ref<uint64_t> epoch_word(uint8_t* map, int r) {
+  return std::atomic_ref<uint64_t>(
+      *reinterpret_cast<uint64_t*>(map + static_cast<size_t>(r) * kLine + 8));
 }
 
 // Maps the named segment; the caller closes nothing (the fd is closed here).
@@ -64,7 +63,7 @@ SharedSegment::SharedSegment(uint8_t* map, size_t map_bytes, int local_size, int
       bytes_per_rank_(bytes_per_rank),
       stride_(stride),
       data_(map + header),
-      small_(map + (2 + static_cast<size_t>(local_size)) * kLine) {}
+      small_(map + static_cast<size_t>(local_size) * kLine) {}
 
 SharedSegment::~SharedSegment() { munmap(map_, map_bytes_); }
 
@@ -75,7 +74,7 @@ Result<std::shared_ptr<SharedSegment>> SharedSegment::create(Communicator& local
   const int n = local.size();
   const int me = local.rank();
   const size_t small_bytes = 2 * static_cast<size_t>(n) * kSmallSlotLines * kLine;
-  const size_t header = round_up((2 + static_cast<size_t>(n)) * kLine + small_bytes, kPage);
+  const size_t header = round_up(static_cast<size_t>(n) * kLine + small_bytes, kPage);
   const size_t stride = round_up(bytes_per_rank == 0 ? 1 : bytes_per_rank, kPage);
   const size_t total = header + stride * static_cast<size_t>(n);
 
@@ -119,22 +118,28 @@ Result<std::shared_ptr<SharedSegment>> SharedSegment::create(Communicator& local
       new SharedSegment(map, total, n, me, bytes_per_rank, stride, header));
 }
 
+// Every rank stores its epoch (the count of barriers it entered) in its own line and waits
+// for every other line to reach it: one line transfer each way, no contended read-modify-write
+// (a shared counter and generation word before). Measured with 2 ranks on the barrier path
+// (comm/algo_shm.cc), alternating binaries: 16 KiB 0.74-0.76 against 0.76-1.00 us, 32-128 KiB
+// 3-8 % faster, 2-8 KiB unchanged; 4 ranks on 2 cores unchanged within the noise. `>=`: a rank
+// that passed this barrier may already have entered the next.
 Status SharedSegment::barrier(Deadline deadline) {
   if (local_size_ == 1) return ok_status();
-  auto generation = generation_word(map_);
-  const uint32_t gen = generation.load(std::memory_order_acquire);
-  if (arrive_word(map_).fetch_add(1, std::memory_order_acq_rel) + 1 ==
-      static_cast<uint32_t>(local_size_)) {
-    arrive_word(map_).store(0, std::memory_order_relaxed);
-    generation.store(gen + 1, std::memory_order_release);
-    return ok_status();
-  }
+  const uint64_t epoch = ++barrier_epoch_;
+  epoch_word(map_, local_rank_).store(epoch, std::memory_order_release);
   SpinWait spin(local_size_);
-  while (generation.load(std::memory_order_acquire) == gen) {
-    if (!spin.wait(deadline)) {
-      return timeout_error("local rank(s) did not reach the shared-memory barrier in time (" +
-                           std::to_string(arrive_word(map_).load()) + " of " +
-                           std::to_string(local_size_) + " arrived)");
+  for (int k = 0; k < local_size_; ++k) {
+    while (epoch_word(map_, k).load(std::memory_order_acquire) < epoch) {
+      if (!spin.wait(deadline)) {
+        int arrived = 0;
+        for (int r = 0; r < local_size_; ++r) {
+          arrived += epoch_word(map_, r).load(std::memory_order_relaxed) >= epoch ? 1 : 0;
+        }
+        return timeout_error("local rank(s) did not reach the shared-memory barrier in time (" +
+                             std::to_string(arrived) + " of " + std::to_string(local_size_) +
+                             " arrived)");
+      }
     }
   }
   return ok_status();

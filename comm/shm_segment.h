@@ -3,7 +3,7 @@
 // slots) and one data region of the same size per local rank. Used by alloc_shared() and the
 // shared-memory allreduce.
 //
-// Layout:  [header: arrive counter | generation | word[0] .. word[L-1], one cache line each |
+// Layout:  [header: control line of rank 0 .. L-1 (published word, barrier epoch) |
 //                   small slots: rank 0 parity 0, rank 0 parity 1, rank 1 parity 0, ...]
 //          [region 0][region 1]...[region L-1]     (each page-aligned, `stride` bytes apart)
 #pragma once
@@ -68,6 +68,7 @@ class SharedSegment {
   uint8_t* data_;
   uint8_t* small_;
   uint64_t small_seq_ = 0;
+  uint64_t barrier_epoch_ = 0;  // barriers this rank entered on this segment
 };
 
 }  // namespace dltune::comm

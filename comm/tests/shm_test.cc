@@ -6,6 +6,7 @@
 
 #include "comm/algorithms.h"
 #include "comm/allreduce.h"
+#include "comm/shm_segment.h"
 #include "comm/tests/test_util.h"
 #include "comm/thread_communicator.h"
 
@@ -26,6 +27,36 @@ TEST(Shm, PeersSeeEachOthersRegions) {
     for (int r = 0; r < 3; ++r) {
       const auto* peer = static_cast<const int*>(buf->peer(r));
       if (peer[249] != r * 1000 + 249) return internal_error("peer region not visible");
+    }
+    return ok_status();
+  });
+  ASSERT_TRUE(s.ok()) << s.error().message();
+}
+
+// The barrier orders what ranks published before it, passes again and again (epochs), and a
+// rank that never comes is a timeout that says how many arrived.
+TEST(Shm, SegmentBarrierPublishesAndTimesOut) {
+  Status s = spawn(3, [&](Communicator& c) -> Status {
+    auto seg = SharedSegment::create(c, 64, c.deadline_from_now());
+    DLTUNE_TRY(seg);
+    SharedSegment& g = **seg;
+    for (uint64_t round = 1; round <= 1000; ++round) {
+      g.publish(round * 10 + static_cast<uint64_t>(c.rank()));
+      DLTUNE_TRY(g.barrier(c.deadline_from_now()));
+      for (int k = 0; k < 3; ++k) {
+        if (g.published(k) != round * 10 + static_cast<uint64_t>(k)) {
+          return internal_error("round " + std::to_string(round) + ": rank " + std::to_string(k) +
+                                " published " + std::to_string(g.published(k)));
+        }
+      }
+      DLTUNE_TRY(g.barrier(c.deadline_from_now()));  // nobody publishes before all have read
+    }
+    if (c.rank() == 2) return ok_status();  // rank 2 skips the next barrier
+    Status t = g.barrier(Clock::now() + std::chrono::milliseconds(100));
+    if (t.ok() || t.error().kind() != ErrorKind::kTimeout ||
+        t.error().message().find("(2 of 3 arrived)") == std::string::npos) {
+      return internal_error("expected a timeout naming 2 of 3 arrived, got: " +
+                            (t.ok() ? std::string("ok") : t.error().message()));
     }
     return ok_status();
   });
