@@ -119,10 +119,15 @@ void print_summary(const SweepReport& rep) {
     const double vs_alpha = b.pingpong_us > 0 ? best->median_us / b.pingpong_us : 0;
     const double vs_ab = b.alpha_beta_us > 0 ? best->median_us / b.alpha_beta_us : 0;
     const double vs_xchg = b.exchange_us > 0 ? best->median_us / b.exchange_us : 0;
-    std::printf("%10s %12.2f %-13s %12.2f %14.3f %10.2f %10.2f %10.2f %10.2f %10.2f\n",
+    char xchg[2][16] = {"-", "-"};  // not measured at this size or rank count
+    if (b.exchange_us > 0) {
+      std::snprintf(xchg[0], sizeof xchg[0], "%.2f", b.exchange_us);
+      std::snprintf(xchg[1], sizeof xchg[1], "%.2f", vs_xchg);
+    }
+    std::printf("%10s %12.2f %-13s %12.2f %14.3f %10.2f %10.2f %10.2f %10s %10s\n",
                 strings::format_bytes(b.bytes).c_str(), native ? native->median_us : 0.0,
                 std::string(algorithm_name(best->algo)).c_str(), best->median_us, ratio, b.membw_us,
-                vs_alpha, vs_ab, b.exchange_us, vs_xchg);
+                vs_alpha, vs_ab, xchg[0], xchg[1]);
     if (native && b.bytes <= (size_t{64} << 20)) min_ratio = std::min(min_ratio, ratio);
     if (b.bytes == (size_t{32} << 20)) r32 = ratio;
     if (b.bytes == (size_t{64} << 20)) r64 = ratio;
