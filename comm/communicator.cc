@@ -207,7 +207,9 @@ Result<SharedSegment*> Communicator::staging_segment(size_t bytes_per_rank) {
 
 Deadline coarse_deadline(std::chrono::milliseconds timeout) {
   timespec ts{};
-  if (clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) != 0) return Clock::now() + timeout;
+  if (timeout < std::chrono::seconds(1) || clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) != 0) {
+    return Clock::now() + timeout;  // a tick matters to a short timeout
+  }
   return Deadline(std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec)) + timeout;
 }
 

@@ -35,7 +35,8 @@ using Deadline = Clock::time_point;
 // Now plus `timeout`, read from the coarse monotonic clock: Clock's timeline (CLOCK_MONOTONIC)
 // behind by at most one kernel tick (a few ms), in 4 ns where Clock::now() takes 16 ns on the
 // machines we measured. For the deadlines of collectives, whose timeouts are seconds: a
-// deadline a tick early does not matter; 12 ns of a 0.19 us small allreduce does.
+// deadline a tick early does not matter; 12 ns of a 0.19 us small allreduce does. Timeouts
+// under a second read Clock::now().
 Deadline coarse_deadline(std::chrono::milliseconds timeout);
 
 class CommThread;
