@@ -14,6 +14,8 @@
 
 #include <mpi.h>
 #include <sched.h>
+
+#include "comm/spin_wait.h"
 #endif
 
 namespace dltune::comm {
@@ -27,6 +29,12 @@ bool launched_as_rank() {
 
 #if DLTUNE_HAVE_MPI
 namespace {
+
+// wait_all()'s polls of MPI_Testall (which runs Open MPI's progress engine) before it yields
+// the core on every poll: ~100 us when every local rank has a CPU, a few when ranks outnumber
+// CPUs (4 ranks on 2 cores: rd at 4 B took 47 us with the long spin under `dltune run`).
+constexpr uint64_t kSpinPolls = 2000;
+constexpr uint64_t kOversubscribedSpinPolls = 8;
 
 bool g_we_initialised = false;
 
@@ -88,10 +96,14 @@ class MpiCommunicator final : public Communicator {
     int local_size = 0, local_rank = 0;
     MPI_Comm_size(loc, &local_size);
     MPI_Comm_rank(loc, &local_rank);
+    // More ranks on this node than CPUs: a waiting rank may hold the core its peer needs, so
+    // wait_all() yields after a few polls instead of after ~100 us of spinning.
+    if (local_size > SpinWait::online_cpus()) spin_polls_ = kOversubscribedSpinPolls;
     if (local_size == size_) {
       MPI_Comm_free(&loc);
     } else {
       local_ = std::make_unique<MpiCommunicator>(loc);
+      local_->spin_polls_ = spin_polls_;
       if (top) DLTUNE_TRY(local_->make_subs(false));
     }
     MPI_Comm lead = MPI_COMM_NULL;
@@ -99,7 +111,10 @@ class MpiCommunicator final : public Communicator {
     if (rc != MPI_SUCCESS) return internal_error("MPI_Comm_split: " + mpi_error_string(rc));
     int leader = local_rank == 0 ? 1 : 0;
     MPI_Allreduce(&leader, &nodes_, 1, MPI_INT, MPI_SUM, comm_);
-    if (lead != MPI_COMM_NULL) leaders_ = std::make_unique<MpiCommunicator>(lead);
+    if (lead != MPI_COMM_NULL) {
+      leaders_ = std::make_unique<MpiCommunicator>(lead);
+      leaders_->spin_polls_ = spin_polls_;
+    }
     return ok_status();
   }
 
@@ -189,7 +204,7 @@ class MpiCommunicator final : public Communicator {
                            " failed: " + mpi_error_string(code));
       }
       if (done) break;
-      if (polls > 2000) sched_yield();
+      if (polls > spin_polls_) sched_yield();
       if ((polls & 63) == 63 && Clock::now() > deadline) {
         for (int i = 0; i < n; ++i) {
           if (reqs[i] != MPI_REQUEST_NULL) {
@@ -217,6 +232,7 @@ class MpiCommunicator final : public Communicator {
   int rank_ = 0;
   int size_ = 1;
   int nodes_ = 1;
+  uint64_t spin_polls_ = kSpinPolls;  // wait_all() polls before it starts yielding
   bool subs_ = false;
   std::unique_ptr<MpiCommunicator> local_;
   std::unique_ptr<MpiCommunicator> leaders_;
