@@ -2,10 +2,10 @@
 //
 // The measuring itself happens in the rank program dltune-bench-rank (comm/tools/), built next
 // to this binary: under an existing launcher (PMIx / MPI environment) this process becomes that
-// rank program (exec); otherwise it starts -n ranks of it with mpirun, or, in a build without
-// Open MPI's launcher, runs them as threads of one process. With --backend nccl the ranks
-// measure NCCL's allreduce on GPU memory for NCCL's algorithm/protocol choices; they bootstrap
-// over PMIx, so they are started with `dltune run -n RANKS` (one GPU per rank). Arguments (and,
+// rank program (exec); otherwise it starts -n ranks of it with `dltune run` (Open MPI's direct
+// launch by our PMIx server), or with mpirun in a build without PMIx, or, with neither, runs
+// them as threads of one process. With --backend nccl the ranks measure NCCL's allreduce on GPU
+// memory for NCCL's algorithm/protocol choices (one GPU per rank). Arguments (and,
 // for nccl, the presence of a CUDA device) are checked before anything is launched, so bad
 // input is exit 2 with one sentence.
 #include <cerrno>
@@ -21,6 +21,8 @@
 #include "common/strings.h"
 #include "launcher/commands.h"
 #include "launcher/rank_program.h"
+
+#include "dltune/config.h"
 
 namespace dltune::cli {
 namespace {
@@ -72,7 +74,7 @@ int run_bench(const BenchOptions& o) {
     return report_error("bench", errno_error("exec " + *prog));
   }
   std::vector<std::string> launch;
-  if (nccl) {  // PMIx ranks: this binary's own generic launcher
+  if (nccl || (DLTUNE_HAVE_PMIX && DLTUNE_HAVE_MPI)) {  // this binary's own launcher
     auto self = sibling_program("dltune");
     if (!self) return report_error("bench", self.error());
     launch = {*self, "run", "-n", std::to_string(o.ranks), "--"};

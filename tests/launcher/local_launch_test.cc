@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <sched.h>
 #include <unistd.h>
 
 #include "run_helper.h"
@@ -129,6 +130,27 @@ TEST_F(LocalLaunchTest, PlainProgramsRunToo) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("[0] hi 0/2"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("[1] hi 1/2"), std::string::npos) << r.out;
+}
+
+// More ranks than CPUs: Open MPI is told to yield while it waits (as mpirun --oversubscribe
+// does); otherwise it is left to spin.
+TEST_F(LocalLaunchTest, OversubscribedRanksAreToldToYield) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  ASSERT_EQ(sched_getaffinity(0, sizeof set, &set), 0);
+  const int cpus = CPU_COUNT(&set);
+  for (int n : {1, cpus + 1}) {
+    SCOPED_TRACE("n=" + std::to_string(n));
+    auto r = dltune({"-n", std::to_string(n), "--bind", "none"},
+                    {"/bin/sh", "-c", "echo \"yield=${OMPI_MCA_mpi_yield_when_idle:-unset}\""});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const std::string want = n > cpus ? "yield=1\n" : "yield=unset\n";
+    size_t found = 0;
+    for (size_t at = r.out.find(want); at != std::string::npos; at = r.out.find(want, at + 1)) {
+      ++found;
+    }
+    EXPECT_EQ(found, static_cast<size_t>(n)) << r.out;
+  }
 }
 
 struct Fault {
