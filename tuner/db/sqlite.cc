@@ -1,6 +1,9 @@
 #include "tuner/db/sqlite.h"
 
+#include <algorithm>
+#include <chrono>
 #include <string>
+#include <thread>
 
 #include <sys/stat.h>
 
@@ -43,6 +46,22 @@ int probe(sqlite3* db) {
   return sqlite3_exec(db, "SELECT count(*) FROM sqlite_master", nullptr, nullptr, nullptr);
 }
 
+// Puts the database in WAL mode (a no-op once it is). Switching a fresh file takes an exclusive
+// lock, and SQLite answers SQLITE_BUSY at once, without the busy handler (which could deadlock),
+// while another connection holds a shared lock: four processes opening one new database failed
+// this way about 1 time in 10. So: retry, backing off up to 20 ms, for `busy_timeout_ms`.
+Status switch_to_wal(Connection& conn, int busy_timeout_ms) {
+  const auto until =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max(busy_timeout_ms, 0));
+  for (int wait_ms = 1;; wait_ms = std::min(2 * wait_ms, 20)) {
+    Status s = conn.exec("PRAGMA journal_mode=WAL");
+    if (s || s.error().kind() != ErrorKind::kTimeout || std::chrono::steady_clock::now() >= until) {
+      return s;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(wait_ms));
+  }
+}
+
 }  // namespace
 
 Result<Connection> Connection::open(const std::string& path, OpenMode mode, int busy_timeout_ms) {
@@ -73,7 +92,7 @@ Result<Connection> Connection::open(const std::string& path, OpenMode mode, int 
   if (rc != SQLITE_OK) {
     return conn.last_error("cannot read '" + path + "' as an SQLite database");
   }
-  if (!ro) DLTUNE_TRY_CTX(conn.exec("PRAGMA journal_mode=WAL"), "opening '" + path + "'");
+  if (!ro) DLTUNE_TRY_CTX(switch_to_wal(conn, busy_timeout_ms), "opening '" + path + "'");
   return conn;
 }
 
