@@ -74,16 +74,22 @@ int run_bench(const BenchOptions& o) {
     return report_error("bench", errno_error("exec " + *prog));
   }
   std::vector<std::string> launch;
-  if (nccl || (DLTUNE_HAVE_PMIX && DLTUNE_HAVE_MPI)) {  // this binary's own launcher
+  if (nccl) {  // PMIx ranks, one GPU each: this binary's own launcher
     auto self = sibling_program("dltune");
     if (!self) return report_error("bench", self.error());
     launch = {*self, "run", "-n", std::to_string(o.ranks), "--"};
-  } else if (on_path("mpirun")) {
-    launch = mpirun_prefix(o.ranks);
   } else {
-    std::fprintf(stderr, "dltune bench: no mpirun on PATH; running %d ranks as threads\n", o.ranks);
-    args.push_back("--threads");
-    args.push_back(std::to_string(o.ranks));
+    auto l = local_rank_launcher(o.ranks);
+    if (!l) return report_error("bench", l.error());
+    launch = std::move(*l);
+    if (launch.empty()) {
+      std::fprintf(stderr,
+                   "dltune bench: no launcher in this build and no mpirun on PATH; "
+                   "running %d ranks as threads\n",
+                   o.ranks);
+      args.push_back("--threads");
+      args.push_back(std::to_string(o.ranks));
+    }
   }
   launch.insert(launch.end(), args.begin(), args.end());
   rc = run_to_completion(launch, "bench");

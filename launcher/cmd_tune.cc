@@ -5,7 +5,7 @@
 // Flow: check the arguments; compute the key (topology fingerprint, versions, 1 node x -n
 // ranks); unless --retune / --verify, look the plan up through the database layers and stop
 // on an exact hit ("cached"); otherwise start -n ranks of dltune-tune-rank (built next to this
-// binary) with mpirun (threads of one process without Open MPI's launcher), read rank 0's
+// binary) with local_rank_launcher() (`dltune run`, else mpirun, else threads), read rank 0's
 // outcome, and store plan + measurements in one transaction. `dltune tune RECIPE` (recipe
 // tuning) is launcher/tune_recipe.cc.
 #include <cerrno>
@@ -41,8 +41,7 @@ namespace {
 
 namespace tdb = tuner::db;
 
-// ---- Starting the ranks (the same route as `dltune bench`: mpirun next to PATH, else
-// threads of one process).
+// ---- Starting the ranks (the same route as `dltune bench`: local_rank_launcher()).
 
 struct TuneRankArgs {
   int ranks = 2;
@@ -73,11 +72,14 @@ Result<std::string> run_tune_ranks(const TuneRankArgs& a) {
                                    "--out",
                                    out_path};
   if (a.verify) args.push_back("--verify");
-  std::vector<std::string> launch;
-  if (on_path("mpirun")) {
-    launch = mpirun_prefix(a.ranks);
-  } else {
-    std::fprintf(stderr, "dltune tune: no mpirun on PATH; running %d ranks as threads\n", a.ranks);
+  auto l = local_rank_launcher(a.ranks);
+  if (!l) return l.error();
+  std::vector<std::string> launch = std::move(*l);
+  if (launch.empty()) {
+    std::fprintf(stderr,
+                 "dltune tune: no launcher in this build and no mpirun on PATH; running %d ranks "
+                 "as threads\n",
+                 a.ranks);
     args.push_back("--threads");
     args.push_back(std::to_string(a.ranks));
   }

@@ -12,6 +12,8 @@
 
 #include "common/strings.h"
 
+#include "dltune/config.h"
+
 namespace dltune::cli {
 
 Result<std::string> sibling_program(const std::string& name) {
@@ -95,6 +97,16 @@ Result<int> run_to_completion(const std::vector<std::string>& argv, const std::s
 std::vector<std::string> mpirun_prefix(int ranks) {
   return {"mpirun", "--allow-run-as-root", "--oversubscribe", "--mca", "pml", "ob1",
           "-np",    std::to_string(ranks)};
+}
+
+Result<std::vector<std::string>> local_rank_launcher(int ranks) {
+  if (DLTUNE_HAVE_PMIX && DLTUNE_HAVE_MPI) {
+    auto self = sibling_program("dltune");
+    if (!self) return self.error();
+    return std::vector<std::string>{*self, "run", "-n", std::to_string(ranks), "--"};
+  }
+  if (on_path("mpirun")) return mpirun_prefix(ranks);
+  return std::vector<std::string>{};
 }
 
 }  // namespace dltune::cli

@@ -1,6 +1,6 @@
 // Starting the rank programs that live next to the dltune binary (dltune-bench-rank,
-// dltune-tune-rank): where they are, and running a command to completion. Shared by
-// `dltune bench` and `dltune tune`.
+// dltune-tune-rank, dltune-worker): where they are, how to start local ranks of them, and
+// running a command to completion. Shared by `dltune bench` and `dltune tune`.
 #pragma once
 
 #include <string>
@@ -24,5 +24,10 @@ Result<int> run_to_completion(const std::vector<std::string>& argv, const std::s
 // The Open MPI launch prefix for `ranks` local ranks (root allowed, oversubscription allowed,
 // pml ob1 to skip Open MPI's ~200 ms probe of the cm layer).
 std::vector<std::string> mpirun_prefix(int ranks);
+// The prefix that starts `ranks` local ranks of an MPI rank program: `<dltune> run -n RANKS --`
+// (this build's own PMIx server direct-launches and supervises them) where the build has PMIx
+// and MPI; otherwise mpirun_prefix() when mpirun is on PATH; otherwise empty (no launcher: the
+// caller runs its ranks as threads). Errors: as sibling_program("dltune").
+Result<std::vector<std::string>> local_rank_launcher(int ranks);
 
 }  // namespace dltune::cli

@@ -65,14 +65,17 @@ Status store(const tdb::Layers& layers, const tdb::Key& key, const tuner::Recipe
 
 }  // namespace
 
-tuner::RunRanks mpirun_worker_ranks(int ranks) {
+tuner::RunRanks local_worker_ranks(int ranks) {
   return [ranks](const std::vector<std::string>& worker_args) -> Status {
     auto prog = sibling_program("dltune-worker");
     if (!prog) return prog.error();
-    if (!on_path("mpirun")) {
-      return unsupported("recipe tuning starts its ranks with mpirun, which is not on PATH");
+    auto launcher = local_rank_launcher(ranks);
+    if (!launcher) return launcher.error();
+    if (launcher->empty()) {
+      return unsupported(
+          "recipe tuning needs a launcher for its ranks: build with PMIx, or put mpirun on PATH");
     }
-    std::vector<std::string> argv = mpirun_prefix(ranks);
+    std::vector<std::string> argv = std::move(*launcher);
     argv.push_back(*prog);
     argv.insert(argv.end(), worker_args.begin(), worker_args.end());
     auto rc = run_to_completion(argv, "tune");
@@ -172,7 +175,7 @@ int run_tune_recipe(const TuneRecipeOptions& o) {
 
   auto work = launcher::TempDir::create_in_tmp("dltune-tune-recipe-");
   if (!work) return report_error("tune", work.error());
-  auto out = tuner::tune_recipe(req, mpirun_worker_ranks(ranks), work->path());
+  auto out = tuner::tune_recipe(req, local_worker_ranks(ranks), work->path());
   if (!out) return report_error("tune", out.error());
   if (Status s = store(*layers, key, *out); !s.ok()) {
     return report_error("tune", s.error().wrap("storing the plan in " + layers->user_db));

@@ -31,8 +31,8 @@ struct TuneRecipeOptions {
 int run_tune_recipe(const TuneRecipeOptions& o);
 
 // A RunRanks that starts `ranks` local ranks of dltune-worker (next to the dltune binary) with
-// mpirun and waits for them. Error (unsupported) without mpirun on PATH; peer_failed naming
-// the exit code when the ranks fail.
-tuner::RunRanks mpirun_worker_ranks(int ranks);
+// local_rank_launcher() (`dltune run`, or mpirun) and waits for them. Error (unsupported) when
+// there is no launcher; peer_failed naming the exit code when the ranks fail.
+tuner::RunRanks local_worker_ranks(int ranks);
 
 }  // namespace dltune::cli
