@@ -19,6 +19,8 @@ constexpr int kTagPing = kReservedTagBase + 950;
 // The per-size ping-pong runs up to this size, the line exchange up to the next.
 constexpr size_t kPingMaxBytes = size_t{64} << 10;
 constexpr size_t kExchangeMaxBytes = size_t{4} << 10;
+static_assert(kExchangeMaxBytes <= kPingMaxBytes,
+              "run_sweep: the exchange's samples follow the ping's");
 // The ping-pong that gives the alpha-beta bound its bandwidth.
 constexpr size_t kBandwidthBytes = size_t{4} << 20;
 
@@ -103,7 +105,7 @@ Status line_exchange(Ctx& c, size_t bytes) {
   };
   shm_lines::write(slot(me), c.copy, bytes, tag);
   uint8_t* theirs = slot(1 - me);
-  const Deadline d = c.comm.deadline_from_now();
+  const Deadline d = coarse_deadline(c.comm.timeout());  // as allreduce() takes it
   SpinWait spin(2);
   uint64_t seen = 0;
   for (size_t l = 0; l < shm_lines::lines_for(bytes); ++l) {
