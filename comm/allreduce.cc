@@ -94,7 +94,7 @@ Status broadcast_now(Communicator& comm, void* data, size_t bytes, const Broadca
   }
   if (bytes > 0 && data == nullptr) return invalid_input("broadcast of a null buffer");
   const auto timeout = o.timeout.count() > 0 ? o.timeout : comm.timeout();
-  const Deadline deadline = Clock::now() + timeout;
+  const Deadline deadline = coarse_deadline(timeout);
   Status s =
       o.algorithm == BroadcastAlgorithm::kChain
           ? detail::chain_broadcast(comm, data, bytes, o.root, o.segment_bytes, detail::kTagBcast,

@@ -84,7 +84,7 @@ struct Ctx {
   float* buf;     // node-shared, max_bytes
   uint8_t* copy;  // private, max_bytes (copy destination)
   uint8_t ping[8] = {};
-  SharedBuffer lines;      // the line exchange's two slots per rank (ranks 0 and 1)
+  SharedBuffer lines{};    // the line exchange's two slots per rank (ranks 0 and 1)
   uint64_t lines_seq = 0;  // its calls so far
 };
 
@@ -105,7 +105,7 @@ Status line_exchange(Ctx& c, size_t bytes) {
   };
   shm_lines::write(slot(me), c.copy, bytes, tag);
   uint8_t* theirs = slot(1 - me);
-  const Deadline d = coarse_deadline(c.comm.timeout());  // as allreduce() takes it
+  const Deadline d = c.comm.deadline_from_now();
   SpinWait spin(2);
   uint64_t seen = 0;
   for (size_t l = 0; l < shm_lines::lines_for(bytes); ++l) {
@@ -254,14 +254,9 @@ Result<SweepReport> run_sweep(Communicator& comm, const SweepOptions& options) {
   if (!shared) return shared.error();
   // The copy destination is also the line exchange's source and destination, which copies
   // whole lines: up to kLineData - 1 bytes past the message.
-  Ctx c{comm,
-        options,
-        shared->as<float>(),
+  Ctx c{comm, options, shared->as<float>(),
         static_cast<uint8_t*>(
-            comm.scratch(2, std::max(options.max_bytes, kBandwidthBytes) + shm_lines::kLineData)),
-        {},
-        {},
-        0};
+            comm.scratch(2, std::max(options.max_bytes, kBandwidthBytes) + shm_lines::kLineData))};
   const bool exchange = rep.ranks == 2 && rep.nodes == 1;
   if (exchange) {
     const size_t slot = shm_lines::lines_for(kExchangeMaxBytes) * shm_lines::kLineBytes;

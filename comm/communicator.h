@@ -154,8 +154,8 @@ class Communicator {
   void* scratch(int slot, size_t bytes);
 
   // The default deadline for an operation started now (timeout from set_timeout(), default
-  // DLTUNE_COMM_TIMEOUT_MS).
-  Deadline deadline_from_now() const { return Clock::now() + timeout_; }
+  // DLTUNE_COMM_TIMEOUT_MS), from coarse_deadline().
+  Deadline deadline_from_now() const { return coarse_deadline(timeout_); }
   std::chrono::milliseconds timeout() const { return timeout_; }
   void set_timeout(std::chrono::milliseconds t) { timeout_ = t; }
 

@@ -73,23 +73,17 @@ int run_bench(const BenchOptions& o) {
     execv(cargv[0], cargv.data());
     return report_error("bench", errno_error("exec " + *prog));
   }
-  std::vector<std::string> launch;
-  if (nccl) {  // PMIx ranks, one GPU each: this binary's own launcher
-    auto self = sibling_program("dltune");
-    if (!self) return report_error("bench", self.error());
-    launch = {*self, "run", "-n", std::to_string(o.ranks), "--"};
-  } else {
-    auto l = local_rank_launcher(o.ranks);
-    if (!l) return report_error("bench", l.error());
-    launch = std::move(*l);
-    if (launch.empty()) {
-      std::fprintf(stderr,
-                   "dltune bench: no launcher in this build and no mpirun on PATH; "
-                   "running %d ranks as threads\n",
-                   o.ranks);
-      args.push_back("--threads");
-      args.push_back(std::to_string(o.ranks));
-    }
+  // NCCL ranks bootstrap over PMIx, one GPU each: always this binary's own launcher.
+  auto l = nccl ? dltune_run_prefix(o.ranks) : local_rank_launcher(o.ranks);
+  if (!l) return report_error("bench", l.error());
+  std::vector<std::string> launch = std::move(*l);
+  if (launch.empty()) {
+    std::fprintf(stderr,
+                 "dltune bench: no launcher in this build and no mpirun on PATH; running %d "
+                 "ranks as threads\n",
+                 o.ranks);
+    args.push_back("--threads");
+    args.push_back(std::to_string(o.ranks));
   }
   launch.insert(launch.end(), args.begin(), args.end());
   rc = run_to_completion(launch, "bench");

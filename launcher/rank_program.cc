@@ -99,12 +99,14 @@ std::vector<std::string> mpirun_prefix(int ranks) {
           "-np",    std::to_string(ranks)};
 }
 
+Result<std::vector<std::string>> dltune_run_prefix(int ranks) {
+  auto self = sibling_program("dltune");
+  if (!self) return self.error();
+  return std::vector<std::string>{*self, "run", "-n", std::to_string(ranks), "--"};
+}
+
 Result<std::vector<std::string>> local_rank_launcher(int ranks) {
-  if (DLTUNE_HAVE_PMIX && DLTUNE_HAVE_MPI) {
-    auto self = sibling_program("dltune");
-    if (!self) return self.error();
-    return std::vector<std::string>{*self, "run", "-n", std::to_string(ranks), "--"};
-  }
+  if (DLTUNE_HAVE_PMIX && DLTUNE_HAVE_MPI) return dltune_run_prefix(ranks);
   if (on_path("mpirun")) return mpirun_prefix(ranks);
   return std::vector<std::string>{};
 }

@@ -24,10 +24,12 @@ Result<int> run_to_completion(const std::vector<std::string>& argv, const std::s
 // The Open MPI launch prefix for `ranks` local ranks (root allowed, oversubscription allowed,
 // pml ob1 to skip Open MPI's ~200 ms probe of the cm layer).
 std::vector<std::string> mpirun_prefix(int ranks);
-// The prefix that starts `ranks` local ranks of an MPI rank program: `<dltune> run -n RANKS --`
-// (this build's own PMIx server direct-launches and supervises them) where the build has PMIx
-// and MPI; otherwise mpirun_prefix() when mpirun is on PATH; otherwise empty (no launcher: the
-// caller runs its ranks as threads). Errors: as sibling_program("dltune").
+// `<dltune> run -n RANKS --`: this binary's own launcher (its PMIx server starts and
+// supervises the ranks). Errors: as sibling_program("dltune").
+Result<std::vector<std::string>> dltune_run_prefix(int ranks);
+// The prefix that starts `ranks` local ranks of an MPI rank program: dltune_run_prefix() where
+// the build has PMIx and MPI; otherwise mpirun_prefix() when mpirun is on PATH; otherwise empty
+// (no launcher: the caller runs its ranks as threads). Errors: as dltune_run_prefix().
 Result<std::vector<std::string>> local_rank_launcher(int ranks);
 
 }  // namespace dltune::cli

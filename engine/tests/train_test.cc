@@ -106,12 +106,19 @@ struct TempDir {
   }
 };
 
-TEST(Checkpoint, ResumeIsExact) {
+// small_config(), its data, and a checkpoint path in a fresh temporary directory (empty when
+// the directory could not be made).
+struct CheckpointSetup {
   TrainConfig c = small_config();
   Dataset data = synthetic_digits(c.train_size, c.seed);
   TempDir dir;
-  ASSERT_FALSE(dir.path.empty());
-  const std::string path = dir.path + "/ck.bin";
+  std::string path = dir.path.empty() ? std::string() : dir.path + "/ck.bin";
+};
+
+TEST(Checkpoint, ResumeIsExact) {
+  const CheckpointSetup s;
+  ASSERT_FALSE(s.path.empty());
+  const auto& [c, data, dir, path] = s;
 
   auto straight = Trainer::create(c, nullptr, data, nullptr);
   ASSERT_TRUE(straight.ok()) << straight.error().message();
@@ -156,11 +163,9 @@ TEST(Checkpoint, ResumeIsExact) {
 // The summary says how many steps this run executed and timed: a resumed run executes only
 // the steps after its checkpoint, and times all of them (its caches are warm from the first).
 TEST(Trainer, SummaryCountsTheStepsThisRunExecuted) {
-  TrainConfig c = small_config();
-  Dataset data = synthetic_digits(c.train_size, c.seed);
-  TempDir dir;
-  ASSERT_FALSE(dir.path.empty());
-  const std::string path = dir.path + "/ck.bin";
+  const CheckpointSetup s;
+  ASSERT_FALSE(s.path.empty());
+  const auto& [c, data, dir, path] = s;
   MetricsWriter none;
 
   auto fresh = Trainer::create(c, nullptr, data, nullptr);
