@@ -126,7 +126,7 @@ recipes::Plan recipe_default_plan(const recipes::Recipe& recipe, const recipes::
     tp.global_batch = per_rank * ranks;
   }
   const int64_t ref = t.optimizer.lr_reference_batch;
-  tp.lr_scale = ref > 0 ? static_cast<double>(tp.global_batch) / static_cast<double>(ref) : 1.0;
+  tp.lr_scale = recipes::lr_scale_for(t.optimizer.lr_scaling, tp.global_batch, ref);
   tp.warmup_steps = t.schedule.warmup_steps;
   if (recipe.comm.bucket_bytes > 0) tp.bucket_bytes = recipe.comm.bucket_bytes;
   tp.overlap = recipe.comm.overlap != recipes::Overlap::kOff;

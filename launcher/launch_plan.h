@@ -50,9 +50,9 @@ struct PlanChoice {
 };
 
 // The recipe's own choices as a plan ("default" provenance): its batch (per-rank, or global /
-// ranks; 32 per rank when `auto`), scaling (weak unless strong is asked for), lr scaled by the
-// linear rule from lr_reference_batch, its bucket (4 MiB when auto), overlap (on when auto) and
-// allreduce algorithm (ring when auto).
+// ranks; 32 per rank when `auto`), scaling (weak unless strong is asked for), lr scaled from
+// lr_reference_batch by optimizer.lr_scaling's rule (auto: linear), its bucket (4 MiB when
+// auto), overlap (on when auto) and allreduce algorithm (ring when auto).
 recipes::Plan recipe_default_plan(const recipes::Recipe& recipe, const recipes::JobShape& job);
 
 // Looks up, tunes or falls back as described above. Errors: an unreadable user database, a

@@ -1,6 +1,7 @@
 #include "recipes/enums.h"
 
 #include <array>
+#include <cmath>
 #include <utility>
 
 namespace dltune::recipes {
@@ -29,6 +30,12 @@ constexpr std::array<std::pair<Scaling, std::string_view>, 3> kScalings{{
     {Scaling::kAuto, "auto"},
     {Scaling::kStrong, "strong"},
     {Scaling::kWeak, "weak"},
+}};
+
+constexpr std::array<std::pair<LrScaling, std::string_view>, 3> kLrScalings{{
+    {LrScaling::kAuto, "auto"},
+    {LrScaling::kLinear, "linear"},
+    {LrScaling::kSqrt, "sqrt"},
 }};
 
 template <typename E, size_t N>
@@ -65,5 +72,14 @@ std::vector<std::string> collective_names() { return names_of(kCollectives); }
 
 std::string_view scaling_name(Scaling s) { return name_of(kScalings, s); }
 std::optional<Scaling> parse_scaling(std::string_view s) { return value_of(kScalings, s); }
+
+std::string_view lr_scaling_name(LrScaling s) { return name_of(kLrScalings, s); }
+std::optional<LrScaling> parse_lr_scaling(std::string_view s) { return value_of(kLrScalings, s); }
+
+double lr_scale_for(LrScaling s, int64_t global, int64_t reference) {
+  if (global <= 0 || reference <= 0) return 1.0;
+  const double ratio = static_cast<double>(global) / static_cast<double>(reference);
+  return s == LrScaling::kSqrt ? std::sqrt(ratio) : ratio;
+}
 
 }  // namespace dltune::recipes

@@ -4,6 +4,7 @@
 // `dltune bench --json` use); *_name() gives it and parse_*() reads it back.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -42,5 +43,16 @@ std::vector<std::string> collective_names();
 
 std::string_view scaling_name(Scaling s);  // "auto", "strong", "weak"
 std::optional<Scaling> parse_scaling(std::string_view s);
+
+// How the learning rate follows the global batch G against the recipe's reference batch R:
+// linear multiplies it by G / R (Goyal et al.), sqrt by sqrt(G / R) (Krizhevsky's "one weird
+// trick", Hoffer et al.); auto is linear, with sqrt as the tuner's fallback when every linearly
+// scaled candidate diverges.
+enum class LrScaling { kAuto, kLinear, kSqrt };
+
+std::string_view lr_scaling_name(LrScaling s);  // "auto", "linear", "sqrt"
+std::optional<LrScaling> parse_lr_scaling(std::string_view s);
+// The factor rule `s` (auto: linear) gives lr at global batch `global` for reference `reference`.
+double lr_scale_for(LrScaling s, int64_t global, int64_t reference);
 
 }  // namespace dltune::recipes

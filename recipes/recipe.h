@@ -47,9 +47,10 @@ struct OptimizerConfig {
   double lr = 0.01;          // base learning rate, for the reference global batch
   double momentum = 0.9;
   double weight_decay = 0.0;
-  // The global batch `lr` is meant for; with more ranks the plan scales lr linearly by
-  // global_batch / lr_reference_batch. 0 = the recipe's own global batch (no scaling).
+  // The global batch `lr` is meant for; other global batches scale lr by `lr_scaling`'s rule.
+  // 0 = the recipe's own global batch.
   int64_t lr_reference_batch = 0;
+  LrScaling lr_scaling = LrScaling::kAuto;
 };
 
 struct ScheduleConfig {

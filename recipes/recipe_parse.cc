@@ -30,14 +30,17 @@ void parse_optimizer(YamlReader& r, const Fields& parent, OptimizerConfig* o) {
   const Fields::Entry* e = parent.find("optimizer");
   if (e == nullptr) return;
   Fields f;
-  if (!r.fields(e->value, e->path, {"kind", "lr", "momentum", "weight_decay", "lr_reference_batch"},
-                &f))
+  if (!r.fields(e->value, e->path,
+                {"kind", "lr", "momentum", "weight_decay", "lr_reference_batch", "lr_scaling"}, &f))
     return;
   r.get_choice(f, "kind", {"sgd"}, &o->kind);
   r.get_number(f, "lr", 0, true, kInf, false, &o->lr);
   r.get_number(f, "momentum", 0, false, 1, true, &o->momentum);
   r.get_number(f, "weight_decay", 0, false, kInf, false, &o->weight_decay);
   r.get_int(f, "lr_reference_batch", 1, kMaxInt, &o->lr_reference_batch);
+  std::string rule = "auto";
+  if (r.get_choice(f, "lr_scaling", {"auto", "linear", "sqrt"}, &rule))
+    o->lr_scaling = *parse_lr_scaling(rule);
 }
 
 void parse_schedule(YamlReader& r, const Fields& parent, ScheduleConfig* s) {

@@ -115,9 +115,11 @@ int64_t lr_reference_batch(const recipes::Recipe& r, int ranks) {
   return reference_per_rank_batch(r, ranks) * ranks;
 }
 
-void apply_lr_rule(const recipes::Recipe& r, int ranks, TrainingPlan* t) {
+void apply_lr_rule(const recipes::Recipe& r, int ranks, TrainingPlan* t,
+                   std::optional<recipes::LrScaling> rule) {
   const int64_t ref = std::max<int64_t>(1, lr_reference_batch(r, ranks));
-  t->lr_scale = static_cast<double>(t->global_batch) / static_cast<double>(ref);
+  t->lr_scale =
+      recipes::lr_scale_for(rule.value_or(r.training.optimizer.lr_scaling), t->global_batch, ref);
   t->warmup_steps = r.training.schedule.warmup_steps;
   if (t->lr_scale > 1.0) {
     const int64_t five_pct = (run_steps(r, t->global_batch) + 19) / 20;
@@ -228,6 +230,21 @@ Result<std::vector<RecipeCandidate>> generate_candidates(const recipes::Recipe& 
         out.push_back({candidate_label(t, static_cast<uint64_t>(grad)), t});
       }
     }
+  }
+  return out;
+}
+
+std::vector<RecipeCandidate> sqrt_lr_candidates(const std::vector<RecipeCandidate>& candidates,
+                                                const recipes::Recipe& r,
+                                                const recipes::JobShape& job) {
+  std::vector<RecipeCandidate> out;
+  if (r.training.optimizer.lr_scaling != recipes::LrScaling::kAuto) return out;
+  for (const RecipeCandidate& k : candidates) {
+    if (!(k.training.lr_scale > 1.0)) continue;
+    RecipeCandidate s = k;
+    apply_lr_rule(r, job.nodes * job.ranks_per_node, &s.training, recipes::LrScaling::kSqrt);
+    s.label += " lr=sqrt";
+    out.push_back(std::move(s));
   }
   return out;
 }
@@ -470,16 +487,17 @@ Result<RecipeTuneOutcome> outcome_from_trials(const RecipeTuneRequest& req,
   return o;
 }
 
-Result<RecipeTuneOutcome> tune_recipe(const RecipeTuneRequest& req, const RunRanks& run_ranks,
-                                      const std::string& work_dir) {
-  if (!(req.budget_s > 0)) return invalid_input("recipe tuning needs a positive budget");
-  if (req.recipe_path.empty()) return invalid_input("recipe tuning needs the recipe's path");
-  auto cands = generate_candidates(req.recipe, req.job);
-  if (!cands) return cands.error();
-  const size_t generated = cands->size();
-  if (req.hint) *cands = narrow_candidates(*cands, *req.hint);
-  const TrialSchedule sched = schedule_for(req, cands->size(), trial_trainers(*cands, req.grid),
-                                           gradient_bytes(req.recipe));
+namespace {
+
+// One launch of the trial search over `cands` in `work_dir` with `budget_s`: writes the
+// candidates file, runs the ranks, returns the trials file (and its wall time in *wall_s).
+Result<json> run_trial_search(const RecipeTuneRequest& req, const RunRanks& run_ranks,
+                              const std::vector<RecipeCandidate>& cands,
+                              const std::string& work_dir, double budget_s, double* wall_s) {
+  RecipeTuneRequest r = req;
+  r.budget_s = budget_s;
+  const TrialSchedule sched =
+      schedule_for(r, cands.size(), trial_trainers(cands, req.grid), gradient_bytes(req.recipe));
   recipes::Plan base = req.base;
   base.job = req.job;
   json c = {{"version", 1},
@@ -487,7 +505,7 @@ Result<RecipeTuneOutcome> tune_recipe(const RecipeTuneRequest& req, const RunRan
             {"base", recipes::plan_to_json(base)},
             {"schedule", schedule_to_json(sched)}};
   json list = json::array();
-  for (const RecipeCandidate& k : *cands) {
+  for (const RecipeCandidate& k : cands) {
     list.push_back({{"label", k.label}, {"training", training_json(k.training)}});
   }
   c["candidates"] = list;
@@ -496,22 +514,76 @@ Result<RecipeTuneOutcome> tune_recipe(const RecipeTuneRequest& req, const RunRan
   const std::string rpath = work_dir + "/trials.json";
   DLTUNE_TRY_CTX(paths::write_file_atomic(cpath, c.dump(1)), "writing " + cpath);
   char budget[32];
-  std::snprintf(budget, sizeof budget, "%.3f", req.budget_s);
+  std::snprintf(budget, sizeof budget, "%.3f", budget_s);
   std::vector<std::string> args = {"trial", "--recipe", req.recipe_path, "--candidates", cpath,
                                    "--out", rpath,      "--budget",      budget};
   if (req.grid) args.push_back("--grid");
   const auto t0 = std::chrono::steady_clock::now();
   DLTUNE_TRY_CTX(run_ranks(args), "running the trial trainings");
-  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  *wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   auto text = paths::read_file(rpath);
   if (!text) return std::move(text).error().wrap("reading the trial results");
   json f = json::parse(*text, nullptr, false);
   if (f.is_discarded()) return internal_error("the trial results in " + rpath + " are not JSON");
-  auto out = outcome_from_trials(req, *cands, f);
+  return f;
+}
+
+// Whether every candidate in the trials file `f` failed by diverging (and at least one ran).
+bool every_candidate_diverged(const json& f) {
+  auto ts = trials_from_json(f.contains("trials") ? f["trials"] : json());
+  if (!ts || ts->empty()) return false;
+  std::set<size_t> ran, diverged;
+  for (const TrialRecord& t : *ts) {
+    ran.insert(t.candidate);
+    if (t.failed && t.reason.rfind("diverged", 0) == 0) diverged.insert(t.candidate);
+  }
+  return ran == diverged;
+}
+
+}  // namespace
+
+Result<RecipeTuneOutcome> tune_recipe(const RecipeTuneRequest& req, const RunRanks& run_ranks,
+                                      const std::string& work_dir) {
+  if (!(req.budget_s > 0)) return invalid_input("recipe tuning needs a positive budget");
+  if (req.recipe_path.empty()) return invalid_input("recipe tuning needs the recipe's path");
+  auto cands = generate_candidates(req.recipe, req.job);
+  if (!cands) return cands.error();
+  const size_t generated = cands->size();
+  if (req.hint) *cands = narrow_candidates(*cands, *req.hint);
+  const size_t searched = cands->size();
+  double wall = 0;
+  auto f = run_trial_search(req, run_ranks, *cands, work_dir, req.budget_s, &wall);
+  if (!f) return f.error();
+  auto out = outcome_from_trials(req, *cands, *f);
+  std::string fallback_note;
+  if (!out && every_candidate_diverged(*f)) {
+    // Linear lr scaling made every candidate diverge: try square-root scaling, which grows
+    // the lr less with the global batch, in the budget left.
+    const std::vector<RecipeCandidate> sqrt_cands = sqrt_lr_candidates(*cands, req.recipe, req.job);
+    if (!sqrt_cands.empty()) {
+      DLTUNE_LOG(kInfo, "tuner") << "every candidate diverged with linear lr scaling; trying "
+                                 << sqrt_cands.size() << " with square-root scaling";
+      const double left = std::max(req.budget_s - wall, req.budget_s / 4);
+      double wall2 = 0;
+      auto f2 = run_trial_search(req, run_ranks, sqrt_cands, work_dir + "/sqrt-lr", left, &wall2);
+      if (!f2) return f2.error();
+      wall += wall2;
+      auto out2 = outcome_from_trials(req, sqrt_cands, *f2);
+      if (!out2) {
+        return peer_failed("with linear lr scaling, " + out.error().message() +
+                           "; with square-root lr scaling, " + out2.error().message());
+      }
+      out = std::move(out2);
+      fallback_note =
+          "; linear lr scaling diverged for every candidate, so square-root scaling "
+          "was tried (optimizer.lr_scaling: auto)";
+    }
+  }
   if (!out) return out.error();
   out->tuning_s = wall;
-  if (req.hint && cands->size() < generated) {
-    out->plan.provenance.reason += "; searched " + std::to_string(cands->size()) + " of " +
+  out->plan.provenance.reason += fallback_note;
+  if (req.hint && searched < generated) {
+    out->plan.provenance.reason += "; searched " + std::to_string(searched) + " of " +
                                    std::to_string(generated) +
                                    " candidates, narrowed by a near hit" +
                                    (req.hint_source.empty() ? "" : " (" + req.hint_source + ")");

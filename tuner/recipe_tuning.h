@@ -17,8 +17,9 @@
 // in chunks of a few steps (round-robin, so the machine's slow phases hit all alike), decisions
 // taken on the maximum step time over the ranks so every rank decides alike, a failing
 // candidate recorded with its reason, and no round started that would overrun the budget.
-// A candidate whose loss turns NaN or rises above 1.5x its first loss has diverged (its
-// scaled learning rate is too high for the model) and fails, and with it every candidate that
+// A candidate whose loss turns NaN on a rank, or whose loss averaged over the ranks and a
+// chunk's steps rises above 1.5x its warm-up loss, has diverged (its scaled learning rate is
+// too high for the model) and fails, and with it every candidate that
 // trains alike (same batches and learning-rate schedule; only bucket or overlap differ); when
 // every survivor of a round failed, the best eliminated candidates run that round again.
 // In halving, candidates that train alike share one trainer (one model built and warmed per
@@ -79,10 +80,13 @@ int64_t reference_per_rank_batch(const recipes::Recipe& recipe, int ranks);
 // `ranks`), else reference_per_rank_batch x ranks.
 int64_t lr_reference_batch(const recipes::Recipe& recipe, int ranks);
 
-// The linear scaling rule with warmup (Goyal et al.): lr_scale = global_batch / reference;
-// where the global batch grows (scale > 1) warmup_steps = max(the recipe's warmup, 5 % of the
-// run's steps, at least 1), else the recipe's warmup. Sets t->lr_scale and t->warmup_steps.
-void apply_lr_rule(const recipes::Recipe& recipe, int ranks, recipes::TrainingPlan* t);
+// The learning-rate rule with warmup (Goyal et al.): lr_scale = recipes::lr_scale_for(rule,
+// global_batch, reference), `rule` being the recipe's optimizer.lr_scaling unless given (auto:
+// linear); where the global batch grows (scale > 1) warmup_steps = max(the recipe's warmup,
+// 5 % of the run's steps, at least 1), else the recipe's warmup. Sets t->lr_scale and
+// t->warmup_steps.
+void apply_lr_rule(const recipes::Recipe& recipe, int ranks, recipes::TrainingPlan* t,
+                   std::optional<recipes::LrScaling> rule = std::nullopt);
 
 // Every configuration worth trying for `recipe` on `job`:
 // - a batch the recipe names (batch.per_rank or batch.global) is kept as it is: the user chose
@@ -100,6 +104,13 @@ void apply_lr_rule(const recipes::Recipe& recipe, int ranks, recipes::TrainingPl
 // limits (names the limit).
 Result<std::vector<RecipeCandidate>> generate_candidates(const recipes::Recipe& recipe,
                                                          const recipes::JobShape& job);
+
+// The fallback when every candidate diverged: for a recipe whose optimizer.lr_scaling is auto,
+// the candidates whose lr was scaled up, again with square-root scaling (labels end in
+// " lr=sqrt"); empty when the recipe fixes its rule or no candidate's lr was scaled up.
+std::vector<RecipeCandidate> sqrt_lr_candidates(const std::vector<RecipeCandidate>& candidates,
+                                                const recipes::Recipe& recipe,
+                                                const recipes::JobShape& job);
 
 // ---- The search schedule and its results
 
@@ -206,8 +217,11 @@ TrialSchedule schedule_for(const RecipeTuneRequest& req, size_t candidates, size
 
 // Generates the candidates, writes WORK_DIR/candidates.json, calls run_ranks once with
 // {"trial", "--recipe", recipe_path, "--candidates", C, "--out", R, "--budget", S[, "--grid"]},
-// reads WORK_DIR/trials.json. Errors: bad recipe (invalid_input), the ranks' failure, every
-// candidate failed.
+// reads WORK_DIR/trials.json. When every candidate diverged and sqrt_lr_candidates() offers a
+// fallback, runs it the same way in WORK_DIR/sqrt-lr/ with the budget left (at least a
+// quarter of the budget); the plan's reason then says that linear scaling diverged. Errors: bad
+// recipe (invalid_input), the ranks' failure, every candidate failed (both searches' reasons
+// when the fallback ran).
 Result<RecipeTuneOutcome> tune_recipe(const RecipeTuneRequest& req, const RunRanks& run_ranks,
                                       const std::string& work_dir);
 

@@ -27,6 +27,21 @@ std::string all_problems(const ParseOutcome& o) {
 
 ParseOutcome parse(const std::string& text) { return parse_recipe(text, "t.yaml", "/tmp"); }
 
+// The learning-rate rules: linear (auto) and square root of the batch ratio, both ways; the
+// names round-trip.
+TEST(LrScaling, RulesAndNames) {
+  EXPECT_DOUBLE_EQ(lr_scale_for(LrScaling::kLinear, 512, 128), 4.0);
+  EXPECT_DOUBLE_EQ(lr_scale_for(LrScaling::kAuto, 512, 128), 4.0);
+  EXPECT_DOUBLE_EQ(lr_scale_for(LrScaling::kSqrt, 512, 128), 2.0);
+  EXPECT_DOUBLE_EQ(lr_scale_for(LrScaling::kSqrt, 32, 128), 0.5);
+  EXPECT_DOUBLE_EQ(lr_scale_for(LrScaling::kLinear, 32, 128), 0.25);
+  EXPECT_DOUBLE_EQ(lr_scale_for(LrScaling::kSqrt, 128, 0), 1.0);  // no reference: unscaled
+  for (LrScaling s : {LrScaling::kAuto, LrScaling::kLinear, LrScaling::kSqrt}) {
+    EXPECT_EQ(parse_lr_scaling(lr_scaling_name(s)), s);
+  }
+  EXPECT_FALSE(parse_lr_scaling("Sqrt").has_value());
+}
+
 TEST(RecipeParse, MinimalRecipeGetsTheDocumentedDefaults) {
   const ParseOutcome o = parse("model: mlp\ndata: synthetic-digits\n");
   ASSERT_TRUE(o.ok()) << all_problems(o);
@@ -41,6 +56,7 @@ TEST(RecipeParse, MinimalRecipeGetsTheDocumentedDefaults) {
   EXPECT_EQ(r.training.steps, 0);
   EXPECT_EQ(r.training.per_rank_batch, 0);  // auto
   EXPECT_EQ(r.training.scaling, Scaling::kAuto);
+  EXPECT_EQ(r.training.optimizer.lr_scaling, LrScaling::kAuto);
   EXPECT_EQ(r.comm.backend, "auto");
   EXPECT_FALSE(r.comm.allreduce.has_value());
   EXPECT_EQ(r.comm.bucket_bytes, 0u);
@@ -63,7 +79,7 @@ training:
   steps: 200
   batch: {global: 128, max_global: 1024}
   scaling: strong
-  optimizer: {lr: 0.1, momentum: 0.8, weight_decay: 0.001, lr_reference_batch: 64}
+  optimizer: {lr: 0.1, momentum: 0.8, weight_decay: 0.001, lr_reference_batch: 64, lr_scaling: sqrt}
   schedule: {kind: step, warmup_steps: 10, step_size: 50, gamma: 0.5}
   checkpoint_every: 50
   seed: 7
@@ -85,6 +101,7 @@ launch: {ranks: 4, ranks_per_node: 2, binding: core}
   EXPECT_EQ(r.training.schedule.kind, ScheduleKind::kStep);
   EXPECT_EQ(r.training.schedule.step_size, 50);
   EXPECT_EQ(r.training.optimizer.lr_reference_batch, 64);
+  EXPECT_EQ(r.training.optimizer.lr_scaling, LrScaling::kSqrt);
   EXPECT_EQ(r.training.seed, 7u);
   EXPECT_EQ(r.comm.allreduce, Algorithm::kRabenseifner);
   EXPECT_EQ(r.comm.bucket_bytes, 8u << 20);

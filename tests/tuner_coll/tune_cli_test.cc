@@ -2,6 +2,7 @@
 // plan and the measurements land in the database, the second run is a cache hit, --retune
 // measures again, and bad usage exits 2 without writing anything.
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <set>
@@ -181,6 +182,39 @@ TEST_F(TuneCli, DivergingTrialsFailWithTheirReasonAndStoreNothing) {
     ASSERT_TRUE(plans.ok());
     EXPECT_TRUE(plans->empty());
   }
+}
+
+// The quickstart with its lr meant for a global batch of 64: at 2 ranks (global 128) linear
+// scaling doubles it and LeNet diverges, square-root scaling trains. With lr_scaling: auto
+// the tuner falls back to square root and says so; with linear the command fails with the
+// divergence (the ranks' mean loss rising, or turning NaN), storing no plan.
+TEST_F(TuneCli, LinearLrDivergingFallsBackToSquareRootScaling) {
+  auto text = paths::read_file(std::string(DLTUNE_SOURCE_DIR) + "/recipes/quickstart.yaml");
+  ASSERT_TRUE(text.ok());
+  const std::string ref = "lr_reference_batch: 128";
+  const size_t at = text->find(ref);
+  ASSERT_NE(at, std::string::npos);
+  text->replace(at, ref.size(), "lr_reference_batch: 64");
+  const std::string recipe = dir_ + "/hot.yaml";
+  ASSERT_TRUE(paths::write_file_atomic(recipe, *text).ok());
+  CliRun r = dltune("tune " + recipe + " -n 2 --budget 20 --db " + db_ + " --json");
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_NEAR(j.at("plan").at("training").at("lr_scale").get<double>(), std::sqrt(2.0), 1e-9)
+      << r.out;
+  const std::string why = j.at("plan").at("provenance").at("reason").get<std::string>();
+  EXPECT_NE(why.find("lr=sqrt won"), std::string::npos) << why;
+  EXPECT_NE(why.find("so square-root scaling was tried"), std::string::npos) << why;
+
+  text->replace(text->find("lr_reference_batch: 64"), 22,
+                "lr_reference_batch: 64\n    lr_scaling: linear");
+  const std::string linear = dir_ + "/hot-linear.yaml";
+  ASSERT_TRUE(paths::write_file_atomic(linear, *text).ok());
+  const std::string db2 = dir_ + "/linear.db";
+  CliRun l = dltune("tune " + linear + " -n 2 --budget 20 --db " + db2);
+  EXPECT_EQ(l.code, 1) << l.out << l.err;
+  EXPECT_NE(l.err.find("diverged: the loss"), std::string::npos) << l.err;
+  EXPECT_EQ(l.err.find("square-root"), std::string::npos) << l.err;
 }
 
 TEST_F(TuneCli, TunesStoresAndThenHitsTheCache) {

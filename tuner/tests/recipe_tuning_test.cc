@@ -23,12 +23,14 @@ constexpr uint64_t kMiB = uint64_t{1} << 20;
 // quickstart.yaml with knobs to turn.
 recipes::Recipe recipe(const std::string& batch, const std::string& scaling,
                        const std::string& extra_training = "",
-                       const std::string& comm = "  bucket: auto\n  overlap: auto\n") {
+                       const std::string& comm = "  bucket: auto\n  overlap: auto\n",
+                       const std::string& lr_scaling = "auto") {
   const std::string yaml =
       "name: t\nmodel: lenet\ndata:\n  kind: synthetic-digits\n  samples: 20000\n"
       "  heldout: 0.1\ntraining:\n  steps: 300\n  batch:\n" +
       batch + "  scaling: " + scaling + "\n" + extra_training +
-      "  optimizer:\n    lr: 0.05\n    lr_reference_batch: 128\n"
+      "  optimizer:\n    lr: 0.05\n    lr_reference_batch: 128\n    lr_scaling: " + lr_scaling +
+      "\n"
       "  schedule:\n    kind: cosine\n    warmup_steps: 20\ncomm:\n" +
       comm + "launch:\n  ranks: 2\n";
   auto out = recipes::parse_recipe(yaml, "t.yaml", "/tmp");
@@ -164,6 +166,43 @@ TEST(RecipeCandidates, LinearLrRuleWithWarmupWhereTheBatchGrows) {
   apply_lr_rule(longer, 2, &t);
   EXPECT_DOUBLE_EQ(t.lr_scale, 0.5);
   EXPECT_EQ(t.warmup_steps, 20);
+}
+
+// The recipe's lr_scaling picks the rule; with auto, sqrt_lr_candidates() offers every
+// candidate whose lr was scaled up again with square-root scaling, and nothing else.
+TEST(RecipeCandidates, LrScalingRuleAndTheSquareRootFallback) {
+  const recipes::JobShape job{1, 2};
+  auto linear = generate_candidates(recipe("    per_rank: 128\n", "weak"), job);
+  ASSERT_TRUE(linear.ok()) << linear.error().message();
+  ASSERT_FALSE(linear->empty());
+  for (const auto& k : *linear) EXPECT_DOUBLE_EQ(k.training.lr_scale, 2.0) << k.label;
+  const auto sqrt_recipe = recipe("    per_rank: 128\n", "weak", "", "  bucket: auto\n", "sqrt");
+  auto fixed = generate_candidates(sqrt_recipe, job);
+  ASSERT_TRUE(fixed.ok()) << fixed.error().message();
+  for (const auto& k : *fixed) {
+    EXPECT_DOUBLE_EQ(k.training.lr_scale, std::sqrt(2.0)) << k.label;
+    EXPECT_EQ(k.label.find("lr=sqrt"), std::string::npos) << k.label;  // the recipe's own rule
+  }
+  EXPECT_TRUE(sqrt_lr_candidates(*fixed, sqrt_recipe, job).empty());  // no fallback to offer
+
+  const auto auto_recipe = recipe("    per_rank: auto\n", "weak");
+  auto all = generate_candidates(auto_recipe, job);
+  ASSERT_TRUE(all.ok()) << all.error().message();
+  const auto back = sqrt_lr_candidates(*all, auto_recipe, job);
+  size_t scaled_up = 0;
+  for (const auto& k : *all) scaled_up += k.training.lr_scale > 1.0 ? 1 : 0;
+  ASSERT_GT(scaled_up, 0u);
+  ASSERT_LT(scaled_up, all->size());  // per-rank 32 and 64 give global batches <= 128
+  ASSERT_EQ(back.size(), scaled_up);
+  for (const auto& k : back) {
+    const double ratio = static_cast<double>(k.training.global_batch) / 128.0;
+    EXPECT_DOUBLE_EQ(k.training.lr_scale, std::sqrt(ratio)) << k.label;
+    EXPECT_NE(k.label.find(" lr=sqrt"), std::string::npos) << k.label;
+    EXPECT_GE(k.training.warmup_steps, 20) << k.label;
+  }
+  const auto linear_recipe =
+      recipe("    per_rank: auto\n", "weak", "", "  bucket: auto\n", "linear");
+  EXPECT_TRUE(sqrt_lr_candidates(*all, linear_recipe, job).empty());
 }
 
 TrialRecord rec(size_t c, int round, double sps, bool failed = false) {
@@ -309,6 +348,84 @@ TEST_F(TuneRecipe, RunsTheRanksOnceAndBuildsACompletePlan) {
   const std::string table = format_recipe_outcome(*o);
   EXPECT_NE(table.find("chosen"), std::string::npos) << table;
   EXPECT_NE(table.find("failed: out of memory"), std::string::npos) << table;
+}
+
+// A fake trial program that fails every candidate whose lr_scale is above `max_scale` with a
+// divergence, and measures the others with synthetic_sps(). Counts its calls; reads and writes
+// the files its arguments name.
+RunRanks diverging_trials(double max_scale, int* calls, std::vector<std::string>* dirs) {
+  return [=](const std::vector<std::string>& args) -> Status {
+    ++*calls;
+    const std::string cpath = args.at(4), rpath = args.at(6);
+    dirs->push_back(cpath.substr(0, cpath.rfind('/')));
+    auto text = paths::read_file(cpath);
+    if (!text) return text.error();
+    const json c = json::parse(*text);
+    std::vector<TrialRecord> ts;
+    for (size_t i = 0; i < c.at("candidates").size(); ++i) {
+      const double scale = c["candidates"][i]["training"].at("lr_scale").get<double>();
+      json p = c.at("base");
+      p["training"] = c["candidates"][i]["training"];
+      auto plan = recipes::plan_from_json(p);
+      if (!plan) return plan.error();
+      const bool diverges = scale > max_scale;
+      TrialRecord t = rec(i, 0, diverges ? 0 : synthetic_sps(plan->training), diverges);
+      t.label = c["candidates"][i]["label"].get<std::string>();
+      if (diverges) t.reason = "diverged: the loss rose from 2.3 to 5.3 after 21 steps";
+      ts.push_back(t);
+    }
+    json out = {{"version", 1}, {"ranks", 2}, {"rounds", 1}, {"trials", trials_to_json(ts)}};
+    return paths::write_file_atomic(rpath, out.dump());
+  };
+}
+
+// lr_scaling auto: when linear scaling diverges for every candidate, the tuner runs the
+// candidates again with square-root scaling, in a directory of their own, and says so; a
+// recipe that fixes linear scaling gets the divergence as its error; when both diverge, the
+// error gives both.
+TEST_F(TuneRecipe, EveryCandidateDivergingWithLinearLrTriesSquareRootScaling) {
+  RecipeTuneRequest req;
+  req.recipe = recipe("    per_rank: 128\n", "weak");  // global 256: linear lr x2
+  req.recipe_path = "quickstart";
+  req.job = {1, 2};
+  req.base = recipes::default_plan(1, 2, 64, recipes::Algorithm::kRabenseifner);
+  req.budget_s = 10;
+  int calls = 0;
+  std::vector<std::string> dirs;
+  auto o = tune_recipe(req, diverging_trials(1.5, &calls, &dirs), dir_);
+  ASSERT_TRUE(o.ok()) << o.error().message();
+  EXPECT_EQ(calls, 2);
+  ASSERT_EQ(dirs.size(), 2u);
+  EXPECT_EQ(dirs[0], dir_);
+  EXPECT_EQ(dirs[1], dir_ + "/sqrt-lr");
+  EXPECT_DOUBLE_EQ(o->plan.training.lr_scale, std::sqrt(2.0));
+  EXPECT_NE(o->candidates[o->winner].label.find("lr=sqrt"), std::string::npos);
+  const std::string& why = o->plan.provenance.reason;
+  EXPECT_NE(why.find("linear lr scaling diverged for every candidate"), std::string::npos) << why;
+  EXPECT_TRUE(recipes::validate_plan(o->plan).ok());
+
+  calls = 0;
+  dirs.clear();
+  req.recipe =
+      recipe("    per_rank: 128\n", "weak", "", "  bucket: auto\n  overlap: auto\n", "linear");
+  auto linear = tune_recipe(req, diverging_trials(1.5, &calls, &dirs), dir_);
+  ASSERT_FALSE(linear.ok());
+  EXPECT_EQ(calls, 1);
+  EXPECT_NE(linear.error().message().find("diverged: the loss rose"), std::string::npos)
+      << linear.error().message();
+
+  calls = 0;
+  req.recipe = recipe("    per_rank: 128\n", "weak");
+  auto both = tune_recipe(req, diverging_trials(1.0, &calls, &dirs), dir_);
+  ASSERT_FALSE(both.ok());
+  EXPECT_EQ(calls, 2);
+  const std::string& m = both.error().message();
+  EXPECT_NE(m.find("with linear lr scaling, every candidate configuration failed"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("with square-root lr scaling, every candidate configuration failed"),
+            std::string::npos)
+      << m;
 }
 
 TEST_F(TuneRecipe, RankFailureAndBadBudgetAreErrors) {
