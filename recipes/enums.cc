@@ -32,10 +32,11 @@ constexpr std::array<std::pair<Scaling, std::string_view>, 3> kScalings{{
     {Scaling::kWeak, "weak"},
 }};
 
-constexpr std::array<std::pair<LrScaling, std::string_view>, 3> kLrScalings{{
+constexpr std::array<std::pair<LrScaling, std::string_view>, 4> kLrScalings{{
     {LrScaling::kAuto, "auto"},
     {LrScaling::kLinear, "linear"},
     {LrScaling::kSqrt, "sqrt"},
+    {LrScaling::kNone, "none"},
 }};
 
 template <typename E, size_t N>
@@ -77,7 +78,7 @@ std::string_view lr_scaling_name(LrScaling s) { return name_of(kLrScalings, s); 
 std::optional<LrScaling> parse_lr_scaling(std::string_view s) { return value_of(kLrScalings, s); }
 
 double lr_scale_for(LrScaling s, int64_t global, int64_t reference) {
-  if (global <= 0 || reference <= 0) return 1.0;
+  if (s == LrScaling::kNone || global <= 0 || reference <= 0) return 1.0;
   const double ratio = static_cast<double>(global) / static_cast<double>(reference);
   return s == LrScaling::kSqrt ? std::sqrt(ratio) : ratio;
 }

@@ -46,11 +46,11 @@ std::optional<Scaling> parse_scaling(std::string_view s);
 
 // How the learning rate follows the global batch G against the recipe's reference batch R:
 // linear multiplies it by G / R (Goyal et al.), sqrt by sqrt(G / R) (Krizhevsky's "one weird
-// trick", Hoffer et al.); auto is linear, with sqrt as the tuner's fallback when every linearly
-// scaled candidate diverges.
-enum class LrScaling { kAuto, kLinear, kSqrt };
+// trick", Hoffer et al.), none keeps it; auto is linear, with sqrt and then none as the
+// tuner's fallbacks when every candidate diverges.
+enum class LrScaling { kAuto, kLinear, kSqrt, kNone };
 
-std::string_view lr_scaling_name(LrScaling s);  // "auto", "linear", "sqrt"
+std::string_view lr_scaling_name(LrScaling s);  // "auto", "linear", "sqrt", "none"
 std::optional<LrScaling> parse_lr_scaling(std::string_view s);
 // The factor rule `s` (auto: linear) gives lr at global batch `global` for reference `reference`.
 double lr_scale_for(LrScaling s, int64_t global, int64_t reference);

@@ -39,7 +39,7 @@ void parse_optimizer(YamlReader& r, const Fields& parent, OptimizerConfig* o) {
   r.get_number(f, "weight_decay", 0, false, kInf, false, &o->weight_decay);
   r.get_int(f, "lr_reference_batch", 1, kMaxInt, &o->lr_reference_batch);
   std::string rule = "auto";
-  if (r.get_choice(f, "lr_scaling", {"auto", "linear", "sqrt"}, &rule))
+  if (r.get_choice(f, "lr_scaling", {"auto", "linear", "sqrt", "none"}, &rule))
     o->lr_scaling = *parse_lr_scaling(rule);
 }
 

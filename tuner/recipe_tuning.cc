@@ -234,16 +234,17 @@ Result<std::vector<RecipeCandidate>> generate_candidates(const recipes::Recipe& 
   return out;
 }
 
-std::vector<RecipeCandidate> sqrt_lr_candidates(const std::vector<RecipeCandidate>& candidates,
-                                                const recipes::Recipe& r,
-                                                const recipes::JobShape& job) {
+std::vector<RecipeCandidate> fallback_lr_candidates(const std::vector<RecipeCandidate>& candidates,
+                                                    const recipes::Recipe& r,
+                                                    const recipes::JobShape& job,
+                                                    recipes::LrScaling rule) {
   std::vector<RecipeCandidate> out;
   if (r.training.optimizer.lr_scaling != recipes::LrScaling::kAuto) return out;
   for (const RecipeCandidate& k : candidates) {
     if (!(k.training.lr_scale > 1.0)) continue;
     RecipeCandidate s = k;
-    apply_lr_rule(r, job.nodes * job.ranks_per_node, &s.training, recipes::LrScaling::kSqrt);
-    s.label += " lr=sqrt";
+    apply_lr_rule(r, job.nodes * job.ranks_per_node, &s.training, rule);
+    s.label += " lr=" + std::string(recipes::lr_scaling_name(rule));
     out.push_back(std::move(s));
   }
   return out;
@@ -555,33 +556,40 @@ Result<RecipeTuneOutcome> tune_recipe(const RecipeTuneRequest& req, const RunRan
   auto f = run_trial_search(req, run_ranks, *cands, work_dir, req.budget_s, &wall);
   if (!f) return f.error();
   auto out = outcome_from_trials(req, *cands, *f);
-  std::string fallback_note;
-  if (!out && every_candidate_diverged(*f)) {
-    // Linear lr scaling made every candidate diverge: try square-root scaling, which grows
-    // the lr less with the global batch, in the budget left.
-    const std::vector<RecipeCandidate> sqrt_cands = sqrt_lr_candidates(*cands, req.recipe, req.job);
-    if (!sqrt_cands.empty()) {
-      DLTUNE_LOG(kInfo, "tuner") << "every candidate diverged with linear lr scaling; trying "
-                                 << sqrt_cands.size() << " with square-root scaling";
-      const double left = std::max(req.budget_s - wall, req.budget_s / 4);
-      double wall2 = 0;
-      auto f2 = run_trial_search(req, run_ranks, sqrt_cands, work_dir + "/sqrt-lr", left, &wall2);
-      if (!f2) return f2.error();
-      wall += wall2;
-      auto out2 = outcome_from_trials(req, sqrt_cands, *f2);
-      if (!out2) {
-        return peer_failed("with linear lr scaling, " + out.error().message() +
-                           "; with square-root lr scaling, " + out2.error().message());
-      }
-      out = std::move(out2);
-      fallback_note =
-          "; linear lr scaling diverged for every candidate, so square-root scaling "
-          "was tried (optimizer.lr_scaling: auto)";
+  // Every candidate diverged: its scaled-up lr is too high for the model. Try the rules that
+  // grow lr less with the global batch, in the budget left.
+  std::string failures, diverged_rules = "linear";
+  constexpr std::pair<recipes::LrScaling, const char*> kFallbacks[] = {
+      {recipes::LrScaling::kSqrt, "square-root"}, {recipes::LrScaling::kNone, "unscaled"}};
+  const char* tried = "linear";
+  for (const auto& [rule, name] : kFallbacks) {
+    if (out || !every_candidate_diverged(*f)) break;
+    const auto next = fallback_lr_candidates(*cands, req.recipe, req.job, rule);
+    if (next.empty()) break;
+    DLTUNE_LOG(kInfo, "tuner") << "every candidate diverged with " << tried << " lr; trying "
+                               << next.size() << " with " << name << " lr";
+    failures += std::string(failures.empty() ? "" : "; ") + "with " + tried + " lr, " +
+                out.error().message();
+    const double left = std::max(req.budget_s - wall, req.budget_s / 4);
+    const std::string dir = work_dir + "/" + std::string(recipes::lr_scaling_name(rule)) + "-lr";
+    double more = 0;
+    f = run_trial_search(req, run_ranks, next, dir, left, &more);
+    if (!f) return f.error();
+    wall += more;
+    out = outcome_from_trials(req, next, *f);
+    if (out) {
+      out->plan.provenance.reason += "; every candidate diverged with " + diverged_rules +
+                                     " lr scaling, so " + name +
+                                     " lr was tried (optimizer.lr_scaling: auto)";
     }
+    diverged_rules += std::string(" and ") + name;
+    tried = name;
+  }
+  if (!out && !failures.empty()) {
+    return peer_failed(failures + "; with " + tried + " lr, " + out.error().message());
   }
   if (!out) return out.error();
   out->tuning_s = wall;
-  out->plan.provenance.reason += fallback_note;
   if (req.hint && searched < generated) {
     out->plan.provenance.reason += "; searched " + std::to_string(searched) + " of " +
                                    std::to_string(generated) +

@@ -105,12 +105,13 @@ void apply_lr_rule(const recipes::Recipe& recipe, int ranks, recipes::TrainingPl
 Result<std::vector<RecipeCandidate>> generate_candidates(const recipes::Recipe& recipe,
                                                          const recipes::JobShape& job);
 
-// The fallback when every candidate diverged: for a recipe whose optimizer.lr_scaling is auto,
-// the candidates whose lr was scaled up, again with square-root scaling (labels end in
-// " lr=sqrt"); empty when the recipe fixes its rule or no candidate's lr was scaled up.
-std::vector<RecipeCandidate> sqrt_lr_candidates(const std::vector<RecipeCandidate>& candidates,
-                                                const recipes::Recipe& recipe,
-                                                const recipes::JobShape& job);
+// A fallback when every candidate diverged: for a recipe whose optimizer.lr_scaling is auto,
+// the candidates whose lr was scaled up, again with `rule` (labels end in " lr=" and its
+// name); empty when the recipe fixes its rule or no candidate's lr was scaled up.
+std::vector<RecipeCandidate> fallback_lr_candidates(const std::vector<RecipeCandidate>& candidates,
+                                                    const recipes::Recipe& recipe,
+                                                    const recipes::JobShape& job,
+                                                    recipes::LrScaling rule);
 
 // ---- The search schedule and its results
 
@@ -217,11 +218,12 @@ TrialSchedule schedule_for(const RecipeTuneRequest& req, size_t candidates, size
 
 // Generates the candidates, writes WORK_DIR/candidates.json, calls run_ranks once with
 // {"trial", "--recipe", recipe_path, "--candidates", C, "--out", R, "--budget", S[, "--grid"]},
-// reads WORK_DIR/trials.json. When every candidate diverged and sqrt_lr_candidates() offers a
-// fallback, runs it the same way in WORK_DIR/sqrt-lr/ with the budget left (at least a
-// quarter of the budget); the plan's reason then says that linear scaling diverged. Errors: bad
-// recipe (invalid_input), the ranks' failure, every candidate failed (both searches' reasons
-// when the fallback ran).
+// reads WORK_DIR/trials.json. When every candidate diverged and fallback_lr_candidates()
+// offers square-root scaling, runs those the same way in WORK_DIR/sqrt-lr/ with the budget
+// left (at least a quarter of the budget), and if they all diverge too, unscaled lr in
+// WORK_DIR/none-lr/; the plan's reason then says which rules diverged. Errors: bad recipe
+// (invalid_input), the ranks' failure, every candidate failed (each search's reasons when a
+// fallback ran).
 Result<RecipeTuneOutcome> tune_recipe(const RecipeTuneRequest& req, const RunRanks& run_ranks,
                                       const std::string& work_dir);
 

@@ -36,7 +36,8 @@ TEST(LrScaling, RulesAndNames) {
   EXPECT_DOUBLE_EQ(lr_scale_for(LrScaling::kSqrt, 32, 128), 0.5);
   EXPECT_DOUBLE_EQ(lr_scale_for(LrScaling::kLinear, 32, 128), 0.25);
   EXPECT_DOUBLE_EQ(lr_scale_for(LrScaling::kSqrt, 128, 0), 1.0);  // no reference: unscaled
-  for (LrScaling s : {LrScaling::kAuto, LrScaling::kLinear, LrScaling::kSqrt}) {
+  EXPECT_DOUBLE_EQ(lr_scale_for(LrScaling::kNone, 512, 128), 1.0);
+  for (LrScaling s : {LrScaling::kAuto, LrScaling::kLinear, LrScaling::kSqrt, LrScaling::kNone}) {
     EXPECT_EQ(parse_lr_scaling(lr_scaling_name(s)), s);
   }
   EXPECT_FALSE(parse_lr_scaling("Sqrt").has_value());

@@ -204,7 +204,7 @@ TEST_F(TuneCli, LinearLrDivergingFallsBackToSquareRootScaling) {
       << r.out;
   const std::string why = j.at("plan").at("provenance").at("reason").get<std::string>();
   EXPECT_NE(why.find("lr=sqrt won"), std::string::npos) << why;
-  EXPECT_NE(why.find("so square-root scaling was tried"), std::string::npos) << why;
+  EXPECT_NE(why.find("so square-root lr was tried"), std::string::npos) << why;
 
   text->replace(text->find("lr_reference_batch: 64"), 22,
                 "lr_reference_batch: 64\n    lr_scaling: linear");

@@ -168,8 +168,8 @@ TEST(RecipeCandidates, LinearLrRuleWithWarmupWhereTheBatchGrows) {
   EXPECT_EQ(t.warmup_steps, 20);
 }
 
-// The recipe's lr_scaling picks the rule; with auto, sqrt_lr_candidates() offers every
-// candidate whose lr was scaled up again with square-root scaling, and nothing else.
+// The recipe's lr_scaling picks the rule; with auto, fallback_lr_candidates() offers every
+// candidate whose lr was scaled up again with another rule, and nothing else.
 TEST(RecipeCandidates, LrScalingRuleAndTheSquareRootFallback) {
   const recipes::JobShape job{1, 2};
   auto linear = generate_candidates(recipe("    per_rank: 128\n", "weak"), job);
@@ -183,12 +183,13 @@ TEST(RecipeCandidates, LrScalingRuleAndTheSquareRootFallback) {
     EXPECT_DOUBLE_EQ(k.training.lr_scale, std::sqrt(2.0)) << k.label;
     EXPECT_EQ(k.label.find("lr=sqrt"), std::string::npos) << k.label;  // the recipe's own rule
   }
-  EXPECT_TRUE(sqrt_lr_candidates(*fixed, sqrt_recipe, job).empty());  // no fallback to offer
+  EXPECT_TRUE(fallback_lr_candidates(*fixed, sqrt_recipe, job, recipes::LrScaling::kSqrt)
+                  .empty());  // no fallback to offer
 
   const auto auto_recipe = recipe("    per_rank: auto\n", "weak");
   auto all = generate_candidates(auto_recipe, job);
   ASSERT_TRUE(all.ok()) << all.error().message();
-  const auto back = sqrt_lr_candidates(*all, auto_recipe, job);
+  const auto back = fallback_lr_candidates(*all, auto_recipe, job, recipes::LrScaling::kSqrt);
   size_t scaled_up = 0;
   for (const auto& k : *all) scaled_up += k.training.lr_scale > 1.0 ? 1 : 0;
   ASSERT_GT(scaled_up, 0u);
@@ -200,9 +201,15 @@ TEST(RecipeCandidates, LrScalingRuleAndTheSquareRootFallback) {
     EXPECT_NE(k.label.find(" lr=sqrt"), std::string::npos) << k.label;
     EXPECT_GE(k.training.warmup_steps, 20) << k.label;
   }
+  const auto none = fallback_lr_candidates(*all, auto_recipe, job, recipes::LrScaling::kNone);
+  ASSERT_EQ(none.size(), scaled_up);
+  for (const auto& k : none) {
+    EXPECT_DOUBLE_EQ(k.training.lr_scale, 1.0) << k.label;
+    EXPECT_NE(k.label.find(" lr=none"), std::string::npos) << k.label;
+  }
   const auto linear_recipe =
       recipe("    per_rank: auto\n", "weak", "", "  bucket: auto\n", "linear");
-  EXPECT_TRUE(sqrt_lr_candidates(*all, linear_recipe, job).empty());
+  EXPECT_TRUE(fallback_lr_candidates(*all, linear_recipe, job, recipes::LrScaling::kSqrt).empty());
 }
 
 TrialRecord rec(size_t c, int round, double sps, bool failed = false) {
@@ -380,9 +387,9 @@ RunRanks diverging_trials(double max_scale, int* calls, std::vector<std::string>
 }
 
 // lr_scaling auto: when linear scaling diverges for every candidate, the tuner runs the
-// candidates again with square-root scaling, in a directory of their own, and says so; a
-// recipe that fixes linear scaling gets the divergence as its error; when both diverge, the
-// error gives both.
+// candidates again with square-root scaling, in a directory of their own, and says so; when
+// that diverges too, with unscaled lr; a recipe that fixes linear scaling gets the divergence
+// as its error; when every rule diverges, the error gives each search's reasons.
 TEST_F(TuneRecipe, EveryCandidateDivergingWithLinearLrTriesSquareRootScaling) {
   RecipeTuneRequest req;
   req.recipe = recipe("    per_rank: 128\n", "weak");  // global 256: linear lr x2
@@ -401,7 +408,10 @@ TEST_F(TuneRecipe, EveryCandidateDivergingWithLinearLrTriesSquareRootScaling) {
   EXPECT_DOUBLE_EQ(o->plan.training.lr_scale, std::sqrt(2.0));
   EXPECT_NE(o->candidates[o->winner].label.find("lr=sqrt"), std::string::npos);
   const std::string& why = o->plan.provenance.reason;
-  EXPECT_NE(why.find("linear lr scaling diverged for every candidate"), std::string::npos) << why;
+  EXPECT_NE(
+      why.find("every candidate diverged with linear lr scaling, so square-root lr was tried"),
+      std::string::npos)
+      << why;
   EXPECT_TRUE(recipes::validate_plan(o->plan).ok());
 
   calls = 0;
@@ -415,17 +425,29 @@ TEST_F(TuneRecipe, EveryCandidateDivergingWithLinearLrTriesSquareRootScaling) {
       << linear.error().message();
 
   calls = 0;
+  dirs.clear();
   req.recipe = recipe("    per_rank: 128\n", "weak");
-  auto both = tune_recipe(req, diverging_trials(1.0, &calls, &dirs), dir_);
-  ASSERT_FALSE(both.ok());
-  EXPECT_EQ(calls, 2);
-  const std::string& m = both.error().message();
-  EXPECT_NE(m.find("with linear lr scaling, every candidate configuration failed"),
+  auto unscaled = tune_recipe(req, diverging_trials(1.0, &calls, &dirs), dir_);
+  ASSERT_TRUE(unscaled.ok()) << unscaled.error().message();
+  EXPECT_EQ(calls, 3);
+  ASSERT_EQ(dirs.size(), 3u);
+  EXPECT_EQ(dirs[2], dir_ + "/none-lr");
+  EXPECT_DOUBLE_EQ(unscaled->plan.training.lr_scale, 1.0);
+  const std::string& why2 = unscaled->plan.provenance.reason;
+  EXPECT_NE(why2.find("with linear and square-root lr scaling, so unscaled lr was tried"),
             std::string::npos)
-      << m;
-  EXPECT_NE(m.find("with square-root lr scaling, every candidate configuration failed"),
-            std::string::npos)
-      << m;
+      << why2;
+
+  calls = 0;
+  auto all = tune_recipe(req, diverging_trials(0.5, &calls, &dirs), dir_);
+  ASSERT_FALSE(all.ok());
+  EXPECT_EQ(calls, 3);
+  const std::string& m = all.error().message();
+  for (const char* rule : {"linear", "square-root", "unscaled"}) {
+    EXPECT_NE(m.find(std::string("with ") + rule + " lr, every candidate configuration failed"),
+              std::string::npos)
+        << rule << ": " << m;
+  }
 }
 
 TEST_F(TuneRecipe, RankFailureAndBadBudgetAreErrors) {
