@@ -184,8 +184,9 @@ std::vector<std::string> run_warnings(const RunFacts& f, const MetricsLog& log,
                 (acc >= 0 ? " (held-out accuracy " + fixed(100 * acc, 1) + " %)" : "") +
                 "; at lr x" + fixed(num(tp, "lr_scale"), 2) + " for global batch " +
                 std::to_string(tp.value("global_batch", 0)) +
-                " the learning rate may be too high: lower optimizer.lr or the batch, or "
-                "lengthen the warmup");
+                " the learning rate may be too high: lower optimizer.lr or the batch, "
+                "lengthen the warmup, or scale lr less with the global batch "
+                "(optimizer.lr_scaling: sqrt or none)");
   }
   return w;
 }
