@@ -270,16 +270,21 @@ class TuneRecipe : public ::testing::Test {
     const std::string cmd = "rm -rf '" + dir_ + "'";
     EXPECT_EQ(std::system(cmd.c_str()), 0);
   }
+  // A request to tune `r` (as "quickstart") on 1 node x 2 ranks in 10 s.
+  static RecipeTuneRequest request(const recipes::Recipe& r) {
+    RecipeTuneRequest req;
+    req.recipe = r;
+    req.recipe_path = "quickstart";
+    req.job = {1, 2};
+    req.base = recipes::default_plan(1, 2, 64, recipes::Algorithm::kRabenseifner);
+    req.budget_s = 10;
+    return req;
+  }
   std::string dir_;
 };
 
 TEST_F(TuneRecipe, RunsTheRanksOnceAndBuildsACompletePlan) {
-  RecipeTuneRequest req;
-  req.recipe = recipe("    per_rank: auto\n", "weak");
-  req.recipe_path = "quickstart";
-  req.job = {1, 2};
-  req.base = recipes::default_plan(1, 2, 64, recipes::Algorithm::kRabenseifner);
-  req.budget_s = 10;
+  RecipeTuneRequest req = request(recipe("    per_rank: auto\n", "weak"));
   int calls = 0;
   std::vector<std::string> seen;
   auto run = [&](const std::vector<std::string>& args) -> Status {
@@ -391,12 +396,7 @@ RunRanks diverging_trials(double max_scale, int* calls, std::vector<std::string>
 // that diverges too, with unscaled lr; a recipe that fixes linear scaling gets the divergence
 // as its error; when every rule diverges, the error gives each search's reasons.
 TEST_F(TuneRecipe, EveryCandidateDivergingWithLinearLrTriesSquareRootScaling) {
-  RecipeTuneRequest req;
-  req.recipe = recipe("    per_rank: 128\n", "weak");  // global 256: linear lr x2
-  req.recipe_path = "quickstart";
-  req.job = {1, 2};
-  req.base = recipes::default_plan(1, 2, 64, recipes::Algorithm::kRabenseifner);
-  req.budget_s = 10;
+  RecipeTuneRequest req = request(recipe("    per_rank: 128\n", "weak"));  // linear lr x2
   int calls = 0;
   std::vector<std::string> dirs;
   auto o = tune_recipe(req, diverging_trials(1.5, &calls, &dirs), dir_);
