@@ -51,6 +51,10 @@ inline constexpr EnvVar kNoColor{"DLTUNE_NO_PROGRESS", "",
 inline constexpr EnvVar kCommTimeout{"DLTUNE_COMM_TIMEOUT_MS", "300000",
                                      "ms a collective or point-to-point operation may take "
                                      "before it fails with a timeout (a dead or mismatched peer)"};
+inline constexpr EnvVar kFaultTrialStep{
+    "DLTUNE_FAULT_TRIAL_STEP", "",
+    "fault injection for tests: RANK:N (or *:N for every rank) makes the Nth training step of "
+    "a recipe-tuning trial on that rank fail as an out-of-memory step would"};
 inline constexpr EnvVar kUpdateGolden{"DLTUNE_UPDATE_GOLDEN", "",
                                       "tests: set to 1 to rewrite golden output files instead of "
                                       "comparing against them"};

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <new>
@@ -15,8 +16,10 @@
 
 #include "comm/allreduce.h"
 #include "comm/mpi_communicator.h"
+#include "common/env.h"
 #include "common/log.h"
 #include "common/paths.h"
+#include "common/strings.h"
 #include "engine/recipe_config.h"
 #include "engine/trainer.h"
 #include "recipes/plan.h"
@@ -74,6 +77,27 @@ struct Cand {
 // square-root lr scaling (which trains to 100 % held-out) once showed a single rank's step
 // 1.5x above the start, which failed every candidate of the recipe.
 constexpr double kDivergedLossRise = 1.5;
+
+// How long a rank whose step broke waits for the others to agree (Search::agree()).
+constexpr double kBrokenWaitSteps = 10;
+constexpr std::chrono::duration<double> kBrokenWaitMin = std::chrono::seconds(5);
+
+// The step (1-based count of rank `rank`'s trial steps) DLTUNE_FAULT_TRIAL_STEP makes fail;
+// 0 none. A malformed value is reported and ignored.
+int64_t fault_trial_step(int rank) {
+  const auto v = env::get_if_set(env::kFaultTrialStep);
+  if (!v) return 0;
+  const size_t colon = v->find(':');
+  const std::string who = v->substr(0, colon);
+  auto n = strings::parse_int(colon == std::string::npos ? "" : v->substr(colon + 1));
+  auto r = strings::parse_int(who);
+  if (!n || *n < 1 || (who != "*" && !r)) {
+    DLTUNE_LOG(kWarn, "tuner") << env::kFaultTrialStep.name << "='" << *v
+                               << "' is not RANK:N or *:N; ignored";
+    return 0;
+  }
+  return who == "*" || *r == rank ? *n : 0;
+}
 
 // What a run of steps of one candidate came to on this rank.
 struct Steps {
@@ -229,7 +253,12 @@ class Search {
   // chance level.)
   Steps step(Cand& c) {
     Family& f = families_[c.family];
+    ++steps_run_;
     const Result<double> r = [&]() -> Result<double> {
+      if (fault_step_ == steps_run_) {
+        return internal_error("injected step failure (" + std::string(env::kFaultTrialStep.name) +
+                              ")");
+      }
       try {
         return f.trainer->step(false);
       } catch (const std::bad_alloc&) {
@@ -304,7 +333,9 @@ class Search {
     for (int i = 0; i < n; ++i) {
       const auto t = Clock::now();
       const Steps one = step(c);
-      if (times) times->push_back(std::chrono::duration<double>(Clock::now() - t).count());
+      const double s = std::chrono::duration<double>(Clock::now() - t).count();
+      slowest_step_s_ = std::max(slowest_step_s_, s);
+      if (times) times->push_back(s);
       if (out.why.empty()) out.why = one.why;
       out.diverged = out.diverged || one.diverged;
       out.loss_sum += one.loss_sum;
@@ -322,11 +353,34 @@ class Search {
   // (a divergence fails its family; the first agreement after the trainer is built sets that
   // loss). `values` (in/out, may be empty) are reduced with the max in the same allreduce.
   // Returns whether `c` still stands.
+  //
+  // A rank whose step broke stopped its steps there. When every rank's step broke alike (the
+  // usual case: the same configuration runs out of memory everywhere) they all meet here. When
+  // only this rank's did, the others went on into their next collectives, which this rank will
+  // never join: it then waits only kBrokenWaitSteps x the slowest step seen (at least
+  // kBrokenWaitMin) and returns an error, so that the job ends now (see run_trials) instead of
+  // after the communication timeout.
   Result<bool> agree(Cand& c, const Steps& local, std::vector<double>* values) {
     std::vector<double>& v = *values;
     v.push_back(local.broken ? 1.0 : 0.0);
     v.push_back(local.diverged ? 1.0 : 0.0);
-    DLTUNE_TRY(reduce_max(v));
+    if (local.broken && ranks() > 1) {
+      const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(std::max(
+          kBrokenWaitMin, kBrokenWaitSteps * std::chrono::duration<double>(slowest_step_s_)));
+      comm::AllreduceOptions o;
+      o.timeout = std::min(wait, world_->timeout());
+      if (Status st = comm::allreduce(*world_, v.data(), v.data(), v.size(), comm::DataType::kF64,
+                                      comm::ReduceOp::kMax, o);
+          !st) {
+        return peer_failed("a training step of " + c.label + " failed on rank " +
+                           std::to_string(rank()) + " (" + local.why +
+                           ") but not on every rank, so the ranks no longer run the same "
+                           "collectives; stopping the trial search (" +
+                           st.error().message() + ")");
+      }
+    } else {
+      DLTUNE_TRY(reduce_max(v));
+    }
     const bool broken = v[v.size() - 2] != 0;
     bool diverged = v.back() != 0;
     v.resize(v.size() - 2);
@@ -381,6 +435,9 @@ class Search {
   std::vector<Record> records_;
   std::vector<size_t> failed_now_;  // candidates failed in the current round
   double elapsed_ = 0, trial_s_ = 0, setup_s_ = 0;
+  double slowest_step_s_ = 0;  // the slowest step this rank ran (agree()'s wait after a break)
+  int64_t steps_run_ = 0;      // steps this rank ran (the fault injection counts them)
+  int64_t fault_step_ = fault_trial_step(rank());
   int rounds_ = 0, trainers_built_ = 0;
   bool exhausted_ = false;
 };
@@ -606,6 +663,14 @@ Status run_trials(const TrialOptions& o) {
     Search search(*recipe, world.get(), *sched);
     for (const auto& [label, plan] : plans) DLTUNE_TRY(search.add(label, plan));
     st = search.run();
+    if (!st && world && world->size() > 1) {
+      // The other ranks may be blocked in collectives this rank will never join (a step that
+      // broke here only): MPI_Finalize (a fence over every rank) and the trainers'
+      // communication threads would wait for them. Exit now; the launcher stops the others.
+      std::fprintf(stderr, "dltune-worker trial: %s\n", st.error().message().c_str());
+      std::fflush(stderr);
+      std::_Exit(st.error().exit_code());
+    }
     if (st.ok() && (!world || world->rank() == 0)) {
       st = paths::write_file_atomic(o.out, search.result().dump(1));
     }

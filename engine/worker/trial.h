@@ -10,9 +10,12 @@
 // steps in interleaved chunks; successive halving on throughput (--grid: every candidate once,
 // at the longest trial length). Every decision uses the slowest rank's step times (allreduce
 // max), so all ranks decide alike. A candidate that fails (bad batch, out of memory, a step
-// error) is recorded with its reason and the search goes on. Synthetic training sets are cut
-// to max(4096, 8 x the largest global batch) samples (step time does not depend on the set's
-// size; generating it does). Rank 0 writes R.json.
+// error) on every rank alike is recorded with its reason and the search goes on; a step that
+// fails on some ranks only leaves the ranks in different collectives, so the search stops
+// within max(5 s, 10 x the slowest step) and the rank exits at once (exit 1) for the launcher
+// to stop the others. DLTUNE_FAULT_TRIAL_STEP=RANK:N (or *:N) injects a failed step for tests.
+// Synthetic training sets are cut to max(4096, 8 x the largest global batch) samples (step
+// time does not depend on the set's size; generating it does). Rank 0 writes R.json.
 // Exit: 0 (R.json written, even when every candidate failed), 1 communication failure,
 // 2 bad input (unreadable recipe or candidates file).
 #pragma once

@@ -217,6 +217,25 @@ TEST_F(TuneCli, LinearLrDivergingFallsBackToSquareRootScaling) {
   EXPECT_EQ(l.err.find("square-root"), std::string::npos) << l.err;
 }
 
+// A trial step that fails on every rank at once (as running out of memory does) fails its
+// candidate and the search goes on; one that fails on one rank only leaves the ranks in
+// different collectives: the trial ranks stop at once, saying which rank and why, instead of
+// waiting out the 300 s communication timeout. (DLTUNE_FAULT_TRIAL_STEP injects the failure.)
+TEST_F(TuneCli, AStepFailingOnOneRankEndsTheSearchPromptly) {
+  setenv("DLTUNE_FAULT_TRIAL_STEP", "*:3", 1);
+  CliRun all = dltune("tune quickstart -n 2 --budget 20 --db " + db_);
+  EXPECT_EQ(all.code, 0) << all.out << all.err;
+  EXPECT_NE(all.out.find("failed: injected step failure"), std::string::npos) << all.out;
+
+  setenv("DLTUNE_FAULT_TRIAL_STEP", "1:3", 1);
+  CliRun one = dltune("tune quickstart -n 2 --retune --budget 20 --db " + db_);
+  unsetenv("DLTUNE_FAULT_TRIAL_STEP");
+  EXPECT_EQ(one.code, 1) << one.out << one.err;
+  EXPECT_NE(one.err.find("failed on rank 1 (injected step failure"), std::string::npos) << one.err;
+  EXPECT_NE(one.err.find("but not on every rank"), std::string::npos) << one.err;
+  EXPECT_LT(one.seconds, 120) << "waited for the communication timeout";
+}
+
 TEST_F(TuneCli, TunesStoresAndThenHitsTheCache) {
   const std::string common = "tune --collectives -n 2 --max-bytes 1KiB --db " + db_;
   CliRun first = dltune(common + " --json");
