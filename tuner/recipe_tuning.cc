@@ -541,6 +541,51 @@ bool every_candidate_diverged(const json& f) {
   return ran == diverged;
 }
 
+// Trainer steps after the end of its lr warm-up that a family must have run in the trials for
+// its scaled-up lr to count as seen to train (LeNet at lr x2 diverged 1-2 steps after its
+// 20-step warm-up ended).
+constexpr int64_t kStepsPastWarmup = 10;
+
+// When the recipe leaves the lr rule to dltune (auto) and the winner's lr was scaled up, but
+// its trainer ran fewer than warm-up + kStepsPastWarmup steps in the trials `f` (a small
+// budget), the scaled lr was never seen at its peak: the plan keeps the recipe's lr unscaled
+// (the same step time) and its reason says so.
+void keep_unseen_lr_unscaled(const RecipeTuneRequest& req,
+                             const std::vector<RecipeCandidate>& cands, const json& f,
+                             RecipeTuneOutcome* o) {
+  TrainingPlan& t = o->plan.training;
+  if (req.recipe.training.optimizer.lr_scaling != recipes::LrScaling::kAuto || !(t.lr_scale > 1.0))
+    return;
+  auto ts = trials_from_json(f.contains("trials") ? f["trials"] : json());
+  if (!ts) return;
+  // The steps of the trainer the winner ran on: its own in the grid, its family's in halving
+  // (all their trials when the trainers stay resident, else the longest, rebuilt each round),
+  // after the search's warm-up steps.
+  const TrainingPlan& won = cands[o->winner].training;
+  const TrialSchedule sched =
+      schedule_for(req, cands.size(), trial_trainers(cands, o->grid), gradient_bytes(req.recipe));
+  int64_t all = 0, longest = 0;
+  for (const TrialRecord& r : *ts) {
+    if (r.candidate >= cands.size()) continue;
+    const bool same = o->grid ? r.candidate == o->winner
+                              : recipes::trains_alike(cands[r.candidate].training, won);
+    if (!same) continue;
+    all += r.steps;
+    longest = std::max<int64_t>(longest, r.steps);
+  }
+  const int64_t steps = sched.warmup_steps + (sched.keep_trainers ? all : longest);
+  if (steps >= t.warmup_steps + kStepsPastWarmup) return;
+  const double scaled = t.lr_scale;
+  apply_lr_rule(req.recipe, req.job.nodes * req.job.ranks_per_node, &t, recipes::LrScaling::kNone);
+  char buf[320];
+  std::snprintf(buf, sizeof buf,
+                "; lr kept unscaled (x%.3g): the budget let its training run %lld steps, too few "
+                "to see lr x%.3g past its %lld-step warm-up (a larger tune.budget can test it)",
+                t.lr_scale, static_cast<long long>(steps), scaled,
+                static_cast<long long>(won.warmup_steps));
+  o->plan.provenance.reason += buf;
+}
+
 }  // namespace
 
 Result<RecipeTuneOutcome> tune_recipe(const RecipeTuneRequest& req, const RunRanks& run_ranks,
@@ -556,6 +601,7 @@ Result<RecipeTuneOutcome> tune_recipe(const RecipeTuneRequest& req, const RunRan
   auto f = run_trial_search(req, run_ranks, *cands, work_dir, req.budget_s, &wall);
   if (!f) return f.error();
   auto out = outcome_from_trials(req, *cands, *f);
+  std::vector<RecipeCandidate> used = *cands;  // the candidates of the search `out` is from
   // Every candidate diverged: its scaled-up lr is too high for the model. Try the rules that
   // grow lr less with the global batch, in the budget left.
   std::string failures, diverged_rules = "linear";
@@ -577,6 +623,7 @@ Result<RecipeTuneOutcome> tune_recipe(const RecipeTuneRequest& req, const RunRan
     if (!f) return f.error();
     wall += more;
     out = outcome_from_trials(req, next, *f);
+    used = next;
     if (out) {
       out->plan.provenance.reason += "; every candidate diverged with " + diverged_rules +
                                      " lr scaling, so " + name +
@@ -590,6 +637,7 @@ Result<RecipeTuneOutcome> tune_recipe(const RecipeTuneRequest& req, const RunRan
   }
   if (!out) return out.error();
   out->tuning_s = wall;
+  keep_unseen_lr_unscaled(req, used, *f, &*out);
   if (req.hint && searched < generated) {
     out->plan.provenance.reason += "; searched " + std::to_string(searched) + " of " +
                                    std::to_string(generated) +

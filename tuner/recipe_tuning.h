@@ -221,7 +221,9 @@ TrialSchedule schedule_for(const RecipeTuneRequest& req, size_t candidates, size
 // reads WORK_DIR/trials.json. When every candidate diverged and fallback_lr_candidates()
 // offers square-root scaling, runs those the same way in WORK_DIR/sqrt-lr/ with the budget
 // left (at least a quarter of the budget), and if they all diverge too, unscaled lr in
-// WORK_DIR/none-lr/; the plan's reason then says which rules diverged. Errors: bad recipe
+// WORK_DIR/none-lr/; the plan's reason then says which rules diverged. With lr_scaling auto,
+// a winner whose scaled-up lr its trainer did not run past the lr warm-up + 10 steps in the
+// trials (a small budget) gets the recipe's lr unscaled instead, and the reason says so. Errors: bad recipe
 // (invalid_input), the ranks' failure, every candidate failed (each search's reasons when a
 // fallback ran).
 Result<RecipeTuneOutcome> tune_recipe(const RecipeTuneRequest& req, const RunRanks& run_ranks,

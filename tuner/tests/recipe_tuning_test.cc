@@ -286,6 +286,7 @@ class TuneRecipe : public ::testing::Test {
 TEST_F(TuneRecipe, RunsTheRanksOnceAndBuildsACompletePlan) {
   RecipeTuneRequest req = request(recipe("    per_rank: auto\n", "weak"));
   int calls = 0;
+  int trial_steps = 32;  // per trial: with the warm-up past lr x2's 20-step warm-up + 10
   std::vector<std::string> seen;
   auto run = [&](const std::vector<std::string>& args) -> Status {
     ++calls;
@@ -305,6 +306,7 @@ TEST_F(TuneRecipe, RunsTheRanksOnceAndBuildsACompletePlan) {
       const double sps = synthetic_sps(plan->training);
       TrialRecord t = rec(i, 0, sps, sps == 0);
       t.label = c["candidates"][i]["label"].get<std::string>();
+      t.steps = trial_steps;
       ts.push_back(t);
     }
     json out = {{"version", 1},
@@ -360,6 +362,24 @@ TEST_F(TuneRecipe, RunsTheRanksOnceAndBuildsACompletePlan) {
   const std::string table = format_recipe_outcome(*o);
   EXPECT_NE(table.find("chosen"), std::string::npos) << table;
   EXPECT_NE(table.find("failed: out of memory"), std::string::npos) << table;
+
+  // A budget that let the winner's trainer run fewer steps than lr x2's warm-up + 10: the
+  // scaled lr was never seen at its peak, so the plan keeps the recipe's lr (same step time);
+  // a recipe that asks for linear scaling gets it all the same.
+  trial_steps = 2;
+  auto short_trials = tune_recipe(req, run, dir_);
+  ASSERT_TRUE(short_trials.ok()) << short_trials.error().message();
+  EXPECT_EQ(short_trials->plan.training.per_rank_batch, 128);
+  EXPECT_DOUBLE_EQ(short_trials->plan.training.lr_scale, 1.0);
+  EXPECT_EQ(short_trials->plan.training.warmup_steps, 20);
+  const std::string& kept = short_trials->plan.provenance.reason;
+  EXPECT_NE(kept.find("lr kept unscaled (x1): the budget let its training run"), std::string::npos)
+      << kept;
+  req.recipe =
+      recipe("    per_rank: auto\n", "weak", "", "  bucket: auto\n  overlap: auto\n", "linear");
+  auto asked = tune_recipe(req, run, dir_);
+  ASSERT_TRUE(asked.ok()) << asked.error().message();
+  EXPECT_DOUBLE_EQ(asked->plan.training.lr_scale, 2.0);
 }
 
 // A fake trial program that fails every candidate whose lr_scale is above `max_scale` with a
@@ -383,6 +403,7 @@ RunRanks diverging_trials(double max_scale, int* calls, std::vector<std::string>
       const bool diverges = scale > max_scale;
       TrialRecord t = rec(i, 0, diverges ? 0 : synthetic_sps(plan->training), diverges);
       t.label = c["candidates"][i]["label"].get<std::string>();
+      t.steps = 40;
       if (diverges) t.reason = "diverged: the loss rose from 2.3 to 5.3 after 21 steps";
       ts.push_back(t);
     }
