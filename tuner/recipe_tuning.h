@@ -223,9 +223,9 @@ TrialSchedule schedule_for(const RecipeTuneRequest& req, size_t candidates, size
 // left (at least a quarter of the budget), and if they all diverge too, unscaled lr in
 // WORK_DIR/none-lr/; the plan's reason then says which rules diverged. With lr_scaling auto,
 // a winner whose scaled-up lr its trainer did not run past the lr warm-up + 10 steps in the
-// trials (a small budget) gets the recipe's lr unscaled instead, and the reason says so. Errors: bad recipe
-// (invalid_input), the ranks' failure, every candidate failed (each search's reasons when a
-// fallback ran).
+// trials (a small budget) gets the recipe's lr unscaled instead, and the reason says so. Errors:
+// bad recipe (invalid_input), the ranks' failure, every candidate failed (each search's reasons
+// when a fallback ran).
 Result<RecipeTuneOutcome> tune_recipe(const RecipeTuneRequest& req, const RunRanks& run_ranks,
                                       const std::string& work_dir);
 
