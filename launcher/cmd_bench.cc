@@ -74,17 +74,10 @@ int run_bench(const BenchOptions& o) {
     return report_error("bench", errno_error("exec " + *prog));
   }
   // NCCL ranks bootstrap over PMIx, one GPU each: always this binary's own launcher.
-  auto l = nccl ? dltune_run_prefix(o.ranks) : local_rank_launcher(o.ranks);
+  auto l =
+      nccl ? dltune_run_prefix(o.ranks) : local_rank_launcher_or_threads("bench", o.ranks, &args);
   if (!l) return report_error("bench", l.error());
   std::vector<std::string> launch = std::move(*l);
-  if (launch.empty()) {
-    std::fprintf(stderr,
-                 "dltune bench: no launcher in this build and no mpirun on PATH; running %d "
-                 "ranks as threads\n",
-                 o.ranks);
-    args.push_back("--threads");
-    args.push_back(std::to_string(o.ranks));
-  }
   launch.insert(launch.end(), args.begin(), args.end());
   rc = run_to_completion(launch, "bench");
   if (!rc) return report_error("bench", rc.error());

@@ -72,17 +72,9 @@ Result<std::string> run_tune_ranks(const TuneRankArgs& a) {
                                    "--out",
                                    out_path};
   if (a.verify) args.push_back("--verify");
-  auto l = local_rank_launcher(a.ranks);
+  auto l = local_rank_launcher_or_threads("tune", a.ranks, &args);
   if (!l) return l.error();
   std::vector<std::string> launch = std::move(*l);
-  if (launch.empty()) {
-    std::fprintf(stderr,
-                 "dltune tune: no launcher in this build and no mpirun on PATH; running %d ranks "
-                 "as threads\n",
-                 a.ranks);
-    args.push_back("--threads");
-    args.push_back(std::to_string(a.ranks));
-  }
   launch.insert(launch.end(), args.begin(), args.end());
   auto rc = run_to_completion(launch, "tune");
   if (!rc) return rc.error();

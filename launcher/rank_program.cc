@@ -111,4 +111,19 @@ Result<std::vector<std::string>> local_rank_launcher(int ranks) {
   return std::vector<std::string>{};
 }
 
+Result<std::vector<std::string>> local_rank_launcher_or_threads(const std::string& command,
+                                                                int ranks,
+                                                                std::vector<std::string>* args) {
+  auto launch = local_rank_launcher(ranks);
+  if (launch && launch->empty()) {
+    std::fprintf(stderr,
+                 "dltune %s: no launcher in this build and no mpirun on PATH; running %d ranks as "
+                 "threads\n",
+                 command.c_str(), ranks);
+    args->push_back("--threads");
+    args->push_back(std::to_string(ranks));
+  }
+  return launch;
+}
+
 }  // namespace dltune::cli

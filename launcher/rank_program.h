@@ -31,5 +31,11 @@ Result<std::vector<std::string>> dltune_run_prefix(int ranks);
 // the build has PMIx and MPI; otherwise mpirun_prefix() when mpirun is on PATH; otherwise empty
 // (no launcher: the caller runs its ranks as threads). Errors: as dltune_run_prefix().
 Result<std::vector<std::string>> local_rank_launcher(int ranks);
+// local_rank_launcher(ranks); where that is empty, says so on stderr ("dltune COMMAND: ...")
+// and appends `--threads RANKS` to the rank program's `args` (it then runs its ranks as
+// threads of one process).
+Result<std::vector<std::string>> local_rank_launcher_or_threads(const std::string& command,
+                                                                int ranks,
+                                                                std::vector<std::string>* args);
 
 }  // namespace dltune::cli

@@ -1,7 +1,6 @@
 #include "tuner/recipe_tuning.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -9,7 +8,6 @@
 #include <tuple>
 
 #include "common/log.h"
-#include "common/paths.h"
 #include "common/strings.h"
 
 namespace dltune::tuner {
@@ -40,12 +38,6 @@ int64_t run_steps(const recipes::Recipe& r, int64_t global_batch) {
   const int64_t samples = std::max<int64_t>(1, recipe_train_samples(r));
   const int64_t epochs = std::max<int64_t>(1, r.training.epochs);
   return epochs * ((samples + global_batch - 1) / std::max<int64_t>(1, global_batch));
-}
-
-json training_json(const TrainingPlan& t) {
-  recipes::Plan p;
-  p.training = t;
-  return recipes::plan_to_json(p)["training"];
 }
 
 Result<TrainingPlan> training_from_json(const recipes::Plan& base, const json& t) {
@@ -81,6 +73,12 @@ std::string fmt_ratio(double v) {
 }
 
 }  // namespace
+
+json training_json(const TrainingPlan& t) {
+  recipes::Plan p;
+  p.training = t;
+  return recipes::plan_to_json(p)["training"];
+}
 
 int64_t recipe_train_samples(const recipes::Recipe& r) {
   const double keep = 1.0 - r.data.heldout_fraction;
@@ -486,165 +484,6 @@ Result<RecipeTuneOutcome> outcome_from_trials(const RecipeTuneRequest& req,
   o.plan.provenance.measured_sps = last->samples_per_s;
   o.plan.provenance.predicted_sps = seconds > 0 ? samples / seconds : last->samples_per_s;
   return o;
-}
-
-namespace {
-
-// One launch of the trial search over `cands` in `work_dir` with `budget_s`: writes the
-// candidates file, runs the ranks, returns the trials file (and its wall time in *wall_s).
-Result<json> run_trial_search(const RecipeTuneRequest& req, const RunRanks& run_ranks,
-                              const std::vector<RecipeCandidate>& cands,
-                              const std::string& work_dir, double budget_s, double* wall_s) {
-  RecipeTuneRequest r = req;
-  r.budget_s = budget_s;
-  const TrialSchedule sched =
-      schedule_for(r, cands.size(), trial_trainers(cands, req.grid), gradient_bytes(req.recipe));
-  recipes::Plan base = req.base;
-  base.job = req.job;
-  json c = {{"version", 1},
-            {"recipe", req.recipe_path},
-            {"base", recipes::plan_to_json(base)},
-            {"schedule", schedule_to_json(sched)}};
-  json list = json::array();
-  for (const RecipeCandidate& k : cands) {
-    list.push_back({{"label", k.label}, {"training", training_json(k.training)}});
-  }
-  c["candidates"] = list;
-  DLTUNE_TRY_CTX(paths::make_dirs(work_dir), "creating " + work_dir);
-  const std::string cpath = work_dir + "/candidates.json";
-  const std::string rpath = work_dir + "/trials.json";
-  DLTUNE_TRY_CTX(paths::write_file_atomic(cpath, c.dump(1)), "writing " + cpath);
-  char budget[32];
-  std::snprintf(budget, sizeof budget, "%.3f", budget_s);
-  std::vector<std::string> args = {"trial", "--recipe", req.recipe_path, "--candidates", cpath,
-                                   "--out", rpath,      "--budget",      budget};
-  if (req.grid) args.push_back("--grid");
-  const auto t0 = std::chrono::steady_clock::now();
-  DLTUNE_TRY_CTX(run_ranks(args), "running the trial trainings");
-  *wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  auto text = paths::read_file(rpath);
-  if (!text) return std::move(text).error().wrap("reading the trial results");
-  json f = json::parse(*text, nullptr, false);
-  if (f.is_discarded()) return internal_error("the trial results in " + rpath + " are not JSON");
-  return f;
-}
-
-// Whether every candidate in the trials file `f` failed by diverging (and at least one ran).
-bool every_candidate_diverged(const json& f) {
-  auto ts = trials_from_json(f.contains("trials") ? f["trials"] : json());
-  if (!ts || ts->empty()) return false;
-  std::set<size_t> ran, diverged;
-  for (const TrialRecord& t : *ts) {
-    ran.insert(t.candidate);
-    if (t.failed && t.reason.rfind("diverged", 0) == 0) diverged.insert(t.candidate);
-  }
-  return ran == diverged;
-}
-
-// Trainer steps after the end of its lr warm-up that a family must have run in the trials for
-// its scaled-up lr to count as seen to train (LeNet at lr x2 diverged 1-2 steps after its
-// 20-step warm-up ended).
-constexpr int64_t kStepsPastWarmup = 10;
-
-// When the recipe leaves the lr rule to dltune (auto) and the winner's lr was scaled up, but
-// its trainer ran fewer than warm-up + kStepsPastWarmup steps in the trials `f` (a small
-// budget), the scaled lr was never seen at its peak: the plan keeps the recipe's lr unscaled
-// (the same step time) and its reason says so.
-void keep_unseen_lr_unscaled(const RecipeTuneRequest& req,
-                             const std::vector<RecipeCandidate>& cands, const json& f,
-                             RecipeTuneOutcome* o) {
-  TrainingPlan& t = o->plan.training;
-  if (req.recipe.training.optimizer.lr_scaling != recipes::LrScaling::kAuto || !(t.lr_scale > 1.0))
-    return;
-  auto ts = trials_from_json(f.contains("trials") ? f["trials"] : json());
-  if (!ts) return;
-  // The steps of the trainer the winner ran on: its own in the grid, its family's in halving
-  // (all their trials when the trainers stay resident, else the longest, rebuilt each round),
-  // after the search's warm-up steps.
-  const TrainingPlan& won = cands[o->winner].training;
-  const TrialSchedule sched =
-      schedule_for(req, cands.size(), trial_trainers(cands, o->grid), gradient_bytes(req.recipe));
-  int64_t all = 0, longest = 0;
-  for (const TrialRecord& r : *ts) {
-    if (r.candidate >= cands.size()) continue;
-    const bool same = o->grid ? r.candidate == o->winner
-                              : recipes::trains_alike(cands[r.candidate].training, won);
-    if (!same) continue;
-    all += r.steps;
-    longest = std::max<int64_t>(longest, r.steps);
-  }
-  const int64_t steps = sched.warmup_steps + (sched.keep_trainers ? all : longest);
-  if (steps >= t.warmup_steps + kStepsPastWarmup) return;
-  const double scaled = t.lr_scale;
-  apply_lr_rule(req.recipe, req.job.nodes * req.job.ranks_per_node, &t, recipes::LrScaling::kNone);
-  char buf[320];
-  std::snprintf(buf, sizeof buf,
-                "; lr kept unscaled (x%.3g): the budget let its training run %lld steps, too few "
-                "to see lr x%.3g past its %lld-step warm-up (a larger tune.budget can test it)",
-                t.lr_scale, static_cast<long long>(steps), scaled,
-                static_cast<long long>(won.warmup_steps));
-  o->plan.provenance.reason += buf;
-}
-
-}  // namespace
-
-Result<RecipeTuneOutcome> tune_recipe(const RecipeTuneRequest& req, const RunRanks& run_ranks,
-                                      const std::string& work_dir) {
-  if (!(req.budget_s > 0)) return invalid_input("recipe tuning needs a positive budget");
-  if (req.recipe_path.empty()) return invalid_input("recipe tuning needs the recipe's path");
-  auto cands = generate_candidates(req.recipe, req.job);
-  if (!cands) return cands.error();
-  const size_t generated = cands->size();
-  if (req.hint) *cands = narrow_candidates(*cands, *req.hint);
-  const size_t searched = cands->size();
-  double wall = 0;
-  auto f = run_trial_search(req, run_ranks, *cands, work_dir, req.budget_s, &wall);
-  if (!f) return f.error();
-  auto out = outcome_from_trials(req, *cands, *f);
-  std::vector<RecipeCandidate> used = *cands;  // the candidates of the search `out` is from
-  // Every candidate diverged: its scaled-up lr is too high for the model. Try the rules that
-  // grow lr less with the global batch, in the budget left.
-  std::string failures, diverged_rules = "linear";
-  constexpr std::pair<recipes::LrScaling, const char*> kFallbacks[] = {
-      {recipes::LrScaling::kSqrt, "square-root"}, {recipes::LrScaling::kNone, "unscaled"}};
-  const char* tried = "linear";
-  for (const auto& [rule, name] : kFallbacks) {
-    if (out || !every_candidate_diverged(*f)) break;
-    const auto next = fallback_lr_candidates(*cands, req.recipe, req.job, rule);
-    if (next.empty()) break;
-    DLTUNE_LOG(kInfo, "tuner") << "every candidate diverged with " << tried << " lr; trying "
-                               << next.size() << " with " << name << " lr";
-    failures += std::string(failures.empty() ? "" : "; ") + "with " + tried + " lr, " +
-                out.error().message();
-    const double left = std::max(req.budget_s - wall, req.budget_s / 4);
-    const std::string dir = work_dir + "/" + std::string(recipes::lr_scaling_name(rule)) + "-lr";
-    double more = 0;
-    f = run_trial_search(req, run_ranks, next, dir, left, &more);
-    if (!f) return f.error();
-    wall += more;
-    out = outcome_from_trials(req, next, *f);
-    used = next;
-    if (out) {
-      out->plan.provenance.reason += "; every candidate diverged with " + diverged_rules +
-                                     " lr scaling, so " + name +
-                                     " lr was tried (optimizer.lr_scaling: auto)";
-    }
-    diverged_rules += std::string(" and ") + name;
-    tried = name;
-  }
-  if (!out && !failures.empty()) {
-    return peer_failed(failures + "; with " + tried + " lr, " + out.error().message());
-  }
-  if (!out) return out.error();
-  out->tuning_s = wall;
-  keep_unseen_lr_unscaled(req, used, *f, &*out);
-  if (req.hint && searched < generated) {
-    out->plan.provenance.reason += "; searched " + std::to_string(searched) + " of " +
-                                   std::to_string(generated) +
-                                   " candidates, narrowed by a near hit" +
-                                   (req.hint_source.empty() ? "" : " (" + req.hint_source + ")");
-  }
-  return out;
 }
 
 std::vector<RecipeCandidate> narrow_candidates(const std::vector<RecipeCandidate>& candidates,

@@ -126,6 +126,9 @@ struct TrialSchedule {
   bool keep_trainers = true;  // keep each live candidate's trainer between chunks and rounds
 };
 nlohmann::json schedule_to_json(const TrialSchedule& s);
+// A candidate's TRAINING_JSON in the candidates file: the "training" object of a plan
+// (recipes::plan_to_json).
+nlohmann::json training_json(const recipes::TrainingPlan& t);
 Result<TrialSchedule> schedule_from_json(const nlohmann::json& j);
 
 struct TrialRecord {
@@ -148,7 +151,7 @@ Result<std::vector<TrialRecord>> trials_from_json(const nlohmann::json& j);
 // every candidate failed, listing the reasons.
 Result<size_t> choose_winner(const std::vector<TrialRecord>& trials);
 
-// ---- Running it
+// ---- Running it (recipe_tune_run.cc)
 
 // Starts `dltune-worker <worker_args...>` on every rank of the job and returns when all have
 // exited; an error when any failed (with what is known: rank, exit code).
