@@ -82,6 +82,10 @@ Status write_file_atomic(const std::string& path, const std::string& data) {
 }
 
 Status write_file_atomic(const std::string& path, std::initializer_list<std::string_view> parts) {
+  return write_file_atomic(path, std::vector<std::string_view>(parts));
+}
+
+Status write_file_atomic(const std::string& path, const std::vector<std::string_view>& parts) {
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return errno_error("cannot create '" + tmp + "'");

@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/result.h"
 
@@ -32,6 +33,7 @@ Result<std::string> read_file(const std::string& path);
 Status write_file_atomic(const std::string& path, const std::string& data);
 // The same for a file made of `parts` in order (no joined copy of a large file in memory).
 Status write_file_atomic(const std::string& path, std::initializer_list<std::string_view> parts);
+Status write_file_atomic(const std::string& path, const std::vector<std::string_view>& parts);
 // True when `path` names an existing file or directory.
 bool exists(const std::string& path);
 

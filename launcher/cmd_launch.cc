@@ -11,8 +11,9 @@
 #include "common/env.h"
 #include "common/paths.h"
 #include "common/progress.h"
-#include "engine/recipe_config.h"
-#include "engine/trace.h"
+#include "engine/data/dataset.h"
+#include "engine/train/recipe_config.h"
+#include "engine/train/trace.h"
 #include "launcher/commands.h"
 #include "launcher/launch_job.h"
 #include "launcher/launch_outcome.h"
@@ -255,6 +256,10 @@ int run_launch(const LaunchOptions& o) {
   facts.copy_gbs = launcher::measure_copy_gbs(
       bucket > 0 ? std::min<uint64_t>(bucket, facts.gradient_bytes) : facts.gradient_bytes);
   facts.resumed_from = resume_ckpt ? dir->checkpoint() : "";
+  if (job->recipe.data.kind == recipes::DataKind::kText) {
+    auto h = engine::unigram_entropy_bits(job->recipe.data.path);
+    if (h) facts.unigram_entropy_bits = *h;
+  }
   facts.wall_seconds = since(t0);
   const auto log = launcher::read_metrics(dir->metrics());
   const auto summary = launcher::make_summary(facts, log, *dir);

@@ -7,7 +7,7 @@
 #include "common/env.h"
 #include "common/paths.h"
 #include "common/strings.h"
-#include "engine/recipe_config.h"
+#include "engine/train/recipe_config.h"
 #include "launcher/launch_spec.h"
 #include "launcher/rank_program.h"
 

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "common/result.h"
-#include "engine/train_config.h"
+#include "engine/train/train_config.h"
 #include "launcher/launch_spec.h"
 #include "launcher/run_dir.h"
 #include "recipes/plan.h"

@@ -210,6 +210,13 @@ nlohmann::json make_summary(const RunFacts& f, const MetricsLog& log, const RunD
                                                : nlohmann::json(nullptr);
   s["final_loss"] = num(w, "final_loss");
   s["heldout_accuracy"] = num(w, "heldout_accuracy", -1);
+  s["heldout_loss"] = num(w, "heldout_loss", -1);
+  if (f.unigram_entropy_bits >= 0) {
+    const double loss = num(w, "heldout_loss", -1);
+    s["heldout_bits_per_byte"] =
+        loss >= 0 ? nlohmann::json(loss / std::log(2.0)) : nlohmann::json(nullptr);
+    s["unigram_entropy_bits"] = f.unigram_entropy_bits;
+  }
   s["global_batch"] = num(w, "global_batch");
   // compute: input copy, forward and backward, per timed step; the rest of a step's wall time
   // is the optimizer, the loss allreduce, evaluations, checkpoints and start-up, spread over the
@@ -284,8 +291,15 @@ std::string format_summary(const nlohmann::json& s) {
   if (!ar["sweep_s_per_step"].is_number()) arl += " (the sweep measured no size near it)";
   line("allreduce          ", arl);
   const double acc = num(s, "heldout_accuracy", -1);
-  line("loss / accuracy    ", fixed(num(s, "final_loss"), 4) + " / " +
-                                  (acc >= 0 ? fixed(100 * acc, 1) + " % held-out" : "n/a"));
+  if (s.contains("unigram_entropy_bits") && s["heldout_bits_per_byte"].is_number()) {
+    line("held-out loss      ", fixed(s["heldout_bits_per_byte"].get<double>(), 3) +
+                                    " bits per byte (the file's unigram entropy: " +
+                                    fixed(num(s, "unigram_entropy_bits"), 3) +
+                                    "); next-byte accuracy " + fixed(100 * acc, 1) + " %");
+  } else {
+    line("loss / accuracy    ", fixed(num(s, "final_loss"), 4) + " / " +
+                                    (acc >= 0 ? fixed(100 * acc, 1) + " % held-out" : "n/a"));
+  }
   std::string src = s.value("plan_source", "");
   const auto& db = s["database"];
   if (src == "cache") {

@@ -49,6 +49,9 @@ struct RunFacts {
   uint64_t gradient_bytes = 0;  // bytes allreduced per step
   double copy_gbs = 0;          // single-core copy bandwidth at a bucket's size, for the bound
   std::string resumed_from;     // checkpoint a resumed run started from ("" none)
+  // Text data: the unigram entropy of the file in bits per byte (what a model that learned
+  // only byte frequencies reaches); < 0 for other data.
+  double unigram_entropy_bits = -1;
 };
 
 // The step and eval events of metrics.jsonl; a step that appears twice (a resumed run redoes
@@ -59,8 +62,9 @@ struct MetricsLog {
 MetricsLog read_metrics(const std::string& path);
 
 // summary.json (DESIGN.md "Machine-readable outputs"): recipe, ranks, nodes, steps,
-// throughput_sps, scaling_efficiency, final_loss, heldout_accuracy, plan_source, plan,
-// tuning_seconds, wall_seconds, plus the step-time split, the allreduce bound, the database,
+// throughput_sps, scaling_efficiency, final_loss, heldout_accuracy, heldout_loss (per
+// prediction, nats; text data also heldout_bits_per_byte and unigram_entropy_bits), plan_source,
+// plan, tuning_seconds, wall_seconds, plus the step-time split, the allreduce bound, the database,
 // and "warnings": what the user should not miss although the job succeeded (the 1-rank
 // baseline failed; the loss of a run of >= kNoLearningMinSteps steps ended at or above
 // kNoLearningLossShare of its first logged loss: the model did not learn).

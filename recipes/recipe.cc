@@ -34,13 +34,28 @@ std::string_view data_kind_name(DataKind kind) {
       return "mnist";
     case DataKind::kCifar10:
       return "cifar10";
+    case DataKind::kSyntheticCifar:
+      return "synthetic-cifar";
+    case DataKind::kText:
+      return "text";
   }
   return "?";
 }
 
+int64_t text_window_stride(int64_t context) { return std::max<int64_t>(1, context / 16); }
+
+int64_t text_heldout_bytes(int64_t bytes, double heldout_fraction) {
+  return static_cast<int64_t>(std::llround(static_cast<double>(bytes) * heldout_fraction));
+}
+
+int64_t text_windows(int64_t part_bytes, int64_t context) {
+  return part_bytes < context + 1 ? 0
+                                  : (part_bytes - context - 1) / text_window_stride(context) + 1;
+}
+
 std::optional<DataKind> internal::parse_data_kind(std::string_view s) {
   for (DataKind k : {DataKind::kSyntheticDigits, DataKind::kSyntheticImagenet, DataKind::kMnist,
-                     DataKind::kCifar10})
+                     DataKind::kCifar10, DataKind::kSyntheticCifar, DataKind::kText})
     if (data_kind_name(k) == s) return k;
   return std::nullopt;
 }
@@ -138,11 +153,11 @@ Result<Recipe> load_recipe(const std::string& path_or_name) {
 
 std::string recipe_signature(const Recipe& recipe) {
   // Versioned, canonical text: change "v1" whenever what goes in here changes.
-  std::string text = "dltune-recipe-signature v1\n";
+  std::string text = "dltune-recipe-signature v2\n";
   text += "dtype " + recipe.model.dtype + "\n";
   text += "input " + describe_shape(recipe.data.shape) + "\n";
   text += "classes " + std::to_string(recipe.data.classes) + "\n";
-  for (const LayerSpec& l : recipe.model.layers) text += describe_layer(l) + "\n";
+  text += describe_graph(recipe.model.graph);
   return sha256_hex(text);
 }
 

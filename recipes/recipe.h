@@ -15,26 +15,56 @@
 
 #include "common/result.h"
 #include "recipes/enums.h"
-#include "recipes/model.h"
+#include "recipes/model/builtins.h"
 
 namespace dltune::recipes {
 
+// How the recipe gave its model: a built-in name, a `layers:` chain or a `nodes:` graph.
+enum class ModelForm { kBuiltin, kLayers, kNodes };
+
 struct ModelConfig {
-  std::string builtin;            // built-in architecture name, "" when given as a layer list
-  std::vector<LayerSpec> layers;  // always filled: a built-in is expanded here
-  Shape input;                    // per-sample input shape, = the data's shape
-  std::string dtype = "f32";      // element type; "f32" is the only one today
+  ModelForm form = ModelForm::kBuiltin;
+  std::string builtin;        // built-in architecture name, "" for layers / nodes
+  BuiltinOptions options;     // the built-in's settings the recipe gave (GPT: blocks, width, ...)
+  std::vector<Node> nodes;    // layers / nodes as written (unnamed layers named "<op><k>")
+  Shape input;                // per-sample input shape, = the data's shape
+  std::string dtype = "f32";  // element type; "f32" is the only one today
+  // The network to run, always filled after parsing: the built-in expanded for the data's
+  // input and classes, or the chain / nodes on the input.
+  Graph graph;
 };
 
-enum class DataKind { kSyntheticDigits, kSyntheticImagenet, kMnist, kCifar10 };
+enum class DataKind {
+  kSyntheticDigits,
+  kSyntheticImagenet,
+  kMnist,
+  kCifar10,
+  kSyntheticCifar,
+  kText
+};
 std::string_view data_kind_name(DataKind kind);  // "synthetic-digits", "mnist", ...
+
+// Text data (byte-level language modelling): a sample is `context` bytes starting every
+// text_window_stride(context) bytes of the file's training part (its first 1 - heldout share;
+// the held-out part is the rest), labelled with the next byte at each position.
+int64_t text_window_stride(int64_t context);
+// The bytes of a `bytes`-long file in its held-out part.
+int64_t text_heldout_bytes(int64_t bytes, double heldout_fraction);
+// Samples in `part_bytes` bytes (0 when shorter than one window of context + 1 bytes).
+int64_t text_windows(int64_t part_bytes, int64_t context);
 
 struct DataConfig {
   DataKind kind = DataKind::kSyntheticDigits;
-  std::string path;      // mnist / cifar10: absolute directory of the files; "" for synthetic
-  Shape shape;           // per-sample shape: 1x28x28 (digits, mnist), 3x32x32 (cifar10), 3x224x224
-  int64_t classes = 10;  // 10, or synthetic-imagenet's `classes` (default 1000)
-  int64_t samples = 0;   // synthetic: training samples generated (0 for file data)
+  // mnist / cifar10: absolute directory of the files; text: the absolute file; "" for synthetic
+  std::string path;
+  // Per-sample shape: 1x28x28 (digits, mnist), 3x32x32 (cifar10, synthetic-cifar), 3x224x224;
+  // text: (context) byte ids.
+  Shape shape;
+  // 10, synthetic-imagenet's `classes` (default 1000); text: 256 (every byte value), the
+  // vocabulary of the next-byte prediction at every position.
+  int64_t classes = 10;
+  int64_t context = 0;  // text: bytes per sample (the model sees `context`, predicts the next)
+  int64_t samples = 0;  // synthetic: training samples generated (0 for file data)
   double heldout_fraction = 0.1;    // share of the training samples held out for accuracy
   bool heldout_test_files = false;  // mnist / cifar10 with `heldout: test`: use the test files
 };
@@ -43,10 +73,12 @@ enum class ScheduleKind { kConstant, kStep, kCosine };
 std::string_view schedule_kind_name(ScheduleKind kind);
 
 struct OptimizerConfig {
-  std::string kind = "sgd";  // "sgd" (with momentum) is the only one today
+  std::string kind = "sgd";  // "sgd" (with momentum) or "adamw" (decoupled weight decay)
   double lr = 0.01;          // base learning rate, for the reference global batch
-  double momentum = 0.9;
+  double momentum = 0.9;     // sgd
   double weight_decay = 0.0;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // adamw
+  double clip_grad_norm = 0.0;  // > 0: scale the gradient to at most this global L2 norm
   // The global batch `lr` is meant for; other global batches scale lr by `lr_scaling`'s rule.
   // 0 = the recipe's own global batch.
   int64_t lr_reference_batch = 0;
@@ -74,6 +106,7 @@ struct TrainingConfig {
   ScheduleConfig schedule;
   int64_t checkpoint_every = 0;  // steps between checkpoints; 0 = only at the end
   uint64_t seed = 1;
+  std::string init_from;  // absolute path of a safetensors file to start from; "" = seeded init
 };
 
 enum class Overlap { kAuto, kOn, kOff };

@@ -8,45 +8,17 @@ namespace {
 
 using nlohmann::json;
 
-json layer_json(const LayerSpec& l) {
-  json j = {{"kind", layer_kind_name(l.kind)}};
-  switch (l.kind) {
-    case LayerKind::kLinear:
-      j["out"] = l.out;
-      break;
-    case LayerKind::kConv2d:
-      j.update({{"out", l.out},
-                {"kernel", l.kernel},
-                {"stride", l.stride},
-                {"pad", l.pad},
-                {"groups", l.groups}});
-      break;
-    case LayerKind::kMaxPool:
-    case LayerKind::kAvgPool:
-      j.update({{"kernel", l.kernel}, {"stride", l.stride}, {"pad", l.pad}});
-      break;
-    case LayerKind::kDropout:
-      j["p"] = l.p;
-      break;
-    case LayerKind::kLrn:
-      j.update({{"size", l.size}, {"alpha", l.alpha}, {"beta", l.beta}, {"k", l.k}});
-      break;
-    case LayerKind::kRelu:
-    case LayerKind::kFlatten:
-      break;
-  }
-  return j;
-}
-
 json model_json(const Recipe& r) {
-  json layers = json::array();
-  for (const LayerSpec& l : r.model.layers) layers.push_back(layer_json(l));
-  const ShapeCheck shapes = check_shapes(r.model.layers, r.data.shape);
-  return {{"builtin", r.model.builtin},
-          {"dtype", r.model.dtype},
-          {"input", r.model.input},
-          {"layers", layers},
-          {"parameters", shapes.parameters}};
+  const GraphInfo info = analyze_graph(r.model.graph);
+  const char* forms[] = {"builtin", "layers", "nodes"};
+  json j = {{"form", forms[static_cast<int>(r.model.form)]},
+            {"builtin", r.model.builtin},
+            {"dtype", r.model.dtype},
+            {"input", r.model.input},
+            {"graph", graph_to_json(r.model.graph)},
+            {"parameters", info.parameters},
+            {"flops_per_sample", info.flops_per_sample}};
+  return j;
 }
 
 json training_json(const TrainingConfig& t) {
@@ -66,7 +38,10 @@ json training_json(const TrainingConfig& t) {
             {"momentum", o.momentum},
             {"weight_decay", o.weight_decay},
             {"lr_reference_batch", auto_or(o.lr_reference_batch)},
-            {"lr_scaling", lr_scaling_name(o.lr_scaling)}}},
+            {"lr_scaling", lr_scaling_name(o.lr_scaling)},
+            {"betas", {o.beta1, o.beta2}},
+            {"eps", o.eps},
+            {"clip_grad_norm", o.clip_grad_norm}}},
           {"schedule",
            {{"kind", schedule_kind_name(s.kind)},
             {"warmup_steps", s.warmup_steps},
@@ -74,7 +49,8 @@ json training_json(const TrainingConfig& t) {
             {"gamma", s.gamma},
             {"min_lr", s.min_lr}}},
           {"checkpoint_every", t.checkpoint_every},
-          {"seed", t.seed}};
+          {"seed", t.seed},
+          {"init_from", t.init_from}};
 }
 
 }  // namespace
@@ -93,6 +69,7 @@ std::string recipe_to_json(const Recipe& r) {
         {"shape", r.data.shape},
         {"classes", r.data.classes},
         {"samples", r.data.samples},
+        {"context", r.data.context},
         {"heldout", r.data.heldout_test_files ? json("test") : json(r.data.heldout_fraction)}}},
       {"training", training_json(r.training)},
       {"comm",

@@ -1,5 +1,6 @@
 // Parsing of the `training`, `comm`, `tune` and `launch` sections and of the whole file.
 #include <algorithm>
+#include <filesystem>
 
 #include "common/paths.h"
 #include "recipes/recipe_parse_internal.h"
@@ -31,11 +32,35 @@ void parse_optimizer(YamlReader& r, const Fields& parent, OptimizerConfig* o) {
   if (e == nullptr) return;
   Fields f;
   if (!r.fields(e->value, e->path,
-                {"kind", "lr", "momentum", "weight_decay", "lr_reference_batch", "lr_scaling"}, &f))
+                {"kind", "lr", "momentum", "weight_decay", "lr_reference_batch", "lr_scaling",
+                 "betas", "eps", "clip_grad_norm"},
+                &f))
     return;
-  r.get_choice(f, "kind", {"sgd"}, &o->kind);
+  r.get_choice(f, "kind", {"sgd", "adamw"}, &o->kind);
   r.get_number(f, "lr", 0, true, kInf, false, &o->lr);
+  if (const Fields::Entry* m = f.find("momentum"); m != nullptr && o->kind != "sgd")
+    r.report(m->key, m->path, "only optimizer kind sgd takes 'momentum'; adamw has betas");
   r.get_number(f, "momentum", 0, false, 1, true, &o->momentum);
+  if (const Fields::Entry* b = f.find("betas")) {
+    if (o->kind != "adamw") {
+      r.report(b->key, b->path, "only optimizer kind adamw takes 'betas'");
+    } else if (!b->value.IsSequence() || b->value.size() != 2) {
+      r.report(*b, "expected [beta1, beta2] such as [0.9, 0.95], " + describe_value(b->value));
+    } else {
+      Fields pair;  // read both through the number checks, as a tiny mapping
+      YAML::Node m;
+      m["beta1"] = b->value[0];
+      m["beta2"] = b->value[1];
+      if (r.fields(m, b->path, {"beta1", "beta2"}, &pair)) {
+        r.get_number(pair, "beta1", 0, false, 1, true, &o->beta1);
+        r.get_number(pair, "beta2", 0, false, 1, true, &o->beta2);
+      }
+    }
+  }
+  if (const Fields::Entry* eps = f.find("eps"); eps != nullptr && o->kind != "adamw")
+    r.report(eps->key, eps->path, "only optimizer kind adamw takes 'eps'");
+  r.get_number(f, "eps", 0, true, 1, false, &o->eps);
+  r.get_number(f, "clip_grad_norm", 0, true, kInf, false, &o->clip_grad_norm);
   r.get_number(f, "weight_decay", 0, false, kInf, false, &o->weight_decay);
   r.get_int(f, "lr_reference_batch", 1, kMaxInt, &o->lr_reference_batch);
   std::string rule = "auto";
@@ -79,11 +104,12 @@ void parse_schedule(YamlReader& r, const Fields& parent, ScheduleConfig* s) {
 
 }  // namespace
 
-void parse_training(YamlReader& r, const YAML::Node& node, TrainingConfig* t) {
+void parse_training(YamlReader& r, const YAML::Node& node, const std::string& base_dir,
+                    TrainingConfig* t) {
   Fields f;
   if (!r.fields(node, "training",
                 {"epochs", "steps", "batch", "scaling", "optimizer", "schedule", "checkpoint_every",
-                 "seed"},
+                 "seed", "init_from"},
                 &f))
     return;
   r.get_int(f, "epochs", 1, kMaxInt, &t->epochs);
@@ -100,6 +126,11 @@ void parse_training(YamlReader& r, const YAML::Node& node, TrainingConfig* t) {
   r.get_int(f, "checkpoint_every", 0, kMaxInt, &t->checkpoint_every);
   int64_t seed = static_cast<int64_t>(t->seed);
   if (r.get_int(f, "seed", 0, kMaxInt, &seed)) t->seed = static_cast<uint64_t>(seed);
+  if (r.get_string(f, "init_from", &t->init_from) && !t->init_from.empty()) {
+    std::filesystem::path p(t->init_from);
+    if (p.is_relative()) p = std::filesystem::absolute(std::filesystem::path(base_dir) / p);
+    t->init_from = p.lexically_normal().string();
+  }
 }
 
 void parse_comm(YamlReader& r, const YAML::Node& node, CommConfig* c) {
@@ -185,11 +216,10 @@ void parse_document(YamlReader& r, const YAML::Node& root, const std::string& ba
     if (!f.has(required))
       r.report(root, required, std::string("missing required section '") + required + "'");
   if (const Fields::Entry* e = f.find("data")) parse_data(r, e->value, base_dir, &recipe->data);
-  if (const Fields::Entry* e = f.find("model"))
-    parse_model(r, e->value, recipe->data.classes, &recipe->model);
-  if (recipe->model.input.empty()) recipe->model.input = recipe->data.shape;
+  if (const Fields::Entry* e = f.find("model")) parse_model(r, e->value, &recipe->model);
+  build_model_graph(recipe);
   if (const Fields::Entry* e = f.find("training"))
-    parse_training(r, e->value, &recipe->training);
+    parse_training(r, e->value, base_dir, &recipe->training);
   else
     recipe->training.epochs = 1;
   if (const Fields::Entry* e = f.find("comm")) parse_comm(r, e->value, &recipe->comm);

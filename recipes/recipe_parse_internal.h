@@ -20,14 +20,18 @@ inline constexpr double kInf = std::numeric_limits<double>::infinity();
 
 std::optional<DataKind> parse_data_kind(std::string_view s);
 
-// Each reads its section into the recipe, reporting through `r`. `classes` sizes a built-in
-// model's last layer; relative data paths resolve against `base_dir`.
-void parse_model(YamlReader& r, const YAML::Node& node, int64_t classes, ModelConfig* m);
+// Each reads its section into the recipe, reporting through `r`; relative data paths resolve
+// against `base_dir`.
+void parse_model(YamlReader& r, const YAML::Node& node, ModelConfig* m);
 void parse_data(YamlReader& r, const YAML::Node& node, const std::string& base_dir, DataConfig* d);
-void parse_training(YamlReader& r, const YAML::Node& node, TrainingConfig* t);
+void parse_training(YamlReader& r, const YAML::Node& node, const std::string& base_dir,
+                    TrainingConfig* t);
 void parse_comm(YamlReader& r, const YAML::Node& node, CommConfig* c);
 void parse_tune(YamlReader& r, const YAML::Node& node, TuneConfig* t);
 void parse_launch(YamlReader& r, const YAML::Node& node, LaunchConfig* l);
+// After `model` and `data` are parsed: model.input defaults to the data's shape and
+// model.graph is built (a built-in for the data's input and classes, the chain or the nodes).
+void build_model_graph(Recipe* recipe);
 
 // A validation problem with the key paths it depends on: dropped when parsing already reported
 // a problem under one of them (so one mistake is not reported twice).

@@ -1,93 +1,119 @@
-// Parsing of the `model` and `data` sections (recipes/README.md).
-#include <cstdlib>
-#include <filesystem>
+// Parsing of the `model` section (recipes/README.md): a built-in name, a `layers:` chain or a
+// `nodes:` graph, with every op's attributes read through the op table (recipes/model/ops.h).
+#include <map>
 
 #include "recipes/recipe_parse_internal.h"
 
 namespace dltune::recipes::internal {
 namespace {
 
-bool needs_params(LayerKind k) {
-  return k == LayerKind::kLinear || k == LayerKind::kConv2d || k == LayerKind::kMaxPool ||
-         k == LayerKind::kAvgPool;
+const std::vector<std::string> kBools = {"true", "false"};
+const std::vector<std::string> kInits = {"default", "he", "normal"};
+
+bool get_bool(YamlReader& r, const Fields& f, std::string_view key, bool* out) {
+  std::string v;
+  if (!f.has(key)) return true;
+  if (!r.get_choice(f, key, kBools, &v)) return false;
+  *out = v == "true";
+  return true;
 }
 
-// Reads the parameters of one layer of kind `kind` from `params` (a mapping or null).
-void read_layer_params(YamlReader& r, const YAML::Node& at, const YAML::Node& params,
-                       const std::string& path, LayerSpec* l) {
-  Fields f;
-  bool ok = true;
-  switch (l->kind) {
-    case LayerKind::kLinear:
-      ok = r.fields(params, path, {"out"}, &f);
-      r.get_int(f, "out", 1, kMaxInt, &l->out);
-      break;
-    case LayerKind::kConv2d:
-      ok = r.fields(params, path, {"out", "kernel", "stride", "pad", "groups"}, &f);
-      r.get_int(f, "out", 1, kMaxInt, &l->out);
-      r.get_int(f, "kernel", 1, kMaxInt, &l->kernel);
-      r.get_int(f, "stride", 1, kMaxInt, &l->stride);
-      r.get_int(f, "pad", 0, kMaxInt, &l->pad);
-      r.get_int(f, "groups", 1, kMaxInt, &l->groups);
-      break;
-    case LayerKind::kMaxPool:
-    case LayerKind::kAvgPool:
-      ok = r.fields(params, path, {"kernel", "stride", "pad"}, &f);
-      r.get_int(f, "kernel", 1, kMaxInt, &l->kernel);
-      l->stride = l->kernel;  // pools default to non-overlapping windows
-      r.get_int(f, "stride", 1, kMaxInt, &l->stride);
-      if (r.get_int(f, "pad", 0, kMaxInt, &l->pad) && l->kernel > 0 && 2 * l->pad > l->kernel)
-        r.report(*f.find("pad"), "pad " + std::to_string(l->pad) +
-                                     " must be at most half the kernel " +
-                                     std::to_string(l->kernel));
-      break;
-    case LayerKind::kDropout:
-      ok = r.fields(params, path, {"p"}, &f);
-      r.get_number(f, "p", 0, false, 1, true, &l->p);
-      break;
-    case LayerKind::kLrn:
-      ok = r.fields(params, path, {"size", "alpha", "beta", "k"}, &f);
-      if (r.get_int(f, "size", 1, kMaxInt, &l->size) && l->size % 2 == 0)
-        r.report(*f.find("size"),
-                 "expected an odd window size such as 3 or 5, got " + std::to_string(l->size));
-      r.get_number(f, "alpha", 0, true, kInf, false, &l->alpha);
-      r.get_number(f, "beta", 0, true, kInf, false, &l->beta);
-      r.get_number(f, "k", 0, true, kInf, false, &l->k);
-      break;
-    case LayerKind::kRelu:
-    case LayerKind::kFlatten:
-      if (!params.IsNull())
-        r.report(params, path,
-                 std::string(layer_kind_name(l->kind)) + " takes no parameters, " +
-                     describe_value(params));
-      return;
+// Reads the attributes of op `kind` present in `f` into `a`; `given` lists their names.
+void read_attrs(YamlReader& r, const Fields& f, OpKind kind, OpAttrs* a,
+                std::vector<std::string>* given) {
+  for (const AttrDef& d : op_def(kind).attrs) {
+    if (!f.has(d.name)) continue;
+    given->push_back(d.name);
+    switch (d.type) {
+      case AttrDef::Type::kInt: {
+        int64_t v = 0;
+        if (r.get_int(f, d.name, static_cast<int64_t>(d.min), static_cast<int64_t>(d.max), &v))
+          set_attr_number(*a, d, static_cast<double>(v));
+        break;
+      }
+      case AttrDef::Type::kNumber: {
+        double v = 0;
+        if (r.get_number(f, d.name, d.min, d.min_open, d.max, d.max_open, &v))
+          set_attr_number(*a, d, v);
+        break;
+      }
+      case AttrDef::Type::kBool: {
+        bool v = false;
+        if (get_bool(r, f, d.name, &v)) set_attr_number(*a, d, v ? 1.0 : 0.0);
+        break;
+      }
+      case AttrDef::Type::kString: {
+        std::string v;
+        const bool ok = std::string_view(d.name) == "init" ? r.get_choice(f, d.name, kInits, &v)
+                                                           : r.get_string(f, d.name, &v);
+        if (ok) set_attr_string(*a, d, v == "default" ? "" : v);
+        break;
+      }
+    }
   }
-  if (!ok) return;
-  const bool wants_out = l->kind == LayerKind::kLinear || l->kind == LayerKind::kConv2d;
-  const bool wants_kernel = needs_params(l->kind) && l->kind != LayerKind::kLinear;
-  if (wants_out && !f.has("out")) r.report(at, path, "missing required key 'out'");
-  if (wants_kernel && !f.has("kernel")) r.report(at, path, "missing required key 'kernel'");
+  apply_attr_defaults(kind, *a, *given);
 }
 
+// Checks of one op's attributes that need no shapes, reported at the attribute.
+void check_attrs(YamlReader& r, const Fields& f, OpKind kind, const OpAttrs& a) {
+  if (kind == OpKind::kLrn && f.has("size") && a.size % 2 == 0)
+    r.report(*f.find("size"),
+             "expected an odd window size such as 3 or 5, got " + std::to_string(a.size));
+  const bool pool = kind == OpKind::kMaxPool || kind == OpKind::kAvgPool;
+  if (pool && f.has("pad") && a.kernel > 0 && 2 * a.pad > a.kernel)
+    r.report(*f.find("pad"), "pad " + std::to_string(a.pad) + " must be at most half the kernel " +
+                                 std::to_string(a.kernel));
+}
+
+std::vector<std::string> attr_names(OpKind kind) {
+  std::vector<std::string> out;
+  for (const AttrDef& d : op_def(kind).attrs) out.emplace_back(d.name);
+  return out;
+}
+
+// "out: N, kernel: K" for the required attributes of `kind`.
+std::string required_example(OpKind kind) {
+  std::string out;
+  for (const AttrDef& d : op_def(kind).attrs) {
+    if (!d.required) continue;
+    std::string letter(1, static_cast<char>(std::toupper(d.name[0])));
+    if (std::string_view(d.name) == "out") letter = "N";
+    out += (out.empty() ? "" : ", ") + std::string(d.name) + ": " + letter;
+  }
+  return out;
+}
+
+bool has_required(OpKind kind) {
+  for (const AttrDef& d : op_def(kind).attrs)
+    if (d.required) return true;
+  return false;
+}
+
+void report_missing(YamlReader& r, const YAML::Node& at, const std::string& path, OpKind kind,
+                    const Fields& f) {
+  for (const AttrDef& d : op_def(kind).attrs)
+    if (d.required && !f.has(d.name))
+      r.report(at, path, std::string("missing required key '") + d.name + "'");
+}
+
+// One item of a `layers:` list: `- relu` or `- conv2d: {out: 20, kernel: 5}`.
 void read_layer(YamlReader& r, const YAML::Node& item, const std::string& path,
-                std::vector<LayerSpec>* layers) {
-  const std::vector<std::string> kinds = layer_kind_names();
-  LayerSpec l;
+                std::vector<Node>* layers) {
+  const std::vector<std::string> kinds = op_names(true);
+  Node n;
   std::string kind;
   if (item.IsScalar()) {
     if (!r.scalar_choice(item, path, kinds, &kind)) return;
-    l.kind = *parse_layer_kind(kind);
+    n.op = *parse_op_kind(kind);
     r.locate(path, item);
-    if (needs_params(l.kind)) {
-      r.report(item, path,
-               kind + " needs parameters: write `- " + kind + ": {" +
-                   (l.kind == LayerKind::kLinear   ? "out: N"
-                    : l.kind == LayerKind::kConv2d ? "out: N, kernel: K"
-                                                   : "kernel: K") +
-                   "}`");
+    if (has_required(n.op)) {
+      r.report(
+          item, path,
+          kind + " needs parameters: write `- " + kind + ": {" + required_example(n.op) + "}`");
       return;
     }
-    layers->push_back(l);
+    apply_attr_defaults(n.op, n.attrs, {});
+    layers->push_back(n);
     return;
   }
   if (!item.IsMap() || item.size() != 1) {
@@ -100,23 +126,78 @@ void read_layer(YamlReader& r, const YAML::Node& item, const std::string& path,
   const YAML::Node key = item.begin()->first;
   const std::string kpath = path + "." + (key.IsScalar() ? key.Scalar() : "?");
   if (!r.scalar_choice(key, path, kinds, &kind)) return;
-  l.kind = *parse_layer_kind(kind);
+  n.op = *parse_op_kind(kind);
   r.locate(path, key);
+  const YAML::Node params = item.begin()->second;
   const size_t before = r.problem_count();
-  read_layer_params(r, key, item.begin()->second, kpath, &l);
-  if (r.problem_count() == before) layers->push_back(l);
+  if (op_def(n.op).attrs.empty()) {
+    if (!params.IsNull())
+      r.report(params, kpath, kind + " takes no parameters, " + describe_value(params));
+    if (r.problem_count() == before) layers->push_back(n);
+    return;
+  }
+  Fields f;
+  if (!r.fields(params, kpath, attr_names(n.op), &f)) return;
+  std::vector<std::string> given;
+  read_attrs(r, f, n.op, &n.attrs, &given);
+  check_attrs(r, f, n.op, n.attrs);
+  report_missing(r, key, kpath, n.op, f);
+  if (r.problem_count() == before) layers->push_back(n);
 }
 
-// `input: [C, H, W]` or `[N]`.
+// One item of a `nodes:` list: {name: N, op: OP, from: [A, B], <attributes of OP>}.
+void read_node(YamlReader& r, const YAML::Node& item, const std::string& path,
+               std::vector<Node>* nodes) {
+  if (!item.IsMap() || !item["op"]) {
+    r.report(
+        item, path,
+        "expected a node such as {name: conv1, op: conv2d, out: 16, kernel: 3} with an 'op', " +
+            describe_value(item));
+    return;
+  }
+  Node n;
+  std::string kind;
+  const YAML::Node op = item["op"];
+  if (!r.scalar_choice(op, path + ".op", op_names(), &kind)) return;
+  n.op = *parse_op_kind(kind);
+  std::vector<std::string> allowed = {"name", "op", "from"};
+  for (const std::string& a : attr_names(n.op)) allowed.push_back(a);
+  Fields f;
+  const size_t before = r.problem_count();
+  if (!r.fields(item, path, allowed, &f)) return;
+  r.locate(path, item);
+  r.get_string(f, "name", &n.name);
+  if (const Fields::Entry* e = f.find("from")) {
+    if (e->value.IsScalar()) {
+      n.from.push_back(e->value.Scalar());
+    } else if (e->value.IsSequence() && e->value.size() > 0) {
+      for (size_t i = 0; i < e->value.size(); ++i) {
+        std::string name;
+        if (r.scalar_string(e->value[i], e->path + "[" + std::to_string(i) + "]", &name))
+          n.from.push_back(name);
+      }
+    } else {
+      r.report(*e, "expected a node name or a list of node names, " + describe_value(e->value));
+    }
+  }
+  std::vector<std::string> given;
+  read_attrs(r, f, n.op, &n.attrs, &given);
+  check_attrs(r, f, n.op, n.attrs);
+  report_missing(r, item, path, n.op, f);
+  if (r.problem_count() == before) nodes->push_back(std::move(n));
+}
+
+// `input: [C, H, W]`, `[T]` or `[N]`.
 bool read_shape(YamlReader& r, const Fields::Entry& e, Shape* out) {
-  if (!e.value.IsSequence() || (e.value.size() != 1 && e.value.size() != 3)) {
-    r.report(e, "expected [channels, height, width] or [features], " + describe_value(e.value));
+  if (!e.value.IsSequence() || e.value.size() < 1 || e.value.size() > 4) {
+    r.report(e, "expected [channels, height, width], [features] or [context], " +
+                    describe_value(e.value));
     return false;
   }
   Shape shape;
   for (size_t i = 0; i < e.value.size(); ++i) {
     int64_t d = 0;
-    if (!r.scalar_int(e.value[i], e.path + "[" + std::to_string(i) + "]", 1, kMaxInt, &d))
+    if (!r.scalar_int(e.value[i], e.path + "[" + std::to_string(i) + "]", 1, int64_t{1} << 31, &d))
       return false;
     shape.push_back(d);
   }
@@ -124,127 +205,115 @@ bool read_shape(YamlReader& r, const Fields::Entry& e, Shape* out) {
   return true;
 }
 
-// mnist / cifar10 `path`: required, resolved against the recipe's directory.
-void read_data_path(YamlReader& r, const Fields& f, const YAML::Node& node, const std::string& kind,
-                    const std::string& base_dir, DataConfig* d) {
-  const Fields::Entry* e = f.find("path");
-  std::string path;
-  if (e == nullptr) {
-    r.report(node, "data", kind + " data needs 'path': the directory holding its files");
+void read_list(YamlReader& r, const Fields::Entry& e, bool chain, std::vector<Node>* out) {
+  if (!e.value.IsSequence() || e.value.size() == 0) {
+    r.report(e, std::string("expected a non-empty list of ") + (chain ? "layers" : "nodes") + ", " +
+                    describe_value(e.value));
     return;
   }
-  if (!r.get_string(f, "path", &path)) return;
-  if (path.empty()) {
-    r.report(*e, "expected a directory path, got an empty string");
-    return;
+  for (size_t i = 0; i < e.value.size(); ++i) {
+    const std::string path = e.path + "[" + std::to_string(i) + "]";
+    if (chain)
+      read_layer(r, e.value[i], path, out);
+    else
+      read_node(r, e.value[i], path, out);
   }
-  std::filesystem::path p(path);
-  if (p.is_relative()) p = std::filesystem::absolute(std::filesystem::path(base_dir) / p);
-  d->path = p.lexically_normal().string();
-}
-
-// `heldout`: a fraction in (0, 0.5], or `test` (the test files of mnist / cifar10).
-void read_heldout(YamlReader& r, const Fields::Entry& e, bool synthetic, DataConfig* d) {
-  if (e.value.IsScalar() && e.value.Scalar() == "test") {
-    if (synthetic)
-      r.report(e,
-               "'test' needs the test files of mnist or cifar10; synthetic data takes a "
-               "fraction such as 0.1");
-    d->heldout_test_files = true;
-    d->heldout_fraction = 0;
-    return;
+  if (chain) return;
+  std::map<OpKind, int> counts;  // unnamed nodes: "<op><k>", as in a chain
+  for (Node& n : *out) {
+    const int k = ++counts[n.op];
+    if (n.name.empty()) n.name = std::string(op_name(n.op)) + std::to_string(k);
   }
-  double fraction = 0;
-  char* end = nullptr;
-  const std::string& s = e.value.IsScalar() ? e.value.Scalar() : std::string();
-  if (e.value.IsScalar() && e.value.Tag() == "?" && !s.empty())
-    fraction = std::strtod(s.c_str(), &end);
-  if (end == nullptr || end != s.c_str() + s.size() || !(fraction > 0 && fraction <= 0.5)) {
-    r.report(e, "expected a fraction in (0, 0.5] or 'test', " + describe_value(e.value));
-    return;
-  }
-  d->heldout_fraction = fraction;
 }
 
 }  // namespace
 
-void parse_model(YamlReader& r, const YAML::Node& node, int64_t classes, ModelConfig* m) {
+void parse_model(YamlReader& r, const YAML::Node& node, ModelConfig* m) {
   const std::vector<std::string> builtins = builtin_model_names();
   if (node.IsScalar()) {
-    if (r.scalar_choice(node, "model", builtins, &m->builtin))
-      m->layers = *builtin_model(m->builtin, classes);
+    if (r.scalar_choice(node, "model", builtins, &m->builtin)) m->form = ModelForm::kBuiltin;
     return;
   }
   Fields f;
-  if (!r.fields(node, "model", {"builtin", "layers", "input", "dtype"}, &f)) return;
+  if (!r.fields(node, "model",
+                {"builtin", "layers", "nodes", "input", "dtype", "blocks", "width", "heads",
+                 "context", "vocab"},
+                &f))
+    return;
   r.get_choice(f, "dtype", {"f32"}, &m->dtype);
   if (const Fields::Entry* e = f.find("input")) read_shape(r, *e, &m->input);
   const Fields::Entry* layers = f.find("layers");
-  if (f.has("builtin") && layers != nullptr) {
-    r.report(*layers, "give either model.builtin or model.layers, not both");
+  const Fields::Entry* nodes = f.find("nodes");
+  if (f.has("builtin") && (layers != nullptr || nodes != nullptr)) {
+    r.report(layers ? *layers : *nodes, std::string("give either model.builtin or model.") +
+                                            (layers ? "layers" : "nodes") + ", not both");
     return;
+  }
+  if (layers != nullptr && nodes != nullptr) {
+    r.report(*nodes, "give either model.layers (a chain) or model.nodes (a graph), not both");
+    return;
+  }
+  const bool gpt = f.has("builtin") && f.find("builtin")->value.IsScalar() &&
+                   is_gpt(f.find("builtin")->value.Scalar());
+  struct Knob {
+    const char* key;
+    int64_t* value;
+  };
+  const Knob knobs[] = {{"blocks", &m->options.blocks},
+                        {"width", &m->options.width},
+                        {"heads", &m->options.heads},
+                        {"context", &m->options.context},
+                        {"vocab", &m->options.vocab}};
+  for (const Knob& k : knobs) {
+    const Fields::Entry* e = f.find(k.key);
+    if (e == nullptr) continue;
+    if (!gpt)
+      r.report(e->key, e->path,
+               std::string("only the GPT built-ins (gpt-tiny, gpt2-small) take '") + k.key + "'");
+    else
+      r.get_int(f, k.key, 1, int64_t{1} << 24, k.value);
   }
   if (f.has("builtin")) {
-    if (r.get_choice(f, "builtin", builtins, &m->builtin))
-      m->layers = *builtin_model(m->builtin, classes);
+    if (r.get_choice(f, "builtin", builtins, &m->builtin)) m->form = ModelForm::kBuiltin;
+    if (gpt && m->options.width > 0 && m->options.heads > 0 &&
+        m->options.width % m->options.heads != 0)
+      r.report(*f.find("heads"), "heads " + std::to_string(m->options.heads) +
+                                     " must divide the width " + std::to_string(m->options.width));
     return;
   }
-  if (layers == nullptr) {
+  if (layers == nullptr && nodes == nullptr) {
     r.report(node, "model",
-             "needs either builtin (" + strings::join(builtins, ", ") + ") or layers (a list)");
+             "needs builtin (" + strings::join(builtins, ", ") +
+                 "), layers (a chain) or nodes (a graph)");
     return;
   }
-  if (!layers->value.IsSequence() || layers->value.size() == 0) {
-    r.report(*layers, "expected a non-empty list of layers, " + describe_value(layers->value));
-    return;
-  }
-  for (size_t i = 0; i < layers->value.size(); ++i)
-    read_layer(r, layers->value[i], "model.layers[" + std::to_string(i) + "]", &m->layers);
+  m->form = layers ? ModelForm::kLayers : ModelForm::kNodes;
+  read_list(r, layers ? *layers : *nodes, layers != nullptr, &m->nodes);
 }
 
-void parse_data(YamlReader& r, const YAML::Node& node, const std::string& base_dir, DataConfig* d) {
-  const std::vector<std::string> kinds = {"synthetic-digits", "synthetic-imagenet", "mnist",
-                                          "cifar10"};
-  std::string kind;
-  Fields f;
-  if (node.IsScalar()) {
-    if (!r.scalar_choice(node, "data", kinds, &kind)) return;
-  } else {
-    if (!r.fields(node, "data", {"kind", "path", "samples", "classes", "shape", "heldout"}, &f))
-      return;
-    if (!f.has("kind")) {
-      r.report(node, "data", "missing required key 'kind' (" + strings::join(kinds, ", ") + ")");
-      return;
+void build_model_graph(Recipe* recipe) {
+  ModelConfig& m = recipe->model;
+  const DataConfig& d = recipe->data;
+  if (m.input.empty()) m.input = d.shape;
+  switch (m.form) {
+    case ModelForm::kBuiltin: {
+      if (m.builtin.empty()) return;  // parsing reported why
+      BuiltinOptions o = m.options;
+      o.classes = d.classes;
+      o.input = m.input;
+      if (is_gpt(m.builtin) && o.vocab == 0 && d.kind == DataKind::kText) o.vocab = d.classes;
+      m.graph = *builtin_graph(m.builtin, o);
+      break;
     }
-    if (!r.get_choice(f, "kind", kinds, &kind)) return;
+    case ModelForm::kLayers:
+      m.graph = chain_graph(m.input, m.nodes);
+      break;
+    case ModelForm::kNodes:
+      m.graph = Graph{m.input, InputKind::kFloat, m.nodes};
+      break;
   }
-  d->kind = *parse_data_kind(kind);
-  const bool synthetic = kind.starts_with("synthetic");
-  const bool imagenet = d->kind == DataKind::kSyntheticImagenet;
-  d->shape = d->kind == DataKind::kCifar10 ? Shape{3, 32, 32}
-             : imagenet                    ? Shape{3, 224, 224}
-                                           : Shape{1, 28, 28};
-  d->classes = imagenet ? 1000 : 10;
-  d->samples = !synthetic ? 0 : imagenet ? 4096 : 20000;
-  // Keys that only some kinds take.
-  auto only_for = [&](const char* key, bool allowed, const std::string& which) {
-    if (const Fields::Entry* e = f.find(key); e != nullptr && !allowed)
-      r.report(e->key, e->path, "only " + which + " data takes '" + key + "', not " + kind);
-  };
-  only_for("path", !synthetic, "mnist and cifar10");
-  only_for("samples", synthetic, "synthetic");
-  only_for("classes", imagenet, "synthetic-imagenet");
-  only_for("shape", imagenet, "synthetic-imagenet");
-  if (synthetic) r.get_int(f, "samples", 1, kMaxInt, &d->samples);
-  if (imagenet) r.get_int(f, "classes", 2, kMaxInt, &d->classes);
-  if (const Fields::Entry* e = f.find("shape"); e != nullptr && imagenet) {
-    if (e->value.IsSequence() && e->value.size() != 3)
-      r.report(*e, "expected [channels, height, width], " + describe_value(e->value));
-    else
-      read_shape(r, *e, &d->shape);
-  }
-  if (!synthetic) read_data_path(r, f, node, kind, base_dir, d);
-  if (const Fields::Entry* e = f.find("heldout")) read_heldout(r, *e, synthetic, d);
+  m.graph.input = m.input;
+  if (d.kind == DataKind::kText) m.graph.input_kind = InputKind::kTokens;
 }
 
 }  // namespace dltune::recipes::internal

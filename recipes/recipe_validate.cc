@@ -82,6 +82,31 @@ void check_data(const Recipe& r, Checks& out) {
                    str(d.samples) + " samples leave " + str(train) +
                        " for training, fewer than one global batch of " + str(batch),
                    {"data", "training.batch", "launch.ranks"}});
+  if (d.kind == DataKind::kText && !d.path.empty()) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    const auto size = fs::is_regular_file(d.path, ec) ? fs::file_size(d.path, ec) : 0;
+    if (!fs::is_regular_file(d.path, ec))
+      out.push_back({"data.path",
+                     "file '" + d.path +
+                         "' does not exist; point data.path at a text file "
+                         "(any file of bytes works, e.g. /usr/share/common-licenses/GPL-3)",
+                     {"data"}});
+    else if (static_cast<int64_t>(size) < 4 * (d.context + 1))
+      out.push_back({"data.path",
+                     "file '" + d.path + "' has " + str(static_cast<int64_t>(size)) +
+                         " bytes, too few for samples of context " + str(d.context) +
+                         "; use a longer file or a shorter data.context",
+                     {"data"}});
+  }
+  if (!r.training.init_from.empty()) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(r.training.init_from, ec))
+      out.push_back({"training.init_from",
+                     "file '" + r.training.init_from +
+                         "' does not exist; give a safetensors file of this model's weights",
+                     {"training.init_from"}});
+  }
   if (d.kind != DataKind::kMnist && d.kind != DataKind::kCifar10) return;
   if (d.path.empty()) return;  // the parser reported the missing path
   namespace fs = std::filesystem;
@@ -128,25 +153,40 @@ void check_model(const Recipe& r, Checks& out) {
                    deps});
     return;
   }
-  if (m.layers.empty()) {
+  if (m.graph.nodes.empty()) {
     out.push_back({"model", "has no layers", deps});
     return;
   }
-  auto layer_key = [&](size_t i) {
-    return m.builtin.empty() ? "model.layers[" + str(static_cast<int64_t>(i)) + "]"
-                             : std::string("model");
+  auto node_key = [&](size_t i) {
+    const std::string index = "[" + str(static_cast<int64_t>(i)) + "]";
+    return m.form == ModelForm::kLayers  ? "model.layers" + index
+           : m.form == ModelForm::kNodes ? "model.nodes" + index
+                                         : std::string("model");
   };
-  const ShapeCheck shapes = check_shapes(m.layers, r.data.shape);
-  for (const auto& [index, message] : shapes.problems) {
-    const std::string where = m.builtin.empty() ? ""
-                                                : "built-in " + m.builtin + ", layer " +
-                                                      str(static_cast<int64_t>(index)) + ": ";
-    out.push_back({layer_key(index), where + message, deps});
+  const GraphInfo info = analyze_graph(m.graph);
+  for (const auto& [index, message] : info.problems) {
+    const std::string where =
+        m.form != ModelForm::kBuiltin
+            ? ""
+            : "built-in " + m.builtin + ", node " +
+                  (index < m.graph.nodes.size() ? m.graph.nodes[index].name : "?") + ": ";
+    out.push_back({node_key(index), where + message, deps});
   }
-  if (!shapes.problems.empty()) return;
-  const Shape& last = shapes.outputs.back();
+  if (!info.ok()) return;
+  const Shape& last = info.output();
+  const size_t last_node = m.graph.nodes.size() - 1;
+  if (r.data.kind == DataKind::kText) {
+    const Shape want = {r.data.context, r.data.classes};
+    if (last != want)
+      out.push_back({node_key(last_node),
+                     "the model ends with " + describe_shape(last) +
+                         " outputs but text data needs " + describe_shape(want) +
+                         " (a score for every byte value at every position)",
+                     deps});
+    return;
+  }
   if (last.size() != 1 || last[0] != r.data.classes)
-    out.push_back({layer_key(m.layers.size() - 1),
+    out.push_back({node_key(last_node),
                    "the model ends with " + describe_shape(last) + " outputs but the data has " +
                        str(r.data.classes) +
                        " classes; end with linear {out: " + str(r.data.classes) + "}",

@@ -120,11 +120,15 @@ void YamlReader::locate(const std::string& key, const YAML::Node& at) {
 
 bool YamlReader::fields(const YAML::Node& node, const std::string& path,
                         std::initializer_list<std::string_view> allowed, Fields* out) {
+  return fields(node, path, std::vector<std::string>(allowed.begin(), allowed.end()), out);
+}
+
+bool YamlReader::fields(const YAML::Node& node, const std::string& path,
+                        const std::vector<std::string>& names, Fields* out) {
   out->path_ = path;
   out->node_ = node;
   out->entries_.clear();
   if (node.IsNull()) return true;  // `comm:` with nothing under it: all defaults
-  std::vector<std::string> names(allowed.begin(), allowed.end());
   if (!node.IsMap()) {
     report(node, path.empty() ? "recipe" : path,
            "expected a mapping with keys " + join_names(names) + ", " + describe_value(node));
@@ -145,7 +149,7 @@ bool YamlReader::fields(const YAML::Node& node, const std::string& path,
       continue;
     }
     bool known = false;
-    for (std::string_view a : allowed) known = known || a == key.Scalar();
+    for (const std::string& a : names) known = known || a == key.Scalar();
     if (!known) {
       report(key, kpath,
              "unknown key '" + key.Scalar() + "'" + did_you_mean(key.Scalar(), names) +

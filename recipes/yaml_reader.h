@@ -62,6 +62,8 @@ class YamlReader {
   // not a mapping; unknown keys are reported but the known ones are still returned.
   bool fields(const YAML::Node& node, const std::string& path,
               std::initializer_list<std::string_view> allowed, Fields* out);
+  bool fields(const YAML::Node& node, const std::string& path,
+              const std::vector<std::string>& allowed, Fields* out);
 
   // Scalar getters over a Fields entry. Absent: true, *out untouched. Bad: reported, false.
   bool get_string(const Fields& f, std::string_view key, std::string* out);

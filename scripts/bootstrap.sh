@@ -19,7 +19,8 @@ jobs=${JOBS:-$(nproc)}
 
 # Debian packages dltune builds, runs and tests with. Optional ones (Slurm, munge, Open MPI,
 # PMIx) are installed too so that the whole test suite runs; the build works without them.
-# chromium (headless) checks report.html in the tests.
+# chromium (headless) checks report.html in the tests; python3-torch and python3-torchvision are
+# the reference the engine's numerics and benchmarks are compared with.
 packages=(
   build-essential cmake ninja-build pkg-config git clang-format
   libhwloc-dev hwloc-nox libpmix-dev libopenmpi-dev openmpi-bin
@@ -27,6 +28,7 @@ packages=(
   libgtest-dev googletest
   slurmctld slurmd slurm-client libslurm-dev munge
   procps psmisc iproute2 python3
+  python3-torch python3-torchvision
   chromium
 )
 

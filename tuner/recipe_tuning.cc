@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <set>
 #include <tuple>
@@ -85,7 +86,15 @@ int64_t recipe_train_samples(const recipes::Recipe& r) {
   switch (r.data.kind) {
     case recipes::DataKind::kSyntheticDigits:
     case recipes::DataKind::kSyntheticImagenet:
+    case recipes::DataKind::kSyntheticCifar:
       return static_cast<int64_t>(static_cast<double>(r.data.samples) * keep);
+    case recipes::DataKind::kText: {
+      std::error_code ec;
+      const auto bytes = static_cast<int64_t>(std::filesystem::file_size(r.data.path, ec));
+      if (ec) return 0;
+      return recipes::text_windows(
+          bytes - recipes::text_heldout_bytes(bytes, r.data.heldout_fraction), r.data.context);
+    }
     case recipes::DataKind::kMnist:
       return r.data.heldout_test_files ? 60000 : static_cast<int64_t>(60000 * keep);
     case recipes::DataKind::kCifar10:
@@ -126,9 +135,9 @@ void apply_lr_rule(const recipes::Recipe& r, int ranks, TrainingPlan* t,
 }
 
 int64_t gradient_bytes(const recipes::Recipe& r) {
-  const auto check = recipes::check_shapes(r.model.layers, r.model.input);
-  if (!check.problems.empty()) return 0;
-  return check.parameters * 4;
+  const recipes::GraphInfo info = recipes::analyze_graph(r.model.graph);
+  if (!info.ok()) return 0;
+  return info.parameters * 4;
 }
 
 std::string candidate_label(const TrainingPlan& t, uint64_t grad_bytes) {

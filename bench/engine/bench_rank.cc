@@ -20,7 +20,7 @@
 
 #include "comm/allreduce.h"
 #include "comm/thread_communicator.h"
-#include "engine/trainer.h"
+#include "engine/train/trainer.h"
 #include "topology/topology.h"
 
 using namespace dltune;

@@ -1,5 +1,6 @@
 // conv2d on cuDNN: cross-correlation with stride, zero padding and groups (the CPU engine's
-// Conv2d semantics, engine/conv2d.h), parameters W (OC, C/groups, K, K) then b (OC).
+// Conv2d semantics, engine/ops/conv2d.h), parameters W (OC, C/groups, K, K) then, with `bias`,
+// b (OC). Gradients are written or added (cuDNN's beta 0 or 1).
 //
 // Math is plain FP32 (CUDNN_FMA_MATH, never TF32) so results match the CPU to float rounding.
 // Algorithms: cuDNN's heuristics (Get*_v7) pick them once per batch size seen (training batch,
@@ -8,7 +9,7 @@
 #include <algorithm>
 #include <map>
 
-#include "engine/gpu/gpu_layer_base.h"
+#include "engine/gpu/gpu_op.h"
 
 namespace dltune::engine::gpu {
 namespace {
@@ -39,9 +40,9 @@ bool pick(const Perf* perf, int n, Algo& algo, size_t& bytes) {
   return false;
 }
 
-class GpuConv2d final : public GpuLayer {
+class GpuConv2d final : public GpuOp {
  public:
-  using GpuLayer::GpuLayer;
+  using GpuOp::GpuOp;
   ~GpuConv2d() override {
     for (auto& [b, p] : per_batch_) {
       cudnnDestroyTensorDescriptor(p.x);
@@ -52,22 +53,74 @@ class GpuConv2d final : public GpuLayer {
     if (bias_) cudnnDestroyTensorDescriptor(bias_);
   }
 
-  Result<Dims> setup(const Dims& in) override {
-    auto out = GpuLayer::setup(in);
-    if (!out) return out;
+  void reserve(int max_batch) override { (void)plan(max_batch); }
+
+  void forward(const OpContext&, const float* const* inputs, float* out, int batch) override {
+    // in (B, C, H, W) -> out (B, OC, OH, OW)
+    const float* in = inputs[0];
+    const PerBatch* p = plan(batch);
+    if (!p) return;
+    void* ws = ctx_.scratch(p->workspace);
+    if (p->workspace > 0 && !ws) return;
+    const float one = 1.0f, zero = 0.0f;
+    cudnnHandle_t h = cudnn_of(ctx_);
+    if (!cudnn_ok(ctx_,
+                  cudnnConvolutionForward(h, &one, p->x, in, filter_, params_[0], conv_, p->fwd, ws,
+                                          p->workspace, &zero, p->y, out),
+                  "conv2d forward"))
+      return;
+    if (attrs().bias)
+      cudnn_ok(ctx_, cudnnAddTensor(h, &one, bias_, params_[1], &one, p->y, out), "conv2d bias");
+  }
+
+  void backward(const OpContext& ctx, const float* const* inputs, const float*, const float* dout,
+                const GradOut* din, int batch) override {
+    const float* in = inputs[0];
+    const PerBatch* p = plan(batch);
+    if (!p) return;
+    void* ws = ctx_.scratch(p->workspace);
+    if (p->workspace > 0 && !ws) return;
+    const float one = 1.0f, zero = 0.0f;
+    cudnnHandle_t h = cudnn_of(ctx_);
+    if (attrs().bias)
+      cudnn_ok(ctx_,
+               cudnnConvolutionBackwardBias(
+                   h, &one, p->y, dout, accumulate_grad(ctx, 1) ? &one : &zero, bias_, grads_[1]),
+               "conv2d backward (bias)");
+    cudnn_ok(ctx_,
+             cudnnConvolutionBackwardFilter(h, &one, p->x, in, p->y, dout, conv_, p->bwd_filter, ws,
+                                            p->workspace, accumulate_grad(ctx, 0) ? &one : &zero,
+                                            filter_, grads_[0]),
+             "conv2d backward (weights)");
+    if (din[0].data)
+      cudnn_ok(ctx_,
+               cudnnConvolutionBackwardData(h, &one, filter_, params_[0], p->y, dout, conv_,
+                                            p->bwd_data, ws, p->workspace,
+                                            din[0].accumulate ? &one : &zero, p->x, din[0].data),
+               "conv2d backward (input)");
+  }
+
+ protected:
+  Status configure() override {
+    c_ = static_cast<int>(in_[0][0]);
+    h_ = static_cast<int>(in_[0][1]);
+    w_ = static_cast<int>(in_[0][2]);
+    oc_ = static_cast<int>(out_[0]);
+    oh_ = static_cast<int>(out_[1]);
+    ow_ = static_cast<int>(out_[2]);
     const char* what = "conv2d: creating cuDNN descriptors";
-    const int g = spec_.groups, k = spec_.kernel;
+    const int g = static_cast<int>(attrs().groups), k = static_cast<int>(attrs().kernel);
+    const int pad = static_cast<int>(attrs().pad), stride = static_cast<int>(attrs().stride);
     if (cudnnStatus_t s = cudnnCreateFilterDescriptor(&filter_); s != CUDNN_STATUS_SUCCESS)
       return cudnn_error(s, what);
     if (cudnnStatus_t s = cudnnSetFilter4dDescriptor(filter_, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
-                                                     out_.c, in_.c / g, k, k);
+                                                     oc_, c_ / g, k, k);
         s != CUDNN_STATUS_SUCCESS)
       return cudnn_error(s, what);
     if (cudnnStatus_t s = cudnnCreateConvolutionDescriptor(&conv_); s != CUDNN_STATUS_SUCCESS)
       return cudnn_error(s, what);
-    if (cudnnStatus_t s =
-            cudnnSetConvolution2dDescriptor(conv_, spec_.pad, spec_.pad, spec_.stride, spec_.stride,
-                                            1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT);
+    if (cudnnStatus_t s = cudnnSetConvolution2dDescriptor(
+            conv_, pad, pad, stride, stride, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT);
         s != CUDNN_STATUS_SUCCESS)
       return cudnn_error(s, what);
     if (cudnnStatus_t s = cudnnSetConvolutionGroupCount(conv_, g); s != CUDNN_STATUS_SUCCESS)
@@ -78,55 +131,13 @@ class GpuConv2d final : public GpuLayer {
     if (cudnnStatus_t s = cudnnCreateTensorDescriptor(&bias_); s != CUDNN_STATUS_SUCCESS)
       return cudnn_error(s, what);
     if (cudnnStatus_t s =
-            cudnnSetTensor4dDescriptor(bias_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, out_.c, 1, 1);
+            cudnnSetTensor4dDescriptor(bias_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, oc_, 1, 1);
         s != CUDNN_STATUS_SUCCESS)
       return cudnn_error(s, what);
-    return out_;
-  }
-
-  void reserve(int max_batch) override { (void)plan(max_batch); }
-
-  void forward(const LayerContext&, const float* in, float* out, int batch) override {
-    // in (B, C, H, W) -> out (B, OC, OH, OW)
-    const PerBatch* p = plan(batch);
-    if (!p) return;
-    void* ws = ctx_.scratch(p->workspace);
-    if (p->workspace > 0 && !ws) return;
-    const float one = 1.0f, zero = 0.0f;
-    cudnnHandle_t h = cudnn_of(ctx_);
-    if (!cudnn_ok(ctx_,
-                  cudnnConvolutionForward(h, &one, p->x, in, filter_, params_, conv_, p->fwd, ws,
-                                          p->workspace, &zero, p->y, out),
-                  "conv2d forward"))
-      return;
-    cudnn_ok(ctx_, cudnnAddTensor(h, &one, bias_, bias(), &one, p->y, out), "conv2d bias");
-  }
-
-  void backward(const LayerContext&, const float* in, const float*, const float* dout, float* din,
-                int batch) override {
-    const PerBatch* p = plan(batch);
-    if (!p) return;
-    void* ws = ctx_.scratch(p->workspace);
-    if (p->workspace > 0 && !ws) return;
-    const float one = 1.0f, zero = 0.0f;
-    cudnnHandle_t h = cudnn_of(ctx_);
-    float* db = grads_ + (num_params() - out_.c);
-    cudnn_ok(ctx_, cudnnConvolutionBackwardBias(h, &one, p->y, dout, &zero, bias_, db),
-             "conv2d backward (bias)");
-    cudnn_ok(ctx_,
-             cudnnConvolutionBackwardFilter(h, &one, p->x, in, p->y, dout, conv_, p->bwd_filter, ws,
-                                            p->workspace, &zero, filter_, grads_),
-             "conv2d backward (weights)");
-    if (din)
-      cudnn_ok(ctx_,
-               cudnnConvolutionBackwardData(h, &one, filter_, params_, p->y, dout, conv_,
-                                            p->bwd_data, ws, p->workspace, &zero, p->x, din),
-               "conv2d backward (input)");
+    return ok_status();
   }
 
  private:
-  const float* bias() const { return params_ + (num_params() - out_.c); }
-
   // The descriptors and algorithms for `batch`, created on first use; nullptr (error recorded)
   // when cuDNN fails.
   const PerBatch* plan(int batch) {
@@ -138,11 +149,11 @@ class GpuConv2d final : public GpuLayer {
               cudnn_ok(ctx_, cudnnCreateTensorDescriptor(&p.y), what) &&
               cudnn_ok(ctx_,
                        cudnnSetTensor4dDescriptor(p.x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, batch,
-                                                  in_.c, in_.h, in_.w),
+                                                  c_, h_, w_),
                        what) &&
               cudnn_ok(ctx_,
                        cudnnSetTensor4dDescriptor(p.y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, batch,
-                                                  out_.c, out_.h, out_.w),
+                                                  oc_, oh_, ow_),
                        what);
     constexpr int kMax = 16;
     int n = 0;
@@ -183,12 +194,11 @@ class GpuConv2d final : public GpuLayer {
   cudnnConvolutionDescriptor_t conv_ = nullptr;
   cudnnTensorDescriptor_t bias_ = nullptr;
   std::map<int, PerBatch> per_batch_;
+  int c_ = 0, h_ = 0, w_ = 0, oc_ = 0, oh_ = 0, ow_ = 0;
 };
 
 }  // namespace
 
-std::unique_ptr<Layer> make_gpu_conv2d(const LayerSpec& spec, GpuContext& ctx) {
-  return std::make_unique<GpuConv2d>(spec, ctx);
-}
+std::unique_ptr<Op> make_gpu_conv2d(GpuContext& ctx) { return std::make_unique<GpuConv2d>(ctx); }
 
 }  // namespace dltune::engine::gpu

@@ -5,35 +5,40 @@
 #include <algorithm>
 
 #include "engine/gpu/gpu_layers.h"
+#include "engine/graph/rng.h"
 
 namespace dltune::engine::gpu {
 
-Result<std::unique_ptr<GpuModel>> GpuModel::build(const ModelSpec& spec, GpuContext& ctx) {
-  // The same checks and messages as Model::build.
-  const std::string where = "model '" + spec.name + "'";
-  if (spec.layers.empty()) return invalid_input(where + ": has no layers");
-  if (spec.input.size() <= 0 || spec.input.c <= 0 || spec.input.h <= 0 || spec.input.w <= 0)
-    return invalid_input(where + ": input shape " + spec.input.str() + " is not positive");
-  if (spec.classes < 2)
-    return invalid_input(where + ": needs at least 2 classes, got " + std::to_string(spec.classes));
-  std::unique_ptr<GpuModel> m(new GpuModel(spec, ctx));
-  Dims d = spec.input;
-  for (size_t i = 0; i < spec.layers.size(); ++i) {
-    auto layer = make_gpu_layer(spec.layers[i], ctx);
-    if (!layer) return layer.error().wrap(where);
-    auto out = (*layer)->setup(d);
-    if (!out)
-      return out.error().wrap(where + ": layer " + std::to_string(i) + " (" + (*layer)->kind() +
-                              ") with input " + d.str());
-    d = *out;
-    m->offsets_.push_back(m->num_params_);
-    m->num_params_ += (*layer)->num_params();
-    m->layers_.push_back(std::move(*layer));
+Result<std::unique_ptr<GpuModel>> GpuModel::build(const recipes::Graph& graph,
+                                                  const std::string& name, GpuContext& ctx) {
+  // The CPU model validates the graph with the same messages and gives the layout.
+  auto cpu = Model::build(graph, name);
+  if (!cpu) return cpu.error();
+  const std::string where = "model '" + name + "'";
+  std::unique_ptr<GpuModel> m(new GpuModel(ctx));
+  m->name_ = name;
+  m->graph_ = graph;
+  m->info_ = cpu->info();
+  m->plan_ = plan_backward(m->info_);
+  for (size_t i = 0; i < graph.nodes.size(); ++i) {
+    const recipes::Node& n = graph.nodes[i];
+    const std::string node =
+        where + ": node '" + n.name + "' (" + std::string(recipes::op_name(n.op)) + ")";
+    if (!m->info_.node_state[i].empty())
+      return unsupported(node +
+                         " keeps running statistics, which the GPU engine does not yet; "
+                         "train this model with device cpu");
+    auto op = make_gpu_op(n, ctx);
+    if (!op) return op.error().wrap(node);
+    std::vector<recipes::Shape> in;
+    for (int src : m->info_.inputs[i])
+      in.push_back(src < 0 ? graph.input : m->info_.outputs[static_cast<size_t>(src)]);
+    DLTUNE_TRY_CTX((*op)->setup(n, in, m->info_.outputs[i]), node);
+    m->ops_.push_back(std::move(*op));
+    m->in_ptrs_.emplace_back(in.size());
+    m->din_.emplace_back(in.size());
   }
-  if (d.size() != spec.classes)
-    return invalid_input(where + ": the last layer produces " + d.str() + " but the model has " +
-                         std::to_string(spec.classes) + " classes");
-  const size_t n = static_cast<size_t>(std::max<int64_t>(m->num_params_, 1));
+  const size_t n = static_cast<size_t>(std::max<int64_t>(m->info_.parameters, 1));
   auto params = DeviceBuffer::alloc_floats(n);
   if (!params) return params.error().wrap(where + ": parameters");
   auto grads = DeviceBuffer::alloc_floats(n);
@@ -45,41 +50,38 @@ Result<std::unique_ptr<GpuModel>> GpuModel::build(const ModelSpec& spec, GpuCont
 }
 
 void GpuModel::bind_all() {
-  for (size_t i = 0; i < layers_.size(); ++i)
-    layers_[i]->bind(params_.floats() + offsets_[i], grads_.floats() + offsets_[i]);
-}
-
-Status GpuModel::init_params(uint64_t seed) {
-  for (size_t i = 0; i < layers_.size(); ++i) {
-    Rng rng(Rng::mix(seed, i));
-    layers_[i]->init_params(rng);
+  for (size_t i = 0; i < ops_.size(); ++i) {
+    std::vector<float*> p, g;
+    for (int t : info_.node_params[i]) {
+      const int64_t off = info_.params[static_cast<size_t>(t)].offset;
+      p.push_back(params_.floats() + off);
+      g.push_back(grads_.floats() + off);
+    }
+    ops_[i]->bind(std::move(p), std::move(g), plan_.param_accumulate[i], {});
   }
-  return ctx_.synchronize();
 }
 
 Status GpuModel::copy_params_from(const Model& model) {
-  bool same = model.num_params() == num_params_ && model.spec().layers.size() == layers_.size();
-  for (int i = 0; same && i < num_layers(); ++i) same = model.param_offset(i) == offsets_[i];
-  if (!same)
-    return invalid_input("model '" + model.spec().name + "' (" +
-                         std::to_string(model.num_params()) +
-                         " parameters) does not have the layout of GPU model '" + spec_.name +
-                         "' (" + std::to_string(num_params_) + " parameters)");
+  if (model.num_params() != num_params() ||
+      recipes::describe_graph(model.graph()) != recipes::describe_graph(graph_))
+    return invalid_input("model '" + model.name() + "' (" + std::to_string(model.num_params()) +
+                         " parameters) does not have the layout of GPU model '" + name_ + "' (" +
+                         std::to_string(num_params()) + " parameters)");
   return copy_params_from_host(model.params());
 }
 
 Status GpuModel::copy_params_from_host(const float* host) {
-  ctx_.to_device(params_.data(), host, sizeof(float) * num_params_);
+  ctx_.to_device(params_.data(), host, sizeof(float) * static_cast<size_t>(num_params()));
   return ctx_.synchronize();
 }
 
 Status GpuModel::copy_params_to(float* host) {
-  ctx_.to_host(host, params_.data(), sizeof(float) * num_params_);
+  ctx_.to_host(host, params_.data(), sizeof(float) * static_cast<size_t>(num_params()));
   return ctx_.synchronize();
 }
 
 Status GpuModel::copy_grads_to(float* host) {
-  ctx_.to_host(host, grads_.data(), sizeof(float) * num_params_);
+  ctx_.to_host(host, grads_.data(), sizeof(float) * static_cast<size_t>(num_params()));
   return ctx_.synchronize();
 }
 
@@ -87,19 +89,18 @@ Status GpuModel::reserve(int max_batch) {
   if (max_batch <= max_batch_) return ok_status();
   DLTUNE_TRY(ctx_.synchronize());  // the old buffers may still be in use
   acts_.clear();
-  int64_t max_in = 0;
-  for (auto& l : layers_) {
-    l->reserve(max_batch);
-    auto a = DeviceBuffer::alloc_floats(static_cast<size_t>(max_batch * l->out_dims().size()));
-    if (!a) return a.error().wrap("model '" + spec_.name + "': activations");
+  slots_.clear();
+  const auto B = static_cast<size_t>(max_batch);
+  for (size_t i = 0; i < ops_.size(); ++i) {
+    ops_[i]->reserve(max_batch);
+    auto a = DeviceBuffer::alloc_floats(B * static_cast<size_t>(recipes::numel(info_.outputs[i])));
+    if (!a) return a.error().wrap("model '" + name_ + "': activations");
     acts_.push_back(std::move(*a));
-    max_in = std::max({max_in, l->in_dims().size(), l->out_dims().size()});
   }
-  for (auto& b : dbuf_) {
-    b = DeviceBuffer();
-    auto a = DeviceBuffer::alloc_floats(static_cast<size_t>(max_batch * max_in));
-    if (!a) return a.error().wrap("model '" + spec_.name + "': activation gradients");
-    b = std::move(*a);
+  for (int64_t floats : plan_.slot_floats) {
+    auto a = DeviceBuffer::alloc_floats(B * static_cast<size_t>(floats));
+    if (!a) return a.error().wrap("model '" + name_ + "': activation gradients");
+    slots_.push_back(std::move(*a));
   }
   max_batch_ = max_batch;
   return ctx_.synchronize();
@@ -110,32 +111,46 @@ Result<const float*> GpuModel::forward(const float* input, int batch, bool train
   if (batch <= 0 || batch > max_batch_)
     return invalid_input("batch " + std::to_string(batch) + " outside (0, " +
                          std::to_string(max_batch_) + "]: call reserve() first");
-  LayerContext lc{nullptr, training, 0};
-  const float* x = input;
-  for (size_t i = 0; i < layers_.size(); ++i) {
-    lc.seed = Rng::mix(seed, i);
-    layers_[i]->forward(lc, x, acts_[i].floats(), batch);
-    x = acts_[i].floats();
+  OpContext oc{nullptr, training, 0, false};
+  for (size_t i = 0; i < ops_.size(); ++i) {
+    auto& ptrs = in_ptrs_[i];
+    const auto& srcs = info_.inputs[i];
+    for (size_t k = 0; k < srcs.size(); ++k)
+      ptrs[k] = srcs[k] < 0 ? input : acts_[static_cast<size_t>(srcs[k])].floats();
+    oc.seed = Rng::mix(seed, i);
+    ops_[i]->forward(oc, ptrs.data(), acts_[i].floats(), batch);
   }
-  DLTUNE_TRY_CTX(ctx_.take_status(), "forward of model '" + spec_.name + "'");
-  return x;
+  DLTUNE_TRY_CTX(ctx_.take_status(), "forward of model '" + name_ + "'");
+  return static_cast<const float*>(acts_.back().floats());
 }
 
-Status GpuModel::backward(const float* input, const float* dlogits, int batch,
-                          const std::function<void(int64_t)>& ready) {
-  LayerContext lc{nullptr, true, 0};
-  const float* dout = dlogits;
-  int which = 0;
-  for (int i = num_layers() - 1; i >= 0; --i) {
-    Layer& l = *layers_[i];
-    const float* in = i > 0 ? acts_[i - 1].floats() : input;
-    float* din = i > 0 ? dbuf_[which].floats() : nullptr;  // the input's gradient is not needed
-    l.backward(lc, in, acts_[i].floats(), dout, din, batch);
-    if (l.num_params() > 0 && ready) ready(offsets_[i]);
-    dout = din;
-    which ^= 1;
+Status GpuModel::backward(const float* input, const float* dout, int batch,
+                          const std::function<void(int)>& ready) {
+  OpContext oc{nullptr, true, 0, false};
+  for (int i = num_nodes() - 1; i >= 0; --i) {
+    const auto ui = static_cast<size_t>(i);
+    const int slot = plan_.slot[ui];
+    const float* dy = slot < 0 ? dout : slots_[static_cast<size_t>(slot)].floats();
+    if (plan_.unread[ui])
+      ctx_.zero(slots_[static_cast<size_t>(slot)].data(),
+                sizeof(float) * static_cast<size_t>(batch * recipes::numel(info_.outputs[ui])));
+    auto& ptrs = in_ptrs_[ui];
+    auto& din = din_[ui];
+    const auto& srcs = info_.inputs[ui];
+    for (size_t k = 0; k < srcs.size(); ++k) {
+      if (srcs[k] < 0) {  // the input's gradient is not needed
+        ptrs[k] = input;
+        din[k] = GradOut{};
+        continue;
+      }
+      ptrs[k] = acts_[static_cast<size_t>(srcs[k])].floats();
+      const int s = plan_.slot[static_cast<size_t>(srcs[k])];
+      din[k] = GradOut{slots_[static_cast<size_t>(s)].floats(), plan_.din_accumulate[ui][k]};
+    }
+    ops_[ui]->backward(oc, ptrs.data(), acts_[ui].floats(), dy, din.data(), batch);
+    if (ready) ready(i);
   }
-  DLTUNE_TRY_CTX(ctx_.take_status(), "backward of model '" + spec_.name + "'");
+  DLTUNE_TRY_CTX(ctx_.take_status(), "backward of model '" + name_ + "'");
   return ok_status();
 }
 

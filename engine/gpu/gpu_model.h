@@ -1,10 +1,10 @@
-// GpuModel: the engine's sequential Model (engine/model.h) on one GPU.
+// GpuModel: the engine's graph executor (engine/graph/model.h) on one GPU.
 //
-// Built from the same ModelSpec with the GPU twin of every layer (gpu_layers.h), it keeps the
-// CPU Model's layout exactly: one flat device parameter buffer and one flat device gradient
-// buffer, layer i's slice starting at the same param_offset(i), weights then bias. So
-// copy_params_from(const Model&) and copy_params_to(float* host) are plain memcpys, checkpoints
-// are interchangeable, and gradient buckets are the same slices on both.
+// Built from the same graph with the GPU twin of every op (gpu_layers.h), it keeps the CPU
+// Model's layout exactly: one flat device parameter buffer and one flat device gradient buffer
+// with every tensor at the same offset, the same backward plan (engine/graph/backward_plan.h).
+// So copy_params_from(const Model&) and copy_params_to(float* host) are plain memcpys,
+// checkpoints are interchangeable, and gradient buckets are the same slices on both.
 //
 // forward/backward enqueue work on the context's compute stream and return without waiting;
 // a CUDA / cuBLAS / cuDNN failure while enqueueing is returned by the same call, an
@@ -13,36 +13,37 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "common/result.h"
 #include "engine/gpu/gpu_context.h"
-#include "engine/layer.h"
-#include "engine/model.h"
+#include "engine/graph/backward_plan.h"
+#include "engine/graph/model.h"
+#include "engine/ops/op.h"
 
 namespace dltune::engine::gpu {
 
 class GpuModel {
  public:
-  // Builds and validates the model on `ctx` (which must outlive it), allocating the parameter
-  // and gradient buffers (zeroed). Errors: the CPU Model::build's invalid_input messages for a
-  // bad spec; unsupported without CUDA; internal when device memory runs out.
-  static Result<std::unique_ptr<GpuModel>> build(const ModelSpec& spec, GpuContext& ctx);
+  // Builds the model on `ctx` (which must outlive it), allocating the parameter and gradient
+  // buffers (zeroed). Errors: the CPU Model::build's invalid_input messages for a bad graph;
+  // unsupported without CUDA, or for a node whose op has no GPU kernel (naming it, and saying
+  // to use device cpu); internal when device memory runs out.
+  static Result<std::unique_ptr<GpuModel>> build(const recipes::Graph& graph,
+                                                 const std::string& name, GpuContext& ctx);
 
-  const ModelSpec& spec() const { return spec_; }
+  const std::string& name() const { return name_; }
+  const recipes::GraphInfo& info() const { return info_; }
   GpuContext& context() { return ctx_; }
-  int num_layers() const { return static_cast<int>(layers_.size()); }
-  Layer& layer(int i) { return *layers_[i]; }
-  int64_t num_params() const { return num_params_; }
-  // First parameter index of layer i, identical to Model::param_offset(i).
-  int64_t param_offset(int i) const { return offsets_[i]; }
+  int num_nodes() const { return static_cast<int>(ops_.size()); }
+  Op& op(int i) { return *ops_[static_cast<size_t>(i)]; }
+  int64_t num_params() const { return info_.parameters; }
   float* params() { return params_.floats(); }  // device, num_params() floats
   float* grads() { return grads_.floats(); }    // device, num_params() floats
 
-  // The same values as Model::init_params(seed) (drawn on the host by the CPU twins).
-  Status init_params(uint64_t seed);
-  // Copies the parameters of a CPU model built from the same spec (synchronous). Errors:
-  // invalid_input when the layouts differ (another spec).
+  // Copies the parameters of a CPU model built from the same graph (synchronous). Errors:
+  // invalid_input when the layouts differ (another graph).
   Status copy_params_from(const Model& model);
   // Host <-> device copies of the whole parameter or gradient buffer (synchronous).
   Status copy_params_from_host(const float* host);
@@ -54,30 +55,36 @@ class GpuModel {
   Status reserve(int max_batch);
   int max_batch() const { return max_batch_; }
 
-  // input (B, input dims) on the device -> logits (B, classes) on the device, valid until the
-  // next forward. Precondition: 0 < B <= max_batch(). `seed` drives dropout exactly as
-  // Model::forward (layer i gets Rng::mix(seed, i)), so CPU and GPU masks agree.
+  // input (B, input shape) on the device -> output (B, output shape) on the device, valid until
+  // the next forward. Precondition: 0 < B <= max_batch(). `seed` drives dropout exactly as
+  // Model::forward (node i gets Rng::mix(seed, i)), so CPU and GPU masks agree.
   Result<const float*> forward(const float* input, int batch, bool training, uint64_t seed = 0);
-  // Backward from dlogits (B, classes) on the device, overwriting every parameter gradient.
-  // After layer i's gradient kernels are ENQUEUED (layers with parameters, last first), calls
-  // ready(param_offset(i)): a consumer on another stream must order itself after them
+  // Backward from dout (B, output shape) on the device, overwriting every parameter gradient.
+  // After node i's gradient kernels are ENQUEUED calls ready(i) (final_after(i) are then final
+  // once the stream reaches there): a consumer on another stream must order itself after them
   // (GpuContext::comm_waits_for_compute), one on the host must synchronize first.
-  Status backward(const float* input, const float* dlogits, int batch,
-                  const std::function<void(int64_t)>& ready = {});
+  Status backward(const float* input, const float* dout, int batch,
+                  const std::function<void(int)>& ready = {});
+  const std::vector<int>& final_after(int node) const {
+    return plan_.final_after[static_cast<size_t>(node)];
+  }
 
  private:
-  GpuModel(const ModelSpec& spec, GpuContext& ctx) : spec_(spec), ctx_(ctx) {}
+  GpuModel(GpuContext& ctx) : ctx_(ctx) {}
   void bind_all();
 
-  ModelSpec spec_;
+  std::string name_;
   GpuContext& ctx_;
-  std::vector<std::unique_ptr<Layer>> layers_;
-  std::vector<int64_t> offsets_;
-  int64_t num_params_ = 0;
+  recipes::Graph graph_;
+  recipes::GraphInfo info_;
+  BackwardPlan plan_;
+  std::vector<std::unique_ptr<Op>> ops_;
   DeviceBuffer params_, grads_;
   int max_batch_ = 0;
-  std::vector<DeviceBuffer> acts_;  // acts_[i]: output of layer i, (B, out_dims(i))
-  DeviceBuffer dbuf_[2];            // ping-pong activation gradients
+  std::vector<DeviceBuffer> acts_;   // acts_[i]: output of node i, (B, out_shape(i))
+  std::vector<DeviceBuffer> slots_;  // activation gradients (BackwardPlan::slot)
+  std::vector<std::vector<const float*>> in_ptrs_;
+  std::vector<std::vector<GradOut>> din_;
 };
 
 }  // namespace dltune::engine::gpu

@@ -35,7 +35,7 @@ void GpuContext::compute_waits_for_comm() {}
 Status GpuContext::synchronize_comm() { return unsupported(kNoCudaBuild); }
 void* GpuContext::scratch(size_t) { return nullptr; }
 
-Result<std::unique_ptr<Layer>> make_gpu_layer(const LayerSpec&, GpuContext&) {
+Result<std::unique_ptr<Op>> make_gpu_op(const recipes::Node&, GpuContext&) {
   return unsupported(kNoCudaBuild);
 }
 

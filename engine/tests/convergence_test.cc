@@ -2,7 +2,7 @@
 // a bounded number of steps (fixed seed). Labelled `integration` (too heavy for ASan runs).
 #include <gtest/gtest.h>
 
-#include "engine/trainer.h"
+#include "engine/train/trainer.h"
 
 namespace dltune::engine {
 namespace {

@@ -1,5 +1,6 @@
 // Data: MNIST IDX and CIFAR-10 readers on small files written here (good and bad), the
 // synthetic digits, and per-rank sharding.
+#include <cmath>
 #include <cstring>
 #include <set>
 #include <vector>
@@ -8,8 +9,8 @@
 #include <unistd.h>
 
 #include "common/paths.h"
-#include "engine/dataset.h"
-#include "engine/sampler.h"
+#include "engine/data/dataset.h"
+#include "engine/data/sampler.h"
 
 namespace dltune::engine {
 namespace {
@@ -42,7 +43,7 @@ TEST_F(DataFiles, MnistRoundTrip) {
   auto d = read_mnist(img, lab);
   ASSERT_TRUE(d.ok()) << d.error().message();
   EXPECT_EQ(d->size, 3);
-  EXPECT_EQ(d->dims, (Dims{1, 4, 3}));
+  EXPECT_EQ(d->shape, (recipes::Shape{1, 4, 3}));
   EXPECT_EQ(d->labels, (std::vector<int32_t>{7, 0, 9}));
   EXPECT_NEAR(d->images[1], (7 / 255.0f - 0.1307f) / 0.3081f, 1e-5);
 }
@@ -197,12 +198,63 @@ TEST(Datasets, LoadByName) {
   EXPECT_EQ(d->size, 50);
   auto bad = load_dataset("imagenet:/x", true, 50, 3);
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.error().message().find("synthetic-imagenet, mnist:DIR or cifar10:DIR"),
-            std::string::npos);
+  EXPECT_NE(bad.error().message().find("mnist:DIR, cifar10:DIR or text:FILE"), std::string::npos);
   auto missing = load_dataset("mnist:/nonexistent", true, 50, 3);
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.error().message().find("/nonexistent/train-images-idx3-ubyte"),
             std::string::npos);
+}
+
+// Byte-level language modelling: windows of `context` bytes labelled with the next byte at
+// each position; the held-out part is the file's tail and never overlaps a training window.
+TEST(Datasets, TextWindowsAndTheirNextBytes) {
+  char tmpl[] = "/tmp/dltune-text-XXXXXX";
+  const int fd = mkstemp(tmpl);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  std::string text;
+  for (int i = 0; i < 1000; ++i) text.push_back(static_cast<char>('a' + (i * 7) % 26));
+  ASSERT_TRUE(paths::write_file_atomic(tmpl, text).ok());
+  auto train = read_text(tmpl, 32, 0.1, true);
+  auto held = read_text(tmpl, 32, 0.1, false);
+  ASSERT_TRUE(train.ok() && held.ok()) << (train.ok() ? held.error() : train.error()).message();
+  EXPECT_EQ(train->shape, (recipes::Shape{32}));
+  EXPECT_EQ(train->label_width, 32);
+  EXPECT_EQ(train->classes, 256);
+  // 900 training bytes, windows of 33 bytes every 2: (900 - 33) / 2 + 1.
+  EXPECT_EQ(train->size, (900 - 33) / 2 + 1);
+  for (int64_t i : {int64_t{0}, int64_t{17}, train->size - 1}) {
+    const float* x = train->image(i);
+    const int32_t* y = train->label(i);
+    for (int t = 0; t < 32; ++t) {
+      ASSERT_EQ(static_cast<char>(x[t]), text[static_cast<size_t>(2 * i + t)]);
+      ASSERT_EQ(static_cast<char>(y[t]), text[static_cast<size_t>(2 * i + t + 1)]);
+    }
+  }
+  // The last training window ends before the held-out part starts.
+  EXPECT_LE(2 * (train->size - 1) + 33, 900);
+  EXPECT_EQ(static_cast<char>(held->image(0)[0]), text[900]);
+  auto entropy = unigram_entropy_bits(tmpl);
+  ASSERT_TRUE(entropy.ok());
+  EXPECT_NEAR(*entropy, std::log2(26.0), 0.01);  // 26 letters, nearly uniform
+  auto short_part = read_text(tmpl, 200, 0.1, false);
+  ASSERT_FALSE(short_part.ok());
+  EXPECT_NE(short_part.error().message().find("fewer than one sample"), std::string::npos);
+  unlink(tmpl);
+}
+
+TEST(Datasets, SyntheticCifarIsDeterministicAndBalanced) {
+  Dataset a = synthetic_cifar(500, 4), b = synthetic_cifar(500, 4), c = synthetic_cifar(500, 5);
+  EXPECT_EQ(a.shape, (recipes::Shape{3, 32, 32}));
+  EXPECT_EQ(a.images, b.images);
+  EXPECT_NE(a.images, c.images);
+  std::vector<int> per_class(10);
+  for (int32_t y : a.labels) ++per_class[static_cast<size_t>(y)];
+  for (int n : per_class) EXPECT_GT(n, 25);
+  // Normalised with CIFAR-10's statistics: roughly centred.
+  double mean = 0;
+  for (float v : a.images) mean += v;
+  EXPECT_LT(std::abs(mean / static_cast<double>(a.images.size())), 0.7);
 }
 
 }  // namespace

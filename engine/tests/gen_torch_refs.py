@@ -1,19 +1,32 @@
 #!/usr/bin/python3
-"""Generates engine/tests/data/torch_refs.json: forward and backward of each layer kind computed
-by PyTorch (Debian's python3-torch 1.13, CPU, float64 then rounded to float32), the independent
-implementation the engine's layers are compared with (engine/tests/torch_ref_test.cc).
+"""Writes the PyTorch reference fixtures the engine's numerics are checked against
+(engine/tests/torch_ref_test.cc), computed by Debian's python3-torch 1.13 on the CPU:
 
-Run with Debian's system interpreter (the pyenv one first on PATH has no torch):
+  data/torch_refs.json        every op's forward and backward on seeded inputs (float64, rounded
+                              to float32), as one-node (or small) graphs in dltune's graph JSON
+  data/step_resnet20.safetensors, data/step_gpt_tiny.safetensors
+                              one full training step of resnet20 (SGD, momentum, weight decay,
+                              batch norm in training mode) and of a small gpt-tiny (AdamW, clipping
+                              by global norm) from deterministic weights: the input batch, labels,
+                              loss and every parameter (and batch-norm statistic) after the step
+
+Run with Debian's system interpreter (a pyenv one first on PATH may have no torch):
     /usr/bin/python3 engine/tests/gen_torch_refs.py
-Each case stores its inputs (x, params, dout) so the C++ test needs no RNG agreement.
-Parameter layout matches the engine: weight (PyTorch's layout) then bias, flattened."""
+The networks are written here from their papers' definitions (He et al. 2016 option A, GPT-2
+as in nanoGPT), independently of dltune's graph builders: parameter names are the contract.
+The C++ side rebuilds the starting weights with the same formula (start_weights below)."""
 import json
+import math
 import os
 
 import torch
+import torch.nn as nn
 import torch.nn.functional as F
 
+import st_io
+
 torch.manual_seed(1234)
+HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 cases = []
 
 
@@ -21,58 +34,312 @@ def flat(t):
     return [float("%.9g" % v) for v in t.detach().reshape(-1).tolist()]
 
 
-def add(name, spec, in_dims, batch, fn, params=()):
-    x = torch.randn(batch, *in_dims, dtype=torch.float64, requires_grad=True)
-    ps = [p.detach().clone().double().requires_grad_(True) for p in params]
-    y = fn(x, *ps)
+def node(name, op, frm=None, **attrs):
+    n = {"name": name, "op": op}
+    if frm is not None:
+        n["from"] = frm
+    n.update(attrs)
+    return n
+
+
+def add(name, nodes, in_shape, batch, fn, params=(), state=(), train=True, tokens=None):
+    """fn(x, *params, state) -> y. params: [(tensor name, tensor)]; state: [(name, tensor)]
+    mutated by fn (batch-norm statistics)."""
+    if tokens is None:
+        x = torch.randn(batch, *in_shape, dtype=torch.float64, requires_grad=True)
+    else:
+        x = torch.randint(0, tokens, (batch, *in_shape)).double()
+    ps = [(n, p.detach().clone().double().requires_grad_(True)) for n, p in params]
+    st = [(n, s.detach().clone().double()) for n, s in state]
+    before = {n: flat(s) for n, s in st}
+    y = fn(x, *[p for _, p in ps], {n: s for n, s in st})
     dout = torch.randn_like(y)
     y.backward(dout)
-    cases.append({
-        "name": name, "spec": spec, "in_dims": list(in_dims), "batch": batch,
-        "x": flat(x), "params": flat(torch.cat([p.reshape(-1) for p in ps])) if ps else [],
-        "dout": flat(dout), "y": flat(y), "dx": flat(x.grad),
-        "dparams": flat(torch.cat([p.grad.reshape(-1) for p in ps])) if ps else [],
-    })
+    case = {
+        "name": name,
+        "graph": {"input": list(in_shape), "input_kind": "tokens" if tokens else "float",
+                  "nodes": nodes},
+        "batch": batch, "train": train,
+        "x": flat(x), "dout": flat(dout), "y": flat(y),
+        "params": {n: flat(p) for n, p in ps},
+        "grads": {n: flat(p.grad) for n, p in ps},
+        "state_before": before,
+        "state_after": {n: flat(s) for n, s in st},
+    }
+    if tokens is None:
+        case["dx"] = flat(x.grad)
+    cases.append(case)
 
 
-def conv(name, cin, cout, k, stride, pad, groups, hw):
+def conv(name, cin, cout, k, stride, pad, groups, hw, bias=True):
     w = torch.randn(cout, cin // groups, k, k) * 0.3
-    b = torch.randn(cout) * 0.1
-    add(name, {"kind": "conv2d", "out": cout, "kernel": k, "stride": stride, "pad": pad,
-               "groups": groups}, (cin, hw[0], hw[1]), 2,
-        lambda x, w_, b_: F.conv2d(x, w_, b_, stride=stride, padding=pad, groups=groups), (w, b))
+    params = [("op.weight", w)]
+    if bias:
+        params.append(("op.bias", torch.randn(cout) * 0.1))
+    add(name, [node("op", "conv2d", ["input"], out=cout, kernel=k, stride=stride, pad=pad,
+                    groups=groups, bias=bias)],
+        (cin, hw[0], hw[1]), 2,
+        lambda x, w_, *rest: F.conv2d(x, w_, rest[0] if bias else None, stride=stride,
+                                      padding=pad, groups=groups), params)
 
 
-add("linear", {"kind": "linear", "out": 7}, (3, 2, 2), 3,
-    lambda x, w, b: F.linear(x.reshape(x.shape[0], -1), w, b),
-    (torch.randn(7, 12) * 0.3, torch.randn(7) * 0.1))
+# ---- The 2012 set -------------------------------------------------------------------------
+add("linear_flatten", [node("op", "linear", ["input"], out=7, flatten=True)], (3, 2, 2), 3,
+    lambda x, w, b, s: F.linear(x.reshape(x.shape[0], -1), w, b),
+    [("op.weight", torch.randn(7, 12) * 0.3), ("op.bias", torch.randn(7) * 0.1)])
+add("linear_last_dim_no_bias", [node("op", "linear", ["input"], out=5, bias=False)], (4, 6), 2,
+    lambda x, w, s: F.linear(x, w), [("op.weight", torch.randn(5, 6) * 0.3)])
 conv("conv", 3, 4, 3, 1, 0, 1, (6, 5))
 conv("conv_stride_pad", 2, 3, 3, 2, 1, 1, (7, 6))
 conv("conv_groups", 4, 6, 3, 1, 1, 2, (5, 5))
 conv("conv_alexnet_like", 3, 4, 5, 3, 2, 1, (11, 11))
-add("maxpool", {"kind": "maxpool", "kernel": 3, "stride": 2}, (2, 7, 7), 2,
-    lambda x: F.max_pool2d(x, 3, 2))
-add("avgpool", {"kind": "avgpool", "kernel": 2, "stride": 2}, (3, 6, 6), 2,
-    lambda x: F.avg_pool2d(x, 2, 2))
-add("relu", {"kind": "relu"}, (3, 4, 4), 2, lambda x: F.relu(x))
-add("lrn", {"kind": "lrn", "size": 5, "alpha": 0.5, "beta": 0.75, "k": 1.0}, (7, 3, 3), 2,
-    lambda x: F.local_response_norm(x, 5, alpha=0.5, beta=0.75, k=1.0))
-add("lrn_alexnet", {"kind": "lrn", "size": 5, "alpha": 1e-4, "beta": 0.75, "k": 1.0}, (6, 3, 3),
-    2, lambda x: F.local_response_norm(x * 10, 5, alpha=1e-4, beta=0.75, k=1.0) / 10)
-# The alexnet LRN case feeds x*10 (typical activation scale); undo the scaling in the test.
-cases[-1]["input_scale"] = 10.0
+conv("conv_no_bias", 3, 4, 3, 1, 1, 1, (5, 6), bias=False)
+conv("conv_pointwise", 6, 5, 1, 1, 0, 1, (4, 3), bias=False)
+conv("conv_pointwise_strided", 6, 5, 1, 2, 0, 1, (5, 5), bias=False)
+conv("conv_one_channel_direct", 1, 3, 5, 1, 2, 1, (6, 11))
+add("maxpool", [node("op", "maxpool", ["input"], kernel=3, stride=2)], (2, 7, 7), 2,
+    lambda x, s: F.max_pool2d(x, 3, 2))
+add("maxpool_ceil_pad", [node("op", "maxpool", ["input"], kernel=3, stride=2, pad=1,
+                              ceil_mode=True)], (2, 8, 8), 2,
+    lambda x, s: F.max_pool2d(x, 3, 2, 1, ceil_mode=True))
+add("maxpool_googlenet_ceil", [node("op", "maxpool", ["input"], kernel=3, stride=2,
+                                    ceil_mode=True)], (2, 14, 14), 2,
+    lambda x, s: F.max_pool2d(x, 3, 2, ceil_mode=True))
+add("avgpool", [node("op", "avgpool", ["input"], kernel=2, stride=2)], (3, 6, 6), 2,
+    lambda x, s: F.avg_pool2d(x, 2, 2))
+add("avgpool_ceil_no_pad_count", [node("op", "avgpool", ["input"], kernel=3, stride=2, pad=1,
+                                       ceil_mode=True, count_include_pad=False)], (2, 8, 7), 2,
+    lambda x, s: F.avg_pool2d(x, 3, 2, 1, ceil_mode=True, count_include_pad=False))
+add("avgpool_ceil_pad_count", [node("op", "avgpool", ["input"], kernel=3, stride=2, pad=1,
+                                    ceil_mode=True)], (2, 8, 7), 2,
+    lambda x, s: F.avg_pool2d(x, 3, 2, 1, ceil_mode=True))
+add("adaptive_avgpool", [node("op", "adaptive_avgpool", ["input"], out_h=3, out_w=2)],
+    (2, 7, 5), 2, lambda x, s: F.adaptive_avg_pool2d(x, (3, 2)))
+add("adaptive_avgpool_upsample", [node("op", "adaptive_avgpool", ["input"], out_h=7, out_w=7)],
+    (2, 2, 3), 2, lambda x, s: F.adaptive_avg_pool2d(x, (7, 7)))
+add("relu", [node("op", "relu", ["input"])], (3, 4, 4), 2, lambda x, s: F.relu(x))
+add("lrn", [node("op", "lrn", ["input"], size=5, alpha=0.5, beta=0.75, k=1.0)], (7, 3, 3), 2,
+    lambda x, s: F.local_response_norm(x, 5, alpha=0.5, beta=0.75, k=1.0))
+add("flatten", [node("op", "flatten", ["input"])], (2, 3, 3), 2, lambda x, s: x.reshape(2, -1))
 
-# Softmax cross-entropy (mean over the batch).
-z = torch.randn(4, 10, dtype=torch.float64, requires_grad=True) * 3
-z.retain_grad()
+# ---- Graph ops ------------------------------------------------------------------------------
+C = 4
+bn_params = [("op.weight", torch.rand(C) + 0.5), ("op.bias", torch.randn(C) * 0.1)]
+bn_state = [("op.running_mean", torch.randn(C) * 0.1), ("op.running_var", torch.rand(C) + 0.5),
+            ("op.num_batches_tracked", torch.tensor([3.0]))]
+
+
+def batchnorm(x, w, b, s, train):
+    y = F.batch_norm(x, s["op.running_mean"], s["op.running_var"], w, b, training=train,
+                     momentum=0.1, eps=1e-5)
+    if train:
+        s["op.num_batches_tracked"] += 1
+    return y
+
+
+add("batchnorm_train", [node("op", "batchnorm", ["input"])], (C, 3, 2), 3,
+    lambda x, w, b, s: batchnorm(x, w, b, s, True), bn_params, bn_state)
+add("batchnorm_eval", [node("op", "batchnorm", ["input"])], (C, 3, 2), 3,
+    lambda x, w, b, s: batchnorm(x, w, b, s, False), bn_params, bn_state, train=False)
+add("batchnorm_googlenet_eps", [node("op", "batchnorm", ["input"], eps=0.001)], (C, 2, 2), 2,
+    lambda x, w, b, s: F.batch_norm(x, s["op.running_mean"], s["op.running_var"], w, b, True,
+                                    0.1, 0.001), bn_params, bn_state[:2])
+cases[-1]["state_after"]["op.num_batches_tracked"] = [4.0]
+cases[-1]["state_before"]["op.num_batches_tracked"] = [3.0]
+add("layernorm", [node("op", "layernorm", ["input"])], (3, 6), 2,
+    lambda x, w, b, s: F.layer_norm(x, (6,), w, b, 1e-5),
+    [("op.weight", torch.rand(6) + 0.5), ("op.bias", torch.randn(6) * 0.1)])
+add("gelu_tanh", [node("op", "gelu", ["input"])], (3, 7), 2,
+    lambda x, s: F.gelu(x, approximate="tanh"))
+wa, wb = torch.randn(3, 2, 3, 3) * 0.3, torch.randn(3, 2, 1, 1) * 0.3
+add("add_two_branches", [node("a", "conv2d", ["input"], out=3, kernel=3, pad=1, bias=False),
+                         node("b", "conv2d", ["input"], out=3, kernel=1, bias=False),
+                         node("sum", "add", ["a", "b"])], (2, 4, 4), 2,
+    lambda x, a, b, s: F.conv2d(x, a, padding=1) + F.conv2d(x, b),
+    [("a.weight", wa), ("b.weight", wb)])
+wc = torch.randn(2, 2, 1, 1) * 0.3
+add("concat_inception_like",
+    [node("a", "conv2d", ["input"], out=3, kernel=3, pad=1, bias=False),
+     node("p", "maxpool", ["input"], kernel=3, stride=1, pad=1, ceil_mode=True),
+     node("b", "conv2d", ["p"], out=2, kernel=1, bias=False),
+     node("cat", "concat", ["a", "b", "input"])], (2, 5, 5), 2,
+    lambda x, a, b, s: torch.cat([F.conv2d(x, a, padding=1),
+                                  F.conv2d(F.max_pool2d(x, 3, 1, 1, ceil_mode=True), b), x], 1),
+    [("a.weight", wa), ("b.weight", wc)])
+add("pad_channels_option_a", [node("op", "pad_channels", ["input"], out=8, stride=2)],
+    (4, 6, 5), 2, lambda x, s: F.pad(x[:, :, ::2, ::2], (0, 0, 0, 0, 2, 2)))
+add("embedding", [node("op", "embedding", ["input"], vocab=9, out=5)], (6,), 2,
+    lambda x, w, s: F.embedding(x.long(), w), [("op.weight", torch.randn(9, 5))], tokens=9)
+add("position_embedding", [node("op", "position_embedding", ["input"], context=7)], (5, 3), 2,
+    lambda x, w, s: x + w[:5], [("op.weight", torch.randn(7, 3))])
+
+
+def causal_attention(x, heads):
+    # nanoGPT's CausalSelfAttention without the projections: x (B, T, 3C) of q, k, v.
+    B, T, C3 = x.shape
+    Cw = C3 // 3
+    q, k, v = x.split(Cw, dim=2)
+    q = q.view(B, T, heads, Cw // heads).transpose(1, 2)
+    k = k.view(B, T, heads, Cw // heads).transpose(1, 2)
+    v = v.view(B, T, heads, Cw // heads).transpose(1, 2)
+    att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+    mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
+    att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
+    return (att @ v).transpose(1, 2).contiguous().view(B, T, Cw)
+
+
+add("attention_causal", [node("op", "attention", ["input"], heads=2)], (6, 12), 2,
+    lambda x, s: causal_attention(x, 2))
+
+# Softmax cross-entropy, over a batch and over a batch of sequences (mean over all positions).
+z = (torch.randn(4, 10, dtype=torch.float64) * 3).requires_grad_(True)
 labels = torch.tensor([3, 0, 9, 5])
 loss = F.cross_entropy(z, labels)
 loss.backward()
 loss_case = {"logits": flat(z), "labels": labels.tolist(), "loss": float(loss),
              "dlogits": flat(z.grad)}
+zs = (torch.randn(2, 5, 7, dtype=torch.float64) * 2).requires_grad_(True)
+ls = torch.randint(0, 7, (2, 5))
+seq_loss = F.cross_entropy(zs.reshape(-1, 7), ls.reshape(-1))
+seq_loss.backward()
+seq_case = {"logits": flat(zs), "labels": ls.reshape(-1).tolist(), "loss": float(seq_loss),
+            "dlogits": flat(zs.grad), "batch": 2, "positions": 5, "classes": 7}
 
-out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "torch_refs.json")
+
+# ---- One training step of whole networks ----------------------------------------------------
+class CifarBlock(nn.Module):
+    def __init__(self, inp, planes, stride):
+        super().__init__()
+        self.conv1 = nn.Conv2d(inp, planes, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(planes)
+        self.conv2 = nn.Conv2d(planes, planes, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(planes)
+        self.pad = (planes - inp) // 2 if (stride != 1 or inp != planes) else None
+
+    def forward(self, x):
+        out = F.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        sc = x if self.pad is None else F.pad(x[:, :, ::2, ::2], (0, 0, 0, 0, self.pad, self.pad))
+        return F.relu(out + sc)
+
+
+class CifarResNet(nn.Module):  # He et al. 2016, section 4.2, option A shortcuts
+    def __init__(self, depth, classes=10):
+        super().__init__()
+        n = (depth - 2) // 6
+        self.conv1 = nn.Conv2d(3, 16, 3, 1, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(16)
+        inp = 16
+        for stage, planes in enumerate([16, 32, 64]):
+            blocks = []
+            for i in range(n):
+                blocks.append(CifarBlock(inp, planes, 2 if (i == 0 and stage > 0) else 1))
+                inp = planes
+            setattr(self, "layer%d" % (stage + 1), nn.Sequential(*blocks))
+        self.fc = nn.Linear(64, classes)
+
+    def forward(self, x):
+        out = F.relu(self.bn1(self.conv1(x)))
+        out = self.layer3(self.layer2(self.layer1(out)))
+        return self.fc(F.adaptive_avg_pool2d(out, 1).flatten(1))
+
+
+class Block(nn.Module):  # GPT-2 / nanoGPT
+    def __init__(self, C, heads):
+        super().__init__()
+        self.heads = heads
+        self.ln_1 = nn.LayerNorm(C)
+        self.attn = nn.Module()
+        self.attn.c_attn = nn.Linear(C, 3 * C)
+        self.attn.c_proj = nn.Linear(C, C)
+        self.ln_2 = nn.LayerNorm(C)
+        self.mlp = nn.Module()
+        self.mlp.c_fc = nn.Linear(C, 4 * C)
+        self.mlp.c_proj = nn.Linear(4 * C, C)
+
+    def forward(self, x):
+        x = x + self.attn.c_proj(causal_attention(self.attn.c_attn(self.ln_1(x)), self.heads))
+        return x + self.mlp.c_proj(F.gelu(self.mlp.c_fc(self.ln_2(x)), approximate="tanh"))
+
+
+class Gpt(nn.Module):
+    def __init__(self, vocab, context, C, blocks, heads):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, C)
+        self.wpe = nn.Embedding(context, C)
+        self.h = nn.ModuleList([Block(C, heads) for _ in range(blocks)])
+        self.ln_f = nn.LayerNorm(C)
+        self.lm_head = nn.Linear(C, vocab, bias=False)
+        self.lm_head.weight = self.wte.weight  # tied
+
+    def forward(self, idx):
+        T = idx.shape[1]
+        x = self.wte(idx) + self.wpe.weight[:T]
+        for b in self.h:
+            x = b(x)
+        return self.lm_head(self.ln_f(x))
+
+
+def start_weights(model):
+    """Deterministic starting weights the C++ test rebuilds: element i of tensor NAME holds
+    scale * sin(0.37 i + 0.61 k) + offset with k = the sum of NAME's bytes mod 101, scale
+    1/sqrt(fan-in) for weights of rank >= 2 and 0.1 for the rest, offset 1 for normalisation
+    scales (1-D .weight) and running variances. A tied tensor is written under each of its
+    names in turn; the C++ side uses the name dltune gives it (wte.weight, the last here)."""
+    sd = model.state_dict()
+    for name in sorted(sd):
+        k = sum(name.encode()) % 101
+        t = sd[name]
+        if name.endswith("num_batches_tracked"):
+            continue
+        i = torch.arange(t.numel(), dtype=torch.float64)
+        scale = 1.0 / math.sqrt(t[0].numel()) if t.dim() >= 2 else 0.1
+        offset = 1.0 if (name.endswith(".weight") and t.dim() == 1) or name.endswith(
+            "running_var") else 0.0
+        t.copy_((scale * torch.sin(0.37 * i + 0.61 * k) + offset).reshape(t.shape))
+
+
+def train_step(path, model, x, y, make_opt, clip, meta):
+    start_weights(model)
+    model.train()
+    opt = make_opt(model.parameters())
+    logits = model(x)
+    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+    opt.zero_grad()
+    loss.backward()
+    if clip:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+    opt.step()
+    tensors = {"input": x.float() if x.dtype != torch.long else x, "labels": y}
+    for name, t in model.state_dict().items():
+        if name == "lm_head.weight":
+            continue  # tied: the same tensor as wte.weight
+        tensors["after." + name] = t
+    meta = dict(meta, loss="%.9g" % loss.item(), generator="torch " + torch.__version__)
+    st_io.write(path, tensors, meta)
+
+
+torch.manual_seed(7)
+resnet = CifarResNet(20)
+train_step(os.path.join(HERE, "step_resnet20.safetensors"), resnet,
+           torch.randn(4, 3, 32, 32), torch.tensor([3, 7, 0, 9]),
+           lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, weight_decay=5e-4), None,
+           {"model": "resnet20", "optimizer": "sgd", "lr": "0.1", "momentum": "0.9",
+            "weight_decay": "5e-4"})
+# AdamW's first step moves a weight by lr g / (|g| + eps): for a gradient that is rounding noise
+# (the key biases': softmax ignores a constant added to a row of scores) eps 1e-8 would make the
+# update noise too, so this step uses eps 1e-6.
+gpt = Gpt(vocab=256, context=32, C=64, blocks=2, heads=4)
+tokens = torch.randint(0, 256, (2, 33))
+train_step(os.path.join(HERE, "step_gpt_tiny.safetensors"), gpt, tokens[:, :32], tokens[:, 1:],
+           lambda p: torch.optim.AdamW(p, lr=1e-3, betas=(0.9, 0.95), eps=1e-6, weight_decay=0.1),
+           1.0, {"model": "gpt-tiny", "optimizer": "adamw", "lr": "1e-3", "beta1": "0.9",
+                 "beta2": "0.95", "eps": "1e-6", "weight_decay": "0.1", "clip": "1.0",
+                 "blocks": "2", "width": "64", "heads": "4", "context": "32", "vocab": "256"})
+
+out = os.path.join(HERE, "torch_refs.json")
 with open(out, "w") as f:
-    json.dump({"generator": "torch " + torch.__version__, "layers": cases,
-               "softmax_cross_entropy": loss_case}, f)
-print("wrote", out, os.path.getsize(out), "bytes")
+    json.dump({"generator": "torch " + torch.__version__, "ops": cases,
+               "softmax_cross_entropy": loss_case, "sequence_cross_entropy": seq_case}, f)
+for name in ("torch_refs.json", "step_resnet20.safetensors", "step_gpt_tiny.safetensors"):
+    print("wrote", name, os.path.getsize(os.path.join(HERE, name)), "bytes")

@@ -1,59 +1,92 @@
-// Built-in models: exact parameter counts of the Caffe definitions and clear errors for specs
-// that do not fit together.
-#include "engine/models.h"
+// Built-in models through the executor: exact parameter counts (Caffe's definitions,
+// torchvision's), the shapes every node produces, the backward plan's buffer reuse, and clear
+// errors for graphs that do not fit together.
+#include <cmath>
 
 #include <gtest/gtest.h>
+
+#include "engine/graph/model.h"
+#include "recipes/model/builtins.h"
 
 namespace dltune::engine {
 namespace {
 
-int64_t count(const std::string& name) {
-  auto spec = builtin_model(name);
-  EXPECT_TRUE(spec.ok());
-  auto m = Model::build(*spec);
+Model build(const std::string& name, recipes::BuiltinOptions o = {}) {
+  auto g = recipes::builtin_graph(name, o);
+  EXPECT_TRUE(g.has_value()) << name;
+  auto m = Model::build(*g, name);
   EXPECT_TRUE(m.ok()) << (m.ok() ? "" : m.error().message());
-  return m.ok() ? m->num_params() : -1;
+  return std::move(*m);
 }
 
 TEST(Models, ParameterCounts) {
-  EXPECT_EQ(count("lenet"), 431080);      // caffe_lenet.prototxt
-  EXPECT_EQ(count("alexnet"), 60965224);  // caffe_bvlc_alexnet_deploy.prototxt
-  EXPECT_EQ(count("mlp"), 535818);
-  EXPECT_EQ(count("lenet5"), 61706);
-  EXPECT_GT(count("cifar"), 0);
+  EXPECT_EQ(build("lenet").num_params(), 431080);      // caffe_lenet.prototxt
+  EXPECT_EQ(build("alexnet").num_params(), 60965224);  // caffe_bvlc_alexnet_deploy.prototxt
+  EXPECT_EQ(build("mlp").num_params(), 535818);
+  EXPECT_EQ(build("lenet5").num_params(), 61706);
+  EXPECT_EQ(build("resnet50").num_params(), 25557032);  // torchvision 0.14
+  EXPECT_EQ(build("resnet20").num_params(), 269722);
+  EXPECT_EQ(build("gpt2-small").num_params(), 124439808);
 }
 
-TEST(Models, UnknownNameListsBuiltins) {
-  auto r = builtin_model("resnet");
-  ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.error().message().find("lenet5"), std::string::npos) << r.error().message();
+TEST(Models, BatchNormStateIsKeptApartFromParameters) {
+  Model m = build("resnet20");
+  // 19 batch norms of 16, 32 or 64 channels: running mean and variance each, plus a counter.
+  EXPECT_EQ(m.info().state.size(), 19u * 3);
+  EXPECT_EQ(m.num_state(), 2 * (16 * 7 + 32 * 6 + 64 * 6) + 19);
+  m.init_params(1);
+  int64_t n = 0;
+  const float* var = m.find_tensor("layer2.0.bn1.running_var", &n);
+  ASSERT_NE(var, nullptr);
+  EXPECT_EQ(n, 32);
+  EXPECT_EQ(var[0], 1.0f);
 }
 
-TEST(Models, BadSpecsAreRejectedWithTheLayerNamed) {
-  ModelSpec s{"bad", {3, 8, 8}, 10, {LayerSpec::conv(4, 3, 1, 0, 2)}};
-  auto m = Model::build(s);
+TEST(Models, BadGraphsAreRejectedWithTheNodeNamed) {
+  recipes::Graph g;
+  g.input = {3, 8, 8};
+  recipes::OpAttrs c;
+  c.out = 4, c.kernel = 3, c.groups = 2;
+  g.nodes = {{"c1", recipes::OpKind::kConv2d, c, {}}};
+  auto m = Model::build(g, "bad");
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.error().kind(), ErrorKind::kInvalidInput);
-  EXPECT_NE(m.error().message().find("layer 0 (conv2d)"), std::string::npos);
-  EXPECT_NE(m.error().message().find("divisible by groups=2"), std::string::npos);
-
-  s.layers = {LayerSpec::conv(4, 9)};
-  m = Model::build(s);
+  EXPECT_NE(m.error().message().find("node 'c1' (conv2d)"), std::string::npos)
+      << m.error().message();
+  EXPECT_NE(m.error().message().find("groups 2 must divide"), std::string::npos);
+  g.nodes[0].attrs.groups = 1;
+  g.nodes[0].attrs.kernel = 9;
+  m = Model::build(g, "bad");
   ASSERT_FALSE(m.ok());
   EXPECT_NE(m.error().message().find("does not fit"), std::string::npos);
-
-  s.layers = {LayerSpec::flatten(), LayerSpec::linear(7)};
-  m = Model::build(s);
-  ASSERT_FALSE(m.ok());
-  EXPECT_NE(m.error().message().find("10 classes"), std::string::npos);
 }
 
 TEST(Models, ForwardShapesOnAlexnetSizedInput) {
-  auto spec = builtin_model("alexnet");
-  auto m = Model::build(*spec);
-  ASSERT_TRUE(m.ok());
-  EXPECT_EQ(m->layer(0).out_dims(), (Dims{96, 55, 55}));
-  EXPECT_EQ(m->layer(14).out_dims(), (Dims{256, 6, 6}));
+  Model m = build("alexnet");
+  EXPECT_EQ(m.info().outputs[0], (recipes::Shape{96, 55, 55}));
+  EXPECT_EQ(m.info().outputs[14], (recipes::Shape{256, 6, 6}));
+}
+
+// A deep network needs only a few activation-gradient buffers: each lives from its first
+// reader's backward to its producer's.
+TEST(Models, BackwardReusesGradientBuffers) {
+  Model m = build("resnet110");
+  BackwardPlan p = plan_backward(m.info());
+  EXPECT_LE(p.slot_floats.size(), 6u) << "a CIFAR ResNet needs a handful of slots";
+  Model chain = build("alexnet");
+  EXPECT_EQ(plan_backward(chain.info()).slot_floats.size(), 2u);  // the old ping-pong pair
+}
+
+TEST(Models, ResnetForwardRunsOnAnyLargeEnoughInput) {
+  recipes::BuiltinOptions o;
+  o.input = {3, 64, 64};
+  o.classes = 10;
+  Model m = build("resnet18", o);
+  m.init_params(3);
+  m.reserve(2);
+  std::vector<float> x(static_cast<size_t>(2 * m.input_numel()), 0.5f);
+  const float* y = m.forward(x.data(), 2, false);
+  for (int i = 0; i < 20; ++i) EXPECT_TRUE(std::isfinite(y[i]));
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // Recipe + Plan -> TrainConfig (engine/recipe_config.h), for every bundled recipe, plus the
 // TrainConfig pieces it needs: custom layer lists, synthetic-imagenet, the recipe schedule.
-#include "engine/recipe_config.h"
+#include "engine/train/recipe_config.h"
 
 #include <filesystem>
 
@@ -8,9 +8,10 @@
 #include <unistd.h>
 
 #include "common/paths.h"
-#include "engine/dataset.h"
-#include "engine/model.h"
-#include "engine/trainer.h"
+#include "engine/data/dataset.h"
+#include "engine/graph/model.h"
+#include "engine/train/trainer.h"
+#include "recipes/model/builtins.h"
 
 namespace dltune::engine {
 namespace {
@@ -59,7 +60,8 @@ TEST(RecipeConfig, QuickstartMapsToLenetOnSyntheticDigits) {
   auto c = train_config_from(r, default_plan(1, 2, 64, Algorithm::kRing), 2);
   ASSERT_TRUE(c.ok()) << c.error().message();
   EXPECT_EQ(c->model, "lenet");
-  EXPECT_TRUE(c->layers.empty());  // the engine's built-in lenet is the same network
+  EXPECT_EQ(recipes::describe_graph(c->graph),
+            recipes::describe_graph(*recipes::builtin_graph("lenet", {})));
   EXPECT_EQ(c->data, "synthetic");
   EXPECT_EQ(c->train_size, 18000);
   EXPECT_EQ(c->heldout_size, 2000);
@@ -86,9 +88,9 @@ TEST(RecipeConfig, AlexnetUsesSyntheticImagenet) {
   auto c = train_config_from(r, default_plan(1, 4, 16, Algorithm::kRing), 4);
   ASSERT_TRUE(c.ok()) << c.error().message();
   EXPECT_EQ(c->model, "alexnet");
-  EXPECT_TRUE(c->layers.empty());
+  EXPECT_EQ(c->graph.nodes.size(), 22u);
   EXPECT_EQ(c->data, "synthetic-imagenet");
-  EXPECT_EQ(c->input, (Dims{3, 227, 227}));
+  EXPECT_EQ(c->input, (recipes::Shape{3, 227, 227}));
   EXPECT_EQ(c->classes, 1000);
   EXPECT_EQ(c->heldout_size + c->train_size, 2048);
   EXPECT_EQ(c->heldout_size, 205);  // 10 % of 2048, rounded
@@ -109,8 +111,7 @@ TEST(RecipeConfig, CifarCnnIsALayerListAndEpochsCountFileSamples) {
   auto c = train_config_from(r, plan, 2);
   ASSERT_TRUE(c.ok()) << c.error().message();
   EXPECT_EQ(c->model, "cifar-cnn");
-  ASSERT_FALSE(c->layers.empty());  // the engine has no built-in cifar10_quick
-  EXPECT_EQ(c->input, (Dims{3, 32, 32}));
+  EXPECT_EQ(c->input, (recipes::Shape{3, 32, 32}));
   EXPECT_EQ(c->classes, 10);
   EXPECT_EQ(c->data, "cifar10:" + (t.dir / "data/cifar10").string());
   EXPECT_EQ(*train_samples(r), 300);
@@ -119,11 +120,11 @@ TEST(RecipeConfig, CifarCnnIsALayerListAndEpochsCountFileSamples) {
   EXPECT_EQ(c->global_batch_for(2), 128);
   EXPECT_EQ(c->schedule, "step");
   EXPECT_EQ(c->step_size, 1500);
-  // The converted layers build the same network the recipe describes (145,578 parameters).
-  auto m = Model::build(ModelSpec{c->model, c->input, c->classes, c->layers});
+  // The graph builds the same network the recipe describes (145,578 parameters).
+  auto m = Model::build(c->graph, c->model);
   ASSERT_TRUE(m.ok()) << m.error().message();
   EXPECT_EQ(m->num_params(), 145578);
-  // And the JSON form carries the layer list.
+  // And the JSON form carries the graph.
   auto back = parse_train_config(to_json(*c));
   ASSERT_TRUE(back.ok()) << back.error().message();
   EXPECT_EQ(to_json(*back), to_json(*c));
@@ -185,7 +186,7 @@ TEST(RecipeConfig, AHeldoutShareOfFileDataSplitsTheTrainingFiles) {
   EXPECT_DOUBLE_EQ(test_files->heldout_split, 0.0);
   auto bad = parse_train_config(R"({"data": "synthetic", "heldout_split": 0.1})");
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.error().message().find("mnist / cifar10 data only"), std::string::npos);
+  EXPECT_NE(bad.error().message().find("mnist / cifar10 / text data only"), std::string::npos);
   EXPECT_FALSE(parse_train_config(R"({"data": "mnist:/x", "heldout_split": 0.7})").ok());
 }
 
@@ -295,11 +296,11 @@ TEST(TrainConfigExtensions, ScheduleFromZeroAndCosineFloor) {
   EXPECT_NEAR(learning_rate(c, 64, 60), 0.055, 1e-12);  // half way down to the floor
   EXPECT_NEAR(learning_rate(c, 64, 110), 0.01, 1e-12);
 
-  for (const char* bad : {R"({"layers": [{"kind": "conv2d", "out": 4}]})",  // no input/classes
-                          R"({"layers": [{"kind": "pool"}], "input": [1], "classes": 2})",
-                          R"({"layers": [{"kind": "linear", "outs": 2}], "input": [4],
-                              "classes": 2})",
-                          R"({"input": [1, 2]})", R"({"min_lr": -1})"}) {
+  for (const char* bad :
+       {R"({"graph": {"input": [4], "nodes": [{"name": "a", "op": "pool"}]}})",
+        R"({"graph": {"input": [4], "nodes": [{"name": "a", "op": "linear", "outs": 2}]}})",
+        R"({"graph": {"input": [4], "nodes": [{"op": "relu"}]}})", R"({"input": [1, -2]})",
+        R"({"min_lr": -1})", R"({"optimizer": "lamb"})", R"({"beta2": 1})"}) {
     auto r = parse_train_config(bad);
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_EQ(r.error().kind(), ErrorKind::kInvalidInput) << r.error().message();
@@ -309,10 +310,16 @@ TEST(TrainConfigExtensions, ScheduleFromZeroAndCosineFloor) {
 TEST(TrainConfigExtensions, CustomLayersTrainOnSyntheticImages) {
   TrainConfig c;
   c.model = "tiny";
-  c.input = Dims{3, 8, 8};
+  c.input = {3, 8, 8};
   c.classes = 5;
-  c.layers = {LayerSpec::conv(4, 3, 1, 1), LayerSpec::relu(), LayerSpec::maxpool(2, 2),
-              LayerSpec::linear(5)};
+  recipes::OpAttrs conv, pool, fc;
+  conv.out = 4, conv.kernel = 3, conv.pad = 1;
+  pool.kernel = 2, pool.stride = 2;
+  fc.out = 5;
+  c.graph = recipes::chain_graph({3, 8, 8}, {{"", recipes::OpKind::kConv2d, conv, {}},
+                                             {"", recipes::OpKind::kRelu, {}, {}},
+                                             {"", recipes::OpKind::kMaxPool, pool, {}},
+                                             {"", recipes::OpKind::kLinear, fc, {}}});
   c.data = "synthetic-imagenet";
   c.global_batch = 8;
   c.steps = 3;
@@ -320,7 +327,7 @@ TEST(TrainConfigExtensions, CustomLayersTrainOnSyntheticImages) {
   ASSERT_TRUE(parsed.ok()) << parsed.error().message();
   auto train = load_dataset(parsed->data, true, 32, 1, parsed->input, parsed->classes);
   ASSERT_TRUE(train.ok()) << train.error().message();
-  EXPECT_EQ(train->dims, (Dims{3, 8, 8}));
+  EXPECT_EQ(train->shape, (recipes::Shape{3, 8, 8}));
   EXPECT_EQ(train->size, 32);
   for (int32_t y : train->labels) EXPECT_TRUE(y >= 0 && y < 5);
   for (float x : train->images) ASSERT_TRUE(x >= -1.0f && x < 1.0f);
@@ -331,13 +338,13 @@ TEST(TrainConfigExtensions, CustomLayersTrainOnSyntheticImages) {
   EXPECT_NE(held->images, train->images);
   auto t = Trainer::create(*parsed, nullptr, *train, nullptr);
   ASSERT_TRUE(t.ok()) << t.error().message();
-  EXPECT_EQ((*t)->model().spec().name, "tiny");
+  EXPECT_EQ((*t)->model().name(), "tiny");
   EXPECT_EQ((*t)->model().num_params(), (4 * 3 * 9 + 4) + (4 * 4 * 4 * 5 + 5));
   for (int i = 0; i < 3; ++i) ASSERT_TRUE((*t)->step().ok());
   // A default synthetic-imagenet is 3x224x224 with 1000 classes.
   auto def = load_dataset("synthetic-imagenet", true, 2, 1);
   ASSERT_TRUE(def.ok());
-  EXPECT_EQ(def->dims, (Dims{3, 224, 224}));
+  EXPECT_EQ(def->shape, (recipes::Shape{3, 224, 224}));
   EXPECT_EQ(def->classes, 1000);
 }
 

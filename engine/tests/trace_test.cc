@@ -1,5 +1,5 @@
 // Chrome traces: the per-rank parts a training run writes and merge_traces().
-#include "engine/trace.h"
+#include "engine/train/trace.h"
 
 #include <filesystem>
 #include <map>
@@ -9,8 +9,8 @@
 #include <unistd.h>
 
 #include "common/paths.h"
-#include "engine/dataset.h"
-#include "engine/trainer.h"
+#include "engine/data/dataset.h"
+#include "engine/train/trainer.h"
 
 namespace dltune::engine {
 namespace {

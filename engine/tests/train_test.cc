@@ -6,11 +6,12 @@
 #include <unistd.h>
 
 #include "common/paths.h"
-#include "engine/checkpoint.h"
-#include "engine/metrics.h"
-#include "engine/optimizer.h"
-#include "engine/train_config.h"
-#include "engine/trainer.h"
+#include "engine/io/checkpoint.h"
+#include "engine/optim/optimizer.h"
+#include "engine/train/metrics.h"
+#include "engine/train/train_config.h"
+#include "engine/train/trainer.h"
+#include "recipes/model/builtins.h"
 
 namespace dltune::engine {
 namespace {
@@ -80,6 +81,30 @@ TEST(Sgd, MomentumAndWeightDecayMatchTheFormula) {
   sgd.step(w, g, 0.1f);  // v = 0.9 v + g + 0.1 w
   const float v0 = 0.9f * 0.6f + 0.5f + 0.1f * 0.94f;
   EXPECT_NEAR(w[0], 0.94f - 0.1f * v0, 1e-6);
+}
+
+TEST(AdamW, MatchesTheFormulaWithDecoupledDecay) {
+  AdamW adam(1, 0.9f, 0.99f, 1e-8f, 0.1f);
+  float w = 2.0f;
+  const float g = 0.5f;
+  adam.step(&w, &g, 0.01f);
+  // t = 1: m = 0.05, v = 0.0025; mhat = 0.5, vhat = 0.25; w = 2 (1 - 0.001) - 0.01 * 0.5 / 0.5
+  EXPECT_NEAR(w, 2.0f * 0.999f - 0.01f, 1e-6);
+  adam.step(&w, &g, 0.01f);
+  const double m = 0.9 * 0.05 + 0.1 * 0.5, v = 0.99 * 0.0025 + 0.01 * 0.25;
+  const double mhat = m / (1 - 0.81), vhat = v / (1 - 0.9801);
+  const double want = (2.0 * 0.999 - 0.01) * 0.999 - 0.01 * mhat / (std::sqrt(vhat) + 1e-8);
+  EXPECT_NEAR(w, want, 1e-6);
+  EXPECT_EQ(adam.steps(), 2);
+}
+
+TEST(ClipGradNorm, ScalesToTheMaximumOnlyWhenAbove) {
+  float g[2] = {3.0f, 4.0f};
+  EXPECT_NEAR(clip_grad_norm(g, 2, 10.0), 5.0, 1e-9);
+  EXPECT_EQ(g[0], 3.0f);
+  EXPECT_NEAR(clip_grad_norm(g, 2, 1.0), 5.0, 1e-9);
+  EXPECT_NEAR(g[0], 0.6f, 1e-6);
+  EXPECT_NEAR(g[1], 0.8f, 1e-6);
 }
 
 TrainConfig small_config() {
@@ -160,6 +185,52 @@ TEST(Checkpoint, ResumeIsExact) {
   EXPECT_NE(s3.error().message().find("of model 'lenet5'"), std::string::npos);
 }
 
+// A residual network with batch norm trained by AdamW with clipping: the checkpoint carries the
+// running statistics and both moments, so a resumed run ends bit for bit where one straight run
+// ends.
+TEST(Checkpoint, ResumeIsExactWithBatchNormAndAdamW) {
+  TrainConfig c;
+  c.model = "resnet20";
+  c.data = "synthetic-cifar";
+  c.train_size = 64;
+  c.heldout_size = 0;
+  c.global_batch = 8;
+  c.optimizer = "adamw";
+  c.lr = 1e-3;
+  c.weight_decay = 0.05;
+  c.clip_grad_norm = 1.0;
+  c.steps = 6;
+  c.seed = 3;
+  TempDir dir;
+  ASSERT_FALSE(dir.path.empty());
+  const std::string path = dir.path + "/ck.bin";
+  Dataset data = synthetic_cifar(c.train_size, c.seed);
+  auto straight = Trainer::create(c, nullptr, data, nullptr);
+  ASSERT_TRUE(straight.ok()) << straight.error().message();
+  for (int i = 0; i < 6; ++i) ASSERT_TRUE((*straight)->step().ok());
+  auto first = Trainer::create(c, nullptr, data, nullptr);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE((*first)->step().ok());
+  ASSERT_TRUE((*first)->save(path).ok());
+  auto second = Trainer::create(c, nullptr, data, nullptr);
+  auto st = (*second)->resume(path);
+  ASSERT_TRUE(st.ok()) << st.error().message();
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE((*second)->step().ok());
+  const Model& a = (*straight)->model();
+  const Model& b = (*second)->model();
+  for (int64_t i = 0; i < a.num_params(); ++i) ASSERT_EQ(a.params()[i], b.params()[i]) << i;
+  ASSERT_GT(a.num_state(), 0);
+  for (int64_t i = 0; i < a.num_state(); ++i) ASSERT_EQ(a.state()[i], b.state()[i]) << i;
+  // A checkpoint of another optimizer is refused with a reason.
+  TrainConfig sgd = c;
+  sgd.optimizer = "sgd";
+  auto third = Trainer::create(sgd, nullptr, data, nullptr);
+  ASSERT_TRUE(third.ok());
+  auto refused = (*third)->resume(path);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message().find("optimizer adamw"), std::string::npos)
+      << refused.error().message();
+}
+
 // The summary says how many steps this run executed and timed: a resumed run executes only
 // the steps after its checkpoint, and times all of them (its caches are warm from the first).
 TEST(Trainer, SummaryCountsTheStepsThisRunExecuted) {
@@ -190,11 +261,12 @@ TEST(Trainer, SummaryCountsTheStepsThisRunExecuted) {
 
 TEST(Trainer, RejectsMismatchedModelAndData) {
   TrainConfig c = small_config();
-  c.model = "cifar";
+  c.model = "cifar-cnn";
   Dataset data = synthetic_digits(64, 1);
   auto t = Trainer::create(c, nullptr, data, nullptr);
   ASSERT_FALSE(t.ok());
-  EXPECT_NE(t.error().message().find("expects inputs (3, 32, 32)"), std::string::npos);
+  EXPECT_NE(t.error().message().find("expects inputs 3x32x32"), std::string::npos)
+      << t.error().message();
   c.model = "lenet5";
   c.algorithms = {{UINT64_MAX, "butterfly"}};
   t = Trainer::create(c, nullptr, data, nullptr);
@@ -222,23 +294,29 @@ TEST(Trainer, LossDecreasesOnSyntheticDigits) {
 // allocates it again and trains exactly as if nothing had happened (AlexNet-style layers
 // included: grouped conv, LRN, max pool, dropout).
 TEST(Trainer, ReleasingScratchBetweenStepsChangesNothing) {
-  using L = LayerSpec;
+  using recipes::OpKind;
   TrainConfig lenet = small_config();
   TrainConfig odd = small_config();  // grouped conv, LRN, max pool, dropout
   odd.model = "odd";
-  odd.input = {1, 28, 28};
-  odd.classes = 10;
-  odd.layers = {L::conv(8, 5, 1, 0, 1),
-                L::relu(),
-                L::lrn(5, 1e-4f, 0.75f),
-                L::maxpool(2, 2),
-                L::conv(16, 3, 1, 1, 2),
-                L::relu(),
-                L::avgpool(2, 2),
-                L::linear(32),
-                L::relu(),
-                L::dropout(0.5f),
-                L::linear(10)};
+  std::vector<recipes::Node> layers;
+  auto add = [&](OpKind op, auto set) {
+    recipes::Node n{"", op, {}, {}};
+    set(n.attrs);
+    layers.push_back(n);
+  };
+  auto none = [](recipes::OpAttrs&) {};
+  add(OpKind::kConv2d, [](auto& a) { a.out = 8, a.kernel = 5; });
+  add(OpKind::kRelu, none);
+  add(OpKind::kLrn, none);
+  add(OpKind::kMaxPool, [](auto& a) { a.kernel = 2, a.stride = 2; });
+  add(OpKind::kConv2d, [](auto& a) { a.out = 16, a.kernel = 3, a.pad = 1, a.groups = 2; });
+  add(OpKind::kRelu, none);
+  add(OpKind::kAvgPool, [](auto& a) { a.kernel = 2, a.stride = 2; });
+  add(OpKind::kLinear, [](auto& a) { a.out = 32; });
+  add(OpKind::kRelu, none);
+  add(OpKind::kDropout, none);
+  add(OpKind::kLinear, [](auto& a) { a.out = 10; });
+  odd.graph = recipes::chain_graph({1, 28, 28}, layers);
   for (const TrainConfig& c : {lenet, odd}) {
     Dataset data = synthetic_digits(c.train_size, c.seed);
     auto kept = Trainer::create(c, nullptr, data, nullptr);

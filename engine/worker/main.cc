@@ -27,7 +27,9 @@
 #include "common/env.h"
 #include "common/log.h"
 #include "common/paths.h"
-#include "engine/trainer.h"
+#include "engine/train/train_data.h"
+#include "engine/train/trainer.h"
+#include "engine/worker/forward.h"
 #include "engine/worker/trial.h"
 
 namespace dltune::engine {
@@ -120,21 +122,9 @@ Status train(const Options& o) {
     if (!w) return w.error().wrap("starting the MPI communicator");
     world = std::move(*w);
   }
-  auto train_data =
-      load_dataset(cfg->data, true, cfg->train_size, cfg->seed, cfg->input, cfg->classes);
-  if (!train_data) return train_data.error();
-  Dataset heldout;
-  if (cfg->heldout_split > 0.0) {  // file data: a share of the training files
-    auto h =
-        split_heldout(*train_data, heldout_count(train_data->size, cfg->heldout_split), cfg->seed);
-    if (!h) return h.error().wrap("train config: key 'heldout_split'");
-    heldout = std::move(*h);
-  } else if (cfg->has_heldout()) {
-    auto h = load_dataset(cfg->data, false, cfg->heldout_size, cfg->seed, cfg->input, cfg->classes);
-    if (!h) return h.error();
-    heldout = std::move(*h);
-  }
-  auto trainer = Trainer::create(*cfg, world.get(), *train_data, &heldout);
+  Dataset train_data, heldout;
+  DLTUNE_TRY(load_train_data(*cfg, &train_data, &heldout));
+  auto trainer = Trainer::create(*cfg, world.get(), train_data, &heldout);
   if (!trainer) return trainer.error();
   if (!o.resume.empty()) DLTUNE_TRY((*trainer)->resume(o.resume));
   auto metrics = MetricsWriter::open((*trainer)->rank() == 0 ? cfg->metrics_path : "");
@@ -158,6 +148,7 @@ Status train(const Options& o) {
                         {"throughput_sps", sum->samples_per_s},
                         {"final_loss", sum->final_loss},
                         {"heldout_accuracy", sum->heldout_accuracy},
+                        {"heldout_loss", sum->heldout_loss},
                         {"compute_s", sum->compute_s},
                         {"comm_s", sum->comm_s},
                         {"wall_seconds", sum->wall_s}};
@@ -188,8 +179,10 @@ int main(int argc, char** argv) {
   Options o;
   auto* train = app.add_subcommand("train", "train a model (one rank of a job, or alone)");
   train->add_option("--plan", o.plan, "TrainConfig JSON (default: the job's plan, if any)");
-  train->add_option("--model", o.model, "built-in model: mlp, lenet, lenet5, alexnet, cifar");
-  train->add_option("--data", o.data, "synthetic | mnist:DIR | cifar10:DIR");
+  train->add_option("--model", o.model, "a built-in model (dltune model list)");
+  train->add_option("--data", o.data,
+                    "synthetic | synthetic-cifar | synthetic-imagenet | mnist:DIR | cifar10:DIR | "
+                    "text:FILE");
   train->add_option("--steps", o.steps, "training steps");
   train->add_option("--global-batch", o.global_batch, "global batch (strong scaling)");
   train->add_option("--per-rank-batch", o.per_rank_batch, "per-rank batch (weak scaling)");
@@ -205,12 +198,14 @@ int main(int argc, char** argv) {
   train->add_option("--summary", o.summary,
                     "write rank 0's JSON summary to this file instead of standard output");
   auto* trial = dltune::engine::add_trial_command(app);
+  auto* forward = dltune::engine::add_forward_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
   if (trial->parsed()) return dltune::engine::run_trial_command();
+  if (forward->parsed()) return dltune::engine::run_forward_command();
   auto st = dltune::engine::train(o);
   if (!st) {  // an empty message: another rank reports this error
     if (!st.error().message().empty()) {

@@ -20,8 +20,9 @@
 #include "common/log.h"
 #include "common/paths.h"
 #include "common/strings.h"
-#include "engine/recipe_config.h"
-#include "engine/trainer.h"
+#include "engine/train/recipe_config.h"
+#include "engine/train/train_data.h"
+#include "engine/train/trainer.h"
 #include "recipes/plan.h"
 #include "recipes/recipe.h"
 
@@ -181,18 +182,21 @@ class Search {
   // most max(4096, 8 x the largest global batch) of them.
   Result<const Dataset*> data_for(const TrainConfig& c) {
     int64_t size = c.train_size;
-    if (c.data == "synthetic" || c.data == "synthetic-imagenet") {
+    if (c.data.starts_with("synthetic")) {
       int64_t g = 0;
       for (const Cand& k : cands_) g = std::max<int64_t>(g, k.global_batch);
       size = std::min(size, std::max<int64_t>(4096, 8 * g));
     }
+    auto graph = model_graph(c);
+    if (!graph) return graph.error();
     const std::string key = c.data + "|" + std::to_string(size) + "|" + std::to_string(c.seed) +
-                            "|" + c.input.str() + "|" + std::to_string(c.classes);
+                            "|" + recipes::describe_shape(graph->input) + "|" +
+                            std::to_string(c.classes);
     auto it = data_.find(key);
     if (it != data_.end()) return &it->second;
-    auto d = load_dataset(c.data, true, size, c.seed, c.input, c.classes);
-    if (!d) return d.error();
-    return &data_.emplace(key, std::move(*d)).first->second;
+    Dataset d;
+    DLTUNE_TRY(load_train_data(c, &d, nullptr, size));
+    return &data_.emplace(key, std::move(d)).first->second;
   }
 
   Trainer* trainer(const Cand& c) { return families_[c.family].trainer.get(); }

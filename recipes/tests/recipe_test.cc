@@ -90,11 +90,14 @@ launch: {ranks: 4, ranks_per_node: 2, binding: core}
 )");
   ASSERT_TRUE(o.ok()) << all_problems(o);
   const Recipe& r = o.recipe;
-  ASSERT_EQ(r.model.layers.size(), 5u);
-  EXPECT_EQ(r.model.layers[0].kind, LayerKind::kConv2d);
-  EXPECT_EQ(r.model.layers[0].pad, 1);
-  EXPECT_EQ(r.model.layers[2].stride, 2);  // pools default to stride = kernel
-  EXPECT_DOUBLE_EQ(r.model.layers[3].p, 0.25);
+  ASSERT_EQ(r.model.graph.nodes.size(), 5u);
+  EXPECT_EQ(r.model.form, ModelForm::kLayers);
+  EXPECT_EQ(r.model.graph.nodes[0].op, OpKind::kConv2d);
+  EXPECT_EQ(r.model.graph.nodes[0].name, "conv2d1");
+  EXPECT_EQ(r.model.graph.nodes[0].attrs.pad, 1);
+  EXPECT_EQ(r.model.graph.nodes[2].attrs.stride, 2);  // pools default to stride = kernel
+  EXPECT_DOUBLE_EQ(r.model.graph.nodes[3].attrs.p, 0.25);
+  EXPECT_TRUE(r.model.graph.nodes[4].attrs.flatten);  // linear in a chain flattens
   EXPECT_EQ(r.data.samples, 5000);
   EXPECT_EQ(r.training.global_batch, 128);
   EXPECT_EQ(r.training.max_global_batch, 1024);
@@ -124,14 +127,17 @@ TEST(RecipeModels, BuiltinParameterCountsMatchTheCaffeModels) {
         Case{"cifar-cnn", {3, 32, 32}, 10, 145578}, Case{"lenet5", {1, 28, 28}, 10, 61706},
         Case{"mlp", {1, 28, 28}, 10, 535818}}) {
     SCOPED_TRACE(c.name);
-    auto layers = builtin_model(c.name, c.classes);
-    ASSERT_TRUE(layers.has_value());
-    const ShapeCheck s = check_shapes(*layers, c.input);
+    BuiltinOptions o;
+    o.classes = c.classes;
+    o.input = c.input;
+    auto graph = builtin_graph(c.name, o);
+    ASSERT_TRUE(graph.has_value());
+    const GraphInfo s = analyze_graph(*graph);
     ASSERT_TRUE(s.problems.empty()) << s.problems[0].second;
     EXPECT_EQ(s.parameters, c.parameters);
-    EXPECT_EQ(s.outputs.back(), (Shape{c.classes}));
+    EXPECT_EQ(s.output(), (Shape{c.classes}));
   }
-  EXPECT_FALSE(builtin_model("resnet", 10).has_value());
+  EXPECT_FALSE(builtin_graph("resnet", BuiltinOptions{}).has_value());
 }
 
 TEST(RecipeModels, AlexnetDoesNotFitDigits) {

@@ -9,7 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "comm/thread_communicator.h"
-#include "engine/trainer.h"
+#include "engine/train/trainer.h"
 
 namespace dltune::engine {
 namespace {

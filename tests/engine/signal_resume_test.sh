@@ -54,7 +54,7 @@ MPI_PID=
 STOPPED=$(grep -c '"event":"step"' "$DIR/run.jsonl")
 ((STOPPED < STEPS)) || fail "the job was not stopped early ($STOPPED steps)"
 [[ -f $DIR/run.ckpt ]] || fail "no checkpoint after the stop"
-grep -aq "\"step\":$STOPPED," "$DIR/run.ckpt" || fail "checkpoint is not at step $STOPPED"
+grep -aqE "\"step\":$STOPPED[,}]" "$DIR/run.ckpt" || fail "checkpoint is not at step $STOPPED"
 
 # 3. Resume to the end: same checkpoint bytes as the reference, one continuous metrics file.
 run --plan "$DIR/config.json" --checkpoint "$DIR/run.ckpt" --metrics "$DIR/run.jsonl" \

@@ -12,10 +12,9 @@
 #include "engine/gpu/gpu_context.h"
 #include "engine/gpu/gpu_layers.h"
 #include "engine/gpu/gpu_model.h"
-#include "engine/layers.h"
-#include "engine/models.h"
-#include "engine/train_config.h"
-#include "engine/trainer.h"
+#include "engine/ops/elementwise.h"
+#include "engine/train/train_config.h"
+#include "engine/train/trainer.h"
 
 namespace dltune::engine::gpu {
 namespace {
@@ -55,13 +54,16 @@ TEST(GpuErrors, ContextCreationFailsCleanly) {
 }
 
 TEST(GpuErrors, CpuDropoutUsesTheCounterBasedMask) {
-  Dropout d(0.25f);
-  ASSERT_TRUE(d.setup(Dims{10, 10, 10}).ok());
+  recipes::Node n{"drop", recipes::OpKind::kDropout, {}, {}};
+  n.attrs.p = 0.25;
+  Dropout d;
+  ASSERT_TRUE(d.setup(n, {{10, 10, 10}}, {10, 10, 10}).ok());
   const int B = 3;
   d.reserve(B);
   std::vector<float> x(B * 1000, 1.0f), y(x.size());
-  LayerContext lc{nullptr, true, 77};
-  d.forward(lc, x.data(), y.data(), B);
+  OpContext oc{nullptr, true, 77, false};
+  const float* in = x.data();
+  d.forward(oc, &in, y.data(), B);
   int zeros = 0;
   for (size_t i = 0; i < y.size(); ++i) {
     const float expect = counter_uniform(77, i) < 0.25f ? 0.0f : 1.0f / 0.75f;
@@ -99,7 +101,7 @@ TEST(GpuTrainer, DeviceGpuTrainsLikeCpuOrSaysWhy) {
   c.steps = 5;
   c.train_size = 512;
   c.heldout_size = 0;
-  auto data = load_dataset(c.data, true, c.train_size, c.seed, c.input, c.classes);
+  auto data = load_dataset(c.data, true, c.train_size, c.seed);
   ASSERT_TRUE(data.ok());
   auto cpu = Trainer::create(c, nullptr, *data, nullptr);
   ASSERT_TRUE(cpu.ok());

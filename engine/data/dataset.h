@@ -1,0 +1,94 @@
+// Datasets: inputs as float32 (N, shape...) plus int32 labels (N, label_width), loaded whole into
+// memory.
+//
+// Sources: deterministic synthetic digits (learnable: rendered glyphs with affine jitter and
+// noise), synthetic CIFAR-like images (learnable: ten shape classes in random colours), the MNIST
+// IDX format, the CIFAR-10 binary format, and text files (byte-level language modelling: each
+// sample is T byte ids, its labels the T next bytes). Pixels are scaled to [0, 1] and then
+// normalised with the per-dataset mean / std given below, identically for every source.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "recipes/model/graph.h"
+
+namespace dltune::engine {
+
+struct Dataset {
+  std::string name;
+  recipes::Shape shape;         // per-sample input shape: (C, H, W); text: (T)
+  int classes = 0;              // label values: classes; text: 256 (bytes)
+  int64_t size = 0;             // samples
+  int64_t label_width = 1;      // labels per sample: 1, or T (one per position of a text sample)
+  std::vector<float> images;    // (N, shape): pixels, or byte ids as floats
+  std::vector<int32_t> labels;  // (N, label_width), each in [0, classes)
+
+  int64_t sample_numel() const { return recipes::numel(shape); }
+  const float* image(int64_t i) const { return images.data() + i * sample_numel(); }
+  const int32_t* label(int64_t i) const { return labels.data() + i * label_width; }
+};
+
+// `count` synthetic 28x28 digit images (10 classes), a pure function of (seed, count): glyphs
+// of a 5x7 font, scaled, rotated (+-12 degrees), shifted (+-3 px) and stroke-width jittered,
+// plus Gaussian pixel noise. Different seeds give disjoint-looking sets (train vs held-out).
+Dataset synthetic_digits(int64_t count, uint64_t seed);
+
+// `count` random images of shape `dims` with labels in [0, classes), a pure function of
+// (seed, count, dims, classes): pixels uniform in [-1, 1) from a fast PRNG. Not learnable; a
+// stand-in for ImageNet when measuring throughput (synthetic-imagenet).
+Dataset synthetic_images(int64_t count, const recipes::Shape& shape, int classes, uint64_t seed);
+
+// `count` synthetic 3x32x32 images of 10 classes, a pure function of (seed, count): a shape per
+// class (disk, square, triangle, plus, cross, horizontal stripes, vertical stripes, ring,
+// diamond, checkerboard) in a random colour on a random background, scaled (+-25 %), shifted
+// (+-5 px), plus Gaussian noise; normalised with CIFAR-10's channel means and deviations.
+// Learnable, as synthetic digits are for MNIST: the CIFAR ResNets train on it without downloads.
+Dataset synthetic_cifar(int64_t count, uint64_t seed);
+
+// Byte-level language modelling on the file at `path`: sample i is the `context` bytes starting
+// at i x stride (stride = max(1, context / 16)) of the file's training part, labelled with the
+// next byte at each position. The training part is the file's first (1 - heldout_fraction);
+// `train` false gives the last part, whose windows never overlap the training ones. Errors:
+// unreadable file (io_error), a part too short for one window (invalid_input, naming the file).
+Result<Dataset> read_text(const std::string& path, int64_t context, double heldout_fraction,
+                          bool train);
+// The entropy of the file's byte distribution in bits per byte (what a model that ignores
+// context reaches at best).
+Result<double> unigram_entropy_bits(const std::string& path);
+
+// Reads an MNIST pair: images file (magic 0x00000803, N, rows, cols, N*rows*cols bytes) and
+// labels file (magic 0x00000801, N, N bytes in [0, 9]). Errors (invalid_input / io_error) name
+// the file and what is wrong: wrong magic, truncated, counts that differ, label out of range.
+Result<Dataset> read_mnist(const std::string& images_path, const std::string& labels_path);
+
+// Reads one or more CIFAR-10 binary batch files (records of 1 label byte + 3072 pixel bytes,
+// 3x32x32 planar). Errors name the file: a size that is not a whole number of records, an empty
+// file, a label outside [0, 9].
+Result<Dataset> read_cifar10(const std::vector<std::string>& paths);
+
+// Writers for the same formats (tests and tools make small files with them).
+std::string encode_mnist_images(const std::vector<uint8_t>& pixels, int n, int rows, int cols);
+std::string encode_mnist_labels(const std::vector<uint8_t>& labels);
+
+// The number of samples a held-out share `fraction` takes from `size`: round(size x fraction).
+int64_t heldout_count(int64_t size, double fraction);
+
+// Moves `count` samples of `d`, chosen by a seeded shuffle (a pure function of seed and d.size),
+// into the returned held-out set; `d` keeps the others in their original order. For file data
+// held out as a share of its training files (`heldout: 0.1` on mnist / cifar10). Errors
+// (invalid_input): count not in [1, d.size - 1].
+Result<Dataset> split_heldout(Dataset& d, int64_t count, uint64_t seed);
+
+// A source by name: "synthetic" (train/held-out sizes and seed), "synthetic-imagenet"
+// (synthetic_images of `shape` / `image_classes`; empty / 0 mean 3x224x224 / 1000),
+// "synthetic-cifar", "mnist:DIR" (DIR holding the four standard IDX files), "cifar10:DIR"
+// (data_batch_1..5.bin / test_batch.bin) or "text:FILE" (windows of shape[0] bytes, the last
+// `heldout_fraction` held out). `train` picks the training or held-out part.
+Result<Dataset> load_dataset(const std::string& source, bool train, int64_t synthetic_size,
+                             uint64_t seed, const recipes::Shape& shape = {}, int image_classes = 0,
+                             double heldout_fraction = 0.1);
+
+}  // namespace dltune::engine

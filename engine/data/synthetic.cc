@@ -1,0 +1,110 @@
+// Synthetic digits: a learnable, deterministic stand-in for MNIST (28x28, 10 classes).
+#include <algorithm>
+#include <cmath>
+
+#include "engine/data/dataset.h"
+#include "engine/graph/rng.h"
+
+namespace dltune::engine {
+
+namespace {
+
+// The classic 5x7 font, one string of 7 rows per digit.
+constexpr const char* kFont[10][7] = {
+    {"01110", "10001", "10011", "10101", "11001", "10001", "01110"},
+    {"00100", "01100", "00100", "00100", "00100", "00100", "01110"},
+    {"01110", "10001", "00001", "00010", "00100", "01000", "11111"},
+    {"11111", "00010", "00100", "00010", "00001", "10001", "01110"},
+    {"00010", "00110", "01010", "10010", "11111", "00010", "00010"},
+    {"11111", "10000", "11110", "00001", "00001", "10001", "01110"},
+    {"00110", "01000", "10000", "11110", "10001", "10001", "01110"},
+    {"11111", "00001", "00010", "00100", "01000", "01000", "01000"},
+    {"01110", "10001", "10001", "01110", "10001", "10001", "01110"},
+    {"01110", "10001", "10001", "01111", "00001", "00010", "01100"},
+};
+
+float cell(int digit, int col, int row) {
+  if (col < 0 || col >= 5 || row < 0 || row >= 7) return 0.0f;
+  return kFont[digit][row][col] == '1' ? 1.0f : 0.0f;
+}
+
+// Bilinear sample of the glyph bitmap at cell coordinates (u, v) (cell centres at i + 0.5).
+float sample(int digit, float u, float v) {
+  u -= 0.5f;
+  v -= 0.5f;
+  const int c0 = static_cast<int>(std::floor(u)), r0 = static_cast<int>(std::floor(v));
+  const float fu = u - c0, fv = v - r0;
+  return (1 - fu) * (1 - fv) * cell(digit, c0, r0) + fu * (1 - fv) * cell(digit, c0 + 1, r0) +
+         (1 - fu) * fv * cell(digit, c0, r0 + 1) + fu * fv * cell(digit, c0 + 1, r0 + 1);
+}
+
+void render(int digit, Rng& rng, float* out /* (28, 28) in [0, 1] */) {
+  const float cs = 3.0f * rng.uniform(0.85f, 1.15f);  // pixels per glyph cell
+  const float theta = rng.uniform(-0.21f, 0.21f);     // +-12 degrees
+  const float dx = rng.uniform(-3.0f, 3.0f), dy = rng.uniform(-3.0f, 3.0f);
+  const float thr = rng.uniform(0.25f, 0.5f);  // stroke width
+  const float ct = std::cos(theta), st = std::sin(theta);
+  for (int y = 0; y < 28; ++y) {
+    for (int x = 0; x < 28; ++x) {
+      const float px = x + 0.5f - 14.0f - dx, py = y + 0.5f - 14.0f - dy;
+      const float rx = ct * px + st * py, ry = -st * px + ct * py;
+      const float b = sample(digit, rx / cs + 2.5f, ry / cs + 3.5f);
+      float v = std::clamp((b - thr) / 0.3f + 0.5f, 0.0f, 1.0f);
+      v += 0.15f * rng.normal();
+      out[y * 28 + x] = std::clamp(v, 0.0f, 1.0f);
+    }
+  }
+}
+
+}  // namespace
+
+Dataset synthetic_digits(int64_t count, uint64_t seed) {
+  Dataset d;
+  d.name = "synthetic";
+  d.shape = {1, 28, 28};
+  d.classes = 10;
+  d.size = count;
+  d.images.resize(static_cast<size_t>(count * 784));
+  d.labels.resize(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) {
+    // Each sample depends only on (seed, i): any prefix of a larger set is the smaller set.
+    Rng rng(Rng::mix(seed, static_cast<uint64_t>(i)));
+    const int digit = static_cast<int>(rng.below(10));
+    d.labels[i] = digit;
+    float* img = d.images.data() + i * 784;
+    render(digit, rng, img);
+    for (int p = 0; p < 784; ++p) img[p] = (img[p] - 0.1307f) / 0.3081f;
+  }
+  return d;
+}
+
+Dataset synthetic_images(int64_t count, const recipes::Shape& shape, int classes, uint64_t seed) {
+  Dataset d;
+  d.name = "synthetic-imagenet";
+  d.shape = shape;
+  d.classes = classes;
+  d.size = count;
+  const int64_t sz = recipes::numel(shape);
+  d.images.resize(static_cast<size_t>(count * sz));
+  d.labels.resize(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) {
+    Rng rng(Rng::mix(seed, static_cast<uint64_t>(i)));
+    d.labels[i] = static_cast<int32_t>(rng.below(static_cast<uint64_t>(classes)));
+    // xorshift64: a few cycles per two pixels (AlexNet-sized sets are 1e8+ pixels).
+    uint64_t x = rng.next() | 1;
+    float* img = d.images.data() + i * sz;
+    constexpr float kScale = 1.0f / 8388608.0f;  // 2^-23: 24-bit integers -> [0, 2)
+    int64_t p = 0;
+    for (; p + 1 < sz; p += 2) {
+      x ^= x << 13;
+      x ^= x >> 7;
+      x ^= x << 17;
+      img[p] = static_cast<float>(x >> 40) * kScale - 1.0f;
+      img[p + 1] = static_cast<float>((x >> 16) & 0xffffff) * kScale - 1.0f;
+    }
+    if (p < sz) img[p] = static_cast<float>(rng.next() >> 40) * kScale - 1.0f;
+  }
+  return d;
+}
+
+}  // namespace dltune::engine

@@ -1,0 +1,227 @@
+#include "engine/graph/model.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+
+#include "engine/graph/rng.h"
+
+namespace dltune::engine {
+
+Result<Model> Model::build(const recipes::Graph& graph, const std::string& name) {
+  const std::string where = "model '" + name + "'";
+  Model m;
+  m.name_ = name;
+  m.graph_ = graph;
+  m.info_ = recipes::analyze_graph(graph);
+  if (!m.info_.ok()) {
+    const auto& [index, message] = m.info_.problems.front();
+    if (index >= graph.nodes.size()) return invalid_input(where + ": " + message);
+    const recipes::Node& n = graph.nodes[index];
+    return invalid_input(where + ": node '" + n.name + "' (" + std::string(recipes::op_name(n.op)) +
+                         "): " + message);
+  }
+  m.plan_ = plan_backward(m.info_);
+  for (size_t i = 0; i < graph.nodes.size(); ++i) {
+    const recipes::Node& n = graph.nodes[i];
+    std::vector<recipes::Shape> in;
+    for (int src : m.info_.inputs[i])
+      in.push_back(src < 0 ? graph.input : m.info_.outputs[static_cast<size_t>(src)]);
+    auto op = make_cpu_op(n.op);
+    DLTUNE_TRY_CTX(op->setup(n, in, m.info_.outputs[i]),
+                   where + ": node '" + n.name + "' (" + std::string(recipes::op_name(n.op)) + ")");
+    m.ops_.push_back(std::move(op));
+    m.in_ptrs_.emplace_back(in.size());
+    m.din_.emplace_back(in.size());
+  }
+  m.params_.resize(static_cast<size_t>(m.info_.parameters));
+  m.own_grads_.resize(static_cast<size_t>(m.info_.parameters));
+  m.state_.resize(static_cast<size_t>(m.info_.state_floats));
+  m.grads_ = m.own_grads_.data();
+  m.bind_all();
+  return m;
+}
+
+void Model::bind_all() {
+  for (size_t i = 0; i < ops_.size(); ++i) {
+    std::vector<float*> p, g, s;
+    for (int t : info_.node_params[i]) {
+      const int64_t off = info_.params[static_cast<size_t>(t)].offset;
+      p.push_back(params_.data() + off);
+      g.push_back(grads_ + off);
+    }
+    for (int t : info_.node_state[i])
+      s.push_back(state_.data() + info_.state[static_cast<size_t>(t)].offset);
+    ops_[i]->bind(std::move(p), std::move(g), plan_.param_accumulate[i], std::move(s));
+  }
+}
+
+void Model::set_grad_buffer(float* grads) {
+  grads_ = grads ? grads : own_grads_.data();
+  bind_all();
+}
+
+namespace {
+
+void init_tensor(const recipes::ParamDef& d, Rng& rng, float* v, int64_t n) {
+  using recipes::Init;
+  switch (d.init) {
+    case Init::kUniformFanIn: {
+      const float bound = 1.0f / std::sqrt(static_cast<float>(std::max<int64_t>(d.fan_in, 1)));
+      for (int64_t i = 0; i < n; ++i) v[i] = rng.uniform(-bound, bound);
+      break;
+    }
+    case Init::kHeNormal: {
+      const float std = std::sqrt(2.0f / static_cast<float>(std::max<int64_t>(d.fan_out, 1)));
+      for (int64_t i = 0; i < n; ++i) v[i] = std * rng.normal();
+      break;
+    }
+    case Init::kNormal:
+      for (int64_t i = 0; i < n; ++i) v[i] = static_cast<float>(d.std) * rng.normal();
+      break;
+    case Init::kNormalOne:
+      for (int64_t i = 0; i < n; ++i) v[i] = rng.normal();
+      break;
+    case Init::kZeros:
+      std::fill(v, v + n, 0.0f);
+      break;
+    case Init::kOnes:
+      std::fill(v, v + n, 1.0f);
+      break;
+  }
+}
+
+}  // namespace
+
+void Model::init_params(uint64_t seed) {
+  // Node i's own tensors, in order, from one stream (a tied tensor belongs to its owner).
+  for (size_t i = 0; i < ops_.size(); ++i) {
+    Rng rng(Rng::mix(seed, i));
+    for (const auto& t : info_.params)
+      if (t.node == static_cast<int>(i))
+        init_tensor(t.def, rng, params_.data() + t.offset, recipes::numel(t.shape));
+  }
+  for (const auto& t : info_.state) {
+    Rng unused(0);
+    init_tensor(t.def, unused, state_.data() + t.offset, recipes::numel(t.shape));
+  }
+}
+
+void Model::reserve(int max_batch) {
+  if (max_batch <= max_batch_) return;
+  max_batch_ = max_batch;
+  acts_.resize(ops_.size());
+  int64_t ws = 0, bytes = 0;
+  const auto B = static_cast<size_t>(max_batch);
+  for (size_t i = 0; i < ops_.size(); ++i) {
+    Op& op = *ops_[i];
+    op.reserve(max_batch);
+    // Activations, gradients and the workspace are scratch that every op writes before it
+    // reads, so they are not zeroed: pages a smaller batch never uses are never faulted in.
+    const size_t n = B * static_cast<size_t>(recipes::numel(info_.outputs[i]));
+    acts_[i].resize_uninitialized(n);
+    bytes += static_cast<int64_t>(n * sizeof(float));
+    ws = std::max(ws, op.workspace_floats(max_batch));
+  }
+  slots_.resize(plan_.slot_floats.size());
+  for (size_t s = 0; s < slots_.size(); ++s) {
+    slots_[s].resize_uninitialized(B * static_cast<size_t>(plan_.slot_floats[s]));
+    bytes += static_cast<int64_t>(slots_[s].size() * sizeof(float));
+  }
+  workspace_.resize_uninitialized(static_cast<size_t>(std::max<int64_t>(ws, 1)));
+  activation_bytes_ = bytes + static_cast<int64_t>(workspace_.size() * sizeof(float));
+}
+
+void Model::release() {
+  for (auto& op : ops_) op->release();
+  acts_.clear();
+  slots_.clear();
+  workspace_.resize(0);
+  released_ = max_batch_ > 0;
+}
+
+const float* Model::forward(const float* input, int batch, bool training, uint64_t seed) {
+  if (released_) {
+    released_ = false;
+    const int m = max_batch_;
+    max_batch_ = 0;
+    reserve(m);
+  }
+  DLTUNE_CHECK(batch > 0 && batch <= max_batch_, "batch " + std::to_string(batch) +
+                                                     " outside (0, " + std::to_string(max_batch_) +
+                                                     "]: call reserve() first");
+  OpContext ctx{workspace_.data(), training, 0, false};
+  for (size_t i = 0; i < ops_.size(); ++i) {
+    auto& ptrs = in_ptrs_[i];
+    const auto& srcs = info_.inputs[i];
+    for (size_t k = 0; k < srcs.size(); ++k)
+      ptrs[k] = srcs[k] < 0 ? input : acts_[static_cast<size_t>(srcs[k])].data();
+    ctx.seed = Rng::mix(seed, i);
+    if (!profiling_) {
+      ops_[i]->forward(ctx, ptrs.data(), acts_[i].data(), batch);
+      continue;
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    ops_[i]->forward(ctx, ptrs.data(), acts_[i].data(), batch);
+    fwd_s_[i] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  return acts_.back().data();
+}
+
+void Model::backward(const float* input, const float* dout, int batch,
+                     const std::function<void(int)>& ready, bool accumulate, float* dinput) {
+  OpContext ctx{workspace_.data(), true, 0, accumulate};
+  bool input_written = false;
+  for (int i = num_nodes() - 1; i >= 0; --i) {
+    const auto ui = static_cast<size_t>(i);
+    const int slot = plan_.slot[ui];
+    const float* dy = slot < 0 ? dout : slots_[static_cast<size_t>(slot)].data();
+    if (plan_.unread[ui])  // nothing reads this node: its output's gradient is zero
+      std::memset(slots_[static_cast<size_t>(slot)].data(), 0,
+                  sizeof(float) * static_cast<size_t>(batch * recipes::numel(info_.outputs[ui])));
+    auto& ptrs = in_ptrs_[ui];
+    auto& din = din_[ui];
+    const auto& srcs = info_.inputs[ui];
+    for (size_t k = 0; k < srcs.size(); ++k) {
+      const int src = srcs[k];
+      if (src < 0) {
+        ptrs[k] = input;
+        din[k] = GradOut{dinput, dinput != nullptr && input_written};
+        input_written = input_written || dinput != nullptr;
+        continue;
+      }
+      ptrs[k] = acts_[static_cast<size_t>(src)].data();
+      const int s = plan_.slot[static_cast<size_t>(src)];
+      din[k] = GradOut{slots_[static_cast<size_t>(s)].data(), plan_.din_accumulate[ui][k]};
+    }
+    const auto t0 =
+        profiling_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+    ops_[ui]->backward(ctx, ptrs.data(), acts_[ui].data(), dy, din.data(), batch);
+    if (profiling_)
+      bwd_s_[ui] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (ready) ready(i);
+  }
+}
+
+void Model::set_profiling(bool on) {
+  profiling_ = on;
+  fwd_s_.assign(ops_.size(), 0.0);
+  bwd_s_.assign(ops_.size(), 0.0);
+}
+
+float* Model::find_tensor(const std::string& name, int64_t* count) {
+  for (const auto& t : info_.params)
+    if (t.name == name) {
+      if (count) *count = recipes::numel(t.shape);
+      return params_.data() + t.offset;
+    }
+  for (const auto& t : info_.state)
+    if (t.name == name) {
+      if (count) *count = recipes::numel(t.shape);
+      return state_.data() + t.offset;
+    }
+  return nullptr;
+}
+
+}  // namespace dltune::engine

@@ -1,0 +1,134 @@
+// The graph executor on the CPU: a model graph (recipes/model/graph.h) with one CPU op per node,
+// one flat parameter buffer and one flat gradient buffer (llm.c), a flat state buffer (batch-norm
+// running statistics), and activations allocated once for a maximum batch.
+//
+// Forward runs the nodes in list order, each writing its own output buffer (B, out_shape), which
+// training keeps for backward. Backward runs them in reverse order on the static plan of
+// engine/graph/backward_plan.h: activation gradients in reused slots, contributions to a tensor
+// read by several nodes summed, and after each node a "ready" call with the node's index so that
+// a caller can start reducing the parameter gradients that have just become final
+// (final_after()). Parameter gradients are overwritten by each backward (no zeroing pass), or
+// added to with accumulate (gradient accumulation over micro-batches).
+//
+// Parameters are laid out node by node in list order, each node's tensors in the op table's
+// order (weight, then bias), with PyTorch's shapes, so gradients become final in reverse layout
+// order: gradient buckets are contiguous slices of the gradient buffer.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "engine/graph/backward_plan.h"
+#include "engine/graph/tensor.h"
+#include "engine/ops/op.h"
+#include "recipes/model/graph.h"
+
+namespace dltune::engine {
+
+class Model {
+ public:
+  // Builds a model from a graph, named `name` (checkpoints record it). Errors (invalid_input):
+  // the graph's problems, naming the node: "model 'x': node 'conv3' (conv2d): kernel 5 does not
+  // fit the input 16x2x2 ...". Parameters are zero until init_params().
+  static Result<Model> build(const recipes::Graph& graph, const std::string& name);
+
+  Model(Model&&) noexcept = default;
+  Model& operator=(Model&&) noexcept = default;
+
+  const std::string& name() const { return name_; }
+  const recipes::Graph& graph() const { return graph_; }
+  const recipes::GraphInfo& info() const { return info_; }
+  const recipes::Shape& input_shape() const { return graph_.input; }
+  const recipes::Shape& output_shape() const { return info_.output(); }
+  int64_t input_numel() const { return recipes::numel(graph_.input); }
+  int64_t output_numel() const { return recipes::numel(info_.output()); }
+  int num_nodes() const { return static_cast<int>(ops_.size()); }
+  Op& op(int i) { return *ops_[static_cast<size_t>(i)]; }
+
+  int64_t num_params() const { return info_.parameters; }
+  float* params() { return params_.data(); }
+  const float* params() const { return params_.data(); }
+  float* grads() { return grads_; }
+  // Non-trainable state (batch-norm running statistics), info().state order.
+  int64_t num_state() const { return info_.state_floats; }
+  float* state() { return state_.data(); }
+  const float* state() const { return state_.data(); }
+
+  // Uses `grads` (num_params() floats, e.g. communicator-provided shared memory) as the gradient
+  // buffer from now on instead of the model's own; nullptr returns to the model's own.
+  void set_grad_buffer(float* grads);
+  // Deterministic initialisation from a seed: node i draws its tensors from Rng(mix(seed, i))
+  // in order, each by its ParamDef's Init (PyTorch's defaults unless the graph says he/normal);
+  // state takes its init (running_var 1, the rest 0).
+  void init_params(uint64_t seed);
+  // Allocates activations and scratch for batches of up to max_batch samples (idempotent).
+  void reserve(int max_batch);
+  int max_batch() const { return max_batch_; }
+  // Frees the activations and every op's scratch (parameters, gradients and state stay); the
+  // next forward allocates them again for max_batch(). For a process that keeps several models
+  // and steps one at a time (the recipe tuner's trials).
+  void release();
+
+  // input (B, input shape) -> output (B, output shape); the pointer stays valid until the next
+  // forward. Precondition: 0 < B <= max_batch(). `seed` drives dropout masks (node i gets
+  // Rng::mix(seed, i)). Training updates batch-norm running statistics.
+  const float* forward(const float* input, int batch, bool training, uint64_t seed = 0);
+  // Backward from dout (B, output shape) of the last (training) forward. Writes (or, with
+  // `accumulate`, adds to) every parameter gradient; after node i's backward calls ready(i)
+  // (final_after(i) are then final). `dinput`, when not null, receives the gradient of the input
+  // (B, input shape): a pipeline stage sends it to the stage before.
+  void backward(const float* input, const float* dout, int batch,
+                const std::function<void(int)>& ready = {}, bool accumulate = false,
+                float* dinput = nullptr);
+
+  // The parameter tensors (indices into info().params) final after node i's backward, and all
+  // of them in the order they become final.
+  const std::vector<int>& final_after(int node) const {
+    return plan_.final_after[static_cast<size_t>(node)];
+  }
+  const std::vector<int>& final_order() const { return plan_.final_order; }
+  // A parameter or state tensor by its name ("layer1.0.conv1.weight"): its floats in params()
+  // or state(), or nullptr.
+  float* find_tensor(const std::string& name, int64_t* count = nullptr);
+
+  // Floating-point operations of one forward pass per sample (multiply-add = 2).
+  double forward_flops_per_sample() const { return info_.flops_per_sample; }
+  // Bytes reserve(max_batch) allocates for activations, their gradients and op state (the
+  // memory model's activation term, measured).
+  int64_t activation_bytes() const { return activation_bytes_; }
+
+  // Per-node timing: while on, forward and backward add each node's wall time (seconds) to
+  // forward_seconds()[i] / backward_seconds()[i] (two clock reads per node per pass). For the
+  // tuner's per-node costs (pipeline cuts, predictions) and for profiling.
+  void set_profiling(bool on);
+  const std::vector<double>& forward_seconds() const { return fwd_s_; }
+  const std::vector<double>& backward_seconds() const { return bwd_s_; }
+
+ private:
+  Model() = default;
+  void bind_all();
+
+  std::string name_;
+  recipes::Graph graph_;
+  recipes::GraphInfo info_;
+  BackwardPlan plan_;
+  std::vector<std::unique_ptr<Op>> ops_;
+  Buffer params_, own_grads_, state_;
+  float* grads_ = nullptr;
+  int max_batch_ = 0;
+  bool released_ = false;
+  int64_t activation_bytes_ = 0;
+  std::vector<Buffer> acts_;   // acts_[i]: output of node i, (B, out_shape(i))
+  std::vector<Buffer> slots_;  // activation gradients (BackwardPlan::slot)
+  Buffer workspace_;
+  bool profiling_ = false;
+  std::vector<double> fwd_s_, bwd_s_;
+  // Per node: pointers to its inputs and gradient outputs, filled per call (no allocation).
+  std::vector<std::vector<const float*>> in_ptrs_;
+  std::vector<std::vector<GradOut>> din_;
+};
+
+}  // namespace dltune::engine

@@ -1,0 +1,47 @@
+// Checkpoints: model parameters, optimizer state (SGD's momentum, AdamW's moments and step
+// count), non-trainable model state (batch-norm statistics), step, data order and RNG state,
+// written atomically (temporary file + fsync + rename), so a crash leaves the previous
+// checkpoint intact and resuming continues exactly where training stopped.
+//
+// File format: the line "DLTUNE-CHECKPOINT 2", one line of JSON metadata (model, step, seed,
+// global batch, epoch, rng state, optimizer kind and steps, the float count of every part, the
+// sha256 of the payload), then the payload: params, each optimizer slot, model state,
+// little-endian float32. Version 1 files (params then velocity) still load.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+
+namespace dltune::engine {
+
+struct Checkpoint {
+  std::string model;
+  int64_t step = 0;        // steps completed
+  uint64_t seed = 0;       // data order + dropout seed (the order is a function of seed, step)
+  int global_batch = 0;    // data order depends on it
+  int64_t epoch = 0;       // informational: epoch of the next step
+  uint64_t rng_state = 0;  // trainer RNG state
+  std::string optimizer = "sgd";
+  int64_t optimizer_steps = 0;
+  std::vector<float> params;
+  std::vector<std::vector<float>> slots;  // optimizer state: sgd {velocity}, adamw {m, v}
+  std::vector<float> state;               // model state (batch-norm running statistics)
+};
+
+// Writes `ck` to `path` atomically. Errors: io_error naming the path.
+Status save_checkpoint(const std::string& path, const Checkpoint& ck);
+// The same with the parts read in place (`ck`'s vectors are ignored): no copy of a large model
+// in memory; the checksum is computed while the parts are handed to the file, which is written
+// from them directly.
+Status save_checkpoint(const std::string& path, const Checkpoint& ck, std::span<const float> params,
+                       const std::vector<std::span<const float>>& slots,
+                       std::span<const float> state);
+// Reads and verifies a checkpoint: header, metadata, sizes and checksum. Errors
+// (invalid_input) name the path and what is wrong ("truncated", "checksum mismatch", ...).
+Result<Checkpoint> load_checkpoint(const std::string& path);
+
+}  // namespace dltune::engine

@@ -1,0 +1,117 @@
+// The kernel interface of the graph engine: one Op object per node of a model graph
+// (recipes/model/graph.h). The op table (recipes/model/ops.h) defines what an op computes, its
+// attributes, shapes and parameters; an Op here is the code that computes it, on the CPU
+// (engine/ops/*) or, with the same interface on device pointers, on the GPU (engine/gpu/).
+//
+// Tensors are plain float arrays with the batch outermost, the rest in the per-sample shape's
+// row-major order (NCHW for images, N T C for sequences):
+//
+//   forward:  in[k] (B, in_shape(k)) ... -> out (B, out_shape)
+//   backward: dout (B, out_shape) -> din[k] (B, in_shape(k)) where requested, and the gradients
+//             of the node's parameter tensors.
+//
+// Gradients into a tensor read by several nodes (a residual's input, a tied weight) are summed:
+// the first node in backward order writes, later ones add. So every gradient output says
+// whether it is written or added to (GradOut::accumulate for inputs, accumulate_grad(t) for
+// parameter tensors). Ops keep what backward needs from forward (pooling argmax, dropout mask,
+// normalisation statistics) in their own buffers sized by reserve(max_batch); forward and
+// backward never allocate.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "recipes/model/graph.h"
+
+namespace dltune::engine {
+
+using recipes::Shape;
+
+// Per-call context.
+struct OpContext {
+  float* workspace = nullptr;  // scratch shared by all ops: at least workspace_floats(B) floats
+  bool training = true;
+  uint64_t seed = 0;  // per node and step: the same seed gives the same dropout mask
+  // Add every parameter gradient to what is there (gradient accumulation over micro-batches)
+  // instead of writing the first contribution.
+  bool accumulate_param_grads = false;
+};
+
+// Where backward puts the gradient of one input.
+struct GradOut {
+  float* data = nullptr;    // nullptr: the gradient of this input is not needed
+  bool accumulate = false;  // add to data (another reader wrote it first) instead of writing
+};
+
+class Op {
+ public:
+  virtual ~Op() = default;
+  // A short kind name: the op table's ("conv2d").
+  const char* kind() const { return recipes::op_def(node_.op).name; }
+  const recipes::Node& node() const { return node_; }
+  const std::vector<Shape>& in_shapes() const { return in_; }
+  const Shape& out_shape() const { return out_; }
+
+  // Prepares the op for its per-sample input and output shapes (already checked by the op
+  // table's shape rule). Called once, before anything else. Errors: invalid_input when a kernel
+  // cannot handle a shape the table allows (it says which).
+  Status setup(const recipes::Node& node, const std::vector<Shape>& in, const Shape& out) {
+    node_ = node;
+    in_ = in;
+    out_ = out;
+    return configure();
+  }
+  // Binds the node's tensors (recipes::GraphInfo::node_params / node_state order): parameters,
+  // their gradients (accumulate[t]: add rather than write: a tensor some other node's backward
+  // writes first), and non-trainable state.
+  void bind(std::vector<float*> params, std::vector<float*> grads, std::vector<bool> accumulate,
+            std::vector<float*> state) {
+    params_ = std::move(params);
+    grads_ = std::move(grads);
+    grad_accumulate_ = std::move(accumulate);
+    state_ = std::move(state);
+  }
+  // Allocates per-batch state for batches of up to max_batch samples (idempotent).
+  virtual void reserve(int /*max_batch*/) {}
+  // Frees what reserve() allocated; reserve() runs again before the next forward.
+  virtual void release() {}
+  // Scratch floats forward/backward need for a batch of B (shared across ops).
+  virtual int64_t workspace_floats(int /*batch*/) const { return 0; }
+
+  // in[k] (B, in_shape(k)) -> out (B, out_shape). Precondition: B <= the reserved max batch.
+  virtual void forward(const OpContext& ctx, const float* const* in, float* out, int batch) = 0;
+  // Parameter gradients (written or added per accumulate_grad(t)) and, where din[k].data is
+  // set, input gradients. `in` and `out` are the values forward saw and produced.
+  virtual void backward(const OpContext& ctx, const float* const* in, const float* out,
+                        const float* dout, const GradOut* din, int batch) = 0;
+
+ protected:
+  // Kernel-specific preparation after setup() stored the shapes.
+  virtual Status configure() { return ok_status(); }
+  const recipes::OpAttrs& attrs() const { return node_.attrs; }
+  // Whether backward adds to parameter tensor t's gradient instead of writing it.
+  bool accumulate_grad(const OpContext& ctx, size_t t) const {
+    return ctx.accumulate_param_grads || (t < grad_accumulate_.size() && grad_accumulate_[t]);
+  }
+  int64_t in_numel(size_t k = 0) const { return recipes::numel(in_[k]); }
+  int64_t out_numel() const { return recipes::numel(out_); }
+
+  recipes::Node node_;
+  std::vector<Shape> in_;
+  Shape out_;
+  std::vector<float*> params_, grads_, state_;
+  std::vector<bool> grad_accumulate_;
+};
+
+// The CPU kernel of `op`. Never fails: an op kind without a CPU kernel is a build error
+// (registry.cc's switch covers every kind).
+std::unique_ptr<Op> make_cpu_op(recipes::OpKind op);
+
+// Writes (accumulate false) or adds (true) n floats of src into dst: the last step of most
+// backward kernels' input gradients.
+void store_grad(float* dst, const float* src, int64_t n, bool accumulate);
+
+}  // namespace dltune::engine

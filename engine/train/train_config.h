@@ -1,0 +1,120 @@
+// TrainConfig: everything a rank needs to train, as plain data with a JSON form.
+//
+// The tuner's Plan (recipes/plan.h) maps onto this; ranks never re-decide anything in it.
+// JSON keys are the member names; unknown keys are rejected (a typo must not silently fall
+// back to a default).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "recipes/model/graph.h"
+
+namespace dltune::engine {
+
+enum class Scaling { kStrong, kWeak };
+
+// Messages of at most max_bytes use `algorithm` (a comm algorithm name: ring, rd, rabenseifner,
+// tree, hier, shm, native). Ranges are sorted by max_bytes; the last one also covers larger.
+struct AlgorithmRange {
+  uint64_t max_bytes = UINT64_MAX;
+  std::string algorithm = "ring";
+  // The ring's pipelining segment in bytes (the plan's ring/SEGMENT choice); 0: comm's default
+  // (comm::AllreduceOptions::segment_bytes). Only the ring uses it.
+  uint64_t segment_bytes = 0;
+};
+
+struct TrainConfig {
+  // A built-in model name (recipes/model/builtins.h), or (with `graph`) the name a model from a
+  // recipe goes by (checkpoints record it).
+  std::string model = "lenet";
+  // The network: JSON "graph" in recipes/model/graph.h's form. Empty (no nodes) = the built-in
+  // `model` for `input` and `classes`.
+  recipes::Graph graph;
+  recipes::Shape input;  // a built-in's input ([C, H, W], [N], text: [T]); empty = its default
+  int classes = 0;       // a built-in's classes (text: the vocabulary); 0 = its default
+  // synthetic | synthetic-imagenet | synthetic-cifar | mnist:DIR | cifar10:DIR | text:FILE.
+  // synthetic-imagenet: random images of shape `input` (default 3x224x224) with `classes`
+  // labels (default 1000); text: byte windows of the model's input length (next-byte targets).
+  std::string data = "synthetic";
+  int64_t train_size = 8192;    // synthetic data only
+  int64_t heldout_size = 2000;  // synthetic data only; 0 = no held-out evaluation
+  // File data only: the share of the training files held out for evaluation (split_heldout in
+  // engine/data/dataset.h, seeded by `seed`; text: the file's last share); 0 = evaluate on the
+  // test files. At most 0.5.
+  double heldout_split = 0.0;
+  Scaling scaling = Scaling::kStrong;
+  int global_batch = 64;  // strong scaling: split over the ranks (remainders spread)
+  // Micro-batches per rank and step: the local batch runs in this many chunks (split as a
+  // global batch over ranks) whose gradients are summed before the allreduce (gradient
+  // accumulation; a rank's memory holds one chunk's activations). 1 = off.
+  int microbatches = 1;
+  int per_rank_batch = 64;        // weak scaling: global batch = per_rank_batch * ranks
+  std::string optimizer = "sgd";  // sgd (momentum) | adamw (decoupled weight decay)
+  double lr = 0.01;
+  double momentum = 0.9;
+  double weight_decay = 5e-4;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // adamw
+  double clip_grad_norm = 0.0;  // > 0: scale gradients to at most this global L2 norm
+  std::string init_from;        // a safetensors file of the model's parameters; "" = seeded init
+  std::string schedule = "constant";  // constant | step | cosine
+  int64_t step_size = 1000;           // step schedule: multiply by gamma every step_size steps
+  double gamma = 0.1;
+  double min_lr = 0.0;          // cosine schedule: the rate reached at `steps`
+  bool linear_scaling = false;  // Goyal et al.: lr * global_batch / reference_batch
+  int reference_batch = 256;
+  int64_t warmup_steps = 0;  // gradual warmup from lr to the scaled lr
+  // Warmup starts near 0 instead of the base lr: step s < warmup_steps runs at
+  // peak * (s + 1) / warmup_steps (the recipe's "linear warmup from 0 to lr").
+  bool warmup_from_zero = false;
+  int64_t steps = 100;
+  uint64_t seed = 1;
+  // Where the rank computes: "cpu" (BLAS) or "gpu" (cuBLAS / cuDNN on the rank's first
+  // visible GPU; an error at start in a build without CUDA or without a device).
+  std::string device = "cpu";
+  int threads = 1;                     // BLAS threads per rank
+  uint64_t bucket_bytes = 4ull << 20;  // gradient bucket size
+  bool overlap = true;                 // allreduce buckets during backward
+  std::vector<AlgorithmRange> algorithms = {AlgorithmRange{}};
+  int64_t eval_every = 0;        // steps between held-out evaluations; 0 = once per epoch
+  int64_t log_every = 1;         // steps between metric lines
+  std::string checkpoint_path;   // "" = no checkpoints
+  int64_t checkpoint_every = 0;  // steps; 0 = only at the end
+  std::string metrics_path;      // "" = no metrics file (rank 0 writes it)
+  // "" = no trace; else every rank writes Chrome trace events to <trace_path>.rank<R>
+  // (engine/trace.h; merge_traces() joins them into trace_path).
+  std::string trace_path;
+
+  // The global batch for `ranks` ranks under this scaling mode.
+  int global_batch_for(int ranks) const {
+    return scaling == Scaling::kStrong ? global_batch : per_rank_batch * ranks;
+  }
+  // The algorithm name for a message of `bytes`.
+  const std::string& algorithm_for(uint64_t bytes) const { return range_for(bytes).algorithm; }
+  // The first range whose max_bytes is >= bytes (the last range when none is).
+  const AlgorithmRange& range_for(uint64_t bytes) const;
+  // Whether the data source has a held-out part to evaluate on (file data always does;
+  // synthetic data when heldout_size > 0).
+  bool has_heldout() const;
+};
+
+// The network a config trains: `graph`, else the built-in `model` for `input` and `classes`.
+// Errors (not_found): an unknown built-in name, listing the built-ins.
+Result<recipes::Graph> model_graph(const TrainConfig& config);
+
+// Checks ranges and names (not the algorithm names: comm does); invalid_input naming the key.
+Status validate(const TrainConfig& config);
+// Parses a JSON object; missing keys keep their defaults. Errors (invalid_input) name the key:
+// "train config: key 'lr': expected a positive number".
+Result<TrainConfig> parse_train_config(const std::string& json_text);
+std::string to_json(const TrainConfig& config);
+
+// The learning rate at `step` (0-based) for a global batch: the base lr, scaled linearly when
+// linear_scaling, reached by linear warmup from the base lr over warmup_steps, then decayed by
+// the schedule (step: gamma^(floor((step - warmup)/step_size)); cosine: to min_lr at `steps`).
+// With warmup_from_zero the warmup ramps from 0 instead of the base lr.
+double learning_rate(const TrainConfig& config, int global_batch, int64_t step);
+
+}  // namespace dltune::engine

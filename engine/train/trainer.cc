@@ -1,0 +1,342 @@
+#include "engine/train/trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "comm/allreduce.h"
+#include "common/log.h"
+#include "engine/io/safetensors.h"
+#include "engine/ops/loss.h"
+
+namespace dltune::engine {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+}  // namespace
+
+Trainer::~Trainer() {
+  for (auto& r : pending_) (void)r.wait();  // never leave the comm thread on freed buffers
+}
+
+int Trainer::rank() const { return comm_ ? comm_->rank() : 0; }
+int Trainer::ranks() const { return comm_ ? comm_->size() : 1; }
+
+Result<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& config,
+                                                 comm::Communicator* comm, const Dataset& train,
+                                                 const Dataset* heldout) {
+  DLTUNE_TRY(validate(config));
+  std::unique_ptr<Trainer> t(new Trainer());
+  t->config_ = config;
+  t->comm_ = comm && comm->size() > 1 ? comm : nullptr;
+  t->nccl_ = dynamic_cast<comm::NcclCommunicator*>(t->comm_);
+  t->train_ = &train;
+  t->heldout_ = heldout;
+  auto graph = model_graph(config);
+  if (!graph) return graph.error();
+  auto model = Model::build(*graph, config.model);
+  if (!model) return model.error();
+  t->model_ = std::make_unique<Model>(std::move(*model));
+  Model& m = *t->model_;
+  const recipes::Shape& out = m.output_shape();
+  t->classes_ = static_cast<int>(out.back());
+  t->predictions_ = m.output_numel() / out.back();
+  if (m.input_shape() != train.shape)
+    return invalid_input("model '" + config.model + "' expects inputs " +
+                         recipes::describe_shape(m.input_shape()) + " but dataset '" + train.name +
+                         "' has " + recipes::describe_shape(train.shape));
+  if (t->classes_ != train.classes || t->predictions_ != train.label_width)
+    return invalid_input("model '" + config.model + "' outputs " + recipes::describe_shape(out) +
+                         " but dataset '" + train.name + "' has " +
+                         std::to_string(train.label_width) + " label(s) of " +
+                         std::to_string(train.classes) + " classes per sample");
+  t->global_batch_ = config.global_batch_for(t->ranks());
+  auto sampler = Sampler::create(train.size, t->global_batch_, t->ranks(), t->rank(), config.seed);
+  if (!sampler) return sampler.error();
+  t->sampler_ = std::make_unique<Sampler>(std::move(*sampler));
+  const int local_max = t->sampler_->count(0);
+  // Evaluation runs in chunks of the training batch: no extra activation memory. With
+  // micro-batches the model holds one chunk.
+  const int chunk_max = (local_max + config.microbatches - 1) / config.microbatches;
+  m.reserve(chunk_max);
+  m.init_params(config.seed);
+  if (!config.init_from.empty())
+    DLTUNE_TRY_CTX(load_safetensors_into(m, config.init_from), std::string("training.init_from"));
+  const auto n = m.num_params();
+  if (config.optimizer == "adamw")
+    t->opt_ = std::make_unique<AdamW>(
+        n, static_cast<float>(config.beta1), static_cast<float>(config.beta2),
+        static_cast<float>(config.eps), static_cast<float>(config.weight_decay));
+  else
+    t->opt_ = std::make_unique<Sgd>(n, static_cast<float>(config.momentum),
+                                    static_cast<float>(config.weight_decay));
+  const auto in_numel = static_cast<size_t>(m.input_numel());
+  t->input_.resize(static_cast<size_t>(local_max) * in_numel);
+  t->dlogits_.resize(static_cast<size_t>(chunk_max) * static_cast<size_t>(m.output_numel()));
+  DLTUNE_TRY(t->make_buckets());
+  t->bucket_issued_.resize(t->buckets_.size());
+  t->bucket_done_.resize(t->buckets_.size());
+  auto trace = TraceWriter::open(config.trace_path, t->rank());
+  if (!trace) return trace.error();
+  t->trace_ = std::move(*trace);
+  if (t->nccl_ && config.device != "gpu")
+    return invalid_input(
+        "train config: key 'device': an NCCL communicator needs device 'gpu', got '" +
+        config.device + "'");
+  if (t->comm_ && !t->nccl_) {
+    const size_t bytes = static_cast<size_t>(n) * sizeof(float);
+    auto shared = t->comm_->alloc_shared(bytes);
+    if (!shared) return shared.error().wrap("allocating the gradient buffer");
+    t->shared_grads_ = std::move(*shared);
+    m.set_grad_buffer(t->shared_grads_.as<float>());
+    comm::BroadcastOptions bo;
+    DLTUNE_TRY_CTX(comm::broadcast(*t->comm_, m.params(), bytes, bo),
+                   std::string("broadcasting the initial parameters"));
+    if (m.num_state() > 0)
+      DLTUNE_TRY_CTX(comm::broadcast(*t->comm_, m.state(),
+                                     static_cast<size_t>(m.num_state()) * sizeof(float), bo),
+                     std::string("broadcasting the initial model state"));
+  }
+  if (config.device == "gpu")  // after the host broadcast: the device starts from rank 0's
+    DLTUNE_TRY_CTX(t->setup_gpu(local_max), std::string("device 'gpu'"));
+  return t;
+}
+
+Status Trainer::make_buckets() {
+  // Walk the nodes in backward order, adding the tensors each makes final (highest offset
+  // first), closing a bucket at a node boundary once it holds at least bucket_bytes, or before
+  // a tensor that is not directly below it in the buffer (buckets must be contiguous ranges).
+  // Tensors become final in reverse layout order (model.h), so in practice buckets cover
+  // [0, num_params) from the end backwards, as whole nodes.
+  const int64_t limit = static_cast<int64_t>(config_.bucket_bytes / sizeof(float));
+  const auto& params = model_->info().params;
+  bucket_of_.assign(params.size(), -1);
+  Bucket cur;
+  auto close = [&] {
+    if (cur.tensors > 0) buckets_.push_back(cur);
+    cur = Bucket{};
+  };
+  for (int i = model_->num_nodes() - 1; i >= 0; --i) {
+    std::vector<int> final = model_->final_after(i);
+    std::sort(final.begin(), final.end(), [&](int a, int b) {
+      return params[static_cast<size_t>(a)].offset > params[static_cast<size_t>(b)].offset;
+    });
+    for (int t : final) {
+      const auto& p = params[static_cast<size_t>(t)];
+      const int64_t end = p.offset + recipes::numel(p.shape);
+      if (cur.tensors > 0 && end != cur.begin) close();
+      if (cur.tensors == 0) cur.end = end;
+      cur.begin = p.offset;
+      ++cur.tensors;
+      bucket_of_[static_cast<size_t>(t)] = static_cast<int>(buckets_.size());
+    }
+    if (cur.end - cur.begin >= limit) close();
+  }
+  close();
+  bucket_left_.assign(buckets_.size(), 0);
+  for (auto& b : buckets_) {
+    const AlgorithmRange& r =
+        config_.range_for(static_cast<uint64_t>(b.end - b.begin) * sizeof(float));
+    b.algorithm = r.algorithm;
+    b.segment_bytes = r.segment_bytes;
+    if (nccl_) continue;  // NCCL picks its own algorithm (options fixed at its creation)
+    auto algo = comm::parse_algorithm(b.algorithm);
+    if (!algo) return algo.error().wrap("train config: key 'algorithms'");
+  }
+  return ok_status();
+}
+
+Status Trainer::set_communication(uint64_t bucket_bytes, bool overlap) {
+  if (bucket_bytes == 0) return invalid_input("set_communication: bucket_bytes must be positive");
+  if (bucket_bytes == config_.bucket_bytes && overlap == config_.overlap) return ok_status();
+  const uint64_t old_bytes = config_.bucket_bytes;
+  const bool old_overlap = config_.overlap;
+  std::vector<Bucket> old = std::move(buckets_);
+  std::vector<int> old_of = bucket_of_;
+  buckets_.clear();
+  config_.bucket_bytes = bucket_bytes;
+  config_.overlap = overlap;
+  if (Status st = make_buckets(); !st) {
+    config_.bucket_bytes = old_bytes;
+    config_.overlap = old_overlap;
+    buckets_ = std::move(old);
+    bucket_of_ = std::move(old_of);
+    bucket_left_.assign(buckets_.size(), 0);
+    return st;
+  }
+  bucket_issued_.assign(buckets_.size(), {});
+  bucket_done_.assign(buckets_.size(), {});
+  return ok_status();
+}
+
+comm::AllreduceOptions Trainer::bucket_options(const Bucket& b) {
+  comm::AllreduceOptions opts;
+  opts.algorithm = *comm::parse_algorithm(b.algorithm);  // checked by make_buckets()
+  if (b.segment_bytes != 0) opts.segment_bytes = static_cast<size_t>(b.segment_bytes);
+  return opts;
+}
+
+Status Trainer::reduce_bucket_blocking(const Bucket& b) {
+  const comm::AllreduceOptions opts = bucket_options(b);
+  float* g = model_->grads() + b.begin;
+  return comm::allreduce(*comm_, g, g, static_cast<size_t>(b.end - b.begin), comm::DataType::kF32,
+                         comm::ReduceOp::kSum, opts);
+}
+
+Status Trainer::allreduce_doubles(double* v, int n) {
+  return allreduce_small(v, static_cast<size_t>(n), comm::DataType::kF64, comm::ReduceOp::kSum);
+}
+
+void Trainer::start_bucket(size_t index, bool traced) {
+  const Bucket& b = buckets_[index];
+  const comm::AllreduceOptions opts = bucket_options(b);
+  float* g = model_->grads() + b.begin;
+  if (traced) bucket_issued_[index] = Clock::now();
+  pending_.push_back(comm::allreduce_async(*comm_, g, g, static_cast<size_t>(b.end - b.begin),
+                                           comm::DataType::kF32, comm::ReduceOp::kSum, opts));
+  if (traced)  // the comm thread runs operations in order: this marks the bucket's end
+    pending_.push_back(comm_->start_async([this, index] {
+      bucket_done_[index] = Clock::now();
+      return ok_status();
+    }));
+}
+
+double Trainer::loss_and_gradient(const float* logits, const int32_t* labels, int B,
+                                  bool with_gradient) {
+  // logits (B x predictions, classes) against labels (B x predictions); the gradient is divided
+  // by every rank's predictions together, so the summed gradients are the global mean's.
+  const auto rows = static_cast<int>(B * predictions_);
+  const auto denom = static_cast<float>(int64_t{global_batch_} * predictions_);
+  return softmax_cross_entropy(logits, labels, rows, classes_, denom,
+                               with_gradient ? dlogits_.data() : nullptr);
+}
+
+void Trainer::tensors_final(int node, bool traced) {
+  for (int t : model_->final_after(node)) {
+    const int b = bucket_of_[static_cast<size_t>(t)];
+    if (--bucket_left_[static_cast<size_t>(b)] == 0) start_bucket(static_cast<size_t>(b), traced);
+  }
+}
+
+Result<double> Trainer::compute_cpu(int B, uint64_t seed, bool traced, StepTimes& tm) {
+  // Micro-batches (gradient accumulation): the local batch in M chunks split as the sampler
+  // splits a global batch over ranks, gradients added over the chunks, so 1 rank with M
+  // micro-batches computes what M ranks compute (batch-norm statistics per chunk as per rank).
+  // Each bucket's allreduce starts during the last chunk's backward, as soon as all its
+  // gradients are final.
+  const int M = std::min(config_.microbatches, B);
+  const int64_t sz = model_->input_numel(), lw = predictions_;
+  const bool overlap = comm_ && config_.overlap;
+  for (size_t b = 0; b < buckets_.size(); ++b) bucket_left_[b] = buckets_[b].tensors;
+  std::function<void(int)> ready;
+  if (overlap) ready = [&](int node) { tensors_final(node, traced); };
+  double loss = 0.0;
+  int offset = 0;
+  for (int m = 0; m < M; ++m) {
+    const int b = B / M + (m < B % M ? 1 : 0);
+    const float* x = input_.data() + offset * sz;
+    const uint64_t s = M == 1 ? seed : Rng::mix(seed, static_cast<uint64_t>(rank() * M + m));
+    const float* logits = model_->forward(x, b, true, s);
+    loss += loss_and_gradient(logits, labels_.data() + offset * lw, b, true);
+    if (m == 0) tm.forward_end = Clock::now();
+    model_->backward(x, dlogits_.data(), b, m + 1 == M ? ready : std::function<void(int)>{}, m > 0);
+    offset += b;
+  }
+  tm.backward_end = Clock::now();
+  Status st;
+  if (comm_) {
+    if (config_.overlap) {
+      for (auto& r : pending_)
+        if (auto s = r.wait(); !s && st) st = s;
+      pending_.clear();
+    } else {
+      for (size_t i = 0; i < buckets_.size() && st; ++i) {
+        bucket_issued_[i] = Clock::now();
+        st = reduce_bucket_blocking(buckets_[i]);
+        bucket_done_[i] = Clock::now();
+      }
+    }
+  }
+  if (!st)
+    return std::move(st).error().wrap("allreducing gradients at step " + std::to_string(step_));
+  tm.reduce_end = Clock::now();
+  if (config_.clip_grad_norm > 0.0)
+    clip_grad_norm(model_->grads(), model_->num_params(), config_.clip_grad_norm);
+  const double lr = learning_rate(config_, global_batch_, step_);
+  opt_->step(model_->params(), model_->grads(), static_cast<float>(lr));
+  tm.update_end = Clock::now();
+  return loss;
+}
+
+Result<double> Trainer::step(bool want_loss) {
+  const auto t0 = Clock::now();
+  sampler_->indices(step_, indices_);
+  const int B = static_cast<int>(indices_.size());
+  const int64_t sz = train_->sample_numel(), lw = train_->label_width;
+  labels_.resize(static_cast<size_t>(B * lw));
+  for (int i = 0; i < B; ++i) {
+    std::memcpy(input_.data() + i * sz, train_->image(indices_[i]), sizeof(float) * sz);
+    std::memcpy(labels_.data() + i * lw, train_->label(indices_[i]), sizeof(int32_t) * lw);
+  }
+  // Dropout masks: per rank, or (micro-batches) per rank and chunk (compute_cpu()).
+  const uint64_t step_seed = Rng::mix(config_.seed, static_cast<uint64_t>(step_));
+  const uint64_t seed = config_.microbatches > 1 ? step_seed : Rng::mix(step_seed, rank());
+  const bool traced = trace_->enabled() && TraceWriter::traced_step(step_);
+  StepTimes tm;
+  auto computed = gpu_ ? compute_gpu(B, seed, traced, tm) : compute_cpu(B, seed, traced, tm);
+  if (!computed) return computed.error();
+  const double loss = *computed;
+  const double lr = learning_rate(config_, global_batch_, step_);
+  const auto tf = tm.forward_end, t1 = tm.backward_end, t2 = tm.reduce_end, t3 = tm.update_end;
+  const double per_sample_predictions = static_cast<double>(predictions_);
+  double mean = loss / (B * per_sample_predictions);
+  // The loss and the stop flag share one allreduce, so every rank stops after the same step.
+  const int code = stop_source_ ? stop_source_->load() : 0;
+  stop_agreed_ = code != 0;
+  stop_code_ = code;
+  if (want_loss || stop_source_) {
+    double sums[2] = {loss, code != 0 ? 1.0 : 0.0};
+    DLTUNE_TRY(allreduce_doubles(sums, 2));
+    if (want_loss) mean = sums[0] / (global_batch_ * per_sample_predictions);
+    stop_agreed_ = sums[1] > 0.0;
+    if (stop_agreed_ && comm_) {  // once per run: which code to report
+      int32_t c = code;
+      DLTUNE_TRY(allreduce_small(&c, 1, comm::DataType::kI32, comm::ReduceOp::kMax));
+      stop_code_ = c;
+    }
+  }
+  const auto t4 = Clock::now();
+  if (traced) {
+    trace_->complete("forward", kTraceCompute, t0, tf, step_);
+    trace_->complete("backward", kTraceCompute, tf, t1, step_);
+    if (comm_) {
+      if (config_.overlap) trace_->complete("wait for allreduce", kTraceCompute, t1, t2, step_);
+      Clock::time_point prev_end = tf;
+      for (size_t i = 0; i < buckets_.size(); ++i) {  // the comm thread ran them in order
+        const auto begin = std::max(bucket_issued_[i], prev_end);
+        const uint64_t bytes = static_cast<uint64_t>(buckets_[i].end - buckets_[i].begin) * 4;
+        trace_->complete(bucket_event_name(i, buckets_[i].algorithm, bytes), kTraceComm, begin,
+                         bucket_done_[i], step_);
+        prev_end = bucket_done_[i];
+      }
+      trace_->complete("loss allreduce", kTraceComm, t3, t4, step_);
+    }
+    trace_->complete("optimizer", kTraceCompute, t2, t3, step_);
+  }
+  const double step_s = seconds_since(t0);
+  last_ = StepMetrics{step_,
+                      mean,
+                      lr,
+                      global_batch_ / step_s,
+                      std::chrono::duration<double>(t1 - t0).count(),
+                      std::chrono::duration<double>(t2 - t1).count(),
+                      step_s,
+                      global_batch_};
+  ++step_;
+  return mean;
+}
+
+}  // namespace dltune::engine

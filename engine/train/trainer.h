@@ -1,0 +1,211 @@
+// The data-parallel trainer: one instance per rank.
+//
+// Start: every rank builds the same model graph; rank 0's initial parameters (or the
+// init_from weights) and model state are broadcast so all ranks start identical. Step: each rank
+// runs forward/backward on its slice of the global batch (Sampler), with the loss gradient
+// divided by the GLOBAL number of predictions (global batch x predictions per sample: 1, or T
+// for a language model), so the SUM allreduce of the gradients is exactly the gradient of the
+// mean loss over the global batch (strong scaling with remainders, weak scaling alike). The
+// gradient buffer lives in node-shared memory the communicator provides (alloc_shared), split
+// into buckets of ~bucket_bytes at node boundaries in the order gradients become final; with
+// overlap on, each bucket's allreduce is started on the communication thread as soon as backward
+// has made all of its tensors final (the executor's per-node ready signal), and the step waits
+// for all of them after backward. The algorithm of each bucket comes from the config's ranges.
+// Then every rank clips (optionally, by the global norm) and applies the same SGD or AdamW
+// update, so parameters stay identical without further communication. Batch-norm statistics
+// stay per rank, as in PyTorch DDP; checkpoints save rank 0's.
+//
+// On the GPU (config.device == "gpu", trainer_gpu.cc) the same steps run on a GpuModel with the
+// CPU model's exact parameter layout; the CPU Model stays as the host mirror (initial values,
+// checkpoints, the host gradient buffer). Gradient buckets: with a comm::NcclCommunicator,
+// allreduce_device on the device gradient slice on the communication stream (ordered after
+// backward's kernels by an event, so it overlaps the rest of backward when config.overlap);
+// with a host communicator, each bucket is copied to the host gradient buffer, reduced with
+// the configured CPU algorithm and copied back. Loss/SGD run on the device; checkpoints copy
+// parameters and momentum to the host, in the CPU format (a GPU checkpoint resumes on the CPU
+// and back).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/allreduce.h"
+#include "comm/communicator.h"
+#include "comm/nccl_communicator.h"
+#include "common/result.h"
+#include "engine/data/dataset.h"
+#include "engine/data/sampler.h"
+#include "engine/graph/model.h"
+#include "engine/graph/rng.h"
+#include "engine/io/checkpoint.h"
+#include "engine/optim/optimizer.h"
+#include "engine/train/metrics.h"
+#include "engine/train/trace.h"
+#include "engine/train/train_config.h"
+
+namespace dltune::engine {
+
+struct Bucket {
+  int64_t begin = 0, end = 0;  // parameter index range [begin, end)
+  std::string algorithm;
+  uint64_t segment_bytes = 0;  // the ring's segment (0: comm's default)
+  int tensors = 0;             // parameter tensors in it (its gradients are final when all are)
+};
+
+struct TrainSummary {
+  int64_t steps = 0;        // the step count reached (a resumed run counts the earlier steps)
+  int64_t steps_run = 0;    // the steps this run() executed
+  int64_t timed_steps = 0;  // those in samples_per_s, compute_s, comm_s (not a fresh run's 1st)
+  double final_loss = 0.0, heldout_accuracy = -1.0;
+  double heldout_loss = -1.0;  // mean per prediction (nats); -1 without a held-out evaluation
+  double samples_per_s = 0.0;  // global samples per second over the timed steps
+  double compute_s = 0.0, comm_s = 0.0, wall_s = 0.0;
+  bool stopped = false;  // run() ended early because a stop was requested
+};
+
+class Trainer {
+ public:
+  // `comm` may be nullptr (one rank, no communication) and must outlive the trainer, as must
+  // the datasets (`heldout` may be nullptr). Collective when comm has several ranks: every rank
+  // must call create() with the same config. Errors: invalid_input when the config, model and
+  // data do not fit (unknown model, input shape or class count mismatch, batch too large, an
+  // unknown algorithm name), comm errors from the initial broadcast / shared allocation.
+  static Result<std::unique_ptr<Trainer>> create(const TrainConfig& config,
+                                                 comm::Communicator* comm, const Dataset& train,
+                                                 const Dataset* heldout);
+  ~Trainer();
+
+  // One training step; returns this step's global mean loss when `want_loss` (one extra
+  // scalar allreduce), else this rank's local mean loss. Errors: communication failures.
+  Result<double> step(bool want_loss = true);
+  // Frees the host model's activations and scratch until the next step allocates them again
+  // (Model::release()); for the recipe tuner, which keeps a trainer per candidate and steps one
+  // at a time. No-op on the GPU.
+  void release_scratch() {
+    if (!gpu_) model_->release();
+  }
+  // Regroups the gradients into buckets of ~bucket_bytes and sets overlap, as if the trainer
+  // had been created with them; the model, optimizer state and step count are kept. Between
+  // steps only. For the recipe tuner, whose candidates that differ only in these two settings
+  // train one model. Errors: bucket_bytes == 0, an algorithm the config's ranges name for a new
+  // bucket size that this build does not know (the trainer is then unchanged).
+  Status set_communication(uint64_t bucket_bytes, bool overlap);
+  // Trains until config.steps, logging metrics (rank 0 writes `metrics`), evaluating per
+  // epoch or eval_every, checkpointing per checkpoint_every and at the end. A logged loss that
+  // is NaN or infinite ends it on every rank with diverged_error(), before the next checkpoint. A
+  // stop request (set_stop_source) ends it after the step in which any rank saw the request: every
+  // rank stops after the same step, saves the checkpoint (when checkpoint_path is set) and returns
+  // with summary.stopped.
+  Result<TrainSummary> run(MetricsWriter& metrics);
+  // Whether run() ended because the loss diverged (then the same error on every rank).
+  bool diverged() const { return diverged_; }
+  // Every step then checks *stop (non-zero = stop requested; e.g. set by a signal handler) and
+  // agrees with the other ranks on it, in the same scalar allreduce as the loss (one extra
+  // 16-byte allreduce on steps that log no loss). `stop` must outlive the trainer; nullptr
+  // turns the check off.
+  void set_stop_source(const std::atomic<int>* stop) { stop_source_ = stop; }
+  // Whether the last step() ended with a stop agreed by all ranks, and then the largest *stop
+  // value any rank saw (e.g. the signal number; 0 when not stopped).
+  bool stop_agreed() const { return stop_agreed_; }
+  int stop_code() const { return stop_code_; }
+  // Held-out accuracy and mean loss, sharded over the ranks (collective).
+  Result<EvalMetrics> evaluate();
+
+  // Rank 0 writes the checkpoint (atomically); every rank calls it (no communication).
+  Status save(const std::string& path) const;
+  // Every rank loads the same checkpoint and continues at its step. Errors: unreadable file,
+  // a checkpoint of another model / parameter count / seed / global batch.
+  Status resume(const std::string& path);
+
+  // The host model. On the GPU its parameters are refreshed from the device only by save()
+  // and sync_host_params().
+  Model& model() { return *model_; }
+  // GPU: copies the device parameters and momentum into the host model / optimizer.
+  Status sync_host_params() const;
+  bool on_gpu() const { return gpu_ != nullptr; }
+  int64_t steps_done() const { return step_; }
+  const std::vector<Bucket>& buckets() const { return buckets_; }
+  int rank() const;
+  int ranks() const;
+  // Timing of the last step.
+  const StepMetrics& last() const { return last_; }
+
+ private:
+  struct Gpu;  // trainer_gpu.cc
+  struct GpuDeleter {
+    void operator()(Gpu* g) const;
+  };
+  struct StepTimes {
+    std::chrono::steady_clock::time_point forward_end, backward_end, reduce_end, update_end;
+  };
+
+  Trainer() = default;
+  // The step's compute and gradient reduction on the CPU / the GPU; return the local loss sum.
+  Result<double> compute_cpu(int batch, uint64_t seed, bool traced, StepTimes& times);
+  Result<double> compute_gpu(int batch, uint64_t seed, bool traced, StepTimes& times);
+  // GPU: creates the device model from the host one (after the initial broadcast).
+  Status setup_gpu(int max_batch);
+  // GPU: logits (b, classes) of held-out images on the host (in dlogits_).
+  Result<const float*> eval_logits_gpu(const float* images, int b);
+  // GPU: host params / momentum -> device (after resume).
+  Status upload_state_gpu();
+  // GPU with a host communicator: copies bucket `index` of the device gradients to the host
+  // gradient buffer (synchronous).
+  Status stage_bucket_to_host(size_t index);
+  Status make_buckets();
+  // The loss sum of a local batch of B samples (labels in labels_) given its logits, and with
+  // `with_gradient` its gradient in dlogits_.
+  double loss_and_gradient(const float* logits, const int32_t* labels, int B, bool with_gradient);
+  // Marks node `node`'s final tensors done; starts every bucket that became complete.
+  void tensors_final(int node, bool traced);
+  // The error run() returns when the global loss of a logged step is not finite (`loss`):
+  // invalid_input (the recipe's optimisation settings cannot train this model), naming the
+  // step, the learning rate and the scaling behind it.
+  Error diverged_error(double loss) const;
+  // The allreduce options of bucket `b`: its algorithm (make_buckets() checked the name) and,
+  // when the plan gave one, the ring's segment size.
+  static comm::AllreduceOptions bucket_options(const Bucket& b);
+  Status reduce_bucket_blocking(const Bucket& b);
+  // Sums v[0..n) over the ranks (in place).
+  Status allreduce_doubles(double* v, int n);
+  // A small host-memory allreduce (loss, stop flag, evaluation counts) over comm_: recursive
+  // doubling on host communicators, staged through device memory on an NCCL communicator.
+  Status allreduce_small(void* v, size_t count, comm::DataType type, comm::ReduceOp op);
+  // Starts bucket `index`'s allreduce on the communication thread; with `traced`, also records
+  // when the comm thread finished it (bucket_done_).
+  void start_bucket(size_t index, bool traced);
+
+  TrainConfig config_;
+  comm::Communicator* comm_ = nullptr;
+  const Dataset* train_ = nullptr;
+  const Dataset* heldout_ = nullptr;
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<Optimizer> opt_;
+  std::unique_ptr<Sampler> sampler_;
+  comm::SharedBuffer shared_grads_;
+  std::vector<Bucket> buckets_;
+  std::vector<int> bucket_of_;    // per parameter tensor: its bucket
+  std::vector<int> bucket_left_;  // per bucket: tensors not yet final in this backward
+  int64_t predictions_ = 1;       // per sample: 1, or T for a language model
+  int classes_ = 0;               // scores per prediction
+  std::vector<comm::Request> pending_;
+  Buffer input_, dlogits_;
+  std::vector<int32_t> labels_;
+  std::vector<int64_t> indices_;
+  int global_batch_ = 0;
+  int64_t step_ = 0;
+  StepMetrics last_;
+  std::unique_ptr<TraceWriter> trace_;
+  std::unique_ptr<Gpu, GpuDeleter> gpu_;
+  comm::NcclCommunicator* nccl_ = nullptr;  // comm_, when it is an NCCL communicator
+  std::vector<std::chrono::steady_clock::time_point> bucket_issued_, bucket_done_;
+  const std::atomic<int>* stop_source_ = nullptr;
+  bool stop_agreed_ = false;
+  int stop_code_ = 0;
+  bool diverged_ = false;
+};
+
+}  // namespace dltune::engine

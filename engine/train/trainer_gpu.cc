@@ -1,0 +1,200 @@
+// Trainer on the GPU (config.device == "gpu"): the device model and its step. See trainer.h
+// for how gradient buckets are reduced with NCCL and with host communicators.
+#include <chrono>
+#include <cstring>
+
+#include "comm/allreduce.h"
+#include "engine/gpu/gpu_model.h"
+#include "engine/gpu/gpu_ops.h"
+#include "engine/train/trainer.h"
+
+namespace dltune::engine {
+
+using Clock = std::chrono::steady_clock;
+
+struct Trainer::Gpu {
+  std::unique_ptr<gpu::GpuContext> ctx;
+  std::unique_ptr<gpu::GpuModel> model;
+  gpu::DeviceBuffer input, labels, dlogits, rows, velocity, small;
+  std::vector<double> host_rows;
+};
+
+void Trainer::GpuDeleter::operator()(Gpu* g) const {
+  if (g && g->ctx) (void)g->ctx->synchronize();
+  delete g;
+}
+
+Status Trainer::setup_gpu(int max_batch) {
+  if (config_.microbatches > 1)
+    return unsupported("the GPU engine does not accumulate micro-batches yet; use device cpu");
+  if (config_.optimizer != "sgd" || config_.clip_grad_norm > 0.0)
+    return unsupported("the GPU engine runs SGD without gradient clipping only (this config: " +
+                       config_.optimizer + (config_.clip_grad_norm > 0.0 ? " with clipping" : "") +
+                       "); train this recipe with device cpu");
+  auto ctx = gpu::GpuContext::create(0);
+  if (!ctx) return ctx.error();
+  std::unique_ptr<Gpu, GpuDeleter> g(new Gpu());
+  g->ctx = std::move(*ctx);
+  auto model = gpu::GpuModel::build(model_->graph(), model_->name(), *g->ctx);
+  if (!model) return model.error();
+  g->model = std::move(*model);
+  DLTUNE_TRY(g->model->reserve(max_batch));
+  const size_t n = static_cast<size_t>(model_->num_params());
+  const auto rows = static_cast<size_t>(max_batch * predictions_);
+  auto alloc = [](gpu::DeviceBuffer& b, size_t bytes) -> Status {
+    auto a = gpu::DeviceBuffer::alloc(std::max<size_t>(bytes, 16));
+    if (!a) return a.error();
+    b = std::move(*a);
+    return ok_status();
+  };
+  DLTUNE_TRY(alloc(g->input, sizeof(float) * max_batch * model_->input_numel()));
+  DLTUNE_TRY(alloc(g->labels, sizeof(int32_t) * rows));
+  DLTUNE_TRY(alloc(g->dlogits, sizeof(float) * rows * classes_));
+  DLTUNE_TRY(alloc(g->rows, sizeof(double) * rows));
+  DLTUNE_TRY(alloc(g->velocity, sizeof(float) * n));
+  DLTUNE_TRY(alloc(g->small, 64));
+  g->host_rows.resize(rows);
+  gpu_ = std::move(g);
+  // Every rank starts from rank 0's parameters.
+  DLTUNE_TRY(gpu_->model->copy_params_from(*model_));
+  if (nccl_) {
+    DLTUNE_TRY_CTX(
+        nccl_->broadcast_device(gpu_->model->params(), n * sizeof(float), 0, gpu_->ctx->stream()),
+        std::string("broadcasting the initial parameters"));
+    DLTUNE_TRY(nccl_->synchronize(gpu_->ctx->stream()));
+    DLTUNE_TRY(gpu_->model->copy_params_to(model_->params()));
+  }
+  return ok_status();
+}
+
+Status Trainer::sync_host_params() const {
+  if (!gpu_) return ok_status();
+  DLTUNE_TRY(gpu_->model->copy_params_to(model_->params()));
+  gpu_->ctx->to_host(opt_->state()[0]->data(), gpu_->velocity.data(),
+                     sizeof(float) * static_cast<size_t>(model_->num_params()));
+  return gpu_->ctx->synchronize();
+}
+
+Status Trainer::upload_state_gpu() {
+  DLTUNE_TRY(gpu_->model->copy_params_from_host(model_->params()));
+  gpu_->ctx->to_device(gpu_->velocity.data(), opt_->state()[0]->data(),
+                       sizeof(float) * static_cast<size_t>(model_->num_params()));
+  return gpu_->ctx->synchronize();
+}
+
+Result<const float*> Trainer::eval_logits_gpu(const float* images, int b) {
+  gpu::GpuContext& ctx = *gpu_->ctx;
+  ctx.to_device(gpu_->input.data(), images, sizeof(float) * b * model_->input_numel());
+  auto logits = gpu_->model->forward(gpu_->input.floats(), b, false);
+  if (!logits) return logits.error();
+  ctx.to_host(dlogits_.data(), *logits, sizeof(float) * b * model_->output_numel());
+  DLTUNE_TRY(ctx.synchronize());
+  return dlogits_.data();
+}
+
+Status Trainer::stage_bucket_to_host(size_t index) {
+  const Bucket& b = buckets_[index];
+  gpu_->ctx->to_host(model_->grads() + b.begin, gpu_->model->grads() + b.begin,
+                     sizeof(float) * static_cast<size_t>(b.end - b.begin));
+  return gpu_->ctx->synchronize();
+}
+
+Status Trainer::allreduce_small(void* v, size_t count, comm::DataType type, comm::ReduceOp op) {
+  if (!comm_) return ok_status();
+  if (!nccl_) {
+    comm::AllreduceOptions opts;
+    opts.algorithm = comm::Algorithm::kRecursiveDoubling;
+    return comm::allreduce(*comm_, v, v, count, type, op, opts);
+  }
+  // NCCL reduces device memory only: stage the few values through the device.
+  const size_t bytes = count * comm::dtype_size(type);
+  gpu::GpuContext& ctx = *gpu_->ctx;
+  ctx.to_device(gpu_->small.data(), v, bytes);
+  DLTUNE_TRY(nccl_->allreduce_device(gpu_->small.data(), gpu_->small.data(), count, type, op,
+                                     ctx.stream()));
+  ctx.to_host(v, gpu_->small.data(), bytes);
+  DLTUNE_TRY(nccl_->synchronize(ctx.stream()));
+  return ctx.synchronize();
+}
+
+Result<double> Trainer::compute_gpu(int B, uint64_t seed, bool traced, StepTimes& tm) {
+  gpu::GpuContext& ctx = *gpu_->ctx;
+  gpu::GpuModel& m = *gpu_->model;
+  const int64_t n = model_->num_params();
+  const auto rows = static_cast<int>(B * predictions_);
+  ctx.to_device(gpu_->input.data(), input_.data(), sizeof(float) * B * model_->input_numel());
+  ctx.to_device(gpu_->labels.data(), labels_.data(), sizeof(int32_t) * rows);
+  auto logits = m.forward(gpu_->input.floats(), B, true, seed);
+  if (!logits) return logits.error().wrap("step " + std::to_string(step_));
+  gpu::softmax_cross_entropy(ctx, *logits, gpu_->labels.as<int32_t>(), rows, classes_,
+                             static_cast<float>(int64_t{global_batch_} * predictions_),
+                             gpu_->dlogits.floats(), gpu_->rows.as<double>());
+  ctx.to_host(gpu_->host_rows.data(), gpu_->rows.data(), sizeof(double) * rows);
+  tm.forward_end = Clock::now();
+
+  // Each bucket is reduced once backward has enqueued its gradients: on the NCCL stream after
+  // an event, or (host communicators) after a copy to the host gradient buffer.
+  Status st;
+  std::vector<bool> started(buckets_.size(), false);
+  auto start = [&](size_t i) {
+    started[i] = true;
+    const Bucket& b = buckets_[i];
+    if (traced) bucket_issued_[i] = Clock::now();
+    if (nccl_) {
+      ctx.comm_waits_for_compute();
+      float* g = m.grads() + b.begin;
+      if (auto s = nccl_->allreduce_device(g, g, static_cast<size_t>(b.end - b.begin),
+                                           comm::DataType::kF32, comm::ReduceOp::kSum,
+                                           ctx.comm_stream());
+          !s && st)
+        st = s;
+      return;
+    }
+    if (auto s = stage_bucket_to_host(i); !s && st) st = s;
+    if (config_.overlap) {
+      start_bucket(i, traced);
+    } else if (st) {
+      st = reduce_bucket_blocking(b);
+      bucket_done_[i] = Clock::now();
+    }
+  };
+  for (size_t b = 0; b < buckets_.size(); ++b) bucket_left_[b] = buckets_[b].tensors;
+  auto ready = [&](int node) {
+    if (!comm_ || !config_.overlap) return;
+    for (int t : m.final_after(node)) {
+      const auto b = static_cast<size_t>(bucket_of_[static_cast<size_t>(t)]);
+      if (--bucket_left_[b] == 0) start(b);
+    }
+  };
+  DLTUNE_TRY_CTX(m.backward(gpu_->input.floats(), gpu_->dlogits.floats(), B, ready),
+                 "step " + std::to_string(step_));
+  tm.backward_end = Clock::now();
+  if (comm_) {
+    for (size_t i = 0; i < buckets_.size(); ++i)  // overlap off: all of them now
+      if (!started[i]) start(i);
+    if (nccl_) {
+      ctx.compute_waits_for_comm();
+      if (auto s = nccl_->synchronize(ctx.comm_stream()); !s && st) st = s;
+    } else {
+      for (auto& r : pending_)
+        if (auto s = r.wait(); !s && st) st = s;
+      pending_.clear();
+      ctx.to_device(m.grads(), model_->grads(), sizeof(float) * static_cast<size_t>(n));
+    }
+    if (traced)
+      for (size_t i = 0; nccl_ && i < buckets_.size(); ++i) bucket_done_[i] = Clock::now();
+  }
+  if (!st)
+    return std::move(st).error().wrap("allreducing gradients at step " + std::to_string(step_));
+  tm.reduce_end = Clock::now();
+  const double lr = learning_rate(config_, global_batch_, step_);
+  gpu::sgd_step(ctx, m.params(), m.grads(), gpu_->velocity.floats(), n, static_cast<float>(lr),
+                static_cast<float>(config_.momentum), static_cast<float>(config_.weight_decay));
+  DLTUNE_TRY_CTX(ctx.synchronize(), "step " + std::to_string(step_) + " on the GPU");
+  tm.update_end = Clock::now();
+  double loss = 0.0;
+  for (int i = 0; i < rows; ++i) loss += gpu_->host_rows[static_cast<size_t>(i)];
+  return loss;
+}
+
+}  // namespace dltune::engine

@@ -1,0 +1,178 @@
+// Trainer: the training loop, evaluation, checkpoints.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+#include "comm/allreduce.h"
+#include "common/log.h"
+#include "engine/ops/loss.h"
+#include "engine/train/trainer.h"
+
+namespace dltune::engine {
+
+Result<EvalMetrics> Trainer::evaluate() {
+  EvalMetrics em;
+  em.step = step_;
+  em.epoch = sampler_->epoch_of(step_);
+  if (!heldout_ || heldout_->size == 0) return em;
+  // Shard the held-out set over the ranks, then sum (correct, loss) across them. Accuracy and
+  // loss are per prediction: per sample, or per position of a text sample.
+  const int64_t n = heldout_->size;
+  const int64_t lo = n * rank() / ranks(), hi = n * (rank() + 1) / ranks();
+  const int64_t sz = heldout_->sample_numel(), lw = heldout_->label_width;
+  double sums[2] = {0.0, 0.0};
+  const int chunk = model_->max_batch();
+  for (int64_t i = lo; i < hi; i += chunk) {
+    const int b = static_cast<int>(std::min<int64_t>(chunk, hi - i));
+    const float* logits = nullptr;
+    if (gpu_) {
+      auto l = eval_logits_gpu(heldout_->image(i), b);
+      if (!l) return l.error().wrap("evaluating at step " + std::to_string(step_));
+      logits = *l;
+    } else {
+      std::memcpy(input_.data(), heldout_->image(i), sizeof(float) * b * sz);
+      logits = model_->forward(input_.data(), b, false);
+    }
+    const int32_t* y = heldout_->label(i);
+    const auto rows = static_cast<int>(b * lw);
+    sums[0] += count_correct(logits, y, rows, classes_);
+    sums[1] += softmax_cross_entropy(logits, y, rows, classes_, 1.0f, nullptr);
+  }
+  DLTUNE_TRY(allreduce_doubles(sums, 2));
+  em.accuracy = sums[0] / static_cast<double>(n * lw);
+  em.loss = sums[1] / static_cast<double>(n * lw);
+  return em;
+}
+
+Status Trainer::save(const std::string& path) const {
+  if (rank() != 0) return ok_status();
+  if (gpu_) DLTUNE_TRY(sync_host_params());
+  Checkpoint ck;
+  ck.model = config_.model;
+  ck.step = step_;
+  ck.seed = config_.seed;
+  ck.global_batch = global_batch_;
+  ck.epoch = sampler_->epoch_of(step_);
+  ck.rng_state = Rng::mix(config_.seed, static_cast<uint64_t>(step_));
+  ck.optimizer = opt_->kind();
+  ck.optimizer_steps = opt_->steps();
+  const auto n = static_cast<size_t>(model_->num_params());
+  std::vector<std::span<const float>> slots;
+  for (Buffer* b : opt_->state()) slots.emplace_back(b->data(), n);
+  return save_checkpoint(path, ck, {model_->params(), n}, slots,
+                         {model_->state(), static_cast<size_t>(model_->num_state())});
+}
+
+Status Trainer::resume(const std::string& path) {
+  auto ck = load_checkpoint(path);
+  if (!ck) return ck.error();
+  const std::string where = "checkpoint '" + path + "'";
+  if (ck->model != config_.model)
+    return invalid_input(where + " is of model '" + ck->model + "', not '" + config_.model + "'");
+  const auto slots = opt_->state();
+  if (static_cast<int64_t>(ck->params.size()) != model_->num_params() ||
+      static_cast<int64_t>(ck->state.size()) != model_->num_state())
+    return invalid_input(where + " holds " + std::to_string(ck->params.size()) +
+                         " parameters and " + std::to_string(ck->state.size()) +
+                         " state values, the model has " + std::to_string(model_->num_params()) +
+                         " and " + std::to_string(model_->num_state()));
+  if (ck->optimizer != opt_->kind() || ck->slots.size() != slots.size())
+    return invalid_input(where + " was written by optimizer " + ck->optimizer + ", this run uses " +
+                         opt_->kind());
+  for (const auto& s : ck->slots)
+    if (s.size() != ck->params.size())
+      return invalid_input(where + " has optimizer state of the wrong size");
+  if (ck->seed != config_.seed || ck->global_batch != global_batch_)
+    return invalid_input(where + " was written with seed " + std::to_string(ck->seed) +
+                         " and global batch " + std::to_string(ck->global_batch) +
+                         "; resume with the same values to continue the same data order");
+  std::memcpy(model_->params(), ck->params.data(), ck->params.size() * sizeof(float));
+  if (!ck->state.empty())
+    std::memcpy(model_->state(), ck->state.data(), ck->state.size() * sizeof(float));
+  for (size_t i = 0; i < slots.size(); ++i)
+    std::memcpy(slots[i]->data(), ck->slots[i].data(), ck->slots[i].size() * sizeof(float));
+  opt_->set_steps(ck->optimizer_steps);
+  if (gpu_) DLTUNE_TRY(upload_state_gpu());
+  step_ = ck->step;
+  return ok_status();
+}
+
+Error Trainer::diverged_error(double loss) const {
+  const double peak = config_.linear_scaling ? config_.lr * global_batch_ /
+                                                   static_cast<double>(config_.reference_batch)
+                                             : config_.lr;
+  char buf[400];
+  std::snprintf(buf, sizeof buf,
+                "training diverged: the loss is %s at step %lld (learning rate %.4g in that step, "
+                "peak %.4g, global batch %lld): lower optimizer.lr or the batch, lengthen the "
+                "warmup, or scale lr less with the global batch (optimizer.lr_scaling: sqrt or "
+                "none)",
+                std::isnan(loss) ? "NaN" : "infinite", static_cast<long long>(step_),
+                learning_rate(config_, global_batch_, step_ - 1), peak,
+                static_cast<long long>(global_batch_));
+  return invalid_input(buf);
+}
+
+Result<TrainSummary> Trainer::run(MetricsWriter& metrics) {
+  TrainSummary sum;
+  const auto start = std::chrono::steady_clock::now();
+  const int64_t per_epoch = sampler_->steps_per_epoch();
+  const int64_t eval_every = config_.eval_every > 0 ? config_.eval_every : per_epoch;
+  int64_t timed = 0;
+  double timed_s = 0.0;
+  const int64_t first_step = step_;
+  while (step_ < config_.steps) {
+    const bool log = (step_ + 1) % config_.log_every == 0 || step_ + 1 == config_.steps;
+    auto loss = step(log);
+    if (!loss) return loss.error();
+    if (step_ > 1) {  // the first steps warm caches and page in buffers
+      ++timed;
+      timed_s += last_.step_s;
+      sum.compute_s += last_.compute_s;
+      sum.comm_s += last_.comm_s;
+    }
+    if (log) {
+      sum.final_loss = *loss;
+      if (rank() == 0) metrics.write(to_json_line(last_));
+      // The global loss: every rank sees the same value and stops here alike, before a
+      // checkpoint of the ruined parameters could replace the last good one.
+      if (!std::isfinite(*loss)) {
+        diverged_ = true;
+        return diverged_error(*loss);
+      }
+    }
+    if (stop_agreed_) {
+      DLTUNE_LOG(kInfo, "engine") << "stop requested: stopping after step " << step_;
+      sum.stopped = true;
+      break;
+    }
+    if (heldout_ && heldout_->size > 0 && (step_ % eval_every == 0 || step_ == config_.steps)) {
+      const auto e0 = std::chrono::steady_clock::now();
+      auto em = evaluate();
+      if (!em) return em.error();
+      trace_->complete("eval", kTraceCompute, e0, std::chrono::steady_clock::now(), step_);
+      sum.heldout_accuracy = em->accuracy;
+      sum.heldout_loss = em->loss;
+      if (rank() == 0) metrics.write(to_json_line(*em));
+      DLTUNE_LOG(kInfo, "engine") << "step " << step_ << " held-out accuracy " << em->accuracy;
+    }
+    if (!config_.checkpoint_path.empty() && config_.checkpoint_every > 0 &&
+        step_ % config_.checkpoint_every == 0) {
+      const auto c0 = std::chrono::steady_clock::now();
+      DLTUNE_TRY(save(config_.checkpoint_path));
+      trace_->complete("checkpoint", kTraceCompute, c0, std::chrono::steady_clock::now(), step_);
+    }
+  }
+  if (!config_.checkpoint_path.empty()) DLTUNE_TRY(save(config_.checkpoint_path));
+  DLTUNE_TRY(trace_->close());
+  sum.steps = step_;
+  sum.steps_run = step_ - first_step;
+  sum.timed_steps = timed;
+  sum.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  sum.samples_per_s = timed > 0 ? static_cast<double>(timed) * global_batch_ / timed_s : 0.0;
+  return sum;
+}
+
+}  // namespace dltune::engine
