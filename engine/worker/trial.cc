@@ -266,26 +266,6 @@ class Search {
            " (its learning rate is too high)";
   }
 
-  // `alive` reordered so that siblings are spread out: the first of each family (in order of
-  // appearance), then the second of each, and so on. A candidate then rarely runs right after a
-  // sibling, whose steps would have left the shared model warm in the caches for it.
-  std::vector<size_t> interleaved(const std::vector<size_t>& alive) const {
-    std::vector<std::vector<size_t>> groups;
-    std::map<size_t, size_t> group_of;
-    for (size_t i : alive) {
-      auto [it, added] = group_of.try_emplace(cands_[i].family, groups.size());
-      if (added) groups.emplace_back();
-      groups[it->second].push_back(i);
-    }
-    std::vector<size_t> out;
-    for (size_t k = 0; out.size() < alive.size(); ++k) {
-      for (const auto& g : groups) {
-        if (k < g.size()) out.push_back(g[k]);
-      }
-    }
-    return out;
-  }
-
   // Frees the trainers of families with no candidate in `alive`.
   void drop_idle_trainers(const std::vector<size_t>& alive) {
     std::vector<bool> used(families_.size(), false);
