@@ -101,9 +101,8 @@ class Dltune:
         self.dltune = os.path.join(build, "bin", "dltune")
         self.algo = algo
         self.work = work
-        self.env = dict(os.environ, DLTUNE_DB=os.path.join(work, "db.sqlite"),
-                        DLTUNE_RUNS_DIR=os.path.join(work, "runs"), DLTUNE_SITE_DB="",
-                        DLTUNE_NO_PROGRESS="1")
+        self.env = dict(os.environ, DLTUNE_RUNS_DIR=os.path.join(work, "runs"),
+                        DLTUNE_SITE_DB="", DLTUNE_NO_PROGRESS="1")
 
     def launch(self, model, batch, ranks, steps):
         """Runs `dltune launch` of the case; returns its summary (a dict)."""
@@ -113,7 +112,10 @@ class Dltune:
         cmd = [self.dltune, "launch", path, "-n", str(ranks), "--json"]
         if ranks == 1 or self.algo != "plan":  # else the plan: tuned once, then from the db
             cmd.append("--no-tune")
-        p = subprocess.run(cmd, env=self.env, capture_output=True, text=True)
+        # One database per case: a plan is keyed by the model, not by the batch the recipe
+        # fixes, and a cached plan's batch replaced the recipe's (b256 trained at b64).
+        env = dict(self.env, DLTUNE_DB=os.path.join(self.work, f"{model}-b{batch}.sqlite"))
+        p = subprocess.run(cmd, env=env, capture_output=True, text=True)
         if p.returncode != 0:
             sys.exit(f"bench/engine: {' '.join(cmd)} exited {p.returncode}:\n{p.stderr[-2000:]}")
         shutil.rmtree(os.path.join(self.work, "runs"), ignore_errors=True)
