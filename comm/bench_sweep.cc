@@ -4,9 +4,11 @@
 #include <cmath>
 #include <cstring>
 #include <iomanip>
+#include <memory>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
+#include <unistd.h>
 
 #include "comm/allreduce.h"
 #include "comm/shm_lines.h"
@@ -23,6 +25,17 @@ static_assert(kExchangeMaxBytes <= kPingMaxBytes,
               "run_sweep: the exchange's samples follow the ping's");
 // The ping-pong that gives the alpha-beta bound its bandwidth.
 constexpr size_t kBandwidthBytes = size_t{4} << 20;
+// The traffic bound's blocks, as the in-place shm allreduce's (comm/algo_shm.cc).
+constexpr size_t kTrafficBlockBytes = 8192;
+
+// The last-level cache's size as the CPU reports it (0 when unknown).
+size_t last_level_cache_bytes() {
+  for (int name : {_SC_LEVEL4_CACHE_SIZE, _SC_LEVEL3_CACHE_SIZE, _SC_LEVEL2_CACHE_SIZE}) {
+    const long v = sysconf(name);
+    if (v > 0) return static_cast<size_t>(v);
+  }
+  return 0;
+}
 
 double micros_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
@@ -72,17 +85,20 @@ Status pingpong(Communicator& comm, void* buf, size_t bytes, int iters, double* 
 }
 
 // One measured candidate: a real algorithm, or a pseudo-candidate for the bounds.
-enum class Kind { kAlgo, kCopy, kPing, kExchange };
+enum class Kind { kAlgo, kTraffic, kCopy, kPing, kExchange };
 struct Candidate {
   Kind kind;
-  Algorithm algo;
+  Algorithm algo = Algorithm::kRing;
+  Buffer buffer = Buffer::kShared;
 };
 
 struct Ctx {
   Communicator& comm;
   const SweepOptions& options;
-  float* buf;     // node-shared, max_bytes
-  uint8_t* copy;  // private, max_bytes (copy destination)
+  const SharedBuffer& shared;  // node-shared, max_bytes per local rank
+  float* buf;                  // this rank's region of it
+  float* priv;                 // private, max_bytes, pre-faulted (nullptr: not measured)
+  uint8_t* copy;               // private, max_bytes (copy destination)
   uint8_t ping[8] = {};
   SharedBuffer lines{};    // the line exchange's two slots per rank (ranks 0 and 1)
   uint64_t lines_seq = 0;  // its calls so far
@@ -123,8 +139,37 @@ Status line_exchange(Ctx& c, size_t bytes) {
   return ok_status();
 }
 
+// The traffic bound (SweepBound::membw_us): this local rank copies its 1/p slice of every
+// local rank's region out to an L1-sized scratch and back, block by block: it reads `bytes`
+// and writes `bytes`, the least any allreduce moves per rank, with no reduction and no
+// synchronisation. Slices are cut on 64-byte lines as the shm allreduce cuts them.
+void traffic(Ctx& c, size_t bytes) {
+  Communicator& local = c.comm.local();
+  const size_t p = static_cast<size_t>(local.size());
+  const size_t me = static_cast<size_t>(local.rank());
+  const size_t lines = (bytes + 63) / 64;
+  const size_t lo = std::min(bytes, lines * me / p * 64);
+  const size_t hi = std::min(bytes, lines * (me + 1) / p * 64);
+  alignas(64) static thread_local uint8_t tmp[4][kTrafficBlockBytes];
+  for (size_t b = lo; b < hi; b += kTrafficBlockBytes) {
+    const size_t m = std::min(kTrafficBlockBytes, hi - b);
+    for (size_t k0 = 0; k0 < p; k0 += 4) {  // up to four regions per pass, as L1 holds them
+      const size_t k1 = std::min(p, k0 + 4);
+      for (size_t k = k0; k < k1; ++k) {
+        std::memcpy(tmp[k - k0], static_cast<uint8_t*>(c.shared.peer(static_cast<int>(k))) + b, m);
+      }
+      for (size_t k = k0; k < k1; ++k) {
+        std::memcpy(static_cast<uint8_t*>(c.shared.peer(static_cast<int>(k))) + b, tmp[k - k0], m);
+      }
+    }
+  }
+}
+
 Status run_once(Ctx& c, const Candidate& k, size_t bytes) {
   switch (k.kind) {
+    case Kind::kTraffic:
+      traffic(c, bytes);
+      return ok_status();
     case Kind::kCopy:
       std::memcpy(c.copy, c.buf, bytes);
       return ok_status();
@@ -146,7 +191,8 @@ Status run_once(Ctx& c, const Candidate& k, size_t bytes) {
       AllreduceOptions o;
       o.algorithm = k.algo;
       o.segment_bytes = c.options.segment_bytes;
-      return allreduce(c.comm, c.buf, c.buf, bytes / 4, DataType::kF32, ReduceOp::kSum, o);
+      float* x = k.buffer == Buffer::kShared ? c.buf : c.priv;
+      return allreduce(c.comm, x, x, bytes / 4, DataType::kF32, ReduceOp::kSum, o);
     }
   }
   return ok_status();
@@ -193,17 +239,18 @@ Status measure_size(Ctx& c, const std::vector<Candidate>& cands, size_t bytes,
 
 }  // namespace
 
-const SweepPoint* SweepReport::find(size_t bytes, Algorithm algo) const {
+const SweepPoint* SweepReport::find(size_t bytes, Algorithm algo, Buffer buffer) const {
   for (const auto& p : results) {
-    if (p.bytes == bytes && p.algo == algo) return &p;
+    if (p.bytes == bytes && p.algo == algo && p.buffer == buffer) return &p;
   }
   return nullptr;
 }
 
-const SweepPoint* SweepReport::best(size_t bytes, const std::vector<Algorithm>& among) const {
+const SweepPoint* SweepReport::best(size_t bytes, const std::vector<Algorithm>& among,
+                                    Buffer buffer) const {
   const SweepPoint* b = nullptr;
   for (const auto& p : results) {
-    if (p.bytes != bytes) continue;
+    if (p.bytes != bytes || p.buffer != buffer) continue;
     if (!among.empty() && std::find(among.begin(), among.end(), p.algo) == among.end()) continue;
     if (b == nullptr || p.median_us < b->median_us) b = &p;
   }
@@ -246,15 +293,26 @@ Result<SweepReport> run_sweep(Communicator& comm, const SweepOptions& options) {
       float x = 0;
       if (!comm.native_allreduce(&x, &x, 1, DataType::kF32, ReduceOp::kSum)) continue;
     }
-    algos.push_back({Kind::kAlgo, a});
+    algos.push_back({Kind::kAlgo, a, Buffer::kShared});
   }
   if (algos.empty()) return invalid_input("none of the requested algorithms works here");
+  if (options.private_buffers) {
+    const size_t n = algos.size();
+    for (size_t i = 0; i < n; ++i) algos.push_back({Kind::kAlgo, algos[i].algo, Buffer::kPrivate});
+  }
 
   auto shared = comm.alloc_shared(options.max_bytes);
   if (!shared) return shared.error();
+  // Value-initialised: every page is touched (pre-faulted) before the first measurement.
+  std::unique_ptr<float[]> priv;
+  if (options.private_buffers) priv.reset(new float[options.max_bytes / 4 + 1]());
   // The copy destination is also the line exchange's source and destination, which copies
   // whole lines: up to kLineData - 1 bytes past the message.
-  Ctx c{comm, options, shared->as<float>(),
+  Ctx c{comm,
+        options,
+        *shared,
+        shared->as<float>(),
+        priv.get(),
         static_cast<uint8_t*>(
             comm.scratch(2, std::max(options.max_bytes, kBandwidthBytes) + shm_lines::kLineData))};
   const bool exchange = rep.ranks == 2 && rep.nodes == 1;
@@ -278,19 +336,23 @@ Result<SweepReport> run_sweep(Communicator& comm, const SweepOptions& options) {
   rep.pingpong_gbs = ab[1] > 0 ? static_cast<double>(big) / ab[1] / 1e3 : 0;
 
   const double p = rep.ranks;
+  const size_t llc = last_level_cache_bytes();
+  const size_t local_ranks = static_cast<size_t>(comm.local().size());
   for (size_t bytes = options.min_bytes / 4 * 4; bytes <= options.max_bytes; bytes *= 2) {
     std::vector<Candidate> cands = algos;
-    cands.push_back({Kind::kCopy, Algorithm::kRing});
+    cands.push_back({Kind::kTraffic});
+    cands.push_back({Kind::kCopy});
     const bool ping = rep.ranks > 1 && bytes <= kPingMaxBytes;
-    if (ping) cands.push_back({Kind::kPing, Algorithm::kRing});
+    if (ping) cands.push_back({Kind::kPing});
     const bool xchg = exchange && bytes <= kExchangeMaxBytes;
-    if (xchg) cands.push_back({Kind::kExchange, Algorithm::kRing});
+    if (xchg) cands.push_back({Kind::kExchange});
     std::vector<std::vector<double>> samples;
     DLTUNE_TRY_CTX(measure_size(c, cands, bytes, &samples),
                    "measuring " + strings::format_bytes(bytes));
     for (size_t i = 0; i < algos.size(); ++i) {
       SweepPoint pt;
-      pt.bytes = bytes, pt.algo = algos[i].algo, pt.samples_us = samples[i];
+      pt.bytes = bytes, pt.algo = algos[i].algo, pt.buffer = algos[i].buffer;
+      pt.samples_us = samples[i];
       pt.median_us = percentile(samples[i], 0.5);
       pt.p10_us = percentile(samples[i], 0.1);
       pt.p90_us = percentile(samples[i], 0.9);
@@ -300,8 +362,11 @@ Result<SweepReport> run_sweep(Communicator& comm, const SweepOptions& options) {
     SweepBound b;
     b.bytes = bytes;
     b.membw_us = percentile(samples[algos.size()], 0.0);  // the best round (bench_sweep.h)
-    b.pingpong_us = ping ? percentile(samples[algos.size() + 1], 0.5) / 2 : rep.alpha_us;
-    if (xchg) b.exchange_us = percentile(samples[algos.size() + 2], 0.5);
+    b.read_bytes = b.write_bytes = bytes;
+    b.in_cache = llc > 0 && local_ranks * bytes <= llc;
+    b.copy_us = percentile(samples[algos.size() + 1], 0.0);
+    b.pingpong_us = ping ? percentile(samples[algos.size() + 2], 0.5) / 2 : rep.alpha_us;
+    if (xchg) b.exchange_us = percentile(samples[algos.size() + 3], 0.5);
     const double steps = std::ceil(std::log2(std::max(p, 1.0)));
     b.alpha_beta_us = steps * b.pingpong_us +
                       (rep.pingpong_gbs > 0
@@ -319,9 +384,16 @@ std::string format_table(const SweepReport& rep) {
   os << "allreduce f32 sum, in place, " << rep.ranks << " ranks on " << rep.nodes
      << " node(s); ping-pong alpha " << std::setprecision(2) << rep.alpha_us << " us, "
      << std::setprecision(1) << rep.pingpong_gbs << " GB/s\n";
-  os << "bounds: alpha-beta = ceil(log2 p) alpha + 2(p-1)/p N / ping-pong bw; membw = the "
-        "best round of a concurrent copy of N bytes on every rank (the traffic of an in-place shm "
-        "allreduce)";
+  os << "bounds: alpha-beta = ceil(log2 p) alpha + 2(p-1)/p N / ping-pong bw; membw = the least "
+        "traffic any allreduce moves, each rank reading N and writing N bytes (its 1/p of every "
+        "rank's buffer), measured alone on the same warm node-shared buffer (best round); copy = "
+        "a copy of N bytes on every rank, what this table used to call membw (no bound: it "
+        "also reads its destination)";
+  const size_t llc = last_level_cache_bytes();
+  if (llc > 0) {
+    os << "; 'in LLC': every local rank's N fits in the last-level cache the CPU reports ("
+       << strings::format_bytes(llc) << "), so the bounds there measure cache, not memory";
+  }
   if (!rep.bounds.empty() && rep.bounds.front().exchange_us > 0) {
     os << "; exchange = 2 ranks swapping N bytes in tagged cache lines, the small shm "
           "allreduce's transfers alone (up to "
@@ -334,19 +406,24 @@ std::string format_table(const SweepReport& rep) {
       last = pt.bytes;
       const SweepBound* b = rep.bound(pt.bytes);
       const SweepPoint* best = rep.best(pt.bytes);
+      const SweepPoint* best_private = rep.best(pt.bytes, {}, Buffer::kPrivate);
       os << "\n"
          << std::setw(10) << strings::format_bytes(pt.bytes) << "  bounds: alpha-beta "
          << std::setprecision(2) << (b ? b->alpha_beta_us : 0) << " us, membw "
-         << (b ? b->membw_us : 0) << " us";
+         << (b ? b->membw_us : 0) << " us" << (b && b->in_cache ? " (in LLC)" : "") << ", copy "
+         << (b ? b->copy_us : 0) << " us";
       if (b && b->exchange_us > 0) os << ", exchange " << b->exchange_us << " us";
-      os << "; best: " << algorithm_name(best->algo) << "\n";
-      os << "    algo           median_us    p10_us    p90_us  algbw_GB/s  busbw_GB/s\n";
+      os << "; best: " << algorithm_name(best->algo);
+      if (best_private) os << ", on a private buffer " << algorithm_name(best_private->algo);
+      os << "\n";
+      os << "    algo                   median_us    p10_us    p90_us  algbw_GB/s  busbw_GB/s\n";
     }
     const double algbw = static_cast<double>(pt.bytes) / pt.median_us / 1e3;
-    os << "    " << std::left << std::setw(13) << algorithm_name(pt.algo) << std::right
-       << std::setprecision(2) << std::setw(11) << pt.median_us << std::setw(10) << pt.p10_us
-       << std::setw(10) << pt.p90_us << std::setprecision(3) << std::setw(12) << algbw
-       << std::setw(12) << pt.busbw_gbs << "\n";
+    const std::string name =
+        std::string(algorithm_name(pt.algo)) + (pt.buffer == Buffer::kPrivate ? " (private)" : "");
+    os << "    " << std::left << std::setw(21) << name << std::right << std::setprecision(2)
+       << std::setw(11) << pt.median_us << std::setw(10) << pt.p10_us << std::setw(10) << pt.p90_us
+       << std::setprecision(3) << std::setw(12) << algbw << std::setw(12) << pt.busbw_gbs << "\n";
   }
   return os.str();
 }
@@ -359,15 +436,19 @@ std::string format_json(const SweepReport& rep) {
   for (const auto& pt : rep.results) {
     j["results"].push_back({{"bytes", pt.bytes},
                             {"algo", std::string(algorithm_name(pt.algo))},
+                            {"buffer", pt.buffer == Buffer::kShared ? "shared" : "private"},
                             {"median_us", pt.median_us},
                             {"p10_us", pt.p10_us},
                             {"p90_us", pt.p90_us},
-                            {"busbw_gbs", pt.busbw_gbs}});
+                            {"busbw_gbs", pt.busbw_gbs},
+                            {"samples_us", pt.samples_us}});
   }
   j["bounds"] = nlohmann::json::array();
   for (const auto& b : rep.bounds) {
     nlohmann::json e = {
-        {"bytes", b.bytes}, {"alpha_beta_us", b.alpha_beta_us}, {"membw_us", b.membw_us}};
+        {"bytes", b.bytes},           {"alpha_beta_us", b.alpha_beta_us}, {"membw_us", b.membw_us},
+        {"read_bytes", b.read_bytes}, {"write_bytes", b.write_bytes},     {"in_cache", b.in_cache},
+        {"copy_us", b.copy_us}};
     if (b.exchange_us > 0) e["exchange_us"] = b.exchange_us;
     j["bounds"].push_back(std::move(e));
   }

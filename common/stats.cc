@@ -53,4 +53,29 @@ Summary summarize(std::vector<double> s) {
   return out;
 }
 
+double mean_rel_ci_batched(const std::vector<double>& series, int batches) {
+  if (batches < 2) return INFINITY;
+  const size_t per = series.size() / static_cast<size_t>(batches);
+  if (per < 2) return INFINITY;
+  std::vector<double> means(static_cast<size_t>(batches), 0.0);
+  for (size_t b = 0; b < means.size(); ++b) {
+    for (size_t i = 0; i < per; ++i) means[b] += series[b * per + i];
+    means[b] /= static_cast<double>(per);
+  }
+  const double k = static_cast<double>(batches);
+  const double mean = std::accumulate(means.begin(), means.end(), 0.0) / k;
+  if (!(mean > 0)) return INFINITY;
+  double ss = 0;
+  for (double m : means) ss += (m - mean) * (m - mean);
+  const double se = std::sqrt(ss / (k - 1)) / std::sqrt(k);
+  // Student's t, two-sided 95 %, for batches - 1 degrees of freedom (1.96 from 30 on).
+  static constexpr double kT[] = {12.706, 4.303, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262,
+                                  2.228,  2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110,
+                                  2.101,  2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060,
+                                  2.056,  2.052, 2.048, 2.045, 2.042};
+  const size_t df = static_cast<size_t>(batches - 1);
+  const double t = df <= std::size(kT) ? kT[df - 1] : 1.96;
+  return t * se / mean;
+}
+
 }  // namespace dltune::stats

@@ -26,4 +26,12 @@ double median(std::vector<double> values);
 // Summary of `samples`; an empty input gives a Summary with n = 0 and zeros elsewhere.
 Summary summarize(std::vector<double> samples);
 
+// The ~95 % confidence interval of the mean of `series`, a run of measurements in time order
+// whose neighbours are correlated (this machine's slow phases last many steps, so the steps
+// are not independent): the method of batch means, Student's t over the means of `batches`
+// consecutive batches of equal length (the last series % batches values are left out).
+// Returns the half-width relative to the mean: 0.05 means "mean known to +-5 %". Infinity
+// when the series has fewer than 2 values per batch, batches < 2, or a mean <= 0.
+double mean_rel_ci_batched(const std::vector<double>& series, int batches = 10);
+
 }  // namespace dltune::stats

@@ -240,9 +240,14 @@ int run_launch(const LaunchOptions& o) {
   if (!facts.worker.is_object()) facts.worker = nlohmann::json::object();
   if (job->ranks > 1) {
     progress.phase("measuring 1 rank for the scaling efficiency");
-    auto base = launcher::measure_baseline(*worker, cfg, *dir);
+    const double sps = facts.worker.value("throughput_sps", 0.0);
+    const double step_s = sps > 0 ? facts.worker.value("global_batch", 0.0) / sps : 0.0;
+    auto base = launcher::measure_baseline(*job, *worker, cfg, step_s, *dir);
     if (base) {
-      facts.baseline_sps = *base;
+      facts.baseline_sps = base->sps;
+      facts.baseline_steps = base->steps;
+      facts.baseline_rel_ci = base->rel_ci;
+      facts.baseline_bind = base->bind;
     } else {
       facts.baseline_error = base.error().message();
     }

@@ -1,11 +1,14 @@
 #include "launcher/launch_job.h"
 
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 
 #include <nlohmann/json.hpp>
 
 #include "common/env.h"
 #include "common/paths.h"
+#include "common/stats.h"
 #include "common/strings.h"
 #include "engine/train/recipe_config.h"
 #include "launcher/launch_spec.h"
@@ -112,35 +115,71 @@ std::vector<std::string> launch_prefix(const Job& job) {
   return p;
 }
 
-Result<double> measure_baseline(const std::string& worker, const engine::TrainConfig& cfg,
-                                const RunDir& dir) {
-  engine::TrainConfig one = cfg;
-  one.scaling = engine::Scaling::kWeak;
-  one.per_rank_batch = cfg.per_rank_batch;
-  one.steps = std::min<int64_t>(cfg.steps, 30);
-  one.heldout_size = 0;
-  one.eval_every = 0;
+namespace {
+
+// The timed steps' times (every step but the first) in a metrics file written with log_every 1.
+std::vector<double> step_times(const std::string& metrics) {
+  std::vector<double> out;
+  auto text = paths::read_file(metrics);
+  if (!text) return out;
+  for (const std::string& line : strings::split(*text, '\n')) {
+    const auto j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_object() || j.value("event", "") != "step" || j.value("step", int64_t{0}) < 2) {
+      continue;
+    }
+    out.push_back(j.value("step_s", 0.0));
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<Baseline> measure_baseline(const Job& job, const std::string& worker,
+                                  const engine::TrainConfig& cfg, double step_s,
+                                  const RunDir& dir) {
+  Job one = job;
+  one.ranks = 1;
+  engine::TrainConfig c = cfg;
+  c.scaling = engine::Scaling::kWeak;
+  c.per_rank_batch = cfg.per_rank_batch;
+  c.heldout_size = 0;
+  c.eval_every = 0;
+  c.log_every = 1;
   // Step time does not depend on the learning rate, but a rate scaled for the job's global
   // batch can make one rank's loss NaN, which ends a training run. 1e-12 keeps every update
   // a normal float (no denormal slow path) while the weights stay put.
-  one.lr = 1e-12;
-  one.min_lr = 0;
-  one.metrics_path.clear();
-  one.checkpoint_path.clear();
-  one.trace_path.clear();
+  c.lr = 1e-12;
+  c.min_lr = 0;
+  c.checkpoint_path.clear();
+  c.trace_path.clear();
+  c.metrics_path = dir.file("baseline_metrics.jsonl");
   const std::string cfg_path = dir.file("baseline_config.json");
   const std::string out = dir.file("baseline_summary.json");
-  DLTUNE_TRY_CTX(paths::write_file_atomic(cfg_path, engine::to_json(one)), "writing " + cfg_path);
-  auto rc =
-      cli::run_to_completion({worker, "train", "--plan", cfg_path, "--summary", out}, "launch");
-  if (!rc) return rc.error();
-  if (*rc != 0) return peer_failed("the 1-rank run exited with code " + std::to_string(*rc));
-  auto text = paths::read_file(out);
-  if (!text) return text.error();
-  auto j = nlohmann::json::parse(*text, nullptr, false);
-  const double sps = j.is_object() ? j.value("throughput_sps", 0.0) : 0.0;
-  if (!(sps > 0)) return internal_error(out + " holds no throughput");
-  return sps;
+  const double guess_s = step_s > 0 ? step_s : 0.05;
+  int64_t steps = std::max<int64_t>(kBaselineMinSteps,
+                                    static_cast<int64_t>(std::ceil(kBaselineFirstS / guess_s)));
+  Baseline b;
+  b.bind = job.recipe.launch.binding;
+  for (;;) {
+    c.steps = steps;
+    std::remove(c.metrics_path.c_str());  // the metrics writer appends
+    DLTUNE_TRY_CTX(paths::write_file_atomic(cfg_path, engine::to_json(c)), "writing " + cfg_path);
+    DLTUNE_TRY(run_ranks(one, "the 1-rank baseline",
+                         {worker, "train", "--plan", cfg_path, "--summary", out}));
+    auto text = paths::read_file(out);
+    if (!text) return text.error();
+    auto j = nlohmann::json::parse(*text, nullptr, false);
+    const double sps = j.is_object() ? j.value("throughput_sps", 0.0) : 0.0;
+    if (!(sps > 0)) return internal_error(out + " holds no throughput");
+    const std::vector<double> times = step_times(c.metrics_path);
+    b.sps = sps;
+    b.steps = steps;
+    b.rel_ci = stats::mean_rel_ci_batched(times);
+    const double run_s = static_cast<double>(steps) * c.per_rank_batch / sps;
+    if (b.rel_ci <= kBaselineRelCi || 4 * run_s > kBaselineMaxS) break;
+    steps *= 4;
+  }
+  return b;
 }
 
 }  // namespace dltune::launcher

@@ -53,12 +53,31 @@ std::string quote_argv(const std::vector<std::string>& argv);
 // The `dltune run` command equivalent to how run_ranks() starts the job, up to the "--".
 std::vector<std::string> launch_prefix(const Job& job);
 
-// Samples/s of the same per-rank batch on one rank alone (at most 30 steps, no evaluation),
-// run as `worker train`, for the scaling efficiency. It measures speed, not learning: the
-// learning rate is made negligible so that a recipe whose rate diverges at this batch on one
-// rank (its lr is scaled for the whole job's batch) still gives its step time. Errors: the
-// run failed (its exit code) or wrote no throughput.
-Result<double> measure_baseline(const std::string& worker, const engine::TrainConfig& config,
-                                const RunDir& dir);
+// The scaling efficiency's 1-rank baseline.
+struct Baseline {
+  double sps = 0;     // samples/s over its timed steps (all but the first, as the job's)
+  int64_t steps = 0;  // steps of the run that gave it
+  double rel_ci = 0;  // ~95 % interval of its mean step time, relative (stats::mean_rel_ci_batched)
+  std::string bind;   // the binding policy it ran under (the job's)
+};
+inline constexpr double kBaselineRelCi = 0.05;    // the interval the baseline runs long enough for
+inline constexpr int64_t kBaselineMinSteps = 60;  // and at least this many steps
+inline constexpr double kBaselineFirstS = 3;      // the first run's length at the job's step time
+inline constexpr double kBaselineMaxS = 40;       // no run longer than this
+
+// Samples/s of the same per-rank batch on one rank alone, for the scaling efficiency, measured
+// as the job's ranks run: started as `worker train` by `dltune run -n 1` with the job's backend
+// and binding (so on the cores of the job's rank 0), warmed as the job is (its first step is not
+// timed), and long enough that the ~95 % interval of its mean step time (batch means, so that
+// the machine's slow phases count) is within kBaselineRelCi: it first runs
+// max(kBaselineMinSteps, kBaselineFirstS / `step_s`) steps (`step_s`: the job's step time), then
+// 4x as many while the interval is wider, as long as a run stays within kBaselineMaxS; the
+// result says how wide the interval came out. It measures speed, not learning: the learning
+// rate is made negligible so that a recipe whose rate diverges at this batch on one rank (its
+// lr is scaled for the whole job's batch) still gives its step time. Errors: a run failed (its
+// exit code) or wrote no throughput.
+Result<Baseline> measure_baseline(const Job& job, const std::string& worker,
+                                  const engine::TrainConfig& config, double step_s,
+                                  const RunDir& dir);
 
 }  // namespace dltune::launcher

@@ -10,6 +10,7 @@
 
 #include "common/paths.h"
 #include "common/strings.h"
+#include "launcher/launch_job.h"
 #include "launcher/report/report.h"
 
 namespace dltune::launcher {
@@ -172,6 +173,10 @@ std::vector<std::string> run_warnings(const RunFacts& f, const MetricsLog& log,
   std::vector<std::string> w;
   if (!f.baseline_error.empty()) {
     w.push_back("scaling efficiency not measured: " + f.baseline_error);
+  } else if (f.baseline_sps > 0 && !(f.baseline_rel_ci <= kBaselineRelCi)) {
+    w.push_back("the scaling efficiency's 1-rank baseline is only known to +-" +
+                fixed(100 * f.baseline_rel_ci, 1) + " % after " + std::to_string(f.baseline_steps) +
+                " steps (the machine was noisy; the efficiency is as uncertain)");
   }
   const double first = log.steps.empty() ? 0 : num(log.steps.front(), "loss");
   const double last = num(s, "final_loss");
@@ -206,6 +211,10 @@ nlohmann::json make_summary(const RunFacts& f, const MetricsLog& log, const RunD
                                  : static_cast<int64_t>(num(log.steps.back(), "step")) + 1;
   s["throughput_sps"] = sps;
   s["baseline_1rank_sps"] = f.baseline_sps;
+  s["baseline_1rank_steps"] = f.baseline_steps;
+  s["baseline_1rank_rel_ci"] = std::isfinite(f.baseline_rel_ci) ? nlohmann::json(f.baseline_rel_ci)
+                                                                : nlohmann::json(nullptr);
+  s["baseline_1rank_bind"] = f.baseline_bind;
   s["scaling_efficiency"] = f.baseline_sps > 0 ? nlohmann::json(sps / (f.ranks * f.baseline_sps))
                                                : nlohmann::json(nullptr);
   s["final_loss"] = num(w, "final_loss");
@@ -269,9 +278,13 @@ std::string format_summary(const nlohmann::json& s) {
        " rank(s), " + std::to_string(s.value("nodes", 0)) + " node(s)\n";
   line("throughput         ", fixed(num(s, "throughput_sps"), 0) + " samples/s");
   if (s["scaling_efficiency"].is_number()) {
-    line("scaling efficiency ", fixed(100 * s["scaling_efficiency"].get<double>(), 0) +
-                                    " % (1 rank: " + fixed(num(s, "baseline_1rank_sps"), 0) +
-                                    " samples/s)");
+    const auto& ci = s["baseline_1rank_rel_ci"];
+    line("scaling efficiency ",
+         fixed(100 * s["scaling_efficiency"].get<double>(), 0) +
+             " % (1 rank: " + fixed(num(s, "baseline_1rank_sps"), 0) + " samples/s" +
+             (ci.is_number() ? " +-" + fixed(100 * ci.get<double>(), 1) + " %" : "") + ", " +
+             std::to_string(s.value("baseline_1rank_steps", int64_t{0})) +
+             " steps bound as the job's rank 0)");
   }
   const auto& st = s["step_time"];
   line("step time          ", fixed(1e3 * num(st, "total_s"), 2) + " ms = compute " +

@@ -42,8 +42,11 @@ struct RunFacts {
   int ranks = 1, nodes = 1;
   std::string backend;
   PlanChoice choice;
-  nlohmann::json worker;        // rank 0's worker summary (dltune-worker train --summary)
-  double baseline_sps = 0;      // the same per-rank batch on one rank (0 = not measured)
+  nlohmann::json worker;       // rank 0's worker summary (dltune-worker train --summary)
+  double baseline_sps = 0;     // the same per-rank batch on one rank (0 = not measured)
+  int64_t baseline_steps = 0;  // its length, its interval and its binding (launch_job.h)
+  double baseline_rel_ci = 0;
+  std::string baseline_bind;
   std::string baseline_error;   // why it was not measured ("" when it was or was not tried)
   double wall_seconds = 0;      // the whole launch
   uint64_t gradient_bytes = 0;  // bytes allreduced per step
@@ -66,8 +69,9 @@ MetricsLog read_metrics(const std::string& path);
 // prediction, nats; text data also heldout_bits_per_byte and unigram_entropy_bits), plan_source,
 // plan, tuning_seconds, wall_seconds, plus the step-time split, the allreduce bound, the database,
 // and "warnings": what the user should not miss although the job succeeded (the 1-rank
-// baseline failed; the loss of a run of >= kNoLearningMinSteps steps ended at or above
-// kNoLearningLossShare of its first logged loss: the model did not learn).
+// baseline failed, or its interval stayed wider than kBaselineRelCi; the loss of a run of >=
+// kNoLearningMinSteps steps ended at or above kNoLearningLossShare of its first logged loss: the
+// model did not learn).
 inline constexpr int kNoLearningMinSteps = 100;
 inline constexpr double kNoLearningLossShare = 0.95;
 nlohmann::json make_summary(const RunFacts& facts, const MetricsLog& log, const RunDir& dir);

@@ -74,4 +74,16 @@ double PiecewiseCost::predict(double bytes) const {
   return std::exp(std::log(lo.second) + f * (std::log(hi.second) - std::log(lo.second)));
 }
 
+double PiecewiseCost::optimistic(double bytes) const {
+  const auto& p = pts_;
+  const double t = predict(bytes);
+  if (bytes <= p.front().first || bytes >= p.back().first) return t;
+  const auto it =
+      std::upper_bound(p.begin(), p.end(), bytes,
+                       [](double v, const std::pair<double, double>& e) { return v < e.first; });
+  const auto& hi = *it;
+  const auto& lo = *(it - 1);
+  return std::min({t, lo.second * bytes / lo.first, hi.second});
+}
+
 }  // namespace dltune::tuner

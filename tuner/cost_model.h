@@ -33,6 +33,16 @@ class PiecewiseCost {
   // Points (bytes, seconds) with distinct positive byte counts, any order. Errors as above.
   static Result<PiecewiseCost> fit(std::vector<std::pair<double, double>> points);
   double predict(double bytes) const;
+  // The least time the points leave possible at `bytes` if the cost is smooth up to an
+  // unknown cliff. Between two points whose cost rises faster than in proportion to the size
+  // (a cliff lies somewhere between them: a protocol switch, a cache knee) the interpolation
+  // smears the cliff over the whole interval, but just above the lower point the cost may
+  // still be that point's, grown at most in proportion (t = alpha + beta n never grows
+  // faster); where the cost falls, it may already be the upper point's. So: the least of
+  // predict(), the lower point's time x bytes / its bytes, and the upper point's time. Equal to
+  // predict() wherever neighbouring points rise, but no faster than linearly, and outside the
+  // points.
+  double optimistic(double bytes) const;
 
  private:
   std::vector<std::pair<double, double>> pts_;  // sorted by bytes

@@ -8,6 +8,7 @@
 #include <set>
 #include <tuple>
 
+#include "common/halving.h"
 #include "common/log.h"
 #include "common/strings.h"
 
@@ -385,11 +386,11 @@ TrialSchedule schedule_for(const RecipeTuneRequest& req, size_t candidates, size
   s.grid = req.grid;
   s.budget_s = req.budget_s;
   if (req.min_steps > 0) s.min_steps = req.min_steps;
-  // Rounds of halving: each keeps the best 1/eta (rounded up, at least two) until a round
-  // compares two; trials grow eta-fold per round.
-  const size_t eta = static_cast<size_t>(s.eta);
+  // The longest trial (the grid's length): min_steps grown eta-fold for every round halving
+  // runs (common/halving.h: each keeps the best 1/eta, rounded up, at least two, until a round
+  // compares two), at most 108.
   int steps = s.min_steps;
-  for (size_t n = candidates; n > 2; n = std::max<size_t>(2, (n + eta - 1) / eta)) steps *= s.eta;
+  for (size_t n = candidates; n > 2; n = halving::survivors(n, s.eta)) steps *= s.eta;
   s.max_steps = req.max_steps > 0 ? std::max(req.max_steps, s.min_steps)
                                   : std::max(s.min_steps, std::min(steps, 108));
   // Every trainer at once: parameters, gradients and momentum (3 x f32) plus slack for

@@ -10,13 +10,14 @@
 // reason naming the winner and what it beat by how much).
 //
 // The trial program (engine/worker/trial.cc) steps through the candidates without
-// relaunching: successive halving on throughput (every live candidate a short trial; the best
-// 1/eta by samples over time of all their trials so far, rounded up and at least two, go on
-// with trials longer by the factor the field shrank, so every round costs the same steps; the
-// round that compares two finalists is the last), the candidates of a round measured interleaved
-// in chunks of a few steps (round-robin, so the machine's slow phases hit all alike), decisions
-// taken on the maximum step time over the ranks so every rank decides alike, a failing
-// candidate recorded with its reason, and no round started that would overrun the budget.
+// relaunching: successive halving on throughput, as common/halving.h decides it (every live
+// candidate a short trial; the best 1/eta by samples over time of all their trials so far,
+// rounded up and at least two, go on with trials longer by the factor the field shrank, so
+// every round costs the same steps; the round that compares two finalists is the last), the
+// candidates of a round measured interleaved in chunks of a few steps (round-robin, so the
+// machine's slow phases hit all alike), decisions taken on the maximum step time over the
+// ranks so every rank decides alike, a failing candidate recorded with its reason, and no
+// round started that would overrun the budget.
 // A candidate whose loss turns NaN on a rank, or whose loss averaged over the ranks and a
 // chunk's steps rises above 1.5x its warm-up loss, has diverged (its scaled learning rate is
 // too high for the model) and fails, and with it every candidate that

@@ -1,76 +1,153 @@
 #!/usr/bin/python3
-"""bench/engine: the dltune engine against PyTorch 1.13 (Debian's python3-torch), interleaved.
+"""bench/engine: dltune's training against PyTorch 1.13 (Debian's python3-torch), interleaved.
 
     /usr/bin/python3 bench/engine/bench_engine.py [--build build] [--rounds 3] [--seconds 2]
-                                                  [--algo shm] [--overlap on]
+                                                  [--algo plan|ring|shm|...] [--no-threads]
 
-Same model, batch, synthetic MNIST-shaped data, SGD with momentum, 1 thread per rank. Each
-round measures, in rotating order: the engine (bench-engine-rank) and PyTorch 1 rank for mlp
-b64, mlp b256, lenet5 b64; then 2-rank weak scaling of mlp b64/b256 for the engine (ranks as
-threads over the ThreadCommunicator) and for PyTorch DistributedDataParallel (gloo, 2
-processes). The engine's 2-rank runs reduce their 1 MiB gradient buckets with --algo (default
-shm: the node-shared-memory allreduce in place on the gradient buffer, which is what `dltune tune`
-picks at every size on this machine; ring, the engine's default without a plan, reached 0.69-0.82
-at b64 where shm reached 0.83-0.91) and --overlap (default on, the engine's default; off measured
-the same within noise). Every rank, the engine's and PyTorch's, is bound to its own CPU (rank r
-to the r-th allowed one; a 1-rank run to the first): this VM's CPU 0 runs ~10 % slower than
-CPU 1. Ratios are medians of per-round paired ratios. Last line: the summary."""
+Same model, per-rank batch, synthetic MNIST-shaped data, SGD with momentum, one thread per
+rank on both sides, every rank bound to its own CPU (rank r to the r-th allowed one).
+
+dltune runs as a user runs it: `dltune launch RECIPE -n R --json` of a recipe that names the
+model (CASES below; a model is found by its recipe name, and its PyTorch twin by the same name
+in torch_models.py), so the ranks are processes started by `dltune run`, each training with
+the plan's allreduce. With --algo plan (the default), a first launch of each 2-rank case tunes
+its collectives (the recipe fixes batch, bucket 1 MiB and overlap, so only the allreduce is
+left to choose) and stores the plan; the measured launches find it in the database. --algo NAME
+pins that algorithm instead (comm.allreduce in the recipe, --no-tune). Throughput is the
+launch's own (samples over the timed steps: every step but the first).
+
+PyTorch runs one process per rank too: in this process for one rank, and for two ranks
+DistributedDataParallel over gloo in two spawned processes (its default CPU backend).
+
+Each round measures, in rotating order: every case on one rank (dltune, PyTorch), then 2-rank
+weak scaling (WEAK) for dltune and for DDP. Efficiency = 2-rank samples/s / (2 x the same
+round's 1-rank samples/s), per side. The old figure, ranks as threads of one process over the
+in-process communicator (bench-engine-rank), is kept as a labelled extra (`*_threads`): it
+skips process launch, MPI and the PMIx plan, and is not what a user runs. Ratios and
+efficiencies are medians of per-round paired figures. Last line: the summary."""
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 try:
     import torch  # noqa: E402
     import torch.nn as nn  # noqa: E402
+    from torch_models import MODELS  # noqa: E402
 except ImportError as e:
     sys.exit(f"bench/engine: PyTorch is the peer this benchmark measures against and it is not "
              f"installed ({e}); install Debian's python3-torch: apt-get install python3-torch")
 
 torch.set_num_threads(1)
 
-
-def torch_model(name):
-    if name == "mlp":
-        return nn.Sequential(nn.Flatten(), nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 256),
-                             nn.ReLU(), nn.Linear(256, 10))
-    return nn.Sequential(nn.Conv2d(1, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
-                         nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
-                         nn.Linear(400, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(),
-                         nn.Linear(84, 10))
-
+# (summary label, recipe model name, per-rank batch): one rank against PyTorch.
+CASES = [("mlp64", "mlp", 64), ("mlp256", "mlp", 256), ("lenet5", "lenet5", 64)]
+# (summary label, model, per-rank batch): 2-rank weak scaling against DDP.
+WEAK = [("b64", "mlp", 64), ("b256", "mlp", 256)]
+BUCKET = "1MiB"
 
 ALLOWED_CPUS = sorted(os.sched_getaffinity(0))
 
 
 def bound_to(rank):
-    """Binds this process to the rank-th allowed CPU, as bench-engine-rank binds its ranks (and
-    `dltune run` its rank processes): this VM's CPUs differ in speed by ~10 %, so both sides of
-    a comparison must run on the same one."""
+    """Binds this process to the rank-th allowed CPU, as `dltune run` binds its rank processes:
+    this VM's CPUs differ in speed by ~10 %, so both sides must run on the same ones."""
     os.sched_setaffinity(0, {ALLOWED_CPUS[rank % len(ALLOWED_CPUS)]})
 
 
-def torch_sps(name, batch, seconds, ddp=None):
-    if ddp is None:  # a DDP worker is bound by ddp_worker
-        bound_to(0)
-        try:
-            return measure_torch(name, batch, seconds)
-        finally:
-            os.sched_setaffinity(0, set(ALLOWED_CPUS))
-    return measure_torch(name, batch, seconds, ddp)
+# ---- dltune, through its command line
+
+def recipe_text(model, batch, steps, algo):
+    samples = max(8192, 16 * batch)
+    return f"""name: bench-{model}-b{batch}
+description: bench/engine case (generated)
+model: {model}
+data:
+  kind: synthetic-digits
+  samples: {samples}
+  heldout: 0.05
+training:
+  steps: {steps}
+  batch:
+    per_rank: {batch}
+  scaling: weak
+  optimizer:
+    kind: sgd
+    lr: 0.01
+    momentum: 0.9
+    weight_decay: 0.0005
+  seed: 1
+comm:
+  allreduce: {"auto" if algo == "plan" else algo}
+  bucket: {BUCKET}
+  overlap: on
+tune:
+  budget: 30
+launch:
+  binding: auto
+"""
 
 
-def measure_torch(name, batch, seconds, ddp=None):
-    model = torch_model(name)
-    if ddp is not None:
+class Dltune:
+    def __init__(self, build, algo, work):
+        self.dltune = os.path.join(build, "bin", "dltune")
+        self.algo = algo
+        self.work = work
+        self.env = dict(os.environ, DLTUNE_RUNS_DIR=os.path.join(work, "runs"),
+                        DLTUNE_SITE_DB="", DLTUNE_NO_PROGRESS="1")
+
+    def launch(self, model, batch, ranks, steps):
+        """Runs `dltune launch` of the case; returns its summary (a dict)."""
+        path = os.path.join(self.work, f"{model}-b{batch}.yaml")
+        with open(path, "w") as f:
+            f.write(recipe_text(model, batch, steps, self.algo))
+        cmd = [self.dltune, "launch", path, "-n", str(ranks), "--json"]
+        if ranks == 1 or self.algo != "plan":  # else the plan: tuned once, then from the db
+            cmd.append("--no-tune")
+        # One database per case: a plan is keyed by the model, not by the batch the recipe
+        # fixes, and a cached plan's batch replaced the recipe's (b256 trained at b64).
+        env = dict(self.env, DLTUNE_DB=os.path.join(self.work, f"{model}-b{batch}.sqlite"))
+        p = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        if p.returncode != 0:
+            sys.exit(f"bench/engine: {' '.join(cmd)} exited {p.returncode}:\n{p.stderr[-2000:]}")
+        shutil.rmtree(os.path.join(self.work, "runs"), ignore_errors=True)
+        for line in reversed(p.stdout.splitlines()):
+            if line.startswith("{") and '"summary"' in line:
+                s = json.loads(line)
+                if int(s.get("global_batch", 0)) != batch * ranks:
+                    sys.exit(f"bench/engine: {' '.join(cmd)} trained global batch "
+                             f"{s.get('global_batch')}, not {batch} x {ranks}")
+                return s
+        sys.exit(f"bench/engine: no summary from {' '.join(cmd)}:\n{p.stdout[-2000:]}")
+
+
+def threads_sps(build, model, batch, ranks, seconds, algo):
+    """The labelled extra: ranks as threads of one process (bench-engine-rank)."""
+    args = [os.path.join(build, "bin", "bench-engine-rank"), "train", model, str(batch),
+            str(ranks), str(seconds)]
+    if ranks > 1:
+        args += [algo if algo != "plan" else "shm", "overlap"]
+    out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])["samples_per_s"]
+
+
+# ---- PyTorch
+
+def measure_torch(name, batch, seconds, ddp=False):
+    make, shape = MODELS[name]
+    model = make()
+    if ddp:
         model = nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-4)
-    x = torch.randn(batch, 1, 28, 28)
+    x = torch.randn(batch, *shape)
     y = torch.randint(0, 10, (batch,))
     lossf = nn.CrossEntropyLoss()
 
@@ -85,7 +162,7 @@ def measure_torch(name, batch, seconds, ddp=None):
     for _ in range(5):
         step()
     steps = int(seconds / ((time.perf_counter() - t) / 5)) + 1
-    if ddp is not None:  # every rank must run the same number of steps
+    if ddp:  # every rank must run the same number of steps
         s = torch.tensor([steps])
         torch.distributed.broadcast(s, 0)
         steps = int(s.item())
@@ -95,35 +172,44 @@ def measure_torch(name, batch, seconds, ddp=None):
     return steps * batch / (time.perf_counter() - t)
 
 
-def ddp_worker(rank, batch, seconds, port, out):
+def torch_sps(name, batch, seconds):
+    bound_to(0)
+    try:
+        return measure_torch(name, batch, seconds)
+    finally:
+        os.sched_setaffinity(0, set(ALLOWED_CPUS))
+
+
+def ddp_worker(rank, name, batch, seconds, port, out):
     bound_to(rank)
     torch.set_num_threads(1)
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
     torch.distributed.init_process_group("gloo", rank=rank, world_size=2)
-    sps = torch_sps("mlp", batch, seconds, ddp=True)
+    sps = measure_torch(name, batch, seconds, ddp=True)
     if rank == 0:
         out.put(2 * sps)  # global samples/s (per-rank batch each)
     torch.distributed.destroy_process_group()
 
 
-def torch_ddp_sps(batch, seconds, port):
+def torch_ddp_sps(name, batch, seconds, port):
     import torch.multiprocessing as mp
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
-    procs = [ctx.Process(target=ddp_worker, args=(r, batch, seconds, port, q)) for r in range(2)]
+    procs = [ctx.Process(target=ddp_worker, args=(r, name, batch, seconds, port, q))
+             for r in range(2)]
     for p in procs:
         p.start()
-    v = q.get(timeout=120)
+    v = q.get(timeout=300)
     for p in procs:
         p.join()
     return v
 
 
-def engine(build, *args):
-    out = subprocess.run([os.path.join(build, "bin", "bench-engine-rank"), *map(str, args)],
-                         check=True, capture_output=True, text=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
+# ---- the rounds
+
+def steps_for(sps, batch, ranks, seconds):
+    return int(min(20000, max(40, seconds * sps / (batch * ranks))))
 
 
 def main():
@@ -131,55 +217,100 @@ def main():
     ap.add_argument("--build", default=os.environ.get("DLTUNE_BUILD", "build"))
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=2.0)
-    ap.add_argument("--algo", default="shm", help="the engine's allreduce for 2 ranks")
-    ap.add_argument("--overlap", choices=["on", "off"], default="on")
+    ap.add_argument("--algo", default="plan",
+                    help="dltune's allreduce for 2 ranks: 'plan' (tuned by the first launch) "
+                         "or an algorithm to pin")
+    ap.add_argument("--no-threads", action="store_true", help="skip the ranks-as-threads extra")
     a = ap.parse_args()
-    single = [("mlp", 64), ("mlp", 256), ("lenet5", 64)]
-    ratios = {k: [] for k in single}
-    gflops = {k: [] for k in single}
-    weak = {64: [], 256: []}
-    ddp = {64: [], 256: []}
-    sgemm = []
-    port = 29500 + os.getpid() % 1000
-    print(f"{'round':>5} {'what':<22} {'dltune sps':>11} {'torch sps':>10} {'ratio':>6}")
-    for r in range(a.rounds):
-        sgemm.append(engine(a.build, "sgemm", 2048)["sgemm_gflops"])
-        order = single if r % 2 == 0 else list(reversed(single))
-        for name, b in order:
-            if r % 2 == 0:
-                e = engine(a.build, "train", name, b, 1, a.seconds)
-                t = torch_sps(name, b, a.seconds)
-            else:
-                t = torch_sps(name, b, a.seconds)
-                e = engine(a.build, "train", name, b, 1, a.seconds)
-            ratios[(name, b)].append(e["samples_per_s"] / t)
-            gflops[(name, b)].append(e["gflops"])
-            print(f"{r:>5} {name + ' b' + str(b):<22} {e['samples_per_s']:>11.0f} {t:>10.0f} "
-                  f"{e['samples_per_s'] / t:>6.2f}", flush=True)
-        for b in (64, 256):
-            e1 = engine(a.build, "train", "mlp", b, 1, a.seconds)["samples_per_s"]
-            e2 = engine(a.build, "train", "mlp", b, 2, a.seconds, a.algo,
-                        "overlap" if a.overlap == "on" else "no-overlap")["samples_per_s"]
-            t1 = torch_sps("mlp", b, a.seconds)
-            port += 1
-            t2 = torch_ddp_sps(b, a.seconds, port)
-            weak[b].append(e2 / (2 * e1))
-            ddp[b].append(t2 / (2 * t1))
-            print(f"{r:>5} {'weak 2 ranks mlp b' + str(b):<22} {e2:>11.0f} {t2:>10.0f} "
-                  f"eff dltune {e2 / (2 * e1):.2f} torch ddp {t2 / (2 * t1):.2f}", flush=True)
     med = statistics.median
-    sg = med(sgemm)
-    print(f"OpenBLAS sgemm 2048 (1 thread, this run): {sg:.1f} GFLOP/s")
-    print(f"engine 2 ranks: allreduce {a.algo}, overlap {a.overlap}")
-    for k in single:
-        g = med(gflops[k])
-        print(f"engine {k[0]} b{k[1]}: {g:.1f} GFLOP/s = {100 * g / sg:.0f}% of sgemm")
-    print("summary: " + " ".join([
-        f"mlp64_vs_torch={med(ratios[('mlp', 64)]):.2f}",
-        f"mlp256_vs_torch={med(ratios[('mlp', 256)]):.2f}",
-        f"lenet5_vs_torch={med(ratios[('lenet5', 64)]):.2f}",
-        f"weak_eff_b64={med(weak[64]):.2f}", f"weak_eff_b256={med(weak[256]):.2f}",
-        f"ddp_eff_b64={med(ddp[64]):.2f}", f"ddp_eff_b256={med(ddp[256]):.2f}"]))
+    work = tempfile.mkdtemp(prefix="dltune-bench-engine-")
+    d = Dltune(a.build, a.algo, work)
+    port = 29500 + os.getpid() % 1000
+    hint = {}  # (model, batch, ranks) -> last samples/s, to size the next launch
+
+    print(f"load average: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
+    print("set-up: one launch per case (the 2-rank ones tune and store their plan)")
+    for _, model, b in CASES + WEAK:
+        if (model, b, 1) not in hint:
+            hint[(model, b, 1)] = d.launch(model, b, 1, 60)["throughput_sps"]
+    for label, model, b in WEAK:
+        s = d.launch(model, b, 2, 60)
+        hint[(model, b, 2)] = s["throughput_sps"]
+        ranges = s["plan"]["collectives"].get("allreduce", [])
+        print(f"  {model} b{b} on 2 ranks: plan ({s['plan_source']}): allreduce " +
+              ", ".join(f"{r['algo']} from {r['min_bytes']} B" for r in ranges))
+
+    single = {k[0]: [] for k in CASES}
+    eff = {k[0]: [] for k in WEAK}
+    ddp = {k[0]: [] for k in WEAK}
+    launch_eff = {k[0]: [] for k in WEAK}
+    thr = {k[0]: [] for k in WEAK}
+    print(f"{'round':>5} {'what':<26} {'dltune sps':>11} {'torch sps':>10} {'ratio':>6}")
+    for r in range(a.rounds):
+        one = {}  # (model, batch) -> this round's dltune 1-rank samples/s
+        one_t = {}
+        order = CASES if r % 2 == 0 else list(reversed(CASES))
+        for label, model, b in order:
+            steps = steps_for(hint[(model, b, 1)], b, 1, a.seconds)
+            if r % 2 == 0:
+                e = d.launch(model, b, 1, steps)["throughput_sps"]
+                t = torch_sps(model, b, a.seconds)
+            else:
+                t = torch_sps(model, b, a.seconds)
+                e = d.launch(model, b, 1, steps)["throughput_sps"]
+            hint[(model, b, 1)] = e
+            one[(model, b)], one_t[(model, b)] = e, t
+            single[label].append(e / t)
+            print(f"{r:>5} {label + ' 1 rank':<26} {e:>11.0f} {t:>10.0f} {e / t:>6.2f}",
+                  flush=True)
+        for label, model, b in WEAK:
+            if (model, b) not in one:
+                one[(model, b)] = d.launch(model, b, 1, steps_for(hint[(model, b, 1)], b, 1,
+                                                                     a.seconds))["throughput_sps"]
+                one_t[(model, b)] = torch_sps(model, b, a.seconds)
+            port += 1
+            runs = [("dltune", lambda: d.launch(model, b, 2,
+                                                 steps_for(hint[(model, b, 2)], b, 2, a.seconds))),
+                    ("ddp", lambda: torch_ddp_sps(model, b, a.seconds, port))]
+            if not a.no_threads:
+                runs.append(("threads", lambda: (
+                    threads_sps(a.build, model, b, 2, a.seconds, a.algo),
+                    threads_sps(a.build, model, b, 1, a.seconds, a.algo))))
+            got = {}
+            for k in range(len(runs)):
+                name, fn = runs[(k + r) % len(runs)]
+                got[name] = fn()
+            s2 = got["dltune"]
+            e2, t2 = s2["throughput_sps"], got["ddp"]
+            hint[(model, b, 2)] = e2
+            eff[label].append(e2 / (2 * one[(model, b)]))
+            ddp[label].append(t2 / (2 * one_t[(model, b)]))
+            if s2.get("scaling_efficiency") is not None:
+                launch_eff[label].append(s2["scaling_efficiency"])
+            line = (f"{r:>5} {'weak 2 ranks ' + model + ' b' + str(b):<26} {e2:>11.0f} "
+                    f"{t2:>10.0f} eff dltune {eff[label][-1]:.2f} (launch's own "
+                    f"{s2.get('scaling_efficiency') or 0:.2f}) torch ddp {ddp[label][-1]:.2f}")
+            if "threads" in got:
+                th2, th1 = got["threads"]
+                thr[label].append(th2 / (2 * th1))
+                line += f"; extra: ranks as threads {thr[label][-1]:.2f}"
+            print(line, flush=True)
+    shutil.rmtree(work, ignore_errors=True)
+
+    print(f"dltune: `dltune launch` processes, allreduce {a.algo}, bucket {BUCKET}, overlap on; "
+          f"PyTorch: 1 process / DDP (gloo) 2 processes; 1 thread per rank")
+    print("figures taken on a shared 2-core machine: compare paired ratios, not single medians")
+    for label, model, b in WEAK:
+        print(f"weak scaling {model} b{b}: dltune processes {med(eff[label]):.2f} "
+              f"(the launch's own summary: {med(launch_eff[label]) if launch_eff[label] else 0:.2f})"
+              + (f", ranks as threads (extra, not as a user runs it) {med(thr[label]):.2f}"
+                 if thr[label] else "") + f"; PyTorch DDP {med(ddp[label]):.2f}")
+    keys = [f"{label}_vs_torch={med(single[label]):.2f}" for label, _, _ in CASES]
+    keys += [f"weak_eff_{label}={med(eff[label]):.2f}" for label, _, _ in WEAK]
+    keys += [f"ddp_eff_{label}={med(ddp[label]):.2f}" for label, _, _ in WEAK]
+    keys += [f"weak_eff_{label}_threads={med(thr[label]):.2f}" for label, _, _ in WEAK
+             if thr[label]]
+    print("summary: " + " ".join(keys))
 
 
 if __name__ == "__main__":

@@ -108,6 +108,51 @@ TEST(BenchSweep, JsonHasTheShapeDesignGives) {
   EXPECT_NE(table.find("exchange"), std::string::npos) << table;
 }
 
+// With private buffers every algorithm is measured twice, on the node-shared buffer and on a
+// private one, as separate points; each bound states the traffic it stands for, and the JSON
+// carries the buffer, the per-round samples and the bound's traffic.
+TEST(BenchSweep, PrivateBuffersAreCandidatesOfTheirOwnAndBoundsStateTheirTraffic) {
+  SweepOptions o = small_sweep();
+  o.max_bytes = 256;
+  o.private_buffers = true;
+  SweepRun r = sweep_on_threads(2, o);
+  ASSERT_TRUE(r.status.ok()) << r.status.error().message();
+  const SweepReport& rep = r.reports[0];
+  ASSERT_EQ(rep.results.size(), rep.bounds.size() * o.algorithms.size() * 2);
+  for (const SweepBound& b : rep.bounds) {
+    EXPECT_EQ(b.read_bytes, b.bytes);
+    EXPECT_EQ(b.write_bytes, b.bytes);
+    EXPECT_GT(b.membw_us, 0) << b.bytes;
+    EXPECT_GT(b.copy_us, 0) << b.bytes;
+    for (Algorithm a : o.algorithms) {
+      const SweepPoint* shared = rep.find(b.bytes, a, Buffer::kShared);
+      const SweepPoint* priv = rep.find(b.bytes, a, Buffer::kPrivate);
+      ASSERT_NE(shared, nullptr);
+      ASSERT_NE(priv, nullptr);
+      EXPECT_NE(shared, priv);
+      EXPECT_EQ(priv->samples_us.size(), 3u);
+    }
+    ASSERT_NE(rep.best(b.bytes, {}, Buffer::kPrivate), nullptr);
+    EXPECT_EQ(rep.best(b.bytes, {}, Buffer::kPrivate)->buffer, Buffer::kPrivate);
+  }
+  const auto j = nlohmann::json::parse(r.json[0]);
+  size_t priv = 0;
+  for (const auto& e : j.at("results")) {
+    priv += e.at("buffer") == "private" ? 1 : 0;
+    EXPECT_EQ(e.at("samples_us").size(), 3u);
+  }
+  EXPECT_EQ(priv, j.at("results").size() / 2);
+  for (const auto& e : j.at("bounds")) {
+    EXPECT_EQ(e.at("read_bytes"), e.at("bytes"));
+    EXPECT_EQ(e.at("write_bytes"), e.at("bytes"));
+    EXPECT_TRUE(e.at("in_cache").is_boolean());
+    EXPECT_GT(e.at("copy_us").get<double>(), 0);
+  }
+  const std::string table = format_table(rep);
+  EXPECT_NE(table.find("ring (private)"), std::string::npos) << table;
+  EXPECT_NE(table.find("each rank reading N and writing N bytes"), std::string::npos) << table;
+}
+
 // One rank has no peer: no ping-pong, no exchange, but every algorithm still runs.
 TEST(BenchSweep, OneRankAndThreeRanksHaveNoLineExchange) {
   SweepOptions o = small_sweep();

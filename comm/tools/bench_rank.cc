@@ -5,17 +5,25 @@
 //
 //   dltune-bench-rank [--backend host|nccl] [--algo LIST|all] [--min-bytes B] [--max-bytes B]
 //                     [--rounds N] [--json] [--summary] [--threads N] [--check-args]
+//                     [--private] [--malloc dltune|default]
+// --private also measures every algorithm on a private buffer (comm/bench_sweep.h). --malloc:
+// the rank's glibc malloc settings: `dltune` (the default) those of dltune's own rank programs
+// (comm::keep_freed_memory(), so that native's per-call temporaries are measured as the tuner
+// and the engine see them), `default` glibc's own, as an ordinary MPI program runs.
 // --backend nccl measures ncclAllReduce on GPU memory for NCCL choices ("nccl",
 // "nccl:ring/ll", ...; --algo all = default_nccl_choices()) as one rank of a PMIx job
 // (`dltune run`); see comm/tools/bench_nccl.h. With --check-args it also checks for a device.
 // Exit codes: 0 success, 1 failure, 2 bad arguments or (nccl) no device / no NCCL here.
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "comm/bench_sweep.h"
 #include "comm/mpi_communicator.h"
+#include "comm/process_memory.h"
 #include "comm/thread_communicator.h"
 #include "comm/tools/bench_nccl.h"
 #include "common/strings.h"
@@ -30,6 +38,7 @@ struct Args {
   bool json = false;
   bool summary = false;
   bool check_only = false;
+  bool default_malloc = false;  // --malloc default
   int threads = 0;
 };
 
@@ -49,6 +58,15 @@ Result<Args> parse_args(int argc, char** argv) {
       a.summary = true;
     } else if (arg == "--check-args") {
       a.check_only = true;
+    } else if (arg == "--private") {
+      a.sweep.private_buffers = true;
+    } else if (arg == "--malloc") {
+      auto v = value();
+      if (!v) return v.error();
+      if (*v != "dltune" && *v != "default") {
+        return invalid_input("--malloc expects 'dltune' or 'default', got '" + *v + "'");
+      }
+      a.default_malloc = *v == "default";
     } else if (arg == "--algo") {
       auto v = value();
       if (!v) return v.error();
@@ -97,40 +115,96 @@ Result<Args> parse_args(int argc, char** argv) {
   return a;
 }
 
-// bench/allreduce's comparison: native MPI_Allreduce against the best dltune algorithm.
+// The ratio figures of bench/allreduce's summary over sizes up to 64 MiB: native time over the
+// best dltune time, paired per round, with native and dltune on the buffers given.
+struct Ratios {
+  double min = 0, r32 = 0, r64 = 0;
+};
+
+Ratios ratios(const SweepReport& rep, const std::vector<Algorithm>& ours, Buffer native_buffer,
+              Buffer our_buffer) {
+  Ratios r;
+  double lo = 1e9;
+  for (const auto& b : rep.bounds) {
+    const SweepPoint* native = rep.find(b.bytes, Algorithm::kNative, native_buffer);
+    const SweepPoint* best = rep.best(b.bytes, ours, our_buffer);
+    if (native == nullptr || best == nullptr) continue;
+    const double x = SweepReport::paired_ratio(*native, *best);
+    if (b.bytes <= (size_t{64} << 20)) lo = std::min(lo, x);
+    if (b.bytes == (size_t{32} << 20)) r.r32 = x;
+    if (b.bytes == (size_t{64} << 20)) r.r64 = x;
+  }
+  r.min = lo > 1e8 ? 0 : lo;
+  return r;
+}
+
+// bench/allreduce's comparison: native MPI_Allreduce against the best dltune algorithm, like
+// with like (both on a private buffer, when measured) and dltune on its node-shared buffer;
+// then the bounds.
 void print_summary(const SweepReport& rep) {
   std::vector<Algorithm> ours;
   for (Algorithm x : all_algorithms()) {
     if (x != Algorithm::kNative) ours.push_back(x);
   }
-  double min_ratio = 1e9, r32 = 0, r64 = 0, shm_frac = 1e9, alpha_ratio = 0, ab_ratio = 0;
+  const bool have_private = !rep.results.empty() &&
+                            std::any_of(rep.results.begin(), rep.results.end(),
+                                        [](const auto& p) { return p.buffer == Buffer::kPrivate; });
+  const Buffer mine = have_private ? Buffer::kPrivate : Buffer::kShared;
+  std::printf(
+      "\nnative against dltune's best, native on %s buffer; like with like: dltune on the same "
+      "buffer; design choice: dltune on its node-shared buffer (paired ratios, > 1: dltune "
+      "faster)\n",
+      have_private ? "a private" : "the shared");
+  std::printf("%10s %12s %-13s %12s %11s %-13s %12s %11s\n", "size", "native_us", "best (same)",
+              "best_us", "native/best", "best (shared)", "shared_us", "native/best");
+  for (const auto& b : rep.bounds) {
+    const SweepPoint* native = rep.find(b.bytes, Algorithm::kNative, mine);
+    const SweepPoint* same = rep.best(b.bytes, ours, mine);
+    const SweepPoint* shared = rep.best(b.bytes, ours, Buffer::kShared);
+    if (native == nullptr || same == nullptr || shared == nullptr) continue;
+    std::printf("%10s %12.2f %-13s %12.2f %11.3f %-13s %12.2f %11.3f\n",
+                strings::format_bytes(b.bytes).c_str(), native->median_us,
+                std::string(algorithm_name(same->algo)).c_str(), same->median_us,
+                SweepReport::paired_ratio(*native, *same),
+                std::string(algorithm_name(shared->algo)).c_str(), shared->median_us,
+                SweepReport::paired_ratio(*native, *shared));
+  }
+
+  double shm_frac = 1e9, copy_frac = 1e9, alpha_ratio = 0, ab_ratio = 0;
   double xchg_ratio = 0, xchg_alpha = 0;  // small sizes: worst best / exchange, exchange / alpha
   size_t worst_at = 0, within_to = 0;     // the worst size against alpha; 1.1x alpha holds up to
   bool within = true;
-  std::printf("\n%10s %12s %-13s %12s %14s %10s %10s %10s %10s %10s\n", "size", "native_us", "best",
-              "best_us", "native/best", "membw_us", "best/alpha", "best/ab", "xchg_us",
-              "best/xchg");
+  std::printf(
+      "\nbounds (dltune on its shared buffer): membw = each rank reading and writing its "
+      "share, R and W bytes per rank, alone (GB/s: (R + W) / membw per rank; 'in LLC': every "
+      "rank's buffer fits the last-level cache the CPU reports, which a VM may overstate: where "
+      "GB/s stays at memory speed the data did not sit in cache); copy = the old figure, no "
+      "bound\n");
+  std::printf("%10s %-13s %10s %10s %10s %10s %7s %-7s %10s %9s %9s %10s %10s %10s\n", "size",
+              "best", "best_us", "R_bytes", "W_bytes", "membw_us", "GB/s", "cache", "copy_us",
+              "shm/membw", "shm/copy", "best/alpha", "best/ab", "best/xchg");
   for (const auto& b : rep.bounds) {
-    const SweepPoint* native = rep.find(b.bytes, Algorithm::kNative);
     const SweepPoint* best = rep.best(b.bytes, ours);
     if (best == nullptr) continue;
-    const double ratio = native ? SweepReport::paired_ratio(*native, *best) : 0;
     // Against this size's own ping-pong alpha and alpha-beta bound (measured interleaved).
     const double vs_alpha = b.pingpong_us > 0 ? best->median_us / b.pingpong_us : 0;
     const double vs_ab = b.alpha_beta_us > 0 ? best->median_us / b.alpha_beta_us : 0;
     const double vs_xchg = b.exchange_us > 0 ? best->median_us / b.exchange_us : 0;
-    char xchg[2][16] = {"-", "-"};  // not measured at this size or rank count
-    if (b.exchange_us > 0) {
-      std::snprintf(xchg[0], sizeof xchg[0], "%.2f", b.exchange_us);
-      std::snprintf(xchg[1], sizeof xchg[1], "%.2f", vs_xchg);
+    const SweepPoint* shm = rep.find(b.bytes, Algorithm::kShm);
+    char fr[2][16] = {"-", "-"};
+    char xchg[16] = "-";  // not measured at this size or rank count
+    if (shm) {
+      std::snprintf(fr[0], sizeof fr[0], "%.3f", b.membw_us / shm->median_us);
+      std::snprintf(fr[1], sizeof fr[1], "%.3f", b.copy_us / shm->median_us);
     }
-    std::printf("%10s %12.2f %-13s %12.2f %14.3f %10.2f %10.2f %10.2f %10s %10s\n",
-                strings::format_bytes(b.bytes).c_str(), native ? native->median_us : 0.0,
-                std::string(algorithm_name(best->algo)).c_str(), best->median_us, ratio, b.membw_us,
-                vs_alpha, vs_ab, xchg[0], xchg[1]);
-    if (native && b.bytes <= (size_t{64} << 20)) min_ratio = std::min(min_ratio, ratio);
-    if (b.bytes == (size_t{32} << 20)) r32 = ratio;
-    if (b.bytes == (size_t{64} << 20)) r64 = ratio;
+    if (b.exchange_us > 0) std::snprintf(xchg, sizeof xchg, "%.2f", vs_xchg);
+    const double gbs =
+        b.membw_us > 0 ? static_cast<double>(b.read_bytes + b.write_bytes) / b.membw_us / 1e3 : 0;
+    std::printf(
+        "%10s %-13s %10.2f %10zu %10zu %10.2f %7.2f %-7s %10.2f %9s %9s %10.2f %10.2f %10s\n",
+        strings::format_bytes(b.bytes).c_str(), std::string(algorithm_name(best->algo)).c_str(),
+        best->median_us, b.read_bytes, b.write_bytes, b.membw_us, gbs,
+        b.in_cache ? "in LLC" : "memory", b.copy_us, fr[0], fr[1], vs_alpha, vs_ab, xchg);
     if (b.bytes <= 2048 && b.pingpong_us > 0) {
       if (vs_alpha > alpha_ratio) worst_at = b.bytes;
       alpha_ratio = std::max(alpha_ratio, vs_alpha);
@@ -140,13 +214,13 @@ void print_summary(const SweepReport& rep) {
       within = within && vs_alpha <= 1.1;
       if (within) within_to = b.bytes;
     }
-    const SweepPoint* shm = rep.find(b.bytes, Algorithm::kShm);
     if (shm && b.bytes >= (size_t{16} << 20) && b.bytes <= (size_t{64} << 20)) {
       shm_frac = std::min(shm_frac, b.membw_us / shm->median_us);
+      copy_frac = std::min(copy_frac, b.copy_us / shm->median_us);
     }
   }
-  if (min_ratio > 1e8) min_ratio = 0;
   if (shm_frac > 1e8) shm_frac = 0;
+  if (copy_frac > 1e8) copy_frac = 0;
   std::printf(
       "small messages (<= 2 KiB): worst best-algorithm latency / ping-pong alpha = %.3f (at %s); "
       "within 1.1x of alpha up to %s; worst / alpha-beta bound = %.3f\n",
@@ -158,10 +232,21 @@ void print_summary(const SweepReport& rep) {
         "the exchange alone reaches %.3fx alpha\n",
         xchg_ratio, xchg_alpha);
   }
+  const Ratios fair = ratios(rep, ours, mine, mine);
+  const Ratios shared = ratios(rep, ours, mine, Buffer::kShared);
+  std::printf(
+      "16-64 MiB: shm reaches %.3f of the traffic bound (worst size); against the old copy "
+      "figure it read %.3f\n",
+      shm_frac, copy_frac);
+  std::printf(
+      "native / best dltune, like with like: min %.3f, 32 MiB %.3f, 64 MiB %.3f; with dltune on "
+      "its node-shared buffer: min %.3f, 32 MiB %.3f, 64 MiB %.3f\n",
+      fair.min, fair.r32, fair.r64, shared.min, shared.r32, shared.r64);
   std::printf(
       "summary: min_ratio_vs_native=%.3f ratio_32MiB=%.3f ratio_64MiB=%.3f "
-      "shm_bound_fraction_16_64MiB=%.3f\n",
-      min_ratio, r32, r64, shm_frac);
+      "shm_bound_fraction_16_64MiB=%.3f min_ratio_vs_native_shared_buffer=%.3f "
+      "ratio_32MiB_shared_buffer=%.3f ratio_64MiB_shared_buffer=%.3f\n",
+      fair.min, fair.r32, fair.r64, shm_frac, shared.min, shared.r32, shared.r64);
 }
 
 int run(Communicator& comm, const Args& a) {
@@ -187,6 +272,12 @@ int main(int argc, char** argv) {
   if (!args) {
     std::fprintf(stderr, "dltune bench: %s\n", args.error().message().c_str());
     return 2;
+  }
+  // Before any other thread exists (MPI's, the thread communicator's).
+  if (!args->default_malloc && !keep_freed_memory()) {
+    std::fprintf(stderr,
+                 "dltune bench: glibc refused the malloc settings; native is measured "
+                 "with glibc's defaults\n");
   }
   if (args->nccl) {
     NcclBenchOptions o = args->nccl_bench;

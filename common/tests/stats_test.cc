@@ -1,5 +1,6 @@
 #include "common/stats.h"
 
+#include <cmath>
 #include <random>
 
 #include <gtest/gtest.h>
@@ -60,6 +61,26 @@ TEST(Stats, EmptyAndSingle) {
   EXPECT_EQ(one.median, 3.0);
   EXPECT_EQ(one.median_ci_lo, 3.0);
   EXPECT_EQ(one.median_ci_hi, 3.0);
+}
+
+// Batch means: a constant series is known exactly; independent noise of sd 10 % over 1000
+// steps gives about 1.96 x 0.1 / sqrt(1000) = 0.6 %; a slow phase lasting a fifth of the run
+// (correlated steps) widens the interval far beyond what independent steps would give.
+TEST(Stats, MeanConfidenceByBatchMeans) {
+  EXPECT_DOUBLE_EQ(mean_rel_ci_batched(std::vector<double>(100, 2.0)), 0.0);
+  std::mt19937_64 rng(3);
+  std::normal_distribution<double> noise(1.0, 0.1);
+  std::vector<double> iid(1000);
+  for (double& x : iid) x = noise(rng);
+  const double ci = mean_rel_ci_batched(iid);
+  EXPECT_GT(ci, 0.003);
+  EXPECT_LT(ci, 0.012);
+  std::vector<double> phased = iid;
+  for (size_t i = 400; i < 600; ++i) phased[i] *= 3;  // 200 steps in a 3x slower phase
+  EXPECT_GT(mean_rel_ci_batched(phased), 0.15);
+  EXPECT_TRUE(std::isinf(mean_rel_ci_batched({1, 2, 3})));  // fewer than 2 per batch
+  EXPECT_TRUE(std::isinf(mean_rel_ci_batched(iid, 1)));     // one batch
+  EXPECT_TRUE(std::isinf(mean_rel_ci_batched(std::vector<double>(40, -1.0))));
 }
 
 }  // namespace

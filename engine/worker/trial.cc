@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <new>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include "comm/allreduce.h"
 #include "comm/mpi_communicator.h"
 #include "common/env.h"
+#include "common/halving.h"
 #include "common/log.h"
 #include "common/paths.h"
 #include "common/strings.h"
@@ -39,11 +41,11 @@ struct TrialOptions {
 };
 TrialOptions g_opts;
 
+// The candidates file's schedule: the search's options (its keep_trainers is halving's
+// keep_built) and the steps of each interleaved chunk of a trial.
 struct Schedule {
-  bool grid = false;
-  int eta = 4, min_steps = 4, max_steps = 64, warmup_steps = 1, chunk_steps = 2;
-  double budget_s = 60;
-  bool keep_trainers = true;
+  halving::Options halving;
+  int chunk_steps = 2;
 };
 
 // Candidates that differ only in bucket size and overlap train alike: in halving they share
@@ -62,13 +64,7 @@ struct Cand {
   int global_batch = 0;
   bool failed = false;
   std::string reason;
-  size_t family = 0;          // index into Search::families_
-  std::vector<double> times;  // this round's step times (slowest rank)
-  double total_s = 0;         // every round's timed steps: the ranking uses all of them
-  int64_t total_steps = 0;
-  double cumulative_sps() const {
-    return total_s > 0 ? static_cast<double>(global_batch) * total_steps / total_s : 0.0;
-  }
+  size_t family = 0;  // index into Search::families_
 };
 
 // A run of steps whose loss, averaged over its steps and over the ranks, is above this multiple
@@ -117,16 +113,6 @@ struct Record {
   std::string reason;
 };
 
-// The mean step time: throughput is samples over total time, as in training. (A median
-// favours short steps on a busy machine: a 40 ms step often runs unpreempted, a 250 ms one
-// never does.) Machine phases hit every candidate alike thanks to the interleaving.
-double mean(const std::vector<double>& v) {
-  if (v.empty()) return 0;
-  double s = 0;
-  for (double x : v) s += x;
-  return s / static_cast<double>(v.size());
-}
-
 class Search {
  public:
   Search(const recipes::Recipe& recipe, comm::Communicator* world, Schedule s)
@@ -148,8 +134,8 @@ class Search {
       // The grid is the reference: each candidate measured alone, as if it were the only
       // one tried, so there every candidate is a family of its own.
       auto same = [&](const Family& f) { return recipes::trains_alike(f.training, plan.training); };
-      const auto it =
-          s_.grid ? families_.end() : std::find_if(families_.begin(), families_.end(), same);
+      const auto it = s_.halving.grid ? families_.end()
+                                      : std::find_if(families_.begin(), families_.end(), same);
       c.family = static_cast<size_t>(it - families_.begin());
       if (it == families_.end()) families_.push_back(Family{plan.training, nullptr, 0});
     }
@@ -241,7 +227,7 @@ class Search {
     if (flag[0] != 0) {
       fail(c, why.empty() ? "failed on another rank" : why);
     } else {
-      Steps warm = run_steps(c, s_.warmup_steps, nullptr);
+      Steps warm = run_steps(c, s_.halving.warmup_steps, nullptr);
       std::vector<double> none;
       auto stands = agree(c, warm, &none);
       if (!stands) return stands.error();
@@ -284,26 +270,6 @@ class Search {
            " (its learning rate is too high)";
   }
 
-  // `alive` reordered so that siblings are spread out: the first of each family (in order of
-  // appearance), then the second of each, and so on. A candidate then rarely runs right after a
-  // sibling, whose steps would have left the shared model warm in the caches for it.
-  std::vector<size_t> interleaved(const std::vector<size_t>& alive) const {
-    std::vector<std::vector<size_t>> groups;
-    std::map<size_t, size_t> group_of;
-    for (size_t i : alive) {
-      auto [it, added] = group_of.try_emplace(cands_[i].family, groups.size());
-      if (added) groups.emplace_back();
-      groups[it->second].push_back(i);
-    }
-    std::vector<size_t> out;
-    for (size_t k = 0; out.size() < alive.size(); ++k) {
-      for (const auto& g : groups) {
-        if (k < g.size()) out.push_back(g[k]);
-      }
-    }
-    return out;
-  }
-
   // Frees the trainers of families with no candidate in `alive`.
   void drop_idle_trainers(const std::vector<size_t>& alive) {
     std::vector<bool> used(families_.size(), false);
@@ -319,6 +285,7 @@ class Search {
     c.failed = true;
     c.reason = why;
     failed_now_.push_back(static_cast<size_t>(&c - cands_.data()));
+    if (halving_) halving_->fail(static_cast<size_t>(&c - cands_.data()), why);
     families_[c.family].trainer.reset();  // a sibling that runs again builds a fresh one
     DLTUNE_LOG(kInfo, "tuner") << "candidate " << c.label << " failed: " << why;
     // Divergence belongs to the optimisation (batch and learning-rate schedule), not to the
@@ -421,12 +388,10 @@ class Search {
     auto stands = agree(c, local, &v);
     if (!stands) return stands.error();
     if (*stands) {
-      for (int i = 0; i < n; ++i) {
-        c.times.push_back(v[static_cast<size_t>(i)]);
-        c.total_s += v[static_cast<size_t>(i)];
-        ++c.total_steps;
-        trial_s_ += v[static_cast<size_t>(i)];
-      }
+      double s = 0;
+      for (int i = 0; i < n; ++i) s += v[static_cast<size_t>(i)];
+      halving_->record(static_cast<size_t>(&c - cands_.data()), s, n);
+      trial_s_ += s;
     }
     return v.back();
   }
@@ -438,37 +403,36 @@ class Search {
   std::vector<Family> families_;
   std::map<std::string, Dataset> data_;
   std::vector<Record> records_;
-  std::vector<size_t> failed_now_;  // candidates failed in the current round
+  std::vector<size_t> failed_now_;          // candidates failed in the current round
+  std::optional<halving::Search> halving_;  // the search (set by run())
   double elapsed_ = 0, trial_s_ = 0, setup_s_ = 0;
   double slowest_step_s_ = 0;  // the slowest step this rank ran (agree()'s wait after a break)
   int64_t steps_run_ = 0;      // steps this rank ran (the fault injection counts them)
   int64_t fault_step_ = fault_trial_step(rank());
-  int rounds_ = 0, trainers_built_ = 0;
-  bool exhausted_ = false;
+  int trainers_built_ = 0;
 };
 
+// Executes halving_'s rounds: each round's candidates (its order) run in chunks of
+// chunk_steps steps, cycling through them so that all see the same machine phases, until each
+// ran the round's trial length; a round is cut short at a chunk boundary when the next cycle
+// would end past the budget. Candidates that train alike share a trainer (Family).
 Status Search::run() {
-  std::vector<size_t> alive;
+  std::vector<halving::Candidate> hc;
   for (size_t i = 0; i < cands_.size(); ++i) {
-    if (cands_[i].failed) {
-      records_.push_back({i, 0, 0, 0, 0, true, cands_[i].reason});
-    } else {
-      alive.push_back(i);
-    }
+    const Cand& c = cands_[i];
+    hc.push_back({static_cast<double>(c.global_batch), c.family, c.failed ? c.reason : ""});
+    if (c.failed) records_.push_back({i, 0, 0, 0, 0, true, c.reason});
   }
-  std::vector<size_t> reserve;  // eliminated by halving, not failed: best first
-  int steps = s_.grid ? s_.max_steps : s_.min_steps;
-  while (!alive.empty()) {
-    const std::vector<size_t> spread = interleaved(alive);
-    std::vector<size_t> order;
-    for (size_t k = 0; k < spread.size(); ++k) {
-      order.push_back(spread[(k + static_cast<size_t>(rounds_)) % spread.size()]);
-    }
-    for (size_t i : order) cands_[i].times.clear();
-    const int len = s_.keep_trainers ? std::min(s_.chunk_steps, steps) : steps;
-    bool aborted = false;
-    double cycle_s = 0;  // the last chunk cycle's timed steps (identical on every rank)
-    for (int done = 0; done < steps && !aborted; done += len) {
+  halving_.emplace(hc, s_.halving);
+  while (!halving_->done()) {
+    const std::vector<size_t> order = halving_->order();
+    const int steps = halving_->steps();
+    const int round = halving_->rounds();
+    drop_idle_trainers(order);
+    const bool keep = s_.halving.keep_built;
+    const int len = keep ? std::min(s_.chunk_steps, steps) : steps;
+    bool cut = false;
+    for (int done = 0; done < steps && !cut; done += len) {
       const int n = std::min(len, steps - done);
       const double cycle_start = trial_s_;
       for (size_t i : order) {
@@ -479,88 +443,28 @@ Status Search::run() {
         auto t = chunk(c, n);
         if (!t) return t.error();
         elapsed_ = *t;
-        if (!s_.keep_trainers) {
+        if (!keep) {
           families_[c.family].trainer.reset();
         } else if (trainer(c)) {
           trainer(c)->release_scratch();  // the next candidate's steps reuse its pages
         }
       }
-      cycle_s = trial_s_ - cycle_start;
-      // Stop mid-round only at a chunk boundary, so every candidate has the same steps, and
-      // when the next cycle would end past the budget.
-      if (elapsed_ + cycle_s > s_.budget_s && done + n < steps) {
-        aborted = true;
-        exhausted_ = true;
-      }
+      // Stop mid-round only at a chunk boundary, so every candidate has the same steps.
+      cut = done + n < steps && !halving_->within_budget(elapsed_, trial_s_ - cycle_start);
     }
-    for (size_t i : order) {
-      Cand& c = cands_[i];
-      if (c.failed) {  // the steps it ran before failing count in the search's cost
-        records_.push_back(
-            {i, rounds_, static_cast<int>(c.times.size()), 0, mean(c.times), true, c.reason});
-        continue;
-      }
-      const double m = mean(c.times);
-      records_.push_back({i, rounds_, static_cast<int>(c.times.size()),
-                          m > 0 ? c.global_batch / m : 0.0, m, false, ""});
+    for (size_t i : order) {  // a failed one's steps before it failed count in the cost
+      const Cand& c = cands_[i];
+      const double m = halving_->round_step_s(i);
+      records_.push_back({i, round, halving_->round_steps(i),
+                          c.failed || m <= 0 ? 0.0 : c.global_batch / m, m, c.failed, c.reason});
     }
     for (size_t i : failed_now_) {  // siblings failed with one of this round, not in it
       if (std::find(order.begin(), order.end(), i) == order.end()) {
-        records_.push_back({i, rounds_, 0, 0, 0, true, cands_[i].reason});
+        records_.push_back({i, round, 0, 0, 0, true, cands_[i].reason});
       }
     }
     failed_now_.clear();
-    ++rounds_;
-    std::erase_if(alive, [&](size_t i) { return cands_[i].failed; });
-    std::erase_if(reserve, [&](size_t i) { return cands_[i].failed; });
-    if (s_.grid || aborted) break;
-    if (alive.empty() && !reserve.empty()) {
-      // Every survivor failed (the fastest are often the largest batches, whose scaled
-      // learning rate diverges): the best candidates eliminated earlier run this round's
-      // trial length again.
-      const size_t n = std::min(reserve.size(), order.size());
-      alive.assign(reserve.begin(), reserve.begin() + static_cast<std::ptrdiff_t>(n));
-      reserve.erase(reserve.begin(), reserve.begin() + static_cast<std::ptrdiff_t>(n));
-      double est = 0;
-      for (size_t i : alive) est += (steps + s_.warmup_steps) * mean(cands_[i].times);
-      if (elapsed_ + est > s_.budget_s) {
-        exhausted_ = true;
-        break;
-      }
-      DLTUNE_LOG(kInfo, "tuner") << "every survivor failed; " << n
-                                 << " eliminated candidates run again";
-      continue;
-    }
-    if (alive.size() <= 2) break;
-    // Ranked by samples over time of every step measured so far (the survivors of a round
-    // all ran the same trials), which halves the noise of the short first trials.
-    std::sort(alive.begin(), alive.end(), [&](size_t a, size_t b) {
-      return cands_[a].cumulative_sps() > cands_[b].cumulative_sps();
-    });
-    // Keep the best 1/eta (rounded up), at least two. Every round gets the same step budget
-    // (survivors x trial length, as in Jamieson and Talwalkar's successive halving): the
-    // trial length grows by the factor the field shrank, so the two finalists' round costs
-    // what the first one did instead of dominating the search.
-    const size_t eta = static_cast<size_t>(s_.eta);
-    const size_t before = alive.size();
-    const size_t keep = std::max<size_t>(2, (before + eta - 1) / eta);
-    // The eliminated, best first, ahead of those eliminated in earlier rounds (measured less).
-    reserve.insert(reserve.begin(), alive.begin() + static_cast<std::ptrdiff_t>(keep), alive.end());
-    alive.resize(keep);
-    drop_idle_trainers(alive);
-    const int grown = static_cast<int>(static_cast<size_t>(steps) * before / keep);
-    const int next = std::min(s_.max_steps, std::max(steps + 1, grown));
-    // The next round's cost from this round's step times (plus warm-up when rebuilt).
-    double est = 0;
-    for (size_t i : alive) {
-      const int extra = s_.keep_trainers ? 0 : s_.warmup_steps;
-      est += (next + extra) * mean(cands_[i].times);
-    }
-    if (elapsed_ + est > s_.budget_s) {
-      exhausted_ = true;
-      break;
-    }
-    steps = next;
+    halving_->end_round(elapsed_, cut);
   }
   for (Family& f : families_) f.trainer.reset();
   std::vector<double> e = {now()};
@@ -582,48 +486,38 @@ json Search::result() const {
                       {"reason", r.reason}});
   }
   // The winner: among the candidates that reached the last round and never failed, the most
-  // samples over time across all its trials.
-  int winner = -1, last = -1;
-  double best = -1;
-  for (const Record& r : records_) {
-    if (!cands_[r.candidate].failed) last = std::max(last, r.round);
-  }
-  for (const Record& r : records_) {
-    if (r.round == last && !cands_[r.candidate].failed &&
-        cands_[r.candidate].cumulative_sps() > best) {
-      best = cands_[r.candidate].cumulative_sps();
-      winner = static_cast<int>(r.candidate);
-    }
-  }
-  return {{"version", 1},         {"ranks", world_ ? world_->size() : 1},
-          {"grid", s_.grid},      {"budget_exhausted", exhausted_},
-          {"winner", winner},     {"rounds", rounds_},
-          {"tuning_s", elapsed_}, {"trial_s", trial_s_},
-          {"setup_s", setup_s_},  {"trainers_built", trainers_built_},
+  // samples over time across all its trials (halving::Search::winner()).
+  return {{"version", 1},
+          {"ranks", world_ ? world_->size() : 1},
+          {"grid", s_.halving.grid},
+          {"budget_exhausted", halving_->budget_exhausted()},
+          {"winner", halving_->winner()},
+          {"rounds", halving_->rounds()},
+          {"tuning_s", elapsed_},
+          {"trial_s", trial_s_},
+          {"setup_s", setup_s_},
+          {"trainers_built", trainers_built_},
           {"trials", trials}};
 }
 
 Result<Schedule> read_schedule(const json& j) {
   Schedule s;
+  halving::Options& h = s.halving;
   if (!j.is_object()) return invalid_input("'schedule' must be an object");
   try {
-    s.grid = j.value("grid", false);
-    s.eta = j.value("eta", s.eta);
-    s.min_steps = j.value("min_steps", s.min_steps);
-    s.max_steps = j.value("max_steps", s.max_steps);
-    s.warmup_steps = j.value("warmup_steps", s.warmup_steps);
+    h.grid = j.value("grid", false);
+    h.eta = j.value("eta", h.eta);
+    h.min_steps = j.value("min_steps", h.min_steps);
+    h.max_steps = j.value("max_steps", h.max_steps);
+    h.warmup_steps = j.value("warmup_steps", h.warmup_steps);
     s.chunk_steps = j.value("chunk_steps", s.chunk_steps);
-    s.budget_s = j.value("budget_s", s.budget_s);
-    s.keep_trainers = j.value("keep_trainers", s.keep_trainers);
+    h.budget_s = j.value("budget_s", h.budget_s);
+    h.keep_built = j.value("keep_trainers", h.keep_built);
   } catch (const std::exception& e) {
     return invalid_input(std::string("'schedule': ") + e.what());
   }
-  if (s.eta < 2 || s.min_steps < 1 || s.max_steps < s.min_steps || s.warmup_steps < 0 ||
-      s.chunk_steps < 1 || !(s.budget_s > 0)) {
-    return invalid_input(
-        "'schedule' needs eta >= 2, 1 <= min_steps <= max_steps, warmup_steps >= 0, "
-        "chunk_steps >= 1 and budget_s > 0");
-  }
+  if (Status st = halving::validate(h); !st) return st.error().wrap("'schedule'");
+  if (s.chunk_steps < 1) return invalid_input("'schedule' needs chunk_steps >= 1");
   return s;
 }
 
@@ -642,8 +536,8 @@ Status run_trials(const TrialOptions& o) {
   }
   auto sched = read_schedule(c["schedule"]);
   if (!sched) return sched.error().wrap(where);
-  if (o.budget_s > 0) sched->budget_s = o.budget_s;
-  if (o.grid) sched->grid = true;
+  if (o.budget_s > 0) sched->halving.budget_s = o.budget_s;
+  if (o.grid) sched->halving.grid = true;
   std::vector<std::pair<std::string, recipes::Plan>> plans;
   for (size_t i = 0; i < c["candidates"].size(); ++i) {
     const json& k = c["candidates"][i];

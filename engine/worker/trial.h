@@ -8,7 +8,9 @@
 // The ranks step through the candidates without relaunching: a trainer per candidate from
 // engine::train_config_from(recipe, plan with that training, ranks), warm-up steps, then timed
 // steps in interleaved chunks; successive halving on throughput (--grid: every candidate once,
-// at the longest trial length). Every decision uses the slowest rank's step times (allreduce
+// at the longest trial length), whose decisions are common/halving.h's: the one implementation
+// of the search, unit-tested there and shared with the tuner, in common/ because the engine
+// may not include tuner/ (DESIGN.md). Every decision uses the slowest rank's step times (allreduce
 // max), so all ranks decide alike. A candidate that fails (bad batch, out of memory, a step
 // error) on every rank alike is recorded with its reason and the search goes on; a step that
 // fails on some ranks only leaves the ranks in different collectives, so the search stops

@@ -62,6 +62,32 @@ TEST(LaunchOutcome, AFailedBaselineIsSaidNotLeftOut) {
   EXPECT_NEAR(m["scaling_efficiency"].get<double>(), 1000.0 / (2 * 600), 1e-12);
 }
 
+// The baseline says how long it ran, how it was bound and how well its mean is known; an
+// interval wider than launch_job.h's kBaselineRelCi is a warning, not a silent figure.
+TEST(LaunchOutcome, TheBaselineReportsItsLengthBindingAndInterval) {
+  FakeRun run(300, 2.31, 0.05);
+  run.facts.baseline_sps = 520;
+  run.facts.baseline_steps = 240;
+  run.facts.baseline_rel_ci = 0.021;
+  run.facts.baseline_bind = "core";
+  auto s = run.summary();
+  EXPECT_EQ(s["baseline_1rank_steps"], 240);
+  EXPECT_EQ(s["baseline_1rank_bind"], "core");
+  EXPECT_DOUBLE_EQ(s["baseline_1rank_rel_ci"].get<double>(), 0.021);
+  EXPECT_TRUE(s["warnings"].empty());
+  EXPECT_NE(format_summary(s).find("(1 rank: 520 samples/s +-2.1 %, 240 steps bound as the job's "
+                                   "rank 0)"),
+            std::string::npos)
+      << format_summary(s);
+  run.facts.baseline_rel_ci = 0.12;
+  s = run.summary();
+  ASSERT_EQ(s["warnings"].size(), 1u);
+  EXPECT_NE(s["warnings"][0].get<std::string>().find("only known to +-12.0 % after 240 steps"),
+            std::string::npos)
+      << s["warnings"][0];
+  EXPECT_NEAR(s["scaling_efficiency"].get<double>(), 1000.0 / (2 * 520), 1e-12);
+}
+
 // The step-time split adds up: what is neither compute nor exposed communication is "other".
 TEST(LaunchOutcome, TheStepTimeSplitAddsUp) {
   FakeRun run(100, 2.31, 0.05);

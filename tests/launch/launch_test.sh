@@ -33,7 +33,20 @@ s = json.load(open(d + "/summary.json"))
 for k in ["recipe", "ranks", "nodes", "steps", "throughput_sps", "scaling_efficiency", "final_loss",
           "heldout_accuracy", "plan_source", "plan", "tuning_seconds", "wall_seconds"]:
     assert k in s, k
-assert s["throughput_sps"] > 0 and 0 < s["scaling_efficiency"] < 2, s
+assert s["throughput_sps"] > 0, s
+# The scaling efficiency's 1-rank baseline runs as the job's rank 0 does (same binding, warm,
+# long enough for its mean to be known to +-5 %, else a warning says how well it is known),
+# and the efficiency is the job's throughput over 2x that baseline, exactly.
+assert s["baseline_1rank_bind"] == "auto" and s["baseline_1rank_steps"] >= 60, s
+ci = s["baseline_1rank_rel_ci"]
+assert (ci is not None and ci <= 0.05) or any("1-rank baseline" in w for w in s["warnings"]), s
+assert abs(s["scaling_efficiency"] - s["throughput_sps"] / (2 * s["baseline_1rank_sps"])) < 1e-9
+# So it is a physical figure: 2 weak-scaling ranks, each on its own core, cannot beat twice one
+# rank on one of those cores beyond the two figures' noise (the old unbound, cold, 30-step
+# baseline let it reach 2). The lower end is left wide because a shared machine starves a pair
+# of ranks that wait for each other every step far more than one rank alone: 0.43 was measured
+# at load average 9 on 2 cores.
+assert 0.25 <= s["scaling_efficiency"] <= 1.1, s["scaling_efficiency"]
 assert s["tuning_seconds"] > 0 and s["heldout_accuracy"] > 0.5, s
 assert s["plan"]["provenance"]["source"] == "tuned" and s["plan"]["provenance"]["reason"]
 t = json.load(open(d + "/trace.json"))

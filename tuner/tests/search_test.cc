@@ -1,5 +1,6 @@
 #include "tuner/search.h"
 
+#include <cmath>
 #include <limits>
 
 #include <gtest/gtest.h>
@@ -51,6 +52,21 @@ TEST(CostModel, PiecewiseInterpolatesAndExtrapolates) {
   const double slope = (200e-6 - 4e-6) / ((1 << 20) - 4096.0);
   EXPECT_NEAR(m->predict(2 << 20), 200e-6 + slope * (1 << 20), 1e-9);
   EXPECT_FALSE(PiecewiseCost::fit({{8, 1e-6}, {8, 2e-6}}).ok());
+}
+
+// Between two points whose cost rises faster than linearly (a cliff somewhere between), the
+// optimistic time is the lower point's grown linearly; between points that fall, the upper
+// point's; elsewhere it is the prediction.
+TEST(CostModel, OptimisticTimeLeavesRoomForACliffBetweenPoints) {
+  auto m =
+      PiecewiseCost::fit({{4096, 70e-6}, {32768, 7000e-6}, {262144, 9000e-6}, {2097152, 1000e-6}});
+  ASSERT_TRUE(m.ok());
+  EXPECT_NEAR(m->predict(8192), 70e-6 * std::pow(100.0, 1.0 / 3), 1e-9);  // smeared
+  EXPECT_NEAR(m->optimistic(8192), 140e-6, 1e-12);              // no faster than linear from 4 KiB
+  EXPECT_NEAR(m->optimistic(65536), m->predict(65536), 1e-12);  // sublinear: the prediction
+  EXPECT_NEAR(m->optimistic(524288), 1000e-6, 1e-12);           // falling: the upper point's
+  EXPECT_DOUBLE_EQ(m->optimistic(1024), m->predict(1024));      // outside the points
+  EXPECT_DOUBLE_EQ(m->optimistic(4194304), m->predict(4194304));
 }
 
 TEST(Search, ExhaustiveFindsTheOracleDespiteSlowPhases) {
