@@ -19,14 +19,18 @@ jobs=${JOBS:-$(nproc)}
 
 # Debian packages dltune builds, runs and tests with. Optional ones (Slurm, munge, Open MPI,
 # PMIx) are installed too so that the whole test suite runs; the build works without them.
-# chromium (headless) checks report.html in the tests.
+# chromium (headless) checks report.html in the tests. python3-torch runs the PyTorch DDP
+# test under `dltune run`; mpich (with libmpich-dev) checks `dltune db rules --format mpich`
+# against a real MPICH. It installs beside Open MPI: its mpirun/mpicc alternatives have a lower
+# priority (40 against 50), so `mpirun` and `mpicc` stay Open MPI's.
 packages=(
   build-essential cmake ninja-build pkg-config git clang-format
   libhwloc-dev hwloc-nox libpmix-dev libopenmpi-dev openmpi-bin
   libsqlite3-dev sqlite3 libyaml-cpp-dev libcli11-dev nlohmann-json3-dev libopenblas-dev
   libgtest-dev googletest
   slurmctld slurmd slurm-client libslurm-dev munge
-  procps psmisc iproute2 python3
+  procps psmisc iproute2 python3 python3-torch
+  mpich libmpich-dev
   chromium
 )
 
