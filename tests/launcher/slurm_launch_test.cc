@@ -1,9 +1,9 @@
 // `dltune run --backend slurm` inside a real allocation on a private two-node Slurm cluster
 // (tests/slurm/cluster.sh: munged, slurmctld, two slurmd on loopback). Skipped, with the
 // reason, when the Slurm or munge packages are missing.
+#include <cstdio>
 #include <cstdlib>
 #include <map>
-#include <regex>
 #include <set>
 #include <sstream>
 
@@ -150,27 +150,30 @@ TEST_F(SlurmLaunchTest, TasksGetTorchAndOpenMpiVariables) {
        "$OMPI_COMM_WORLD_LOCAL_RANK/$OMPI_COMM_WORLD_LOCAL_SIZE node=$SLURMD_NODENAME "
        "task=$SLURM_PROCID master=$MASTER_ADDR:$MASTER_PORT\""});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  const std::regex line(
-      "rank=(\\d+)/4 local=(\\d+)/(\\d+) group=(\\d+)/2 ompi=(\\d+)/4/(\\d+)/(\\d+) "
-      "node=n(\\d) task=(\\d+) master=127\\.0\\.0\\.1:(\\d+)");
   std::map<int, std::set<int>> locals;  // node -> local ranks seen
   std::map<int, int> local_size;        // node -> LOCAL_WORLD_SIZE
-  std::set<int> ranks;
-  std::set<std::string> ports;
+  std::set<int> ranks, ports;
   std::istringstream in(r.out);
   for (std::string l; std::getline(in, l);) {
-    std::smatch m;
-    ASSERT_TRUE(std::regex_match(l, m, line)) << l << "\nin\n" << r.out;
-    const int rank = std::stoi(m[1]), local = std::stoi(m[2]), node = std::stoi(m[8]) - 1;
-    EXPECT_EQ(rank, std::stoi(m[9])) << l;   // RANK is Slurm's task id
-    EXPECT_EQ(std::stoi(m[4]), node) << l;   // GROUP_RANK is the node's index
-    EXPECT_EQ(std::stoi(m[5]), rank) << l;   // OMPI_COMM_WORLD_RANK
-    EXPECT_EQ(std::stoi(m[6]), local) << l;  // OMPI_COMM_WORLD_LOCAL_RANK
-    EXPECT_EQ(m[7], m[3]) << l;              // OMPI_COMM_WORLD_LOCAL_SIZE
+    int rank, local, lsize, group, orank, olocal, olsize, node, task, port;
+    ASSERT_EQ(
+        std::sscanf(l.c_str(),
+                    "rank=%d/4 local=%d/%d group=%d/2 ompi=%d/4/%d/%d node=n%d task=%d "
+                    "master=127.0.0.1:%d",
+                    &rank, &local, &lsize, &group, &orank, &olocal, &olsize, &node, &task, &port),
+        10)
+        << l << "\nin\n"
+        << r.out;
+    --node;
+    EXPECT_EQ(rank, task) << l;     // RANK is Slurm's task id
+    EXPECT_EQ(group, node) << l;    // GROUP_RANK is the node's index
+    EXPECT_EQ(orank, rank) << l;    // OMPI_COMM_WORLD_RANK
+    EXPECT_EQ(olocal, local) << l;  // OMPI_COMM_WORLD_LOCAL_RANK
+    EXPECT_EQ(olsize, lsize) << l;  // OMPI_COMM_WORLD_LOCAL_SIZE
     ranks.insert(rank);
     locals[node].insert(local);
-    local_size[node] = std::stoi(m[3]);
-    ports.insert(m[10]);
+    local_size[node] = lsize;
+    ports.insert(port);
   }
   EXPECT_EQ(ranks, (std::set<int>{0, 1, 2, 3})) << r.out;
   ASSERT_EQ(locals.size(), 2u) << "both nodes ran tasks:\n" << r.out;
