@@ -207,7 +207,9 @@ Result<LaunchOutcome> run_local(const LaunchSpec& spec) {
     }
     return std::string();
   });
-  sup.set_cause_hint([&srv] { return srv.first_lost_rank(); });  // child index == rank
+  sup.set_cause_hint([&srv] {  // child index == rank
+    return Supervisor::CauseHints{srv.first_lost_rank(), srv.first_finalized_rank()};
+  });
   sup.watch(srv.event_fd(), [&srv, &host, n = spec.nranks]() -> Failure {
     srv.drain_events();
     for (int r = 0; r < n; ++r) {

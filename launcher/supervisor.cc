@@ -287,25 +287,38 @@ void Supervisor::reap() {
   }
 }
 
+// Names the hinted child when its exit is a failure (true); waits for it while it is still
+// running (true, decide_at_ re-armed). False: it names nothing.
+bool Supervisor::decide_by_hint(int hint) {
+  if (hint < 0 || static_cast<size_t>(hint) >= children_.size()) return false;
+  const Child& c = children_[static_cast<size_t>(hint)];
+  if (c.running && cause_wait_until_ && Clock::now() < *cause_wait_until_) {
+    decide_at_ = Clock::now() + std::chrono::milliseconds(10);  // it is dying: wait for it
+    return true;
+  }
+  if (!c.running && !c.verdict.why.empty()) {
+    fail(c.verdict);
+    return true;
+  }
+  return false;
+}
+
+// The cause, in order of trust: the first child an observer saw lost (it died or left
+// without finalizing); a child killed by a signal; the first child that finalized and then
+// failed (its peers' fences break once it has gone, and it may exit after them); the first
+// failed exit reaped (in death order).
 void Supervisor::decide() {
   decide_at_.reset();
-  const int hint = cause_hint_ ? cause_hint_() : -1;
-  if (hint >= 0 && static_cast<size_t>(hint) < children_.size()) {
-    const Child& c = children_[static_cast<size_t>(hint)];
-    if (c.running && cause_wait_until_ && Clock::now() < *cause_wait_until_) {
-      decide_at_ = Clock::now() + std::chrono::milliseconds(10);  // it is dying: wait for it
-      return;
-    }
-    if (!c.running && !c.verdict.why.empty()) {
-      fail(c.verdict);
-      return;
-    }
-  }
+  const CauseHints hints = cause_hint_ ? cause_hint_() : CauseHints{};
+  DLTUNE_LOG(kDebug, "launch") << "deciding: first lost " << hints.lost << ", first finalized "
+                               << hints.finalized;
+  if (decide_by_hint(hints.lost)) return;
   if (!by_signal_.why.empty()) {
     fail(by_signal_);
-  } else if (!by_exit_.why.empty()) {
-    fail(by_exit_);
+    return;
   }
+  if (decide_by_hint(hints.finalized)) return;
+  if (!by_exit_.why.empty()) fail(by_exit_);
 }
 
 void Supervisor::handle_signals() {
@@ -450,7 +463,11 @@ void Supervisor::check_deadlines() {
 LaunchOutcome Supervisor::run() {
   death_order_.emplace();
   for (;;) {
-    if (!any_running()) {
+    // Every child has ended: the verdict still waits for kSettle after the first failure. The
+    // ranks of a small job can all end within a few ms, before libpmix has told the server
+    // which rank's connection dropped first (the cause hint); deciding at once named a peer
+    // that only failed because of it.
+    if (!any_running() && !(decide_at_ && Clock::now() < *decide_at_)) {
       if (decide_at_) decide();
       if (!final_kill_done_) {
         final_kill_done_ = true;

@@ -80,9 +80,13 @@ class Supervisor {
   // Called when a watched fd becomes readable: no failure (empty why), or the failure and the
   // exit code the launch should end with.
   using EventCheck = std::function<Failure()>;
-  // The index of the child an outside observer saw fail first (the PMIx server: the rank whose
-  // connection dropped before PMIx_Finalize), or -1.
-  using CauseHint = std::function<int()>;
+  // What an outside observer (the PMIx server) saw of how children left: the index of the first
+  // whose connection dropped before it finalized, and of the first that finalized; -1 for none.
+  struct CauseHints {
+    int lost = -1;
+    int finalized = -1;
+  };
+  using CauseHint = std::function<CauseHints()>;
 
   explicit Supervisor(Options options);
   // Any child still running gets SIGKILL (its whole group) and is reaped; the signal mask
@@ -104,9 +108,11 @@ class Supervisor {
 
   void set_line_filter(LineFilter filter) { filter_ = std::move(filter); }
   void set_exit_judge(ExitJudge judge) { judge_ = std::move(judge); }
-  // When the first failure reaped is not the hinted child's, the verdict waits (at most
+  // When the first failure reaped is not a hinted child's, the verdict waits (at most
   // kCauseWait) for the hinted child to be reaped and names it if its exit is a failure: under
-  // load, a killed rank's peers may be reaped seconds before it is.
+  // load, a killed rank's peers may be reaped seconds before it is, and a rank that failed
+  // after PMIx_Finalize may exit after the peers it stranded in a fence (see decide()). A
+  // hinted child that exits 0 names nothing.
   void set_cause_hint(CauseHint hint) { cause_hint_ = std::move(hint); }
   static constexpr std::chrono::milliseconds kCauseWait{3000};
   // Watches `fd` (not owned) for readability and calls `check` when it is readable.
@@ -140,6 +146,7 @@ class Supervisor {
 
   void reap();
   void decide();
+  bool decide_by_hint(int hint);
   void handle_signals();
   void read_stream(int index, Stream& s, bool is_stderr);
   void emit(int index, bool is_stderr, std::string_view line);
