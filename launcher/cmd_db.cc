@@ -13,6 +13,7 @@
 #include "tuner/db/admin.h"
 #include "tuner/db/bundle.h"
 #include "tuner/db/lookup.h"
+#include "tuner/db/rules_export.h"
 #include "tuner/db/store.h"
 
 #include "dltune/config.h"
@@ -187,23 +188,18 @@ Status run_prune(const DbOptions& o) {
 }
 
 Status run_rules(const DbOptions& o) {
-  if (o.format != "ompi") {
-    return invalid_input(
-        "--format: only 'ompi' (Open MPI 4.1 coll/tuned rules) is supported, "
-        "got '" +
-        o.format.substr(0, 20) + "'");
-  }
+  auto format = tdb::parse_rules_format(o.format);
+  if (!format) return std::move(format).error().wrap("--format");
   auto f = filter_from(o);
   if (!f) return std::move(f).error();
-  if (!f->shape) return invalid_input("--shape is required: the rules are for one job shape");
   auto l = layers(o);
   if (!l) return std::move(l).error();
-  auto r = tdb::ompi_rules_from_layers(*l, *f);
+  auto r = tdb::export_rules(*l, *f, *format);
   if (!r) return std::move(r).error();
   for (const std::string& n : r->notes)
     std::fprintf(stderr, "dltune db rules: note: %s\n", n.c_str());
-  std::fprintf(stderr, "dltune db rules: from the plan of %s (fingerprint %s)\n",
-               r->db_path.c_str(), r->plan.key.fingerprint.c_str());
+  for (const std::string& s : r->sources)
+    std::fprintf(stderr, "dltune db rules: from the %s\n", s.c_str());
   if (o.output.empty()) {
     std::printf("%s", r->text.c_str());
     return ok_status();
@@ -308,9 +304,14 @@ void setup_db(CLI::App& app, int* exit_code) {
                   "Rows measured with another dltune version than this one");
   prune->add_option("--fingerprint", o->fingerprint, "Rows of this topology fingerprint");
 
-  auto* rules = add(db, "rules", "Write collective rules for an MPI library from a stored plan",
+  auto* rules = add(db, "rules",
+                    "Write a runtime's collective settings from the stored plans: every job "
+                    "shape at once (ompi, mpich), or one --shape",
                     exit_code, o, run_rules);
-  rules->add_option("--format", o->format, "Rules format: ompi (Open MPI 4.1 coll/tuned)");
+  rules->add_option("--format", o->format,
+                    "ompi (Open MPI 4.1 coll/tuned rules file), mpich (MPICH 4 selection JSON "
+                    "for MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE), mvapich (MVAPICH2 tuning "
+                    "variables), nccl-env (NCCL_ALGO / NCCL_PROTO)");
   rules->add_option("-o,--output", o->output, "File to write (default: standard output)");
   add_filters(rules, *o);
 

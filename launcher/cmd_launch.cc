@@ -20,6 +20,7 @@
 #include "launcher/launch_plan.h"
 #include "launcher/rank_program.h"
 #include "launcher/run_dir.h"
+#include "launcher/slurm_backend.h"
 #include "launcher/temp_dir.h"
 #include "tuner/recipe_tuning.h"
 
@@ -110,6 +111,12 @@ int run_launch(const LaunchOptions& o) {
   }
   auto job = launcher::make_job(jo, *topo);
   if (!job) return report_error("launch", job.error());
+  // The slurm backend outside an allocation: the whole launch (tuning and training) runs again
+  // under salloc with the job's shape, so that every phase gets the same nodes.
+  if (job->backend == launcher::Backend::kSlurm && !launcher::in_slurm_allocation() && !o.dry_run) {
+    Status s = launcher::rerun_in_allocation(job->shape.nodes, job->ranks);
+    return report_error("launch", s.error());  // only reached when salloc could not start
+  }
 
   Progress progress(Progress::detect(o.json, stdout), stdout);
   auto layers =
@@ -234,6 +241,8 @@ int run_launch(const LaunchOptions& o) {
   facts.ranks = job->ranks;
   facts.nodes = job->shape.nodes;
   facts.backend = job->backend == launcher::Backend::kSlurm ? "slurm" : "local";
+  facts.cores_per_node = static_cast<int>(topo->cores.size());
+  facts.binding = job->recipe.launch.binding;
   facts.choice = choice;
   auto ws = paths::read_file(dir->file("worker_summary.json"));
   facts.worker = ws ? nlohmann::json::parse(*ws, nullptr, false) : nlohmann::json::object();
@@ -293,7 +302,9 @@ void setup_launch(CLI::App& app, int* exit_code) {
                   "Recipe file or bundled recipe name (dltune recipe list)");
   cmd->add_option("-n,--ranks", o->job.ranks, "Ranks (default: the recipe's, else auto)")
       ->check(CLI::Range(1, 4096));
-  cmd->add_option("--nodes", o->job.nodes, "Nodes (slurm backend; default: the allocation's)")
+  cmd->add_option("--nodes", o->job.nodes,
+                  "Nodes (slurm backend; default: the allocation's; outside one, an allocation "
+                  "of this many is obtained with salloc)")
       ->check(CLI::Range(1, 4096));
   cmd->add_option("--backend", o->job.backend,
                   "local or slurm (default: slurm inside an allocation, else local)");
@@ -305,7 +316,11 @@ void setup_launch(CLI::App& app, int* exit_code) {
   cmd->add_flag("--json", o->json, "JSON events on standard output, one per line");
   cmd->footer(
       "The run directory is created under DLTUNE_RUNS_DIR (default ./runs).\n"
-      "Exit status: 0 success; 1 the job failed; 2 bad input; 130/143 interrupted.");
+      "Exit status: 0 success; a failed training exits as mpirun (and dltune run) do: the "
+      "failed rank's exit code, 128 + its signal, or its MPI_Abort code; 1 for other failures; 2 "
+      "bad input; 130/143 interrupted.\n"
+      "--backend slurm outside an allocation runs the whole launch again under salloc with the "
+      "job's nodes and ranks.");
   cmd->callback([o, exit_code, cmd] {
     if (o->job.recipe.empty() && o->resume.empty()) {
       *exit_code = report_error("launch", invalid_input("give a RECIPE (or --resume RUN_DIR)"));

@@ -13,6 +13,7 @@
 #include "engine/train/recipe_config.h"
 #include "launcher/launch_spec.h"
 #include "launcher/rank_program.h"
+#include "launcher/slurm_backend.h"
 
 namespace dltune::launcher {
 namespace {
@@ -52,6 +53,11 @@ Result<Job> make_job(const JobOptions& o, const topology::Topology& topo) {
                              ? static_cast<int>(topo.gpus.size())
                              : std::max<int>(1, static_cast<int>(topo.numa_nodes.size()));
     ranks = nodes * per_node;
+  }
+  if (slurm && in_slurm_allocation() && allocation_nodes() > 0 && nodes > allocation_nodes()) {
+    return invalid_input("--nodes " + std::to_string(nodes) + ": this allocation has " +
+                         std::to_string(allocation_nodes()) + " node(s); ask salloc/sbatch for " +
+                         std::to_string(nodes) + " or lower --nodes");
   }
   if (ranks % nodes != 0) {
     return invalid_input(std::to_string(ranks) + " ranks do not divide evenly over " +
@@ -107,11 +113,13 @@ std::string quote_argv(const std::vector<std::string>& argv) {
 }
 
 std::vector<std::string> launch_prefix(const Job& job) {
-  std::vector<std::string> p = {"dltune",    "run",
-                                "-n",        std::to_string(job.ranks),
-                                "--backend", job.backend == Backend::kSlurm ? "slurm" : "local",
-                                "--bind",    job.recipe.launch.binding,
-                                "--"};
+  std::vector<std::string> p = {"dltune", "run", "-n", std::to_string(job.ranks)};
+  if (job.backend == Backend::kSlurm) {
+    p.insert(p.end(), {"--nodes", std::to_string(job.shape.nodes), "--backend", "slurm"});
+  } else {
+    p.insert(p.end(), {"--backend", "local"});
+  }
+  p.insert(p.end(), {"--bind", job.recipe.launch.binding, "--"});
   return p;
 }
 

@@ -36,7 +36,8 @@ struct Job {
 // --nodes, else SLURM_JOB_NUM_NODES (slurm), else 1. The recipe is validated again with the
 // job's rank count (batch vs ranks). Errors (invalid_input, exit 2): every recipe problem as
 // `file:line:col: key: message`, one per line; ranks that do not divide over the nodes; more
-// than one node without the slurm backend. not_found (exit 2): no such recipe.
+// than one node without the slurm backend; inside an allocation, more nodes than it has.
+// not_found (exit 2): no such recipe.
 Result<Job> make_job(const JobOptions& options, const topology::Topology& topo);
 
 // Runs argv (argv[0] an executable path) as every rank of the job in a `dltune run` child

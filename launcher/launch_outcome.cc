@@ -178,6 +178,15 @@ std::vector<std::string> run_warnings(const RunFacts& f, const MetricsLog& log,
                 fixed(100 * f.baseline_rel_ci, 1) + " % after " + std::to_string(f.baseline_steps) +
                 " steps (the machine was noisy; the efficiency is as uncertain)");
   }
+  if (s.value("ranks_shared_cores", false)) {
+    const int per_node = f.ranks / std::max(1, f.nodes);
+    w.push_back(std::to_string(per_node) + " ranks per node shared " +
+                std::to_string(f.cores_per_node) +
+                " cores (binding: " + (f.binding.empty() ? std::string("auto") : f.binding) +
+                "): each rank got less than a core, so throughput and scaling efficiency are "
+                "below what one rank per core gives (mpirun would have refused without "
+                "--oversubscribe)");
+  }
   const double first = log.steps.empty() ? 0 : num(log.steps.front(), "loss");
   const double last = num(s, "final_loss");
   if (s.value("steps", int64_t{0}) >= kNoLearningMinSteps && first > 0 &&
@@ -263,6 +272,8 @@ nlohmann::json make_summary(const RunFacts& f, const MetricsLog& log, const RunD
   s["database"] = {
       {"path", f.choice.db_path}, {"from_site", f.choice.from_site}, {"site", f.choice.site}};
   s["notes"] = f.choice.notes;
+  s["ranks_shared_cores"] =
+      f.cores_per_node > 0 && f.ranks / std::max(1, f.nodes) > f.cores_per_node;
   s["warnings"] = run_warnings(f, log, s);
   s["tuning_seconds"] = f.choice.tuning_s;
   s["wall_seconds"] = f.wall_seconds;

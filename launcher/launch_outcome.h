@@ -41,6 +41,8 @@ struct RunFacts {
   std::string recipe;
   int ranks = 1, nodes = 1;
   std::string backend;
+  int cores_per_node = 0;  // usable cores of this node (0 = unknown)
+  std::string binding;     // launch.binding: none, core, numa, auto
   PlanChoice choice;
   nlohmann::json worker;       // rank 0's worker summary (dltune-worker train --summary)
   double baseline_sps = 0;     // the same per-rank batch on one rank (0 = not measured)
@@ -68,10 +70,11 @@ MetricsLog read_metrics(const std::string& path);
 // throughput_sps, scaling_efficiency, final_loss, heldout_accuracy, heldout_loss (per
 // prediction, nats; text data also heldout_bits_per_byte and unigram_entropy_bits), plan_source,
 // plan, tuning_seconds, wall_seconds, plus the step-time split, the allreduce bound, the database,
-// and "warnings": what the user should not miss although the job succeeded (the 1-rank
-// baseline failed, or its interval stayed wider than kBaselineRelCi; the loss of a run of >=
-// kNoLearningMinSteps steps ended at or above kNoLearningLossShare of its first logged loss: the
-// model did not learn).
+// "ranks_shared_cores" (more ranks per node than cores: ranks time-shared cores), and
+// "warnings": what the user should not miss although the job succeeded (the 1-rank baseline
+// failed, or its interval stayed wider than kBaselineRelCi; ranks shared cores; the loss of a run
+// of >= kNoLearningMinSteps steps ended at or above kNoLearningLossShare of its first logged
+// loss: the model did not learn).
 inline constexpr int kNoLearningMinSteps = 100;
 inline constexpr double kNoLearningLossShare = 0.95;
 nlohmann::json make_summary(const RunFacts& facts, const MetricsLog& log, const RunDir& dir);

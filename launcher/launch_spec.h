@@ -1,6 +1,7 @@
 // What to launch and how it ended: the types every launch backend (local, slurm) shares.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -20,21 +21,31 @@ Result<Backend> default_backend();
 
 struct LaunchSpec {
   int nranks = 1;
+  int nodes = 0;                  // slurm: the nodes to spread the ranks over (0 = srun's choice)
   std::vector<std::string> argv;  // argv[0] is the program as the user wrote it
   topology::BindPolicy bind = topology::BindPolicy::kAuto;  // --bind
-  bool tag_output = false;   // prefix every output line with "[rank] "
-  std::string plan_blob;     // the job's plan, given to every rank ("" = none)
-  double timeout_s = 0;      // > 0: stop the job and fail after this many seconds
-  int kill_grace_ms = 2000;  // SIGTERM -> SIGKILL delay when stopping ranks
+  bool bind_from_user = false;  // --bind / DLTUNE_BIND given: the plan's placement yields to it
+  bool tag_output = false;      // prefix every output line with "[rank] "
+  std::string plan_blob;        // the job's plan, given to every rank ("" = none)
+  double timeout_s = 0;         // > 0: stop the job and fail after this many seconds
+  int kill_grace_ms = 2000;     // SIGTERM -> SIGKILL delay when stopping ranks
   std::vector<std::pair<std::string, std::string>> extra_env;  // added to every rank
+  // slurm: each local rank's CPUs (the plan's placement), bound with srun's mask_cpu
+  std::vector<std::vector<int>> local_cpus;
+  // Told what the user should know before the ranks start (ranks sharing cores, a plan that
+  // cannot be applied), one sentence each; when unset, it is logged as a warning.
+  std::function<void(const std::string&)> warn;
 };
 
-// How a launch ended. exit_code: 0 every rank exited 0; 1 a rank failed (message names the
-// first one, its host and its exit code or signal) or the timeout hit; 130 / 143 the launcher
-// was interrupted by SIGINT / SIGTERM (message says so).
+// How a launch ended, as mpirun reports it. exit_code: 0 every rank exited 0; the first failed
+// rank's exit code, or 128 + the signal that killed it, or the error code it passed to
+// MPI_Abort / PMIx_Abort (message names the rank, its host and the cause); 1 for a failure with
+// no code of its own (a rank that exited 0 without PMIx_Finalize, the timeout); 130 / 143 the
+// launcher was interrupted by SIGINT / SIGTERM (message says so).
 struct LaunchOutcome {
   int exit_code = 0;
-  std::string message;  // one sentence; "" on success
+  std::string message;       // one sentence; "" on success
+  bool interrupted = false;  // the launcher got SIGINT / SIGTERM / SIGHUP (not a rank failure)
 };
 
 // Resolves `program` like execvp: a name with a '/' is used as is, else it is looked up in

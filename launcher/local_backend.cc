@@ -13,7 +13,9 @@
 
 #include "common/log.h"
 #include "launcher/env_block.h"
+#include "launcher/plan_env.h"
 #include "launcher/pmix_server.h"
+#include "launcher/rank_env.h"
 #include "launcher/supervisor.h"
 #include "launcher/temp_dir.h"
 #include "topology/topology.h"
@@ -29,12 +31,21 @@ std::string this_hostname() {
   return buf;
 }
 
+void warn(const LaunchSpec& spec, const std::string& what) {
+  if (spec.warn) {
+    spec.warn(what);
+  } else {
+    DLTUNE_LOG(kWarn, "launch") << what;
+  }
+}
+
 // Placement for the ranks (none with --bind none). The machine is discovered even then: its
 // hwloc handle goes to the PMIx server (`machine`), which would otherwise discover it itself.
-// With DLTUNE_TOPO_XML the export places the ranks and PMIx discovers the machine.
-std::optional<topology::Placement> plan_placement(const LaunchSpec& spec,
-                                                  std::optional<topology::Topology>& topo,
-                                                  std::shared_ptr<hwloc_topology>& machine) {
+// With DLTUNE_TOPO_XML the export places the ranks and PMIx discovers the machine. The plan's
+// placement (`from_plan`), when it has one, replaces dltune's unless the user chose --bind.
+std::optional<topology::Placement> plan_placement(
+    const LaunchSpec& spec, const std::vector<topology::RankPlacement>& from_plan,
+    std::optional<topology::Topology>& topo, std::shared_ptr<hwloc_topology>& machine) {
   auto found = topology::discover_default_keeping_hwloc();
   if (found) machine = std::move(found->hwloc);
   if (spec.bind == topology::BindPolicy::kNone) return std::nullopt;
@@ -44,6 +55,15 @@ std::optional<topology::Placement> plan_placement(const LaunchSpec& spec,
     return std::nullopt;
   }
   topo = std::move(found->model);
+  if (!from_plan.empty() && !spec.bind_from_user) {
+    return topology::Placement{from_plan, "the plan's placement"};
+  }
+  const int cores = static_cast<int>(topo->cores.size());
+  if (spec.bind == topology::BindPolicy::kCore && cores > 0 && spec.nranks > cores) {
+    warn(spec, std::to_string(spec.nranks) + " ranks on " + std::to_string(cores) +
+                   " cores with --bind core: ranks share cores and run slower (mpirun refuses "
+                   "this without --oversubscribe)");
+  }
   return topology::place(*topo, spec.nranks, spec.bind);
 }
 
@@ -58,8 +78,8 @@ int usable_cpus() {
 // The environment of rank `rank`: ours, plus what Open MPI's direct launch needs, the
 // placement's variables, the conventional rank variables and the spec's extras.
 EnvBlock rank_environment(const LaunchSpec& spec, int rank, const TempDir& tmp,
-                          const std::string& shm_dir, const topology::Topology* topo,
-                          const topology::RankPlacement* place) {
+                          const std::string& shm_dir, const EnvList& job_env,
+                          const topology::Topology* topo, const topology::RankPlacement* place) {
   EnvBlock env(environ);
   env.set("PMIX_MCA_gds", "hash", false);
   env.set("OMPI_MCA_schizo", "^orte", false);  // direct launch, not a singleton
@@ -74,15 +94,55 @@ EnvBlock rank_environment(const LaunchSpec& spec, int rank, const TempDir& tmp,
     env.set("OMPI_ALLOW_RUN_AS_ROOT", "1", false);
     env.set("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", false);
   }
-  env.set("RANK", std::to_string(rank));
-  env.set("WORLD_SIZE", std::to_string(spec.nranks));
-  env.set("LOCAL_RANK", std::to_string(rank));
-  env.set("LOCAL_WORLD_SIZE", std::to_string(spec.nranks));
+  for (const auto& [k, v] : rank_identity_env({rank, spec.nranks, rank, spec.nranks, 0, 1})) {
+    env.set(k, v);
+  }
+  // --plan's file replaces an inherited DLTUNE_PLAN; the runtimes' settings the user made win.
+  for (const auto& [k, v] : job_env) env.set(k, v, k == "DLTUNE_PLAN");
   if (topo != nullptr && place != nullptr) {
     for (const auto& [k, v] : topology::rank_env(*topo, *place)) env.set(k, v, false);
   }
   for (const auto& [k, v] : spec.extra_env) env.set(k, v);
   return env;
+}
+
+// The job-wide variables: PyTorch's rendezvous on this node (the user's MASTER_ADDR and
+// MASTER_PORT win), and what the plan means to external programs (plan_env.h).
+Result<EnvList> job_environment(const LaunchSpec& spec, const PlanEnv& plan_env,
+                                const TempDir& tmp) {
+  EnvList env;
+  const char* addr = std::getenv("MASTER_ADDR");  // NOLINT: PyTorch's variable, not ours
+  const std::string master = addr != nullptr && *addr != '\0' ? addr : "127.0.0.1";
+  const char* port_env = std::getenv("MASTER_PORT");  // NOLINT: as above
+  int port = 0;
+  if (port_env == nullptr || *port_env == '\0') {
+    // Free on every address: PyTorch's store listens on all of them.
+    auto p = free_tcp_port("0.0.0.0");
+    if (!p) return std::move(p).error().wrap("choosing MASTER_PORT");
+    port = *p;
+  }
+  for (auto& kv : rendezvous_env(master, port)) {
+    if (kv.first == "MASTER_PORT" && port == 0) continue;  // the user's
+    env.push_back(std::move(kv));
+  }
+  if (!spec.plan_blob.empty()) {
+    auto files = write_plan_files(plan_env, spec.plan_blob, tmp.path());
+    if (!files) return std::move(files).error();
+    env.insert(env.end(), files->begin(), files->end());
+  }
+  return env;
+}
+
+// A rank that called PMIx_Abort (Open MPI's MPI_Abort does): the job ends with its error code,
+// as under mpirun. Open MPI passes "N/A" as the message; only a real message is quoted.
+Failure abort_failure(int rank, const std::string& host, const RankPmixState& st) {
+  std::string why = "rank " + std::to_string(rank) + " on " + host +
+                    " called MPI_Abort / PMIx_Abort with error code " +
+                    std::to_string(st.abort_status);
+  const std::string msg = st.abort_message;
+  if (!msg.empty() && msg != "N/A" && msg != "(N/A)") why += ": " + msg;
+  const int code = st.abort_status & 0xff;  // what the rank's exit status would carry
+  return {why, code != 0 ? code : 1};
 }
 
 std::string unique_nspace() {
@@ -112,9 +172,16 @@ Result<LaunchOutcome> run_local(const LaunchSpec& spec) {
   if (access("/dev/shm", W_OK) == 0) {
     if (auto s = TempDir::create("/dev/shm", "dltune-")) shm = std::move(*s);
   }
+  PlanEnv plan_env;
+  if (!spec.plan_blob.empty()) {
+    plan_env = plan_env_for(spec.plan_blob, spec.nranks, spec.nranks);
+    for (const std::string& n : plan_env.notes) warn(spec, "--plan: " + n);
+  }
   std::optional<topology::Topology> topo;
   std::shared_ptr<hwloc_topology> machine;
-  const auto placement = plan_placement(spec, topo, machine);
+  const auto placement = plan_placement(spec, plan_env.placement, topo, machine);
+  auto job_env = job_environment(spec, plan_env, *tmp);
+  if (!job_env) return std::move(job_env).error();
   DLTUNE_LOG(kDebug, "launch") << "directories and placement ready at " << ms() << " ms";
 
   // Declared after the directories so that it stops the ranks before they are removed, and
@@ -140,31 +207,31 @@ Result<LaunchOutcome> run_local(const LaunchSpec& spec) {
     }
     return std::string();
   });
-  sup.set_cause_hint([&srv] { return srv.first_lost_rank(); });  // child index == rank
-  sup.watch(srv.event_fd(), [&srv, &host, n = spec.nranks]() -> std::string {
+  sup.set_cause_hint([&srv] {  // child index == rank
+    return Supervisor::CauseHints{srv.first_lost_rank(), srv.first_finalized_rank()};
+  });
+  sup.watch(srv.event_fd(), [&srv, &host, n = spec.nranks]() -> Failure {
     srv.drain_events();
     for (int r = 0; r < n; ++r) {
       const RankPmixState st = srv.rank_state(r);
-      if (!st.aborted) continue;
-      return "rank " + std::to_string(r) + " on " + host + " aborted with status " +
-             std::to_string(st.abort_status) +
-             (st.abort_message.empty() ? "" : " (" + st.abort_message + ")");
+      if (st.aborted) return abort_failure(r, host, st);
     }
-    return std::string();
+    return {};
   });
 
   for (int r = 0; r < spec.nranks; ++r) {
     const topology::RankPlacement* rp =
         placement ? &placement->ranks[static_cast<size_t>(r)] : nullptr;
-    EnvBlock env =
-        rank_environment(spec, r, *tmp, shm ? shm->path() : "", topo ? &*topo : nullptr, rp);
+    EnvBlock env = rank_environment(spec, r, *tmp, shm ? shm->path() : "", *job_env,
+                                    topo ? &*topo : nullptr, rp);
     DLTUNE_TRY_CTX(srv.setup_rank(r, env), "preparing rank " + std::to_string(r));
     ChildSpec child{*path,
                     spec.argv,
                     env.data(),
                     rp ? rp->cpus : std::vector<int>{},
                     "rank " + std::to_string(r),
-                    host};
+                    host,
+                    /*stdin_from_launcher=*/r == 0};
     auto index = sup.spawn(child);
     if (!index) return std::move(index).error().wrap("starting rank " + std::to_string(r));
   }

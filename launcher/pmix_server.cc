@@ -109,6 +109,7 @@ class PmixServer::Impl {
   std::string nspace;
   bool job_registered = false;
   int first_lost = -1;       // under mu
+  int first_finalized = -1;  // under mu
   size_t event_handler = 0;  // 0: none registered
   // The machine's topology handed to PMIx (PMIX_TOPOLOGY2): PMIx keeps pointers to both until
   // PMIx_server_finalize, so they live here.
@@ -146,7 +147,10 @@ pmix_status_t on_connected(const pmix_proc_t* proc, void*, pmix_op_cbfunc_t cbfu
 pmix_status_t on_finalized(const pmix_proc_t* proc, void*, pmix_op_cbfunc_t cbfunc, void* cbdata) {
   {
     std::lock_guard lock(g_server->mu);
-    if (auto* s = g_server->state_of(proc)) s->finalized = true;
+    if (auto* s = g_server->state_of(proc)) {
+      s->finalized = true;
+      if (g_server->first_finalized < 0) g_server->first_finalized = static_cast<int>(proc->rank);
+    }
   }
   complete_later(cbfunc, cbdata);
   return PMIX_SUCCESS;
@@ -382,6 +386,11 @@ RankPmixState PmixServer::rank_state(int rank) const {
 int PmixServer::first_lost_rank() const {
   std::lock_guard lock(impl_->mu);
   return impl_->first_lost;
+}
+
+int PmixServer::first_finalized_rank() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->first_finalized;
 }
 
 int PmixServer::event_fd() const { return impl_->event_fd; }

@@ -68,6 +68,10 @@ class PmixServer {
   // The first rank whose connection the server lost before it called PMIx_Finalize, or -1
   // when none did (thread-safe).
   int first_lost_rank() const;
+  // The first rank that called PMIx_Finalize, or -1 (thread-safe). A rank that fails right
+  // after PMIx_Finalize strands its peers in a fence, and can take longer to exit than they
+  // take to fail: its finalize, not its death, comes first.
+  int first_finalized_rank() const;
   // A file descriptor that becomes readable when a rank aborts; the caller drains it with
   // drain_events(). -1 when the build has no PMIx.
   int event_fd() const;

@@ -19,6 +19,7 @@ Status PmixServer::register_job(const PmixJobSpec&) { return unsupported("no PMI
 Status PmixServer::setup_rank(int, EnvBlock&) { return unsupported("no PMIx in this build"); }
 RankPmixState PmixServer::rank_state(int) const { return {}; }
 int PmixServer::first_lost_rank() const { return -1; }
+int PmixServer::first_finalized_rank() const { return -1; }
 int PmixServer::event_fd() const { return -1; }
 void PmixServer::drain_events() {}
 

@@ -59,7 +59,8 @@ struct ExecArgs {
   if (getppid() != a.parent) _exit(127);
   struct sigaction dfl {};
   dfl.sa_handler = SIG_DFL;
-  for (int sig : {SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGCHLD}) sigaction(sig, &dfl, nullptr);
+  for (int sig : {SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGTTIN})
+    sigaction(sig, &dfl, nullptr);
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -92,8 +93,10 @@ Supervisor::~Supervisor() {
     if (c.out.fd >= 0) close(c.out.fd);
     if (c.err.fd >= 0) close(c.err.fd);
   }
+  close_stdin_pipe();
   if (dev_null_ >= 0) close(dev_null_);
   if (signal_fd_ >= 0) close(signal_fd_);
+  if (sigttin_ignored_) sigaction(SIGTTIN, &old_sigttin_, nullptr);
   if (signals_installed_) {
     // Drop signals that arrived while blocked (SIGCHLD of our children) before unblocking.
     sigset_t set = handled_signals();
@@ -115,6 +118,9 @@ Status Supervisor::install_signal_handling() {
   signal_fd_ = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
   if (signal_fd_ < 0) return errno_error("signalfd");
   signal(SIGPIPE, SIG_IGN);
+  struct sigaction ign {};
+  ign.sa_handler = SIG_IGN;
+  sigttin_ignored_ = sigaction(SIGTTIN, &ign, &old_sigttin_) == 0;
   return ok_status();
 }
 
@@ -123,11 +129,17 @@ Result<int> Supervisor::spawn(const ChildSpec& spec) {
     dev_null_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (dev_null_ < 0) return errno_error("opening /dev/null");
   }
-  int out[2], err[2];
-  if (pipe2(out, O_CLOEXEC) != 0) return errno_error("pipe");
+  int out[2], err[2], in[2] = {-1, -1};
+  const bool feed_stdin = spec.stdin_from_launcher && stdin_child_ < 0;
+  if (feed_stdin && pipe2(in, O_CLOEXEC) != 0) return errno_error("pipe");
+  if (pipe2(out, O_CLOEXEC) != 0) {
+    if (feed_stdin) close(in[0]), close(in[1]);
+    return errno_error("pipe");
+  }
   if (pipe2(err, O_CLOEXEC) != 0) {
     close(out[0]);
     close(out[1]);
+    if (feed_stdin) close(in[0]), close(in[1]);
     return errno_error("pipe");
   }
   std::vector<char*> argv;
@@ -139,8 +151,13 @@ Result<int> Supervisor::spawn(const ChildSpec& spec) {
   // Not fork(): copying the launcher's page tables for every rank cost ~10 ms a rank on this
   // kind of virtual machine (measured: 8 ranks started in ~100 ms). The child borrows the
   // launcher's memory on its own stack and this thread waits until it has called execve.
-  ExecArgs args{
-      &spec, argv.data(), out[1], err[1], dev_null_, spec.cpus.empty() ? nullptr : &cpus, getpid()};
+  ExecArgs args{&spec,
+                argv.data(),
+                out[1],
+                err[1],
+                feed_stdin ? in[0] : dev_null_,
+                spec.cpus.empty() ? nullptr : &cpus,
+                getpid()};
 #if defined(__SANITIZE_ADDRESS__)
   // AddressSanitizer takes a child running on a stack of its own inside the parent's memory
   // for a stack overflow (its sigaltstack interceptor), so sanitized builds copy the process.
@@ -155,9 +172,11 @@ Result<int> Supervisor::spawn(const ChildSpec& spec) {
   const int fork_errno = errno;
   close(out[1]);
   close(err[1]);
+  if (feed_stdin) close(in[0]);
   if (pid < 0) {
     close(out[0]);
     close(err[0]);
+    if (feed_stdin) close(in[1]);
     errno = fork_errno;
     return errno_error("clone");
   }
@@ -171,6 +190,11 @@ Result<int> Supervisor::spawn(const ChildSpec& spec) {
   c.out.fd = out[0];
   c.err.fd = err[0];
   children_.push_back(std::move(c));
+  if (feed_stdin) {
+    fcntl(in[1], F_SETFL, O_NONBLOCK);
+    stdin_write_ = in[1];
+    stdin_child_ = static_cast<int>(children_.size() - 1);
+  }
   DLTUNE_LOG(kDebug, "launch") << "started " << spec.name << " pid " << pid;
   return static_cast<int>(children_.size() - 1);
 }
@@ -195,10 +219,17 @@ std::string Supervisor::default_exit_judgement(const std::string& name, const st
   return "";
 }
 
-void Supervisor::fail(const std::string& why) {
-  if (!failure_.empty() || signal_exit_ != 0) return;
-  failure_ = why;
-  DLTUNE_LOG(kInfo, "launch") << "failure: " << why << "; stopping the other ranks";
+int Supervisor::exit_code_for(int wait_status) {
+  if (WIFEXITED(wait_status) && WEXITSTATUS(wait_status) != 0) return WEXITSTATUS(wait_status);
+  if (WIFSIGNALED(wait_status)) return 128 + WTERMSIG(wait_status);
+  return 1;
+}
+
+void Supervisor::fail(const Failure& failure) {
+  if (!failure_.why.empty() || signal_exit_ != 0) return;
+  failure_ = failure;
+  DLTUNE_LOG(kInfo, "launch") << "failure: " << failure.why << " (exit code " << failure.exit_code
+                              << "); stopping the other ranks";
   stop_all(SIGTERM);
 }
 
@@ -239,6 +270,7 @@ void Supervisor::reap() {
                            [&](const Child& c) { return c.pid == r.pid; });
     if (it == children_.end()) continue;
     it->running = false;
+    if (static_cast<int>(it - children_.begin()) == stdin_child_) close_stdin_pipe();
     // Whatever the rank left in its group dies with it, now: once the group is empty its id
     // may be reused, so it is never signalled again.
     kill(-r.pid, SIGKILL);
@@ -246,34 +278,47 @@ void Supervisor::reap() {
     const std::string why =
         judge_ ? judge_(index, r.status) : default_exit_judgement(it->name, it->host, r.status);
     DLTUNE_LOG(kDebug, "launch") << it->name << " ended, status " << r.status;
-    it->why = why;
+    it->verdict = {why, why.empty() ? 0 : exit_code_for(r.status)};
     if (why.empty() || stopping_) continue;
-    std::string& slot = WIFSIGNALED(r.status) ? by_signal_ : by_exit_;
-    if (slot.empty()) slot = why;
+    Failure& slot = WIFSIGNALED(r.status) ? by_signal_ : by_exit_;
+    if (slot.why.empty()) slot = it->verdict;
     if (!decide_at_) decide_at_ = Clock::now() + kSettle;
     if (!cause_wait_until_) cause_wait_until_ = Clock::now() + kCauseWait;
   }
 }
 
+// Names the hinted child when its exit is a failure (true); waits for it while it is still
+// running (true, decide_at_ re-armed). False: it names nothing.
+bool Supervisor::decide_by_hint(int hint) {
+  if (hint < 0 || static_cast<size_t>(hint) >= children_.size()) return false;
+  const Child& c = children_[static_cast<size_t>(hint)];
+  if (c.running && cause_wait_until_ && Clock::now() < *cause_wait_until_) {
+    decide_at_ = Clock::now() + std::chrono::milliseconds(10);  // it is dying: wait for it
+    return true;
+  }
+  if (!c.running && !c.verdict.why.empty()) {
+    fail(c.verdict);
+    return true;
+  }
+  return false;
+}
+
+// The cause, in order of trust: the first child an observer saw lost (it died or left
+// without finalizing); a child killed by a signal; the first child that finalized and then
+// failed (its peers' fences break once it has gone, and it may exit after them); the first
+// failed exit reaped (in death order).
 void Supervisor::decide() {
   decide_at_.reset();
-  const int hint = cause_hint_ ? cause_hint_() : -1;
-  if (hint >= 0 && static_cast<size_t>(hint) < children_.size()) {
-    const Child& c = children_[static_cast<size_t>(hint)];
-    if (c.running && cause_wait_until_ && Clock::now() < *cause_wait_until_) {
-      decide_at_ = Clock::now() + std::chrono::milliseconds(10);  // it is dying: wait for it
-      return;
-    }
-    if (!c.running && !c.why.empty()) {
-      fail(c.why);
-      return;
-    }
-  }
-  if (!by_signal_.empty()) {
+  const CauseHints hints = cause_hint_ ? cause_hint_() : CauseHints{};
+  DLTUNE_LOG(kDebug, "launch") << "deciding: first lost " << hints.lost << ", first finalized "
+                               << hints.finalized;
+  if (decide_by_hint(hints.lost)) return;
+  if (!by_signal_.why.empty()) {
     fail(by_signal_);
-  } else if (!by_exit_.empty()) {
-    fail(by_exit_);
+    return;
   }
+  if (decide_by_hint(hints.finalized)) return;
+  if (!by_exit_.why.empty()) fail(by_exit_);
 }
 
 void Supervisor::handle_signals() {
@@ -288,7 +333,7 @@ void Supervisor::handle_signals() {
       signal_groups(SIGKILL);  // second Ctrl-C: no more grace
       continue;
     }
-    if (signal_exit_ == 0 && failure_.empty()) signal_exit_ = 128 + sig;
+    if (signal_exit_ == 0 && failure_.why.empty()) signal_exit_ = 128 + sig;
     stop_all(sig == SIGINT ? options_.interrupt_signal : SIGTERM);
   }
   reap();  // SIGCHLD may have been merged with another signal
@@ -306,6 +351,41 @@ void Supervisor::emit(int index, bool is_stderr, std::string_view line) {
   if (!text) return;
   text->push_back('\n');
   write_all(is_stderr ? 2 : 1, *text);
+}
+
+void Supervisor::close_stdin_pipe() {
+  if (stdin_write_ >= 0) close(stdin_write_);
+  stdin_write_ = -1;
+  stdin_buf_.clear();
+}
+
+// One step of the stdin forwarding: `in_events` are fd 0's poll events (it is readable, or at
+// its end), `out_events` the child's pipe's (writable, or closed by the child).
+void Supervisor::forward_stdin(short in_events, short out_events) {
+  if (in_events != 0) {
+    char buf[65536];
+    const ssize_t n = (in_events & POLLNVAL) ? 0 : read(0, buf, sizeof buf);
+    if (n > 0) {
+      stdin_buf_.append(buf, static_cast<size_t>(n));
+    } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+      stdin_eof_ = true;  // end of input, a terminal we may not read (EIO), or no stdin
+    }
+  }
+  if (out_events & (POLLERR | POLLHUP | POLLNVAL)) {
+    close_stdin_pipe();  // the child closed its stdin: the rest has nowhere to go
+    return;
+  }
+  while (!stdin_buf_.empty() && stdin_write_ >= 0) {
+    const ssize_t n = write(stdin_write_, stdin_buf_.data(), stdin_buf_.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) break;
+    if (n <= 0) {
+      close_stdin_pipe();
+      return;
+    }
+    stdin_buf_.erase(0, static_cast<size_t>(n));
+  }
+  if (stdin_eof_ && stdin_buf_.empty()) close_stdin_pipe();
 }
 
 void Supervisor::read_stream(int index, Stream& s, bool is_stderr) {
@@ -368,8 +448,9 @@ void Supervisor::check_deadlines() {
       std::string list;
       for (size_t i = 0; i < who.size() && i < 8; ++i) list += (i ? ", " : "") + who[i];
       if (who.size() > 8) list += " and " + std::to_string(who.size() - 8) + " more";
-      fail("the job did not finish within " + std::string(secs) + " s (--timeout): " + list +
-           (who.size() == 1 ? " was" : " were") + " still running");
+      fail({"the job did not finish within " + std::string(secs) + " s (--timeout): " + list +
+                (who.size() == 1 ? " was" : " were") + " still running",
+            1});
     }
   }
   if (decide_at_ && now >= *decide_at_) decide();
@@ -382,7 +463,11 @@ void Supervisor::check_deadlines() {
 LaunchOutcome Supervisor::run() {
   death_order_.emplace();
   for (;;) {
-    if (!any_running()) {
+    // Every child has ended: the verdict still waits for kSettle after the first failure. The
+    // ranks of a small job can all end within a few ms, before libpmix has told the server
+    // which rank's connection dropped first (the cause hint); deciding at once named a peer
+    // that only failed because of it.
+    if (!any_running() && !(decide_at_ && Clock::now() < *decide_at_)) {
       if (decide_at_) decide();
       if (!final_kill_done_) {
         final_kill_done_ = true;
@@ -393,6 +478,16 @@ LaunchOutcome Supervisor::run() {
     std::vector<pollfd> fds;
     fds.push_back({signal_fd_, POLLIN, 0});
     for (const auto& w : watches_) fds.push_back({w.first, POLLIN, 0});
+    // The launcher's stdin while the buffer is empty, else the child's pipe until it is.
+    const size_t stdin_at = fds.size();
+    if (stdin_write_ >= 0) {
+      if (stdin_buf_.empty() && !stdin_eof_) {
+        fds.push_back({0, POLLIN, 0});
+      } else {
+        fds.push_back({stdin_write_, POLLOUT, 0});
+      }
+    }
+    const size_t streams_at = fds.size();
     std::vector<std::pair<int, bool>> owners;  // child index, is_stderr
     for (size_t i = 0; i < children_.size(); ++i) {
       if (children_[i].out.fd >= 0) {
@@ -410,11 +505,15 @@ LaunchOutcome Supervisor::run() {
       if (fds[0].revents != 0) handle_signals();
       for (size_t w = 0; w < watches_.size(); ++w) {
         if (fds[1 + w].revents == 0) continue;
-        const std::string why = watches_[w].second();
-        if (!why.empty() && !stopping_) fail(why);
+        const Failure f = watches_[w].second();
+        if (!f.why.empty() && !stopping_) fail(f);
+      }
+      if (streams_at > stdin_at && fds[stdin_at].revents != 0) {
+        const bool is_in = fds[stdin_at].fd == 0;
+        forward_stdin(is_in ? fds[stdin_at].revents : 0, is_in ? 0 : fds[stdin_at].revents);
       }
       for (size_t k = 0; k < owners.size(); ++k) {
-        if (fds[1 + watches_.size() + k].revents == 0) continue;
+        if (fds[streams_at + k].revents == 0) continue;
         Child& c = children_[static_cast<size_t>(owners[k].first)];
         read_stream(owners[k].first, owners[k].second ? c.err : c.out, owners[k].second);
       }
@@ -423,11 +522,12 @@ LaunchOutcome Supervisor::run() {
   }
   death_order_.reset();
   LaunchOutcome out;
-  if (!failure_.empty()) {
-    out.exit_code = 1;
-    out.message = failure_;
+  if (!failure_.why.empty()) {
+    out.exit_code = failure_.exit_code;
+    out.message = failure_.why;
   } else if (signal_exit_ != 0) {
     out.exit_code = signal_exit_;
+    out.interrupted = true;
     const int sig = signal_exit_ - 128;
     out.message = std::string("interrupted by ") +
                   (sig == SIGINT    ? "SIGINT"

@@ -19,8 +19,11 @@ jobs=${JOBS:-$(nproc)}
 
 # Debian packages dltune builds, runs and tests with. Optional ones (Slurm, munge, Open MPI,
 # PMIx) are installed too so that the whole test suite runs; the build works without them.
-# chromium (headless) checks report.html in the tests; python3-torch and python3-torchvision are
-# the reference the engine's numerics and benchmarks are compared with.
+# chromium (headless) checks report.html in the tests. python3-torch and python3-torchvision
+# are the reference the engine's numerics and benchmarks are compared with, and python3-torch
+# runs the PyTorch DDP test under `dltune run`; mpich (with libmpich-dev) checks `dltune db rules
+# --format mpich` against a real MPICH. It installs beside Open MPI: its mpirun/mpicc
+# alternatives have a lower priority (40 against 50), so `mpirun` and `mpicc` stay Open MPI's.
 packages=(
   build-essential cmake ninja-build pkg-config git clang-format
   libhwloc-dev hwloc-nox libpmix-dev libopenmpi-dev openmpi-bin
@@ -29,6 +32,7 @@ packages=(
   slurmctld slurmd slurm-client libslurm-dev munge
   procps psmisc iproute2 python3
   python3-torch python3-torchvision
+  mpich libmpich-dev
   chromium
 )
 

@@ -88,6 +88,27 @@ TEST(LaunchOutcome, TheBaselineReportsItsLengthBindingAndInterval) {
   EXPECT_NEAR(s["scaling_efficiency"].get<double>(), 1000.0 / (2 * 520), 1e-12);
 }
 
+// More ranks per node than cores: the ranks time-shared cores, which the summary says (mpirun
+// would have refused to start them without --oversubscribe).
+TEST(LaunchOutcome, RanksSharingCoresAreSaid) {
+  FakeRun run(300, 2.31, 0.05);
+  run.facts.ranks = 4;
+  run.facts.nodes = 1;
+  run.facts.cores_per_node = 2;
+  run.facts.binding = "core";
+  auto s = run.summary();
+  EXPECT_TRUE(s["ranks_shared_cores"].get<bool>());
+  ASSERT_EQ(s["warnings"].size(), 1u) << s.dump(1);
+  const std::string w = s["warnings"][0];
+  EXPECT_NE(w.find("4 ranks per node shared 2 cores (binding: core)"), std::string::npos) << w;
+  EXPECT_NE(format_summary(s).find("warning            4 ranks per node shared 2 cores"),
+            std::string::npos);
+  run.facts.nodes = 2;  // 2 per node on 2 cores each
+  s = run.summary();
+  EXPECT_FALSE(s["ranks_shared_cores"].get<bool>());
+  EXPECT_TRUE(s["warnings"].empty()) << s.dump(1);
+}
+
 // The step-time split adds up: what is neither compute nor exposed communication is "other".
 TEST(LaunchOutcome, TheStepTimeSplitAddsUp) {
   FakeRun run(100, 2.31, 0.05);

@@ -2,6 +2,7 @@
 // srun's command line and its task-status lines, EnvBlock, TempDir.
 #include "launcher/launch_spec.h"
 
+#include <algorithm>
 #include <fstream>
 
 #include <gtest/gtest.h>
@@ -58,17 +59,36 @@ TEST(SrunTest, BuildsTheCommandLine) {
   spec.argv = {"probe", "--x"};
   spec.tag_output = true;
   spec.bind = topology::BindPolicy::kCore;
-  const auto argv = srun_command("/usr/bin/srun", spec);
+  spec.nodes = 2;
+  const auto argv = srun_command("/usr/bin/srun", "/b/dltune-rank-env", spec);
   const std::vector<std::string> want = {"/usr/bin/srun",
                                          "--mpi=pmix",
                                          "--kill-on-bad-exit=1",
                                          "--ntasks=4",
+                                         "--input=0",
+                                         "--nodes=2",
+                                         "--ntasks-per-node=2",
                                          "--label",
                                          "--cpu-bind=cores",
                                          "--",
+                                         "/b/dltune-rank-env",
                                          "probe",
                                          "--x"};
   EXPECT_EQ(argv, want);
+}
+
+// A plan's placement binds each local rank through srun's CPU masks, instead of --bind's policy.
+TEST(SrunTest, BindsThePlansCpus) {
+  LaunchSpec spec;
+  spec.nranks = 4;
+  spec.nodes = 2;
+  spec.argv = {"probe"};
+  spec.bind = topology::BindPolicy::kCore;
+  spec.local_cpus = {{0}, {1, 2, 5}};
+  const auto argv = srun_command("/usr/bin/srun", "/b/dltune-rank-env", spec);
+  EXPECT_NE(std::find(argv.begin(), argv.end(), "--cpu-bind=mask_cpu:0x1,0x26"), argv.end());
+  EXPECT_NE(std::find(argv.begin(), argv.end(), "--ntasks-per-node=2"), argv.end());
+  EXPECT_EQ(std::find(argv.begin(), argv.end(), "--cpu-bind=cores"), argv.end());
 }
 
 TEST(SrunTest, ParsesTaskStatusLines) {
@@ -78,12 +98,17 @@ TEST(SrunTest, ParsesTaskStatusLines) {
   EXPECT_EQ(a->rank, 2);
   EXPECT_EQ(a->exit_code, 3);
   EXPECT_EQ(a->describe(), "rank 2 on n1 exited with code 3");
+  EXPECT_EQ(a->exit_status(), 3);
   auto b = parse_srun_failure("srun: error: vm-n2: tasks 0,2-3: Killed");
   ASSERT_TRUE(b.has_value());
   EXPECT_EQ(b->host, "vm-n2");
   EXPECT_EQ(b->rank, 0);
   EXPECT_EQ(b->signal, "Killed");
-  EXPECT_EQ(b->describe(), "rank 0 on vm-n2 was killed (Killed)");
+  EXPECT_EQ(b->describe(), "rank 0 on vm-n2 was killed by signal 9 (Killed)");
+  EXPECT_EQ(b->exit_status(), 128 + 9);  // as mpirun reports a rank killed by SIGKILL
+  EXPECT_EQ(parse_srun_failure("srun: error: n1: task 1: Segmentation fault")->exit_status(),
+            128 + 11);
+  EXPECT_EQ(parse_srun_failure("srun: error: n1: task 1: Mystery")->exit_status(), 1);
   EXPECT_FALSE(parse_srun_failure("hello").has_value());
   EXPECT_FALSE(parse_srun_failure("srun: error: Unable to allocate resources").has_value());
 }

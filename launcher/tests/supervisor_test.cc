@@ -41,7 +41,7 @@ TEST(SupervisorTest, FirstFailureStopsTheOthers) {
   LaunchOutcome out = sup.run();
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  EXPECT_EQ(out.exit_code, 1);
+  EXPECT_EQ(out.exit_code, 3);  // the failed rank's code, as mpirun gives it
   EXPECT_EQ(out.message, "rank 1 on h exited with code 3");
   EXPECT_LT(secs, 5.0);
 }
@@ -51,7 +51,7 @@ TEST(SupervisorTest, NamesTheSignal) {
   ASSERT_TRUE(sup.install_signal_handling().ok());
   ASSERT_TRUE(sup.spawn(sh("kill -9 $$", 0)).ok());
   LaunchOutcome out = sup.run();
-  EXPECT_EQ(out.exit_code, 1);
+  EXPECT_EQ(out.exit_code, 128 + 9);
   EXPECT_NE(out.message.find("rank 0 on h was killed by signal 9"), std::string::npos);
 }
 
@@ -63,6 +63,66 @@ TEST(SupervisorTest, TimeoutNamesARunningRank) {
   LaunchOutcome out = sup.run();
   EXPECT_EQ(out.exit_code, 1);
   EXPECT_NE(out.message.find("rank 1 on h was still running"), std::string::npos) << out.message;
+}
+
+// A judge may fail an exit with code 0 (a rank that skipped PMIx_Finalize): there is no code to
+// pass on, so the launch fails with 1. A watched event's failure carries its own code.
+TEST(SupervisorTest, FailuresWithoutACodeExitOne) {
+  Supervisor sup({});
+  ASSERT_TRUE(sup.install_signal_handling().ok());
+  sup.set_exit_judge([](int, int) { return std::string("rank 0 left without a word"); });
+  ASSERT_TRUE(sup.spawn(sh("exit 0", 0)).ok());
+  LaunchOutcome out = sup.run();
+  EXPECT_EQ(out.exit_code, 1);
+  EXPECT_EQ(out.message, "rank 0 left without a word");
+  EXPECT_EQ(Supervisor::exit_code_for(0), 1);
+  EXPECT_EQ(Supervisor::exit_code_for(5 << 8), 5);
+  EXPECT_EQ(Supervisor::exit_code_for(SIGSEGV), 128 + SIGSEGV);
+
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  Supervisor watched({false, 300, 0});
+  ASSERT_TRUE(watched.install_signal_handling().ok());
+  watched.watch(fds[0], [] { return Failure{"rank 1 called MPI_Abort", 7}; });
+  ASSERT_TRUE(watched.spawn(sh("sleep 30", 0)).ok());
+  ASSERT_EQ(write(fds[1], "x", 1), 1);
+  out = watched.run();
+  EXPECT_EQ(out.exit_code, 7);
+  EXPECT_EQ(out.message, "rank 1 called MPI_Abort");
+  close(fds[0]);
+  close(fds[1]);
+}
+
+// The launcher's standard input reaches the one child that asked for it; the others read an
+// empty input.
+TEST(SupervisorTest, StandardInputReachesOneChild) {
+  char path[] = "/tmp/dltune-stdin-XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  std::string big(200000, 'x');  // more than a pipe holds: the forwarding must wait for room
+  big += "\nend\n";
+  ASSERT_EQ(write(fd, big.data(), big.size()), static_cast<ssize_t>(big.size()));
+  lseek(fd, 0, SEEK_SET);
+  const int saved = dup(0);
+  dup2(fd, 0);
+  close(fd);
+  unlink(path);
+  Supervisor sup({});
+  ASSERT_TRUE(sup.install_signal_handling().ok());
+  std::vector<std::string> seen;
+  sup.set_line_filter([&seen](int index, bool, std::string_view line) {
+    seen.push_back(std::to_string(index) + ":" + std::string(line));
+    return std::nullopt;
+  });
+  ChildSpec reader = sh("wc -c", 0);
+  reader.stdin_from_launcher = true;
+  ASSERT_TRUE(sup.spawn(reader).ok());
+  ASSERT_TRUE(sup.spawn(sh("wc -c", 1)).ok());
+  EXPECT_EQ(sup.run().exit_code, 0);
+  dup2(saved, 0);
+  close(saved);
+  std::sort(seen.begin(), seen.end());
+  EXPECT_EQ(seen, (std::vector<std::string>{"0:" + std::to_string(big.size()), "1:0"}));
 }
 
 TEST(SupervisorTest, FiltersOutputLines) {

@@ -50,5 +50,28 @@ assert {t["round"] for t in trials} >= {0}, trials
 why = rows[0]["plan"]["provenance"]["reason"]
 assert any(t["label"] in why for t in trials if not t["failed"]), why
 PY
-cat "$tmp/out"
+
+# More nodes than the allocation has: refused (exit 2) with what to do, nothing started.
+salloc --quiet -N 1 -n 2 "$dltune" launch "$src/tests/launch/data/tiny.yaml" --nodes 2 \
+  --no-tune >"$tmp/out4" 2>&1
+rc=$?
+[ $rc -eq 2 ] || fail "--nodes 2 in a 1-node allocation exited $rc, not 2: $(cat "$tmp/out4")"
+grep -q "^dltune launch: --nodes 2: this allocation has 1 node(s)" "$tmp/out4" ||
+  fail "--nodes 2 in a 1-node allocation: $(cat "$tmp/out4")"
+# Outside an allocation, --backend slurm --nodes 2 obtains one of 2 nodes (salloc): the run
+# directory says 2 nodes and tasks ran on the second node too.
+on_n2() { grep -c "launch task" "$cluster/log/slurmd-n2.log"; }
+before=$(on_n2)
+timeout 300 "$dltune" launch "$src/tests/launch/data/tiny.yaml" --backend slurm --nodes 2 -n 2 \
+  --no-tune >"$tmp/out5" 2>&1 || fail "launch --backend slurm --nodes 2 exited $?: $(cat "$tmp/out5")"
+run=$(ls -dt "$DLTUNE_RUNS_DIR"/*/ | head -1)
+python3 - "$run/summary.json" "$run/launch.json" <<'PY' || fail "2-node summary: $(cat "$tmp/out5")"
+import json, sys
+s, l = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+assert s["backend"] == "slurm" and s["nodes"] == 2 and s["ranks"] == 2, s
+assert l["nodes"] == 2, l
+PY
+[ "$(on_n2)" -gt "$before" ] || fail "no task of the --nodes 2 launch ran on n2"
+
+cat "$tmp/out" "$tmp/out5"
 echo "slurm launch: all checks passed"

@@ -157,14 +157,15 @@ struct Fault {
   const char* mode;
   const char* expect;  // in stderr
   std::vector<std::string> extra_run_args;
+  int exit_code;  // as mpirun gives it: the rank's code, 128 + its signal, else 1
 };
 
 TEST_F(LocalLaunchTest, AFailingRankStopsTheJobAndIsNamed) {
   const std::vector<Fault> faults = {
-      {"exit3", "rank 1 on HOST exited with code 3", {}},
-      {"kill-in-fence", "rank 2 on HOST was killed by signal 9", {}},
-      {"no-finalize", "rank 1 on HOST exited with code 0 without calling PMIx_Finalize", {}},
-      {"hang", "rank 1 on HOST was still running", {"--timeout", "2"}},
+      {"exit3", "rank 1 on HOST exited with code 3", {}, 3},
+      {"kill-in-fence", "rank 2 on HOST was killed by signal 9", {}, 128 + 9},
+      {"no-finalize", "rank 1 on HOST exited with code 0 without calling PMIx_Finalize", {}, 1},
+      {"hang", "rank 1 on HOST was still running", {"--timeout", "2"}, 1},
   };
   for (const Fault& f : faults) {
     SCOPED_TRACE(f.mode);
@@ -172,7 +173,7 @@ TEST_F(LocalLaunchTest, AFailingRankStopsTheJobAndIsNamed) {
     std::vector<std::string> args = {"-n", "4"};
     args.insert(args.end(), f.extra_run_args.begin(), f.extra_run_args.end());
     auto r = dltune(args, {binary("pmix_probe"), "--fault", f.mode, "--fault-rank", fault_rank});
-    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_EQ(r.exit_code, f.exit_code) << r.err;
     EXPECT_LT(r.seconds, 10.0);
     std::string want = f.expect;
     want.replace(want.find("HOST"), 4, host());
@@ -180,6 +181,130 @@ TEST_F(LocalLaunchTest, AFailingRankStopsTheJobAndIsNamed) {
     EXPECT_NE(r.err.find(want), std::string::npos) << r.err;
     EXPECT_TRUE(processes_with(marker_).empty()) << "a rank survived " << f.mode;
   }
+}
+
+// A batch script can tell MPI_Abort(7) from a segfault, as under mpirun: the exit status is the
+// error code, or 128 + the signal; the message names the rank, its host and the cause, without
+// Open MPI's "N/A" placeholder message.
+TEST_F(LocalLaunchTest, ExitStatusTellsAbortFromCrash) {
+  if (access(binary("mpi_probe").c_str(), X_OK) != 0) GTEST_SKIP() << "built without Open MPI";
+  auto abort = dltune({"-n", "2"}, {binary("mpi_probe"), "2", "abort"});
+  EXPECT_EQ(abort.exit_code, 7) << abort.err;
+  EXPECT_NE(abort.err.find("dltune run: rank 1 on " + host() +
+                           " called MPI_Abort / PMIx_Abort with error code 7"),
+            std::string::npos)
+      << abort.err;
+  EXPECT_EQ(abort.err.find("N/A"), std::string::npos) << abort.err;
+  auto segv = dltune({"-n", "3"}, {"/bin/sh", "-c", "[ $RANK = 2 ] && kill -SEGV $$; sleep 20"});
+  EXPECT_EQ(segv.exit_code, 128 + 11) << segv.err;
+  EXPECT_NE(segv.err.find("rank 2 on " + host() + " was killed by signal 11"), std::string::npos)
+      << segv.err;
+  EXPECT_LT(segv.seconds, 10.0);
+}
+
+// What torchrun and mpirun give every rank: PyTorch's env:// rendezvous (one port for the job)
+// and OMPI_COMM_WORLD_* for wrapper scripts that run before MPI_Init.
+TEST_F(LocalLaunchTest, RanksGetTorchAndOpenMpiVariables) {
+  auto r = dltune({"-n", "3"},
+                  {"/bin/sh", "-c",
+                   "echo \"rank=$RANK/$WORLD_SIZE local=$LOCAL_RANK/$LOCAL_WORLD_SIZE "
+                   "group=$GROUP_RANK/$GROUP_WORLD_SIZE ompi=$OMPI_COMM_WORLD_RANK/"
+                   "$OMPI_COMM_WORLD_SIZE/$OMPI_COMM_WORLD_LOCAL_RANK/$OMPI_COMM_WORLD_LOCAL_SIZE "
+                   "master=$MASTER_ADDR:$MASTER_PORT\""});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::set<std::string> masters;
+  for (int rank = 0; rank < 3; ++rank) {
+    const std::string k = std::to_string(rank);
+    const std::string want = "rank=" + k + "/3 local=" + k + "/3 group=0/1 ompi=" + k + "/3/" + k +
+                             "/3 master=127.0.0.1:";
+    const size_t at = r.out.find(want);
+    ASSERT_NE(at, std::string::npos) << want << " in\n" << r.out;
+    masters.insert(r.out.substr(at + want.size(), r.out.find('\n', at) - at - want.size()));
+  }
+  ASSERT_EQ(masters.size(), 1u) << "one MASTER_PORT per job:\n" << r.out;
+  const int port = std::atoi(masters.begin()->c_str());
+  EXPECT_GT(port, 0) << r.out;
+  EXPECT_LT(port, 65536) << r.out;
+  // The user's own choice wins.
+  RunOptions mine;
+  mine.env = {{"MASTER_PORT", "29511"}};
+  auto m = dltune({"-n", "2"}, {"/bin/sh", "-c", "echo port=$MASTER_PORT"}, mine);
+  ASSERT_EQ(m.exit_code, 0) << m.err;
+  EXPECT_EQ(m.out, "port=29511\nport=29511\n");
+}
+
+// Standard input reaches rank 0 (mpirun's default); the other ranks read an empty input.
+TEST_F(LocalLaunchTest, StandardInputGoesToRankZero) {
+  RunOptions opts;
+  opts.stdin_data = "first line\nsecond line\n";
+  auto r = dltune({"-n", "2", "--tag-output"},
+                  {"/bin/sh", "-c",
+                   "n=0; while read l; do n=$((n+1)); echo \"got [$l]\"; done; "
+                   "echo lines=$n"},
+                  opts);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("[0] got [first line]\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("[0] got [second line]\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("[0] lines=2\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("[1] lines=0\n"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("[1] got"), std::string::npos) << r.out;
+}
+
+// More ranks than cores with --bind core: mpirun refuses without --oversubscribe; dltune runs
+// them and says that they share cores.
+TEST_F(LocalLaunchTest, MoreRanksThanCoresWithBindCoreWarns) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  ASSERT_EQ(sched_getaffinity(0, sizeof set, &set), 0);
+  const int n = CPU_COUNT(&set) + 1;  // more than the PUs, so more than the cores
+  auto r = dltune({"-n", std::to_string(n), "--bind", "core"}, {"/bin/true"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("dltune run: warning: " + std::to_string(n) + " ranks on "),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("cores with --bind core: ranks share cores"), std::string::npos) << r.err;
+  auto fits = dltune({"-n", "1", "--bind", "core"}, {"/bin/true"});
+  ASSERT_EQ(fits.exit_code, 0) << fits.err;
+  EXPECT_EQ(fits.err.find("warning"), std::string::npos) << fits.err;
+}
+
+// --plan is applied to programs that are not dltune's: Open MPI gets coll/tuned rules made from
+// the plan's collectives, NCCL dltune's tuner plugin, and each rank the plan's CPU binding.
+TEST_F(LocalLaunchTest, PlanIsAppliedToExternalPrograms) {
+  const std::string plan_path = tmpdir_ + "-ext-plan.json";
+  std::ofstream(plan_path)
+      << R"({"version":1,"collectives":{"allreduce":[{"min_bytes":0,)"
+      << R"("max_bytes":18446744073709551615,"algo":"ring","segment_bytes":0}]},)"
+      << R"("placement":[{"local_rank":0,"cpus":[0],"gpu":-1,"nic":""},)"
+      << R"({"local_rank":1,"cpus":[0],"gpu":-1,"nic":""}],"job":{"nodes":1,"ranks_per_node":2}})";
+  const std::string show =
+      "echo \"rank=$RANK dyn=$OMPI_MCA_coll_tuned_use_dynamic_rules "
+      "cpus=$(grep Cpus_allowed_list /proc/self/status | cut -f2) "
+      "nccl=${NCCL_TUNER_PLUGIN:-none}\"; grep -c allreduce \"$DLTUNE_PLAN\"; "
+      "grep '# comm size' \"$OMPI_MCA_coll_tuned_dynamic_rules_filename\"";
+  auto r = dltune({"-n", "2", "--plan", plan_path}, {"/bin/sh", "-c", show});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("rank=0 dyn=1 cpus=0 nccl=/"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("rank=1 dyn=1 cpus=0 nccl=/"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("2 # comm size"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("libnccl-tuner-dltune.so"), std::string::npos) << r.out;
+  // --bind given: the user's binding, not the plan's.
+  auto mine = dltune({"-n", "2", "--plan", plan_path, "--bind", "none"},
+                     {"/bin/sh", "-c", "grep Cpus_allowed_list /proc/self/status"});
+  ASSERT_EQ(mine.exit_code, 0) << mine.err;
+  EXPECT_EQ(mine.out.find("Cpus_allowed_list:\t0\n"), std::string::npos) << mine.out;
+
+  // Open MPI itself runs the plan's algorithm: ring halves each rank's reduction at 2 ranks
+  // (tests/tuner/allreduce_probe.c), where its own choice, recursive doubling, does not.
+  if (access(binary("allreduce_probe").c_str(), X_OK) == 0) {
+    auto ring = dltune({"-n", "2", "--plan", plan_path}, {binary("allreduce_probe"), "1024"});
+    ASSERT_EQ(ring.exit_code, 0) << ring.err;
+    EXPECT_NE(ring.out.find("rank 0 calls 1 elems 512 ok"), std::string::npos) << ring.out;
+    auto plain = dltune({"-n", "2"}, {binary("allreduce_probe"), "1024"});
+    ASSERT_EQ(plain.exit_code, 0) << plain.err;
+    EXPECT_NE(plain.out.find("rank 0 calls 1 elems 1024 ok"), std::string::npos) << plain.out;
+  }
+  unlink(plan_path.c_str());
 }
 
 TEST_F(LocalLaunchTest, SigintStopsEveryRank) {

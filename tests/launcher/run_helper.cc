@@ -30,13 +30,16 @@ std::string binary(const std::string& name) {
 RunResult run(const std::vector<std::string>& argv, const RunOptions& options) {
   char tmpl[] = "/tmp/dltune-test-out-XXXXXX";
   const std::string dir = mkdtemp(tmpl);
-  const std::string out_path = dir + "/out", err_path = dir + "/err";
+  const std::string out_path = dir + "/out", err_path = dir + "/err", in_path = dir + "/in";
+  if (options.stdin_data != nullptr) std::ofstream(in_path) << options.stdin_data;
   const auto start = std::chrono::steady_clock::now();
   const pid_t pid = fork();
   if (pid == 0) {
     for (const auto& [k, v] : options.env) setenv(k.c_str(), v.c_str(), 1);
     int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    int in = open(options.stdin_data != nullptr ? in_path.c_str() : "/dev/null", O_RDONLY);
+    dup2(in, 0);
     dup2(out, 1);
     dup2(err, 2);
     std::vector<char*> args;
@@ -71,6 +74,7 @@ RunResult run(const std::vector<std::string>& argv, const RunOptions& options) {
   r.err = slurp(err_path);
   unlink(out_path.c_str());
   unlink(err_path.c_str());
+  unlink(in_path.c_str());
   rmdir(dir.c_str());
   return r;
 }

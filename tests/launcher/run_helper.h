@@ -21,6 +21,7 @@ struct RunOptions {
   double limit_s = 60;                                   // the child is SIGKILLed after this
   int sigint_after_ms = -1;  // send SIGINT to the child after this delay (-1: never)
   int sigint_count = 1;
+  const char* stdin_data = nullptr;  // the child's standard input (nullptr: /dev/null)
 };
 
 // <DLTUNE_BINARY_DIR>/bin/<name> (the build's binaries).

@@ -2,8 +2,8 @@
 # The slurm backend under signals and aborts, on the test cluster (tests/slurm/cluster.sh):
 # SIGINT to `dltune run` inside an allocation stops every task on both nodes and exits 130;
 # an Open MPI rank calling MPI_Abort, and a rank killed while its peers wait in a PMIx fence,
-# each fail the job (exit 1, a rank named) instead of hanging. Exit 77 (skip) without Slurm /
-# munge or root.
+# each fail the job instead of hanging, naming the rank, with mpirun's exit status (MPI_Abort's
+# error code, 128 + the signal). Exit 77 (skip) without Slurm / munge or root.
 # Usage: slurm_signal_test.sh DLTUNE_BINARY MPI_PROBE PMIX_PROBE
 set -u
 dltune=$1
@@ -43,15 +43,15 @@ rc=$?
 sleep 1
 [ "$(pgrep -fc "^$task")" -eq 0 ] || fail "tasks are left after SIGINT"
 
-# 2. MPI_Abort in one rank: the job fails (exit 1) and names a rank; nothing hangs.
+# 2. MPI_Abort(7) in one rank: the job fails with exit 7 and names the rank; nothing hangs.
 if [ -x "$probe" ]; then
   timeout 120 salloc --quiet -N 2 -n 2 "$dltune" run --backend slurm -- "$probe" 2 abort \
     >"$tmp/out2" 2>&1
   rc=$?
   [ $rc -ne 124 ] || fail "MPI_Abort under Slurm hung"
   [ $rc -ne 0 ] || fail "MPI_Abort under Slurm exited 0: $(cat "$tmp/out2")"
-  [ $rc -eq 1 ] || fail "MPI_Abort under Slurm exited $rc, not 1: $(cat "$tmp/out2")"
-  grep -q "dltune run: rank 1 called MPI_Abort (error code 7)" "$tmp/out2" ||
+  [ $rc -eq 7 ] || fail "MPI_Abort under Slurm exited $rc, not 7: $(cat "$tmp/out2")"
+  grep -q "dltune run: rank 1 \(on n2 \)\?called MPI_Abort (error code 7)" "$tmp/out2" ||
     fail "MPI_Abort: the aborting rank is not named: $(cat "$tmp/out2")"
 fi
 # 3. A rank killed (SIGKILL) while the others wait in a PMIx fence: the job fails, no hang.
@@ -59,7 +59,7 @@ timeout 120 salloc --quiet -N 2 -n 2 "$dltune" run --backend slurm -- "$pmix_pro
   --fault kill-in-fence --fault-rank 1 >"$tmp/out3" 2>&1
 rc=$?
 [ $rc -ne 124 ] || fail "a rank killed in a fence hung the Slurm job"
-[ $rc -eq 1 ] || fail "kill-in-fence under Slurm exited $rc, not 1: $(cat "$tmp/out3")"
+[ $rc -eq 137 ] || fail "kill-in-fence under Slurm exited $rc, not 137 (128 + SIGKILL): $(cat "$tmp/out3")"
 grep -q "rank 1" "$tmp/out3" || fail "kill-in-fence: rank 1 not named: $(cat "$tmp/out3")"
 cat "$tmp/out2" "$tmp/out3"
 echo "slurm signals: all checks passed"

@@ -77,8 +77,21 @@ expect_rc 2 "$dltune" db lookup --fingerprint "ab'--" --shape 1x2
 expect_rc 0 "$dltune" db rules --format ompi --shape 1x2 -o "$work/rules.txt"
 grep -q "note: allreduce: hier" "$work/err" || fail "rules note: $(cat "$work/err")"
 grep -q "^4096 6 0 0" "$work/rules.txt" || fail "rules: $(cat "$work/rules.txt")"
-expect_rc 2 "$dltune" db rules --format mvapich --shape 1x2
+expect_rc 2 "$dltune" db rules --format bogus --shape 1x2
 expect_rc 2 "$dltune" db rules --shape 7x7
+# Every job size at once (no --shape), and the other runtimes' formats.
+expect_rc 0 "$dltune" db rules --format ompi -o "$work/all.txt"
+grep -q "^2 # comm size" "$work/all.txt" || fail "rules for every size: $(cat "$work/all.txt")"
+grep -q "from the 1x2 plan from" "$work/err" || fail "rules source: $(cat "$work/err")"
+expect_rc 0 "$dltune" db rules --format mpich -o "$work/mpich.json"
+python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); assert "collective=allreduce" in j, j' \
+  "$work/mpich.json" || fail "mpich rules: $(cat "$work/mpich.json")"
+expect_rc 0 "$dltune" db rules --format mvapich --shape 1x2
+grep -qx "export MV2_INTER_ALLREDUCE_TUNING='1:0-4095,2:4096-+'" "$work/out" ||
+  fail "mvapich rules: $(cat "$work/out")"
+expect_rc 2 "$dltune" db rules --format mvapich
+grep -q "shape is required" "$work/err" || fail "mvapich without --shape: $(cat "$work/err")"
+expect_rc 2 "$dltune" db rules --format nccl-env --shape 1x2  # the plan names no NCCL algorithm
 
 # Prune.
 expect_rc 2 "$dltune" db prune

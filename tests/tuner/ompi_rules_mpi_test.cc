@@ -18,9 +18,10 @@ struct RunResult {
   std::string output;
 };
 
-RunResult mpirun(const std::string& rules_file, int count) {
-  std::string cmd = std::string(DLTUNE_MPIEXEC) +
-                    " --allow-run-as-root --oversubscribe -np 2 --mca pml ob1 --mca btl self,vader"
+RunResult mpirun(const std::string& rules_file, int count, int np = 2) {
+  std::string cmd = std::string(DLTUNE_MPIEXEC) + " --allow-run-as-root --oversubscribe -np " +
+                    std::to_string(np) +
+                    " --mca pml ob1 --mca btl self,vader"
                     " --mca coll_base_verbose 100";
   if (!rules_file.empty()) {
     cmd += " --mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_dynamic_rules_filename " +
@@ -102,6 +103,32 @@ TEST(OmpiRulesMpi, SizeRangesAreHonoured) {
   const RunResult large = mpirun(rules, 2048);  // 16 KiB: Open MPI's default would be ring
   ASSERT_EQ(large.rc, 0) << large.output;
   EXPECT_EQ(signature(large.output), "r0=2048 r1=2048");
+}
+
+// One file for several job sizes (`dltune db rules` without --shape): Open MPI picks the rule
+// set of the communicator's size. At 2 ranks the 2-rank plan's ring halves each reduction; at 4
+// ranks the 4-rank plan's recursive doubling reduces all 1024 elements in each of its 2 steps
+// (ring would reduce 3 x 256).
+TEST(OmpiRulesMpi, OneFileServesEveryJobSize) {
+  testing::TempDir dir;
+  std::map<int, PlanCollectives> plans;
+  plans[2] = *parse_plan_collectives(one_algo_plan("ring"));
+  plans[4] = *parse_plan_collectives(one_algo_plan("rd"));
+  std::vector<std::string> notes;
+  auto rules = rules_from_plans(plans, &notes);
+  ASSERT_TRUE(rules.ok()) << rules.error().message();
+  const std::string path = dir.file("all.rules");
+  ASSERT_TRUE(paths::write_file_atomic(path, format_ompi_rules(*rules)).ok());
+  const RunResult two = mpirun(path, 1024, 2);
+  ASSERT_EQ(two.rc, 0) << two.output;
+  EXPECT_EQ(signature(two.output), "r0=512 r1=512") << two.output;
+  const RunResult four = mpirun(path, 1024, 4);
+  ASSERT_EQ(four.rc, 0) << four.output;
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_NE(four.output.find("rank " + std::to_string(rank) + " calls 2 elems 2048 ok"),
+              std::string::npos)
+        << four.output;
+  }
 }
 
 }  // namespace

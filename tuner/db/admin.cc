@@ -227,38 +227,4 @@ std::string summary_text(const json& s) {
   return out;
 }
 
-Result<RulesExport> ompi_rules_from_layers(const Layers& layers, const Filter& filter) {
-  DLTUNE_CHECK(filter.shape.has_value());
-  std::vector<std::pair<std::string, bool>> dbs;
-  if (!layers.user_db.empty() && paths::exists(layers.user_db))
-    dbs.emplace_back(layers.user_db, false);
-  for (const std::string& s : layers.site_dbs) dbs.emplace_back(s, true);
-  for (const auto& [path, site] : dbs) {
-    auto db = TuningDb::open(path, site ? OpenMode::kReadOnly : OpenMode::kReadWrite);
-    if (!db) return std::move(db).error();
-    auto plans = db->plans(filter);
-    if (!plans) return std::move(plans).error();
-    if (plans->empty()) continue;
-    const PlanRecord* newest = &plans->front();
-    for (const PlanRecord& p : *plans) {
-      if (p.provenance.created_at >= newest->provenance.created_at) newest = &p;
-    }
-    RulesExport out;
-    out.plan = *newest;
-    out.db_path = path;
-    auto coll = parse_plan_collectives(newest->plan_json);
-    if (!coll) return std::move(coll).error().wrap("the stored plan in '" + path + "'");
-    auto rules = rules_from_plan(*coll, static_cast<int>(filter.shape->ranks()), &out.notes);
-    if (!rules) return std::move(rules).error().wrap("the stored plan in '" + path + "'");
-    out.text = format_ompi_rules(*rules);
-    return out;
-  }
-  const std::string shape =
-      std::to_string(filter.shape->nodes) + "x" + std::to_string(filter.shape->ranks_per_node);
-  return not_found("no stored plan for job shape " + shape +
-                   " (with the given filters) in the user or site databases; run `dltune tune "
-                   "--collectives -n " +
-                   std::to_string(filter.shape->ranks()) + "` first");
-}
-
 }  // namespace dltune::tuner::db

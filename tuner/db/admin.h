@@ -1,6 +1,5 @@
 // The operations behind `dltune db` that are more than one store call: argument parsing shared
-// with other commands, the database summary (`db show`), and choosing the stored plan that
-// `db rules` exports.
+// with other commands and the database summary (`db show`). `db rules` is rules_export.h.
 #pragma once
 
 #include <string>
@@ -11,7 +10,6 @@
 
 #include "common/result.h"
 #include "tuner/db/lookup.h"
-#include "tuner/db/ompi_rules.h"
 #include "tuner/db/store.h"
 
 namespace dltune::tuner::db {
@@ -29,17 +27,5 @@ Result<int64_t> parse_age(std::string_view text);
 nlohmann::json summarize(const Layers& layers, bool with_plans);
 // summarize() as lines for people.
 std::string summary_text(const nlohmann::json& summary);
-
-struct RulesExport {
-  std::string text;                // the rules file
-  std::vector<std::string> notes;  // approximations and skipped collectives
-  PlanRecord plan;                 // the plan it came from
-  std::string db_path;             // and where that plan was found
-};
-// The newest plan matching `filter` (whose shape must be set), searched in the user database
-// then each site database; then its collectives as an Open MPI rules file for shape.ranks()
-// processes. not_found when no database holds such a plan (the message says how to make one);
-// invalid_input when the plan's collectives cannot be exported.
-Result<RulesExport> ompi_rules_from_layers(const Layers& layers, const Filter& filter);
 
 }  // namespace dltune::tuner::db

@@ -176,4 +176,35 @@ Result<OmpiRulesFile> rules_from_plan(const PlanCollectives& plan, int comm_size
   return file;
 }
 
+Result<OmpiRulesFile> rules_from_plans(const std::map<int, PlanCollectives>& plans,
+                                       std::vector<std::string>* notes) {
+  std::map<int, OmpiCollRules> by_id;  // ascending collective ids, as rules_from_plan gives them
+  for (const auto& [size, plan] : plans) {
+    const bool any = std::any_of(plan.begin(), plan.end(),
+                                 [](const auto& c) { return ompi_collective_id(c.first) >= 0; });
+    if (!any) {
+      notes->push_back("comm size " + std::to_string(size) +
+                       ": its plan sets no collective Open MPI can be told about; skipped");
+      continue;
+    }
+    std::vector<std::string> size_notes;
+    auto one = rules_from_plan(plan, size, &size_notes);
+    if (!one) return std::move(one).error().wrap("comm size " + std::to_string(size));
+    for (const std::string& n : size_notes) {
+      if (std::find(notes->begin(), notes->end(), n) == notes->end()) notes->push_back(n);
+    }
+    for (OmpiCollRules& c : one->collectives) {
+      OmpiCollRules& merged = by_id[c.collective_id];
+      merged.collective_id = c.collective_id;
+      for (OmpiCommRules& cs : c.comm_sizes) merged.comm_sizes.push_back(std::move(cs));
+    }
+  }
+  OmpiRulesFile file;
+  for (auto& [id, c] : by_id) file.collectives.push_back(std::move(c));
+  if (file.collectives.empty()) {
+    return invalid_input("no plan sets a collective Open MPI can be told about");
+  }
+  return file;
+}
+
 }  // namespace dltune::tuner::db

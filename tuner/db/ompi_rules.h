@@ -78,6 +78,14 @@ struct OmpiRulesFile {
 Result<OmpiRulesFile> rules_from_plan(const PlanCollectives& plan, int comm_size,
                                       std::vector<std::string>* notes);
 
+// The rules for several job sizes in one file (coll/tuned keys its rule sets by communicator
+// size): `plans` maps a communicator size (>= 1) to the collectives of the plan made for it.
+// Each collective lists, ascending, the sizes whose plan sets it. A size whose plan sets nothing
+// Open MPI can take is skipped with a note. invalid_input when no size yields a rule, or as
+// rules_from_plan().
+Result<OmpiRulesFile> rules_from_plans(const std::map<int, PlanCollectives>& plans,
+                                       std::vector<std::string>* notes);
+
 // The file text (version 1 unless rules.version is 2), commented for people.
 std::string format_ompi_rules(const OmpiRulesFile& rules);
 
