@@ -4,8 +4,10 @@
     /usr/bin/python3 bench/engine/bench_engine.py [--build build] [--rounds 3] [--seconds 2]
                                                   [--algo plan|ring|shm|...] [--no-threads]
 
-Same model, per-rank batch, synthetic MNIST-shaped data, SGD with momentum, one thread per
-rank on both sides, every rank bound to its own CPU (rank r to the r-th allowed one).
+Same model, per-rank batch, synthetic data of the model's shape (MNIST-shaped digits for the
+2012 nets, CIFAR-shaped images for resnet20, 3x64x64 for resnet18, byte windows of a text file
+for gpt-tiny), SGD with momentum (AdamW for gpt-tiny), one thread per rank on both sides, every
+rank bound to its own CPU (rank r to the r-th allowed one).
 
 dltune runs as a user runs it: `dltune launch RECIPE -n R --json` of a recipe that names the
 model (CASES below; a model is found by its recipe name, and its PyTorch twin by the same name
@@ -49,9 +51,13 @@ except ImportError as e:
 torch.set_num_threads(1)
 
 # (summary label, recipe model name, per-rank batch): one rank against PyTorch.
-CASES = [("mlp64", "mlp", 64), ("mlp256", "mlp", 256), ("lenet5", "lenet5", 64)]
+CASES = [("mlp64", "mlp", 64), ("mlp256", "mlp", 256), ("lenet5", "lenet5", 64),
+         ("resnet20", "resnet20", 64), ("gpt_tiny", "gpt-tiny", 16), ("resnet18", "resnet18", 32)]
 # (summary label, model, per-rank batch): 2-rank weak scaling against DDP.
-WEAK = [("b64", "mlp", 64), ("b256", "mlp", 256)]
+WEAK = [("b64", "mlp", 64), ("b256", "mlp", 256), ("resnet20", "resnet20", 64),
+        ("gpt", "gpt-tiny", 16)]
+# The text file gpt-tiny learns from (every Debian machine has it).
+TEXT = "/usr/share/common-licenses/GPL-3"
 BUCKET = "1MiB"
 
 ALLOWED_CPUS = sorted(os.sched_getaffinity(0))
@@ -65,25 +71,39 @@ def bound_to(rank):
 
 # ---- dltune, through its command line
 
-def recipe_text(model, batch, steps, algo):
+def data_yaml(model, batch):
+    """The recipe's data section for the model's input shape (torch_models.MODELS)."""
+    shape = MODELS[model][1]
     samples = max(8192, 16 * batch)
+    if len(shape) == 1:
+        return f"  kind: text\n  path: {TEXT}\n  context: {shape[0]}\n  heldout: 0.05"
+    if shape == (3, 32, 32):
+        return f"  kind: synthetic-cifar\n  samples: {samples}\n  heldout: 0.05"
+    if shape[0] == 3:
+        return (f"  kind: synthetic-imagenet\n  shape: [{', '.join(map(str, shape))}]\n"
+                f"  classes: 10\n  samples: {max(1024, 8 * batch)}\n  heldout: 0.05")
+    return f"  kind: synthetic-digits\n  samples: {samples}\n  heldout: 0.05"
+
+
+def optimizer_yaml(model):
+    if len(MODELS[model][1]) == 1:
+        return "    kind: adamw\n    lr: 0.001\n    weight_decay: 0.1"
+    return "    kind: sgd\n    lr: 0.01\n    momentum: 0.9\n    weight_decay: 0.0005"
+
+
+def recipe_text(model, batch, steps, algo):
     return f"""name: bench-{model}-b{batch}
 description: bench/engine case (generated)
 model: {model}
 data:
-  kind: synthetic-digits
-  samples: {samples}
-  heldout: 0.05
+{data_yaml(model, batch)}
 training:
   steps: {steps}
   batch:
     per_rank: {batch}
   scaling: weak
   optimizer:
-    kind: sgd
-    lr: 0.01
-    momentum: 0.9
-    weight_decay: 0.0005
+{optimizer_yaml(model)}
   seed: 1
 comm:
   allreduce: {"auto" if algo == "plan" else algo}
@@ -146,14 +166,25 @@ def measure_torch(name, batch, seconds, ddp=False):
     model = make()
     if ddp:
         model = nn.parallel.DistributedDataParallel(model)
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-4)
-    x = torch.randn(batch, *shape)
-    y = torch.randint(0, 10, (batch,))
     lossf = nn.CrossEntropyLoss()
+    if len(shape) == 1:  # a language model: AdamW, a loss at every position
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.1)
+        x = torch.randint(0, 256, (batch, *shape))
+        y = torch.randint(0, 256, (batch, *shape))
+
+        def loss():
+            return lossf(model(x).reshape(-1, 256), y.reshape(-1))
+    else:
+        opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-4)
+        x = torch.randn(batch, *shape)
+        y = torch.randint(0, 10, (batch,))
+
+        def loss():
+            return lossf(model(x), y)
 
     def step():
         opt.zero_grad()
-        lossf(model(x), y).backward()
+        loss().backward()
         opt.step()
 
     for _ in range(3):

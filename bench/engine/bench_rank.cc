@@ -20,6 +20,7 @@
 
 #include "comm/allreduce.h"
 #include "comm/thread_communicator.h"
+#include "engine/train/train_data.h"
 #include "engine/train/trainer.h"
 #include "topology/topology.h"
 
@@ -82,7 +83,25 @@ int main(int argc, char** argv) {
   c.bucket_bytes = 1 << 20;
   if (argc >= 7) c.algorithms = {AlgorithmRange{UINT64_MAX, argv[6]}};
   if (argc == 8) c.overlap = std::string(argv[7]) == "overlap";
-  Dataset data = synthetic_digits(c.train_size, 1);
+  // Data of the model's shape, as bench_engine.py's recipes give it.
+  if (c.model == "resnet20") c.data = "synthetic-cifar";
+  if (c.model == "resnet18") {
+    c.data = "synthetic-imagenet";
+    c.input = {3, 64, 64};
+    c.classes = 10;
+    c.train_size = 1024;
+  }
+  if (c.model == "gpt-tiny") {
+    c.data = "text:/usr/share/common-licenses/GPL-3";
+    c.optimizer = "adamw";
+    c.lr = 1e-3;
+    c.weight_decay = 0.1;
+  }
+  Dataset data;
+  if (Status loaded = load_train_data(c, &data, nullptr); !loaded) {
+    std::fprintf(stderr, "bench-engine-rank: %s\n", loaded.error().message().c_str());
+    return 1;
+  }
   double sps = 0.0, flops = 0.0, compute_ms = 0.0, exposed_ms = 0.0;
   std::mutex mu;
   Status st = comm::spawn(ranks, [&](comm::Communicator& comm) -> Status {

@@ -154,7 +154,10 @@ TEST_F(TuneCli, TunesARecipeAndThenHitsTheCache) {
   CliRun second = dltune(common);
   ASSERT_EQ(second.code, 0) << second.err;
   EXPECT_NE(second.out.find("cached in " + db_), std::string::npos) << second.out;
-  EXPECT_EQ(second.out.find("round"), std::string::npos) << "no trials ran:\n" << second.out;
+  // The trial table's header line appears only when trials run (the cached plan's reason may
+  // still say which round its search was cut short in).
+  EXPECT_EQ(second.out.find("successive halving"), std::string::npos) << "no trials ran:\n"
+                                                                      << second.out;
   EXPECT_LT(second.seconds, first.seconds);
   CliRun second_json = dltune(common + " --json");
   ASSERT_EQ(second_json.code, 0) << second_json.err;
@@ -163,8 +166,9 @@ TEST_F(TuneCli, TunesARecipeAndThenHitsTheCache) {
   EXPECT_EQ(k.at("plan"), j.at("plan"));
 }
 
-// A learning rate this model cannot train with: every trial diverges (NaN loss), each is
-// recorded as failed with that reason, and the command fails saying why, storing no plan.
+// A learning rate this model cannot train with: every trial diverges (the loss explodes or
+// turns NaN, whichever the trial sees first), each is recorded as failed with that reason, and
+// the command fails saying why, storing no plan.
 TEST_F(TuneCli, DivergingTrialsFailWithTheirReasonAndStoreNothing) {
   auto text = paths::read_file(std::string(DLTUNE_SOURCE_DIR) + "/bench/tuner/lenet-auto.yaml");
   ASSERT_TRUE(text.ok());
@@ -175,7 +179,7 @@ TEST_F(TuneCli, DivergingTrialsFailWithTheirReasonAndStoreNothing) {
   ASSERT_TRUE(paths::write_file_atomic(recipe, *text).ok());
   CliRun r = dltune("tune " + recipe + " -n 2 --budget 20 --db " + db_);
   EXPECT_EQ(r.code, 1) << r.out << r.err;
-  EXPECT_NE(r.err.find("diverged: the loss is not finite"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("diverged: the loss"), std::string::npos) << r.err;
   auto db = tuner::db::TuningDb::open(db_, tuner::db::OpenMode::kReadOnly);
   if (db.ok()) {
     auto plans = db->plans();
