@@ -40,6 +40,10 @@ json trial_json(const RecipeTrial& t) {
   json j = detail::trial_to_json(t);
   j.erase("key");
   j.erase("provenance");
+  // The step split (local only: bundles do not carry it).
+  if (t.compute_s) j["compute_s"] = *t.compute_s;
+  if (t.exposed_comm_s) j["exposed_comm_s"] = *t.exposed_comm_s;
+  if (!t.allreduce_s.empty()) j["allreduce_s"] = t.allreduce_s;
   return j;
 }
 
@@ -73,6 +77,19 @@ json summarize_one(const std::string& path, bool site, bool with_plans, json* pl
   d["measurements"] = c->measurements;
   d["recipe_trials"] = c->recipe_trials;
   if (!with_plans) return d;
+  if (auto models = db->cost_models()) {  // per-level fits of the sweeps (schema v4)
+    d["cost_models"] = json::array();
+    for (const CostModel& m : *models) {
+      d["cost_models"].push_back({{"key", key_json(m.key)},
+                                  {"level", m.level},
+                                  {"alpha_us", m.alpha_s * 1e6},
+                                  {"beta_s_per_b", m.beta_s_per_b},
+                                  {"gamma_s_per_b", m.gamma_s_per_b},
+                                  {"gbps", m.beta_s_per_b > 0 ? 1e-9 / m.beta_s_per_b : 0.0},
+                                  {"rel_rms", m.rel_rms},
+                                  {"points", m.points}});
+    }
+  }
   auto plans = db->plans();
   if (!plans) {
     d["error"] = plans.error().message();

@@ -166,6 +166,21 @@ Status validate_measurement(const Measurement& m) {
   return ok_status();
 }
 
+Status validate_cost_model(const CostModel& c) {
+  DLTUNE_TRY(validate_key(c.key));
+  DLTUNE_TRY(validate_provenance(c.provenance));
+  if (c.level != "intra" && c.level != "inter") {
+    return invalid_input("cost_model.level: expected intra or inter, got " +
+                         quote_for_error(c.level));
+  }
+  DLTUNE_TRY(check_nonneg("cost_model.alpha_s", c.alpha_s));
+  DLTUNE_TRY(check_nonneg("cost_model.beta_s_per_b", c.beta_s_per_b));
+  DLTUNE_TRY(check_nonneg("cost_model.gamma_s_per_b", c.gamma_s_per_b));
+  DLTUNE_TRY(check_nonneg("cost_model.rel_rms", c.rel_rms));
+  if (c.points < 1) return invalid_input("cost_model.points: must be at least 1");
+  return ok_status();
+}
+
 Status validate_trial(const RecipeTrial& t) {
   DLTUNE_TRY(validate_key(t.key));
   DLTUNE_TRY(validate_provenance(t.provenance));

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/result.h"
 
@@ -102,8 +103,26 @@ struct RecipeTrial {
   double samples_per_s = 0;
   double step_s = 0;
   std::optional<double> median_sps, iqr_sps;
+  // The step split (schema v4; nullopt / empty when the trial program did not report it):
+  // compute and exposed communication seconds per step, and each bucket's allreduce seconds.
+  // Local detail: bundles do not carry it, and merges do not compare it.
+  std::optional<double> compute_s, exposed_comm_s;
+  std::vector<double> allreduce_s;
   bool failed = false;
   std::string reason;
+  Provenance provenance;
+};
+
+// A per-level cost model of one machine and job shape (predict/level_fit.h): t = alpha + beta
+// n + gamma n with an algorithm's coefficients, fitted from that shape's allreduce sweep.
+// Derived from the measurements (a bundle carries those; an importer refits), so bundles do
+// not carry it.
+struct CostModel {
+  Key key;            // recipe "" (collectives)
+  std::string level;  // "intra" | "inter"
+  double alpha_s = 0, beta_s_per_b = 0, gamma_s_per_b = 0;
+  double rel_rms = 0;  // the fit's root mean square relative error
+  int64_t points = 0;  // measurements it was fitted to
   Provenance provenance;
 };
 
@@ -123,6 +142,8 @@ Status validate_measurement(const Measurement& m);
 // Also: label is free text (non-empty), scaling "weak" or "strong", batches >= 1, a successful
 // trial has steps and a positive throughput.
 Status validate_trial(const RecipeTrial& t);
+// Also: level "intra" or "inter", finite non-negative coefficients and error, points >= 1.
+Status validate_cost_model(const CostModel& c);
 
 // `s` made acceptable as free text: control and non-ASCII characters become spaces, quotes and
 // backticks '*', backslashes and semicolons ','; cut to kMaxTextBytes - 12 bytes.

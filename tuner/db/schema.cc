@@ -60,7 +60,28 @@ CREATE INDEX recipe_trials_by_plan ON recipe_trials(plan_id);
 PRAGMA user_version = 3;
 )sql";
 
-constexpr const char* kSteps[] = {kCreateV1, kV1ToV2, kV2ToV3};
+// v3 -> v4: per-level alpha-beta-gamma cost models fitted from the sweeps (one row per key
+// identity and level, with its fit error), and each recipe trial's step split: its compute,
+// its exposed communication, and its buckets' allreduce seconds (a JSON array). NULL where a
+// trial program did not report them.
+constexpr const char* kV3ToV4 = R"sql(
+CREATE TABLE cost_models(
+  id INTEGER PRIMARY KEY,
+  fingerprint TEXT NOT NULL, mpi TEXT NOT NULL, pmix TEXT NOT NULL, nccl TEXT NOT NULL,
+  dltune TEXT NOT NULL, nodes INTEGER NOT NULL, ranks_per_node INTEGER NOT NULL,
+  recipe TEXT NOT NULL, family TEXT NOT NULL,
+  level TEXT NOT NULL, alpha_s REAL NOT NULL, beta_s_per_b REAL NOT NULL,
+  gamma_s_per_b REAL NOT NULL, rel_rms REAL NOT NULL, points INTEGER NOT NULL,
+  site TEXT NOT NULL, host TEXT NOT NULL, user_name TEXT NOT NULL,
+  writer_version TEXT NOT NULL, created_at INTEGER NOT NULL,
+  UNIQUE(fingerprint, mpi, pmix, nccl, dltune, nodes, ranks_per_node, recipe, level));
+ALTER TABLE recipe_trials ADD COLUMN compute_s REAL;
+ALTER TABLE recipe_trials ADD COLUMN exposed_comm_s REAL;
+ALTER TABLE recipe_trials ADD COLUMN allreduce_s TEXT;
+PRAGMA user_version = 4;
+)sql";
+
+constexpr const char* kSteps[] = {kCreateV1, kV1ToV2, kV2ToV3, kV3ToV4};
 static_assert(sizeof(kSteps) / sizeof(kSteps[0]) == kSchemaVersion);
 
 Result<bool> has_foreign_tables(Connection& conn) {

@@ -280,6 +280,8 @@ Result<int64_t> TuningDb::prune(const PruneSpec& spec) {
        {"DELETE FROM plans WHERE (?1 IS NULL OR created_at < ?1) AND (?2 IS NULL OR dltune <> ?2) "
         "AND (?3 IS NULL OR fingerprint = ?3)",
         "DELETE FROM measurements WHERE (?1 IS NULL OR created_at < ?1) AND "
+        "(?2 IS NULL OR dltune <> ?2) AND (?3 IS NULL OR fingerprint = ?3)",
+        "DELETE FROM cost_models WHERE (?1 IS NULL OR created_at < ?1) AND "
         "(?2 IS NULL OR dltune <> ?2) AND (?3 IS NULL OR fingerprint = ?3)"}) {
     auto st = connection().prepare(sql);
     if (!st) return std::move(st).error();

@@ -91,6 +91,11 @@ class TuningDb {
   Result<std::vector<RecipeTrial>> recipe_trials(const Filter& filter = {});
   Result<DbCounts> counts();
 
+  // Inserts or replaces (same key identity and level) the per-level cost models, in one
+  // transaction; invalid_input and nothing written on a malformed row (cost_models.cc).
+  Status put_cost_models(std::span<const CostModel> models);
+  Result<std::vector<CostModel>> cost_models(const Filter& filter = {});
+
   // Applies incoming rows under `policy` in one transaction after validating all of them:
   // on any invalid row, or a trial with no plan of its key identity among `plans`, nothing is
   // written. Importing the same rows twice changes nothing.
@@ -98,9 +103,9 @@ class TuningDb {
                                  std::span<const Measurement> measurements, ConflictPolicy policy,
                                  std::span<const RecipeTrial> trials = {});
 
-  // Deletes the rows PruneSpec selects (plans and measurements, and the recipe trials of every
-  // deleted plan) in one transaction; returns how many rows went. invalid_input when no
-  // criterion is set.
+  // Deletes the rows PruneSpec selects (plans, measurements and cost models, and the recipe
+  // trials of every deleted plan) in one transaction; returns how many rows went. invalid_input
+  // when no criterion is set.
   Result<int64_t> prune(const PruneSpec& spec);
 
   const std::string& path() const { return path_; }
