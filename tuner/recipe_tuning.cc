@@ -302,6 +302,9 @@ json trials_to_json(const std::vector<TrialRecord>& ts) {
               {"reason", t.reason}};
     if (t.median_sps) e["median_samples_per_s"] = *t.median_sps;
     if (t.iqr_sps) e["iqr_samples_per_s"] = *t.iqr_sps;
+    if (t.compute_s) e["compute_s"] = *t.compute_s;
+    if (t.exposed_comm_s) e["exposed_comm_s"] = *t.exposed_comm_s;
+    if (!t.allreduce_s.empty()) e["allreduce_s"] = t.allreduce_s;
     a.push_back(std::move(e));
   }
   return a;
@@ -326,6 +329,18 @@ Result<std::vector<TrialRecord>> trials_from_json(const json& j) {
     }
     if (e.contains("iqr_samples_per_s")) {
       RT_ASSIGN(t.iqr_sps, get<double>(e, "iqr_samples_per_s", w));
+    }
+    if (e.contains("compute_s")) RT_ASSIGN(t.compute_s, get<double>(e, "compute_s", w));
+    if (e.contains("exposed_comm_s")) {
+      RT_ASSIGN(t.exposed_comm_s, get<double>(e, "exposed_comm_s", w));
+    }
+    if (e.contains("allreduce_s")) {
+      if (!e["allreduce_s"].is_array())
+        return invalid_input("trials[].allreduce_s: expected an array");
+      for (const json& v : e["allreduce_s"]) {
+        if (!v.is_number()) return invalid_input("trials[].allreduce_s: expected numbers");
+        t.allreduce_s.push_back(v.get<double>());
+      }
     }
     out.push_back(std::move(t));
   }
@@ -541,6 +556,9 @@ std::vector<db::RecipeTrial> recipe_trial_rows(const RecipeTuneOutcome& o, const
     r.step_s = t.step_s;
     r.median_sps = t.median_sps;
     r.iqr_sps = t.iqr_sps;
+    r.compute_s = t.compute_s;
+    r.exposed_comm_s = t.exposed_comm_s;
+    r.allreduce_s = t.allreduce_s;
     r.failed = t.failed;
     r.reason = db::clean_text(t.reason);
     r.provenance = provenance;

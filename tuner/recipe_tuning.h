@@ -140,6 +140,11 @@ struct TrialRecord {
   double samples_per_s = 0;
   double step_s = 0;
   std::optional<double> median_sps, iqr_sps;  // when the trial program reports them
+  // The step split, when the trial program reports it: compute (input, forward, backward)
+  // and exposed communication per step (this rank's means over the trial's steps), and each
+  // gradient bucket's allreduce alone (seconds, the slowest rank's median, in bucket order).
+  std::optional<double> compute_s, exposed_comm_s;
+  std::vector<double> allreduce_s;
   bool failed = false;
   std::string reason;
 };

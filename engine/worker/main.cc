@@ -30,6 +30,7 @@
 #include "engine/train/train_data.h"
 #include "engine/train/trainer.h"
 #include "engine/worker/forward.h"
+#include "engine/worker/profile.h"
 #include "engine/worker/trial.h"
 
 namespace dltune::engine {
@@ -199,6 +200,7 @@ int main(int argc, char** argv) {
                     "write rank 0's JSON summary to this file instead of standard output");
   auto* trial = dltune::engine::add_trial_command(app);
   auto* forward = dltune::engine::add_forward_command(app);
+  auto* profile = dltune::engine::add_profile_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -206,6 +208,7 @@ int main(int argc, char** argv) {
   }
   if (trial->parsed()) return dltune::engine::run_trial_command();
   if (forward->parsed()) return dltune::engine::run_forward_command();
+  if (profile->parsed()) return dltune::engine::run_profile_command();
   auto st = dltune::engine::train(o);
   if (!st) {  // an empty message: another rank reports this error
     if (!st.error().message().empty()) {

@@ -65,6 +65,12 @@ struct Cand {
   bool failed = false;
   std::string reason;
   size_t family = 0;  // index into Search::families_
+  // The step split of its timed steps since the last record (this rank's trainer timings),
+  // and its buckets' allreduce seconds, measured once (Search::measure_buckets()).
+  double split_compute_s = 0, split_comm_s = 0;
+  int split_steps = 0;
+  std::vector<double> allreduce_s;
+  bool buckets_measured = false;
 };
 
 // A run of steps whose loss, averaged over its steps and over the ranks, is above this multiple
@@ -111,7 +117,19 @@ struct Record {
   double sps = 0, step_s = 0;
   bool failed = false;
   std::string reason;
+  double compute_s = -1, comm_s = -1;  // means per timed step; < 0: none
+  std::vector<double> allreduce_s;
 };
+
+// A candidate that failed in `round` without a measurement.
+Record failed_record(size_t candidate, int round, const std::string& reason) {
+  Record r;
+  r.candidate = candidate;
+  r.round = round;
+  r.failed = true;
+  r.reason = reason;
+  return r;
+}
 
 class Search {
  public:
@@ -259,6 +277,11 @@ class Search {
       }
     }();
     if (!r) return {r.error().message(), true, false};
+    if (timing_) {
+      c.split_compute_s += f.trainer->last().compute_s;
+      c.split_comm_s += f.trainer->last().comm_s;
+      ++c.split_steps;
+    }
     if (std::isfinite(*r)) return {"", false, false, *r, 1};
     return {diverged_why(c, "the loss is not finite"), false, true};
   }
@@ -382,7 +405,9 @@ class Search {
   // `n` timed steps of `c`; returns the slowest rank's elapsed time since the start.
   Result<double> chunk(Cand& c, int n) {
     std::vector<double> v;
+    timing_ = true;
     const Steps local = run_steps(c, n, &v);
+    timing_ = false;
     v.resize(static_cast<size_t>(n), 0.0);  // a broken step ends the loop early
     v.push_back(now());
     auto stands = agree(c, local, &v);
@@ -395,6 +420,63 @@ class Search {
     }
     return v.back();
   }
+  // Each gradient bucket of `c`'s trainer reduced alone, as the trainer reduces it (its
+  // algorithm and segment, in place on node-shared memory): the slowest rank's median of three
+  // after a warm-up, per bucket. Once per candidate; collective (every rank measures the same
+  // candidates in the same order, as they run them). Host communicators only.
+  Status measure_buckets(Cand& c) {
+    c.buckets_measured = true;
+    Trainer* tr = trainer(c);
+    if (!world_ || world_->size() < 2 || tr == nullptr || tr->on_gpu()) return ok_status();
+    int64_t most = 1;
+    for (const Bucket& b : tr->buckets()) most = std::max(most, b.end - b.begin);
+    auto buf = world_->alloc_shared(static_cast<size_t>(most) * sizeof(float));
+    if (!buf) return buf.error().wrap("measuring the buckets' allreduce");
+    std::vector<double> times;
+    for (const Bucket& b : tr->buckets()) {
+      auto algo = comm::parse_algorithm(b.algorithm);
+      if (!algo) {
+        times.push_back(0);
+        continue;
+      }
+      comm::AllreduceOptions o;
+      o.algorithm = *algo;
+      if (b.segment_bytes > 0) o.segment_bytes = b.segment_bytes;
+      const size_t count = static_cast<size_t>(b.end - b.begin);
+      std::vector<double> one;
+      for (int k = 0; k < 4; ++k) {
+        const auto t = Clock::now();
+        DLTUNE_TRY(comm::allreduce(*world_, buf->data(), buf->data(), count, comm::DataType::kF32,
+                                   comm::ReduceOp::kSum, o));
+        if (k > 0) one.push_back(std::chrono::duration<double>(Clock::now() - t).count());
+      }
+      std::sort(one.begin(), one.end());
+      times.push_back(one[one.size() / 2]);
+    }
+    DLTUNE_TRY(reduce_max(times));
+    c.allreduce_s = std::move(times);
+    return ok_status();
+  }
+
+  // The record of `c` in `round`, with its step split since the last one.
+  Record record_of(size_t i, int round) {
+    Cand& c = cands_[i];
+    const double m = halving_->round_step_s(i);
+    Record r = failed_record(i, round, c.reason);
+    r.failed = c.failed;
+    r.steps = halving_->round_steps(i);
+    r.sps = c.failed || m <= 0 ? 0.0 : c.global_batch / m;
+    r.step_s = m;
+    if (c.split_steps > 0) {
+      r.compute_s = c.split_compute_s / c.split_steps;
+      r.comm_s = c.split_comm_s / c.split_steps;
+    }
+    r.allreduce_s = c.allreduce_s;
+    c.split_compute_s = c.split_comm_s = 0;
+    c.split_steps = 0;
+    return r;
+  }
+
   const recipes::Recipe& recipe_;
   comm::Communicator* world_;
   Schedule s_;
@@ -410,6 +492,7 @@ class Search {
   int64_t steps_run_ = 0;      // steps this rank ran (the fault injection counts them)
   int64_t fault_step_ = fault_trial_step(rank());
   int trainers_built_ = 0;
+  bool timing_ = false;  // step() is running timed steps (chunk())
 };
 
 // Executes halving_'s rounds: each round's candidates (its order) run in chunks of
@@ -421,7 +504,7 @@ Status Search::run() {
   for (size_t i = 0; i < cands_.size(); ++i) {
     const Cand& c = cands_[i];
     hc.push_back({static_cast<double>(c.global_batch), c.family, c.failed ? c.reason : ""});
-    if (c.failed) records_.push_back({i, 0, 0, 0, 0, true, c.reason});
+    if (c.failed) records_.push_back(failed_record(i, 0, c.reason));
   }
   halving_.emplace(hc, s_.halving);
   while (!halving_->done()) {
@@ -443,6 +526,7 @@ Status Search::run() {
         auto t = chunk(c, n);
         if (!t) return t.error();
         elapsed_ = *t;
+        if (!c.failed && !c.buckets_measured) DLTUNE_TRY(measure_buckets(c));
         if (!keep) {
           families_[c.family].trainer.reset();
         } else if (trainer(c)) {
@@ -453,14 +537,11 @@ Status Search::run() {
       cut = done + n < steps && !halving_->within_budget(elapsed_, trial_s_ - cycle_start);
     }
     for (size_t i : order) {  // a failed one's steps before it failed count in the cost
-      const Cand& c = cands_[i];
-      const double m = halving_->round_step_s(i);
-      records_.push_back({i, round, halving_->round_steps(i),
-                          c.failed || m <= 0 ? 0.0 : c.global_batch / m, m, c.failed, c.reason});
+      records_.push_back(record_of(i, round));
     }
     for (size_t i : failed_now_) {  // siblings failed with one of this round, not in it
       if (std::find(order.begin(), order.end(), i) == order.end()) {
-        records_.push_back({i, round, 0, 0, 0, true, cands_[i].reason});
+        records_.push_back(failed_record(i, round, cands_[i].reason));
       }
     }
     failed_now_.clear();
@@ -476,14 +557,14 @@ Status Search::run() {
 json Search::result() const {
   json trials = json::array();
   for (const Record& r : records_) {
-    trials.push_back({{"candidate", r.candidate},
-                      {"label", cands_[r.candidate].label},
-                      {"round", r.round},
-                      {"steps", r.steps},
-                      {"samples_per_s", r.sps},
-                      {"step_s", r.step_s},
-                      {"failed", r.failed},
-                      {"reason", r.reason}});
+    json t = {{"candidate", r.candidate}, {"label", cands_[r.candidate].label},
+              {"round", r.round},         {"steps", r.steps},
+              {"samples_per_s", r.sps},   {"step_s", r.step_s},
+              {"failed", r.failed},       {"reason", r.reason}};
+    if (r.compute_s >= 0) t["compute_s"] = r.compute_s;
+    if (r.comm_s >= 0) t["exposed_comm_s"] = r.comm_s;
+    if (!r.allreduce_s.empty()) t["allreduce_s"] = r.allreduce_s;
+    trials.push_back(std::move(t));
   }
   // The winner: among the candidates that reached the last round and never failed, the most
   // samples over time across all its trials (halving::Search::winner()).

@@ -1,0 +1,167 @@
+#include "engine/worker/profile.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "common/paths.h"
+#include "common/stats.h"
+#include "common/strings.h"
+#include "engine/train/recipe_config.h"
+#include "engine/train/train_data.h"
+#include "engine/train/trainer.h"
+#include "recipes/model/builtins.h"
+#include "recipes/plan.h"
+#include "recipes/recipe.h"
+
+namespace dltune::engine {
+namespace {
+
+struct ProfileOptions {
+  std::string model, recipe, out;
+  int batch = 32, steps = 5, warmup = 2, threads = 1;
+};
+
+ProfileOptions& opts() {
+  static ProfileOptions o;
+  return o;
+}
+
+constexpr const char* kTextFile = "/usr/share/common-licenses/GPL-3";
+
+// A built-in model on synthetic data of its default input (GPT: a text file).
+Result<TrainConfig> builtin_config(const std::string& name, int batch) {
+  auto info = recipes::builtin_info(name);
+  if (!info) {
+    return not_found("unknown model '" + name + "'; built-in models are " +
+                     strings::join(recipes::builtin_model_names(), ", "));
+  }
+  TrainConfig c;
+  c.model = name;
+  const recipes::Shape& in = info->default_input;
+  if (info->family == "gpt") {
+    c.data = std::string("text:") + kTextFile;
+    c.heldout_split = 0.1;
+  } else if (in == recipes::Shape{1, 28, 28}) {
+    c.data = "synthetic";
+  } else if (in == recipes::Shape{3, 32, 32}) {
+    c.data = "synthetic-cifar";
+  } else {
+    c.data = "synthetic-imagenet";
+  }
+  c.train_size = std::max(256, 4 * batch);
+  c.heldout_size = 0;
+  return c;
+}
+
+Result<TrainConfig> recipe_config(const std::string& path, int batch) {
+  auto r = recipes::load_recipe(path);
+  if (!r) return r.error();
+  recipes::Plan plan = recipes::default_plan(1, 1, batch, recipes::Algorithm::kRing);
+  plan.training.scaling = recipes::Scaling::kWeak;
+  plan.training.per_rank_batch = batch;
+  plan.training.global_batch = batch;
+  auto c = train_config_from(*r, plan, 1);
+  if (!c) return c.error();
+  c->train_size = std::min<int64_t>(c->train_size, std::max(256, 4 * batch));
+  c->heldout_size = 0;
+  return c;
+}
+
+double median(std::vector<double> v) { return v.empty() ? 0 : stats::median(v); }
+
+Status profile(const ProfileOptions& o) {
+  if (o.batch < 1) return invalid_input("--batch must be at least 1");
+  if (o.steps < 1 || o.warmup < 0) return invalid_input("--steps must be >= 1 and --warmup >= 0");
+  if (o.model.empty() == o.recipe.empty()) return invalid_input("give --model or --recipe");
+  auto cfg = o.model.empty() ? recipe_config(o.recipe, o.batch) : builtin_config(o.model, o.batch);
+  if (!cfg) return cfg.error();
+  cfg->steps = o.warmup + o.steps + 1;
+  cfg->threads = o.threads;
+  cfg->eval_every = 0;
+  cfg->checkpoint_every = 0;
+  set_blas_threads(cfg->threads);
+  Dataset train;
+  DLTUNE_TRY(load_train_data(*cfg, &train, nullptr, cfg->train_size));
+  auto trainer = Trainer::create(*cfg, nullptr, train, nullptr);
+  if (!trainer) return trainer.error();
+  Model& model = (*trainer)->model();
+  model.set_profiling(true);
+  const size_t n = static_cast<size_t>(model.num_nodes());
+  std::vector<std::vector<double>> fwd(n), bwd(n);
+  std::vector<double> step_s, compute_s, nodes_s;
+  for (int s = 0; s < o.warmup + o.steps; ++s) {
+    const std::vector<double> f0 = model.forward_seconds(), b0 = model.backward_seconds();
+    const auto t0 = std::chrono::steady_clock::now();
+    auto loss = (*trainer)->step(false);
+    if (!loss) return loss.error();
+    const double wall =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (s < o.warmup) continue;
+    double in_nodes = 0;
+    for (size_t i = 0; i < n; ++i) {
+      fwd[i].push_back(model.forward_seconds()[i] - f0[i]);
+      bwd[i].push_back(model.backward_seconds()[i] - b0[i]);
+      in_nodes += fwd[i].back() + bwd[i].back();
+    }
+    step_s.push_back(wall);
+    compute_s.push_back((*trainer)->last().compute_s);
+    nodes_s.push_back(in_nodes);
+  }
+  nlohmann::json j;
+  j["model"] = o.model.empty() ? o.recipe : o.model;
+  j["batch"] = o.batch;
+  j["steps"] = o.steps;
+  j["threads"] = o.threads;
+  j["forward_s"] = nlohmann::json::array();
+  j["backward_s"] = nlohmann::json::array();
+  for (size_t i = 0; i < n; ++i) {
+    j["forward_s"].push_back(median(fwd[i]));
+    j["backward_s"].push_back(median(bwd[i]));
+  }
+  std::vector<double> opt, input;
+  for (size_t k = 0; k < step_s.size(); ++k) {
+    opt.push_back(std::max(0.0, step_s[k] - compute_s[k]));
+    input.push_back(std::max(0.0, compute_s[k] - nodes_s[k]));
+  }
+  j["optimizer_s"] = median(opt);
+  j["input_s"] = median(input);
+  j["step_s"] = median(step_s);
+  const std::string text = j.dump() + "\n";
+  if (o.out.empty()) {
+    std::fputs(text.c_str(), stdout);
+    return ok_status();
+  }
+  return paths::write_file_atomic(o.out, text);
+}
+
+}  // namespace
+
+CLI::App* add_profile_command(CLI::App& app) {
+  ProfileOptions& o = opts();
+  auto* cmd = app.add_subcommand("profile", "time one rank's compute per model node (for predict)");
+  cmd->add_option("--model", o.model, "a built-in model (dltune model list)");
+  cmd->add_option("--recipe", o.recipe, "a recipe file or bundled recipe name");
+  cmd->add_option("--batch", o.batch, "per-rank batch")->capture_default_str();
+  cmd->add_option("--steps", o.steps, "timed steps")->capture_default_str();
+  cmd->add_option("--warmup", o.warmup, "untimed steps first")->capture_default_str();
+  cmd->add_option("--threads", o.threads, "BLAS threads")->capture_default_str();
+  cmd->add_option("--out", o.out, "write the JSON here instead of standard output");
+  return cmd;
+}
+
+int run_profile_command() {
+  auto st = profile(opts());
+  if (!st) {
+    std::fprintf(stderr, "dltune-worker profile: %s\n", st.error().message().c_str());
+    return st.error().exit_code();
+  }
+  return 0;
+}
+
+}  // namespace dltune::engine
