@@ -1,0 +1,200 @@
+#include "predict/predict.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+
+namespace dltune::predict {
+namespace {
+
+std::string fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+// Compute slowdown and overlap efficiency of host ranks sharing `cores`.
+void sharing(int per_node, int cores, double* scale, double* overlap_eff) {
+  *scale = 1;
+  *overlap_eff = 1;
+  if (cores <= 0) return;
+  *scale = std::max(1.0, static_cast<double>(per_node) / cores);
+  // Each rank's communication thread needs a core of its own to overlap for free.
+  *overlap_eff = std::clamp(static_cast<double>(cores - per_node) / per_node, 0.0, 1.0);
+}
+
+Prediction data_prediction(const PredictRequest& r, int n) {
+  DataParallelOptions o;
+  o.bucket_bytes = r.bucket_bytes;
+  o.overlap = r.overlap;
+  sharing(r.per_node, r.cores_per_node, &o.compute_scale, &o.overlap_efficiency);
+  const int g = r.per_node;
+  const StepPrediction s = data_parallel_step(
+      r.model, r.compute, [&](double bytes) { return r.comm.allreduce(bytes, n, g); }, o);
+  Prediction p;
+  p.step_s = s.step_s;
+  p.compute_s = s.compute_s;
+  p.exposed_comm_s = s.exposed_comm_s;
+  p.comm_s = s.comm_s;
+  p.algorithm = n * g > 1 ? s.algorithm : "none";
+  p.layout = "data x" + std::to_string(n * g);
+  p.buckets = s.buckets;
+  return p;
+}
+
+Prediction pipeline_prediction(const PredictRequest& r, int n, int stages) {
+  PipelineOptions o;
+  o.stages = stages;
+  o.micro_batches = 4 * stages;  // GPipe's M >= 4 S
+  o.ranks = n * r.per_node;
+  o.per_node = r.per_node;
+  double unused = 0;
+  sharing(r.per_node, r.cores_per_node, &o.compute_scale, &unused);
+  const int g = r.per_node;
+  const StepPrediction s = pipeline_step(
+      r.model, r.compute,
+      [&](double bytes, int replicas) {
+        // Replicas of a stage are `stages` ranks apart: spread over nodes like the ranks.
+        const int rn = std::max(1, std::min(n, replicas));
+        return r.comm.allreduce(bytes, rn, std::max(1, replicas / rn));
+      },
+      [&](double bytes, bool across) { return r.comm.send(bytes, across, g); }, o);
+  Prediction p;
+  p.step_s = s.step_s;
+  p.compute_s = s.compute_s;
+  p.exposed_comm_s = s.exposed_comm_s;
+  p.comm_s = s.comm_s;
+  p.algorithm = s.algorithm;
+  p.layout = s.layout;
+  p.bubble = s.bubble;
+  return p;
+}
+
+}  // namespace
+
+Result<Parallel> parse_parallel(const std::string& s) {
+  if (s == "data") return Parallel::kData;
+  if (s == "pipeline") return Parallel::kPipeline;
+  if (s == "hybrid") return Parallel::kHybrid;
+  if (s == "auto") return Parallel::kAuto;
+  return invalid_input("--parallel: expected data, pipeline, hybrid or auto, got '" + s + "'");
+}
+
+CommTime CommSource::allreduce(double bytes, int nodes, int per_node) const {
+  if (nodes * per_node <= 1) return {"none", 0};
+  auto it = measured.find({nodes, per_node});
+  if (it != measured.end() && plan_algo && plan_shape == std::make_pair(nodes, per_node)) {
+    const std::string name = plan_algo(bytes);
+    if (auto c = it->second.find(name); c != it->second.end())
+      return {name, c->second.predict(bytes)};
+  }
+  if (it != measured.end() && !it->second.empty()) {
+    CommTime best{"", 0};
+    for (const auto& [name, curve] : it->second) {
+      if (forced && name.substr(0, name.find('/')) != algo_name(*forced)) continue;
+      const double t = curve.predict(bytes);
+      if (best.algo.empty() || t < best.seconds) best = {name, t};
+    }
+    if (!best.algo.empty()) return best;
+  }
+  if (forced)
+    return {std::string(algo_name(*forced)),
+            allreduce_seconds(*forced, bytes, nodes, per_node, fabric)};
+  const AlgoTime a = best_allreduce(algorithms.empty() ? host_algorithms(nodes) : algorithms, bytes,
+                                    nodes, per_node, fabric);
+  return {std::string(algo_name(a.algo)), a.seconds};
+}
+
+double CommSource::send(double bytes, bool across_nodes, int per_node) const {
+  const Link& l = across_nodes ? fabric.inter : fabric.intra;
+  // One rank alone on its node's links when it crosses nodes.
+  const double beta = across_nodes ? l.beta_s_per_b / std::max(1, per_node) : l.beta_s_per_b;
+  return l.alpha_s + bytes * beta;
+}
+
+double single_device_sps(const ComputeProfile& c) {
+  const double t = c.step_s();
+  return t > 0 ? c.batch / t : 0;
+}
+
+Result<std::vector<Prediction>> predict_scaling(const PredictRequest& r) {
+  if (r.nodes.empty()) return invalid_input("--nodes: give at least one node count");
+  if (r.per_node < 1) return invalid_input("--per-node must be at least 1");
+  for (int n : r.nodes) {
+    if (n < 1)
+      return invalid_input("--nodes: node counts must be at least 1, got " + std::to_string(n));
+  }
+  const double single = single_device_sps(r.compute);
+  std::vector<Prediction> out;
+  for (int n : r.nodes) {
+    const int p = n * r.per_node;
+    std::vector<Prediction> cands;
+    if (r.parallel == Parallel::kData || r.parallel == Parallel::kAuto) {
+      cands.push_back(data_prediction(r, n));
+    }
+    if (r.parallel != Parallel::kData) {
+      for (int s = 2; s <= std::min(p, r.model.nodes()); s *= 2) {
+        if (p % s != 0) continue;
+        const bool one_replica = s == p;
+        if (r.parallel == Parallel::kPipeline && !one_replica) continue;
+        if (r.parallel == Parallel::kHybrid && one_replica) continue;
+        cands.push_back(pipeline_prediction(r, n, s));
+      }
+      if (r.parallel == Parallel::kPipeline && cands.empty() && p > 1 && r.model.nodes() >= p) {
+        cands.push_back(pipeline_prediction(r, n, p));  // p not a power of two
+      }
+    }
+    if (cands.empty()) cands.push_back(data_prediction(r, n));  // nothing else fits p
+    Prediction best =
+        *std::min_element(cands.begin(), cands.end(),
+                          [](const auto& a, const auto& b) { return a.step_s < b.step_s; });
+    best.nodes = n;
+    best.ranks = p;
+    best.throughput_sps =
+        best.step_s > 0 ? r.compute.batch * static_cast<double>(p) / best.step_s : 0;
+    best.scaling_efficiency = single > 0 ? best.throughput_sps / (p * single) : 0;
+    out.push_back(std::move(best));
+  }
+  return out;
+}
+
+nlohmann::json predictions_to_json(const std::vector<Prediction>& ps) {
+  nlohmann::json arr = nlohmann::json::array();
+  for (const Prediction& p : ps) {
+    nlohmann::json j = {{"nodes", p.nodes},
+                        {"ranks", p.ranks},
+                        {"step_ms", p.step_s * 1e3},
+                        {"compute_ms", p.compute_s * 1e3},
+                        {"exposed_comm_ms", p.exposed_comm_s * 1e3},
+                        {"comm_ms", p.comm_s * 1e3},
+                        {"throughput_sps", p.throughput_sps},
+                        {"scaling_efficiency", p.scaling_efficiency},
+                        {"algorithm", p.algorithm},
+                        {"layout", p.layout},
+                        {"buckets", p.buckets}};
+    if (p.bubble > 0) j["bubble"] = p.bubble;
+    arr.push_back(std::move(j));
+  }
+  return {{"predictions", std::move(arr)}};
+}
+
+std::string format_predictions(const std::vector<Prediction>& ps) {
+  std::string o;
+  char line[256];
+  std::snprintf(line, sizeof line, "%7s %7s %10s %11s %12s %15s %10s  %-14s %s\n", "nodes", "ranks",
+                "step_ms", "compute_ms", "exposed_ms", "throughput/s", "efficiency", "algorithm",
+                "layout");
+  o += line;
+  for (const Prediction& p : ps) {
+    std::snprintf(line, sizeof line, "%7d %7d %10s %11s %12s %15s %9s%%  %-14s %s\n", p.nodes,
+                  p.ranks, fixed(p.step_s * 1e3, 2).c_str(), fixed(p.compute_s * 1e3, 2).c_str(),
+                  fixed(p.exposed_comm_s * 1e3, 2).c_str(), fixed(p.throughput_sps, 0).c_str(),
+                  fixed(100 * p.scaling_efficiency, 1).c_str(), p.algorithm.c_str(),
+                  p.layout.c_str());
+    o += line;
+  }
+  return o;
+}
+
+}  // namespace dltune::predict

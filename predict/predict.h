@@ -1,0 +1,92 @@
+// `dltune predict`'s engine: a model's step time, throughput and scaling efficiency at node
+// counts from 1 to thousands, from one rank's compute (predict/compute.h) and an allreduce cost
+// (measured curves at a shape the tuner swept, else predict/fabric.h's two-level model).
+//
+// For each node count N (ranks p = N x G): the data-parallel step of predict/step.h with the
+// cheapest allreduce per bucket (or the one forced), and with --parallel pipeline / hybrid /
+// auto the analytic pipeline layouts of predict/step.h (auto: the fastest of data and every
+// stage count 2, 4, ... that divides p; pipeline: one replica; hybrid: two replicas or more).
+// Throughput is the global batch (B per rank) over the step; scaling efficiency is throughput
+// over p x one device's throughput, one device being the same compute alone (no communication,
+// no sharing of cores).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "common/result.h"
+#include "tuner/cost_model.h"
+
+#include "predict/compute.h"
+#include "predict/fabric.h"
+#include "predict/model_costs.h"
+#include "predict/step.h"
+
+namespace dltune::predict {
+
+enum class Parallel { kData, kPipeline, kHybrid, kAuto };
+// Errors (invalid_input): not data, pipeline, hybrid or auto.
+Result<Parallel> parse_parallel(const std::string& s);
+
+// Where allreduce times come from.
+struct CommSource {
+  std::string description;                // said with every prediction
+  Fabric fabric;                          // the model at every shape ...
+  std::vector<AllreduceAlgo> algorithms;  // ... choosing among these
+  std::optional<AllreduceAlgo> forced;    // --algo ALGO
+  // ... except at shapes the tuner swept here: (nodes, ranks per node) -> candidate -> curve
+  // ("ring", "ring/262144", "hier", ...).
+  std::map<std::pair<int, int>, std::map<std::string, tuner::PiecewiseCost>> measured;
+  // A plan's choice at a measured shape (the candidate its ranks will run at a size); the
+  // fastest measured candidate where it names none there.
+  std::pair<int, int> plan_shape{0, 0};
+  std::function<std::string(double bytes)> plan_algo;
+  // Seconds of one allreduce of `bytes` on nodes x per_node ranks, and its algorithm.
+  CommTime allreduce(double bytes, int nodes, int per_node) const;
+  // A point-to-point message between two ranks (pipeline cuts).
+  double send(double bytes, bool across_nodes, int per_node) const;
+};
+
+struct PredictRequest {
+  ModelCosts model;
+  ComputeProfile compute;  // one rank at the per-rank batch
+  int per_node = 1;
+  std::vector<int> nodes;
+  uint64_t bucket_bytes = 4 << 20;
+  bool overlap = true;
+  // Host collectives: the cores a node has (ranks beyond them share cores: compute slows by
+  // ranks / cores, and overlap hides nothing once the ranks' communication threads need the
+  // cores too). 0: devices (no sharing, overlap hides what fits).
+  int cores_per_node = 0;
+  CommSource comm;
+  Parallel parallel = Parallel::kData;
+};
+
+struct Prediction {
+  int nodes = 1, ranks = 1;
+  double step_s = 0, compute_s = 0, exposed_comm_s = 0, comm_s = 0;
+  double throughput_sps = 0, scaling_efficiency = 0;
+  std::string algorithm, layout;
+  int buckets = 0;
+  double bubble = 0;
+};
+
+// One rank's throughput alone: batch / its compute step.
+double single_device_sps(const ComputeProfile& compute);
+
+// Errors (invalid_input): no node count, a node count < 1, per_node < 1.
+Result<std::vector<Prediction>> predict_scaling(const PredictRequest& request);
+
+// {"predictions": [{"nodes", "ranks", "step_ms", "compute_ms", "exposed_comm_ms",
+// "throughput_sps", "scaling_efficiency", "algorithm", "layout", "comm_ms", "buckets"}]}
+nlohmann::json predictions_to_json(const std::vector<Prediction>& p);
+// The table `dltune predict` prints.
+std::string format_predictions(const std::vector<Prediction>& p);
+
+}  // namespace dltune::predict

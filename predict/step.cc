@@ -1,0 +1,142 @@
+#include "predict/step.h"
+
+#include <algorithm>
+#include <map>
+
+namespace dltune::predict {
+namespace {
+
+// Bytes carried per algorithm, for naming the one that carries most.
+std::string main_algorithm(const std::map<std::string, double>& bytes) {
+  std::string best;
+  double most = -1;
+  for (const auto& [name, b] : bytes) {
+    if (b > most) most = b, best = name;
+  }
+  return best;
+}
+
+// The contiguous split of node costs into `parts` stages that minimises the slowest stage
+// (binary search on the bound, greedy fill); returns the stage boundaries (first node of each
+// stage after the first).
+std::vector<int> balanced_cuts(const std::vector<double>& cost, int parts) {
+  const double total = [&] {
+    double s = 0;
+    for (double c : cost) s += c;
+    return s;
+  }();
+  double lo = *std::max_element(cost.begin(), cost.end()), hi = std::max(lo, total);
+  auto fits = [&](double bound, std::vector<int>* cuts) {
+    int used = 1;
+    double cur = 0;
+    for (size_t i = 0; i < cost.size(); ++i) {
+      if (cur + cost[i] > bound && cur > 0) {
+        ++used;
+        if (cuts) cuts->push_back(static_cast<int>(i));
+        cur = 0;
+      }
+      cur += cost[i];
+    }
+    return used <= parts;
+  };
+  for (int it = 0; it < 60; ++it) {
+    const double mid = (lo + hi) / 2;
+    (fits(mid, nullptr) ? hi : lo) = mid;
+  }
+  std::vector<int> cuts;
+  fits(hi, &cuts);
+  return cuts;
+}
+
+}  // namespace
+
+StepPrediction data_parallel_step(const ModelCosts& model, const ComputeProfile& c,
+                                  const AllreduceCost& allreduce, const DataParallelOptions& o) {
+  StepPrediction p;
+  p.layout = "data";
+  const double k = o.compute_scale;
+  const double fwd = c.forward_total() * k;
+  const auto buckets = gradient_buckets(model.info, o.bucket_bytes);
+  p.buckets = static_cast<int>(buckets.size());
+  // Backward in reverse node order; a bucket starts when final and the thread is free.
+  std::vector<double> done_at(model.info.node_params.size(), 0);
+  double t = fwd;
+  for (int i = static_cast<int>(c.backward_s.size()) - 1; i >= 0; --i) {
+    t += c.backward_s[static_cast<size_t>(i)] * k;
+    done_at[static_cast<size_t>(i)] = t;
+  }
+  const double backward_end = t;
+  double comm_free = fwd, serial_comm = 0;
+  std::map<std::string, double> carried;
+  for (const GradBucket& b : buckets) {
+    const double bytes = static_cast<double>(b.floats) * 4;
+    const CommTime a = allreduce(bytes);
+    carried[a.algo] += bytes;
+    serial_comm += a.seconds;
+    const double ready = o.overlap ? done_at[static_cast<size_t>(b.ready_after)] : backward_end;
+    comm_free = std::max(comm_free, ready) + a.seconds;
+  }
+  p.comm_s = serial_comm;
+  p.algorithm = main_algorithm(carried);
+  const double hidden_exposed = std::max(0.0, comm_free - backward_end);
+  const double eff = o.overlap ? std::clamp(o.overlap_efficiency, 0.0, 1.0) : 0.0;
+  const double exposed = eff * hidden_exposed + (1 - eff) * serial_comm;
+  const double scalar = allreduce(16).seconds;
+  p.compute_s = backward_end + (c.optimizer_s + c.other_s) * k;
+  p.exposed_comm_s = exposed + scalar;
+  p.step_s = p.compute_s + p.exposed_comm_s;
+  return p;
+}
+
+StepPrediction pipeline_step(const ModelCosts& model, const ComputeProfile& c,
+                             const std::function<CommTime(double, int)>& stage_allreduce,
+                             const SendCost& send, const PipelineOptions& o) {
+  const int S = std::max(1, o.stages), M = std::max(1, o.micro_batches);
+  const int R = std::max(1, o.ranks / S);
+  // A replica's batch is the data-parallel global batch over the replicas; a micro-batch is
+  // 1/M of it. Node times scale linearly from the profiled per-rank batch.
+  const double replica_batch = static_cast<double>(c.batch) * o.ranks / R;
+  const double micro = replica_batch / M;
+  const double scale = micro / std::max(1, c.batch) * o.compute_scale;
+  std::vector<double> cost(c.forward_s.size());
+  for (size_t i = 0; i < cost.size(); ++i) cost[i] = (c.forward_s[i] + c.backward_s[i]) * scale;
+  const std::vector<int> cuts = balanced_cuts(cost, S);
+  // Stage bounds and the slowest stage.
+  std::vector<int> starts = {0};
+  starts.insert(starts.end(), cuts.begin(), cuts.end());
+  starts.push_back(static_cast<int>(cost.size()));
+  double slowest = 0, slowest_params = 0, max_send = 0;
+  for (size_t s = 0; s + 1 < starts.size(); ++s) {
+    double t = 0, params = 0;
+    for (int i = starts[s]; i < starts[s + 1]; ++i) {
+      t += cost[static_cast<size_t>(i)];
+      params += static_cast<double>(model.param_floats[static_cast<size_t>(i)]) * 4;
+    }
+    slowest = std::max(slowest, t);
+    slowest_params = std::max(slowest_params, params);
+    if (s + 2 < starts.size()) {  // the cut after this stage: activations out, gradients back
+      const int last = starts[s + 1] - 1;
+      const double bytes =
+          static_cast<double>(model.output_floats[static_cast<size_t>(last)]) * 4 * micro;
+      const bool across = o.per_node < S && ((s + 1) % static_cast<size_t>(o.per_node)) == 0;
+      max_send = std::max(max_send, 2 * send(bytes, across));
+    }
+  }
+  const int used_stages = static_cast<int>(starts.size()) - 1;
+  StepPrediction p;
+  const double slots = M + used_stages - 1.0;
+  const double pipe = slots * (slowest + max_send);
+  const CommTime ar = R > 1 ? stage_allreduce(slowest_params, R) : CommTime{};
+  const double update = (c.optimizer_s + c.other_s) * o.compute_scale / used_stages;
+  p.compute_s = slots * slowest + update;
+  p.comm_s = ar.seconds + slots * max_send;
+  p.step_s = pipe + ar.seconds + update;
+  p.exposed_comm_s = p.step_s - p.compute_s;
+  p.algorithm = R > 1 ? ar.algo : "none";
+  p.bubble = (used_stages - 1.0) / slots;
+  p.layout = "pipeline " + std::to_string(used_stages) + " stages x " + std::to_string(R) +
+             " replicas, " + std::to_string(M) + " micro-batches";
+  return p;
+}
+
+}  // namespace dltune::predict

@@ -1,0 +1,213 @@
+// predict/model_costs.h, compute.h, step.h and predict.h on the built-in models: the engine's
+// bucket order, the compute sources, the overlap of buckets with backward, the pipeline
+// model's bubble, and the scaling predictions' invariants.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "recipes/model/builtins.h"
+
+#include "predict/compute.h"
+#include "predict/devices.h"
+#include "predict/model_costs.h"
+#include "predict/predict.h"
+#include "predict/step.h"
+
+namespace dltune::predict {
+namespace {
+
+ModelCosts costs(const std::string& name) {
+  auto g = recipes::builtin_graph(name, {});
+  EXPECT_TRUE(g.has_value());
+  auto c = model_costs(*g, name);
+  EXPECT_TRUE(c.ok()) << (c.ok() ? "" : c.error().message());
+  return *c;
+}
+
+TEST(ModelCosts, PerNodeFlopsAndParametersAddUp) {
+  const ModelCosts m = costs("resnet50");
+  EXPECT_EQ(m.parameters, 25557032);
+  double flops = 0;
+  int64_t params = 0;
+  for (int i = 0; i < m.nodes(); ++i)
+    flops += m.flops[static_cast<size_t>(i)], params += m.param_floats[static_cast<size_t>(i)];
+  EXPECT_NEAR(flops, m.flops_per_sample, 1e-6 * flops);
+  EXPECT_EQ(params, m.parameters);
+  // ResNet-50 is about 4.1 G multiply-adds per 224x224 image.
+  EXPECT_NEAR(m.flops_per_sample / 2, 4.1e9, 0.15e9);
+}
+
+TEST(ModelCosts, BucketsCoverTheGradientInBackwardOrder) {
+  const ModelCosts m = costs("resnet20");
+  for (uint64_t bytes : {uint64_t{1}, uint64_t{64} << 10, uint64_t{1} << 20, uint64_t{1} << 40}) {
+    const auto b = gradient_buckets(m.info, bytes);
+    ASSERT_FALSE(b.empty());
+    int64_t floats = 0;
+    for (size_t i = 0; i < b.size(); ++i) {
+      floats += b[i].floats;
+      if (i > 0) {
+        EXPECT_LE(b[i].ready_after, b[i - 1].ready_after);  // backward runs in reverse
+      }
+    }
+    EXPECT_EQ(floats, m.parameters) << bytes;
+    if (bytes >= (uint64_t{1} << 40)) {
+      EXPECT_EQ(b.size(), 1u);
+    }
+  }
+  // Smaller buckets, more of them.
+  EXPECT_GT(gradient_buckets(m.info, 16 << 10).size(), gradient_buckets(m.info, 1 << 20).size());
+}
+
+TEST(Compute, ThroughputSourceTakesBatchOverSps) {
+  const ModelCosts m = costs("resnet50");
+  const ComputeProfile p = profile_from_throughput(m, 32, 200, 0.01, "test");
+  EXPECT_NEAR(p.step_s(), 32.0 / 200, 1e-9);
+  EXPECT_NEAR(p.backward_total(), 2 * p.forward_total(), 1e-9);
+  EXPECT_NEAR(single_device_sps(p), 200, 1e-6);
+  const ComputeProfile q = at_batch(p, 64);
+  EXPECT_NEAR(q.forward_total(), 2 * p.forward_total(), 1e-12);
+  EXPECT_EQ(q.optimizer_s, p.optimizer_s);
+}
+
+TEST(Compute, DeviceRateAndUnknownDevices) {
+  auto d = find_device("h100");
+  ASSERT_TRUE(d.ok());
+  const ModelCosts m = costs("resnet50");
+  const ComputeProfile p = profile_from_rate(m, 32, d->effective_flops(false), 0, "h100");
+  EXPECT_NEAR(p.forward_total() + p.backward_total(),
+              3 * m.flops_per_sample * 32 / d->effective_flops(false), 1e-9);
+  auto bad = find_device("tpu");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().exit_code(), 2);
+  EXPECT_NE(bad.error().message().find("h200"), std::string::npos);
+}
+
+TEST(Compute, ProfileJsonIsChecked) {
+  const ModelCosts m = costs("lenet");
+  nlohmann::json j = {{"batch", 8},
+                      {"forward_s", std::vector<double>(m.flops.size(), 1e-3)},
+                      {"backward_s", std::vector<double>(m.flops.size(), 2e-3)},
+                      {"optimizer_s", 1e-3},
+                      {"step_s", 0.05}};
+  auto p = profile_from_json(j, m, "measured");
+  ASSERT_TRUE(p.ok());
+  EXPECT_NEAR(p->step_s(), 0.05, 1e-12);
+  j["forward_s"] = std::vector<double>(2, 0.0);
+  EXPECT_FALSE(profile_from_json(j, m, "measured").ok());
+}
+
+// An allreduce costing `s` seconds whatever its size (and nothing for the loss scalar).
+AllreduceCost constant(double s) {
+  return [s](double bytes) { return CommTime{"ring", bytes > 64 ? s : 0}; };
+}
+
+TEST(Step, OverlapHidesWhatFitsUnderBackward) {
+  const ModelCosts m = costs("resnet20");
+  const ComputeProfile c = profile_from_throughput(m, 64, 640, 0, "test");  // 100 ms a step
+  DataParallelOptions o;
+  o.bucket_bytes = 16 << 10;
+  const int buckets = static_cast<int>(gradient_buckets(m.info, o.bucket_bytes).size());
+  // Tiny buckets: everything but the last one hides; the last waits after backward.
+  const StepPrediction fast = data_parallel_step(m, c, constant(1e-5), o);
+  EXPECT_EQ(fast.buckets, buckets);
+  EXPECT_NEAR(fast.exposed_comm_s, 1e-5, 1e-9);
+  EXPECT_NEAR(fast.comm_s, buckets * 1e-5, 1e-12);
+  // Without overlap, or when communication needs the compute's cores, every bucket is exposed.
+  o.overlap = false;
+  EXPECT_NEAR(data_parallel_step(m, c, constant(1e-3), o).exposed_comm_s, buckets * 1e-3, 1e-9);
+  o.overlap = true;
+  o.overlap_efficiency = 0;
+  EXPECT_NEAR(data_parallel_step(m, c, constant(1e-3), o).exposed_comm_s, buckets * 1e-3, 1e-9);
+  // Communication longer than backward is exposed by the difference at least.
+  o.overlap_efficiency = 1;
+  const StepPrediction slow = data_parallel_step(m, c, constant(1), o);
+  EXPECT_GT(slow.exposed_comm_s, buckets * 1.0 - c.backward_total());
+  EXPECT_NEAR(slow.step_s, slow.compute_s + slow.exposed_comm_s, 1e-12);
+}
+
+TEST(Step, PipelineBubbleIsGpipes) {
+  const ModelCosts m = costs("resnet20");
+  const ComputeProfile c = profile_from_throughput(m, 32, 320, 0, "test");
+  PipelineOptions o;
+  o.stages = 4;
+  o.micro_batches = 16;
+  o.ranks = 4;
+  o.per_node = 4;
+  const StepPrediction s = pipeline_step(
+      m, c,
+      [](double, int) {
+        return CommTime{"ring", 0};
+      },
+      [](double, bool) { return 0.0; }, o);
+  EXPECT_NEAR(s.bubble, 3.0 / 19.0, 1e-12);
+  // Four stages with no communication: at best a quarter of the replica's work per stage.
+  const double replica_work = c.forward_total() * 4 + c.backward_total() * 4;
+  EXPECT_GE(s.step_s, replica_work / 4 * 19.0 / 16.0 * 0.999);
+  EXPECT_NE(s.layout.find("4 stages x 1 replicas"), std::string::npos);
+}
+
+TEST(Predict, EfficiencyIsOneAloneAndFallsWithTheNetwork) {
+  PredictRequest r;
+  r.model = costs("resnet50");
+  r.compute = profile_from_throughput(r.model, 32, 1000, 0, "test");
+  r.per_node = 8;
+  r.nodes = {1, 8, 64, 1024};
+  r.comm.fabric.intra = {1e-6, 1 / 300e9, 0};
+  r.comm.fabric.inter = {10e-6, 1 / 5e9, 0};
+  r.comm.algorithms = nccl_algorithms();
+  auto p = predict_scaling(r);
+  ASSERT_TRUE(p.ok());
+  ASSERT_EQ(p->size(), 4u);
+  for (size_t i = 0; i < p->size(); ++i) {
+    const Prediction& x = (*p)[i];
+    EXPECT_EQ(x.ranks, x.nodes * 8);
+    EXPECT_LE(x.scaling_efficiency, 1.0 + 1e-9);
+    EXPECT_NEAR(x.throughput_sps, 32.0 * x.ranks / x.step_s, 1e-6 * x.throughput_sps);
+    if (i > 0) {
+      EXPECT_LE(x.scaling_efficiency, (*p)[i - 1].scaling_efficiency + 1e-9);
+    }
+  }
+  r.per_node = 1;
+  r.nodes = {1};
+  auto one = predict_scaling(r);
+  ASSERT_TRUE(one.ok());
+  EXPECT_NEAR((*one)[0].scaling_efficiency, 1.0, 1e-9);
+  EXPECT_EQ((*one)[0].algorithm, "none");
+  const nlohmann::json j = predictions_to_json(*p);
+  for (const char* k : {"nodes", "ranks", "step_ms", "compute_ms", "exposed_comm_ms",
+                        "throughput_sps", "scaling_efficiency", "algorithm"}) {
+    EXPECT_TRUE(j["predictions"][0].contains(k)) << k;
+  }
+}
+
+TEST(Predict, BadNodeCountsAreRefused) {
+  PredictRequest r;
+  r.model = costs("lenet");
+  r.compute = profile_from_throughput(r.model, 8, 100, 0, "test");
+  r.nodes = {2, 0};
+  auto p = predict_scaling(r);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.error().exit_code(), 2);
+  EXPECT_FALSE(parse_parallel("model").ok());
+}
+
+TEST(Predict, AutoLayoutIsNeverSlowerThanDataParallel) {
+  PredictRequest r;
+  r.model = costs("vgg16");
+  r.compute = profile_from_throughput(r.model, 16, 150, 0, "test");
+  r.per_node = 4;
+  r.nodes = {4, 32};
+  r.comm.fabric.intra = {2e-6, 1 / 10e9, 0};
+  r.comm.fabric.inter = {10e-6, 1 / 0.5e9, 0};
+  auto data = predict_scaling(r);
+  r.parallel = Parallel::kAuto;
+  auto any = predict_scaling(r);
+  ASSERT_TRUE(data.ok() && any.ok());
+  for (size_t i = 0; i < data->size(); ++i) EXPECT_LE((*any)[i].step_s, (*data)[i].step_s + 1e-12);
+  r.parallel = Parallel::kHybrid;
+  auto hybrid = predict_scaling(r);
+  ASSERT_TRUE(hybrid.ok());
+  EXPECT_NE((*hybrid)[0].layout.find("pipeline"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace dltune::predict
