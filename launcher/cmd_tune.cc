@@ -25,6 +25,7 @@
 #include "common/paths.h"
 #include "common/strings.h"
 #include "launcher/commands.h"
+#include "launcher/cost_fits.h"
 #include "launcher/rank_program.h"
 #include "launcher/temp_dir.h"
 #include "launcher/tune_recipe.h"
@@ -245,9 +246,16 @@ int run_tune(const TuneCliOptions& o) {
   if (!out) return report_error("tune", internal_error(out.error().message()));
   auto plan = tuner::plan_from_outcome(*out);
   if (!plan) return report_error("tune", internal_error(plan.error().message()));
-  if (Status s = store(*layers, key, *out, *plan); !s.ok()) {
+  // Inside a Slurm allocation the ranks may span nodes: the shape is the one they saw.
+  tdb::Key stored_key = key;
+  if (out->nodes > 0 && out->ranks % out->nodes == 0) {
+    stored_key =
+        tuner::make_key(*topo, tdb::JobShape{out->nodes, out->ranks / out->nodes}, "", false);
+  }
+  if (Status s = store(*layers, stored_key, *out, *plan); !s.ok()) {
     return report_error("tune", s.error().wrap("storing the plan in " + layers->user_db));
   }
+  launcher::store_level_fits(layers->user_db, stored_key);
   print_result(o, layers->user_db, *out, *plan);
   return 0;
 }

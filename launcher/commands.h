@@ -19,6 +19,7 @@ void setup_db(CLI::App& app, int* exit_code);
 void setup_tune(CLI::App& app, int* exit_code);
 void setup_launch(CLI::App& app, int* exit_code);
 void setup_model(CLI::App& app, int* exit_code);
+void setup_predict(CLI::App& app, int* exit_code);
 
 // Prints "dltune <command>: <message>" to stderr and returns the error's exit code.
 int report_error(const std::string& command, const Error& error);

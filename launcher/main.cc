@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
   dltune::cli::setup_tune(app, &exit_code);
   dltune::cli::setup_launch(app, &exit_code);
   dltune::cli::setup_model(app, &exit_code);
+  dltune::cli::setup_predict(app, &exit_code);
 
   try {
     // --help-env must work without a subcommand.

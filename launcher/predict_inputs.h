@@ -1,0 +1,60 @@
+// What `dltune predict` (cmd_predict.cc) and the launch summary feed predict/predict.h: the
+// model, one rank's compute and the allreduce costs, each from the source the options name.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "recipes/recipe.h"
+
+#include "predict/predict.h"
+
+namespace dltune::launcher {
+
+struct PredictOptions {
+  std::string target;  // a built-in model or a recipe (file or bundled name)
+  std::vector<int> nodes;
+  int per_node = 0;          // 0: the topology file's GPUs, 8 for a device, else the recipe's
+  int batch = 0;             // 0: the recipe's per-rank batch, else 32
+  std::string device;        // --device
+  double single_sps = 0;     // --single-sps
+  std::string intra, inter;  // "GBPS[,US]"
+  std::string topo;          // --topo FILE
+  std::string algo = "auto";
+  std::string parallel = "data";
+  std::string bucket;  // --bucket BYTES ("" : the recipe's, else 4 MiB)
+  bool no_overlap = false;
+  std::string db;  // --db (this machine's measured models)
+  int profile_steps = 3;
+};
+
+// The resolved inputs, and how each was obtained (printed above the table).
+struct PredictInputs {
+  predict::PredictRequest request;
+  std::string model_name;
+  std::string compute_note, comm_note, overlap_note;
+  std::optional<recipes::Recipe> recipe;
+};
+
+// Parses "1,8,64" (each 1 .. 1,000,000). Errors: invalid_input naming --nodes.
+Result<std::vector<int>> parse_node_list(const std::string& text);
+// Parses "GBPS[,US]" into a link (latency default_us when not given). Errors: invalid_input
+// naming `flag`.
+Result<predict::Link> parse_link(const std::string& text, const std::string& flag,
+                                 double default_us, double efficiency);
+
+// One rank's compute measured here: dltune-worker profile of `target` (a recipe when
+// `is_recipe`, else a built-in model) at `batch`, `steps` timed steps. Errors: the run failing
+// (exit 2 when it found bad input, else 1).
+Result<predict::ComputeProfile> profile_here(const std::string& target, bool is_recipe, int batch,
+                                             int steps, const predict::ModelCosts& model);
+
+// Resolves everything; measuring this machine's compute runs dltune-worker profile (seconds).
+// Errors: bad options and files (invalid_input / not_found, exit 2), a profile run that fails
+// (exit 1), no communication model for a shape asked (unsupported, exit 2, saying what to
+// run or give).
+Result<PredictInputs> resolve_predict_inputs(const PredictOptions& o);
+
+}  // namespace dltune::launcher

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# `dltune predict` end to end: its JSON and table from each compute and communication source
+# (a device, a published throughput, a topology file, this machine's compute measured by
+# dltune-worker profile), the pipeline model, and one sentence with exit 2 for each bad input.
+# Usage: predict_cli_test.sh DLTUNE_BINARY SOURCE_DIR
+set -u
+dltune=$1
+src=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export DLTUNE_DB=$tmp/db.sqlite DLTUNE_SITE_DB=
+fail() { echo "FAIL: $*"; exit 1; }
+
+# A device and a network: the acceptance command, as JSON and as a table.
+"$dltune" predict resnet50 --nodes 1,8,64,512,1024 --per-node 8 --device h100 --inter 50 --json \
+  >"$tmp/h100.json" 2>"$tmp/err" || fail "device h100 exited $?: $(cat "$tmp/err")"
+python3 - "$tmp/h100.json" <<'PY' || fail "device h100: $(cat "$tmp/h100.json")"
+import json, sys
+j = json.load(open(sys.argv[1]))
+p = j["predictions"]
+assert [x["nodes"] for x in p] == [1, 8, 64, 512, 1024], p
+assert [x["ranks"] for x in p] == [8, 64, 512, 4096, 8192], p
+keys = {"nodes", "ranks", "step_ms", "compute_ms", "exposed_comm_ms", "throughput_sps",
+        "scaling_efficiency", "algorithm"}
+for x in p:
+    assert keys <= set(x), x
+    assert abs(x["step_ms"] - x["compute_ms"] - x["exposed_comm_ms"]) < 1e-6 * x["step_ms"], x
+    assert abs(x["throughput_sps"] - 32 * x["ranks"] / x["step_ms"] * 1e3) < 1e-6 * x["throughput_sps"], x
+    assert 0 < x["scaling_efficiency"] <= 1 + 1e-9, x
+    assert x["algorithm"] in ("ring", "hier_pipelined"), x
+effs = [x["scaling_efficiency"] for x in p]
+assert effs == sorted(effs, reverse=True), effs
+assert j["batch"] == 32 and j["per_node"] == 8 and j["parameters"] == 25557032, j
+assert "h100" in j["compute_source"] and "fraction" in j["compute_source"], j
+PY
+"$dltune" predict resnet50 --nodes 1,8 --per-node 8 --device h100 --inter 50 >"$tmp/h100.txt" ||
+  fail "the table exited $?"
+grep -q "exposed_ms" "$tmp/h100.txt" && grep -q "efficiency" "$tmp/h100.txt" ||
+  fail "the table: $(cat "$tmp/h100.txt")"
+
+# A published throughput on the nodes of a topology file (8 GPUs, 4 x 100 Gbit/s EFA).
+"$dltune" predict resnet50 --nodes 1,2 --single-sps 2500 --topo \
+  "$src/predict/tests/data/aws_p4d-24xl-topo.xml" --json >"$tmp/p4d.json" 2>"$tmp/err" ||
+  fail "--topo exited $?: $(cat "$tmp/err")"
+python3 - "$tmp/p4d.json" <<'PY' || fail "--topo: $(cat "$tmp/p4d.json")"
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["per_node"] == 8 and abs(j["single_device_sps"] - 2500) < 1e-6, j
+assert j["predictions"][1]["ranks"] == 16 and "EFA" in j["comm_source"], j
+PY
+
+# This machine's compute, measured (dltune-worker profile); one rank needs no network.
+"$dltune" predict lenet --nodes 1 --per-node 1 --batch 16 --profile-steps 2 --json \
+  >"$tmp/here.json" 2>"$tmp/err" || fail "measured compute exited $?: $(cat "$tmp/err")"
+python3 - "$tmp/here.json" <<'PY' || fail "measured compute: $(cat "$tmp/here.json")"
+import json, sys
+j = json.load(open(sys.argv[1]))
+p = j["predictions"][0]
+assert p["ranks"] == 1 and p["exposed_comm_ms"] == 0 and abs(p["scaling_efficiency"] - 1) < 1e-9, p
+assert p["step_ms"] > 0 and "measured here" in j["compute_source"], j
+PY
+
+# The pipeline model: one replica of 8 stages.
+"$dltune" predict gpt-tiny --nodes 2 --per-node 4 --device a100 --inter 25 --parallel pipeline \
+  --json >"$tmp/pipe.json" 2>"$tmp/err" || fail "--parallel pipeline exited $?: $(cat "$tmp/err")"
+grep -q '"layout": "pipeline 8 stages x 1 replicas' "$tmp/pipe.json" ||
+  fail "--parallel pipeline: $(cat "$tmp/pipe.json")"
+
+# Bad input: exit 2 and one sentence naming what is wrong.
+bad() {  # bad WHAT-TO-FIND ARGS...
+  local want=$1
+  shift
+  "$dltune" predict "$@" >"$tmp/out" 2>"$tmp/err"
+  local rc=$?
+  [ $rc -eq 2 ] || fail "predict $* exited $rc, not 2: $(cat "$tmp/err")"
+  [ "$(wc -l <"$tmp/err")" -eq 1 ] || fail "predict $*: more than one line: $(cat "$tmp/err")"
+  grep -q -- "$want" "$tmp/err" || fail "predict $*: no '$want' in: $(cat "$tmp/err")"
+  [ -s "$tmp/out" ] && fail "predict $* printed on stdout: $(cat "$tmp/out")"
+  return 0
+}
+bad "unknown device 'tpu'" resnet50 --nodes 1 --device tpu
+bad "at least 1" resnet50 --nodes 0 --device h100
+bad "--nodes" resnet50 --nodes 1,x --device h100
+printf '<system><pci class="0x030200">' >"$tmp/broken.xml"
+bad "broken.xml" resnet50 --nodes 1 --topo "$tmp/broken.xml" --single-sps 100
+printf '<?xml version="1.0"?>\n<html><body>a page</body></html>\n' >"$tmp/page.xml"
+bad "neither" resnet50 --nodes 1 --topo "$tmp/page.xml" --single-sps 100
+bad "not-a-model" not-a-model --nodes 1 --device h100
+bad "--inter" resnet50 --nodes 1,2 --device h100
+bad "--inter" resnet50 --nodes 2 --device h100 --inter fast
+bad "--parallel" resnet50 --nodes 1 --device h100 --parallel model
+bad "--algo" resnet50 --nodes 1 --device h100 --algo bogus
+echo "dltune predict: all checks passed"
