@@ -18,6 +18,7 @@
 #include "launcher/launch_job.h"
 #include "launcher/launch_outcome.h"
 #include "launcher/launch_plan.h"
+#include "launcher/launch_prediction.h"
 #include "launcher/rank_program.h"
 #include "launcher/run_dir.h"
 #include "launcher/slurm_backend.h"
@@ -125,6 +126,8 @@ int run_launch(const LaunchOptions& o) {
 
   // 2-3. The plan.
   launcher::PlanChoice choice;
+  launcher::LaunchPredictor predictor(job->recipe, job->recipe_path, job->shape,
+                                      static_cast<int>(topo->cores.size()));
   std::optional<RunDir> dir = resumed;
   std::optional<launcher::TempDir> scratch;
   if (resumed) {
@@ -155,6 +158,11 @@ int run_launch(const LaunchOptions& o) {
     if (req.retune || (!req.no_tune && job->recipe.tune.budget_seconds > 0)) {
       progress.phase("looking up the plan");
     }
+    req.predict_sps = [&](const recipes::Plan& plan, const launcher::PlanChoice& so_far) {
+      predictor.set_models(so_far.collective_measurements, so_far.level_fits);
+      const launcher::LaunchPrediction p = predictor.predict(plan, false);
+      return p.ok ? std::optional<double>(p.job.throughput_sps) : std::nullopt;
+    };
     auto c = launcher::choose_plan(req);
     if (!c) return report_error("launch", c.error());
     choice = std::move(*c);
@@ -178,6 +186,12 @@ int run_launch(const LaunchOptions& o) {
   if (o.dry_run) {
     print_dry_run(o, *job, choice, cfg, *worker);
     return 0;
+  }
+  // What the models predict, before the ranks measure it (the summary sets them side by side).
+  launcher::LaunchPrediction prediction;
+  if (!resumed) {
+    predictor.set_models(choice.collective_measurements, choice.level_fits);
+    prediction = predictor.predict(choice.plan, true);
   }
   if (!resumed) {
     cfg.metrics_path = dir->metrics();
@@ -244,6 +258,7 @@ int run_launch(const LaunchOptions& o) {
   facts.cores_per_node = static_cast<int>(topo->cores.size());
   facts.binding = job->recipe.launch.binding;
   facts.choice = choice;
+  facts.prediction = prediction;
   auto ws = paths::read_file(dir->file("worker_summary.json"));
   facts.worker = ws ? nlohmann::json::parse(*ws, nullptr, false) : nlohmann::json::object();
   if (!facts.worker.is_object()) facts.worker = nlohmann::json::object();

@@ -257,17 +257,23 @@ nlohmann::json make_summary(const RunFacts& f, const MetricsLog& log, const RunD
   // each core; a core's copy at copy_gbs moves 2 x copy_gbs (every byte is read and written),
   // hence (p-1)/p N / copy_gbs. (This used to charge both directions at the copy rate, a bound
   // twice too high, which the shared-memory allreduce "beat" on the quickstart.)
-  const double p = f.ranks;
-  ar["bound_s_per_step"] =
-      f.copy_gbs > 0 && f.ranks > 1
-          ? nlohmann::json((p - 1) / p * static_cast<double>(f.gradient_bytes) / (f.copy_gbs * 1e9))
-          : nlohmann::json(0.0);
+  // Across nodes the network is a second level with its own measured bandwidth
+  // (launch_prediction.h's allreduce_bound): the bound is the slower level's.
+  const int per_node = f.ranks / std::max(1, f.nodes);
+  const AllreduceBound bound =
+      allreduce_bound(f.gradient_bytes, f.nodes, per_node, f.copy_gbs, f.choice.level_fits);
+  ar["bound_s_per_step"] = f.ranks > 1 ? bound.bound_s : 0.0;
+  ar["bound_levels"] = {
+      {"memory_s", bound.intra_s},
+      {"network_s", bound.inter_known ? nlohmann::json(bound.inter_s) : nlohmann::json(nullptr)},
+      {"network_node_gbps", bound.node_gbps}};
   ar["copy_gbs"] = f.copy_gbs;
   s["allreduce"] = ar;
   s["plan_source"] = f.choice.source;
   s["plan"] = recipes::plan_to_json(f.choice.plan);
   s["plan_reason"] = f.choice.plan.provenance.reason;
   s["predicted_sps"] = f.choice.plan.provenance.predicted_sps;
+  s["prediction"] = prediction_json(f.prediction);
   s["trial_measured_sps"] = f.choice.plan.provenance.measured_sps;
   s["database"] = {
       {"path", f.choice.db_path}, {"from_site", f.choice.from_site}, {"site", f.choice.site}};
@@ -313,6 +319,11 @@ std::string format_summary(const nlohmann::json& s) {
            " ms";
   }
   if (!ar["sweep_s_per_step"].is_number()) arl += " (the sweep measured no size near it)";
+  if (ar.contains("bound_levels") && ar["bound_levels"]["network_s"].is_number()) {
+    arl += " (network " + fixed(1e3 * ar["bound_levels"]["network_s"].get<double>(), 2) +
+           " ms at " + fixed(num(ar["bound_levels"], "network_node_gbps"), 2) +
+           " GB/s a node, memory " + fixed(1e3 * num(ar["bound_levels"], "memory_s"), 2) + " ms)";
+  }
   line("allreduce          ", arl);
   const double acc = num(s, "heldout_accuracy", -1);
   if (s.contains("unigram_entropy_bits") && s["heldout_bits_per_byte"].is_number()) {
@@ -344,6 +355,15 @@ std::string format_summary(const nlohmann::json& s) {
   if (num(s, "predicted_sps") > 0 || num(s, "trial_measured_sps") > 0) {
     line("  predicted/trial  ", fixed(num(s, "predicted_sps"), 0) + " / " +
                                     fixed(num(s, "trial_measured_sps"), 0) + " samples/s");
+  }
+  if (s.contains("prediction") && s["prediction"].contains("step_ms")) {
+    const auto& p = s["prediction"];
+    line("predicted          ",
+         fixed(num(p, "throughput_sps"), 0) + " samples/s, step " + fixed(num(p, "step_ms"), 2) +
+             " ms = compute " + fixed(num(p, "compute_ms"), 2) + " ms + exposed communication " +
+             fixed(num(p, "exposed_comm_ms"), 2) + " ms (" + p.value("algorithm", "") +
+             "); measured " + fixed(num(s, "throughput_sps"), 0) + " samples/s, step " +
+             fixed(1e3 * (num(st, "compute_s") + num(st, "exposed_comm_s")), 2) + " ms");
   }
   if (s.contains("warnings")) {
     for (const auto& w : s["warnings"]) line("warning            ", w.get<std::string>());
@@ -400,6 +420,13 @@ Status write_report(const RunFacts& f, const MetricsLog& log, const nlohmann::js
   d.step_breakdown = {{"compute", num(st, "compute_s")},
                       {"exposed communication", num(st, "exposed_comm_s")},
                       {"other", num(st, "other_s")}};
+  for (const auto& c : f.prediction.curve) {
+    d.predicted_scaling.push_back({c.nodes, c.ranks, c.throughput_sps, c.scaling_efficiency});
+  }
+  d.scaling_note = "The models' prediction for this job's per-rank work at " +
+                   std::to_string(f.ranks / std::max(1, f.nodes)) +
+                   " rank(s) per node: " + f.prediction.compute_note + "; " +
+                   f.prediction.curve_note + ".";
   return paths::write_file_atomic(dir.report(), report::render_report_html(d));
 }
 

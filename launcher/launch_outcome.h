@@ -12,6 +12,7 @@
 #include "common/progress.h"
 #include "common/result.h"
 #include "launcher/launch_plan.h"
+#include "launcher/launch_prediction.h"
 #include "launcher/run_dir.h"
 #include "recipes/recipe.h"
 
@@ -53,6 +54,7 @@ struct RunFacts {
   double wall_seconds = 0;      // the whole launch
   uint64_t gradient_bytes = 0;  // bytes allreduced per step
   double copy_gbs = 0;          // single-core copy bandwidth at a bucket's size, for the bound
+  LaunchPrediction prediction;  // what the models said before the run (launch_prediction.h)
   std::string resumed_from;     // checkpoint a resumed run started from ("" none)
   // Text data: the unigram entropy of the file in bits per byte (what a model that learned
   // only byte frequencies reaches); < 0 for other data.

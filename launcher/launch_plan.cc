@@ -7,6 +7,7 @@
 
 #include "common/log.h"
 #include "common/paths.h"
+#include "launcher/cost_fits.h"
 #include "launcher/rank_program.h"
 #include "tuner/collective_plan.h"
 #include "tuner/collective_tuning.h"
@@ -62,6 +63,7 @@ Result<recipes::Plan> collective_plan(const PlanRequest& r, PlanChoice& choice, 
       if (plan) {
         tell(r, "collectives: using the cached collective plan from " + hit->db_path);
         choice.collective_measurements = stored_measurements(hit->db_path, key);
+        choice.level_fits = stored_level_fits(hit->db_path, key.fingerprint);
         return plan;
       }
     }
@@ -98,6 +100,7 @@ Result<recipes::Plan> collective_plan(const PlanRequest& r, PlanChoice& choice, 
   DLTUNE_TRY_CTX(
       tdb::store_plan(r.layers.user_db, {key, recipes::serialize_plan(*plan), prov}, rows),
       "storing the collective plan in " + r.layers.user_db);
+  choice.level_fits = store_level_fits(r.layers.user_db, key);
   choice.collective_outcome = std::move(j);
   choice.collective_measurements = rows;
   tell(r, "collectives: tuned in " + std::to_string(static_cast<int>(outcome->tuning_s + 0.5)) +
@@ -151,8 +154,9 @@ Result<PlanChoice> choose_plan(const PlanRequest& r) {
       choice.db_path = hit->db_path;
       choice.from_site = hit->from_site;
       choice.site = hit->site;
-      choice.collective_measurements =
-          stored_measurements(hit->db_path, tuner::make_key(r.topo, db_shape(r.job), "", false));
+      const tdb::Key ckey = tuner::make_key(r.topo, db_shape(r.job), "", false);
+      choice.collective_measurements = stored_measurements(hit->db_path, ckey);
+      choice.level_fits = stored_level_fits(hit->db_path, ckey.fingerprint);
       return choice;
     }
     choice.notes.push_back("the cached plan in " + hit->db_path + " does not parse (" +
@@ -207,6 +211,12 @@ Result<PlanChoice> choose_plan(const PlanRequest& r) {
   choice.source = "tuned";
   choice.tuning_s = seconds_since(t0);
   choice.db_path = r.layers.user_db;
+  if (r.predict_sps) {
+    // The prediction comes from the models (one rank's compute, the fitted allreduce, the
+    // engine's overlap), not from the trials that measured it.
+    const auto predicted = r.predict_sps(choice.plan, choice);
+    choice.plan.provenance.predicted_sps = predicted.value_or(0.0);
+  }
   const tdb::Provenance prov = tdb::local_provenance();
   DLTUNE_TRY_CTX(
       tdb::store_plan(r.layers.user_db, {key, recipes::serialize_plan(choice.plan), prov}, {},

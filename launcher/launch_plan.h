@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,12 +17,16 @@
 #include "topology/topology.h"
 #include "tuner/db/lookup.h"
 
+#include "predict/level_fit.h"
+
 namespace dltune::launcher {
 
 // Runs `argv` (argv[0] an executable path) as every rank of the job and returns when all have
 // exited; an error (peer_failed) names the failed rank. `phase` names the step for messages.
 using RankRunner =
     std::function<Status(const std::string& phase, const std::vector<std::string>& argv)>;
+
+struct PlanChoice;
 
 struct PlanRequest {
   recipes::Recipe recipe;
@@ -34,6 +39,10 @@ struct PlanRequest {
   std::string work_dir;  // scratch for the tuner's files
   Progress* progress = nullptr;
   RankRunner run;
+  // The models' throughput for a tuned plan (launch_prediction.h), given the choice so far
+  // (its sweep and level fits); nullopt when they cannot say. Unset: the plan keeps the
+  // trials' own average as its prediction.
+  std::function<std::optional<double>(const recipes::Plan&, const PlanChoice&)> predict_sps;
 };
 
 struct PlanChoice {
@@ -47,6 +56,9 @@ struct PlanChoice {
   nlohmann::json collective_outcome;  // tuner::outcome_to_json, null when not tuned now
   nlohmann::json recipe_outcome;      // the trial results, null when not tuned now
   std::vector<tuner::db::Measurement> collective_measurements;  // for the report's curves
+  // This machine's per-level cost models (predict/level_fit.h): fitted when the collectives
+  // were tuned now, else read back with a cached plan.
+  std::vector<predict::LevelFit> level_fits;
 };
 
 // The recipe's own choices as a plan ("default" provenance): its batch (per-rank, or global /

@@ -86,6 +86,7 @@ std::string render_report_html(const ReportData& d) {
                d.step_breakdown.empty()
                    ? empty("No step timing was recorded.")
                    : render_stacked_bar("Mean time per step", d.step_breakdown, "s"));
+  o << scaling_section(d);
   o << "</body></html>\n";
   return o.str();
 }

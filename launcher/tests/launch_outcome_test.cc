@@ -146,5 +146,56 @@ TEST(LaunchOutcome, TheAllreduceBoundIsTheTrafficAcrossEachCore) {
   EXPECT_EQ(run.summary()["allreduce"]["bound_s_per_step"].get<double>(), 0.0);
 }
 
+// Across nodes the network is a level of its own: each node sends and receives 2 (N-1)/N of
+// the gradient through its links at the bandwidth the inter-node fit measured (G ranks over one
+// rank's beta), and the bound is the slower level's.
+TEST(LaunchOutcome, TheAllreduceBoundAcrossNodesIsTheSlowerLevel) {
+  FakeRun run(300, 2.31, 0.05);
+  run.facts.gradient_bytes = 1'000'000'000;
+  run.facts.copy_gbs = 10;
+  run.facts.ranks = 4;
+  run.facts.nodes = 2;
+  // No network fit: only the memory level is known, (2-1)/2 N at 10 GB/s.
+  auto ar = run.summary()["allreduce"];
+  EXPECT_NEAR(ar["bound_s_per_step"].get<double>(), 0.05, 1e-12);
+  EXPECT_TRUE(ar["bound_levels"]["network_s"].is_null());
+  // 2 ranks per node each at 0.5 GB/s: 1 GB/s a node; 2 (2-1)/2 N / 1 GB/s = 1 s.
+  predict::LevelFit inter;
+  inter.level = "inter";
+  inter.nodes = 2;
+  inter.ranks_per_node = 2;
+  inter.link = {1e-5, 1 / 0.5e9, 0};
+  run.facts.choice.level_fits = {inter};
+  ar = run.summary()["allreduce"];
+  EXPECT_NEAR(ar["bound_levels"]["network_s"].get<double>(), 1.0, 1e-9);
+  EXPECT_NEAR(ar["bound_levels"]["network_node_gbps"].get<double>(), 1.0, 1e-9);
+  EXPECT_NEAR(ar["bound_levels"]["memory_s"].get<double>(), 0.05, 1e-12);
+  EXPECT_NEAR(ar["bound_s_per_step"].get<double>(), 1.0, 1e-9);
+  EXPECT_NE(format_summary(run.summary()).find("network 1000.00 ms at 1.00 GB/s a node"),
+            std::string::npos);
+  // An intra-node fit is not a network: one node's bound stays the memory level's.
+  run.facts.nodes = 1;
+  EXPECT_NEAR(run.summary()["allreduce"]["bound_s_per_step"].get<double>(), 0.075, 1e-12);
+}
+
+// The models' prediction made before the run is set beside what the run measured.
+TEST(LaunchOutcome, ThePredictionStandsBesideTheMeasurement) {
+  FakeRun run(100, 2.31, 0.05);
+  EXPECT_TRUE(run.summary()["prediction"].contains("error"));
+  run.facts.prediction.ok = true;
+  run.facts.prediction.job.step_s = 0.012;
+  run.facts.prediction.job.compute_s = 0.010;
+  run.facts.prediction.job.exposed_comm_s = 0.002;
+  run.facts.prediction.job.throughput_sps = 42000;
+  run.facts.prediction.job.algorithm = "hier";
+  const auto s = run.summary();
+  EXPECT_NEAR(s["prediction"]["step_ms"].get<double>(), 12.0, 1e-9);
+  EXPECT_EQ(s["prediction"]["algorithm"], "hier");
+  const std::string text = format_summary(s);
+  EXPECT_NE(text.find("predicted          42000 samples/s, step 12.00 ms = compute 10.00 ms"),
+            std::string::npos)
+      << text;
+}
+
 }  // namespace
 }  // namespace dltune::launcher

@@ -48,6 +48,20 @@ TEST(Report, EmptySectionsSaySo) {
   EXPECT_EQ(count(html, "<svg"), 0u);
 }
 
+// The predicted scaling curve: two plots against nodes with where the numbers come from, or a
+// sentence when no prediction was made.
+TEST(Report, PredictedScalingHasItsPlotsOrSaysWhyNot) {
+  ReportData d = sample();
+  EXPECT_NE(render_report_html(d).find("No prediction was made for this run."), std::string::npos);
+  d.predicted_scaling = {{1, 2, 1000, 1.0}, {16, 32, 12000, 0.75}, {1024, 2048, 200000, 0.2}};
+  d.scaling_note = "fits <of> this machine";
+  const std::string html = render_report_html(d);
+  EXPECT_EQ(count(html, "<svg"), 7u);  // the five above, efficiency and throughput
+  EXPECT_NE(html.find("Predicted scaling efficiency"), std::string::npos);
+  EXPECT_NE(html.find("fits &lt;of&gt; this machine"), std::string::npos);
+  EXPECT_EQ(html.find("No prediction was made"), std::string::npos);
+}
+
 TEST(SvgChart, LogAxesSkipNonPositivePointsAndLabelBytes) {
   LineChart c{"t",
               "size",

@@ -1,0 +1,143 @@
+#include "launcher/launch_prediction.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "launcher/predict_inputs.h"
+
+#include "predict/machine_comm.h"
+
+namespace dltune::launcher {
+namespace {
+
+// The candidate name the plan's ranks run at `bytes` ("ring/262144", "hier", ...).
+std::string plan_candidate(const recipes::Plan& plan, double bytes) {
+  auto rule = plan.algorithm_for(recipes::Collective::kAllreduce, static_cast<uint64_t>(bytes));
+  if (!rule) return "ring";
+  std::string name(recipes::algorithm_name(rule->algo));
+  if (rule->segment_bytes > 0) name += "/" + std::to_string(rule->segment_bytes);
+  return name;
+}
+
+}  // namespace
+
+LaunchPrediction LaunchPredictor::predict(const recipes::Plan& plan, bool with_curve) {
+  LaunchPrediction out;
+  const int64_t batch = std::max<int64_t>(1, plan.training.per_rank_batch);
+  auto model = predict::model_costs(recipe_.model.graph, recipe_.name);
+  if (!model) {
+    out.why_not = model.error().message();
+    return out;
+  }
+  if (!compute_.count(batch) && !compute_error_.count(batch)) {
+    auto c = profile_here(path_, true, static_cast<int>(batch), 3, *model);
+    if (c) {
+      compute_[batch] = *c;
+    } else {
+      compute_error_[batch] = c.error().message();
+    }
+  }
+  if (compute_error_.count(batch)) {
+    out.why_not = compute_error_[batch];
+    return out;
+  }
+  const int nodes = static_cast<int>(job_.nodes), g_per = static_cast<int>(job_.ranks_per_node);
+  predict::MachineComm mc = predict::machine_comm(rows_, fits_, g_per);
+  predict::PredictRequest r;
+  r.model = std::move(*model);
+  r.compute = compute_[batch];
+  r.per_node = g_per;
+  r.bucket_bytes = std::max<uint64_t>(4, plan.training.bucket_bytes);
+  r.overlap = plan.training.overlap;
+  r.cores_per_node = cores_;
+  r.comm = mc.source;
+  r.comm.plan_shape = {nodes, g_per};
+  r.comm.plan_algo = [plan](double bytes) { return plan_candidate(plan, bytes); };
+  const bool measured_here = r.comm.measured.count({nodes, g_per}) > 0;
+  if (nodes * g_per > 1 && !measured_here &&
+      ((g_per > 1 && !mc.has_intra) || (nodes > 1 && !mc.has_inter))) {
+    out.why_not = "no allreduce model of this shape (no sweep of it, no level fit)";
+    return out;
+  }
+  out.compute_note = r.compute.source;
+  out.comm_note = measured_here ? "this shape's sweep with the plan's algorithm choices"
+                                : "the per-level fits of this machine's sweeps";
+  out.single_sps = predict::single_device_sps(r.compute);
+  r.nodes = {nodes};
+  auto at_job = predict::predict_scaling(r);
+  if (!at_job) {
+    out.why_not = at_job.error().message();
+    return out;
+  }
+  out.job = at_job->front();
+  out.ok = true;
+  if (!with_curve) return out;
+  if (!mc.has_inter) {
+    // No network was measured here: a 10 Gbit/s Ethernet link per node (the namespace
+    // cluster's default), said so.
+    r.comm.fabric.inter = {20e-6, g_per / 1.25e9, 0};
+    out.curve_note =
+        "across nodes: an assumed 10 Gbit/s, 20 us link per node (no inter-node "
+        "sweep stored on this machine)";
+  } else {
+    out.curve_note = "across nodes: the inter-node fit of this machine's sweeps";
+  }
+  if (!mc.has_intra && g_per > 1) r.comm.fabric.intra = r.comm.fabric.inter;
+  r.nodes.clear();
+  for (int n = 1; n <= 1024; n *= 2) r.nodes.push_back(n);
+  if (auto c = predict::predict_scaling(r)) out.curve = *c;
+  return out;
+}
+
+AllreduceBound allreduce_bound(uint64_t gradient_bytes, int nodes, int ranks_per_node,
+                               double copy_gbs, const std::vector<predict::LevelFit>& fits) {
+  AllreduceBound b;
+  const double n = static_cast<double>(gradient_bytes);
+  const double g = std::max(1, ranks_per_node);
+  if (g > 1 && copy_gbs > 0) b.intra_s = (g - 1) / g * n / (copy_gbs * 1e9);
+  if (nodes > 1) {
+    const predict::LevelFit* best = nullptr;
+    for (const predict::LevelFit& f : fits) {
+      if (f.level != "inter" || f.link.beta_s_per_b <= 0) continue;
+      if (best == nullptr || std::abs(f.ranks_per_node - ranks_per_node) <
+                                 std::abs(best->ranks_per_node - ranks_per_node)) {
+        best = &f;
+      }
+    }
+    if (best != nullptr) {
+      b.node_gbps = best->ranks_per_node / best->link.beta_s_per_b / 1e9;
+      b.inter_s = 2.0 * (nodes - 1) / nodes * n / (b.node_gbps * 1e9);
+      b.inter_known = true;
+    }
+  }
+  b.bound_s = std::max(b.intra_s, b.inter_s);
+  return b;
+}
+
+nlohmann::json prediction_json(const LaunchPrediction& p) {
+  if (!p.ok) return {{"error", p.why_not}};
+  nlohmann::json j = {{"step_ms", p.job.step_s * 1e3},
+                      {"compute_ms", p.job.compute_s * 1e3},
+                      {"exposed_comm_ms", p.job.exposed_comm_s * 1e3},
+                      {"throughput_sps", p.job.throughput_sps},
+                      {"scaling_efficiency", p.job.scaling_efficiency},
+                      {"algorithm", p.job.algorithm},
+                      {"single_device_sps", p.single_sps},
+                      {"compute_source", p.compute_note},
+                      {"comm_source", p.comm_note}};
+  nlohmann::json curve = nlohmann::json::array();
+  for (const auto& c : p.curve) {
+    curve.push_back({{"nodes", c.nodes},
+                     {"ranks", c.ranks},
+                     {"step_ms", c.step_s * 1e3},
+                     {"exposed_comm_ms", c.exposed_comm_s * 1e3},
+                     {"throughput_sps", c.throughput_sps},
+                     {"scaling_efficiency", c.scaling_efficiency},
+                     {"algorithm", c.algorithm}});
+  }
+  j["scaling"] = std::move(curve);
+  j["scaling_note"] = p.curve_note;
+  return j;
+}
+
+}  // namespace dltune::launcher

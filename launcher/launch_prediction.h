@@ -1,0 +1,81 @@
+// What the models predict for a launch, before it runs: the plan's step time and throughput
+// at the job's shape (the plan's own allreduce choices on the shape's measured sweep, or the
+// per-level fits), and the scaling curve of the same per-rank work from 1 to 1,024 nodes for
+// the report. One rank's compute is measured once (dltune-worker profile of the recipe at the
+// plan's per-rank batch, a few steps) and reused. The summary sets it beside what the launch
+// measured; the tuner stores the throughput as the plan's prediction.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "recipes/plan.h"
+#include "recipes/recipe.h"
+#include "tuner/db/records.h"
+
+#include "predict/level_fit.h"
+#include "predict/predict.h"
+
+namespace dltune::launcher {
+
+struct LaunchPrediction {
+  bool ok = false;
+  std::string why_not;  // when !ok
+  predict::Prediction job;
+  std::vector<predict::Prediction> curve;  // 1, 2, 4, ... 1024 nodes
+  std::string compute_note, comm_note, curve_note;
+  double single_sps = 0;
+};
+
+class LaunchPredictor {
+ public:
+  // `rows`: the job shape's sweep; `fits`: the machine's level fits (all shapes).
+  LaunchPredictor(recipes::Recipe recipe, std::string recipe_path, recipes::JobShape job,
+                  int cores_per_node)
+      : recipe_(std::move(recipe)),
+        path_(std::move(recipe_path)),
+        job_(job),
+        cores_(cores_per_node) {}
+  void set_models(std::vector<tuner::db::Measurement> rows, std::vector<predict::LevelFit> fits) {
+    rows_ = std::move(rows);
+    fits_ = std::move(fits);
+  }
+  // The prediction for `plan` (never fails: !ok says why).
+  LaunchPrediction predict(const recipes::Plan& plan, bool with_curve);
+
+ private:
+  recipes::Recipe recipe_;
+  std::string path_;
+  recipes::JobShape job_;
+  int cores_ = 0;
+  std::vector<tuner::db::Measurement> rows_;
+  std::vector<predict::LevelFit> fits_;
+  std::map<int64_t, predict::ComputeProfile> compute_;  // by per-rank batch
+  std::map<int64_t, std::string> compute_error_;
+};
+
+// The gradient allreduce's lower bound per level. Inside a node (the memory level): each rank
+// moves (G-1)/G of the gradient through a core at copy_gbs (launch_outcome.cc explains the
+// factor). Across N nodes (the network level): every node must send and receive 2 (N-1)/N of
+// the gradient through its links (Patarasuk and Yuan's bound for bandwidth-optimal allreduce),
+// at the node bandwidth the inter-node fit measured (G ranks / beta). The bound is the larger of
+// the two: a pipelined hierarchy overlaps them.
+struct AllreduceBound {
+  double intra_s = 0, inter_s = 0, bound_s = 0;
+  double node_gbps = 0;  // measured network bandwidth of a node (0: no inter-node fit)
+  bool inter_known = false;
+};
+AllreduceBound allreduce_bound(uint64_t gradient_bytes, int nodes, int ranks_per_node,
+                               double copy_gbs, const std::vector<predict::LevelFit>& fits);
+
+// summary.json's "prediction": {"step_ms", "compute_ms", "exposed_comm_ms", "throughput_sps",
+// "scaling_efficiency", "algorithm", "compute_source", "comm_source", "scaling": [{"nodes",
+// "ranks", "throughput_sps", "scaling_efficiency", "step_ms", "exposed_comm_ms"}],
+// "scaling_note"}, or {"error": why}.
+nlohmann::json prediction_json(const LaunchPrediction& p);
+
+}  // namespace dltune::launcher
