@@ -1,0 +1,331 @@
+#!/usr/bin/env bash
+# A private Slurm cluster of K simulated nodes that really talk over a network: each node is a
+# Linux network namespace (and UTS namespace: its own hostname n1..nK) joined to a bridge by a
+# veth pair whose two ends are shaped with tc to a chosen rate (and latency, where the kernel has
+# netem). One slurmd runs inside each node's namespaces; munged and slurmctld run in a hub
+# namespace that owns the bridge. So `salloc -N K` (run in the hub, see `exec`) places ranks on
+# nodes whose traffic crosses the shaped links: Open MPI between nodes uses TCP over them,
+# shared memory within a node. Needs root.
+#
+# Every address (10.213.0.0/24: node I is 10.213.0.I, the hub 10.213.0.254) exists only on the
+# bridge and veths inside the namespaces this script creates; no namespace has a route out, and
+# nothing is added to the host's own network stack. Namespaces are named dlt<PID>-hub and
+# dlt<PID>-n<I> (PID: the starting shell's), so two clusters (two tests) never share one.
+#
+#   netns_cluster.sh start DIR [NODES [CPUS]] [--rate RATE] [--delay US]
+#        NODES 1-8 (default 2) advertising CPUS CPUs each (default 4). RATE: tc's rate syntax
+#        per direction of each node's link (default 10gbit; also tried 1gbit, 25gbit). US: the
+#        one-way node-to-node latency to add, in microseconds (default 20), split over the two
+#        veth ends of a path (US/2 each, with netem). When the kernel has no netem (CONFIG_NET_SCH_NETEM
+#        unset, as on the 2-core VMs this was written on) the rate is shaped with tbf alone and
+#        no delay is added: link.json then says "delay_applied": false and the path keeps its
+#        natural latency (the sweep's ping-pong measures it).
+#   netns_cluster.sh shape DIR RATE [US]     reshape every link (between jobs).
+#   netns_cluster.sh exec DIR CMD [ARGS...]  runs CMD in the hub namespace with SLURM_CONF set:
+#        salloc / srun / dltune launch --backend slurm go here. Exits as CMD does.
+#   netns_cluster.sh node DIR I CMD [ARGS...]  runs CMD in node I's namespaces.
+#   netns_cluster.sh stop DIR                stops every daemon and step, deletes the
+#        namespaces (their veths and bridge go with them) and DIR. Safe to call twice, and on a
+#        half-started cluster.
+#   DIR/env.sh     exports SLURM_CONF (source it before calling `exec`'s commands by hand)
+#   DIR/link.json  {"nodes", "rate", "delay_us", "delay_applied", "qdisc", "subnet", "hub"}
+#   DIR/log/       daemon logs.
+# Exit status: 0 done; 77 a missing package (slurm, munge, iproute2) or not root (tests skip);
+# 1 failure (start cleans up after itself and prints the log tails); 2 bad arguments.
+set -euo pipefail
+
+die() { echo "netns_cluster.sh: $*" >&2; exit 1; }
+usage() {
+  echo "usage: netns_cluster.sh start DIR [NODES [CPUS]] [--rate R] [--delay US] |" \
+    "shape DIR RATE [US] | exec DIR CMD... | node DIR I CMD... | stop DIR" >&2
+  exit 2
+}
+
+readonly SUBNET=10.213.0
+readonly HUB_ADDR=$SUBNET.254
+
+need_packages() {
+  local missing=()
+  for p in munged mungekey slurmctld slurmd srun scontrol sinfo ip tc nsenter unshare; do
+    command -v "$p" >/dev/null 2>&1 || [ -x "/usr/sbin/$p" ] || missing+=("$p")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "netns_cluster.sh: missing ${missing[*]} (install slurmctld slurmd slurm-client munge" \
+      "iproute2 util-linux)" >&2
+    exit 77
+  fi
+  [ "$(id -u)" -eq 0 ] || { echo "netns_cluster.sh: must run as root (namespaces, slurmd)" >&2; exit 77; }
+}
+
+# The namespace names recorded at start (DIR/namespaces): the hub first.
+ns_list() { [ -s "$1/namespaces" ] && cat "$1/namespaces"; }
+hub_ns() { head -n 1 "$1/namespaces"; }
+node_ns() { sed -n "$(( $2 + 1 ))p" "$1/namespaces"; }
+in_ns() { local ns=$1; shift; nsenter --net="/run/netns/$ns" "$@"; }
+
+has_netem() {  # a throwaway namespace: does this kernel have the netem qdisc?
+  local probe=dlt$$-probe ok=1
+  ip netns add "$probe" 2>/dev/null || return 1
+  ip -n "$probe" link add p0 type dummy 2>/dev/null &&
+    tc -n "$probe" qdisc add dev p0 root netem delay 1us 2>/dev/null && ok=0
+  ip netns del "$probe" 2>/dev/null || true
+  return $ok
+}
+
+# shape_dev NS DEV RATE US NETEM: RATE (and US/2 of delay with netem) on DEV's egress.
+shape_dev() {
+  local ns=$1 dev=$2 rate=$3 us=$4 netem=$5
+  tc -n "$ns" qdisc del dev "$dev" root 2>/dev/null || true
+  if [ "$netem" = 1 ]; then
+    # netem's own rate limiter; a limit of packets large enough for a 25 Gbit/s burst.
+    tc -n "$ns" qdisc add dev "$dev" root netem delay "$(awk "BEGIN{print $us/2}")us" \
+      rate "$rate" limit 100000
+  else
+    # Token bucket: a burst of 1 ms at the rate (at least 64 KiB, a TSO segment), and a queue
+    # of 10 ms before drops.
+    local bits bytes
+    bits=$(tc_rate_bits "$rate")
+    bytes=$(( bits / 8 / 1000 ))
+    [ "$bytes" -ge 65536 ] || bytes=65536
+    tc -n "$ns" qdisc add dev "$dev" root tbf rate "$rate" burst "$bytes" latency 10ms
+  fi
+}
+
+# tc_rate_bits RATE: "10gbit" -> 10000000000 (bit, kbit, mbit, gbit; tc's decimal units).
+tc_rate_bits() {
+  local r=${1,,} n unit
+  n=${r%%[a-z]*}
+  unit=${r#"$n"}
+  [[ "$n" =~ ^[0-9]+([.][0-9]+)?$ ]] || die "rate '$1' is not a number with a unit (10gbit)"
+  case "$unit" in
+    bit) awk "BEGIN{printf \"%d\", $n}" ;;
+    kbit) awk "BEGIN{printf \"%d\", $n * 1e3}" ;;
+    mbit) awk "BEGIN{printf \"%d\", $n * 1e6}" ;;
+    gbit) awk "BEGIN{printf \"%d\", $n * 1e9}" ;;
+    *) die "rate '$1': use bit, kbit, mbit or gbit" ;;
+  esac
+}
+
+shape_all() {
+  local dir=$1 rate=$2 us=$3 netem=0 nodes i hub
+  tc_rate_bits "$rate" >/dev/null
+  [[ "$us" =~ ^[0-9]+([.][0-9]+)?$ ]] || die "delay '$us' is not a number of microseconds"
+  has_netem && netem=1
+  nodes=$(( $(wc -l <"$dir/namespaces") - 1 ))
+  hub=$(hub_ns "$dir")
+  for i in $(seq 1 "$nodes"); do
+    shape_dev "$(node_ns "$dir" "$i")" eth0 "$rate" "$us" "$netem"
+    shape_dev "$hub" "h$i" "$rate" "$us" "$netem"
+  done
+  local applied=false qdisc=tbf
+  [ "$netem" = 1 ] && applied=true && qdisc=netem
+  [ "$netem" = 1 ] || echo "netns_cluster.sh: this kernel has no netem qdisc: links shaped to" \
+    "$rate with tbf, no delay added (natural latency)" >&2
+  printf '{"nodes": %d, "rate": "%s", "delay_us": %s, "delay_applied": %s, "qdisc": "%s", "subnet": "%s.0/24", "hub": "%s"}\n' \
+    "$nodes" "$rate" "$us" "$applied" "$qdisc" "$SUBNET" "$HUB_ADDR" >"$dir/link.json"
+}
+
+# A cluster whose starting shell was killed (SIGKILL, a CI timeout) could not run its trap:
+# delete the namespaces of such clusters, those named dlt<PID>-... whose PID is gone and that
+# hold no process.
+remove_stale() {
+  local ns pid
+  for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E '^dlt[0-9]+-(hub|n[0-9]+|probe)$'); do
+    pid=${ns#dlt}
+    pid=${pid%%-*}
+    kill -0 "$pid" 2>/dev/null && continue
+    [ -z "$(ip netns pids "$ns" 2>/dev/null)" ] || continue
+    echo "netns_cluster.sh: removing $ns, left by a cluster whose shell ($pid) is gone" >&2
+    ip netns del "$ns" 2>/dev/null || true
+  done
+}
+
+make_network() {
+  local dir=$1 nodes=$2 hub=dlt$$-hub i ns
+  echo "$hub" >"$dir/namespaces"
+  ip netns add "$hub"
+  ip -n "$hub" link set lo up
+  ip -n "$hub" link add br0 type bridge
+  ip -n "$hub" addr add "$HUB_ADDR/24" dev br0
+  ip -n "$hub" link set br0 up
+  for i in $(seq 1 "$nodes"); do
+    ns=dlt$$-n$i
+    echo "$ns" >>"$dir/namespaces"
+    ip netns add "$ns"
+    ip -n "$ns" link set lo up
+    # Both ends are created inside the namespaces: no interface ever appears in the host's.
+    ip -n "$ns" link add eth0 type veth peer name "h$i" netns "$hub"
+    ip -n "$ns" addr add "$SUBNET.$i/24" dev eth0
+    ip -n "$ns" link set eth0 up
+    ip -n "$hub" link set "h$i" master br0
+    ip -n "$hub" link set "h$i" up
+  done
+}
+
+write_config() {
+  local dir=$1 nodes=$2 cpus=$3 host
+  host=$(hostname -s)
+  mkdir -p "$dir"/{state,spool,log,tmp,munge}
+  chmod 0755 "$dir/munge"
+  : >"$dir/plugstack.conf"
+  echo "CgroupPlugin=cgroup/v1" >"$dir/cgroup.conf"
+  # Every namespace has its own ports: Slurm's defaults never collide with another cluster.
+  {
+    echo "ClusterName=dltunenetns"
+    echo "SlurmctldHost=$host($HUB_ADDR)"
+    echo "AuthType=auth/munge"
+    echo "AuthInfo=socket=$dir/munge/munge.socket"
+    echo "CredType=cred/munge"
+    echo "SlurmUser=root"
+    echo "SlurmdUser=root"
+    echo "StateSaveLocation=$dir/state"
+    echo "SlurmdSpoolDir=$dir/spool/%n"
+    echo "SlurmctldPidFile=$dir/slurmctld.pid"
+    echo "SlurmdPidFile=$dir/slurmd-%n.pid"
+    echo "SlurmctldLogFile=$dir/log/slurmctld.log"
+    echo "SlurmdLogFile=$dir/log/slurmd-%n.log"
+    echo "TmpFS=$dir/tmp/%n"
+    echo "PlugStackConfig=$dir/plugstack.conf"
+    echo "ProctrackType=proctrack/linuxproc"
+    echo "TaskPlugin=task/none"
+    echo "SelectType=select/cons_tres"
+    echo "SelectTypeParameters=CR_CPU"
+    echo "SchedulerType=sched/builtin"
+    echo "MpiDefault=none"
+    echo "ReturnToService=2"
+    echo "SlurmdParameters=config_overrides"
+    echo "AccountingStorageType=accounting_storage/none"
+    echo "JobCompType=jobcomp/none"
+    echo "JobAcctGatherType=jobacct_gather/none"
+    echo "SlurmctldTimeout=30"
+    echo "SlurmdTimeout=30"
+    echo "MessageTimeout=10"
+    echo "KillWait=2"
+    echo "InactiveLimit=0"
+    local names=()
+    for i in $(seq 1 "$nodes"); do
+      mkdir -p "$dir/spool/n$i" "$dir/tmp/n$i"
+      echo "NodeName=n$i NodeHostname=n$i NodeAddr=$SUBNET.$i CPUs=$cpus RealMemory=1000 State=UNKNOWN"
+      names+=("n$i")
+    done
+    echo "PartitionName=test Nodes=$(IFS=,; echo "${names[*]}") Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES"
+  } >"$dir/slurm.conf"
+  {
+    echo "export SLURM_CONF=$dir/slurm.conf"
+    # Open MPI between the nodes: TCP over the node's link only (shared memory within a node).
+    echo "export OMPI_MCA_btl_tcp_if_include=eth0"
+  } >"$dir/env.sh"
+}
+
+wait_for() {  # wait_for SECONDS CMD...: retry CMD every 50 ms
+  local deadline=$(( $(date +%s%N) + $1 * 1000000000 )); shift
+  until "$@" >/dev/null 2>&1; do
+    [ "$(date +%s%N)" -lt "$deadline" ] || return 1
+    sleep 0.05
+  done
+}
+
+all_idle() {
+  local states
+  states=$(in_ns "$(hub_ns "$DIR")" sinfo -h -o '%T' 2>/dev/null) || return 1
+  [ -n "$states" ] && ! grep -qv '^idle$' <<<"$states"
+}
+
+start() {
+  local dir=$1 nodes=$2 cpus=$3 rate=$4 us=$5
+  [[ "$nodes" =~ ^[1-8]$ ]] || { echo "netns_cluster.sh: NODES must be 1 to 8, got '$nodes'" >&2; exit 2; }
+  [[ "$cpus" =~ ^[0-9]+$ ]] || { echo "netns_cluster.sh: CPUS must be a number, got '$cpus'" >&2; exit 2; }
+  need_packages
+  [ ! -e "$dir/slurm.conf" ] || die "'$dir' already holds a cluster; stop it first"
+  mkdir -p "$dir"
+  dir=$(cd "$dir" && pwd)
+  DIR=$dir
+  trap 'echo "netns_cluster.sh: start failed; logs:" >&2; tail -n 5 "$dir"/log/* >&2 || true; stop "$dir"' ERR
+  remove_stale
+  make_network "$dir" "$nodes"
+  shape_all "$dir" "$rate" "$us"
+  write_config "$dir" "$nodes" "$cpus"
+  export SLURM_CONF=$dir/slurm.conf
+  local hub
+  hub=$(hub_ns "$dir")
+  mungekey --create --keyfile="$dir/munge/munge.key" >/dev/null 2>&1
+  chmod 0400 "$dir/munge/munge.key"
+  munged --socket="$dir/munge/munge.socket" --key-file="$dir/munge/munge.key" \
+    --pid-file="$dir/munge/munged.pid" --log-file="$dir/log/munged.log" \
+    --seed-file="$dir/munge/munged.seed" --force
+  in_ns "$hub" /usr/sbin/slurmctld -f "$SLURM_CONF"
+  wait_for 20 in_ns "$hub" scontrol ping
+  in_ns "$hub" scontrol ping | grep -q UP
+  for i in $(seq 1 "$nodes"); do
+    # Its own hostname (UTS namespace): Open MPI and PMIx tell nodes apart by it.
+    in_ns "$(node_ns "$dir" "$i")" unshare --uts /bin/sh -c \
+      "hostname n$i && exec /usr/sbin/slurmd -f '$SLURM_CONF' -N n$i"
+  done
+  wait_for 30 all_idle
+  trap - ERR
+}
+
+kill_pidfile() {  # kill_pidfile FILE: SIGTERM the daemon named there, SIGKILL after 3 s
+  local f=$1 pid
+  [ -s "$f" ] || return 0
+  pid=$(cat "$f")
+  kill -TERM "$pid" 2>/dev/null || return 0
+  for _ in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.05; done
+  kill -KILL "$pid" 2>/dev/null || true
+}
+
+stop() {
+  local dir=$1 ns pid
+  [ -d "$dir" ] || return 0
+  for f in "$dir"/slurmd-*.pid; do [ -e "$f" ] && kill_pidfile "$f"; done
+  kill_pidfile "$dir/slurmctld.pid"
+  kill_pidfile "$dir/munge/munged.pid"
+  sleep 0.1
+  # Step daemons (and ranks) that outlived their slurmd: everything still in our namespaces.
+  for ns in $(ns_list "$dir"); do
+    for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$pid" 2>/dev/null || true; done
+  done
+  for pid in $(pgrep -x slurmstepd 2>/dev/null); do
+    if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qxF "SLURM_CONF=$dir/slurm.conf"; then
+      kill -9 "$pid" 2>/dev/null || true
+    fi
+  done
+  for ns in $(ns_list "$dir"); do ip netns del "$ns" 2>/dev/null || true; done
+  rm -rf "$dir"
+}
+
+cmd=${1:-}
+[ $# -ge 2 ] || usage
+DIR=$2
+case "$cmd" in
+  start)
+    shift 2
+    pos=() rate=10gbit us=20
+    while [ $# -gt 0 ]; do
+      case "$1" in
+        --rate) [ $# -ge 2 ] || usage; rate=$2; shift 2 ;;
+        --delay) [ $# -ge 2 ] || usage; us=$2; shift 2 ;;
+        -*) usage ;;
+        *) pos+=("$1"); shift ;;
+      esac
+    done
+    start "$DIR" "${pos[0]:-2}" "${pos[1]:-4}" "$rate" "$us"
+    ;;
+  shape) [ $# -ge 3 ] || usage; shape_all "$(cd "$DIR" && pwd)" "$3" "${4:-20}" ;;
+  exec)
+    [ $# -ge 3 ] || usage
+    shift 2
+    # shellcheck disable=SC1091
+    source "$DIR/env.sh"
+    exec nsenter --net="/run/netns/$(hub_ns "$DIR")" "$@"
+    ;;
+  node)
+    [ $# -ge 4 ] || usage
+    ns=$(node_ns "$DIR" "$3")
+    [ -n "$ns" ] || die "no node $3 in '$DIR'"
+    shift 3
+    exec nsenter --net="/run/netns/$ns" "$@"
+    ;;
+  stop) [ $# -eq 2 ] || usage; stop "$DIR" ;;
+  *) usage ;;
+esac
