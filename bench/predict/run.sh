@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# bench/predict: `dltune predict`'s models against the truth (README.md beside this file has
+# every input and its source).
+#   bench/predict/run.sh [BUILD_DIR] [--parts fabrics,published,local,nodes] [--steps N]
+#
+#  fabrics    nccl-tests all_reduce_perf of 2 x p4de.24xlarge and 2 x p5.48xlarge against the
+#             model's bus bandwidth from the nodes' specifications (64 MiB and up).
+#  published  Horovod (Sergeev and Del Balso 2018) and Goyal et al. (2017) scaling efficiency
+#             from the papers' stated hardware and a published single-GPU throughput.
+#  local      quickstart, resnet20-cifar and gpt-tiny-text launched on 1, 2, 4 and 8 local
+#             ranks (`dltune launch`, tuning included, the recipes cut to --steps steps): the
+#             step time the launch predicted before it ran against the one it measured.
+#  nodes      the same recipes on 2 and 4 namespace nodes x 2 ranks (tests/slurm/
+#             netns_cluster.sh: 10 Gbit/s links), and the collective sweep's hierarchical
+#             against flat table on 2 and 4 nodes (`dltune tune --collectives --verify`).
+# Needs root for `nodes`. The last line:
+#   summary: mape_local=F mape_nodes=F nccl_tests_err_max=F published_err_max=F
+#            hier_vs_flat_best=R hier_ahead_from=BYTES
+# (mape: mean |predicted / measured - 1| of the step time; err: the largest relative error,
+# published in efficiency points / 100; hier_vs_flat_best: the best flat algorithm's time over
+# hier's at the largest size on 4 nodes; hier_ahead_from: the smallest size from which hier is
+# ahead of every flat algorithm at every larger size; na for a part not run).
+set -uo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build=$root/build
+parts=fabrics,published,local,nodes
+steps=60
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --parts) parts=$2; shift 2 ;;
+    --steps) steps=$2; shift 2 ;;
+    -*) echo "usage: run.sh [BUILD_DIR] [--parts LIST] [--steps N]" >&2; exit 2 ;;
+    *) build=$1; shift ;;
+  esac
+done
+dltune=$build/bin/dltune
+[ -x "$dltune" ] || { echo "bench/predict: build dltune first ($dltune)" >&2; exit 2; }
+tmp=$(mktemp -d)
+cluster=$tmp/cluster
+cleanup() { bash "$root/tests/slurm/netns_cluster.sh" stop "$cluster" >/dev/null 2>&1; rm -rf "$tmp"; }
+trap cleanup EXIT
+export DLTUNE_DB=$tmp/db.sqlite DLTUNE_RUNS_DIR=$tmp/runs DLTUNE_NO_PROGRESS=1 DLTUNE_SITE_DB=
+has() { [[ ",$parts," == *",$1,"* ]]; }
+load() { echo "load average: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"; }
+mape_local=na mape_nodes=na nccl=na published=na hier=na ahead=na
+
+if has fabrics; then
+  echo "== fabrics nobody here measured: nccl-tests against the model"
+  "$build/bin/dltune-bench-predict-fabrics" "$root/predict/tests/data" | tee "$tmp/fabrics.txt"
+  nccl=$(sed -n 's/^fabrics: nccl_tests_err_max=//p' "$tmp/fabrics.txt")
+  echo
+fi
+
+if has published; then
+  echo "== published scaling, from the papers' stated hardware"
+  # name|target|args|nodes (baseline,at)|published efficiency|efficiency relative to the baseline
+  cases=(
+    "Horovod ResNet-101, 512 P100|resnet101|--per-node 4 --batch 64 --single-sps 130 --intra 16,2 --inter 0.78125,5 --algo ring --bucket 64MiB|1,128|0.90|1"
+    "Horovod VGG-16, 512 P100|vgg16|--per-node 4 --batch 64 --single-sps 154 --intra 16,2 --inter 0.78125,5 --algo ring --bucket 64MiB|1,128|0.68|1"
+    "Goyal et al. ResNet-50, 8 to 256 P100|resnet50|--per-node 8 --batch 32 --single-sps 195 --intra 80,1 --inter 0.78125,5 --algo hier|1,32|0.90|8"
+  )
+  : >"$tmp/published.txt"
+  for c in "${cases[@]}"; do
+    IFS='|' read -r title target args nodes truth base <<<"$c"
+    # shellcheck disable=SC2086
+    "$dltune" predict "$target" --nodes "$nodes" $args --json >"$tmp/pub.json" ||
+      { echo "dltune predict $target failed"; continue; }
+    python3 - "$tmp/pub.json" "$title" "$truth" "$base" >>"$tmp/published.txt" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))["predictions"]
+title, truth, base = sys.argv[2], float(sys.argv[3]), int(sys.argv[4])
+first, last = p[0], p[-1]
+# Goyal et al. report efficiency against one 8-GPU server; Horovod against one GPU.
+eff = last["scaling_efficiency"] / (first["scaling_efficiency"] if base > 1 else 1.0)
+print(f"{title}: predicted {100*eff:.1f} % ({last['ranks']} GPUs, {last['algorithm']}, step "
+      f"{last['step_ms']:.1f} ms = compute {last['compute_ms']:.1f} + exposed "
+      f"{last['exposed_comm_ms']:.1f}), published {100*truth:.0f} %: "
+      f"{100*(eff-truth):+.1f} points  err={abs(eff-truth):.3f}")
+PY
+  done
+  cat "$tmp/published.txt"
+  published=$(sed -n 's/.*err=//p' "$tmp/published.txt" | sort -g | tail -1)
+  echo
+fi
+
+# A copy of a bundled recipe cut to $steps steps (the step time does not depend on the count).
+cut_recipe() {
+  sed -e "s/^  steps: .*/  steps: $steps/" -e "s/^  checkpoint_every: .*/  checkpoint_every: $steps/" \
+    "$root/recipes/$1.yaml" >"$tmp/$1.yaml"
+}
+# The launch's prediction against its measurement: "recipe ranks nodes predicted_ms measured_ms".
+compare() {
+  python3 - "$1" "$2" <<'PY'
+import glob, json, os, sys
+runs = sorted(glob.glob(os.path.join(sys.argv[1], "*", "summary.json")), key=os.path.getmtime)
+s = json.load(open(runs[-1]))
+p = s.get("prediction", {})
+measured = s["global_batch"] / s["throughput_sps"] * 1e3 if s["throughput_sps"] > 0 else 0
+if "step_ms" not in p or measured <= 0:
+    print(f"{sys.argv[2]} {s['ranks']} {s['nodes']} na {measured:.2f}  ({p.get('error', '')})")
+else:
+    print(f"{sys.argv[2]} {s['ranks']} {s['nodes']} {p['step_ms']:.2f} {measured:.2f}  "
+          f"(predicted compute {p['compute_ms']:.2f} + exposed {p['exposed_comm_ms']:.2f} "
+          f"{p['algorithm']}; measured compute {1e3*s['step_time']['compute_s']:.2f} + exposed "
+          f"{1e3*s['step_time']['exposed_comm_s']:.2f})")
+PY
+}
+mape() {
+  python3 - "$1" <<'PY'
+import sys
+e = []
+for line in open(sys.argv[1]):
+    f = line.split()
+    if len(f) >= 5 and f[3] != "na" and float(f[4]) > 0:
+        e.append(abs(float(f[3]) / float(f[4]) - 1))
+print(f"{sum(e)/len(e):.3f}" if e else "na")
+PY
+}
+recipes=(quickstart resnet20-cifar gpt-tiny-text)
+
+if has local; then
+  echo "== this machine: local ranks (recipes cut to $steps steps; tuning included)"
+  load
+  : >"$tmp/local.txt"
+  for r in "${recipes[@]}"; do
+    cut_recipe "$r"
+    for n in 1 2 4 8; do
+      "$dltune" launch "$tmp/$r.yaml" -n "$n" >"$tmp/launch.out" 2>&1 ||
+        { echo "$r -n $n failed: $(tail -3 "$tmp/launch.out")"; continue; }
+      compare "$DLTUNE_RUNS_DIR" "$r" | tee -a "$tmp/local.txt"
+    done
+  done
+  mape_local=$(mape "$tmp/local.txt")
+  echo "mape_local=$mape_local"
+  echo
+fi
+
+if has nodes; then
+  echo "== namespace nodes (10 Gbit/s links) x 2 ranks"
+  if bash "$root/tests/slurm/netns_cluster.sh" start "$cluster" 4 4 --rate 10gbit --delay 20; then
+    cat "$cluster/link.json"
+    load
+    : >"$tmp/nodes.txt"
+    for nodes in 2 4; do
+      ranks=$(( 2 * nodes ))
+      echo "-- hierarchical against flat, $nodes nodes x 2 ranks (dltune tune --collectives --verify)"
+      bash "$root/tests/slurm/netns_cluster.sh" exec "$cluster" salloc --quiet -N "$nodes" -n "$ranks" \
+        "$dltune" tune --collectives -n "$ranks" --min-bytes 4KiB --max-bytes 16MiB --verify \
+        --budget 120 --retune --json >"$tmp/hier$nodes.json" 2>"$tmp/hier$nodes.err" ||
+        echo "tune across $nodes nodes failed: $(tail -3 "$tmp/hier$nodes.err")"
+      python3 "$root/bench/predict/hier_table.py" "$tmp/hier$nodes.json" | tee "$tmp/hier$nodes.txt"
+      for r in "${recipes[@]}"; do
+        cut_recipe "$r"
+        bash "$root/tests/slurm/netns_cluster.sh" exec "$cluster" salloc --quiet -N "$nodes" -n "$ranks" \
+          "$dltune" launch "$tmp/$r.yaml" -n "$ranks" >"$tmp/launch.out" 2>&1 ||
+          { echo "$r on $nodes nodes failed: $(tail -3 "$tmp/launch.out")"; continue; }
+        compare "$DLTUNE_RUNS_DIR" "$r" | tee -a "$tmp/nodes.txt"
+      done
+    done
+    mape_nodes=$(mape "$tmp/nodes.txt")
+    hier=$(sed -n 's/^hier_vs_flat_best=//p' "$tmp/hier4.txt")
+    ahead=$(sed -n 's/^hier_ahead_from=//p' "$tmp/hier4.txt")
+    echo "mape_nodes=$mape_nodes"
+  else
+    echo "no namespace cluster (needs root, Slurm, munge, iproute2): nodes part skipped"
+  fi
+  echo
+fi
+
+echo "summary: mape_local=$mape_local mape_nodes=$mape_nodes nccl_tests_err_max=$nccl" \
+  "published_err_max=$published hier_vs_flat_best=${hier:-na} hier_ahead_from=${ahead:-na}"
