@@ -118,6 +118,12 @@ TEST_F(TuneCli, TunesARecipeAndThenHitsTheCache) {
     if (!t.at("failed").get<bool>()) {
       EXPECT_GT(t.at("samples_per_s").get<double>(), 0) << t.dump();
       EXPECT_GT(t.at("steps").get<int>(), 0) << t.dump();
+      // The step split: compute and exposed communication per step, and each gradient
+      // bucket's allreduce alone (two ranks: there is something to reduce).
+      EXPECT_GT(t.at("compute_s").get<double>(), 0) << t.dump();
+      EXPECT_GE(t.at("exposed_comm_s").get<double>(), 0) << t.dump();
+      ASSERT_FALSE(t.at("allreduce_s").empty()) << t.dump();
+      for (const auto& b : t.at("allreduce_s")) EXPECT_GT(b.get<double>(), 0) << t.dump();
       ++measured;
     }
   }
@@ -150,6 +156,18 @@ TEST_F(TuneCli, TunesARecipeAndThenHitsTheCache) {
   auto stored = recipes::parse_plan(plans->front().plan_json);
   ASSERT_TRUE(stored.ok());
   EXPECT_EQ(*stored, *plan);
+  // Every measured trial is stored with its step split.
+  auto rows = db->recipe_trials();
+  ASSERT_TRUE(rows.ok()) << rows.error().message();
+  int split = 0;
+  for (const auto& r : *rows) {
+    if (r.failed) continue;
+    EXPECT_TRUE(r.compute_s.has_value() && *r.compute_s > 0);
+    EXPECT_TRUE(r.exposed_comm_s.has_value());
+    EXPECT_FALSE(r.allreduce_s.empty());
+    ++split;
+  }
+  EXPECT_EQ(split, measured);
 
   CliRun second = dltune(common);
   ASSERT_EQ(second.code, 0) << second.err;
