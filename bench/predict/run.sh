@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/predict: `dltune predict`'s models against the truth (README.md beside this file has
 # every input and its source).
-#   bench/predict/run.sh [BUILD_DIR] [--parts fabrics,published,local,nodes] [--steps N]
+#   bench/predict/run.sh [BUILD_DIR] [--parts fabrics,published,local,hier,nodes] [--steps N]
 #
 #  fabrics    nccl-tests all_reduce_perf of 2 x p4de.24xlarge and 2 x p5.48xlarge against the
 #             model's bus bandwidth from the nodes' specifications (64 MiB and up).
@@ -10,10 +10,11 @@
 #  local      quickstart, resnet20-cifar and gpt-tiny-text launched on 1, 2, 4 and 8 local
 #             ranks (`dltune launch`, tuning included, the recipes cut to --steps steps): the
 #             step time the launch predicted before it ran against the one it measured.
-#  nodes      the same recipes on 2 and 4 namespace nodes x 2 ranks (tests/slurm/
-#             netns_cluster.sh: 10 Gbit/s links), and the collective sweep's hierarchical
-#             against flat table on 2 and 4 nodes (`dltune tune --collectives --verify`).
-# Needs root for `nodes`. The last line:
+#  hier       the collective sweep's hierarchical against flat table on 2 and 4 namespace
+#             nodes x 2 ranks (tests/slurm/netns_cluster.sh: 10 Gbit/s links; `dltune tune
+#             --collectives --verify`: the tuner's choice against the best measured).
+#  nodes      the same recipes as `local` on 2 and 4 namespace nodes x 2 ranks.
+# Needs root for `hier` and `nodes`. The last line:
 #   summary: mape_local=F mape_nodes=F nccl_tests_err_max=F published_err_max=F
 #            hier_vs_flat_best=R hier_ahead_from=BYTES
 # (mape: mean |predicted / measured - 1| of the step time; err: the largest relative error,
@@ -23,7 +24,7 @@
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$root/build
-parts=fabrics,published,local,nodes
+parts=fabrics,published,local,hier,nodes
 steps=60
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -135,34 +136,45 @@ if has local; then
   echo
 fi
 
-if has nodes; then
-  echo "== namespace nodes (10 Gbit/s links) x 2 ranks"
+if has hier || has nodes; then
   if bash "$root/tests/slurm/netns_cluster.sh" start "$cluster" 4 4 --rate 10gbit --delay 20; then
     cat "$cluster/link.json"
-    load
     : >"$tmp/nodes.txt"
     for nodes in 2 4; do
       ranks=$(( 2 * nodes ))
-      echo "-- hierarchical against flat, $nodes nodes x 2 ranks (dltune tune --collectives --verify)"
-      bash "$root/tests/slurm/netns_cluster.sh" exec "$cluster" salloc --quiet -N "$nodes" -n "$ranks" \
-        "$dltune" tune --collectives -n "$ranks" --min-bytes 4KiB --max-bytes 16MiB --verify \
-        --budget 120 --retune --json >"$tmp/hier$nodes.json" 2>"$tmp/hier$nodes.err" ||
-        echo "tune across $nodes nodes failed: $(tail -3 "$tmp/hier$nodes.err")"
-      python3 "$root/bench/predict/hier_table.py" "$tmp/hier$nodes.json" | tee "$tmp/hier$nodes.txt"
-      for r in "${recipes[@]}"; do
-        cut_recipe "$r"
+      if has hier; then
+        echo "== hierarchical against flat, $nodes namespace nodes x 2 ranks (tune --collectives --verify)"
+        load
         bash "$root/tests/slurm/netns_cluster.sh" exec "$cluster" salloc --quiet -N "$nodes" -n "$ranks" \
-          "$dltune" launch "$tmp/$r.yaml" -n "$ranks" >"$tmp/launch.out" 2>&1 ||
-          { echo "$r on $nodes nodes failed: $(tail -3 "$tmp/launch.out")"; continue; }
-        compare "$DLTUNE_RUNS_DIR" "$r" | tee -a "$tmp/nodes.txt"
-      done
+          "$dltune" tune --collectives -n "$ranks" --min-bytes 4KiB --max-bytes 16MiB --verify \
+          --budget 120 --retune --json >"$tmp/hier$nodes.json" 2>"$tmp/hier$nodes.err" ||
+          echo "tune across $nodes nodes failed: $(tail -3 "$tmp/hier$nodes.err")"
+        python3 "$root/bench/predict/hier_table.py" "$tmp/hier$nodes.json" | tee "$tmp/hier$nodes.txt"
+        echo
+      fi
+      if has nodes; then
+        echo "== namespace nodes: $nodes x 2 ranks (recipes cut to $steps steps; tuning included)"
+        load
+        for r in "${recipes[@]}"; do
+          cut_recipe "$r"
+          bash "$root/tests/slurm/netns_cluster.sh" exec "$cluster" salloc --quiet -N "$nodes" -n "$ranks" \
+            "$dltune" launch "$tmp/$r.yaml" -n "$ranks" >"$tmp/launch.out" 2>&1 ||
+            { echo "$r on $nodes nodes failed: $(tail -3 "$tmp/launch.out")"; continue; }
+          compare "$DLTUNE_RUNS_DIR" "$r" | tee -a "$tmp/nodes.txt"
+        done
+        echo
+      fi
     done
-    mape_nodes=$(mape "$tmp/nodes.txt")
-    hier=$(sed -n 's/^hier_vs_flat_best=//p' "$tmp/hier4.txt")
-    ahead=$(sed -n 's/^hier_ahead_from=//p' "$tmp/hier4.txt")
-    echo "mape_nodes=$mape_nodes"
+    if has nodes; then
+      mape_nodes=$(mape "$tmp/nodes.txt")
+      echo "mape_nodes=$mape_nodes"
+    fi
+    if has hier; then
+      hier=$(sed -n 's/^hier_vs_flat_best=//p' "$tmp/hier4.txt")
+      ahead=$(sed -n 's/^hier_ahead_from=//p' "$tmp/hier4.txt")
+    fi
   else
-    echo "no namespace cluster (needs root, Slurm, munge, iproute2): nodes part skipped"
+    echo "no namespace cluster (needs root, Slurm, munge, iproute2): hier and nodes skipped"
   fi
   echo
 fi
