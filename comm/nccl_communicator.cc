@@ -264,6 +264,11 @@ Result<std::unique_ptr<NcclCommunicator>> NcclCommunicator::create(Bootstrap& bo
 
 NcclCommunicator::NcclCommunicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
+std::mutex& nccl_issue_mutex() {
+  static std::mutex m;
+  return m;
+}
+
 NcclCommunicator::~NcclCommunicator() {
   stop_comm_thread();
   impl_->local.reset();
@@ -280,7 +285,9 @@ NcclCommunicator::~NcclCommunicator() {
       if (!impl_->aborted) ncclCommAbort(impl_->comm);
     }
   }
+  impl_->detach_requests();  // after finalize (or abort): their work is done or gone
   if (impl_->stream != nullptr) (void)cudaStreamDestroy(impl_->stream);
+  if (impl_->p2p_stream != nullptr) (void)cudaStreamDestroy(impl_->p2p_stream);
 }
 
 int NcclCommunicator::rank() const { return impl_->rank; }
