@@ -273,6 +273,12 @@ NcclCommunicator::~NcclCommunicator() {
   stop_comm_thread();
   impl_->local.reset();
   impl_->leaders.reset();
+  if (impl_->comm != nullptr && !impl_->aborted && impl_->has_pending_requests()) {
+    // A receive that is never matched would hold ncclCommFinalize until the deadline: cancel
+    // the unfinished point-to-point work instead (its requests fail in detach_requests()).
+    ncclCommAbort(impl_->comm);
+    impl_->aborted = true;
+  }
   if (impl_->comm != nullptr && !impl_->aborted) {
     (void)cudaSetDevice(impl_->device);
     // Flush outstanding work (bounded by the timeout: finish() aborts when the peers are gone).

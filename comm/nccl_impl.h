@@ -53,6 +53,8 @@ struct NcclCommunicator::Impl {
   Status usable() const;
   // Checks the return code of an NCCL call on `comm`, then waits for it to settle.
   Status finish(ncclResult_t r, const std::string& what, Deadline deadline);
+  // Whether a non-blocking request posted here has not finished on the GPU yet.
+  bool has_pending_requests();
   // Finishes every pending non-blocking request (with its event's state, or an error) and
   // detaches it from this communicator. The destructor calls it once the communicator is
   // finalised or aborted.

@@ -59,6 +59,17 @@ struct NcclRequestState final : Request::State {
   std::string what;
 };
 
+bool NcclCommunicator::Impl::has_pending_requests() {
+  std::lock_guard lock(requests_mu);
+  for (const auto& w : requests) {
+    auto s = w.lock();
+    if (!s) continue;
+    std::lock_guard slock(s->mu);
+    if (!s->done && cudaEventQuery(s->event) == cudaErrorNotReady) return true;
+  }
+  return false;
+}
+
 void NcclCommunicator::Impl::detach_requests() {
   std::lock_guard lock(requests_mu);
   for (const auto& w : requests) {
