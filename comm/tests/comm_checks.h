@@ -47,6 +47,8 @@ Status check_p2p_many_in_flight(Communicator& c);
 Status check_p2p_same_tag_order(Communicator& c);
 // wait_any: timeout leaves requests pending, consumption, an operation's error, no valid one.
 Status check_wait_any(Communicator& c);
+// A rank blocked in wait_any for ~0.3 s uses little CPU (it sleeps; generous bound: < 0.1 s).
+Status check_wait_any_sleeps(Communicator& c);
 // Zero-byte messages, blocking and not, with null buffers.
 Status check_p2p_zero_bytes(Communicator& c);
 // Receives of the wrong size fail with invalid input (larger and smaller messages).

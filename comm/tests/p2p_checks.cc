@@ -4,6 +4,8 @@
 #include <thread>
 #include <vector>
 
+#include <time.h>
+
 #include "comm/allreduce.h"
 #include "comm/tests/comm_checks.h"
 #include "comm/tests/test_util.h"
@@ -221,6 +223,29 @@ Status check_wait_any(Communicator& c) {
     }
   }
   EXPECT_OR_FAIL(failed && succeeded && !two[0].valid() && !two[1].valid(), "both consumed");
+  return ok_status();
+}
+
+Status check_wait_any_sleeps(Communicator& c) {
+  const int p = c.size(), me = c.rank();
+  if (p < 2) return ok_status();
+  const int right = (me + 1) % p, left = (me - 1 + p) % p;
+  int v = 0;
+  std::vector<Request> reqs = {c.irecv(left, 55, &v, sizeof v)};
+  const int one = 1;
+  if (me == 0) {  // starts a chain around the ring: every other rank waits >= 0.3 s
+    std::this_thread::sleep_for(milliseconds(300));
+    DLTUNE_TRY(c.send(right, 55, &one, sizeof one, c.deadline_from_now()));
+  }
+  timespec t0{}, t1{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
+  auto i = wait_any(reqs, c.deadline_from_now());
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
+  if (!i) return i.error();
+  const double cpu = static_cast<double>(t1.tv_sec - t0.tv_sec) +
+                     1e-9 * static_cast<double>(t1.tv_nsec - t0.tv_nsec);
+  EXPECT_OR_FAIL(cpu < 0.1, "waiting ~0.3 s used " + std::to_string(cpu) + " s of CPU");
+  if (me != 0) DLTUNE_TRY(c.send(right, 55, &one, sizeof one, c.deadline_from_now()));
   return ok_status();
 }
 

@@ -57,6 +57,7 @@ int main() {
     run(c, "many in flight", testing::check_p2p_many_in_flight(c));
     run(c, "same tag order", testing::check_p2p_same_tag_order(c));
     run(c, "wait_any", testing::check_wait_any(c));
+    run(c, "wait_any sleeps", testing::check_wait_any_sleeps(c));
     run(c, "zero bytes", testing::check_p2p_zero_bytes(c));
     run(c, "size mismatch", testing::check_p2p_size_mismatch(c));
     run(c, "timeout", testing::check_p2p_timeout(c));
