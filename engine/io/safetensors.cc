@@ -204,8 +204,7 @@ Status load_safetensors_into(Model& model, const std::string& path, const Safete
     auto it = file->find(stored_name(t));
     if (it == file->end())
       return invalid_input(what + " lacks tensor '" + stored_name(t) + "' of model '" +
-                           model.name() +
-                           "' (" + recipes::describe_shape(t->shape) + ")");
+                           model.name() + "' (" + recipes::describe_shape(t->shape) + ")");
     const StoredTensor& s = it->second;
     if (s.shape != t->shape)
       return invalid_input(what + ": tensor '" + t->name + "' has shape " +

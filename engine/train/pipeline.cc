@@ -33,6 +33,8 @@
 // rank applies the optimizer to its stage. Micro-batch m of replica r uses dropout seed
 // mix(step seed, r * M + m): R replicas of M micro-batches draw what one rank with R x M
 // micro-batches draws, so a pipeline computes what data parallelism computes.
+#include "engine/train/pipeline.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -41,7 +43,6 @@
 
 #include "comm/allreduce.h"
 #include "engine/io/safetensors.h"
-#include "engine/train/pipeline.h"
 #include "engine/train/schedule.h"
 #include "engine/train/trainer.h"
 
@@ -191,8 +192,8 @@ Result<double> Trainer::compute_pipeline(int B, uint64_t step_seed, bool traced,
       recvs[static_cast<size_t>(m)] =
           comm_->irecv(p.prev, forward_tag(m), at(p.in_buf, m, in), bytes(m, in), deadline);
     if (!p.last())
-      recvs[static_cast<size_t>(M + m)] = comm_->irecv(
-          p.next, backward_tag(m), at(p.dout_buf, m, out), bytes(m, out), deadline);
+      recvs[static_cast<size_t>(M + m)] =
+          comm_->irecv(p.next, backward_tag(m), at(p.dout_buf, m, out), bytes(m, out), deadline);
   }
   auto fail = [&](Status st, const std::string& what) -> Error {
     for (auto& s : sends) (void)s.wait();  // the buffers outlive the sends
@@ -235,8 +236,8 @@ Result<double> Trainer::compute_pipeline(int B, uint64_t step_seed, bool traced,
     const float* y = model.forward(input_of(m), size[mu], true, seed_of(m));
     resident = m;
     if (p.last())
-      loss += loss_and_gradient(y, labels_.data() + offset[mu] * lw, size[mu],
-                                at(dlogits_, m, out));
+      loss +=
+          loss_and_gradient(y, labels_.data() + offset[mu] * lw, size[mu], at(dlogits_, m, out));
     else
       sends.push_back(out_send[static_cast<size_t>(slot)] =
                           comm_->isend(p.next, forward_tag(m), y, bytes(m, out), deadline));

@@ -21,7 +21,8 @@ namespace dltune::engine {
 namespace {
 
 // The whole model's tensors by name.
-std::map<std::string, const recipes::TensorInfo*> by_name(const std::vector<recipes::TensorInfo>& v) {
+std::map<std::string, const recipes::TensorInfo*> by_name(
+    const std::vector<recipes::TensorInfo>& v) {
   std::map<std::string, const recipes::TensorInfo*> m;
   for (const auto& t : v) m[t.name] = &t;
   return m;
@@ -96,8 +97,9 @@ Status Trainer::save_pipeline(const std::string& path) const {
   if (rank() != 0) {
     Status st = comm_->send(0, kCheckpointTag, mine.data(), mine.size() * sizeof(float),
                             comm_->deadline_from_now());
-    if (!st) return std::move(st).error().wrap("sending stage " + std::to_string(p.stage) +
-                                               " to rank 0 for the checkpoint");
+    if (!st)
+      return std::move(st).error().wrap("sending stage " + std::to_string(p.stage) +
+                                        " to rank 0 for the checkpoint");
     return ok_status();
   }
   Checkpoint ck = checkpoint_header();
@@ -128,8 +130,9 @@ Status Trainer::save_pipeline(const std::string& path) const {
     theirs.resize(packed_floats(s));
     Status st = comm_->recv(s, kCheckpointTag, theirs.data(), theirs.size() * sizeof(float),
                             comm_->deadline_from_now());
-    if (!st) return std::move(st).error().wrap("receiving stage " + std::to_string(s) +
-                                               " for the checkpoint");
+    if (!st)
+      return std::move(st).error().wrap("receiving stage " + std::to_string(s) +
+                                        " for the checkpoint");
     place(s, theirs.data());
   }
   return save_checkpoint(path, ck);

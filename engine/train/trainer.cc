@@ -117,9 +117,9 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& config,
     DLTUNE_TRY_CTX(comm::broadcast(gc, m.params(), bytes, bo),
                    std::string("broadcasting the initial parameters"));
     if (m.num_state() > 0)
-      DLTUNE_TRY_CTX(comm::broadcast(gc, m.state(),
-                                     static_cast<size_t>(m.num_state()) * sizeof(float), bo),
-                     std::string("broadcasting the initial model state"));
+      DLTUNE_TRY_CTX(
+          comm::broadcast(gc, m.state(), static_cast<size_t>(m.num_state()) * sizeof(float), bo),
+          std::string("broadcasting the initial model state"));
   }
   if (pipe) DLTUNE_TRY(t->add_pipeline_slots(local_max));
   if (config.device == "gpu")  // after the host broadcast: the device starts from rank 0's
@@ -204,8 +204,8 @@ comm::AllreduceOptions Trainer::bucket_options(const Bucket& b) {
 Status Trainer::reduce_bucket_blocking(const Bucket& b) {
   const comm::AllreduceOptions opts = bucket_options(b);
   float* g = model_->grads() + b.begin;
-  return comm::allreduce(*grad_comm_, g, g, static_cast<size_t>(b.end - b.begin), comm::DataType::kF32,
-                         comm::ReduceOp::kSum, opts);
+  return comm::allreduce(*grad_comm_, g, g, static_cast<size_t>(b.end - b.begin),
+                         comm::DataType::kF32, comm::ReduceOp::kSum, opts);
 }
 
 Status Trainer::allreduce_doubles(double* v, int n) {
@@ -217,8 +217,7 @@ void Trainer::start_bucket(size_t index, bool traced) {
   const comm::AllreduceOptions opts = bucket_options(b);
   float* g = model_->grads() + b.begin;
   if (traced) bucket_issued_[index] = Clock::now();
-  pending_.push_back(comm::allreduce_async(*grad_comm_, g, g,
-                                           static_cast<size_t>(b.end - b.begin),
+  pending_.push_back(comm::allreduce_async(*grad_comm_, g, g, static_cast<size_t>(b.end - b.begin),
                                            comm::DataType::kF32, comm::ReduceOp::kSum, opts));
   if (traced)  // the comm thread runs operations in order: this marks the bucket's end
     pending_.push_back(grad_comm_->start_async([this, index] {
@@ -233,8 +232,7 @@ double Trainer::loss_and_gradient(const float* logits, const int32_t* labels, in
   // by every rank's predictions together, so the summed gradients are the global mean's.
   const auto rows = static_cast<int>(B * predictions_);
   const auto denom = static_cast<float>(int64_t{global_batch_} * predictions_);
-  return softmax_cross_entropy(logits, labels, rows, classes_, denom,
-                               dlogits);
+  return softmax_cross_entropy(logits, labels, rows, classes_, denom, dlogits);
 }
 
 void Trainer::tensors_final(int node, bool traced) {
@@ -307,8 +305,7 @@ Result<double> Trainer::step(bool want_loss) {
   // A pipeline's first stage reads the inputs, its last the labels.
   const bool inputs = !pipe_ || pipe_->first(), labels = !pipe_ || pipe_->last();
   for (int i = 0; i < B; ++i) {
-    if (inputs)
-      std::memcpy(input_.data() + i * sz, train_->image(indices_[i]), sizeof(float) * sz);
+    if (inputs) std::memcpy(input_.data() + i * sz, train_->image(indices_[i]), sizeof(float) * sz);
     if (labels)
       std::memcpy(labels_.data() + i * lw, train_->label(indices_[i]), sizeof(int32_t) * lw);
   }

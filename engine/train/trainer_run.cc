@@ -79,10 +79,9 @@ Status Trainer::check_checkpoint(const Checkpoint& ck, const std::string& path, 
     return invalid_input(where + " is of model '" + ck.model + "', not '" + config_.model + "'");
   if (static_cast<int64_t>(ck.params.size()) != params ||
       static_cast<int64_t>(ck.state.size()) != state)
-    return invalid_input(where + " holds " + std::to_string(ck.params.size()) +
-                         " parameters and " + std::to_string(ck.state.size()) +
-                         " state values, the model has " + std::to_string(params) + " and " +
-                         std::to_string(state));
+    return invalid_input(where + " holds " + std::to_string(ck.params.size()) + " parameters and " +
+                         std::to_string(ck.state.size()) + " state values, the model has " +
+                         std::to_string(params) + " and " + std::to_string(state));
   if (ck.optimizer != opt_->kind() || ck.slots.size() != opt_->state().size())
     return invalid_input(where + " was written by optimizer " + ck.optimizer + ", this run uses " +
                          opt_->kind());

@@ -103,12 +103,13 @@ struct Trained {
 void collect(Model& m, Trained& r) {
   r.params.assign(m.params(), m.params() + m.num_params());
   for (const auto& t : m.info().params)
-    r.tensors.push_back({t.name, std::vector<float>(m.params() + t.offset,
-                                                    m.params() + t.offset + recipes::numel(t.shape))});
+    r.tensors.push_back(
+        {t.name, std::vector<float>(m.params() + t.offset,
+                                    m.params() + t.offset + recipes::numel(t.shape))});
   // Batch-norm running statistics: a recomputed forward must not count a batch twice.
   for (const auto& t : m.info().state)
     r.state.push_back({t.name, std::vector<float>(m.state() + t.offset,
-                                                    m.state() + t.offset + recipes::numel(t.shape))});
+                                                  m.state() + t.offset + recipes::numel(t.shape))});
 }
 
 Trained one_rank(const Net& n, int microbatches) {
@@ -201,13 +202,15 @@ TEST_P(PipelineEquivalence, SameParametersAndLossesAsOneRank) {
     int found = 0;
     for (const auto& [name, want] : want_run.*member) {
       for (int s = 0; s < k.stages; ++s)
-        for (const auto& [got_name, got] : runs[static_cast<size_t>(replica * k.stages + s)].*member) {
+        for (const auto& [got_name, got] :
+             runs[static_cast<size_t>(replica * k.stages + s)].*member) {
           if (got_name != name) continue;
           ++found;
           ASSERT_EQ(got.size(), want.size());
           double worst = 0.0;
           for (size_t i = 0; i < want.size(); ++i)
-            worst = std::max(worst, std::abs(double{got[i]} - want[i]) / (1e-3 + std::abs(want[i])));
+            worst =
+                std::max(worst, std::abs(double{got[i]} - want[i]) / (1e-3 + std::abs(want[i])));
           EXPECT_LT(worst, 2e-4) << name << " on stage " << s << " of replica " << replica;
         }
     }
@@ -235,19 +238,18 @@ TEST_P(PipelineEquivalence, SameParametersAndLossesAsOneRank) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Layouts, PipelineEquivalence,
-    ::testing::Values(Case{"dropnet", 2, 1, 4, "gpipe", false},
-                      Case{"dropnet", 3, 1, 4, "1f1b", false},
-                      Case{"dropnet", 2, 2, 3, "async", false},
-                      Case{"dropnet", 3, 2, 2, "1f1b", true},
-                      Case{"resnet20", 2, 1, 2, "1f1b", false},
-                      Case{"resnet20", 3, 2, 2, "gpipe", true},
-                      Case{"resnet20", 2, 2, 2, "async", false},
-                      Case{"gpt", 2, 1, 2, "1f1b", false},
-                      Case{"gpt", 3, 1, 4, "async", true},
-                      Case{"gpt", 2, 2, 2, "gpipe", false}),
-    case_name);
+INSTANTIATE_TEST_SUITE_P(Layouts, PipelineEquivalence,
+                         ::testing::Values(Case{"dropnet", 2, 1, 4, "gpipe", false},
+                                           Case{"dropnet", 3, 1, 4, "1f1b", false},
+                                           Case{"dropnet", 2, 2, 3, "async", false},
+                                           Case{"dropnet", 3, 2, 2, "1f1b", true},
+                                           Case{"resnet20", 2, 1, 2, "1f1b", false},
+                                           Case{"resnet20", 3, 2, 2, "gpipe", true},
+                                           Case{"resnet20", 2, 2, 2, "async", false},
+                                           Case{"gpt", 2, 1, 2, "1f1b", false},
+                                           Case{"gpt", 3, 1, 4, "async", true},
+                                           Case{"gpt", 2, 2, 2, "gpipe", false}),
+                         case_name);
 
 // A pipeline's checkpoint is the whole model's: one rank resumes it, and a pipeline of another
 // shape resumes a one-rank checkpoint; both continue exactly as an uninterrupted run.
@@ -345,8 +347,7 @@ TEST(PipelineLayout, BadLayoutsAreRefusedClearly) {
   cfg.partition = partition(cfg, 2);
   auto alone = Trainer::create(cfg, nullptr, n.train, nullptr);
   ASSERT_FALSE(alone.ok());
-  EXPECT_NE(alone.error().message().find("1 rank"), std::string::npos)
-      << alone.error().message();
+  EXPECT_NE(alone.error().message().find("1 rank"), std::string::npos) << alone.error().message();
   std::vector<std::string> errors(3);
   Status st = comm::spawn(3, [&](comm::Communicator& c) -> Status {
     auto t = Trainer::create(cfg, &c, n.train, nullptr);  // 3 ranks, 2 stages
@@ -354,7 +355,8 @@ TEST(PipelineLayout, BadLayoutsAreRefusedClearly) {
     return ok_status();
   });
   ASSERT_TRUE(st.ok());
-  for (const auto& e : errors) EXPECT_NE(e.find("whole number of replicas"), std::string::npos) << e;
+  for (const auto& e : errors)
+    EXPECT_NE(e.find("whole number of replicas"), std::string::npos) << e;
   cfg.partition = {"conv", "nosuchnode"};
   st = comm::spawn(2, [&](comm::Communicator& c) -> Status {
     auto t = Trainer::create(cfg, &c, n.train, nullptr);
