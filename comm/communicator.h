@@ -3,7 +3,8 @@
 //
 // Collective algorithms (comm/allreduce.h, comm/broadcast.h) are free functions over this
 // interface. Implementations: ThreadCommunicator (ranks as threads of one process, for tests),
-// MpiCommunicator (Open MPI point-to-point; only when built with MPI).
+// MpiCommunicator (Open MPI point-to-point; only when built with MPI), NcclCommunicator (GPU
+// memory; comm/nccl_communicator.h).
 //
 // Threading: collectives and blocking calls on a Communicator are made by one thread at a time.
 // Non-blocking collectives run on the communicator's own communication thread, one at a time,
@@ -160,8 +161,10 @@ class Communicator {
   // broken by rank in this communicator. Returns this rank's group, or nullptr when `colour`
   // is negative (kUndefined). The group inherits timeout(); it owns its own transport
   // resources and communication thread (see "Groups" above).
-  // Errors: kTimeout / kPeerFailed when a rank does not take part in time; transport errors
-  // (kInternal) from the transport's split; each names this communicator.
+  // Errors: kTimeout when a rank does not take part in time (threads, NCCL; MPI_Comm_split has
+  // no deadline: there a missing rank stalls the others until the launcher stops the job);
+  // transport errors (kPeerFailed, kInternal) from the transport's split; each names this
+  // communicator.
   Result<std::unique_ptr<Communicator>> split(int colour, int key);
 
   // The ranks of this communicator on this node (possibly this communicator itself), and the
