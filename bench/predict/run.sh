@@ -2,6 +2,7 @@
 # bench/predict: `dltune predict`'s models against the truth (README.md beside this file has
 # every input and its source).
 #   bench/predict/run.sh [BUILD_DIR] [--parts fabrics,published,local,hier,nodes] [--steps N]
+#                        [--recipes quickstart,resnet20-cifar,gpt-tiny-text]
 #
 #  fabrics    nccl-tests all_reduce_perf of 2 x p4de.24xlarge and 2 x p5.48xlarge against the
 #             model's bus bandwidth from the nodes' specifications (64 MiB and up).
@@ -26,11 +27,13 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$root/build
 parts=fabrics,published,local,hier,nodes
 steps=60
+recipes=(quickstart resnet20-cifar gpt-tiny-text)
 while [ $# -gt 0 ]; do
   case "$1" in
     --parts) parts=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
-    -*) echo "usage: run.sh [BUILD_DIR] [--parts LIST] [--steps N]" >&2; exit 2 ;;
+    --recipes) IFS=, read -r -a recipes <<<"$2"; shift 2 ;;
+    -*) echo "usage: run.sh [BUILD_DIR] [--parts LIST] [--steps N] [--recipes LIST]" >&2; exit 2 ;;
     *) build=$1; shift ;;
   esac
 done
@@ -117,7 +120,6 @@ for line in open(sys.argv[1]):
 print(f"{sum(e)/len(e):.3f}" if e else "na")
 PY
 }
-recipes=(quickstart resnet20-cifar gpt-tiny-text)
 
 if has local; then
   echo "== this machine: local ranks (recipes cut to $steps steps; tuning included)"
