@@ -62,6 +62,9 @@ LaunchPrediction LaunchPredictor::predict(const recipes::Plan& plan, bool with_c
   out.compute_note = r.compute.source;
   out.comm_note = measured_here ? "this shape's sweep with the plan's algorithm choices"
                                 : "the per-level fits of this machine's sweeps";
+  if (!measured_here && mc.intra_free) {
+    out.comm_note += " (no one-node sweep: the inter-node fit carries the node-local part)";
+  }
   out.single_sps = predict::single_device_sps(r.compute);
   r.nodes = {nodes};
   auto at_job = predict::predict_scaling(r);

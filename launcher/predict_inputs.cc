@@ -138,6 +138,9 @@ Result<CommChoice> comm_source(const PredictOptions& o, const std::optional<pred
                   std::to_string(shape.second);
       }
       if (!shapes.empty()) said.push_back("measured sweeps (" + shapes + ") in " + where);
+      if (mc.intra_free) {
+        said.push_back("no one-node sweep: the inter-node fit carries the node-local part");
+      }
       for (const predict::LevelFit& f : mc.fits) {
         said.push_back(f.level + " fit at " + std::to_string(f.nodes) + "x" +
                        std::to_string(f.ranks_per_node) + ": " + link_text(f.link) + ", " +

@@ -52,7 +52,6 @@ std::vector<LevelFit> fit_all_levels(const std::vector<tuner::db::Measurement>& 
   for (const auto& [shape, ms] : shapes) {
     if (shape.first < 2) continue;
     const LevelFit* in = nearest(fits, "intra", shape.second);
-    if (in == nullptr && shape.second > 1) continue;
     if (auto f = fit_inter(ms, in ? in->link : Link{})) inter.push_back(*f);
   }
   fits.insert(fits.end(), inter.begin(), inter.end());
@@ -90,6 +89,10 @@ MachineComm machine_comm(const std::vector<tuner::db::Measurement>& rows,
   const LevelFit* inter = nearest(mc.fits, "inter", per_node);
   mc.has_intra = intra != nullptr;
   mc.has_inter = inter != nullptr;
+  if (!mc.has_intra && mc.has_inter) {  // the inter fit carries the node-local part
+    mc.intra_free = true;
+    mc.has_intra = true;
+  }
   if (intra) mc.source.fabric.intra = intra->link;
   if (inter) mc.source.fabric.inter = inter->link;
   return mc;

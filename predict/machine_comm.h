@@ -7,6 +7,12 @@
 // nearest G (ties: the larger), inter from the multi-node fit with the same G if there is one,
 // else the nearest G, the most nodes first. A shape with measured curves uses them (the
 // fastest candidate at each size); every other shape the levels.
+//
+// A sweep across nodes with no one-node sweep of the same machine (a launch across nodes tunes
+// only its own shape) is still fitted: its inter level with the node-local part taken as free,
+// so that part's cost lands in the inter coefficients. Such a fit reproduces its own shape
+// (within its rel_rms) and scales the node-local part as if it crossed the network elsewhere;
+// intra_free says so, and the level used inside a node is then zero-cost.
 #pragma once
 
 #include <string>
@@ -24,6 +30,7 @@ struct MachineComm {
   CommSource source;
   std::vector<LevelFit> fits;  // every fit known (stored, then made now)
   bool has_intra = false, has_inter = false;
+  bool intra_free = false;  // no intra fit: the inter fit carries the node-local part
 };
 
 // `rows`: this machine's collective measurements (any shapes); `stored`: fits from the
@@ -32,7 +39,8 @@ MachineComm machine_comm(const std::vector<tuner::db::Measurement>& rows,
                          const std::vector<LevelFit>& stored, int per_node);
 
 // Fits every shape in `rows` (intra from one-node sweeps, then inter with the intra fit of
-// the nearest rank count); shapes whose fit fails are left out.
+// the nearest rank count, or with the node-local part free when there is none); shapes whose
+// fit fails are left out.
 std::vector<LevelFit> fit_all_levels(const std::vector<tuner::db::Measurement>& rows);
 
 }  // namespace dltune::predict

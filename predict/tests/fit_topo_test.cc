@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "predict/level_fit.h"
+#include "predict/machine_comm.h"
 #include "predict/topo_fabric.h"
 
 namespace dltune::predict {
@@ -65,6 +66,35 @@ TEST(LevelFit, RefusesTooFewPointsMixedShapesAndTheWrongLevel) {
   auto more = sweep(f, 1, 4, {"rd"});
   mixed.insert(mixed.end(), more.begin(), more.end());
   EXPECT_FALSE(fit_intra(mixed).ok());
+}
+
+// A launch across nodes sweeps only its own shape, sometimes at one size: the inter level is
+// still fitted (node-local part free, said by intra_free) and predicts that shape's sweep back
+// within its error; a one-node sweep beside it makes the intra level a fit of its own.
+TEST(MachineComm, ASweepAcrossNodesAloneStillGivesANetworkModel) {
+  Fabric truth;
+  truth.intra = {0.5e-6, 1 / 8e9, 1 / 16e9};
+  truth.inter = {25e-6, 1 / 0.6e9, 0};
+  std::vector<tuner::db::Measurement> rows;
+  for (const auto& m : sweep(truth, 2, 2, {"ring", "rd", "rabenseifner", "tree", "hier"})) {
+    if (m.bytes == 65536) rows.push_back(m);
+  }
+  ASSERT_EQ(rows.size(), 5u);
+  MachineComm mc = machine_comm(rows, {}, 2);
+  EXPECT_TRUE(mc.has_inter);
+  EXPECT_TRUE(mc.has_intra);
+  EXPECT_TRUE(mc.intra_free);
+  ASSERT_EQ(mc.fits.size(), 1u);
+  EXPECT_EQ(mc.fits[0].level, "inter");
+  const double model = allreduce_seconds(AllreduceAlgo::kHier, 65536, 2, 2, mc.source.fabric) * 1e6;
+  const double measured = allreduce_seconds(AllreduceAlgo::kHier, 65536, 2, 2, truth) * 1e6;
+  EXPECT_NEAR(model, measured, (mc.fits[0].rel_rms + 0.05) * measured);
+
+  auto one_node = sweep(truth, 1, 2, {"ring", "rd", "shm"});
+  rows.insert(rows.end(), one_node.begin(), one_node.end());
+  mc = machine_comm(rows, {}, 2);
+  EXPECT_FALSE(mc.intra_free);
+  EXPECT_EQ(mc.fits.size(), 2u);
 }
 
 std::string data(const std::string& f) { return std::string(DLTUNE_PREDICT_TEST_DATA) + "/" + f; }
