@@ -55,8 +55,8 @@ assert pids == {0, 1}, pids
 steps = [json.loads(l) for l in open(d + "/metrics.jsonl") if '"step"' in l]
 assert len([x for x in steps if x["event"] == "step"]) == 80
 PY
-# report.html in headless Chromium: it loads (no load or console errors) and its 5 plots are
-# in the rendered DOM with their data series.
+# report.html in headless Chromium: it loads (no load or console errors) and its 7 plots are
+# in the rendered DOM with their data series (the last two: the predicted scaling curve).
 chromium=$(command -v chromium || command -v chromium-browser) ||
   fail "chromium is not installed (scripts/bootstrap.sh installs it)"
 timeout 120 "$chromium" --headless --no-sandbox --disable-gpu --user-data-dir="$tmp/chromium" \
@@ -66,7 +66,8 @@ grep -E "CONSOLE|Uncaught|ERR_FILE|net::ERR" "$tmp/chromium.log" && fail "report
 python3 - "$tmp/dom" <<'PY' || fail "report.html's rendered DOM lacks its plots"
 import sys
 dom = open(sys.argv[1]).read()
-assert dom.count("<svg") == 5, dom.count("<svg")
+assert dom.count("<svg") == 7, dom.count("<svg")
+assert "Predicted scaling efficiency" in dom
 assert dom.count('class="series"') >= 4, dom.count('class="series"')
 assert 'class="chosen"' in dom and "tiny on 2 rank(s)" in dom
 PY
