@@ -78,17 +78,38 @@ std::vector<LayerSpec> alexnet(int64_t classes) {
           linear(classes)};
 }
 
+// Sizes come from the recipe: products saturate at kTooLarge instead of wrapping around (a
+// class count of 2^63-1 once gave a negative parameter count), and apply_layer reports them.
+constexpr int64_t kTooLarge = int64_t{1} << 50;
+
+int64_t mul_sat(int64_t a, int64_t b) {
+  int64_t r = 0;
+  if (__builtin_mul_overflow(a, b, &r) || r > kTooLarge || r < 0) return kTooLarge;
+  return r;
+}
+
+int64_t add_sat(int64_t a, int64_t b) {
+  int64_t r = 0;
+  if (__builtin_add_overflow(a, b, &r) || r > kTooLarge || r < 0) return kTooLarge;
+  return r;
+}
+
 // Conv or pool output size along one dimension; <= 0 when the window does not fit.
 int64_t window_out(int64_t in, int64_t kernel, int64_t stride, int64_t pad) {
-  const int64_t span = in + 2 * pad - kernel;
+  const int64_t span = add_sat(in, mul_sat(2, pad)) - kernel;
   if (span < 0) return 0;
   return span / stride + 1;
 }
 
 int64_t numel(const Shape& s) {
   int64_t n = 1;
-  for (int64_t d : s) n *= d;
+  for (int64_t d : s) n = mul_sat(n, d);
   return n;
+}
+
+std::string too_large(const std::string& name) {
+  return name + " makes the model too large (2^50 or more parameters or values per sample); " +
+         "use smaller layers or inputs";
 }
 
 // Output shape and parameter count of one layer, or an error message.
@@ -97,12 +118,12 @@ std::string apply_layer(const LayerSpec& l, Shape& shape, int64_t& params) {
   const std::string name(layer_kind_name(l.kind));
   switch (l.kind) {
     case LayerKind::kLinear:
-      params += numel(shape) * l.out + l.out;
+      params = add_sat(params, add_sat(mul_sat(numel(shape), l.out), l.out));
       shape = {l.out};
-      return "";
+      return params >= kTooLarge ? too_large(name) : "";
     case LayerKind::kFlatten:
       shape = {numel(shape)};
-      return "";
+      return shape[0] >= kTooLarge ? too_large(name) : "";
     case LayerKind::kRelu:
     case LayerKind::kDropout:
       return "";
@@ -129,9 +150,11 @@ std::string apply_layer(const LayerSpec& l, Shape& shape, int64_t& params) {
         return "conv2d groups " + std::to_string(l.groups) +
                " must divide both the input channels " + std::to_string(shape[0]) + " and out " +
                std::to_string(l.out);
-      params += (shape[0] / l.groups) * l.kernel * l.kernel * l.out + l.out;
+      params = add_sat(
+          params, add_sat(mul_sat(mul_sat(shape[0] / l.groups, l.kernel), mul_sat(l.kernel, l.out)),
+                          l.out));
       shape = {l.out, h, w};
-      return "";
+      return params >= kTooLarge || numel(shape) >= kTooLarge ? too_large(name) : "";
     }
   }
   return "unknown layer kind";

@@ -1,5 +1,6 @@
 // Parsing of the `training`, `comm`, `tune` and `launch` sections and of the whole file.
 #include <algorithm>
+#include <limits>
 
 #include "common/paths.h"
 #include "recipes/recipe_parse_internal.h"
@@ -99,7 +100,8 @@ void parse_training(YamlReader& r, const YAML::Node& node, TrainingConfig* t) {
   parse_schedule(r, f, &t->schedule);
   r.get_int(f, "checkpoint_every", 0, kMaxInt, &t->checkpoint_every);
   int64_t seed = static_cast<int64_t>(t->seed);
-  if (r.get_int(f, "seed", 0, kMaxInt, &seed)) t->seed = static_cast<uint64_t>(seed);
+  if (r.get_int(f, "seed", 0, std::numeric_limits<int64_t>::max(), &seed))
+    t->seed = static_cast<uint64_t>(seed);
 }
 
 void parse_comm(YamlReader& r, const YAML::Node& node, CommConfig* c) {
@@ -214,6 +216,11 @@ ParseOutcome parse_recipe(std::string_view yaml_text, const std::string& file,
   recipe.name = default_name(file);
   recipe.source_path = file;
   recipe.source_dir = base_dir;
+  // Bounds before yaml-cpp builds a tree (and before anything walks one).
+  if (auto problem = precheck_yaml(yaml_text, file)) {
+    out.problems.push_back(std::move(*problem));
+    return out;
+  }
   YAML::Node root;
   try {
     root = YAML::Load(std::string(yaml_text));
