@@ -19,11 +19,14 @@ jobs=${JOBS:-$(nproc)}
 
 # Debian packages dltune builds, runs and tests with. Optional ones (Slurm, munge, Open MPI,
 # PMIx) are installed too so that the whole test suite runs; the build works without them.
-# chromium (headless) checks report.html in the tests.
+# chromium (headless) checks report.html in the tests. libsodium signs bundles (required);
+# clang with libFuzzer and its sanitizer runtimes builds the fuzz targets CI runs (fuzz/).
 packages=(
   build-essential cmake ninja-build pkg-config git clang-format
+  clang libfuzzer-14-dev libclang-rt-14-dev
   libhwloc-dev hwloc-nox libpmix-dev libopenmpi-dev openmpi-bin
   libsqlite3-dev sqlite3 libyaml-cpp-dev libcli11-dev nlohmann-json3-dev libopenblas-dev
+  libsodium-dev
   libgtest-dev googletest
   slurmctld slurmd slurm-client libslurm-dev munge
   procps psmisc iproute2 python3
