@@ -56,6 +56,9 @@ struct ChildSetup {
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
   for (int sig = 1; sig < NSIG; ++sig) ::signal(sig, SIG_DFL);
   if (c.drop) {
+    // slurmstepd may have lowered only its effective uid: take root back (its real and saved
+    // uid are 0) so that the supplementary groups can be dropped too, then drop everything.
+    if (::geteuid() != 0) (void)::seteuid(0);
     if (::setgroups(1, &c.gid) != 0 || ::setresgid(c.gid, c.gid, c.gid) != 0 ||
         ::setresuid(c.uid, c.uid, c.uid) != 0) {
       ::_exit(126);

@@ -27,7 +27,8 @@ struct IsolatedLoad {
   int timeout_ms = 15000;                     // wall time before the child is killed
   int cpu_seconds = 10;                       // RLIMIT_CPU
   uint64_t memory_bytes = uint64_t{2} << 30;  // RLIMIT_AS (not applied under AddressSanitizer)
-  // When set (the caller must be root), the child drops real, effective and saved ids and its
+  // When set (the caller's real uid must be 0; its effective uid may be lowered already, as in
+  // slurmstepd), the child drops real, effective and saved ids and its
   // supplementary groups to these before exec.
   std::optional<std::pair<uid_t, gid_t>> run_as;
 };

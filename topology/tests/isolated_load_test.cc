@@ -153,3 +153,25 @@ TEST(IsolatedLoad, TheChildGetsOnlyTheGivenEnvironment) {
 
 }  // namespace
 }  // namespace dltune::topology
+
+namespace dltune::topology {
+namespace {
+
+// As slurmstepd calls it: real uid 0, effective uid already the job's. The helper must end up
+// with every id, and no supplementary group, but the job's.
+TEST(IsolatedLoad, RunsAsTheJobsUserWithNoRootLeft) {
+  if (::getuid() != 0) GTEST_SKIP() << "needs root";
+  FakeHelper ids("echo \"$(id -u) $(id -ru) $(id -g) $(id -G)\"; exit 2");
+  IsolatedLoad req = request(ids.path(), "");
+  req.run_as = std::make_pair(uid_t{65534}, gid_t{65534});
+  ASSERT_EQ(::setegid(65534), 0);
+  ASSERT_EQ(::seteuid(65534), 0);
+  auto r = load_isolated(req);
+  ASSERT_EQ(::seteuid(0), 0);
+  ASSERT_EQ(::setegid(0), 0);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message(), "65534 65534 65534 65534");
+}
+
+}  // namespace
+}  // namespace dltune::topology
