@@ -344,6 +344,7 @@ Status run_lookup(const DbOptions& o) {
                 : r->from_site                 ? "site"
                                                : "user"},
       {"site", r->site},
+      {"signed_by", r->kind == tdb::HitKind::kMiss ? "" : r->plan.provenance.signed_by},
       {"differences", r->differences},
       {"warnings", r->warnings},
       {"plan", r->kind == tdb::HitKind::kMiss

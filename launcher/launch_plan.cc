@@ -112,7 +112,7 @@ Result<recipes::Plan> collective_plan(const PlanRequest& r, PlanChoice& choice, 
     auto hit = tdb::lookup_plan(r.layers, key);
     if (hit && hit->kind == tdb::HitKind::kExact) {
       auto plan = recipes::parse_plan(hit->plan.plan_json);
-      if (plan) {
+      if (plan && recipes::check_plan_plausible(*plan).ok()) {
         tell(r, "collectives: using the cached collective plan from " + hit->db_path);
         choice.collective_measurements = stored_measurements(hit->db_path, key);
         return plan;

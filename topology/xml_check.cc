@@ -116,6 +116,16 @@ class Checker {
 
   // Checks one start tag against the open elements; "" when it is fine.
   std::string start(const XmlEvent& e) {
+    // The elements hwloc 2.9 reads (and hwloc 1.x's distances/latency); hwloc fails on others
+    // (found by fuzzing), namespaced names included.
+    static constexpr std::array<std::string_view, 16> kElements = {
+        "topology",         "object",    "info",          "page_type",
+        "userdata",         "distances", "latency",       "distances2",
+        "distances2hetero", "indexes",   "u64values",     "support",
+        "cpukind",          "memattr",   "memattr_value", "root"};
+    if (std::find(kElements.begin(), kElements.end(), e.name) == kElements.end()) {
+      return "unknown element <" + e.name.substr(0, 40) + ">";
+    }
     Open o;
     if (stack_.empty()) {
       if (e.name != "topology") return "the document element is <" + e.name + ">, not <topology>";
@@ -163,6 +173,20 @@ class Checker {
                "\", not an hwloc bitmap such as 0x000000ff,0xffffffff";
       }
       o->sets[static_cast<size_t>(i)] = std::move(*b);
+    }
+    // The root's allowed sets: well formed and within the complete ones (a malformed one
+    // leaves hwloc without a NUMA node, and it refuses the export).
+    for (const auto& [name, complete] : {std::pair{"allowed_cpuset", 1}, {"allowed_nodeset", 3}}) {
+      const std::string* v = e.attribute(name);
+      if (v == nullptr) continue;
+      auto b = parse_bitmap(*v, max_words);
+      if (!b) {
+        return what + " has " + name + " \"" + v->substr(0, 40) +
+               "\", not an hwloc bitmap such as 0x000000ff,0xffffffff";
+      }
+      if (*side != Side::kIo && !b->within(o->sets[static_cast<size_t>(complete)])) {
+        return what + "'s " + name + " is not within its " + kSetNames[complete];
+      }
     }
     if (*side == Side::kIo) return "";
     if (parent.kind == Open::kObject && parent.side == Side::kIo) {

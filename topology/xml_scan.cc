@@ -90,7 +90,19 @@ XmlScanner::XmlScanner(std::string_view text, const XmlLimits& limits)
     fail("bytes that are not UTF-8");
     return;
   }
+  // XML 1.0 allows no control character but tab, line feed and carriage return (libxml2, which
+  // hwloc reads exports with, refuses them; found by fuzzing).
+  for (size_t i = 0; i < text_.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text_[i]);
+    if (c == '\n') ++line_;
+    if (c < 0x20 && c != '\t' && c != '\n' && c != '\r') {
+      fail("a control character (byte " + std::to_string(c) + ")");
+      return;
+    }
+  }
+  line_ = 1;
   if (text_.substr(0, 3) == "\xEF\xBB\xBF") pos_ = 3;  // byte order mark
+  start_ = pos_;
 }
 
 bool XmlScanner::fail(const std::string& message) {
@@ -115,6 +127,11 @@ bool XmlScanner::skip_markup() {
     return true;
   };
   if (rest.starts_with("<!--")) return skip_past("<!--", "-->", "comment");
+  if (rest.starts_with("<?xml") && rest.size() > 5 &&
+      (rest[5] == ' ' || rest[5] == '\t' || rest[5] == '\n' || rest[5] == '\r' || rest[5] == '?') &&
+      pos_ != start_) {
+    return fail("an XML declaration after the start of the file");  // libxml2 refuses it too
+  }
   if (rest.starts_with("<?")) return skip_past("<?", "?>", "processing instruction");
   if (rest.starts_with("<![CDATA[")) {
     if (open_.empty()) return fail("CDATA outside the document element");

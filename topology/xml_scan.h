@@ -68,6 +68,7 @@ class XmlScanner {
   std::string_view text_;
   XmlLimits limits_;
   size_t pos_ = 0;
+  size_t start_ = 0;  // where the document starts (after a byte order mark)
   int line_ = 1;
   std::vector<std::string> open_;  // names of the open elements
   size_t elements_ = 0;

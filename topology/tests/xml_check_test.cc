@@ -120,6 +120,13 @@ TEST(XmlCheck, InconsistentSetsAreRefused) {
        "line 3: the Machine object's nodeset is not within its complete_nodeset"},
       {small("cpuset=\"0x1\" complete_cpuset=\"0x1\" nodeset=\"0x1\" complete_nodeset=\"0x1\""),
        "line 4: the NUMANode object's cpuset is not within its parent's"},
+      {small("cpuset=\"0x3\" complete_cpuset=\"0x3\" nodeset=\"0x1\" complete_nodeset=\"0x1\" "
+             "allowed_nodeset=\"5x1\""),
+       "line 3: the Machine object has allowed_nodeset \"5x1\", not an hwloc bitmap such as "
+       "0x000000ff,0xffffffff"},
+      {small("cpuset=\"0x3\" complete_cpuset=\"0x3\" nodeset=\"0x1\" complete_nodeset=\"0x1\" "
+             "allowed_cpuset=\"0x7\""),
+       "line 3: the Machine object's allowed_cpuset is not within its complete_cpuset"},
       {small("cpuset=\"0x3\" complete_cpuset=\"0x3\" nodeset=\"zz\" complete_nodeset=\"0x1\""),
        "line 3: the Machine object has nodeset \"zz\", not an hwloc bitmap such as "
        "0x000000ff,0xffffffff"},
@@ -172,9 +179,15 @@ TEST(XmlCheck, MalformedAndHostileXmlIsRefused) {
       {"<topology a=\"&#0;\"/>",
        "line 1: a bad entity or character reference in an attribute value"},
       {"<topology a=\"x\xff\"/>", "line 1: bytes that are not UTF-8"},
+      {"<topology>\n<info>\x14</info></topology>", "line 2: a control character (byte 20)"},
+      {"\n<?xml version=\"1.0\"?><topology/>",
+       "line 2: an XML declaration after the start of the file"},
       {"<topology a=b/>", "line 1: an attribute value must be quoted"},
       {"<topology a=\"1\"b=\"2\"/>", "line 1: expected white space between attributes"},
-      {"<html/>", "line 1: the document element is <html>, not <topology>"},
+      {"<html/>", "line 1: unknown element <html>"},
+      {"<root/>", "line 1: the document element is <root>, not <topology>"},
+      {"<topology><:info/></topology>", "line 1: unknown element <:info>"},
+      {"<topology><x:info/></topology>", "line 1: unknown element <x:info>"},
       {deep, "line 1: elements nested deeper than 64 levels"},
       {"<topology>\n<object type=\"Core\" cpuset=\"0x1\" complete_cpuset=\"0x1\" nodeset=\"0x1\" "
        "complete_nodeset=\"0x1\"/></topology>",

@@ -14,6 +14,14 @@ bool same_plan(const PlanRecord& a, const PlanRecord& b) {
          a.provenance == b.provenance;
 }
 
+// True when `incoming` is `local` (imported unsigned) now vouched for by a trusted key.
+bool signed_copy_of(const PlanRecord& local, const PlanRecord& incoming) {
+  PlanRecord relabelled = local;
+  relabelled.provenance.signed_by = incoming.provenance.signed_by;
+  return local.provenance.signed_by == kUnsigned && !incoming.provenance.signed_by.empty() &&
+         incoming.provenance.signed_by != kUnsigned && same_plan(relabelled, incoming);
+}
+
 bool same_measurement(const Measurement& a, const Measurement& b) {
   return a.key.same_identity(b.key) && a.key.family == b.key.family &&
          a.collective == b.collective && a.algorithm == b.algorithm &&
@@ -157,6 +165,14 @@ Result<MergeReport> TuningDb::merge_rows(std::span<const PlanRecord> plans,
     if (!*local) {
       ++report.plans.added;
       report.recipe_trials.added += count;
+    } else if (signed_copy_of(**local, p)) {
+      // The plan imported unsigned, now signed by a trusted key: it takes the signature (the
+      // content is the same), whatever the policy, and says so.
+      ++report.plans.replaced;
+      report.recipe_trials.replaced += count;
+      report.plan_conflicts.push_back({**local, p, source, true,
+                                       "the same plan, now signed by trusted key '" +
+                                           p.provenance.signed_by + "' (it was unsigned)"});
     } else if (same_plan(**local, p)) {
       ++report.plans.unchanged;
       // The same plan: its trials are added only where the local copy has none.

@@ -147,6 +147,20 @@ TEST(Signing, ImportRefusesBeforeCreatingAnything) {
   ASSERT_FALSE(mixed.ok());
   EXPECT_FALSE(paths::exists(dir.file("new.db")));
 
+  // Imported unsigned first, then the same bundle signed: the rows take the signature.
+  ImportOptions plain_first;
+  auto unsigned_first = import_sources(dir.file("upgrade.db"), {dir.file("plain.json")}, {});
+  ASSERT_TRUE(unsigned_first.ok());
+  plain_first.trusted_keys = dir.file("keys/siteA.pub");
+  auto upgrade = import_sources(dir.file("upgrade.db"), {dir.file("signed.json")}, plain_first);
+  ASSERT_TRUE(upgrade.ok()) << upgrade.error().message();
+  EXPECT_EQ(upgrade->report.plans.replaced, 1);
+  ASSERT_EQ(upgrade->report.plan_conflicts.size(), 1u);
+  EXPECT_EQ(upgrade->report.plan_conflicts[0].why,
+            "the same plan, now signed by trusted key 'siteA' (it was unsigned)");
+  auto up = TuningDb::open(dir.file("upgrade.db"), OpenMode::kReadOnly);
+  EXPECT_EQ((*up->plans())[0].provenance.signed_by, "siteA");
+
   auto r = import_sources(dir.file("new.db"), {dir.file("signed.json")}, strict);
   ASSERT_TRUE(r.ok()) << r.error().message();
   EXPECT_EQ(r->report.plans.added, 1);
