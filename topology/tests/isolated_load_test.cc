@@ -8,6 +8,7 @@
 #include <string>
 
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -59,6 +60,18 @@ TEST(IsolatedLoad, LoadsAnExportAsInProcess) {
   auto t = load_isolated(request(probe(), data_path("mpibind_coral-lassen.xml")));
   ASSERT_TRUE(t.ok()) << t.error().message();
   EXPECT_TRUE(*t == testing::load_fixture("mpibind_coral-lassen.xml"));
+}
+
+// Some hosts ignore SIGCHLD (children are reaped for them): the model still comes back.
+TEST(IsolatedLoad, WorksInAHostThatIgnoresSigchld) {
+  struct sigaction ignore {
+  }, before{};
+  ignore.sa_handler = SIG_IGN;
+  ASSERT_EQ(::sigaction(SIGCHLD, &ignore, &before), 0);
+  auto t = load_isolated(request(probe(), data_path("mpibind_coral-lassen.xml")));
+  ::sigaction(SIGCHLD, &before, nullptr);
+  ASSERT_TRUE(t.ok()) << t.error().message();
+  EXPECT_EQ(t->gpus.size(), 4u);
 }
 
 TEST(IsolatedLoad, DiscoversThisMachine) {
