@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/env.h"
+#include "common/json_input.h"
 #include "common/paths.h"
 #include "common/progress.h"
 #include "engine/data/dataset.h"
@@ -99,7 +100,8 @@ int run_launch(const LaunchOptions& o) {
     if (!rd) return report_error("launch", rd.error());
     resumed = *rd;
     auto launch_text = paths::read_file(rd->launch());
-    auto lj = launch_text ? nlohmann::json::parse(*launch_text, nullptr, false) : nlohmann::json();
+    auto lj = launch_text ? parse_json_bounded(*launch_text).value_or(nlohmann::json())
+                          : nlohmann::json();
     if (!lj.is_object()) {
       return report_error("launch", invalid_input("--resume " + o.resume + ": " + rd->launch() +
                                                   " is missing or not JSON"));
@@ -127,6 +129,7 @@ int run_launch(const LaunchOptions& o) {
   launcher::PlanChoice choice;
   std::optional<RunDir> dir = resumed;
   std::optional<launcher::TempDir> scratch;
+  std::optional<launcher::RunDirGuard> unless_trained;  // a refused launch leaves no run dir
   if (resumed) {
     auto text = paths::read_file(resumed->plan());
     auto plan = text ? recipes::parse_plan(*text) : Result<recipes::Plan>(text.error());
@@ -147,6 +150,7 @@ int run_launch(const LaunchOptions& o) {
       auto rd = launcher::create_run_dir(env::get(env::kRunsDir), job->recipe.name);
       if (!rd) return report_error("launch", rd.error());
       dir = *rd;
+      unless_trained.emplace(dir->path);
       req.work_dir = dir->file("tuning");
     }
     req.run = [&](const std::string& phase, const std::vector<std::string>& argv) {
@@ -208,6 +212,7 @@ int run_launch(const LaunchOptions& o) {
                      " s and stored in " + choice.db_path);
   }
   progress.message("run directory: " + dir->path);
+  if (unless_trained) unless_trained->keep();
 
   // 4. Train, following rank 0's metrics.
   const bool resume_ckpt = resumed && paths::exists(dir->checkpoint());
