@@ -23,6 +23,11 @@ std::string plan_candidate(const recipes::Plan& plan, double bytes) {
 
 LaunchPrediction LaunchPredictor::predict(const recipes::Plan& plan, bool with_curve) {
   LaunchPrediction out;
+  if (plan.parallel.stages > 1) {  // predict/step.h's pipeline model is not the engine's
+    out.why_not = "the models predict data-parallel plans only; this plan is a " +
+                  std::to_string(plan.parallel.stages) + "-stage pipeline";
+    return out;
+  }
   const int64_t batch = std::max<int64_t>(1, plan.training.per_rank_batch);
   auto model = predict::model_costs(recipe_.model.graph, recipe_.name);
   if (!model) {

@@ -1,4 +1,4 @@
-// Per-level cost models in the tuning database (schema v4): writing and reading.
+// Per-level cost models in the tuning database (schema v5): writing and reading.
 #include <string>
 
 #include "tuner/db/store.h"
@@ -6,7 +6,7 @@
 
 #define DLTUNE_DB_COST_COLS \
   DLTUNE_DB_KEY_COLS        \
-      ", level, alpha_s, beta_s_per_b, gamma_s_per_b, rel_rms, points, " DLTUNE_DB_PROV_COLS
+  ", level, alpha_s, beta_s_per_b, gamma_s_per_b, rel_rms, points, " DLTUNE_DB_PROV_COLS
 
 namespace dltune::tuner::db {
 
@@ -26,13 +26,14 @@ Status TuningDb::put_cost_models(std::span<const CostModel> models) {
     auto st = connection().prepare(
         "INSERT INTO cost_models(" DLTUNE_DB_COST_COLS
         ") VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, "
-        "?18, ?19, ?20) "
+        "?18, ?19, ?20, ?21) "
         "ON CONFLICT(fingerprint, mpi, pmix, nccl, dltune, nodes, ranks_per_node, recipe, level) "
         "DO UPDATE SET family = excluded.family, alpha_s = excluded.alpha_s, "
         "beta_s_per_b = excluded.beta_s_per_b, gamma_s_per_b = excluded.gamma_s_per_b, "
         "rel_rms = excluded.rel_rms, points = excluded.points, site = excluded.site, "
         "host = excluded.host, user_name = excluded.user_name, "
-        "writer_version = excluded.writer_version, created_at = excluded.created_at");
+        "writer_version = excluded.writer_version, created_at = excluded.created_at, "
+        "signed_by = excluded.signed_by");
     if (!st) return std::move(st).error();
     bind_key(*st, 1, c.key, true);
     st->bind(10, c.level)

@@ -60,11 +60,21 @@ CREATE INDEX recipe_trials_by_plan ON recipe_trials(plan_id);
 PRAGMA user_version = 3;
 )sql";
 
-// v3 -> v4: per-level alpha-beta-gamma cost models fitted from the sweeps (one row per key
+// v3 -> v4: who vouched for each imported row (signed_by: a trusted key's name, 'unsigned', or
+// '' for rows made here), and the database's own settings (require_signature, trusted_keys).
+constexpr const char* kV3ToV4 = R"sql(
+ALTER TABLE plans ADD COLUMN signed_by TEXT NOT NULL DEFAULT '';
+ALTER TABLE measurements ADD COLUMN signed_by TEXT NOT NULL DEFAULT '';
+ALTER TABLE recipe_trials ADD COLUMN signed_by TEXT NOT NULL DEFAULT '';
+CREATE TABLE settings(name TEXT PRIMARY KEY, value TEXT NOT NULL);
+PRAGMA user_version = 4;
+)sql";
+
+// v4 -> v5: per-level alpha-beta-gamma cost models fitted from the sweeps (one row per key
 // identity and level, with its fit error), and each recipe trial's step split: its compute,
 // its exposed communication, and its buckets' allreduce seconds (a JSON array). NULL where a
 // trial program did not report them.
-constexpr const char* kV3ToV4 = R"sql(
+constexpr const char* kV4ToV5 = R"sql(
 CREATE TABLE cost_models(
   id INTEGER PRIMARY KEY,
   fingerprint TEXT NOT NULL, mpi TEXT NOT NULL, pmix TEXT NOT NULL, nccl TEXT NOT NULL,
@@ -74,14 +84,15 @@ CREATE TABLE cost_models(
   gamma_s_per_b REAL NOT NULL, rel_rms REAL NOT NULL, points INTEGER NOT NULL,
   site TEXT NOT NULL, host TEXT NOT NULL, user_name TEXT NOT NULL,
   writer_version TEXT NOT NULL, created_at INTEGER NOT NULL,
+  signed_by TEXT NOT NULL DEFAULT '',
   UNIQUE(fingerprint, mpi, pmix, nccl, dltune, nodes, ranks_per_node, recipe, level));
 ALTER TABLE recipe_trials ADD COLUMN compute_s REAL;
 ALTER TABLE recipe_trials ADD COLUMN exposed_comm_s REAL;
 ALTER TABLE recipe_trials ADD COLUMN allreduce_s TEXT;
-PRAGMA user_version = 4;
+PRAGMA user_version = 5;
 )sql";
 
-constexpr const char* kSteps[] = {kCreateV1, kV1ToV2, kV2ToV3, kV3ToV4};
+constexpr const char* kSteps[] = {kCreateV1, kV1ToV2, kV2ToV3, kV3ToV4, kV4ToV5};
 static_assert(sizeof(kSteps) / sizeof(kSteps[0]) == kSchemaVersion);
 
 Result<bool> has_foreign_tables(Connection& conn) {

@@ -8,10 +8,10 @@
 #include "tuner/db/sqlite.h"
 #include "tuner/db/store.h"
 
-// Column order everywhere: the 8 identity columns, family, the row's data, provenance (5).
+// Column order everywhere: the 8 identity columns, family, the row's data, provenance (6).
 #define DLTUNE_DB_KEY_COLS \
   "fingerprint, mpi, pmix, nccl, dltune, nodes, ranks_per_node, recipe, family"
-#define DLTUNE_DB_PROV_COLS "site, host, user_name, writer_version, created_at"
+#define DLTUNE_DB_PROV_COLS "site, host, user_name, writer_version, created_at, signed_by"
 #define DLTUNE_DB_IDENTITY_WHERE                                                              \
   "fingerprint = ?1 AND mpi = ?2 AND pmix = ?3 AND nccl = ?4 AND dltune = ?5 AND nodes = ?6 " \
   "AND ranks_per_node = ?7 AND recipe = ?8"
@@ -21,8 +21,8 @@
   ", collective, algorithm, segment_bytes, bytes, median_us, p10_us, " \
   "p90_us, iqr_us, samples, failed, reason, " DLTUNE_DB_PROV_COLS
 
-// Recipe trials (schema v3, the step split v4); plan_id is written but not part of the
-// read-back columns.
+// Recipe trials (schema v3, signed_by v4, the step split v5); plan_id is written but not part of
+// the read-back columns.
 #define DLTUNE_DB_TRIAL_COLS                                                                  \
   DLTUNE_DB_KEY_COLS                                                                          \
   ", round, candidate, label, per_rank_batch, global_batch, scaling, bucket_bytes, overlap, " \
@@ -46,7 +46,7 @@ PlanRecord read_plan(const Statement& st);
 Measurement read_measurement(const Statement& st);
 RecipeTrial read_trial(const Statement& st);
 void bind_filter(Statement& st, const Filter& f);
-// Every value of a trial but its plan_id bound in DLTUNE_DB_TRIAL_COLS order to ?1..?33.
+// Every value of a trial but its plan_id bound in DLTUNE_DB_TRIAL_COLS order to ?1..?34.
 void bind_trial(Statement& st, const RecipeTrial& t);
 // True when both hold the same rows (every field), in any order.
 bool same_trials(std::vector<RecipeTrial> a, std::vector<RecipeTrial> b);

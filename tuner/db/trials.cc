@@ -1,4 +1,4 @@
-// Recipe trials in the tuning database (schema v3, their step split v4): reading, writing with
+// Recipe trials in the tuning database (schema v3, their step split v5): reading, writing with
 // their plan, and the row helpers merge and prune share.
 #include <algorithm>
 #include <string>
@@ -32,10 +32,11 @@ RecipeTrial read_trial(const Statement& st) {
   t.failed = st.integer(23) != 0;
   t.reason = st.text(24);
   t.provenance = read_provenance(st, 25);
-  if (!st.is_null(30)) t.compute_s = st.real(30);
-  if (!st.is_null(31)) t.exposed_comm_s = st.real(31);
-  if (!st.is_null(32)) {
-    const auto a = nlohmann::json::parse(st.text(32), nullptr, false);
+  // After the 6 provenance columns (25..30): the step split.
+  if (!st.is_null(31)) t.compute_s = st.real(31);
+  if (!st.is_null(32)) t.exposed_comm_s = st.real(32);
+  if (!st.is_null(33)) {
+    const auto a = nlohmann::json::parse(st.text(33), nullptr, false);
     if (a.is_array()) {
       for (const auto& v : a) {
         if (v.is_number()) t.allreduce_s.push_back(v.get<double>());
@@ -71,20 +72,21 @@ void bind_trial(Statement& st, const RecipeTrial& t) {
   }
   st.bind(24, int64_t{t.failed ? 1 : 0}).bind(25, t.reason);
   bind_provenance(st, 26, t.provenance);
+  // After the 6 provenance values (?26..?31): the step split.
   if (t.compute_s) {
-    st.bind(31, *t.compute_s);
-  } else {
-    st.bind_null(31);
-  }
-  if (t.exposed_comm_s) {
-    st.bind(32, *t.exposed_comm_s);
+    st.bind(32, *t.compute_s);
   } else {
     st.bind_null(32);
   }
-  if (!t.allreduce_s.empty()) {
-    st.bind(33, nlohmann::json(t.allreduce_s).dump());
+  if (t.exposed_comm_s) {
+    st.bind(33, *t.exposed_comm_s);
   } else {
     st.bind_null(33);
+  }
+  if (!t.allreduce_s.empty()) {
+    st.bind(34, nlohmann::json(t.allreduce_s).dump());
+  } else {
+    st.bind_null(34);
   }
 }
 
@@ -131,10 +133,10 @@ Status TuningDb::write_trials(const Key& plan_key, std::span<const RecipeTrial* 
         "INSERT INTO recipe_trials(" DLTUNE_DB_TRIAL_COLS
         ", plan_id) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, "
         "?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, "
-        "?34)");
+        "?34, ?35)");
     if (!st) return std::move(st).error();
     detail::bind_trial(*st, *t);
-    st->bind(34, plan_id);
+    st->bind(35, plan_id);
     DLTUNE_TRY(st->run());
     row_written(++*n);
   }

@@ -1,4 +1,4 @@
-// Schema v4: per-level cost models (store, replace, read back by filter, refuse malformed rows,
+// Schema v5: per-level cost models (store, replace, read back by filter, refuse malformed rows,
 // prune with their measurements) and the recipe trials' step split (stored and read back;
 // absent where a trial program did not report it).
 #include <gtest/gtest.h>
