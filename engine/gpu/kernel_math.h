@@ -85,7 +85,10 @@ DLTUNE_HOST_DEVICE inline float pool_forward_at(const PoolShape& p, const float*
 }
 
 // Output positions along one dimension whose window may hold input position x (of `in`), as
-// [lo, hi] within [0, out): a superset (one extra either side); pool_window decides.
+// [lo, hi] clipped to [0, out): adaptive windows [floor(o in / out), ceil((o + 1) in / out))
+// hold x for o in [floor(x out / in), ceil((x + 1) out / in) - 1]; square ones
+// [o stride - pad, o stride - pad + k) for o in [floor((x + pad - k) / stride) + 1,
+// floor((x + pad) / stride)]. pool_window then decides each (a ceil_mode window may end early).
 DLTUNE_HOST_DEVICE inline void pool_candidates(const PoolShape& p, int x, int in, int out, int* lo,
                                                int* hi) {
   int a, b;
@@ -97,8 +100,8 @@ DLTUNE_HOST_DEVICE inline void pool_candidates(const PoolShape& p, int x, int in
     a = xp >= p.k ? (xp - p.k) / p.stride + 1 : 0;
     b = xp / p.stride;
   }
-  *lo = imax(a - 1, 0);
-  *hi = imin(b + 1, out - 1);
+  *lo = imax(a, 0);
+  *hi = imin(b, out - 1);
 }
 
 // Gradient of input element i of (planes, H, W), gathered from every window that holds it (max:
