@@ -216,7 +216,7 @@ TEST(GpuTrainer, GptOnTextWithAdamW) {
   c.model = "gpt-tiny";
   c.input = {32};
   c.data = "text:" + text;
-  c.heldout_split = 0.1;
+  c.heldout_split = 0.02;
   c.global_batch = 4;
   c.microbatches = 2;
   c.optimizer = "adamw";
