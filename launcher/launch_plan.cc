@@ -180,7 +180,7 @@ Result<PlanChoice> choose_plan(const PlanRequest& r) {
   DLTUNE_TRY(paths::make_dirs(r.work_dir));
   auto base = collective_plan(r, choice, budget * kCollectiveShare);
   if (!base) return std::move(base).error().wrap("tuning the collectives");
-  base->job = r.job;
+  base->set_job(r.job);
 
   tuner::RecipeTuneRequest req;
   req.recipe = r.recipe;
@@ -201,7 +201,7 @@ Result<PlanChoice> choose_plan(const PlanRequest& r) {
   auto tuned = tuner::tune_recipe(req, run_trials, r.work_dir);
   if (!tuned) return std::move(tuned).error().wrap("tuning the recipe");
   choice.plan = tuned->plan;
-  choice.plan.job = r.job;
+  choice.plan.set_job(r.job);
   choice.plan.provenance.source = recipes::PlanSource::kTuned;
   choice.recipe_outcome = tuner::recipe_outcome_to_json(*tuned);
   choice.source = "tuned";

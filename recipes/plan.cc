@@ -36,16 +36,39 @@ Status validate_ranges(Collective c, const std::vector<SizeRange>& ranges) {
   return ok_status();
 }
 
+Status validate_parallel(const Plan& plan) {
+  const ParallelLayout& p = plan.parallel;
+  const int64_t ranks = static_cast<int64_t>(plan.job.nodes) * plan.job.ranks_per_node;
+  if (p.replicas < 1 || p.stages < 1 || int64_t{p.replicas} * p.stages != ranks)
+    return invalid_input("parallel: replicas " + std::to_string(p.replicas) + " x stages " +
+                         std::to_string(p.stages) + " must equal the job's " +
+                         std::to_string(ranks) + " ranks");
+  if (p.stages == 1 && !p.partition.empty())
+    return invalid_input("parallel.partition: a single stage has no partition");
+  if (p.stages > 1 && p.partition.size() != static_cast<size_t>(p.stages))
+    return invalid_input("parallel.partition: " + std::to_string(p.partition.size()) +
+                         " first nodes for " + std::to_string(p.stages) +
+                         " stages; give one per stage");
+  if (p.microbatches < 1 || p.microbatches > plan.training.per_rank_batch)
+    return invalid_input("parallel.microbatches: " + std::to_string(p.microbatches) +
+                         " must be in 1..per_rank_batch (" +
+                         std::to_string(plan.training.per_rank_batch) + ")");
+  if (p.memory_bytes < 0) return invalid_input("parallel.memory_bytes: must be non-negative");
+  return ok_status();
+}
+
 Status validate_training(const Plan& plan) {
   const TrainingPlan& t = plan.training;
-  const int64_t ranks = static_cast<int64_t>(plan.job.nodes) * plan.job.ranks_per_node;
+  const int64_t replicas = plan.parallel.replicas;
   if (t.per_rank_batch < 1)
     return invalid_input("training.per_rank_batch: expected a positive integer, got " +
                          std::to_string(t.per_rank_batch));
-  if (t.global_batch != t.per_rank_batch * ranks)
+  if (t.global_batch != t.per_rank_batch * replicas)
     return invalid_input("training.global_batch: " + std::to_string(t.global_batch) +
                          " must equal per_rank_batch " + std::to_string(t.per_rank_batch) + " x " +
-                         std::to_string(ranks) + " ranks (job.nodes x ranks_per_node)");
+                         std::to_string(replicas) +
+                         (plan.parallel.stages > 1 ? " replicas (parallel.replicas)"
+                                                   : " ranks (job.nodes x ranks_per_node)"));
   if (t.scaling == Scaling::kAuto)
     return invalid_input("training.scaling: expected weak or strong, got auto");
   if (!(t.lr_scale > 0))
@@ -92,6 +115,32 @@ bool trains_alike(const TrainingPlan& a, const TrainingPlan& b) {
   return x == b;
 }
 
+std::string_view schedule_name(PipelineSchedule s) {
+  switch (s) {
+    case PipelineSchedule::kGpipe:
+      return "gpipe";
+    case PipelineSchedule::kOneFOneB:
+      return "1f1b";
+    case PipelineSchedule::kAsync:
+      return "async";
+  }
+  return "?";
+}
+
+std::optional<PipelineSchedule> parse_schedule(std::string_view s) {
+  for (auto k : {PipelineSchedule::kGpipe, PipelineSchedule::kOneFOneB, PipelineSchedule::kAsync})
+    if (schedule_name(k) == s) return k;
+  return std::nullopt;
+}
+
+std::string_view recompute_name(Recompute r) { return r == Recompute::kStage ? "stage" : "none"; }
+
+std::optional<Recompute> parse_recompute(std::string_view s) {
+  if (s == "none") return Recompute::kNone;
+  if (s == "stage") return Recompute::kStage;
+  return std::nullopt;
+}
+
 std::string_view plan_source_name(PlanSource s) {
   switch (s) {
     case PlanSource::kTuned:
@@ -121,6 +170,7 @@ Status validate_plan(const Plan& plan) {
                          ", got " + std::to_string(plan.version));
   for (const auto& [c, ranges] : plan.collectives) DLTUNE_TRY(validate_ranges(c, ranges));
   DLTUNE_TRY(validate_placement(plan));
+  DLTUNE_TRY(validate_parallel(plan));
   DLTUNE_TRY(validate_training(plan));
   return ok_status();
 }
@@ -128,7 +178,7 @@ Status validate_plan(const Plan& plan) {
 Plan default_plan(int nodes, int ranks_per_node, int64_t per_rank_batch, Algorithm algo) {
   Plan plan;
   plan.collectives[Collective::kAllreduce] = {SizeRange{0, kPlanMaxBytes, algo, 0}};
-  plan.job = {nodes, ranks_per_node};
+  plan.set_job({nodes, ranks_per_node});
   plan.training.per_rank_batch = per_rank_batch;
   plan.training.global_batch = per_rank_batch * nodes * ranks_per_node;
   plan.training.scaling = Scaling::kWeak;

@@ -14,6 +14,9 @@
 //                "overlap": true},
 //   "placement": [ {"local_rank": 0, "cpus": [0], "gpu": -1, "nic": ""} ],
 //   "job": {"nodes": 1, "ranks_per_node": 2},
+//   "parallel": {"replicas": 2, "stages": 1, "partition": [], "microbatches": 1,
+//                "schedule": "1f1b", "recompute": "none", "reason": "...",
+//                "memory_bytes": 0, "predicted_sps": 0, "measured_sps": 0},
 //   "provenance": {"source": "tuned" | "cache" | "default", "reason": "...",
 //                  "predicted_sps": 0.0, "measured_sps": 0.0}
 // }
@@ -50,8 +53,10 @@ struct SizeRange {
 };
 
 struct TrainingPlan {
+  // Samples per step of one replica (parallel.replicas; under data parallelism every rank is a
+  // replica, so this is the per-rank batch).
   int64_t per_rank_batch = 1;
-  int64_t global_batch = 1;          // = per_rank_batch x nodes x ranks_per_node
+  int64_t global_batch = 1;          // = per_rank_batch x parallel.replicas
   Scaling scaling = Scaling::kWeak;  // kWeak or kStrong (never kAuto in a plan)
   double lr_scale = 1.0;             // multiplies the recipe's lr (linear scaling rule)
   int64_t warmup_steps = 0;
@@ -80,6 +85,37 @@ struct JobShape {
   bool operator==(const JobShape&) const = default;
 };
 
+// How the model is laid over the ranks (HyPar-Flow, AxoNN): R replicas of a pipeline of S
+// stages, R x S = every rank of the job. Rank r runs stage r % S of replica r / S: the ranks of
+// one pipeline are neighbours (their activations cross most often). Stage s runs the nodes from
+// partition[s] (a node name of the model graph) up to the next stage's first node; partition[0]
+// is the graph's first node. A replica's share of the global batch runs as `microbatches`
+// micro-batches under `schedule`; with recompute kStage a stage keeps only its inputs per
+// micro-batch and runs its forward again before the backward. Plain data parallelism is
+// R = ranks, S = 1.
+enum class PipelineSchedule { kGpipe, kOneFOneB, kAsync };
+std::string_view schedule_name(PipelineSchedule s);  // "gpipe", "1f1b", "async"
+std::optional<PipelineSchedule> parse_schedule(std::string_view s);
+enum class Recompute { kNone, kStage };
+std::string_view recompute_name(Recompute r);  // "none", "stage"
+std::optional<Recompute> parse_recompute(std::string_view s);
+
+struct ParallelLayout {
+  int replicas = 1;
+  int stages = 1;
+  std::vector<std::string> partition;  // one first-node name per stage; empty when S = 1
+  int microbatches = 1;
+  PipelineSchedule schedule = PipelineSchedule::kOneFOneB;
+  Recompute recompute = Recompute::kNone;
+  // What the tuner knew: why this layout, the memory model's bytes per rank, the throughput it
+  // predicted and the one its trials measured (0 = not measured).
+  std::string reason;
+  int64_t memory_bytes = 0;
+  double predicted_sps = 0, measured_sps = 0;
+  bool operator==(const ParallelLayout&) const = default;
+  bool pipelined() const { return stages > 1; }
+};
+
 enum class PlanSource { kTuned, kCache, kDefault };
 std::string_view plan_source_name(PlanSource s);  // "tuned", "cache", "default"
 
@@ -98,9 +134,16 @@ struct Plan {
   TrainingPlan training;
   std::vector<RankPlacement> placement;  // empty, or one entry per local rank 0..rpn-1
   JobShape job;
+  // The layout; a plan without one (older plans) is data parallel over every rank.
+  ParallelLayout parallel;
   Provenance provenance;
   bool operator==(const Plan&) const = default;
 
+  // Sets the job shape; a data-parallel layout (one stage) follows it (every rank a replica).
+  void set_job(JobShape shape) {
+    job = shape;
+    if (parallel.stages == 1) parallel.replicas = shape.nodes * shape.ranks_per_node;
+  }
   // The rule for a `bytes`-byte message of collective `c`; nullopt when the plan has no rules
   // for `c`. On a validated plan every size has exactly one rule.
   std::optional<SizeRange> algorithm_for(Collective c, uint64_t bytes) const;

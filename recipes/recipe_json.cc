@@ -50,7 +50,13 @@ json training_json(const TrainingConfig& t) {
             {"min_lr", s.min_lr}}},
           {"checkpoint_every", t.checkpoint_every},
           {"seed", t.seed},
-          {"init_from", t.init_from}};
+          {"init_from", t.init_from},
+          {"parallel",
+           {{"mode", t.parallel.mode},
+            {"stages", auto_or(t.parallel.stages)},
+            {"microbatches", auto_or(t.parallel.microbatches)},
+            {"schedule", t.parallel.schedule},
+            {"recompute", t.parallel.recompute}}}};
 }
 
 }  // namespace
@@ -86,7 +92,9 @@ std::string recipe_to_json(const Recipe& r) {
        {{"ranks", r.launch.ranks > 0 ? json(r.launch.ranks) : json("auto")},
         {"ranks_per_node",
          r.launch.ranks_per_node > 0 ? json(r.launch.ranks_per_node) : json("auto")},
-        {"binding", r.launch.binding}}},
+        {"binding", r.launch.binding},
+        {"memory_per_rank",
+         r.launch.memory_per_rank > 0 ? json(r.launch.memory_per_rank) : json("auto")}}},
   };
   return j.dump(2);
 }
