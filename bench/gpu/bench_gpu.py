@@ -23,8 +23,10 @@ Usage: bench_gpu.py [--bin DIR] [--worker-env FILE] [--budget S] [--repeats N] [
   --bin: where dltune-worker and dltune are (default $DLTUNE_BINARY_DIR/bin or build/bin)
   --worker-env: lines VAR=VALUE set for dltune's processes only (the device kit's library
                 paths), never for this Python process.
-  --dry-run: no GPU needed: builds every PyTorch twin on the CPU and checks its parameter count
-             against `dltune model list --json`, and prepares every case without running it.
+  --dry-run: no GPU needed: runs every case's configuration through the worker for one step
+             (GPU cases stop at the device check; the quick loss cases train on the CPU), and
+             builds every PyTorch twin on the CPU to check its parameter count against
+             `dltune model list --json`.
 Skips (exit 0) when there is no GPU. Last line: summary: mlp64_vs_torch=R mlp256_vs_torch=R
 lenet_vs_torch=R alexnet_vs_torch=R resnet50_vs_torch=R gpt2_small_vs_torch=R loss_match=yes|no
 (R = dltune samples/s / PyTorch samples/s; "-" where a case did not run).
@@ -345,21 +347,47 @@ def have_gpu():
     return True, torch.cuda.get_device_name(0)
 
 
+def check_case(dl, model, batch, extra, device):
+    """One step of a case's configuration through the worker: None when the worker accepted
+    it (it trained, or, for device gpu on a machine without one, it stopped at the device with
+    the reason), else what it said."""
+    try:
+        s = dl.train(model, batch, 1, extra, device, timeout=300)
+    except subprocess.TimeoutExpired:
+        return "timed out"
+    except RuntimeError as e:
+        if device == "gpu" and "device 'gpu': " in str(e):
+            return None
+        return str(e)
+    loss = s.get("final_loss")
+    if not isinstance(loss, (int, float)) or loss != loss or loss <= 0:
+        return f"final_loss {loss!r}"
+    return None
+
+
 def dry_run(dl):
-    """Everything but the GPU: the twins' parameter counts against dltune's built-ins, and
-    every case's worker configuration."""
-    for label, model, batch, steps, extra in SPEED:
-        worker_config(model, batch, steps, extra, "gpu", dl.work)
-    for model, batch, steps, extra in LOSS_FIRST + LOSS_LAST:
-        worker_config(model, batch, steps, extra, "cpu", dl.work)
+    """Everything but the GPU: every case's configuration through the worker (the GPU cases
+    reach the device check, the quick loss cases train a step on the CPU), and the twins'
+    parameter counts against dltune's built-ins."""
+    ok = True
+    cases = [(f"speed {label}", model, batch, extra, "gpu")
+             for label, model, batch, _, extra in SPEED]
+    cases += [(f"loss {model}", model, batch, extra, "gpu")
+              for model, batch, _, extra in LOSS_FIRST + LOSS_LAST]
+    cases += [(f"loss {model} (cpu)", model, batch, extra, "cpu")
+              for model, batch, _, extra in LOSS_FIRST]
+    for what, model, batch, extra, device in cases:
+        why = check_case(dl, model, batch, extra, device)
+        ok = ok and why is None
+        log(f"bench_gpu: dry run: {what}: " +
+            ("the worker accepts it" if why is None else f"REJECTED: {why}"))
     try:
         import torch
     except ImportError as e:
         log(f"bench_gpu: dry run: PyTorch does not import ({e}); twins not checked")
-        return 0
+        return 0 if ok else 1
     log(f"bench_gpu: dry run: PyTorch {torch.__version__} from {os.path.dirname(torch.__file__)}")
     counts = dl.builtin_parameters()
-    ok = True
     for name in ("mlp", "lenet", "alexnet", "resnet50", "gpt2-small"):
         net = torch_model(name)[0]
         n = sum(p.numel() for p in net.parameters())
