@@ -49,6 +49,14 @@ Status check_peer(int peer, int size, const char* role) {
   return ok_status();
 }
 
+// The synchronous calls below take device buffers "as they are now": a caller that filled them
+// with cudaMemcpy / cudaMemset (the legacy default stream, which the communicator's
+// non-blocking stream does not wait for, and which may return before a copy from pageable
+// memory has landed) is waited for first.
+Status after_default_stream() {
+  return cuda_check(cudaStreamSynchronize(cudaStreamLegacy), "waiting for the default stream");
+}
+
 }  // namespace
 
 Status NcclCommunicator::allreduce_device(const void* send, void* recv, size_t count, DataType type,
@@ -104,6 +112,7 @@ Status NcclCommunicator::synchronize(void* stream, Deadline deadline) {
 Status NcclCommunicator::send(int dst, int, const void* data, size_t bytes, Deadline deadline) {
   DLTUNE_TRY(check_peer(dst, impl_->size, "destination"));
   DLTUNE_TRY(impl_->usable());
+  DLTUNE_TRY(after_default_stream());
   DLTUNE_TRY(
       impl_->issue([&] { return ncclSend(data, bytes, ncclInt8, dst, impl_->comm, impl_->stream); },
                    "ncclSend to rank " + std::to_string(dst), deadline));
@@ -113,6 +122,7 @@ Status NcclCommunicator::send(int dst, int, const void* data, size_t bytes, Dead
 Status NcclCommunicator::recv(int src, int, void* data, size_t bytes, Deadline deadline) {
   DLTUNE_TRY(check_peer(src, impl_->size, "source"));
   DLTUNE_TRY(impl_->usable());
+  DLTUNE_TRY(after_default_stream());
   DLTUNE_TRY(
       impl_->issue([&] { return ncclRecv(data, bytes, ncclInt8, src, impl_->comm, impl_->stream); },
                    "ncclRecv from rank " + std::to_string(src), deadline));
@@ -124,6 +134,7 @@ Status NcclCommunicator::sendrecv(int dst, int, const void* send_data, size_t se
   DLTUNE_TRY(check_peer(dst, impl_->size, "destination"));
   DLTUNE_TRY(check_peer(src, impl_->size, "source"));
   DLTUNE_TRY(impl_->usable());
+  DLTUNE_TRY(after_default_stream());
   DLTUNE_TRY(impl_->issue(
       [&] {
         ncclResult_t r = ncclGroupStart();
@@ -141,6 +152,7 @@ Status NcclCommunicator::sendrecv(int dst, int, const void* send_data, size_t se
 
 Status NcclCommunicator::native_allreduce(const void* send, void* recv, size_t count, DataType type,
                                           ReduceOp op) {
+  DLTUNE_TRY(after_default_stream());
   DLTUNE_TRY(allreduce_device(send, recv, count, type, op, impl_->stream));
   return synchronize(impl_->stream, deadline_from_now());
 }

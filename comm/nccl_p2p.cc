@@ -224,8 +224,12 @@ Status NcclCommunicator::learn_layout(int node_index, Deadline deadline) {
     int* p;
     ~Free() { (void)cudaFree(p); }
   } free_dev{dev};
-  DLTUNE_TRY(cuda_check(cudaMemcpy(dev + me, &node_index, sizeof(int), cudaMemcpyHostToDevice),
-                        "cudaMemcpy"));
+  // On the communicator's stream, so the allgather below reads it: a plain cudaMemcpy runs on
+  // the legacy default stream, which a non-blocking stream does not wait for, and may return
+  // before its copy from pageable memory has landed.
+  DLTUNE_TRY(cuda_check(
+      cudaMemcpyAsync(dev + me, &node_index, sizeof(int), cudaMemcpyHostToDevice, impl_->stream),
+      "cudaMemcpyAsync"));
   DLTUNE_TRY(impl_->issue(
       [&] { return ncclAllGather(dev + me, dev, 1, ncclInt32, impl_->comm, impl_->stream); },
       "ncclAllGather of the members' nodes", deadline));
