@@ -212,7 +212,17 @@ while read -r lib; do
   echo "  $lib: $d (${found#*:})"
   case ":$cuda_path:" in *":$d:"*) ;; *) cuda_path=${cuda_path:+$cuda_path:}$d ;; esac
 done <"$kit/cuda-libs.txt"
-# cuDNN loads its engine libraries (libcudnn_*.so.9) from its own folder: on the path already.
+# cuDNN loads its engine libraries (libcudnn_*.so.9) from its own folder, on the path already,
+# and, for its runtime-compiled engines, NVRTC and nvJitLink: on the path where found.
+for lib in libnvrtc.so.13 libnvJitLink.so.13; do
+  for e in "${dirs[@]}"; do
+    d=${e%%:*}
+    [ -e "$d/$lib" ] || continue
+    echo "  $lib: $d (${e#*:}; for cuDNN)"
+    case ":$cuda_path:" in *":$d:"*) ;; *) cuda_path=${cuda_path:+$cuda_path:}$d ;; esac
+    break
+  done
+done
 # The driver's libcuda, where the loader's cache does not know it.
 if ! ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1'; then
   for d in /usr/local/nvidia/lib64 /usr/local/nvidia/lib /usr/lib/x86_64-linux-gnu /usr/lib64; do
