@@ -462,11 +462,11 @@ def main():
         if left() < 30:
             log(f"{label:12} skipped: {left():.0f} s of the budget left")
             continue
-        ours, theirs, err = [], [], ""
+        ours, theirs, err, summary = [], [], "", {}
         try:
             for _ in range(args.repeats):  # interleaved
-                s = dl.train(model, batch, steps, extra, "gpu", timeout=max(10, left() - 5))
-                ours.append(s["throughput_sps"])
+                summary = dl.train(model, batch, steps, extra, "gpu", timeout=max(10, left() - 5))
+                ours.append(summary["throughput_sps"])
                 theirs.append(run_torch(model, batch, max(5, steps // 2)))
         except Exception as e:  # noqa: BLE001
             err = str(e)
@@ -474,7 +474,9 @@ def main():
         if ours and theirs:
             a, b = statistics.median(ours), statistics.median(theirs)
             ratios[label] = a / b
-            rec.update(dltune_sps=a, torch_sps=b, ratio=a / b)
+            # The worker's own split (compute / communication seconds, steps timed) too: where
+            # a ratio falls short, it says whether the GPU or the host side is slow.
+            rec.update(dltune_sps=a, torch_sps=b, ratio=a / b, dltune_summary=summary)
             log(f"{label:12} {a:12.1f} {b:12.1f} {a / b:7.2f} {GOALS[label]:5.1f}")
             if model == "gpt2-small" and left() > 30:
                 try:

@@ -241,7 +241,7 @@ if [ -d "$kit/lib/openmpi" ]; then
   env_vars+=("OPAL_PKGLIBDIR=$kit/lib/openmpi" "OPAL_PKGDATADIR=$kit/share/openmpi"
     "OPAL_SYSCONFDIR=$kit/etc")
 fi
-kenv() { env "${env_vars[@]}" "$@"; }
+kenv() { boxed 60 env "${env_vars[@]}" "$@"; }
 # libstdc++ / libgcc_s of the build only where the machine's are older.
 if kenv "$kit/bin/dltune" version 2>&1 | grep -Eq "GLIBCXX|CXXABI|GCC_[0-9]"; then
   env_vars[0]="LD_LIBRARY_PATH=$kit/lib:$kit/lib-fallback${cuda_path:+:$cuda_path}"
