@@ -14,7 +14,7 @@
 #                 loads it) and hwloc (lib/hwloc: PCI discovery), with their own dependencies
 #   lib-fallback/ libstdc++ and libgcc_s, used only where the machine's are older than the build's
 #   share/        run.sh's helpers: the PMIx and Open MPI help and parameter files, the NCCL run
-#                 test, bench_gpu.py and the PyTorch twins it imports
+#                 test, bench_gpu.py and the PyTorch twins it imports, the bundled recipes
 #   cuda-libs.txt the CUDA libraries the binaries need (not carried: run.sh finds the machine's)
 #   run.sh        the checks (bench/gpu/device_run.sh; --dry-run works without a GPU)
 # Files above 1 MiB travel compressed with xz (FILE.xz); run.sh unpacks the kit into a scratch
@@ -145,6 +145,10 @@ printf '%s\n' "${!cuda_libs[@]}" | sort >"$out/cuda-libs.txt"
 cp bench/gpu/device_run.sh "$out/run.sh"
 chmod +x "$out/run.sh"
 cp tests/launcher/nccl_run_test.sh bench/gpu/bench_gpu.py engine/tests/torch_nets.py "$out/share/"
+# The bundled recipes where an installed dltune looks for them (<exe>/../share/dltune/recipes):
+# `dltune recipe list` and `dltune launch quickstart` work from the kit too.
+mkdir -p "$out/share/dltune/recipes"
+cp recipes/*.yaml "$out/share/dltune/recipes/"
 git rev-parse --short=12 HEAD >"$out/share/revision" 2>/dev/null || echo unknown >"$out/share/revision"
 
 # Large files travel compressed; run.sh unpacks them into its scratch copy of the kit.
