@@ -127,9 +127,10 @@ section "machine"
 uname -srm
 ldd --version 2>&1 | head -1
 gpu="none"
-if command -v nvidia-smi >/dev/null 2>&1; then
-  boxed 30 nvidia-smi || echo "nvidia-smi failed ($?)"
-  gpu=$(boxed 20 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader \
+smi=$(command -v nvidia-smi || ls /usr/local/nvidia/bin/nvidia-smi /usr/bin/nvidia-smi 2>/dev/null | head -1)
+if [ -n "$smi" ]; then
+  boxed 30 "$smi" || echo "nvidia-smi failed ($?)"
+  gpu=$(boxed 20 "$smi" --query-gpu=name,driver_version,memory.total --format=csv,noheader \
     2>/dev/null | head -1)
   echo "GPU: ${gpu:-unknown}"
   gpu=${gpu%%,*}
