@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/env.h"
+#include "common/json_input.h"
 #include "common/paths.h"
 #include "common/progress.h"
 #include "engine/data/dataset.h"
@@ -16,6 +17,7 @@
 #include "engine/train/trace.h"
 #include "launcher/commands.h"
 #include "launcher/launch_job.h"
+#include "launcher/launch_layout.h"
 #include "launcher/launch_outcome.h"
 #include "launcher/launch_plan.h"
 #include "launcher/rank_program.h"
@@ -39,10 +41,10 @@ double since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// The ranks' command for a training run of `dir`.
+// The ranks' command for a training run of `dir` (their plan, dir.train_config(), reaches them
+// as the job's plan: launch_prefix(job, dir.train_config())).
 std::vector<std::string> train_argv(const std::string& worker, const RunDir& dir, bool resume) {
-  std::vector<std::string> argv = {
-      worker, "train", "--plan", dir.train_config(), "--summary", dir.file("worker_summary.json")};
+  std::vector<std::string> argv = {worker, "train", "--summary", dir.file("worker_summary.json")};
   if (resume) {
     argv.push_back("--resume");
     argv.push_back(dir.checkpoint());
@@ -53,8 +55,8 @@ std::vector<std::string> train_argv(const std::string& worker, const RunDir& dir
 void print_dry_run(const LaunchOptions& o, const launcher::Job& job,
                    const launcher::PlanChoice& choice, const engine::TrainConfig& cfg,
                    const std::string& worker) {
-  std::vector<std::string> cmd = launcher::launch_prefix(job);
   const RunDir dir{env::get(env::kRunsDir) + "/" + job.recipe.name + "-<UTC timestamp>"};
+  std::vector<std::string> cmd = launcher::launch_prefix(job, dir.train_config());
   const auto argv = train_argv(worker, dir, false);
   cmd.insert(cmd.end(), argv.begin(), argv.end());
   if (o.json) {
@@ -99,7 +101,8 @@ int run_launch(const LaunchOptions& o) {
     if (!rd) return report_error("launch", rd.error());
     resumed = *rd;
     auto launch_text = paths::read_file(rd->launch());
-    auto lj = launch_text ? nlohmann::json::parse(*launch_text, nullptr, false) : nlohmann::json();
+    auto lj = launch_text ? parse_json_bounded(*launch_text).value_or(nlohmann::json())
+                          : nlohmann::json();
     if (!lj.is_object()) {
       return report_error("launch", invalid_input("--resume " + o.resume + ": " + rd->launch() +
                                                   " is missing or not JSON"));
@@ -127,6 +130,7 @@ int run_launch(const LaunchOptions& o) {
   launcher::PlanChoice choice;
   std::optional<RunDir> dir = resumed;
   std::optional<launcher::TempDir> scratch;
+  std::optional<launcher::RunDirGuard> unless_trained;  // a refused launch leaves no run dir
   if (resumed) {
     auto text = paths::read_file(resumed->plan());
     auto plan = text ? recipes::parse_plan(*text) : Result<recipes::Plan>(text.error());
@@ -147,6 +151,7 @@ int run_launch(const LaunchOptions& o) {
       auto rd = launcher::create_run_dir(env::get(env::kRunsDir), job->recipe.name);
       if (!rd) return report_error("launch", rd.error());
       dir = *rd;
+      unless_trained.emplace(dir->path);
       req.work_dir = dir->file("tuning");
     }
     req.run = [&](const std::string& phase, const std::vector<std::string>& argv) {
@@ -158,6 +163,13 @@ int run_launch(const LaunchOptions& o) {
     auto c = launcher::choose_plan(req);
     if (!c) return report_error("launch", c.error());
     choice = std::move(*c);
+    // The layout: the memory model's choice for this plan's batch (a layout that does not fit
+    // is refused here, saying by how much and what would fit).
+    launcher::LayoutQuery lq{*worker, job->recipe_path, job->ranks, job->shape.ranks_per_node};
+    if (Status st = launcher::apply_layout(lq, &choice.plan); !st)
+      return report_error("launch", st.error());
+    if (choice.plan.parallel.stages > 1)
+      choice.notes.push_back("layout: " + choice.plan.parallel.reason);
     for (const auto& n : choice.notes) progress.message(n);
     if (o.dry_run && choice.source != "cache") choice.source = "default";
   }
@@ -208,6 +220,7 @@ int run_launch(const LaunchOptions& o) {
                      " s and stored in " + choice.db_path);
   }
   progress.message("run directory: " + dir->path);
+  if (unless_trained) unless_trained->keep();
 
   // 4. Train, following rank 0's metrics.
   const bool resume_ckpt = resumed && paths::exists(dir->checkpoint());
@@ -218,7 +231,8 @@ int run_launch(const LaunchOptions& o) {
   Status trained;
   {
     launcher::MetricsFollower follow(cfg.metrics_path, static_cast<long>(cfg.steps), &progress);
-    trained = launcher::run_ranks(*job, "training", train_argv(*worker, *dir, resume_ckpt), &code);
+    trained = launcher::run_ranks(*job, "training", train_argv(*worker, *dir, resume_ckpt), &code,
+                                  dir->train_config());
   }
   progress.finish();
   if (!trained.ok()) {

@@ -1,6 +1,8 @@
 // Plan invariants, rule lookup and the default plan.
 #include "recipes/plan.h"
 
+#include <algorithm>
+#include <cmath>
 #include <set>
 
 namespace dltune::recipes {
@@ -63,7 +65,8 @@ Status validate_training(const Plan& plan) {
   if (t.per_rank_batch < 1)
     return invalid_input("training.per_rank_batch: expected a positive integer, got " +
                          std::to_string(t.per_rank_batch));
-  if (t.global_batch != t.per_rank_batch * replicas)
+  int64_t product = 0;  // per_rank_batch comes from outside: no wrapping around
+  if (__builtin_mul_overflow(t.per_rank_batch, replicas, &product) || t.global_batch != product)
     return invalid_input("training.global_batch: " + std::to_string(t.global_batch) +
                          " must equal per_rank_batch " + std::to_string(t.per_rank_batch) + " x " +
                          std::to_string(replicas) +
@@ -172,6 +175,63 @@ Status validate_plan(const Plan& plan) {
   DLTUNE_TRY(validate_placement(plan));
   DLTUNE_TRY(validate_parallel(plan));
   DLTUNE_TRY(validate_training(plan));
+  return ok_status();
+}
+
+Status check_plan_plausible(const Plan& plan) {
+  const auto beyond = [](const std::string& field, const std::string& got,
+                         const std::string& bound) {
+    return invalid_input(field + ": " + got + " is not plausible (" + bound + ")");
+  };
+  if (plan.job.nodes > 100000 || plan.job.ranks_per_node > 4096)
+    return beyond("job",
+                  std::to_string(plan.job.nodes) + "x" + std::to_string(plan.job.ranks_per_node),
+                  "at most 100000 nodes of 4096 ranks");
+  const TrainingPlan& t = plan.training;
+  if (t.per_rank_batch > kMaxPlanPerRankBatch)
+    return beyond("training.per_rank_batch", std::to_string(t.per_rank_batch),
+                  "at most " + std::to_string(kMaxPlanPerRankBatch));
+  if (t.global_batch > kMaxPlanGlobalBatch)
+    return beyond("training.global_batch", std::to_string(t.global_batch),
+                  "at most " + std::to_string(kMaxPlanGlobalBatch));
+  if (!std::isfinite(t.lr_scale) ||
+      t.lr_scale > static_cast<double>(std::max<int64_t>(1, t.global_batch)))
+    return beyond("training.lr_scale", std::to_string(t.lr_scale),
+                  "a finite factor no larger than the global batch");
+  if (t.warmup_steps > kMaxPlanWarmupSteps)
+    return beyond("training.warmup_steps", std::to_string(t.warmup_steps),
+                  "at most " + std::to_string(kMaxPlanWarmupSteps));
+  if (t.bucket_bytes > kMaxPlanBucketBytes)
+    return beyond("training.bucket_bytes", u64(t.bucket_bytes), "at most 16 GiB");
+  for (const auto& [c, ranges] : plan.collectives) {
+    const std::string name = "collectives." + std::string(collective_name(c));
+    if (ranges.size() > kMaxPlanRanges)
+      return beyond(name, std::to_string(ranges.size()) + " ranges", "at most 64");
+    for (size_t i = 0; i < ranges.size(); ++i)
+      if (ranges[i].segment_bytes > kMaxPlanBucketBytes)
+        return beyond(name + "[" + std::to_string(i) + "].segment_bytes",
+                      u64(ranges[i].segment_bytes), "at most 16 GiB");
+  }
+  for (size_t i = 0; i < plan.placement.size(); ++i) {
+    const RankPlacement& p = plan.placement[i];
+    const std::string at = "placement[" + std::to_string(i) + "]";
+    if (p.cpus.size() > (size_t{1} << 16))
+      return beyond(at + ".cpus", std::to_string(p.cpus.size()) + " CPUs", "at most 65536");
+    for (int cpu : p.cpus)
+      if (cpu >= (1 << 20)) return beyond(at + ".cpus", std::to_string(cpu), "below 2^20");
+    if (p.gpu >= 4096) return beyond(at + ".gpu", std::to_string(p.gpu), "below 4096");
+    if (p.nic.size() > 64)
+      return beyond(at + ".nic", "a name of " + u64(p.nic.size()) + " bytes", "at most 64");
+    for (char ch : p.nic)
+      if (static_cast<unsigned char>(ch) < 0x21 || static_cast<unsigned char>(ch) > 0x7e)
+        return invalid_input(at + ".nic: only printable characters without spaces");
+  }
+  const Provenance& pv = plan.provenance;
+  if (pv.reason.size() > 4096)
+    return beyond("provenance.reason", u64(pv.reason.size()) + " bytes", "at most 4096");
+  for (double v : {pv.predicted_sps, pv.measured_sps})
+    if (!std::isfinite(v) || v < 0)
+      return invalid_input("provenance: predicted_sps and measured_sps must be finite and >= 0");
   return ok_status();
 }
 

@@ -154,6 +154,24 @@ struct Plan {
 // (ranges are sorted and contiguous)".
 Status validate_plan(const Plan& plan);
 
+// Bounds no sensible plan exceeds, whatever its recipe: what a plan from outside (a bundle, a
+// database someone else wrote) must stay within before anything runs it.
+inline constexpr int64_t kMaxPlanPerRankBatch = int64_t{1} << 20;
+inline constexpr int64_t kMaxPlanGlobalBatch = int64_t{1} << 30;
+inline constexpr int64_t kMaxPlanRanks = int64_t{1} << 20;
+inline constexpr int64_t kMaxPlanWarmupSteps = 10000000;
+inline constexpr uint64_t kMaxPlanBucketBytes = uint64_t{16} << 30;
+inline constexpr size_t kMaxPlanRanges = 64;
+
+// Ok when `plan` (valid per validate_plan) stays within the bounds above: job of at most
+// kMaxPlanRanks ranks (nodes <= 100000, ranks per node <= 4096); per-rank batch <= 2^20 and
+// global batch <= 2^30; lr_scale finite and at most the global batch (a reference batch of one
+// sample); warm-up <= 10^7 steps; bucket <= 16 GiB; at most 64 size ranges per collective with
+// segments no larger than the bucket bound; placement CPUs < 2^20 (at most 2^16 per rank), GPU
+// index < 4096, NIC names of at most 64 printable bytes; a reason of at most 4096 bytes and
+// finite, non-negative figures. invalid_input naming the field and the bound otherwise.
+Status check_plan_plausible(const Plan& plan);
+
 // The JSON above. Never fails (a plan that does not validate still serialises).
 nlohmann::json plan_to_json(const Plan& plan);
 // Reads and validates. Errors (invalid_input): a missing or mistyped field, an unknown key, an

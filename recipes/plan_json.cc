@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/json_input.h"
 #include "common/strings.h"
 #include "recipes/plan.h"
 
@@ -285,13 +286,10 @@ Result<Plan> plan_from_json(const json& j) {
 std::string serialize_plan(const Plan& plan) { return plan_to_json(plan).dump(2); }
 
 Result<Plan> parse_plan(std::string_view text) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::parse_error& e) {
-    return invalid_input(std::string("invalid plan: not valid JSON: ") + e.what());
-  }
-  return plan_from_json(j);
+  // Plans come from databases and files others wrote: bounded before anything recurses.
+  auto j = parse_json_bounded(text, {.max_bytes = size_t{4} << 20, .max_depth = 16});
+  if (!j) return std::move(j).error().wrap("invalid plan");
+  return plan_from_json(*j);
 }
 
 }  // namespace dltune::recipes

@@ -200,8 +200,12 @@ Result<std::string> resolve_recipe_path(const std::string& path_or_name);
 // Resolves, parses and validates. Error (invalid_input): every problem, one per line.
 Result<Recipe> load_recipe(const std::string& path_or_name);
 
-// The SHA-256 (64 hex characters) of what matters for tuning: model layers, dtype, input
-// shape and class count. Not the name, description, paths, data kind or training settings.
+// The SHA-256 (64 hex characters) of everything a tuned plan depends on (the tuning key's
+// recipe part): model layers, dtype, input shape and class count; the data (kind, samples,
+// held-out share); the training settings (length, batch, scaling, optimizer, schedule); the
+// communication settings (backend, allreduce, bucket, overlap); the tuning objective. Not the
+// name, description, paths, seed, checkpoint interval, tune.budget or launch section (the job
+// shape is a key field of its own).
 std::string recipe_signature(const Recipe& recipe);
 // The recipe as normalised JSON (every default filled in), for `dltune recipe show`.
 std::string recipe_to_json(const Recipe& recipe);

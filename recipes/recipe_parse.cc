@@ -1,6 +1,7 @@
 // Parsing of the `training`, `comm`, `tune` and `launch` sections and of the whole file.
 #include <algorithm>
 #include <filesystem>
+#include <limits>
 
 #include "common/paths.h"
 #include "recipes/recipe_parse_internal.h"
@@ -160,7 +161,8 @@ void parse_training(YamlReader& r, const YAML::Node& node, const std::string& ba
   parse_parallel(r, f, &t->parallel);
   r.get_int(f, "checkpoint_every", 0, kMaxInt, &t->checkpoint_every);
   int64_t seed = static_cast<int64_t>(t->seed);
-  if (r.get_int(f, "seed", 0, kMaxInt, &seed)) t->seed = static_cast<uint64_t>(seed);
+  if (r.get_int(f, "seed", 0, std::numeric_limits<int64_t>::max(), &seed))
+    t->seed = static_cast<uint64_t>(seed);
   if (r.get_string(f, "init_from", &t->init_from) && !t->init_from.empty()) {
     std::filesystem::path p(t->init_from);
     if (p.is_relative()) p = std::filesystem::absolute(std::filesystem::path(base_dir) / p);
@@ -281,6 +283,11 @@ ParseOutcome parse_recipe(std::string_view yaml_text, const std::string& file,
   recipe.name = default_name(file);
   recipe.source_path = file;
   recipe.source_dir = base_dir;
+  // Bounds before yaml-cpp builds a tree (and before anything walks one).
+  if (auto problem = precheck_yaml(yaml_text, file)) {
+    out.problems.push_back(std::move(*problem));
+    return out;
+  }
   YAML::Node root;
   try {
     root = YAML::Load(std::string(yaml_text));

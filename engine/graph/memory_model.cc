@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "common/strings.h"
 #include "engine/graph/backward_plan.h"
 #include "engine/ops/op.h"
 
@@ -40,29 +41,22 @@ Result<MemoryTerms> estimate_memory(const recipes::Graph& graph, const MemoryQue
   int64_t slots = 0;
   for (int64_t s : plan_backward(info).slot_floats) slots += B * s;
   const int64_t one_set = (acts + saved) * F;
-  const int64_t input = B * recipes::numel(graph.input) * F;
+  const int64_t local = q.local_batch > 0 ? q.local_batch : B;
+  const int64_t input = recipes::numel(graph.input) * F;     // per sample
+  const int64_t output = recipes::numel(info.output()) * F;  // per sample
   const int in_flight = std::max(q.in_flight, 1);
-  m.activations = q.recompute ? in_flight * input + one_set : in_flight * one_set;
+  m.activations = q.recompute ? one_set : in_flight * one_set;
   m.workspace = (slots + std::max<int64_t>(ws, 1)) * F;
-  const int64_t output = B * recipes::numel(info.output()) * F;
-  // The trainer's input batch and loss gradient; a stage's boundary buffers per micro-batch in
-  // flight (received input and its gradient; sent output and its gradient).
-  m.communication = input + output;
-  if (q.boundary_in) m.communication += 2 * in_flight * input;
-  if (q.boundary_out) m.communication += 2 * in_flight * output;
+  const bool pipeline = q.boundary_in || q.boundary_out;
+  if (!q.boundary_in) m.communication += local * input;
+  if (!q.boundary_out) m.communication += (pipeline ? local : B) * output;
+  if (q.boundary_in) m.communication += 2 * local * input;
+  if (q.boundary_out) m.communication += local * output;
   return m;
 }
 
 std::string memory_text(int64_t bytes) {
-  char buf[32];
-  const double b = static_cast<double>(bytes);
-  if (b >= 1 << 30)
-    std::snprintf(buf, sizeof buf, "%.2f GiB", b / (1 << 30));
-  else if (b >= 1 << 20)
-    std::snprintf(buf, sizeof buf, "%.1f MiB", b / (1 << 20));
-  else
-    std::snprintf(buf, sizeof buf, "%.0f KiB", b / 1024);
-  return buf;
+  return strings::format_bytes(bytes < 0 ? 0 : static_cast<uint64_t>(bytes));
 }
 
 }  // namespace dltune::engine

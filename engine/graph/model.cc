@@ -9,7 +9,8 @@
 
 namespace dltune::engine {
 
-Result<Model> Model::build(const recipes::Graph& graph, const std::string& name) {
+Result<Model> Model::build(const recipes::Graph& graph, const std::string& name,
+                           Model* share_with) {
   const std::string where = "model '" + name + "'";
   Model m;
   m.name_ = name;
@@ -34,6 +35,10 @@ Result<Model> Model::build(const recipes::Graph& graph, const std::string& name)
     m.ops_.push_back(std::move(op));
     m.in_ptrs_.emplace_back(in.size());
     m.din_.emplace_back(in.size());
+  }
+  if (share_with) {
+    m.share_parameters_of(*share_with);
+    return m;
   }
   m.own_params_.resize(static_cast<size_t>(m.info_.parameters));
   m.own_grads_.resize(static_cast<size_t>(m.info_.parameters));

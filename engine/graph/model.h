@@ -32,8 +32,11 @@ class Model {
  public:
   // Builds a model from a graph, named `name` (checkpoints record it). Errors (invalid_input):
   // the graph's problems, naming the node: "model 'x': node 'conv3' (conv2d): kernel 5 does not
-  // fit the input 16x2x2 ...". Parameters are zero until init_params().
-  static Result<Model> build(const recipes::Graph& graph, const std::string& name);
+  // fit the input 16x2x2 ...". Parameters are zero until init_params(). With `share_with`, the
+  // model allocates no parameters, gradients or state of its own: it uses share_with's (as
+  // share_parameters_of(), without ever touching memory for its own).
+  static Result<Model> build(const recipes::Graph& graph, const std::string& name,
+                             Model* share_with = nullptr);
 
   Model(Model&&) noexcept = default;
   Model& operator=(Model&&) noexcept = default;

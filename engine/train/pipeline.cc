@@ -142,6 +142,9 @@ Status Trainer::init_pipeline_weights() {
   return ok_status();
 }
 
+double Trainer::pipeline_busy_seconds() const { return pipe_ ? pipe_->busy_s : 0.0; }
+double Trainer::pipeline_schedule_seconds() const { return pipe_ ? pipe_->schedule_s : 0.0; }
+
 Status Trainer::add_pipeline_slots(int local_max) {
   // Models for the micro-batches in flight beyond the first (after the gradient buffer moved
   // to shared memory: they take the owner's pointers).
@@ -150,13 +153,23 @@ Status Trainer::add_pipeline_slots(int local_max) {
   const int chunk_max = (local_max + M - 1) / M;
   const int slots = p.recompute ? 1 : in_flight(p.schedule, p.stages, p.stage, M);
   for (int i = 1; i < slots; ++i) {
-    auto extra = Model::build(p.def().graph, config_.model);
+    auto extra = Model::build(p.def().graph, config_.model, model_.get());
     if (!extra) return extra.error();
     p.extra.push_back(std::make_unique<Model>(std::move(*extra)));
     Model& e = *p.extra.back();
     e.set_first_node(p.def().begin);
-    e.share_parameters_of(*model_);
     e.reserve(chunk_max);
+  }
+  // Rank 0's checkpoint receive buffer (see PipelineStage): the largest run another stage sends
+  // is at most its parameter (or state) count.
+  if (rank() == 0) {
+    size_t largest = 0;
+    for (int s = 1; s < p.stages; ++s) {
+      const recipes::GraphInfo& info = p.infos[static_cast<size_t>(s)];
+      largest = std::max(
+          {largest, static_cast<size_t>(info.parameters), static_cast<size_t>(info.state_floats)});
+    }
+    p.ck_packed.resize(largest);
   }
   const auto per = static_cast<size_t>(local_max);
   if (!p.first()) p.in_buf.resize(per * static_cast<size_t>(p.in_numel));
@@ -167,6 +180,7 @@ Status Trainer::add_pipeline_slots(int local_max) {
 
 Result<double> Trainer::compute_pipeline(int B, uint64_t step_seed, bool traced, StepTimes& tm) {
   PipelineStage& p = *pipe_;
+  const auto started = Clock::now();
   const int M = std::min(config_.microbatches, B);
   const int64_t in = p.in_numel, out = p.out_numel, lw = predictions_;
   std::vector<int> size(static_cast<size_t>(M)), offset(static_cast<size_t>(M));
@@ -233,6 +247,7 @@ Result<double> Trainer::compute_pipeline(int B, uint64_t step_seed, bool traced,
     slot_of[mu] = slot;
     Model& model = *models[static_cast<size_t>(slot)];
     if (auto& s = out_send[static_cast<size_t>(slot)]; s.valid()) DLTUNE_TRY(s.wait());
+    const auto c0 = Clock::now();  // computing from here (not waiting)
     const float* y = model.forward(input_of(m), size[mu], true, seed_of(m));
     resident = m;
     if (p.last())
@@ -242,6 +257,7 @@ Result<double> Trainer::compute_pipeline(int B, uint64_t step_seed, bool traced,
       sends.push_back(out_send[static_cast<size_t>(slot)] =
                           comm_->isend(p.next, forward_tag(m), y, bytes(m, out), deadline));
     if (p.recompute) free_slots.push_back(slot);  // one model; its activations stay resident
+    p.busy_s += std::chrono::duration<double>(Clock::now() - c0).count();
     if (traced) trace_->complete("F" + std::to_string(m), kTraceCompute, t0, Clock::now(), step_);
     return ok_status();
   };
@@ -264,6 +280,7 @@ Result<double> Trainer::compute_pipeline(int B, uint64_t step_seed, bool traced,
                    backwards > 1, dx);
     if (dx) sends.push_back(comm_->isend(p.prev, backward_tag(m), dx, bytes(m, in), deadline));
     if (!p.recompute) free_slots.push_back(slot);
+    p.busy_s += std::chrono::duration<double>(Clock::now() - t0).count();
     if (traced) trace_->complete("B" + std::to_string(m), kTraceCompute, t0, Clock::now(), step_);
     return ok_status();
   };
@@ -296,6 +313,7 @@ Result<double> Trainer::compute_pipeline(int B, uint64_t step_seed, bool traced,
     }
   }
   tm.forward_end = tm.backward_end = Clock::now();
+  p.schedule_s += std::chrono::duration<double>(tm.backward_end - started).count();
   Status st = wait_buckets();
   for (auto& s : sends)
     if (Status ss = s.wait(); !ss && st) st = ss;

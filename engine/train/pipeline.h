@@ -52,6 +52,14 @@ struct PipelineStage {
   // (stages > 0), the received output gradients (all but the last), the input gradients sent
   // back (stages > 0). The last stage's loss gradients live in the Trainer's dlogits_.
   Buffer in_buf, dout_buf, din_buf;
+  // Seconds this rank spent computing forward and backward passes (not waiting), and running
+  // the schedule (from a step's start to its last backward), over every step so far: a
+  // stage's bubble is 1 - busy_s / schedule_s (bench/parallel).
+  double busy_s = 0, schedule_s = 0;
+  // Rank 0's receive buffer for the checkpoint's runs from other stages (save_pipeline()),
+  // allocated at set-up as large as the largest other stage's parameters, so writing a
+  // checkpoint needs no memory beyond what the memory model counts.
+  mutable std::vector<float> ck_packed;
 };
 
 // The tag of micro-batch m's activation (forward) and of its gradient (backward); evaluation

@@ -10,8 +10,10 @@
 // may resume on another layout, or on one stage.
 #include <cstring>
 #include <map>
+#include <span>
 #include <string>
 
+#include "engine/io/checkpoint_stream.h"
 #include "engine/ops/loss.h"
 #include "engine/train/pipeline.h"
 #include "engine/train/trainer.h"
@@ -76,66 +78,83 @@ Result<EvalMetrics> Trainer::evaluate_pipeline() {
   return em;
 }
 
+// A pipeline's checkpoint is the whole model's (it moves between layouts), written by rank 0
+// without ever holding the whole model: the file's payload is the whole model's parameters,
+// then each optimizer slot, then the state, each in node order, and the stages are contiguous
+// node ranges, so every section is stage 0's tensors, then stage 1's, ... Rank 0 streams it
+// (CheckpointStream) section by section and stage by stage: its own tensors from its buffers,
+// each other stage's as runs of consecutive tensors that stage sends from its live buffers
+// (a tied copy, whose owner is written, is skipped). Only replica 0 takes part.
 Status Trainer::save_pipeline(const std::string& path) const {
   const PipelineStage& p = *pipe_;
   if (p.replica != 0) return ok_status();
   const auto slots = opt_->state();
-  // Packed: parameters, each optimizer slot, model state (a stage's own layout).
-  auto packed_floats = [&](int s) {
-    const recipes::GraphInfo& info = p.infos[static_cast<size_t>(s)];
-    return static_cast<size_t>(info.parameters) * (1 + slots.size()) +
-           static_cast<size_t>(info.state_floats);
+  const auto params = by_name(p.full_info.params), state = by_name(p.full_info.state);
+  // Stage s's runs in section `k` (0: parameters, 1..K: slots, K+1: state): {local offset,
+  // whole offset, floats}.
+  struct Run {
+    int64_t local = 0, whole = 0, count = 0;
   };
-  std::vector<float> mine(packed_floats(p.stage));
-  const auto n = static_cast<size_t>(model_->num_params());
-  float* w = mine.data();
-  std::memcpy(w, model_->params(), n * sizeof(float));
-  for (size_t k = 0; k < slots.size(); ++k)
-    std::memcpy(w + n * (k + 1), slots[k]->data(), n * sizeof(float));
-  std::memcpy(w + n * (1 + slots.size()), const_cast<Model&>(*model_).state(),
-              static_cast<size_t>(model_->num_state()) * sizeof(float));
+  auto runs = [&](int s, bool is_state) {
+    const recipes::GraphInfo& info = p.infos[static_cast<size_t>(s)];
+    std::vector<Run> out;
+    for (const auto& t : is_state ? info.state : info.params) {
+      if (!is_state && !copy_owner(p.defs[static_cast<size_t>(s)], t.name).empty()) continue;
+      const recipes::TensorInfo& whole = is_state ? *state.at(t.name) : *params.at(t.name);
+      const int64_t n = recipes::numel(t.shape);
+      if (!out.empty() && out.back().local + out.back().count == t.offset &&
+          out.back().whole + out.back().count == whole.offset)
+        out.back().count += n;
+      else
+        out.push_back({t.offset, whole.offset, n});
+    }
+    return out;
+  };
+  const int sections = 2 + static_cast<int>(slots.size());
+  auto local_base = [&](int k) -> const float* {  // this rank's buffer of section k
+    if (k == 0) return model_->params();
+    if (k <= static_cast<int>(slots.size())) return slots[static_cast<size_t>(k - 1)]->data();
+    return model_->state();
+  };
+  const comm::Deadline deadline = comm_->deadline_from_now();
   if (rank() != 0) {
-    Status st = comm_->send(0, kCheckpointTag, mine.data(), mine.size() * sizeof(float),
-                            comm_->deadline_from_now());
-    if (!st)
-      return std::move(st).error().wrap("sending stage " + std::to_string(p.stage) +
-                                        " to rank 0 for the checkpoint");
+    for (int k = 0; k < sections; ++k)
+      for (const Run& r : runs(p.stage, k == sections - 1)) {
+        Status st = comm_->send(0, kCheckpointTag, local_base(k) + r.local,
+                                static_cast<size_t>(r.count) * sizeof(float), deadline);
+        if (!st)
+          return std::move(st).error().wrap("sending stage " + std::to_string(p.stage) +
+                                            " to rank 0 for the checkpoint");
+      }
     return ok_status();
   }
-  Checkpoint ck = checkpoint_header();
-  ck.params.assign(static_cast<size_t>(p.full_info.parameters), 0.0f);
-  ck.slots.assign(slots.size(), ck.params);
-  ck.state.assign(static_cast<size_t>(p.full_info.state_floats), 0.0f);
-  const auto params = by_name(p.full_info.params), state = by_name(p.full_info.state);
-  auto place = [&](int s, const float* packed) {
-    const recipes::GraphInfo& info = p.infos[static_cast<size_t>(s)];
-    const auto ns = static_cast<size_t>(info.parameters);
-    for (const auto& t : info.params) {
-      if (!copy_owner(p.defs[static_cast<size_t>(s)], t.name).empty()) continue;
-      const recipes::TensorInfo& whole = *params.at(t.name);
-      const auto count = static_cast<size_t>(recipes::numel(t.shape));
-      const auto at = static_cast<size_t>(t.offset), to = static_cast<size_t>(whole.offset);
-      std::memcpy(ck.params.data() + to, packed + at, count * sizeof(float));
-      for (size_t k = 0; k < slots.size(); ++k)
-        std::memcpy(ck.slots[k].data() + to, packed + ns * (k + 1) + at, count * sizeof(float));
-    }
-    const float* st = packed + ns * (1 + slots.size());
-    for (const auto& t : info.state)
-      std::memcpy(ck.state.data() + state.at(t.name)->offset, st + t.offset,
-                  static_cast<size_t>(recipes::numel(t.shape)) * sizeof(float));
-  };
-  place(0, mine.data());
-  std::vector<float> theirs;
-  for (int s = 1; s < p.stages; ++s) {
-    theirs.resize(packed_floats(s));
-    Status st = comm_->recv(s, kCheckpointTag, theirs.data(), theirs.size() * sizeof(float),
-                            comm_->deadline_from_now());
-    if (!st)
-      return std::move(st).error().wrap("receiving stage " + std::to_string(s) +
-                                        " for the checkpoint");
-    place(s, theirs.data());
+  const auto np = static_cast<size_t>(p.full_info.parameters);
+  auto out =
+      CheckpointStream::open(path, checkpoint_header(), np, std::vector<size_t>(slots.size(), np),
+                             static_cast<size_t>(p.full_info.state_floats));
+  if (!out) return out.error();
+  CheckpointStream& file = **out;
+  for (int k = 0; k < sections; ++k) {
+    const size_t section_start = file.written();
+    for (int s = 0; s < p.stages; ++s)
+      for (const Run& r : runs(s, k == sections - 1)) {
+        if (static_cast<size_t>(r.whole) != file.written() - section_start)
+          return internal_error("checkpoint: stage " + std::to_string(s) +
+                                "'s tensors are not in the whole model's order");
+        const auto n = static_cast<size_t>(r.count);
+        if (s == 0) {
+          DLTUNE_TRY(file.write({local_base(k) + r.local, n}));
+          continue;
+        }
+        if (p.ck_packed.size() < n) p.ck_packed.resize(n);  // sized at set-up; kept
+        Status st = comm_->recv(s, kCheckpointTag, p.ck_packed.data(), n * sizeof(float), deadline);
+        if (!st)
+          return std::move(st).error().wrap("receiving stage " + std::to_string(s) +
+                                            " for the checkpoint");
+        DLTUNE_TRY(file.write({p.ck_packed.data(), n}));
+      }
   }
-  return save_checkpoint(path, ck);
+  return file.finish();
 }
 
 Status Trainer::resume_pipeline(const std::string& path) {

@@ -139,6 +139,10 @@ class Trainer {
   const std::vector<Bucket>& buckets() const { return buckets_; }
   int rank() const;
   int ranks() const;
+  // A pipeline stage's seconds of forward and backward computation so far, and of running its
+  // schedule (the steps' pipelined part: computation and waiting); 0 without stages.
+  double pipeline_busy_seconds() const;
+  double pipeline_schedule_seconds() const;
   // Timing of the last step.
   const StepMetrics& last() const { return last_; }
 
