@@ -313,6 +313,15 @@ std::string format_summary(const nlohmann::json& s) {
            " ms";
   }
   if (!ar["sweep_s_per_step"].is_number()) arl += " (the sweep measured no size near it)";
+  // A pipeline with one replica reduces nothing; with several, each stage its own gradients.
+  const auto& par = s["plan"]["parallel"];
+  if (par.is_object() && par.value("stages", 1) > 1)
+    arl = par.value("replicas", 1) > 1
+              ? "each stage's gradients among its " + std::to_string(par.value("replicas", 1)) +
+                    " replicas (at most " + bytes_text(num(ar, "gradient_bytes")) +
+                    " per step for the whole model)"
+              : "none (one replica of a " + std::to_string(par.value("stages", 1)) +
+                    "-stage pipeline)";
   line("allreduce          ", arl);
   const double acc = num(s, "heldout_accuracy", -1);
   if (s.contains("unigram_entropy_bits") && s["heldout_bits_per_byte"].is_number()) {
@@ -340,6 +349,9 @@ std::string format_summary(const nlohmann::json& s) {
                                   fixed(num(tp, "lr_scale"), 2) + ", bucket " +
                                   bytes_text(num(tp, "bucket_bytes")) + ", overlap " +
                                   (tp.value("overlap", false) ? "on" : "off"));
+  const auto& pl = s["plan"]["parallel"];
+  if (pl.is_object() && pl.value("stages", 1) > 1)
+    line("  layout           ", pl.value("reason", ""));
   if (!s.value("plan_reason", "").empty()) line("  why              ", s.value("plan_reason", ""));
   if (num(s, "predicted_sps") > 0 || num(s, "trial_measured_sps") > 0) {
     line("  predicted/trial  ", fixed(num(s, "predicted_sps"), 0) + " / " +
