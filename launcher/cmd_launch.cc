@@ -149,7 +149,11 @@ int run_launch(const LaunchOptions& o) {
     // The recipe tuner's trials measure data-parallel candidates: a model that must run as a
     // pipeline (the recipe fixes stages, or only a pipeline fits) is not tuned, and says why.
     if (!req.no_tune) {
-      launcher::LayoutQuery lq{*worker, job->recipe_path, job->ranks, job->shape.ranks_per_node};
+      launcher::LayoutQuery lq;
+      lq.worker = *worker;
+      lq.recipe_path = job->recipe_path;
+      lq.ranks = job->ranks;
+      lq.ranks_per_node = job->shape.ranks_per_node;
       auto layouts = launcher::query_layouts(lq);
       if (!layouts) return report_error("launch", layouts.error());
       const auto& best = (*layouts)["candidates"][0]["layout"];
@@ -180,7 +184,11 @@ int run_launch(const LaunchOptions& o) {
     choice = std::move(*c);
     // The layout: the memory model's choice for this plan's batch (a layout that does not fit
     // is refused here, saying by how much and what would fit).
-    launcher::LayoutQuery lq{*worker, job->recipe_path, job->ranks, job->shape.ranks_per_node};
+    launcher::LayoutQuery lq;
+    lq.worker = *worker;
+    lq.recipe_path = job->recipe_path;
+    lq.ranks = job->ranks;
+    lq.ranks_per_node = job->shape.ranks_per_node;
     if (Status st = launcher::apply_layout(lq, &choice.plan); !st)
       return report_error("launch", st.error());
     if (choice.plan.parallel.stages > 1)
