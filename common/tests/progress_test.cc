@@ -1,19 +1,32 @@
 #include "common/progress.h"
 
+#include <chrono>
 #include <cstdio>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 namespace dltune {
 namespace {
+
+std::vector<std::string> strings_of(const std::string& out) {
+  std::vector<std::string> lines;
+  size_t start = 0;
+  for (size_t nl; (nl = out.find('\n', start)) != std::string::npos; start = nl + 1) {
+    lines.push_back(out.substr(start, nl - start));
+  }
+  return lines;
+}
 
 std::string run(Progress::Mode mode, void (*body)(Progress&)) {
   char* buf = nullptr;
   size_t len = 0;
   FILE* f = open_memstream(&buf, &len);
   {
-    Progress p(mode, f);
+    Progress p(mode, f, /*heartbeat=*/false);
     body(p);
   }
   std::fclose(f);
@@ -46,16 +59,64 @@ TEST(Progress, PlainModePrintsEveryTenthAndTheEnd) {
   EXPECT_EQ(out.find('\r'), std::string::npos);  // no terminal control in plain mode
 }
 
-TEST(Progress, JsonModeEmitsOneObjectPerLine) {
+TEST(Progress, JsonModeEmitsOneObjectPerLineWithItsTime) {
   const std::string out = run(Progress::Mode::kJson, [](Progress& p) {
     p.phase("tuning \"collectives\"");
+    p.status("size 1 of 2", {{"size", 1}});
     p.update(ProgressState{1, 2, 0.5, 3});
+    p.update(ProgressState{1, 2, 0.5, 3});  // the same step again: not printed twice
+    p.update(ProgressState{2, 2, -1, 3});
     p.message("plan from cache");
   });
-  EXPECT_NE(out.find(R"({"event":"phase","phase":"tuning \"collectives\""})"), std::string::npos);
-  EXPECT_NE(out.find(R"("event":"progress","phase":"tuning \"collectives\"","step":1,"total":2)"),
-            std::string::npos);
-  EXPECT_NE(out.find(R"({"event":"message","text":"plan from cache"})"), std::string::npos);
+  std::vector<nlohmann::json> events;
+  for (const std::string& line : strings_of(out)) events.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(events.size(), 5u) << out;
+  for (const auto& e : events) EXPECT_TRUE(e["t"].is_number()) << e;
+  EXPECT_EQ(events[0]["event"], "phase");
+  EXPECT_EQ(events[0]["phase"], "tuning \"collectives\"");
+  EXPECT_EQ(events[1]["event"], "status");
+  EXPECT_EQ(events[1]["text"], "size 1 of 2");
+  EXPECT_EQ(events[1]["size"], 1);
+  EXPECT_EQ(events[2]["event"], "progress");
+  EXPECT_EQ(events[2]["step"], 1);
+  EXPECT_EQ(events[2]["loss"], 0.5);
+  EXPECT_TRUE(events[2]["accuracy"].is_null());  // unknown: null, not a -1 sentinel
+  EXPECT_TRUE(events[3]["loss"].is_null());
+  EXPECT_EQ(events[4]["event"], "message");
+  EXPECT_EQ(events[4]["text"], "plan from cache");
+}
+
+TEST(Progress, JsonHeartbeatsKeepAPhaseFromGoingQuiet) {
+  char* buf = nullptr;
+  size_t len = 0;
+  FILE* f = open_memstream(&buf, &len);
+  {
+    Progress p(Progress::Mode::kJson, f);
+    p.phase("tuning");
+    std::this_thread::sleep_for(std::chrono::milliseconds(2600));
+    p.finish();
+  }
+  std::fclose(f);
+  const std::string out(buf, len);
+  std::free(buf);
+  double last = 0;
+  int beats = 0;
+  for (const std::string& line : strings_of(out)) {
+    const auto e = nlohmann::json::parse(line);
+    EXPECT_LE(e["t"].get<double>() - last, 1.6) << out;  // at most ~1 s apart (a loaded CI)
+    last = e["t"].get<double>();
+    beats += e["event"] == "heartbeat";
+  }
+  EXPECT_GE(beats, 1) << out;
+}
+
+TEST(Progress, StatusLineKeepsPhaseAndClockWhenShortened) {
+  EXPECT_EQ(Progress::render_status("tuning", "size 3 of 8", 65, 200),
+            "tuning: size 3 of 8  01:05");
+  const std::string s = Progress::render_status("tuning", std::string(300, 'x'), 5, 40);
+  EXPECT_EQ(s.size(), 40u);
+  EXPECT_EQ(s.substr(0, 8), "tuning: ");
+  EXPECT_EQ(s.substr(s.size() - 10), "...  00:05");
 }
 
 TEST(Progress, TerminalModeRedrawsInPlaceAndClearsBeforeMessages) {
@@ -66,6 +127,16 @@ TEST(Progress, TerminalModeRedrawsInPlaceAndClearsBeforeMessages) {
   });
   EXPECT_NE(out.find("\r\033[Ktraining  step 1/2"), std::string::npos);
   EXPECT_NE(out.find("\r\033[Kcheckpoint written\n"), std::string::npos);
+}
+
+TEST(Progress, TerminalModeShowsTheStatusWithItsClock) {
+  const std::string out = run(Progress::Mode::kTerminal, [](Progress& p) {
+    p.phase("tuning collectives");
+    p.status("size 2 of 6 (1 MiB): ring, rd");
+  });
+  EXPECT_NE(out.find("\r\033[Ktuning collectives: size 2 of 6 (1 MiB): ring, rd  00:00"),
+            std::string::npos)
+      << out;
 }
 
 TEST(Progress, JsonEscape) { EXPECT_EQ(json_escape("a\"b\\c\n\x01"), "a\\\"b\\\\c\\n\\u0001"); }
