@@ -428,7 +428,10 @@ TrialSchedule schedule_for(const RecipeTuneRequest& req, size_t candidates, size
 namespace {
 
 // "; it beat X by 1.12x (95 % interval 1.05-1.19, 12 rounds), Y by ..." for the closest three
-// rivals that were measured (plan_confidence.h's describe_ratio()).
+// rivals that were measured (plan_confidence.h's describe_ratio()). A rival that measured
+// faster where both ran (ratio < 1: the winner was chosen over all its trials, or on another
+// round) is never said to be beaten: "; Z measured 1.04x faster where both ran (...), but
+// ranked lower over all rounds".
 std::string closest_text(const std::vector<RecipeAlternative>& alts) {
   std::vector<RecipeAlternative> sorted;
   for (const RecipeAlternative& a : alts) {
@@ -436,21 +439,32 @@ std::string closest_text(const std::vector<RecipeAlternative>& alts) {
   }
   std::sort(sorted.begin(), sorted.end(),
             [](const auto& a, const auto& b) { return a.ratio < b.ratio; });
-  std::vector<std::string> parts;
+  std::vector<std::string> beat, faster;
   for (const RecipeAlternative& a : sorted) {
-    if (parts.size() >= 3) break;
-    if (a.rounds == 0) {
-      parts.push_back(a.label + " by " + fmt_ratio(a.ratio) + " (one trial each, no interval)");
-      continue;
-    }
+    if (beat.size() + faster.size() >= 3) break;
     stats::RatioInterval r;
     r.ratio = a.ratio;
     r.lo = a.lo;
     r.hi = a.hi > 0 ? a.hi : INFINITY;
     r.rounds = a.rounds;
-    parts.push_back(a.label + " by " + describe_ratio(r));
+    if (a.ratio < 1) {  // the rival's view: it over the winner
+      stats::RatioInterval inv{1 / r.ratio, std::isfinite(r.hi) ? 1 / r.hi : 0,
+                               r.lo > 0 ? 1 / r.lo : INFINITY, r.rounds};
+      faster.push_back(a.label + " measured " +
+                       (a.rounds == 0 ? fmt_ratio(inv.ratio) + " (one trial each, no interval)"
+                                      : describe_ratio(inv)) +
+                       " faster where both ran, but ranked lower over all rounds");
+      continue;
+    }
+    if (a.rounds == 0) {
+      beat.push_back(a.label + " by " + fmt_ratio(a.ratio) + " (one trial each, no interval)");
+      continue;
+    }
+    beat.push_back(a.label + " by " + describe_ratio(r));
   }
-  return parts.empty() ? "" : "; it beat " + strings::join(parts, ", ");
+  std::string out = beat.empty() ? "" : "; it beat " + strings::join(beat, ", ");
+  for (const std::string& f : faster) out += "; " + f;
+  return out;
 }
 
 // The outcome when the budget left every candidate unmeasured: the recipe's reference

@@ -141,6 +141,40 @@ TEST(PlanConfidence, TheOutcomeSaysHowSureItIs) {
   EXPECT_NE(format_recipe_outcome(*o).find("not measured (budget)"), std::string::npos);
 }
 
+// The why never says the winner "beat X by 0.96x": a rival faster where both ran is said to be.
+TEST(PlanConfidence, ARivalFasterWhereBothRanIsNotSaidToBeBeaten) {
+  std::vector<RecipeCandidate> cands(2);
+  for (size_t i = 0; i < cands.size(); ++i) {
+    cands[i].label = "c" + std::to_string(i);
+    cands[i].training.global_batch = 128;
+  }
+  // No chunks (an older trial program): each rival is compared in its last round only. c1 ran
+  // round 0 faster than c0, yet c0 alone reached round 1 and wins.
+  std::vector<TrialRecord> ts(3);
+  const double sps[3] = {90, 95, 100};
+  const size_t cand[3] = {0, 1, 0};
+  const int round[3] = {0, 0, 1};
+  for (size_t k = 0; k < 3; ++k) {
+    ts[k].candidate = cand[k];
+    ts[k].label = cands[cand[k]].label;
+    ts[k].round = round[k];
+    ts[k].steps = 4;
+    ts[k].samples_per_s = sps[k];
+    ts[k].step_s = 128 / sps[k];
+  }
+  RecipeTuneRequest req;
+  req.job = {1, 2};
+  req.base = recipes::default_plan(1, 2, 64, recipes::Algorithm::kRing);
+  auto o = outcome_from_trials(req, cands, json{{"rounds", 2}, {"trials", trials_to_json(ts)}});
+  ASSERT_TRUE(o.ok()) << o.error().message();
+  EXPECT_EQ(o->winner, 0u);
+  const std::string& why = o->plan.provenance.reason;
+  EXPECT_EQ(why.find("beat c1"), std::string::npos) << why;
+  EXPECT_NE(why.find("c1 measured 1.06x (one trial each, no interval) faster where both ran"),
+            std::string::npos)
+      << why;
+}
+
 TEST(PlanConfidence, NothingMeasuredFallsBackToTheReferenceSettings) {
   std::vector<RecipeCandidate> cands(2);
   cands[0].label = "reference";
