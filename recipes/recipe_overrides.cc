@@ -116,6 +116,23 @@ std::string dir_of(const std::string& path) {
   return dir.empty() ? "/" : dir;
 }
 
+// The last part of a key path: "training.steps" -> "steps".
+std::string leaf(const std::string& key) {
+  const size_t dot = key.rfind('.');
+  return dot == std::string::npos ? key : key.substr(dot + 1);
+}
+
+// Whether `word` occurs in `text` as a whole word (not inside "warmup_steps").
+bool mentions(const std::string& text, const std::string& word) {
+  auto part = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  for (size_t at = text.find(word); at != std::string::npos; at = text.find(word, at + 1)) {
+    const bool before = at == 0 || !part(text[at - 1]);
+    const size_t end = at + word.size();
+    if (before && (end == text.size() || !part(text[end]))) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 Result<Override> parse_override(std::string_view text) {
@@ -155,10 +172,20 @@ ParseOutcome parse_recipe_with_overrides(const std::string& path,
   if (!out.problems.empty()) return out;
   out = internal::parse_recipe_document(*root, path, dir_of(path));
   for (Problem& p : out.problems) {
+    bool named = false;
     for (auto it = overrides.rbegin(); it != overrides.rend(); ++it) {
       if (!under(p.key, it->key)) continue;
       p.file = "--set " + it->text;
       p.line = p.column = 0;
+      named = true;
+      break;
+    }
+    if (named) continue;
+    // A file key that an override made wrong (`--set training.steps=10` below the file's
+    // checkpoint_every): say so, and how to change it too.
+    for (auto it = overrides.rbegin(); it != overrides.rend(); ++it) {
+      if (!mentions(p.message, leaf(it->key))) continue;
+      p.message += " (with --set " + it->text + "; add --set " + p.key + "=... to change it too)";
       break;
     }
   }

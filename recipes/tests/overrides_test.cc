@@ -98,6 +98,29 @@ TEST_F(Overrides, ProblemsNameTheOverride) {
   EXPECT_EQ(zero.problems[0].line, 0);
 }
 
+// A file key that conflicts with an override keeps its position and says which override made
+// it wrong and how to change it too.
+TEST_F(Overrides, AFileKeyAnOverrideMadeWrongSaysSo) {
+  ASSERT_TRUE(paths::write_file_atomic(path_,
+                                       "name: r\nmodel: lenet\ndata: synthetic-digits\n"
+                                       "training:\n  steps: 100\n  checkpoint_every: 50\n")
+                  .ok());
+  auto o = with({"training.steps=10"});
+  ASSERT_EQ(o.problems.size(), 1u) << all(o);
+  EXPECT_EQ(o.problems[0].key, "training.checkpoint_every");
+  EXPECT_GT(o.problems[0].line, 0);  // the file's key, where the file has it
+  EXPECT_NE(o.problems[0].message.find("(with --set training.steps=10; add --set "
+                                       "training.checkpoint_every=... to change it too)"),
+            std::string::npos)
+      << all(o);
+  EXPECT_TRUE(with({"training.steps=10", "training.checkpoint_every=5"}).ok());
+  // The override's own key is named by it, with no hint about itself.
+  auto ck = with({"training.checkpoint_every=500"});
+  ASSERT_EQ(ck.problems.size(), 1u) << all(ck);
+  EXPECT_EQ(ck.problems[0].file, "--set training.checkpoint_every=500") << all(ck);
+  EXPECT_EQ(all(ck).find("add --set"), std::string::npos) << all(ck);
+}
+
 TEST_F(Overrides, TheSyntaxOfAnOverride) {
   EXPECT_FALSE(parse_override("training.steps").ok());
   EXPECT_FALSE(parse_override("=10").ok());

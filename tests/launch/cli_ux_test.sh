@@ -59,7 +59,8 @@ python3 -c "import json,sys; e=json.loads(open(sys.argv[1]).read()); assert e['t
 # A value that conflicts with the file's other keys is refused as the file's would be.
 "$dltune" launch quickstart --dry-run --set training.steps=12 >/dev/null 2>"$tmp/err"
 [ $? -eq 2 ] || fail "--set training.steps=12 (below quickstart's warm-up) did not exit 2"
-grep -q "checkpoint_every 100 exceeds steps 12" "$tmp/err" || fail "--set cross-field check: $(cat "$tmp/err")"
+grep -q "checkpoint_every 100 exceeds steps 12.*(with --set training.steps=12; add --set training.checkpoint_every=... to change it too)" "$tmp/err" ||
+  fail "--set cross-field check: $(cat "$tmp/err")"
 "$dltune" launch quickstart --dry-run --set training.steps=many >/dev/null 2>"$tmp/err"
 [ $? -eq 2 ] || fail "--set training.steps=many did not exit 2"
 grep -q -- "--set training.steps=many: training.steps: expected a positive integer, got \"many\"" "$tmp/err" ||
