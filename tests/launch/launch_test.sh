@@ -62,7 +62,9 @@ assert abs(st["compute_s"] + st["exposed_comm_s"] + st["other_s"] - st["total_s"
 assert st["outside_steps_s"] >= 0 and st["total_s"] < 1.0, st
 # The allreduce line: the sweep covered the job's buckets, and the bound is there.
 ar = s["allreduce"]
-assert ar["sweep_s_per_step"] is not None, ar
+# (On a loaded machine the ranks' start-up can take the sweep's share of a 6 s budget: then
+# the budget cut and the summary's note say so.)
+assert ar["sweep_s_per_step"] is not None or ("collective sweep" in s["budget"]["cut"] and ar["sweep_note"]), (ar, s["budget"])
 assert ar["bound_s_per_step"] is not None and ar["bound_s_per_step"] > 0, ar
 # Unknown figures are null, never a -1 sentinel.
 assert s["heldout_loss"] is None or s["heldout_loss"] >= 0, s

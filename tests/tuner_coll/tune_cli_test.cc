@@ -113,15 +113,27 @@ TEST_F(TuneCli, TunesARecipeAndThenHitsTheCache) {
   EXPECT_GE(out.at("candidates").size(), 8u);
   const auto& trials = out.at("trials").at("trials");
   ASSERT_FALSE(trials.empty());
-  int measured = 0;
+  // Every trial either measured its candidate or says the budget left it unmeasured (how many
+  // a 10 s budget measures depends on the machine's load: the ranks' start-up counts).
+  int measured = 0, skipped = 0;
   for (const auto& t : trials) {
-    if (!t.at("failed").get<bool>()) {
+    if (t.value("skipped", false)) {
+      EXPECT_EQ(t.at("steps").get<int>(), 0) << t.dump();
+      EXPECT_NE(t.at("reason").get<std::string>().find("tune.budget ran out"), std::string::npos)
+          << t.dump();
+      ++skipped;
+    } else if (!t.at("failed").get<bool>()) {
       EXPECT_GT(t.at("samples_per_s").get<double>(), 0) << t.dump();
       EXPECT_GT(t.at("steps").get<int>(), 0) << t.dump();
       ++measured;
     }
   }
-  EXPECT_GE(measured, 8);
+  EXPECT_GE(measured, 2);
+  EXPECT_EQ(out.at("trials").value("skipped", -1), skipped);
+  if (skipped > 0) {
+    EXPECT_NE(j.at("plan").at("provenance").at("reason").get<std::string>().find("unmeasured"),
+              std::string::npos);
+  }
   // Candidates that differ only in bucket and overlap share a trainer: 4 batches x 4
   // communication settings build one model per batch (again only when a family returns).
   const int built = out.at("trials").at("trainers_built").get<int>();
