@@ -427,11 +427,16 @@ TrialSchedule schedule_for(const RecipeTuneRequest& req, size_t candidates, size
 
 namespace {
 
-// "; it beat X by 1.12x (95 % interval 1.05-1.19, 12 rounds), Y by ..." for the closest three
-// rivals that were measured (plan_confidence.h's describe_ratio()). A rival that measured
-// faster where both ran (ratio < 1: the winner was chosen over all its trials, or on another
-// round) is never said to be beaten: "; Z measured 1.04x faster where both ran (...), but
-// ranked lower over all rounds".
+// The closest three rivals that were measured, each as its comparison allows
+// (plan_confidence.h's describe_ratio() for the interval):
+//   significant:  "; it beat X by 1.12x (95 % interval 1.05-1.19, 12 rounds)"
+//   within noise: "; it was not significantly faster than Y (1.04x, 95 % interval 0.99-1.10,
+//                 15 rounds)"
+//   no interval:  "; it was ahead of Z by 1.06x (2 rounds: too few for an interval)"
+//   ratio < 1:    "; W measured 1.04x faster where both ran (...), but ranked lower over all
+//                 rounds" (the winner was chosen over all its trials, or on another round).
+// A winner is never said to beat a rival that measured faster, nor to beat one it only
+// matched.
 std::string closest_text(const std::vector<RecipeAlternative>& alts) {
   std::vector<RecipeAlternative> sorted;
   for (const RecipeAlternative& a : alts) {
@@ -439,14 +444,12 @@ std::string closest_text(const std::vector<RecipeAlternative>& alts) {
   }
   std::sort(sorted.begin(), sorted.end(),
             [](const auto& a, const auto& b) { return a.ratio < b.ratio; });
-  std::vector<std::string> beat, faster;
+  std::vector<std::string> beat, level, ahead, faster;
+  size_t n = 0;
   for (const RecipeAlternative& a : sorted) {
-    if (beat.size() + faster.size() >= 3) break;
-    stats::RatioInterval r;
-    r.ratio = a.ratio;
-    r.lo = a.lo;
-    r.hi = a.hi > 0 ? a.hi : INFINITY;
-    r.rounds = a.rounds;
+    if (n++ >= 3) break;
+    stats::RatioInterval r{a.ratio, a.lo, a.hi > 0 ? a.hi : INFINITY, a.rounds};
+    const bool interval = a.rounds >= stats::kMinPairedRounds && std::isfinite(r.hi);
     if (a.ratio < 1) {  // the rival's view: it over the winner
       stats::RatioInterval inv{1 / r.ratio, std::isfinite(r.hi) ? 1 / r.hi : 0,
                                r.lo > 0 ? 1 / r.lo : INFINITY, r.rounds};
@@ -454,15 +457,23 @@ std::string closest_text(const std::vector<RecipeAlternative>& alts) {
                        (a.rounds == 0 ? fmt_ratio(inv.ratio) + " (one trial each, no interval)"
                                       : describe_ratio(inv)) +
                        " faster where both ran, but ranked lower over all rounds");
-      continue;
+    } else if (a.rounds == 0) {
+      ahead.push_back(a.label + " by " + fmt_ratio(a.ratio) + " (one trial each, no interval)");
+    } else if (!interval) {
+      ahead.push_back(a.label + " by " + describe_ratio(r));
+    } else if (r.significant()) {
+      beat.push_back(a.label + " by " + describe_ratio(r));
+    } else {
+      char buf[96];
+      std::snprintf(buf, sizeof buf, " (%.2fx, 95 %% interval %.2f-%.2f, %d rounds)", r.ratio, r.lo,
+                    r.hi, r.rounds);
+      level.push_back(a.label + buf);
     }
-    if (a.rounds == 0) {
-      beat.push_back(a.label + " by " + fmt_ratio(a.ratio) + " (one trial each, no interval)");
-      continue;
-    }
-    beat.push_back(a.label + " by " + describe_ratio(r));
   }
-  std::string out = beat.empty() ? "" : "; it beat " + strings::join(beat, ", ");
+  std::string out;
+  if (!beat.empty()) out += "; it beat " + strings::join(beat, ", ");
+  if (!level.empty()) out += "; it was not significantly faster than " + strings::join(level, ", ");
+  if (!ahead.empty()) out += "; it was ahead of " + strings::join(ahead, ", ");
   for (const std::string& f : faster) out += "; " + f;
   return out;
 }

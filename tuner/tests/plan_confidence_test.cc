@@ -141,6 +141,32 @@ TEST(PlanConfidence, TheOutcomeSaysHowSureItIs) {
   EXPECT_NE(format_recipe_outcome(*o).find("not measured (budget)"), std::string::npos);
 }
 
+// A rival the winner only matched (the interval holds 1) is not said to be beaten.
+TEST(PlanConfidence, TheWhyDoesNotCallANoiseLevelDifferenceAWin) {
+  std::vector<RecipeCandidate> cands(3);
+  for (size_t i = 0; i < cands.size(); ++i) {
+    cands[i].label = "c" + std::to_string(i);
+    cands[i].training.global_batch = 128;
+  }
+  // c0 and c1 alike over 10 paired cycles; c2 20 % slower over 2 cycles only.
+  std::vector<TrialRecord> ts = {trial(0, 0, 10, 0.0100, 1), trial(1, 0, 10, 0.0101, 4),
+                                 trial(2, 0, 2, 0.012, 2)};
+  RecipeTuneRequest req;
+  req.job = {1, 2};
+  req.base = recipes::default_plan(1, 2, 64, recipes::Algorithm::kRing);
+  auto o = outcome_from_trials(req, cands, json{{"rounds", 1}, {"trials", trials_to_json(ts)}});
+  ASSERT_TRUE(o.ok()) << o.error().message();
+  const std::string& why = o->plan.provenance.reason;
+  ASSERT_EQ(o->winner, 0u) << why;
+  EXPECT_EQ(why.find("beat c1"), std::string::npos) << why;
+  EXPECT_NE(why.find("it was not significantly faster than c1 (1.0"), std::string::npos) << why;
+  EXPECT_NE(why.find("95 % interval"), std::string::npos) << why;
+  EXPECT_NE(why.find("it was ahead of c2 by 1."), std::string::npos) << why;
+  EXPECT_NE(why.find("(2 rounds: too few for an interval)"), std::string::npos) << why;
+  ASSERT_TRUE(o->plan.provenance.confidence.has_value());
+  EXPECT_FALSE(o->plan.provenance.confidence->significant);
+}
+
 // The why never says the winner "beat X by 0.96x": a rival faster where both ran is said to be.
 TEST(PlanConfidence, ARivalFasterWhereBothRanIsNotSaidToBeBeaten) {
   std::vector<RecipeCandidate> cands(2);
