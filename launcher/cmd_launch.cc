@@ -231,6 +231,8 @@ int run_launch(const LaunchOptions& o) {
     if (w.ok()) w = paths::write_file_atomic(dir->launch(), lj.dump(2) + "\n");
     if (!w.ok()) return report_error("launch", w.error().wrap("writing the run directory"));
   }
+  // Long lines wrapped at whole words for a person; JSON messages stay one line.
+  const size_t width = o.json ? std::string::npos : static_cast<size_t>(summary_width());
   if (resumed) {
     progress.message("plan: the run directory's plan.json (resuming " + dir->path + ")");
   } else if (choice.source == "cache") {
@@ -242,10 +244,14 @@ int run_launch(const LaunchOptions& o) {
                   choice.tuning_s, choice.budget_s);
     progress.message(buf + choice.db_path);
     if (!choice.budget_cut.empty()) {
-      progress.message("  the budget cut: " + strings::join(choice.budget_cut, "; "));
+      progress.message(
+          "  " + launcher::wrap_words("the budget cut: " + strings::join(choice.budget_cut, "; "),
+                                      width - 18, 18));
     }
     const recipes::Provenance& pv = choice.plan.provenance;
-    if (!pv.reason.empty()) progress.message("  why: " + pv.reason);
+    if (!pv.reason.empty()) {
+      progress.message("  " + launcher::wrap_words("why: " + pv.reason, width - 7, 7));
+    }
   } else if (choice.source == "default") {
     progress.message("plan: the recipe's own settings (not tuned)");
   }

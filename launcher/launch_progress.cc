@@ -58,9 +58,10 @@ std::string status_text(const json& e) {
            " (model, data, a warm-up step)";
   }
   if (ev == "trial_chunk") {
+    // The counts first: a narrow terminal cuts the end of the line, and the labels are long.
     std::string s = "round " + of(integer(e, "round") + 1, integer(e, "rounds")) + ", candidate " +
-                    of(integer(e, "position"), integer(e, "field")) + ": " + str(e, "label") +
-                    ", step " + of(integer(e, "steps_done"), integer(e, "steps"));
+                    of(integer(e, "position"), integer(e, "field")) + ", step " +
+                    of(integer(e, "steps_done"), integer(e, "steps")) + ": " + str(e, "label");
     if (!str(e, "best").empty()) {
       s += "; best so far " + str(e, "best") + " at " + thousands(number(e, "best_sps")) +
            " samples/s";

@@ -2,8 +2,8 @@
 // kind of rank event becomes a status of the current phase, and for scripts (--json) a status
 // event that carries the rank event's figures.
 //   collective sweep (dltune-tune-rank --progress): "size 3 of 8 (1 MiB): ring, rd, tree"
-//   trial search (dltune-worker trial --progress): "round 1 of 3, candidate 5 of 12: b64 weak
-//     bucket=1MiB overlap, step 2 of 4; best so far b32 weak ... at 4,100 samples/s"
+//   trial search (dltune-worker trial --progress): "round 1 of 3, candidate 5 of 12, step 2 of
+//     4: b64 weak bucket=1MiB overlap; best so far b32 weak ... at 4,100 samples/s"
 //   training start-up (metrics.jsonl "status" events): "generating 18000 samples"
 #pragma once
 

@@ -17,6 +17,20 @@ newest_run() { ls -dt "$DLTUNE_RUNS_DIR"/*/ | head -1 | sed 's|/$||'; }
 # 1. First run: tunes within the budget, trains, writes the whole run directory.
 "$dltune" launch "$tiny" >"$tmp/out1" 2>"$tmp/err1" || fail "first launch exited $?: $(cat "$tmp/err1" "$tmp/out1")"
 grep -q "plan: tuned" "$tmp/out1" || fail "first run did not tune: $(cat "$tmp/out1")"
+# The why and the summary wrap at 100 columns (not a terminal) between words: no line of theirs
+# is longer, and the why's words all survive.
+python3 - "$tmp/out1" <<'PY' || fail "the why or the summary is not wrapped: $(cat "$tmp/out1")"
+import sys
+lines = open(sys.argv[1]).read().split("\n")
+i = next(i for i, l in enumerate(lines) if l.startswith("  why: "))
+why = [lines[i]]
+while lines[i + len(why)].startswith("       "):
+    why.append(lines[i + len(why)])
+assert all(len(l) <= 100 for l in why), why
+assert len(why) > 1 or len(why[0]) <= 100, why
+s = lines.index(next(l for l in lines if l.startswith("summary: ")))
+assert all(len(l) <= 100 for l in lines[s:] if " " in l.strip()), [l for l in lines[s:] if len(l) > 100]
+PY
 run1=$(newest_run)
 for f in recipe.yaml plan.json train_config.json launch.json metrics.jsonl summary.json \
          trace.json report.html checkpoints/checkpoint.bin; do
