@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "common/env.h"
+#include "common/log.h"
 
 namespace dltune {
 namespace {
@@ -34,6 +35,16 @@ int terminal_width(FILE* out) {
   struct winsize ws {};
   if (::ioctl(::fileno(out), TIOCGWINSZ, &ws) == 0 && ws.ws_col >= 20) return ws.ws_col;
   return 100;
+}
+
+// The log line hook (common/log.h): erases the drawn display line, which the next redraw
+// (at most kHeartbeatS later) puts back below the log line.
+void clear_drawn_line() {
+  const int fd = g_drawn_fd.load();
+  if (fd >= 0 && !g_broken.load()) {
+    const ssize_t unused = ::write(fd, "\r\033[K", 4);
+    (void)unused;
+  }
 }
 
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
@@ -126,6 +137,7 @@ std::string Progress::render_status(const std::string& phase, const std::string&
 
 Progress::Progress(Mode mode, FILE* out, bool heartbeat)
     : mode_(mode), out_(out), start_(Clock::now()), phase_start_(start_) {
+  if (mode_ == Mode::kTerminal) set_log_line_hook(&clear_drawn_line);
   if (heartbeat && (mode_ == Mode::kTerminal || mode_ == Mode::kJson || mode_ == Mode::kPlain)) {
     beat_ = std::thread([this] { heartbeat_loop(); });
   }

@@ -672,7 +672,9 @@ std::vector<db::RecipeTrial> recipe_trial_rows(const RecipeTuneOutcome& o, const
   auto ts = trials_from_json(o.trials.contains("trials") ? o.trials["trials"] : json());
   if (!ts) return rows;
   for (const TrialRecord& t : *ts) {
-    if (t.candidate >= o.candidates.size()) continue;
+    // A candidate the budget left unmeasured has no trial to store (the plan's reason and
+    // budget say what was cut).
+    if (t.candidate >= o.candidates.size() || t.skipped) continue;
     const TrainingPlan& c = o.candidates[t.candidate].training;
     db::RecipeTrial r;
     r.key = key;

@@ -9,6 +9,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "common/log.h"
+
 namespace dltune {
 namespace {
 
@@ -137,6 +139,30 @@ TEST(Progress, TerminalModeShowsTheStatusWithItsClock) {
   EXPECT_NE(out.find("\r\033[Ktuning collectives: size 2 of 6 (1 MiB): ring, rd  00:00"),
             std::string::npos)
       << out;
+}
+
+// A log line (stderr) written while the display is drawn on a terminal clears the display
+// line first, so that it is not glued to it; the display comes back on the next redraw.
+TEST(Progress, ALogLineClearsTheTerminalLineFirst) {
+  FILE* f = std::tmpfile();
+  ASSERT_NE(f, nullptr);
+  {
+    Progress p(Progress::Mode::kTerminal, f, /*heartbeat=*/false);
+    p.phase("tuning");
+    p.status("size 1 of 2");
+    ::testing::internal::CaptureStderr();
+    DLTUNE_LOG(kError, "test") << "a warning from the tuner";
+    const std::string err = ::testing::internal::GetCapturedStderr();
+    EXPECT_NE(err.find("a warning from the tuner"), std::string::npos);
+    p.finish();
+  }
+  std::fflush(f);
+  std::rewind(f);
+  std::string out;
+  for (int c; (c = std::fgetc(f)) != EOF;) out.push_back(static_cast<char>(c));
+  std::fclose(f);
+  // The status line, then the clear the log line asked for, then finish()'s own.
+  EXPECT_NE(out.find("tuning: size 1 of 2  00:00\r\033[K\r\033[K"), std::string::npos) << out;
 }
 
 TEST(Progress, JsonEscape) { EXPECT_EQ(json_escape("a\"b\\c\n\x01"), "a\\\"b\\\\c\\n\\u0001"); }

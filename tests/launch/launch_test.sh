@@ -141,8 +141,11 @@ PY
 # 4. --dry-run: prints the plan and the exact launch, starts and writes nothing.
 before=$(ls "$DLTUNE_RUNS_DIR" | wc -l)
 "$dltune" launch "$tiny" --dry-run >"$tmp/out4" 2>&1 || fail "--dry-run exited $?"
-grep -q "^launch: dltune run -n 2 --backend local" "$tmp/out4" || fail "--dry-run: $(cat "$tmp/out4")"
-grep -q '"training"' "$tmp/out4" || fail "--dry-run does not print the plan"
+grep -q "^ranks:   dltune run -n 2 --backend local" "$tmp/out4" || fail "--dry-run: $(cat "$tmp/out4")"
+grep -q "^plan:    cached in $DLTUNE_DB; a launch uses it as it is" "$tmp/out4" ||
+  fail "--dry-run does not say the plan is cached: $(cat "$tmp/out4")"
+grep -q "^  training: per-rank batch [0-9]*, global [0-9]*" "$tmp/out4" || fail "--dry-run does not print the plan"
+grep -q "^  why: " "$tmp/out4" || fail "--dry-run does not say why the plan is what it is"
 [ "$(ls "$DLTUNE_RUNS_DIR" | wc -l)" = "$before" ] || fail "--dry-run created a run directory"
 
 # 5. Bad command lines and bad recipes: exit 2, the recipe's file:line:col, nothing started.
