@@ -258,6 +258,14 @@ json allreduce_json(const RunFacts& f, const json& step_time) {
         (p - 1) / p * static_cast<double>(f.gradient_bytes) / (f.copy_gbs * 1e9);
     ar["bound_note"] = "";
   }
+  // A measured time below its lower bound means the bound's copy bandwidth was measured low
+  // (it moves with the machine's load): say so rather than print the two side by side.
+  if (sweep && ar["bound_s_per_step"].is_number() && *sweep > 0 &&
+      *sweep < ar["bound_s_per_step"].get<double>()) {
+    ar["bound_note"] =
+        "the sweep measured the allreduce below this bound, so the copy bandwidth it rests on "
+        "was measured low (it varies with the machine's load)";
+  }
   ar["copy_gbs"] = f.copy_gbs;
   // Exposed communication beyond the allreduce itself: waiting for the slowest rank.
   const double exposed = num(step_time, "exposed_comm_s");
@@ -363,7 +371,9 @@ std::vector<std::pair<std::string, std::string>> summary_rows(const json& s) {
              : "not estimated (" + ar.value("sweep_note", "") + ")";
     a += ar["bound_s_per_step"].is_number()
              ? ", bound " + ms(ar["bound_s_per_step"].get<double>()) + " (copy bandwidth " +
-                   fixed(num(ar, "copy_gbs"), 1) + " GB/s)"
+                   fixed(num(ar, "copy_gbs"), 1) + " GB/s" +
+                   (ar.value("bound_note", "").empty() ? "" : "; " + ar.value("bound_note", "")) +
+                   ")"
              : ", no bound (" + ar.value("bound_note", "") + ")";
     if (ar["wait_s_per_step"].is_number() &&
         ar["wait_s_per_step"].get<double>() > num(ar, "sweep_s_per_step")) {
