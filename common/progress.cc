@@ -177,6 +177,7 @@ void Progress::phase(const std::string& name) {
   phase_start_ = Clock::now();
   last_plain_step_ = -1;
   last_json_step_ = -1;
+  first_step_ = -1;
   last_plain_status_.clear();
   if (mode_ == Mode::kJson) {
     print_json_locked("phase", {{"phase", name}});
@@ -219,9 +220,14 @@ void Progress::status(const std::string& text, const nlohmann::json& fields) {
   }
 }
 
+double Progress::eta_from(long first_step, double first_s, long step, double now_s, long total) {
+  if (total <= 0 || first_step < 0 || step <= first_step || !(now_s > first_s)) return -1;
+  const double per_step = (now_s - first_s) / static_cast<double>(step - first_step);
+  return per_step * static_cast<double>(std::max(0L, total - step));
+}
+
 double Progress::eta_seconds(const ProgressState& s) const {
-  if (s.total <= 0 || s.step <= 0) return -1;
-  return phase_elapsed_s() * static_cast<double>(s.total - s.step) / static_cast<double>(s.step);
+  return eta_from(first_step_, first_step_s_, s.step, elapsed_s(), s.total);
 }
 
 void Progress::draw_locked(bool force) {
@@ -244,6 +250,10 @@ void Progress::update(const ProgressState& s) {
   const auto now = Clock::now();
   state_ = s;
   showing_state_ = true;
+  if (first_step_ < 0 || s.step < first_step_) {  // the pace counts from the first step seen
+    first_step_ = s.step;
+    first_step_s_ = elapsed_s();
+  }
   switch (mode_) {
     case Mode::kQuiet:
       return;

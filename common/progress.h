@@ -48,6 +48,11 @@ class Progress {
   // columns (the status is shortened, ending in "...", before the phase and the clock are).
   static std::string render_status(const std::string& phase, const std::string& status,
                                    double elapsed_s, int width);
+  // Seconds left to step `total`, from the pace since the phase's first reported step
+  // (`first_step` at `first_s`, now `step` at `now_s`, seconds on any one clock), so that the
+  // start-up before the first step (data, the model, the untimed first step) does not count
+  // as steps; -1 (unknown) until a later step than the first is reported.
+  static double eta_from(long first_step, double first_s, long step, double now_s, long total);
 
   // `heartbeat` false: no background redraws or heartbeat events (tests of exact output).
   Progress(Mode mode, FILE* out, bool heartbeat = true);
@@ -104,6 +109,8 @@ class Progress {
   std::chrono::steady_clock::time_point last_draw_{}, last_print_{};
   long last_plain_step_ = -1;
   long last_json_step_ = -1;
+  long first_step_ = -1;  // the phase's first reported step, at first_step_s_ (elapsed_s())
+  double first_step_s_ = 0;
   std::string last_plain_status_;
   bool drawn_ = false;
 };

@@ -165,6 +165,23 @@ TEST(Progress, ALogLineClearsTheTerminalLineFirst) {
   EXPECT_NE(out.find("tuning: size 1 of 2  00:00\r\033[K\r\033[K"), std::string::npos) << out;
 }
 
+// The ETA counts from the first step reported, not from the phase's start: 30 s of start-up
+// before step 1 and then 0.1 s a step is 29.8 s left at step 3 of 301, not ~3 000 s.
+TEST(Progress, TheEtaLeavesTheStartUpOut) {
+  EXPECT_NEAR(Progress::eta_from(1, 30.0, 3, 30.2, 301), 0.1 * 298, 1e-9);
+  EXPECT_EQ(Progress::eta_from(1, 30.0, 1, 30.0, 301), -1);  // one step: no pace yet
+  EXPECT_EQ(Progress::eta_from(-1, 0, 3, 1, 301), -1);       // no first step
+  EXPECT_EQ(Progress::eta_from(1, 30.0, 3, 30.2, 0), -1);    // no total
+  EXPECT_DOUBLE_EQ(Progress::eta_from(0, 5.0, 10, 6.0, 10), 0.0);
+  // In the display: the first update has no ETA (JSON null), and start-up is not a step.
+  const std::string out = run(Progress::Mode::kJson, [](Progress& p) {
+    p.phase("training");
+    p.update(ProgressState{1, 300, 2.3, 100});
+  });
+  const auto e = nlohmann::json::parse(strings_of(out).back());
+  EXPECT_TRUE(e["eta_s"].is_null()) << out;
+}
+
 TEST(Progress, JsonEscape) { EXPECT_EQ(json_escape("a\"b\\c\n\x01"), "a\\\"b\\\\c\\n\\u0001"); }
 
 }  // namespace
