@@ -87,6 +87,9 @@ inline constexpr int kNoLearningMinSteps = 100;
 inline constexpr double kNoLearningLossShare = 0.95;
 inline constexpr int64_t kTrialMinTrustedSteps = 10;
 inline constexpr double kTrialMismatch = 2.0;
+// Above this estimated collective regret (0.5: an exhaustive search could cut the allreduce
+// time by a third), the summary warns that the sweep was too noisy or too short to trust.
+inline constexpr double kCollectiveRegretWarn = 0.5;
 nlohmann::json make_summary(const RunFacts& facts, const MetricsLog& log, const RunDir& dir);
 
 // The summary as (label, value) rows: what format_summary() prints and report.html tabulates.

@@ -193,6 +193,16 @@ std::vector<std::string> run_warnings(const RunFacts& f, const MetricsLog& log, 
     w.push_back("the allreduce time could not be estimated: " + ar.value("sweep_note", "") +
                 " (--retune with a larger tune.budget measures the job's sizes)");
   }
+  if (f.ranks > 1 && ar["collective_regret"].is_number() &&
+      ar["collective_regret"].get<double>() > kCollectiveRegretWarn) {
+    w.push_back(
+        "the collective choices are uncertain: by the sweep's own measurements an "
+        "exhaustive search could make this job's allreduce " +
+        fixed(1 + ar["collective_regret"].get<double>(), 1) +
+        "x faster (the sweep was short or the machine noisy); --retune with a larger "
+        "tune.budget, or `dltune tune --collectives --strategy exhaustive`, measures them "
+        "again");
+  }
   const double first = log.steps.empty() ? 0 : num(log.steps.front(), "loss");
   const double last = num(s, "final_loss");
   if (s.value("steps", int64_t{0}) >= kNoLearningMinSteps && first > 0 &&

@@ -254,6 +254,40 @@ TEST(LaunchOutcome, ShortOrMisleadingTrialsAreWarnedAbout) {
       << all;
 }
 
+// Collective choices that the sweep's own measurements say an exhaustive search would beat by
+// far are warned about; a good choice is not.
+TEST(LaunchOutcome, UncertainCollectiveChoicesAreWarnedAbout) {
+  FakeRun run(300, 2.31, 0.05);
+  run.facts.gradient_bytes = 1 << 20;
+  run.facts.choice.plan.training.bucket_bytes = 1 << 20;
+  run.facts.choice.plan = recipes::default_plan(1, 2, 64, recipes::Algorithm::kRing);
+  run.facts.choice.plan.training.bucket_bytes = 1 << 20;
+  auto m = [](const char* algo, uint64_t bytes, double us) {
+    tuner::db::Measurement x;
+    x.collective = "allreduce";
+    x.algorithm = algo;
+    x.bytes = bytes;
+    x.median_us = us;
+    return x;
+  };
+  // ring (the plan's) takes 4x shm's time at the job's 1 MiB bucket.
+  run.facts.choice.collective_measurements = {m("ring", 524288, 200), m("ring", 1 << 20, 400),
+                                              m("shm", 524288, 50), m("shm", 1 << 20, 100)};
+  auto warnings = [&] {
+    std::string all;
+    const nlohmann::json s = run.summary();  // kept alive over the loop
+    for (const auto& w : s["warnings"]) all += w.get<std::string>() + "\n";
+    return all;
+  };
+  EXPECT_NEAR(run.summary()["allreduce"]["collective_regret"].get<double>(), 3.0, 1e-9);
+  EXPECT_NE(warnings().find("the collective choices are uncertain"), std::string::npos)
+      << warnings();
+  EXPECT_NE(warnings().find("allreduce 4.0x faster"), std::string::npos) << warnings();
+  run.facts.choice.plan = recipes::default_plan(1, 2, 64, recipes::Algorithm::kSharedMemory);
+  run.facts.choice.plan.training.bucket_bytes = 1 << 20;
+  EXPECT_EQ(warnings().find("collective choices"), std::string::npos) << warnings();
+}
+
 // Unknown figures are null, not -1; a resumed run names its plan's origin, not an empty path.
 TEST(LaunchOutcome, UnknownFiguresAreNullAndResumedRunsSayWhereTheirPlanIs) {
   FakeRun run(300, 2.31, 0.05);
