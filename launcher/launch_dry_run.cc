@@ -29,6 +29,18 @@ std::string oversubscription_warning(const Job& job, int cores) {
          std::to_string(cores * job.shape.nodes) + " or fewer";
 }
 
+std::string allreduce_in_words(const recipes::Plan& plan) {
+  auto it = plan.collectives.find(recipes::Collective::kAllreduce);
+  if (it == plan.collectives.end()) return "";
+  std::vector<std::string> parts;
+  for (const recipes::SizeRange& r : it->second) {
+    std::string algo(recipes::algorithm_name(r.algo));
+    if (r.segment_bytes > 0) algo += " (segments " + strings::format_bytes(r.segment_bytes) + ")";
+    parts.push_back(algo + " " + range_text(r.min_bytes, r.max_bytes));
+  }
+  return strings::join(parts, ", ");
+}
+
 std::string describe_plan(const recipes::Plan& plan, const std::string& indent) {
   const recipes::TrainingPlan& t = plan.training;
   char buf[320];
@@ -40,16 +52,8 @@ std::string describe_plan(const recipes::Plan& plan, const std::string& indent) 
                 static_cast<long long>(t.warmup_steps),
                 strings::format_bytes(t.bucket_bytes).c_str(), t.overlap ? "on" : "off");
   std::string out = indent + buf + "\n";
-  auto it = plan.collectives.find(recipes::Collective::kAllreduce);
-  if (it != plan.collectives.end()) {
-    std::vector<std::string> parts;
-    for (const recipes::SizeRange& r : it->second) {
-      std::string algo(recipes::algorithm_name(r.algo));
-      if (r.segment_bytes > 0) algo += " (segments " + strings::format_bytes(r.segment_bytes) + ")";
-      parts.push_back(algo + " " + range_text(r.min_bytes, r.max_bytes));
-    }
-    out += indent + "allreduce: " + strings::join(parts, ", ") + "\n";
-  }
+  const std::string allreduce = allreduce_in_words(plan);
+  if (!allreduce.empty()) out += indent + "allreduce: " + allreduce + "\n";
   if (!plan.provenance.reason.empty()) out += indent + "why: " + plan.provenance.reason + "\n";
   return out;
 }

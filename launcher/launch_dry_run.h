@@ -30,6 +30,10 @@ void print_dry_run(const DryRun& d);
 // machine has cores; "" otherwise.
 std::string oversubscription_warning(const Job& job, int cores_per_node);
 
+// The plan's allreduce choices in words: "rabenseifner below 1 MiB, shm from 1 MiB", "ring
+// every size"; "" when it has none.
+std::string allreduce_in_words(const recipes::Plan& plan);
+
 // The plan in words: its training line and its allreduce ranges, one per line, each
 // indented by `indent`.
 std::string describe_plan(const recipes::Plan& plan, const std::string& indent);

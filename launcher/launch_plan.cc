@@ -9,6 +9,7 @@
 #include "common/paths.h"
 #include "common/strings.h"
 #include "launcher/event_follower.h"
+#include "launcher/launch_dry_run.h"
 #include "launcher/launch_progress.h"
 #include "launcher/rank_program.h"
 #include "tuner/collective_plan.h"
@@ -169,7 +170,7 @@ Result<recipes::Plan> collective_plan(const PlanRequest& r, PlanChoice& choice, 
   choice.collective_outcome = std::move(j);
   choice.collective_measurements = rows;
   tell(r, "collectives: tuned in " + std::to_string(static_cast<int>(outcome->tuning_s + 0.5)) +
-              " s:\n" + tuner::format_plan_ranges(*plan));
+              " s: allreduce " + allreduce_in_words(*plan));
   return plan;
 }
 

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "launcher/launch_dry_run.h"
+
 namespace dltune::launcher {
 namespace {
 
@@ -72,6 +74,18 @@ TEST(LaunchProgress, JsonStatusCarriesTheRankEventsFields) {
   EXPECT_EQ(e["bytes"], 65536);
   EXPECT_EQ(e["text"], "size 1 of 2 (64 KiB): ");
   EXPECT_EQ(out.find("trial_round"), std::string::npos) << out;
+}
+
+// The collective plan in words, as the launch and the dry run print it.
+TEST(LaunchProgress, TheAllreducePlanInWords) {
+  recipes::Plan plan = recipes::default_plan(1, 2, 64, recipes::Algorithm::kRing);
+  EXPECT_EQ(allreduce_in_words(plan), "ring every size");
+  auto& ranges = plan.collectives[recipes::Collective::kAllreduce];
+  ranges = {{0, 1 << 20, recipes::Algorithm::kRabenseifner, 0},
+            {1 << 20, recipes::kPlanMaxBytes, recipes::Algorithm::kSharedMemory, 0}};
+  EXPECT_EQ(allreduce_in_words(plan), "rabenseifner below 1 MiB, shm from 1 MiB");
+  plan.collectives.clear();
+  EXPECT_EQ(allreduce_in_words(plan), "");
 }
 
 }  // namespace
