@@ -182,6 +182,39 @@ TEST(Progress, TheEtaLeavesTheStartUpOut) {
   EXPECT_TRUE(e["eta_s"].is_null()) << out;
 }
 
+// Ctrl-C: the signal handler ends the drawn line, so that what is printed next (the child's
+// or the launcher's message) starts on a line of its own, and nothing is drawn over it. In a
+// child process: the display stops drawing for good.
+std::string read_all(FILE* f) {
+  std::fflush(f);
+  std::rewind(f);
+  std::string out;
+  for (int c; (c = std::fgetc(f)) != EOF;) out.push_back(static_cast<char>(c));
+  return out;
+}
+
+TEST(ProgressDeathTest, ASignalEndsTheDrawnLine) {
+  EXPECT_EXIT(
+      {
+        FILE* f = std::tmpfile();
+        Progress p(Progress::Mode::kTerminal, f, /*heartbeat=*/false);
+        p.phase("training");
+        p.status("starting 2 ranks");
+        Progress::break_line_from_signal();
+        std::fputs("interrupted\n", f);             // as another writer on the terminal would
+        p.update(ProgressState{10, 10, 0.5, 100});  // the last step: always drawn, but not now
+        p.message("stopping the ranks");
+        const std::string out = read_all(f);
+        const bool ok =
+            out.find("training: starting 2 ranks  00:00\ninterrupted\nstopping the ranks\n") !=
+                std::string::npos &&
+            out.find("10/10") == std::string::npos;
+        std::fprintf(stderr, "%s", ok ? "" : out.c_str());
+        std::_Exit(ok ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
 TEST(Progress, JsonEscape) { EXPECT_EQ(json_escape("a\"b\\c\n\x01"), "a\\\"b\\\\c\\n\\u0001"); }
 
 }  // namespace
