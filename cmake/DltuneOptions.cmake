@@ -3,7 +3,7 @@
 #   ON:   fail the configure step when it is missing;
 #   OFF:  never use it.
 # Each result becomes DLTUNE_HAVE_<X> (0/1) in dltune/config.h. Required dependencies
-# (hwloc, SQLite, yaml-cpp, CLI11, nlohmann-json, OpenBLAS) are found here too.
+# (hwloc, SQLite, yaml-cpp, CLI11, nlohmann-json, OpenBLAS, libsodium) are found here too.
 
 find_package(PkgConfig REQUIRED)
 
@@ -37,6 +37,8 @@ find_package(yaml-cpp REQUIRED)
 find_package(CLI11 REQUIRED)
 find_package(nlohmann_json 3.9 REQUIRED)
 pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET openblas)
+# Ed25519 bundle signatures (tuner/db/signing.h): signing is core to the database.
+pkg_check_modules(SODIUM REQUIRED IMPORTED_TARGET libsodium>=1.0.16)
 find_package(Threads REQUIRED)
 
 # --- optional -----------------------------------------------------------------

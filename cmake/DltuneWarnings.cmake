@@ -11,6 +11,16 @@ if(DLTUNE_SANITIZE)
     -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
   target_link_options(dltune_build_flags INTERFACE -fsanitize=address,undefined)
 endif()
+if(DLTUNE_FUZZ)
+  # Every library a fuzz target links is instrumented for coverage and checked by ASan/UBSan.
+  if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    message(FATAL_ERROR "DLTUNE_FUZZ=ON needs clang: configure with CC=clang CXX=clang++")
+  endif()
+  target_compile_options(dltune_build_flags INTERFACE
+    -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer
+    -fno-sanitize-recover=undefined)
+  target_link_options(dltune_build_flags INTERFACE -fsanitize=address,undefined)
+endif()
 target_include_directories(dltune_build_flags INTERFACE
   ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR}/generated)
 

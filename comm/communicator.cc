@@ -9,6 +9,7 @@
 
 #include <time.h>
 
+#include "comm/request_state.h"
 #include "comm/shm_segment.h"
 #include "common/env.h"
 #include "common/strings.h"
@@ -16,26 +17,6 @@
 namespace dltune::comm {
 
 // ---- requests and the communication thread -------------------------------------------------
-
-struct Request::State {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool done = false;
-  Status status;
-};
-
-Status Request::wait() {
-  DLTUNE_CHECK(state_ != nullptr, "wait() on an invalid Request");
-  std::unique_lock lock(state_->mu);
-  state_->cv.wait(lock, [&] { return state_->done; });
-  return state_->status;
-}
-
-bool Request::test() const {
-  DLTUNE_CHECK(state_ != nullptr, "test() on an invalid Request");
-  std::lock_guard lock(state_->mu);
-  return state_->done;
-}
 
 // One worker thread running queued operations in order. An inline (blocking) operation runs
 // on the caller's thread only while the queue is empty and the worker idle, and holds the
@@ -88,13 +69,7 @@ class CommThread {
       queue_.pop_front();
       busy_ = true;
       lock.unlock();
-      Status s = op();
-      {
-        std::lock_guard slock(state->mu);
-        state->status = std::move(s);
-        state->done = true;
-      }
-      state->cv.notify_all();
+      state->finish(op());
       lock.lock();
       busy_ = false;
     }
@@ -226,6 +201,90 @@ Status Communicator::run_queued(std::function<Status()> op) {
 Request Communicator::start_async(std::function<Status()> op) {
   if (!thread_) thread_ = std::make_unique<CommThread>();
   return thread_->enqueue(std::move(op));
+}
+
+}  // namespace dltune::comm
+
+// ---- point-to-point and groups -----------------------------------------------------------------
+
+namespace dltune::comm {
+
+Status Communicator::check_p2p(int peer, int tag, const char* role) const {
+  if (peer < 0 || peer >= size()) {
+    return invalid_input(std::string(role) + " rank " + std::to_string(peer) +
+                         " is not a rank of " + describe());
+  }
+  if (tag < 0 || tag >= kReservedTagBase) {
+    return invalid_input("tag " + std::to_string(tag) + " is outside the user tags [0, " +
+                         std::to_string(kReservedTagBase) + ") on " + describe());
+  }
+  return ok_status();
+}
+
+Request Communicator::isend(int dst, int tag, const void* data, size_t bytes) {
+  return isend(dst, tag, data, bytes, deadline_from_now());
+}
+
+Request Communicator::isend(int dst, int tag, const void* data, size_t bytes, Deadline deadline) {
+  if (Status s = check_p2p(dst, tag, "destination"); !s) return Request::finished(std::move(s));
+  return start_send(dst, tag, data, bytes, deadline);
+}
+
+Request Communicator::irecv(int src, int tag, void* data, size_t bytes) {
+  return irecv(src, tag, data, bytes, deadline_from_now());
+}
+
+Request Communicator::irecv(int src, int tag, void* data, size_t bytes, Deadline deadline) {
+  if (Status s = check_p2p(src, tag, "source"); !s) return Request::finished(std::move(s));
+  return start_recv(src, tag, data, bytes, deadline);
+}
+
+std::vector<Request> Communicator::start_batch(std::span<const P2pOp> ops) {
+  return start_batch(ops, deadline_from_now());
+}
+
+std::vector<Request> Communicator::start_batch(std::span<const P2pOp> ops, Deadline deadline) {
+  // One bad operation fails the whole batch before anything starts: half a batch on NCCL would
+  // leave the peers' matching halves waiting.
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const bool send = ops[i].kind == P2pOp::Kind::kSend;
+    Status s = check_p2p(ops[i].peer, ops[i].tag, send ? "destination" : "source");
+    if (!s) {
+      Error e = std::move(s).error().wrap("operation " + std::to_string(i) + " of a batch");
+      std::vector<Request> out;
+      for (size_t k = 0; k < ops.size(); ++k) out.push_back(Request::finished(e));
+      return out;
+    }
+  }
+  if (ops.empty()) return {};
+  return start_batch_now(ops, deadline);
+}
+
+std::vector<Request> Communicator::start_batch_now(std::span<const P2pOp> ops, Deadline deadline) {
+  std::vector<Request> out;
+  out.reserve(ops.size());
+  for (const P2pOp& op : ops) {
+    out.push_back(op.kind == P2pOp::Kind::kSend
+                      ? start_send(op.peer, op.tag, op.data, op.bytes, deadline)
+                      : start_recv(op.peer, op.tag, op.data, op.bytes, deadline));
+  }
+  return out;
+}
+
+Result<std::unique_ptr<Communicator>> Communicator::split(int colour, int key) {
+  std::optional<Result<std::unique_ptr<Communicator>>> out;
+  Status s = run_collective([&]() -> Status {
+    out.emplace(split_now(colour < 0 ? kUndefined : colour, key));
+    return ok_status();
+  });
+  if (!s) return std::move(s).error();
+  if (!*out) {
+    return std::move(*out).error().wrap("splitting " + describe() + " (colour " +
+                                        std::to_string(colour) + ", key " + std::to_string(key) +
+                                        ")");
+  }
+  if (**out) (**out)->set_timeout(timeout());
+  return std::move(*out);
 }
 
 }  // namespace dltune::comm

@@ -3,17 +3,28 @@
 //
 // Collective algorithms (comm/allreduce.h, comm/broadcast.h) are free functions over this
 // interface. Implementations: ThreadCommunicator (ranks as threads of one process, for tests),
-// MpiCommunicator (Open MPI point-to-point; only when built with MPI).
+// MpiCommunicator (Open MPI point-to-point; only when built with MPI), NcclCommunicator (GPU
+// memory; comm/nccl_communicator.h).
 //
-// Threading: a Communicator is used by one thread at a time. Non-blocking collectives run on
-// the communicator's own communication thread (comm_thread()), one at a time, in the order
-// they were started; a blocking collective started while requests are outstanding is queued
-// behind them (see run_collective()).
+// Threading: collectives and blocking calls on a Communicator are made by one thread at a time.
+// Non-blocking collectives run on the communicator's own communication thread, one at a time,
+// in the order they were started; a blocking collective started while requests are outstanding
+// is queued behind them (see run_collective()). Non-blocking point-to-point (isend / irecv with
+// user tags) may be used from one other thread while collectives run on the communication
+// thread: user tags and the collectives' reserved tags never match each other (on MPI they
+// travel on separate MPI communicators).
 //
-// Failures: every blocking operation takes a deadline; a peer that never answers, or answers
-// with a different message size (ranks passing different counts), ends in an Error
-// (kTimeout / kInvalidInput / kPeerFailed), never a hang. After such an error the
-// communicator's state is undefined: the job is expected to stop.
+// Groups: split() makes sub-communicators with MPI_Comm_split's semantics. A sub-communicator
+// is a full Communicator (every algorithm, local() / leaders(), node-shared buffers, its own
+// communication thread) and shares no mutable state with its parent: either may be destroyed
+// first (on MPI, both before mpi_finalize()).
+//
+// Failures: every blocking operation takes a deadline, every non-blocking one carries one; a
+// peer that never answers, or answers with a different message size (ranks passing different
+// counts), ends in an Error (kTimeout / kInvalidInput / kPeerFailed), never a hang. After such
+// an error the communicator's state is undefined: the job is expected to stop. Destroying a
+// communicator cancels its pending non-blocking operations (their requests finish with an
+// error), so a receive that will never be matched does not hold up exit.
 #pragma once
 
 #include <chrono>
@@ -21,16 +32,15 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "comm/request.h"
 #include "comm/types.h"
 #include "common/result.h"
 
 namespace dltune::comm {
-
-using Clock = std::chrono::steady_clock;
-using Deadline = Clock::time_point;
 
 // Now plus `timeout`, read from the coarse monotonic clock: Clock's timeline (CLOCK_MONOTONIC)
 // behind by at most one kernel tick (a few ms), in 4 ns where Clock::now() takes 16 ns on the
@@ -46,23 +56,26 @@ class SharedSegment;
 // must use tags in [0, kReservedTagBase).
 inline constexpr int kReservedTagBase = 1 << 20;
 
-// A handle on a non-blocking operation. Copyable (shared state); default-constructed handles
-// are invalid.
-class Request {
- public:
-  Request() = default;
-  bool valid() const { return state_ != nullptr; }
-  // Blocks until the operation finished; returns its status. May be called more than once.
-  // Precondition: valid().
-  Status wait();
-  // True once the operation finished (wait() then returns without blocking).
-  bool test() const;
+// The colour with which a rank joins no group in Communicator::split() (as MPI_UNDEFINED; any
+// negative colour means the same).
+inline constexpr int kUndefined = -1;
 
-  struct State;
-  explicit Request(std::shared_ptr<State> state) : state_(std::move(state)) {}
+// One operation of Communicator::start_batch(): a send of `bytes` bytes at `data` to `peer`, or
+// a receive of exactly `bytes` bytes into `data` from `peer`, with a user tag.
+struct P2pOp {
+  enum class Kind { kSend, kRecv };
+  Kind kind = Kind::kSend;
+  int peer = 0;
+  int tag = 0;
+  void* data = nullptr;
+  size_t bytes = 0;
 
- private:
-  std::shared_ptr<State> state_;
+  static P2pOp send(int peer, int tag, const void* data, size_t bytes) {
+    return {Kind::kSend, peer, tag, const_cast<void*>(data), bytes};
+  }
+  static P2pOp recv(int peer, int tag, void* data, size_t bytes) {
+    return {Kind::kRecv, peer, tag, data, bytes};
+  }
 };
 
 // Memory every rank of the node-local group can read and write: one mmap'd POSIX shared
@@ -112,6 +125,47 @@ class Communicator {
   // Sends to `dst` and receives from `src` concurrently (no deadlock when both sides call it).
   virtual Status sendrecv(int dst, int send_tag, const void* send_data, size_t send_bytes, int src,
                           int recv_tag, void* recv_data, size_t recv_bytes, Deadline deadline) = 0;
+
+  // Non-blocking point-to-point with a user tag in [0, kReservedTagBase). Each returns at once
+  // with a request; any number may be in flight on one communicator, in both directions.
+  // Messages from one rank with one tag are received in the order they were sent (the first
+  // posted receive gets the first message); different tags never match each other, so
+  // receives of different tags complete in whatever order their messages arrive. Blocking
+  // send() / recv() with user tags match isend() / irecv() and keep that order.
+  // isend(): the request finishes when `data` may be reused (the message was delivered or
+  //   buffered); `data` must stay valid and unmodified until then.
+  // irecv(): the request finishes when a message of exactly `bytes` bytes from `src` with `tag`
+  //   is in `data`, which must stay valid and unread until then.
+  // The request's errors: invalid input for a tag outside [0, kReservedTagBase), a peer outside
+  // [0, size()), or (irecv) a message of another size ("rank 1 sent 8 bytes with tag 3, rank 0
+  // expected 4"); kTimeout at `deadline` (default: deadline_from_now()), when the operation is
+  // cancelled; an error naming this communicator when it is destroyed first; transport errors
+  // as kPeerFailed / kInternal. Transport notes: ThreadCommunicator copies (isend finishes at
+  // once); MPI uses MPI_Isend / MPI_Irecv on a communicator reserved for point-to-point;
+  // NcclCommunicator takes DEVICE pointers, ignores tags (messages match in posting order per
+  // pair of ranks) and cannot detect size mismatches, see comm/nccl_communicator.h.
+  Request isend(int dst, int tag, const void* data, size_t bytes);
+  Request isend(int dst, int tag, const void* data, size_t bytes, Deadline deadline);
+  Request irecv(int src, int tag, void* data, size_t bytes);
+  Request irecv(int src, int tag, void* data, size_t bytes, Deadline deadline);
+  // Starts every operation of `ops` and returns one request per operation, in order, with the
+  // semantics and errors of isend() / irecv(). The operations progress concurrently, as if
+  // started one by one; on NCCL they are one group (ncclGroupStart/End), which is what lets a
+  // send to a rank and a receive from it proceed together there. Use it where a schedule sends
+  // and receives at the same step (1F1B's steady state).
+  std::vector<Request> start_batch(std::span<const P2pOp> ops);
+  std::vector<Request> start_batch(std::span<const P2pOp> ops, Deadline deadline);
+
+  // Collective over this communicator (queued behind outstanding collectives, like
+  // run_collective()): ranks passing the same `colour` form one group, ranked by `key`, ties
+  // broken by rank in this communicator. Returns this rank's group, or nullptr when `colour`
+  // is negative (kUndefined). The group inherits timeout(); it owns its own transport
+  // resources and communication thread (see "Groups" above).
+  // Errors: kTimeout when a rank does not take part in time (threads, NCCL; MPI_Comm_split has
+  // no deadline: there a missing rank stalls the others until the launcher stops the job);
+  // transport errors (kPeerFailed, kInternal) from the transport's split; each names this
+  // communicator.
+  Result<std::unique_ptr<Communicator>> split(int colour, int key);
 
   // The ranks of this communicator on this node (possibly this communicator itself), and the
   // node leaders (local rank 0 of each node; nullptr on non-leaders). Created once, on first
@@ -176,6 +230,16 @@ class Communicator {
 
  protected:
   Communicator();
+  // The transports' halves of isend / irecv / start_batch / split, called with validated
+  // arguments (peers in range, user tags; start_batch_now: a non-empty batch).
+  virtual Request start_send(int dst, int tag, const void* data, size_t bytes,
+                             Deadline deadline) = 0;
+  virtual Request start_recv(int src, int tag, void* data, size_t bytes, Deadline deadline) = 0;
+  // Default: start_send / start_recv for each operation.
+  virtual std::vector<Request> start_batch_now(std::span<const P2pOp> ops, Deadline deadline);
+  virtual Result<std::unique_ptr<Communicator>> split_now(int colour, int key) = 0;
+  // invalid input when `peer` or `tag` cannot be used by isend / irecv on this communicator.
+  Status check_p2p(int peer, int tag, const char* role) const;
   // Stops the communication thread. Implementations call it first in their destructor, so that
   // no queued operation runs on a half-destroyed object.
   void stop_comm_thread();

@@ -17,11 +17,13 @@ bool mpi_available();
 bool launched_as_rank();
 
 // Initialises MPI (MPI_Init_thread with MPI_THREAD_MULTIPLE, so that the communication thread
-// may call MPI) unless already initialised, and returns a communicator over a duplicate of
-// MPI_COMM_WORLD with errors returned, not fatal. node-local groups come from
-// MPI_Comm_split_type(MPI_COMM_TYPE_SHARED).
-// Errors: unsupported without MPI; internal when MPI cannot provide MPI_THREAD_MULTIPLE or
-// MPI_Init fails.
+// and the caller's thread may both call MPI) unless already initialised, and returns a
+// communicator over a duplicate of MPI_COMM_WORLD with errors returned, not fatal. It holds
+// two MPI communicators: one for the collectives and splits, a duplicate for point-to-point
+// with user tags (isend / irecv, and send / recv with a user tag). node-local groups come from
+// MPI_Comm_split_type(MPI_COMM_TYPE_SHARED); split() groups from MPI_Comm_split.
+// Errors: unsupported without MPI; internal when MPI cannot provide MPI_THREAD_MULTIPLE (also
+// when someone else initialised MPI with a lower level) or MPI_Init fails.
 Result<std::unique_ptr<Communicator>> create_mpi_world();
 // Finalises MPI if this process initialised it and it is not finalised yet. Call after every
 // MPI communicator was destroyed. No-op without MPI.

@@ -264,10 +264,21 @@ Result<std::unique_ptr<NcclCommunicator>> NcclCommunicator::create(Bootstrap& bo
 
 NcclCommunicator::NcclCommunicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
+std::mutex& nccl_issue_mutex() {
+  static std::mutex m;
+  return m;
+}
+
 NcclCommunicator::~NcclCommunicator() {
   stop_comm_thread();
   impl_->local.reset();
   impl_->leaders.reset();
+  if (impl_->comm != nullptr && !impl_->aborted && impl_->has_pending_requests()) {
+    // A receive that is never matched would hold ncclCommFinalize until the deadline: cancel
+    // the unfinished point-to-point work instead (its requests fail in detach_requests()).
+    ncclCommAbort(impl_->comm);
+    impl_->aborted = true;
+  }
   if (impl_->comm != nullptr && !impl_->aborted) {
     (void)cudaSetDevice(impl_->device);
     // Flush outstanding work (bounded by the timeout: finish() aborts when the peers are gone).
@@ -280,7 +291,9 @@ NcclCommunicator::~NcclCommunicator() {
       if (!impl_->aborted) ncclCommAbort(impl_->comm);
     }
   }
+  impl_->detach_requests();  // after finalize (or abort): their work is done or gone
   if (impl_->stream != nullptr) (void)cudaStreamDestroy(impl_->stream);
+  if (impl_->p2p_stream != nullptr) (void)cudaStreamDestroy(impl_->p2p_stream);
 }
 
 int NcclCommunicator::rank() const { return impl_->rank; }

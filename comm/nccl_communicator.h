@@ -13,15 +13,26 @@
 // usually device 0.
 //
 // As a Communicator it is a GPU transport: native_allreduce() is ncclAllReduce on DEVICE
-// pointers (synchronous), send/recv/sendrecv are ncclSend/ncclRecv on device pointers. The
-// host-memory algorithms of comm/allreduce.h (ring, recursive doubling, shm, ...) do not apply
-// to it; comm::allreduce with kNative works (device pointers).
+// pointers (synchronous), send/recv/sendrecv are ncclSend/ncclRecv on device pointers, and
+// isend / irecv / start_batch are non-blocking ncclSend/ncclRecv on an internal stream (or on a
+// caller's stream: start_batch_on()). The host-memory algorithms of comm/allreduce.h (ring,
+// recursive doubling, shm, ...) do not apply to it; comm::allreduce with kNative works (device
+// pointers). split() is ncclCommSplit; the group learns its ranks' nodes with an allgather.
+//
+// Threads: NCCL allows no concurrent calls on one communicator, nor on communicators of one
+// device, so every NCCL call here is issued under one process-wide lock (held while enqueuing,
+// never while waiting for the GPU): point-to-point from the caller's thread and a collective
+// on the communication thread of this or a split communicator may be started at the same time.
+// NCCL does not promise that operations on different communicators of one device progress
+// concurrently, though: every rank must start them in an order that completes even if they
+// run one after the other (as pipeline-parallel frameworks do over NCCL).
 //
 // Everything here builds without NCCL (DLTUNE_HAVE_NCCL == 0): then nccl_available() is false
 // and create() returns an unsupported error naming the build option.
 #pragma once
 
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -110,6 +121,26 @@ class NcclCommunicator final : public Communicator {
   Status synchronize(void* stream, Deadline deadline);
   Status synchronize(void* stream) { return synchronize(stream, deadline_from_now()); }
 
+  // Non-blocking point-to-point on `stream` (a cudaStream_t; nullptr = the legacy default
+  // stream) on DEVICE pointers: enqueues the operations of `ops` as one NCCL group
+  // (ncclGroupStart, ncclSend / ncclRecv each, ncclGroupEnd), so that they progress together
+  // (NCCL promises nothing for operations in separate groups that must progress at the same
+  // time, e.g. a send to a rank and a receive from it), and returns once they are enqueued.
+  // Every returned request finishes when the whole group finished on the GPU (a CUDA event
+  // recorded on `stream` after it); later work on `stream` is ordered after the group anyway,
+  // so waiting is needed only before the host or another stream touches the buffers.
+  // NCCL has no tags: tags are checked to be user tags but not compared, and messages between
+  // two ranks match in the order they were posted; sizes must agree (NCCL cannot detect a
+  // mismatch). Errors (in every request): invalid input for a bad peer or tag; internal with
+  // NCCL's message when enqueuing fails or NCCL reports an asynchronous error (the
+  // communicator is then aborted); kTimeout at the deadline (default deadline_from_now()),
+  // after ncclCommAbort, so no rank hangs on a dead peer.
+  std::vector<Request> start_batch_on(std::span<const P2pOp> ops, void* stream);
+  std::vector<Request> start_batch_on(std::span<const P2pOp> ops, void* stream, Deadline deadline);
+  // One-operation forms of start_batch_on().
+  Request isend_on(int dst, int tag, const void* data, size_t bytes, void* stream);
+  Request irecv_on(int src, int tag, void* data, size_t bytes, void* stream);
+
   // Communicator: device pointers, synchronous (on an internal stream). NCCL has no tags: the
   // tag arguments are ignored and messages between two ranks match in order; a size mismatch
   // between sender and receiver is not detected. local() / leaders() are ncclCommSplit
@@ -127,8 +158,20 @@ class NcclCommunicator final : public Communicator {
 
   struct Impl;
 
+ protected:
+  // isend / irecv / start_batch: start_batch_on() on the internal point-to-point stream.
+  Request start_send(int dst, int tag, const void* data, size_t bytes, Deadline deadline) override;
+  Request start_recv(int src, int tag, void* data, size_t bytes, Deadline deadline) override;
+  std::vector<Request> start_batch_now(std::span<const P2pOp> ops, Deadline deadline) override;
+  Result<std::unique_ptr<Communicator>> split_now(int colour, int key) override;
+
  private:
   explicit NcclCommunicator(std::unique_ptr<Impl> impl);
+  // Enqueues `ops` (validated) as one group on `stream`; see start_batch_on().
+  std::vector<Request> post(std::span<const P2pOp> ops, void* stream, Deadline deadline);
+  // A split group's node layout: every member's node, gathered over the group from each
+  // member's `node_index` in its parent; sets node_index, local_rank and num_nodes.
+  Status learn_layout(int node_index, Deadline deadline);
   // Creates the node-local and node-leader communicators (ncclCommSplit, collective); on
   // failure logs the error and leaves them absent (local() is then this communicator).
   void make_subs();

@@ -53,5 +53,29 @@ int NcclCommunicator::node_count() { return 1; }
 Status NcclCommunicator::native_allreduce(const void*, void*, size_t, DataType, ReduceOp) {
   return unsupported(kNoNccl);
 }
+std::vector<Request> NcclCommunicator::start_batch_on(std::span<const P2pOp> ops, void*) {
+  return std::vector<Request>(ops.size(), Request::finished(unsupported(kNoNccl)));
+}
+std::vector<Request> NcclCommunicator::start_batch_on(std::span<const P2pOp> ops, void*, Deadline) {
+  return std::vector<Request>(ops.size(), Request::finished(unsupported(kNoNccl)));
+}
+Request NcclCommunicator::isend_on(int, int, const void*, size_t, void*) {
+  return Request::finished(unsupported(kNoNccl));
+}
+Request NcclCommunicator::irecv_on(int, int, void*, size_t, void*) {
+  return Request::finished(unsupported(kNoNccl));
+}
+Request NcclCommunicator::start_send(int, int, const void*, size_t, Deadline) {
+  return Request::finished(unsupported(kNoNccl));
+}
+Request NcclCommunicator::start_recv(int, int, void*, size_t, Deadline) {
+  return Request::finished(unsupported(kNoNccl));
+}
+std::vector<Request> NcclCommunicator::start_batch_now(std::span<const P2pOp> ops, Deadline) {
+  return std::vector<Request>(ops.size(), Request::finished(unsupported(kNoNccl)));
+}
+Result<std::unique_ptr<Communicator>> NcclCommunicator::split_now(int, int) {
+  return unsupported(kNoNccl);
+}
 
 }  // namespace dltune::comm

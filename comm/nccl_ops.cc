@@ -1,6 +1,7 @@
 // The NCCL communicator's operations (comm/nccl_communicator.h), built only with NCCL:
 // collectives enqueued on a caller's stream, synchronous point-to-point and allreduce on the
 // internal stream, and the node-local / node-leader sub-communicators (ncclCommSplit).
+#include <mutex>
 #include <string>
 #include <thread>
 #include <utility>
@@ -53,6 +54,7 @@ Status check_peer(int peer, int size, const char* role) {
 Status NcclCommunicator::allreduce_device(const void* send, void* recv, size_t count, DataType type,
                                           ReduceOp op, void* stream) {
   DLTUNE_TRY(impl_->usable());
+  std::lock_guard lock(nccl_issue_mutex());
   return impl_->finish(ncclAllReduce(send, recv, count, nccl_type(type), nccl_op(op), impl_->comm,
                                      as_stream(stream)),
                        "ncclAllReduce of " + std::to_string(count) + " elements",
@@ -62,6 +64,7 @@ Status NcclCommunicator::allreduce_device(const void* send, void* recv, size_t c
 Status NcclCommunicator::broadcast_device(void* buf, size_t bytes, int root, void* stream) {
   DLTUNE_TRY(check_peer(root, impl_->size, "broadcast root"));
   DLTUNE_TRY(impl_->usable());
+  std::lock_guard lock(nccl_issue_mutex());
   return impl_->finish(
       ncclBroadcast(buf, buf, bytes, ncclInt8, root, impl_->comm, as_stream(stream)),
       "ncclBroadcast of " + std::to_string(bytes) + " bytes", deadline_from_now());
@@ -99,16 +102,22 @@ Status NcclCommunicator::synchronize(void* stream, Deadline deadline) {
 Status NcclCommunicator::send(int dst, int, const void* data, size_t bytes, Deadline deadline) {
   DLTUNE_TRY(check_peer(dst, impl_->size, "destination"));
   DLTUNE_TRY(impl_->usable());
-  DLTUNE_TRY(impl_->finish(ncclSend(data, bytes, ncclInt8, dst, impl_->comm, impl_->stream),
-                           "ncclSend to rank " + std::to_string(dst), deadline));
+  {
+    std::lock_guard lock(nccl_issue_mutex());
+    DLTUNE_TRY(impl_->finish(ncclSend(data, bytes, ncclInt8, dst, impl_->comm, impl_->stream),
+                             "ncclSend to rank " + std::to_string(dst), deadline));
+  }
   return synchronize(impl_->stream, deadline);
 }
 
 Status NcclCommunicator::recv(int src, int, void* data, size_t bytes, Deadline deadline) {
   DLTUNE_TRY(check_peer(src, impl_->size, "source"));
   DLTUNE_TRY(impl_->usable());
-  DLTUNE_TRY(impl_->finish(ncclRecv(data, bytes, ncclInt8, src, impl_->comm, impl_->stream),
-                           "ncclRecv from rank " + std::to_string(src), deadline));
+  {
+    std::lock_guard lock(nccl_issue_mutex());
+    DLTUNE_TRY(impl_->finish(ncclRecv(data, bytes, ncclInt8, src, impl_->comm, impl_->stream),
+                             "ncclRecv from rank " + std::to_string(src), deadline));
+  }
   return synchronize(impl_->stream, deadline);
 }
 
@@ -117,17 +126,21 @@ Status NcclCommunicator::sendrecv(int dst, int, const void* send_data, size_t se
   DLTUNE_TRY(check_peer(dst, impl_->size, "destination"));
   DLTUNE_TRY(check_peer(src, impl_->size, "source"));
   DLTUNE_TRY(impl_->usable());
-  ncclResult_t r = ncclGroupStart();
-  if (r == ncclSuccess)
-    r = ncclSend(send_data, send_bytes, ncclInt8, dst, impl_->comm, impl_->stream);
-  if (r == ncclSuccess || r == ncclInProgress) {
-    r = ncclRecv(recv_data, recv_bytes, ncclInt8, src, impl_->comm, impl_->stream);
+  {
+    std::lock_guard lock(nccl_issue_mutex());
+    ncclResult_t r = ncclGroupStart();
+    if (r == ncclSuccess) {
+      r = ncclSend(send_data, send_bytes, ncclInt8, dst, impl_->comm, impl_->stream);
+      if (r == ncclSuccess || r == ncclInProgress) {
+        r = ncclRecv(recv_data, recv_bytes, ncclInt8, src, impl_->comm, impl_->stream);
+      }
+      ncclResult_t end = ncclGroupEnd();
+      if (r == ncclSuccess || r == ncclInProgress) r = end;
+    }
+    DLTUNE_TRY(impl_->finish(
+        r, "ncclSend/ncclRecv with ranks " + std::to_string(dst) + "/" + std::to_string(src),
+        deadline));
   }
-  ncclResult_t end = ncclGroupEnd();
-  if (r == ncclSuccess || r == ncclInProgress) r = end;
-  DLTUNE_TRY(impl_->finish(
-      r, "ncclSend/ncclRecv with ranks " + std::to_string(dst) + "/" + std::to_string(src),
-      deadline));
   return synchronize(impl_->stream, deadline);
 }
 
@@ -137,15 +150,17 @@ Status NcclCommunicator::native_allreduce(const void* send, void* recv, size_t c
   return synchronize(impl_->stream, deadline_from_now());
 }
 
-// Splits `parent` by `color` (NCCL_SPLIT_NOCOLOR: this rank joins none) into a communicator on
-// the same device; nullptr for NOCOLOR. Collective over `parent`.
-static Result<ncclComm_t> split(NcclCommunicator::Impl& parent, int color, Deadline deadline) {
+Result<ncclComm_t> nccl_split(NcclCommunicator::Impl& parent, int color, int key,
+                              Deadline deadline) {
   DLTUNE_TRY(parent.usable());
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   ncclComm_t child = nullptr;
-  DLTUNE_TRY(parent.finish(ncclCommSplit(parent.comm, color, parent.rank, &child, &config),
-                           "ncclCommSplit", deadline));
+  {
+    std::lock_guard lock(nccl_issue_mutex());
+    DLTUNE_TRY(parent.finish(ncclCommSplit(parent.comm, color, key, &child, &config),
+                             "ncclCommSplit", deadline));
+  }
   if (child != nullptr) {
     bool aborted = false;
     DLTUNE_TRY(settle(child, "ncclCommSplit", deadline, &aborted));
@@ -189,11 +204,12 @@ void NcclCommunicator::make_subs() {
   };
   Status s = [&]() -> Status {
     if (impl_->num_nodes > 1) {
-      auto c = split(*impl_, impl_->node_index, deadline);
+      auto c = nccl_split(*impl_, impl_->node_index, impl_->rank, deadline);
       if (!c) return c.error();
       DLTUNE_TRY(wrap(*c, impl_->local_rank, 1, &impl_->local));
     }
-    auto c = split(*impl_, impl_->local_rank == 0 ? 0 : NCCL_SPLIT_NOCOLOR, deadline);
+    auto c =
+        nccl_split(*impl_, impl_->local_rank == 0 ? 0 : NCCL_SPLIT_NOCOLOR, impl_->rank, deadline);
     if (!c) return c.error();
     if (*c != nullptr) DLTUNE_TRY(wrap(*c, 0, impl_->num_nodes, &impl_->leaders));
     return ok_status();

@@ -5,9 +5,12 @@
 //     return comm::allreduce(c, in, out, n, ...);
 //   });
 //
-// Messages are copied through per-rank mailboxes (a mutex and condition variable each). A group
-// can pretend to span several nodes (ranks_per_node): local() then holds the ranks of one
-// simulated node, and alloc_shared() maps one segment per simulated node.
+// Messages are copied through per-rank mailboxes (a mutex and condition variable each): a send
+// copies straight into a posted receive's buffer, or else queues a copy for a later receive.
+// A group can pretend to span several nodes (ranks_per_node): local() then holds the ranks of
+// one simulated node, and alloc_shared() maps one segment per simulated node. Sub-communicators
+// (local(), leaders(), split()) share the group's mailboxes under their own context, so their
+// messages never match another communicator's.
 #pragma once
 
 #include <chrono>
@@ -48,8 +51,15 @@ class ThreadCommunicator final : public Communicator {
   ThreadCommunicator(std::shared_ptr<detail::ThreadFabric> fabric, long long context,
                      std::vector<int> members, int rank, int ranks_per_node);
 
+ protected:
+  Request start_send(int dst, int tag, const void* data, size_t bytes, Deadline deadline) override;
+  Request start_recv(int src, int tag, void* data, size_t bytes, Deadline deadline) override;
+  Result<std::unique_ptr<Communicator>> split_now(int colour, int key) override;
+
  private:
   int world(int r) const { return members_[static_cast<size_t>(r)]; }
+  // The simulated node of world rank w.
+  int node_of(int w) const { return ranks_per_node_ == 0 ? 0 : w / ranks_per_node_; }
 
   std::shared_ptr<detail::ThreadFabric> fabric_;
   long long context_;
@@ -59,6 +69,7 @@ class ThreadCommunicator final : public Communicator {
   std::unique_ptr<ThreadCommunicator> local_;
   std::unique_ptr<ThreadCommunicator> leaders_;
   bool subs_made_ = false;
+  long long splits_ = 0;  // split() calls so far (every rank counts the same)
 };
 
 // Runs fn on `size` threads, one ThreadCommunicator each (ranks_per_node as in create_group),

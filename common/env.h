@@ -29,6 +29,10 @@ inline constexpr EnvVar kDb{"DLTUNE_DB", "",
                             "user tuning database (default: $XDG_DATA_HOME/dltune/dltune.db)"};
 inline constexpr EnvVar kSiteDb{"DLTUNE_SITE_DB", "",
                                 "colon-separated site tuning databases, read-only"};
+inline constexpr EnvVar kTrustedKeys{
+    "DLTUNE_TRUSTED_KEYS", "",
+    "file of trusted public keys (NAME BASE64 per line) that `dltune db import` and `db merge` "
+    "check bundle signatures against"};
 inline constexpr EnvVar kPlan{"DLTUNE_PLAN", "",
                               "path of the plan (JSON) a rank executes when not given by PMIx"};
 inline constexpr EnvVar kRunsDir{"DLTUNE_RUNS_DIR", "runs",

@@ -42,20 +42,66 @@ bool starts_with(std::string_view s, std::string_view prefix) {
 }
 
 Result<int64_t> parse_int(std::string_view s) {
-  if (s.empty() || s.size() > 19)
-    return invalid_input("expected an integer, got '" + std::string(s) + "'");
+  const auto bad = [&] {
+    return invalid_input("expected an integer, got '" + std::string(s.substr(0, 40)) + "'");
+  };
+  if (s.empty()) return bad();
   int64_t v = 0;
   for (char c : s) {
-    if (c < '0' || c > '9')
-      return invalid_input("expected an integer, got '" + std::string(s) + "'");
-    v = v * 10 + (c - '0');
+    if (c < '0' || c > '9') return bad();
+    // Checked: 19 nines do not fit in int64 and must not wrap around to a small number.
+    if (__builtin_mul_overflow(v, int64_t{10}, &v) || __builtin_add_overflow(v, c - '0', &v)) {
+      return invalid_input("integer '" + std::string(s.substr(0, 40)) +
+                           "' is too large (the largest is 9223372036854775807)");
+    }
   }
   return v;
 }
 
+bool valid_utf8(std::string_view s, size_t* bad_offset) {
+  size_t i = 0;
+  const auto fail = [&] {
+    if (bad_offset != nullptr) *bad_offset = i;
+    return false;
+  };
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    size_t n = 0;
+    uint32_t cp = 0;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if (c >= 0xC2 && c <= 0xDF) {
+      n = 1;
+      cp = c & 0x1F;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      n = 2;
+      cp = c & 0x0F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      n = 3;
+      cp = c & 0x07;
+    } else {
+      return fail();  // a continuation byte first, an overlong lead (C0, C1) or beyond U+10FFFF
+    }
+    for (size_t k = 1; k <= n; ++k) {
+      if (i + k >= s.size()) return fail();
+      const auto d = static_cast<unsigned char>(s[i + k]);
+      if ((d & 0xC0) != 0x80) return fail();
+      cp = (cp << 6) | (d & 0x3F);
+    }
+    // Overlong forms, UTF-16 surrogates and code points past U+10FFFF are not UTF-8.
+    if ((n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) || cp > 0x10FFFF ||
+        (cp >= 0xD800 && cp <= 0xDFFF)) {
+      return fail();
+    }
+    i += n + 1;
+  }
+  return true;
+}
+
 Result<uint64_t> parse_bytes(std::string_view s) {
   const std::string bad =
-      "expected a byte count such as 4096 or 64MiB, got '" + std::string(s) + "'";
+      "expected a byte count such as 4096 or 64MiB, got '" + std::string(s.substr(0, 40)) + "'";
   size_t i = 0;
   while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i;
   if (i == 0 || i > 19) return invalid_input(bad);

@@ -24,8 +24,13 @@ bool starts_with(std::string_view s, std::string_view prefix);
 Result<uint64_t> parse_bytes(std::string_view s);
 // Formats a byte count the short way: 4 B, 64 KiB, 1.5 MiB, 256 MiB.
 std::string format_bytes(uint64_t bytes);
-// Parses a non-negative decimal integer that fits in int64; rejects signs, spaces, suffixes.
+// Parses a non-negative decimal integer that fits in int64; rejects signs, spaces, suffixes,
+// and values past INT64_MAX ("integer '...' is too large"), never wrapping around.
 Result<int64_t> parse_int(std::string_view s);
+// True when `s` is well-formed UTF-8 (no overlong forms, surrogates or code points past
+// U+10FFFF). Otherwise false, with *bad_offset (when not null) the offset of the first byte of
+// the bad sequence.
+bool valid_utf8(std::string_view s, size_t* bad_offset = nullptr);
 // Edit distance, for "did you mean" suggestions.
 size_t edit_distance(std::string_view a, std::string_view b);
 

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "common/env.h"
+#include "common/json_input.h"
 #include "common/paths.h"
 #include "common/strings.h"
 #include "launcher/commands.h"
@@ -16,6 +18,7 @@
 #include "tuner/db/bundle.h"
 #include "tuner/db/lookup.h"
 #include "tuner/db/rules_export.h"
+#include "tuner/db/signing.h"
 #include "tuner/db/store.h"
 
 #include "dltune/config.h"
@@ -41,6 +44,12 @@ struct DbOptions {
   std::string format = "ompi";
   // lookup
   std::string mpi, pmix, nccl;
+  // signatures: export --sign, import/merge --require-signature, keygen, settings
+  std::string sign_key;
+  bool require_signature = false;
+  std::string name;
+  std::string set_require_signature;  // "on" | "off" | "" (unchanged)
+  std::optional<std::string> set_trusted_keys;
 };
 
 Result<tdb::Layers> layers(const DbOptions& o) {
@@ -52,6 +61,18 @@ Result<tdb::TuningDb> open_user(const DbOptions& o) {
   auto l = layers(o);
   if (!l) return std::move(l).error();
   return tdb::open_for_writing(l->user_db);
+}
+
+// Opens the user database to read it only: never created, never written (a read-only
+// database serves every command that only reads).
+Result<tdb::TuningDb> open_user_to_read(const DbOptions& o) {
+  auto l = layers(o);
+  if (!l) return std::move(l).error();
+  if (!paths::exists(l->user_db)) {
+    return not_found("the user database '" + l->user_db +
+                     "' does not exist yet (created by the first tuning run or import)");
+  }
+  return tdb::TuningDb::open(l->user_db, tdb::OpenMode::kReadOnly);
 }
 
 Result<tdb::Filter> filter_from(const DbOptions& o) {
@@ -82,6 +103,33 @@ std::string counts_text(const tdb::MergeCounts& c) {
          " kept local";
 }
 
+// A plan row's side of a conflict, as JSON.
+nlohmann::json side_json(const tdb::PlanRecord& p) {
+  const auto& v = p.provenance;
+  return {{"site", v.site},           {"host", v.host},
+          {"user", v.user},           {"created_at", v.created_at},
+          {"signed_by", v.signed_by}, {"plan", tdb::plan_summary(p.plan_json)}};
+}
+
+// "site A, 2024-05-01T10:00:00Z, signed by A: b64 weak bucket=4MiB overlap, allreduce ring".
+std::string side_text(const tdb::PlanRecord& p) {
+  const auto& v = p.provenance;
+  return (v.site.empty() ? std::string("local") : "site " + v.site) + ", " +
+         tdb::utc_time(v.created_at) + ", " +
+         (v.signed_by.empty()             ? std::string("made here")
+          : v.signed_by == tdb::kUnsigned ? std::string("unsigned")
+                                          : "signed by " + v.signed_by) +
+         ": " + tdb::plan_summary(p.plan_json);
+}
+
+std::string key_text(const tdb::Key& k) {
+  return "fingerprint " + k.fingerprint.substr(0, 12) + " shape " + std::to_string(k.shape.nodes) +
+         "x" + std::to_string(k.shape.ranks_per_node) + " recipe " +
+         (k.recipe.empty() ? std::string("(collectives)") : k.recipe.substr(0, 12)) + " mpi " +
+         (k.versions.mpi.empty() ? "-" : k.versions.mpi) + " nccl " +
+         (k.versions.nccl.empty() ? "-" : k.versions.nccl) + " dltune " + k.versions.dltune;
+}
+
 void print_report(const char* verb, const tdb::MergeReport& r, bool json) {
   if (json) {
     auto c = [](const tdb::MergeCounts& m) {
@@ -90,9 +138,23 @@ void print_report(const char* verb, const tdb::MergeReport& r, bool json) {
                             {"unchanged", m.unchanged},
                             {"kept_local", m.kept_local}};
     };
+    nlohmann::json conflicts = nlohmann::json::array();
+    for (const tdb::PlanConflict& x : r.plan_conflicts) {
+      conflicts.push_back({{"key", key_text(x.local.key)},
+                           {"fingerprint", x.local.key.fingerprint},
+                           {"recipe", x.local.key.recipe},
+                           {"nodes", x.local.key.shape.nodes},
+                           {"ranks_per_node", x.local.key.shape.ranks_per_node},
+                           {"local", side_json(x.local)},
+                           {"incoming", side_json(x.incoming)},
+                           {"source", x.source},
+                           {"winner", x.incoming_won ? "incoming" : "local"},
+                           {"why", x.why}});
+    }
     std::printf("%s\n", nlohmann::json{{"plans", c(r.plans)},
                                        {"measurements", c(r.measurements)},
-                                       {"recipe_trials", c(r.recipe_trials)}}
+                                       {"recipe_trials", c(r.recipe_trials)},
+                                       {"plan_conflicts", conflicts}}
                             .dump()
                             .c_str());
     return;
@@ -100,6 +162,14 @@ void print_report(const char* verb, const tdb::MergeReport& r, bool json) {
   std::printf("%s: plans %s; measurements %s; recipe trials %s\n", verb,
               counts_text(r.plans).c_str(), counts_text(r.measurements).c_str(),
               counts_text(r.recipe_trials).c_str());
+  // Every plan conflict, by plan: both sides, which won and why.
+  for (const tdb::PlanConflict& x : r.plan_conflicts) {
+    std::printf(
+        "conflict: plan %s\n  local:    %s\n  incoming: %s%s\n  %s: %s\n",
+        key_text(x.local.key).c_str(), side_text(x.local).c_str(), side_text(x.incoming).c_str(),
+        x.source.empty() ? "" : (" (from " + x.source + ")").c_str(),
+        x.incoming_won ? "replaced by the incoming plan" : "kept the local plan", x.why.c_str());
+  }
 }
 
 // Names the recipes of the plans in `s` ("recipe_name"): the name the plan recorded when it
@@ -137,68 +207,109 @@ Status run_show(const DbOptions& o) {
   nlohmann::json s = tdb::summarize(*l, true);
   name_recipes(s);
   std::printf("%s", o.json ? (s.dump(1) + "\n").c_str() : tdb::summary_text(s).c_str());
+  // A database that exists but cannot be read is a failure, after showing the others.
+  for (const auto& d : s["databases"]) {
+    if (!d.contains("error") || (d["layer"] == "user" && !paths::exists(d["path"]))) continue;
+    return invalid_input("cannot show every database: " + d["error"].get<std::string>());
+  }
   return ok_status();
 }
 
 Status run_export(const DbOptions& o) {
   auto f = filter_from(o);
   if (!f) return std::move(f).error();
-  auto db = open_user(o);
+  std::optional<tdb::SecretKey> key;
+  if (!o.sign_key.empty()) {
+    auto k = tdb::read_secret_key(o.sign_key);
+    if (!k) return std::move(k).error().wrap("--sign");
+    key = std::move(*k);
+  }
+  auto db = open_user_to_read(o);
   if (!db) return std::move(db).error();
   auto b = tdb::export_bundle(*db, *f, o.site);
   if (!b) return std::move(b).error();
-  DLTUNE_TRY(paths::write_file_atomic(o.output, tdb::bundle_to_json(*b)));
-  std::fprintf(stderr,
-               "dltune db export: wrote %zu plans, %zu measurements and %zu recipe trials to %s\n",
-               b->plans.size(), b->measurements.size(), b->recipe_trials.size(), o.output.c_str());
+  DLTUNE_TRY(paths::write_file_atomic(o.output, tdb::bundle_to_json(*b, key ? &*key : nullptr)));
+  std::fprintf(
+      stderr, "dltune db export: wrote %zu plans, %zu measurements and %zu recipe trials to %s%s\n",
+      b->plans.size(), b->measurements.size(), b->recipe_trials.size(), o.output.c_str(),
+      key ? (", signed by " + key->name).c_str() : " (unsigned)");
+  return ok_status();
+}
+
+// import and merge: every source verified and checked before `db_path` is touched.
+Status import_into(const DbOptions& o, const std::string& db_path, const char* verb) {
+  tdb::ImportOptions opts;
+  auto policy = tdb::parse_policy(o.policy);
+  if (!policy) return std::move(policy).error().wrap("--policy");
+  opts.policy = *policy;
+  opts.require_signature = o.require_signature;
+  opts.trusted_keys = env::get(env::kTrustedKeys);
+  auto r = tdb::import_sources(db_path, o.inputs, opts);
+  if (!r) return std::move(r).error();
+  for (const std::string& w : r->warnings) {
+    std::fprintf(stderr, "dltune db %s: warning: %s\n", verb, w.c_str());
+  }
+  for (const tdb::Source& src : r->sources) {
+    if (src.verification.trust == tdb::Verification::Trust::kTrustedSigner) {
+      std::fprintf(stderr, "dltune db %s: '%s' is %s\n", verb, src.path.c_str(),
+                   src.verification.description.c_str());
+    }
+  }
+  print_report(std::string(verb) == "import" ? "imported" : "merged", r->report, o.json);
   return ok_status();
 }
 
 Status run_import(const DbOptions& o) {
-  auto policy = tdb::parse_policy(o.policy);
-  if (!policy) return std::move(policy).error().wrap("--policy");
-  auto db = open_user(o);
-  if (!db) return std::move(db).error();
-  auto r = tdb::import_file(*db, o.inputs.at(0), *policy);
-  if (!r) return std::move(r).error();
-  print_report("imported", *r, o.json);
+  auto l = layers(o);
+  if (!l) return std::move(l).error();
+  // import_sources creates the database (and its directory) only once the bundle is known good.
+  return import_into(o, l->user_db, "import");
+}
+
+Status run_merge(const DbOptions& o) { return import_into(o, o.output, "merge"); }
+
+Status run_keygen(const DbOptions& o) {
+  auto pub = tdb::generate_key_files(o.output, o.name);
+  if (!pub) return std::move(pub).error();
+  std::fprintf(stderr,
+               "dltune db keygen: wrote %s/%s.key (secret, mode 0600) and %s/%s.pub; give the "
+               ".pub line to the sites that should trust bundles you sign\n",
+               o.output.c_str(), o.name.c_str(), o.output.c_str(), o.name.c_str());
+  std::printf("%s", tdb::public_key_line(*pub).c_str());
   return ok_status();
 }
 
-Status run_merge(const DbOptions& o) {
-  auto policy = tdb::parse_policy(o.policy);
-  if (!policy) return std::move(policy).error().wrap("--policy");
-  // Read and validate every source before the output is touched.
-  std::vector<tdb::Bundle> sources;
-  for (const std::string& in : o.inputs) {
-    auto b = tdb::read_source(in);
-    if (!b) return std::move(b).error();
-    sources.push_back(std::move(*b));
+Status run_settings(const DbOptions& o) {
+  auto l = layers(o);
+  if (!l) return std::move(l).error();
+  const bool change = !o.set_require_signature.empty() || o.set_trusted_keys.has_value();
+  if (!change) {
+    auto db = open_user_to_read(o);
+    if (!db) return std::move(db).error();
+    auto s = db->settings();
+    if (!s) return std::move(s).error();
+    std::printf("require_signature %s\ntrusted_keys %s\n", s->require_signature ? "on" : "off",
+                s->trusted_keys.empty() ? "(none)" : s->trusted_keys.c_str());
+    return ok_status();
   }
-  tdb::Bundle all;
-  for (tdb::Bundle& b : sources) {
-    all.plans.insert(all.plans.end(), b.plans.begin(), b.plans.end());
-    all.measurements.insert(all.measurements.end(), b.measurements.begin(), b.measurements.end());
-    all.recipe_trials.insert(all.recipe_trials.end(), b.recipe_trials.begin(),
-                             b.recipe_trials.end());
+  if (!o.set_require_signature.empty() && o.set_require_signature != "on" &&
+      o.set_require_signature != "off") {
+    return invalid_input("--require-signature takes on or off, got '" +
+                         o.set_require_signature.substr(0, 20) + "'");
   }
-  auto out = tdb::TuningDb::open(o.output, tdb::OpenMode::kReadWrite);
-  if (!out) return std::move(out).error();
-  // One transaction per source, in order, so that the policy also decides between sources.
-  tdb::MergeReport total;
-  for (const tdb::Bundle& b : sources) {
-    auto r = out->merge_rows(b.plans, b.measurements, *policy, b.recipe_trials);
-    if (!r) return std::move(r).error().wrap("merging into '" + o.output + "'");
-    for (auto [t, s] : {std::pair{&total.plans, &r->plans},
-                        {&total.measurements, &r->measurements},
-                        {&total.recipe_trials, &r->recipe_trials}}) {
-      t->added += s->added;
-      t->replaced += s->replaced;
-      t->unchanged += s->unchanged;
-      t->kept_local += s->kept_local;
-    }
+  if (o.set_trusted_keys && !o.set_trusted_keys->empty()) {
+    auto keys = tdb::read_trusted_keys(*o.set_trusted_keys);  // a file that works, now
+    if (!keys) return std::move(keys).error().wrap("--trusted-keys");
   }
-  print_report("merged", total, o.json);
+  auto db = open_user(o);
+  if (!db) return std::move(db).error();
+  auto s = db->settings();
+  if (!s) return std::move(s).error();
+  if (!o.set_require_signature.empty()) s->require_signature = o.set_require_signature == "on";
+  if (o.set_trusted_keys) s->trusted_keys = *o.set_trusted_keys;
+  DLTUNE_TRY(db->set_settings(*s));
+  std::printf("require_signature %s\ntrusted_keys %s\n", s->require_signature ? "on" : "off",
+              s->trusted_keys.empty() ? "(none)" : s->trusted_keys.c_str());
   return ok_status();
 }
 
@@ -261,11 +372,13 @@ Status run_lookup(const DbOptions& o) {
                 : r->from_site                 ? "site"
                                                : "user"},
       {"site", r->site},
+      {"signed_by", r->kind == tdb::HitKind::kMiss ? "" : r->plan.provenance.signed_by},
       {"differences", r->differences},
       {"warnings", r->warnings},
       {"plan", r->kind == tdb::HitKind::kMiss
                    ? nlohmann::json(nullptr)
-                   : nlohmann::json::parse(r->plan.plan_json, nullptr, false)}};
+                   : parse_json_bounded(r->plan.plan_json, {.max_bytes = tdb::kMaxPlanBytes})
+                         .value_or(nlohmann::json(nullptr))}};
   if (o.json) {
     std::printf("%s\n", j.dump().c_str());
   } else if (r->kind == tdb::HitKind::kMiss) {
@@ -300,7 +413,8 @@ CLI::App* add(CLI::App* db, const char* name, const char* help, int* exit_code,
 
 void setup_db(CLI::App& app, int* exit_code) {
   auto* db = app.add_subcommand(
-      "db", "The tuning databases: show, export, import, merge, prune, rules, lookup");
+      "db",
+      "The tuning databases: show, export, import, merge, prune, rules, lookup, keygen, settings");
   db->require_subcommand(1);
   auto o = std::make_shared<DbOptions>();
 
@@ -312,13 +426,19 @@ void setup_db(CLI::App& app, int* exit_code) {
                   run_export);
   exp->add_option("-o,--output", o->output, "Bundle file to write")->required();
   exp->add_option("--site", o->site, "This site's name, recorded in the bundle's provenance");
+  exp->add_option("--sign", o->sign_key,
+                  "Sign the bundle with this secret key file (from `dltune db keygen`)");
   add_filters(exp, *o);
 
+  const char* require_help =
+      "Refuse bundles that are not signed by a key in $DLTUNE_TRUSTED_KEYS (or the database's "
+      "trusted_keys setting)";
   auto* imp = add(db, "import", "Import a bundle into the user database (all or nothing)",
                   exit_code, o, run_import);
   imp->add_option("file", o->inputs, "Bundle file")->required()->expected(1);
   imp->add_option("--policy", o->policy,
                   "On conflicts: keep-local (default), prefer-newer, prefer-more-samples");
+  imp->add_flag("--require-signature", o->require_signature, require_help);
   imp->add_flag("--json", o->json, "Print the counts as JSON");
 
   auto* merge =
@@ -328,7 +448,22 @@ void setup_db(CLI::App& app, int* exit_code) {
       ->required();
   merge->add_option("--policy", o->policy,
                     "On conflicts: keep-local (default), prefer-newer, prefer-more-samples");
+  merge->add_flag("--require-signature", o->require_signature, require_help);
   merge->add_flag("--json", o->json, "Print the counts as JSON");
+
+  auto* keygen = add(db, "keygen", "Make a site's Ed25519 key pair for signing bundles", exit_code,
+                     o, run_keygen);
+  keygen->add_option("--name", o->name, "The site's key name (letters, digits, . _ -)")->required();
+  keygen->add_option("-o,--output", o->output, "Directory for NAME.key and NAME.pub")->required();
+
+  auto* settings = add(db, "settings",
+                       "Show or set what a database takes in: --require-signature on|off, "
+                       "--trusted-keys FILE (\"\" to clear)",
+                       exit_code, o, run_settings);
+  settings->add_option("--require-signature", o->set_require_signature,
+                       "on: imports and merges into this database need a trusted signature");
+  settings->add_option("--trusted-keys", o->set_trusted_keys,
+                       "A trusted-keys file (absolute path) used with $DLTUNE_TRUSTED_KEYS");
 
   auto* prune = add(db, "prune", "Delete old rows from the user database", exit_code, o, run_prune);
   prune->add_option("--older-than", o->older_than, "Rows older than this age: 30d, 12h, ...");

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/env.h"
+#include "common/json_input.h"
 #include "common/paths.h"
 #include "common/progress.h"
 #include "common/strings.h"
@@ -22,6 +23,7 @@
 #include "launcher/commands.h"
 #include "launcher/launch_dry_run.h"
 #include "launcher/launch_job.h"
+#include "launcher/launch_layout.h"
 #include "launcher/launch_outcome.h"
 #include "launcher/launch_plan.h"
 #include "launcher/rank_program.h"
@@ -55,10 +57,10 @@ double since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// The ranks' command for a training run of `dir`.
+// The ranks' command for a training run of `dir` (their plan, dir.train_config(), reaches them
+// as the job's plan: launch_prefix(job, dir.train_config())).
 std::vector<std::string> train_argv(const std::string& worker, const RunDir& dir, bool resume) {
-  std::vector<std::string> argv = {
-      worker, "train", "--plan", dir.train_config(), "--summary", dir.file("worker_summary.json")};
+  std::vector<std::string> argv = {worker, "train", "--summary", dir.file("worker_summary.json")};
   if (resume) {
     argv.push_back("--resume");
     argv.push_back(dir.checkpoint());
@@ -109,7 +111,8 @@ int run_launch(const LaunchOptions& o) {
     if (!rd) return report_error("launch", rd.error());
     resumed = *rd;
     auto launch_text = paths::read_file(rd->launch());
-    auto lj = launch_text ? nlohmann::json::parse(*launch_text, nullptr, false) : nlohmann::json();
+    auto lj = launch_text ? parse_json_bounded(*launch_text).value_or(nlohmann::json())
+                          : nlohmann::json();
     if (!lj.is_object()) {
       return report_error("launch", invalid_input("--resume " + o.resume + ": " + rd->launch() +
                                                   " is missing or not JSON"));
@@ -141,6 +144,7 @@ int run_launch(const LaunchOptions& o) {
   launcher::PlanChoice choice;
   std::optional<RunDir> dir = resumed;
   std::optional<launcher::TempDir> scratch;
+  std::optional<launcher::RunDirGuard> unless_trained;  // a refused launch leaves no run dir
   if (resumed) {
     auto text = paths::read_file(resumed->plan());
     auto plan = text ? recipes::parse_plan(*text) : Result<recipes::Plan>(text.error());
@@ -162,6 +166,7 @@ int run_launch(const LaunchOptions& o) {
       auto rd = launcher::create_run_dir(env::get(env::kRunsDir), job->recipe.name);
       if (!rd) return report_error("launch", rd.error());
       dir = *rd;
+      unless_trained.emplace(dir->path);
       req.work_dir = dir->file("tuning");
       // The recipe as run, now: with --set, the trials' ranks read this file (with the
       // overrides and absolute data paths), and --resume reads it back.
@@ -182,7 +187,14 @@ int run_launch(const LaunchOptions& o) {
     progress.finish();
     if (!c) return report_error("launch", c.error());
     choice = std::move(*c);
-    if (!o.dry_run) {
+    // The layout: the memory model's choice for this plan's batch (a layout that does not fit
+    // is refused here, saying by how much and what would fit).
+    launcher::LayoutQuery lq{*worker, job->recipe_path, job->ranks, job->shape.ranks_per_node};
+    if (Status st = launcher::apply_layout(lq, &choice.plan); !st)
+      return report_error("launch", st.error());
+    if (choice.plan.parallel.stages > 1)
+      choice.notes.push_back("layout: " + choice.plan.parallel.reason);
+    if (!o.dry_run) {  // the dry run prints them itself
       for (const auto& n : choice.notes) progress.message(n);
     }
     if (o.dry_run && choice.source != "cache") choice.source = "default";
@@ -256,6 +268,7 @@ int run_launch(const LaunchOptions& o) {
     progress.message("plan: the recipe's own settings (not tuned)");
   }
   progress.message("run directory: " + dir->path);
+  if (unless_trained) unless_trained->keep();
 
   // 4. Train, following rank 0's metrics.
   const bool resume_ckpt = resumed && paths::exists(dir->checkpoint());
@@ -267,7 +280,8 @@ int run_launch(const LaunchOptions& o) {
   Status trained;
   {
     launcher::MetricsFollower follow(cfg.metrics_path, static_cast<long>(cfg.steps), &progress);
-    trained = launcher::run_ranks(*job, "training", train_argv(*worker, *dir, resume_ckpt), &code);
+    trained = launcher::run_ranks(*job, "training", train_argv(*worker, *dir, resume_ckpt), &code,
+                                  dir->train_config());
   }
   progress.finish();
   if (!trained.ok()) {

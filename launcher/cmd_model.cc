@@ -17,9 +17,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/paths.h"
 #include "common/strings.h"
 #include "launcher/commands.h"
 #include "launcher/rank_program.h"
+#include "launcher/temp_dir.h"
 #include "recipes/model/builtins.h"
 #include "recipes/recipe.h"
 #include "recipes/yaml_reader.h"
@@ -30,7 +32,54 @@ namespace {
 struct ModelOptions {
   std::string model, input, weights, tensors, output;
   bool json = false;
+  // The memory model's query (show): samples per step, ranks and a fixed layout.
+  int64_t batch = 1;
+  int ranks = 1, stages = 0, microbatches = 0;
+  std::string optimizer, schedule, recompute;
 };
+
+// The memory model's terms for `o` (dltune-worker layout: the launcher links no engine ops):
+// the best layout's {"layout", "replica_batch", "stages": [{"first_node", "terms"}]}.
+Result<nlohmann::json> memory_terms(const ModelOptions& o) {
+  auto worker = sibling_program("dltune-worker");
+  if (!worker) return worker.error();
+  auto tmp = launcher::TempDir::create_in_tmp("dltune-model");
+  if (!tmp) return tmp.error();
+  const std::string out = tmp->path() + "/layout.json";
+  std::vector<std::string> argv = {*worker,
+                                   "layout",
+                                   "--ranks",
+                                   std::to_string(o.ranks),
+                                   "--batch",
+                                   std::to_string(o.batch),
+                                   "--unlimited",
+                                   "--out",
+                                   out};
+  if (recipes::builtin_info(o.model)) {
+    argv.insert(argv.end(), {"--model", o.model});
+    if (!o.input.empty()) argv.insert(argv.end(), {"--input", o.input});
+  } else {
+    auto path = recipes::resolve_recipe_path(o.model);
+    if (!path) return path.error();
+    argv.insert(argv.end(), {"--recipe", *path});
+  }
+  if (o.stages > 0) argv.insert(argv.end(), {"--stages", std::to_string(o.stages)});
+  if (o.microbatches > 0)
+    argv.insert(argv.end(), {"--microbatches", std::to_string(o.microbatches)});
+  if (!o.schedule.empty()) argv.insert(argv.end(), {"--schedule", o.schedule});
+  if (!o.recompute.empty()) argv.insert(argv.end(), {"--recompute", o.recompute});
+  if (!o.optimizer.empty()) argv.insert(argv.end(), {"--optimizer", o.optimizer});
+  auto rc = run_to_completion(argv, "model show");
+  if (!rc) return rc.error();
+  auto text = paths::read_file(out);
+  if (!text) return internal_error("dltune-worker layout wrote no answer");
+  auto j = nlohmann::json::parse(*text, nullptr, false);
+  if (!j.is_object()) return internal_error("dltune-worker layout's answer is not JSON");
+  if (j.contains("error")) return invalid_input(j["error"].get<std::string>());
+  if (!j.contains("candidates") || j["candidates"].empty())
+    return internal_error("dltune-worker layout returned no layout");
+  return j["candidates"][0];
+}
 
 // The graph MODEL|RECIPE names, and what to call it.
 Result<std::pair<std::string, recipes::Graph>> resolve(const std::string& arg,
@@ -143,8 +192,11 @@ int run_show(const ModelOptions& o) {
                      {"parameters", params},
                      {"flops", recipes::op_flops(n.op, n.attrs, in, info.outputs[i])}});
   }
+  auto memory = memory_terms(o);
+  if (!memory) return report_error("model show", memory.error());
   if (o.json) {
     nlohmann::json j = {{"model", name},
+                        {"memory", *memory},
                         {"input", graph.input},
                         {"output", info.output()},
                         {"parameters", info.parameters},
@@ -178,6 +230,22 @@ int run_show(const ModelOptions& o) {
               info.state_floats > 0
                   ? (", " + group_digits(info.state_floats) + " batch-norm statistics").c_str()
                   : "");
+  const nlohmann::json& stages = (*memory)["stages"];
+  std::printf("\nmemory per rank, %s samples per replica, %s:\n",
+              group_digits((*memory)["replica_batch"].get<int64_t>()).c_str(),
+              (*memory)["layout"]["reason"].get<std::string>().c_str());
+  std::printf("  %-8s %11s %11s %11s %11s %11s %11s %13s %11s %11s\n", "stage", "parameters",
+              "gradients", "optimizer", "state", "activations", "workspace", "communication",
+              "checkpoint", "total");
+  for (size_t s = 0; s < stages.size(); ++s) {
+    const nlohmann::json& t = stages[s]["terms"];
+    auto mem = [&](const char* k) { return strings::format_bytes(t[k].get<uint64_t>()); };
+    std::printf("  %-8s %11s %11s %11s %11s %11s %11s %13s %11s %11s\n",
+                stages.size() == 1 ? "all" : std::to_string(s).c_str(), mem("parameters").c_str(),
+                mem("gradients").c_str(), mem("optimizer").c_str(), mem("state").c_str(),
+                mem("activations").c_str(), mem("workspace").c_str(), mem("communication").c_str(),
+                mem("checkpoint").c_str(), mem("total").c_str());
+  }
   return 0;
 }
 
@@ -220,6 +288,17 @@ void setup_model(CLI::App& app, int* exit_code) {
   show->add_option("--input", opts->input,
                    "Per-sample input of a built-in, e.g. 3,64,64 (images) or 256 (tokens)");
   show->add_flag("--json", opts->json, "Print as JSON (\"parameters\" is the total)");
+  show->add_option("--batch", opts->batch, "samples per step for the memory terms (default 1)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
+  show->add_option("--ranks", opts->ranks, "ranks for the memory terms' layout (default 1)")
+      ->check(CLI::Range(1, 1 << 20));
+  show->add_option("--stages", opts->stages, "pipeline stages (default: auto)")
+      ->check(CLI::Range(1, 4096));
+  show->add_option("--microbatches", opts->microbatches, "micro-batches per step")
+      ->check(CLI::Range(1, 1 << 20));
+  show->add_option("--schedule", opts->schedule, "gpipe | 1f1b | async");
+  show->add_option("--recompute", opts->recompute, "none | stage");
+  show->add_option("--optimizer", opts->optimizer, "sgd | adamw (default sgd)");
   show->callback([exit_code, opts] { *exit_code = run_show(*opts); });
 
   auto* forward = cmd->add_subcommand(

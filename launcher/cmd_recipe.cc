@@ -1,14 +1,18 @@
 // `dltune recipe`: check recipes (every problem, located), show one normalised (YAML, or JSON),
 // list the bundled ones. A recipe whose data files are missing is still shown, with a note. A
 // recipe argument is a file path or a bundled recipe's name.
+#include <algorithm>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "launcher/commands.h"
+#include "launcher/launch_layout.h"
+#include "launcher/rank_program.h"
 #include "recipes/recipe.h"
 
 namespace dltune::cli {
@@ -31,11 +35,38 @@ recipes::ParseOutcome check_one(const std::string& arg) {
   return recipes::parse_recipe_file(*path);
 }
 
+// Whether the recipe's model fits a rank's memory in some layout (the memory model, through
+// dltune-worker layout) on launch.ranks ranks (auto: its fixed stage count, else 1). A recipe
+// that fits nowhere gets a problem saying by how much and what would fit; the best layout is
+// returned for the report.
+std::optional<std::string> check_memory(const std::string& path, recipes::ParseOutcome& outcome) {
+  const recipes::Recipe& r = outcome.recipe;
+  auto worker = sibling_program("dltune-worker");
+  if (!worker) return std::nullopt;  // a build without the engine checks no memory
+  launcher::LayoutQuery q;
+  q.worker = *worker;
+  q.recipe_path = path;
+  q.ranks = static_cast<int>(r.launch.ranks > 0 ? r.launch.ranks
+                                                : std::max<int64_t>(1, r.training.parallel.stages));
+  q.ranks_per_node = static_cast<int>(r.launch.ranks_per_node);
+  auto j = launcher::query_layouts(q);
+  if (!j) {
+    const bool limit = r.launch.memory_per_rank > 0;
+    outcome.problems.push_back(
+        {path, 0, 0, limit ? "launch.memory_per_rank" : "training.parallel", j.error().message()});
+    return std::nullopt;
+  }
+  const nlohmann::json& l = (*j)["candidates"][0]["layout"];
+  return l.value("reason", std::string());
+}
+
 int run_check(const RecipeOptions& opts) {
   int code = 0;
   nlohmann::json report = nlohmann::json::array();
   for (const std::string& arg : opts.recipes) {
-    const recipes::ParseOutcome outcome = check_one(arg);
+    recipes::ParseOutcome outcome = check_one(arg);
+    std::optional<std::string> layout;
+    if (outcome.ok()) layout = check_memory(*recipes::resolve_recipe_path(arg), outcome);
     if (!outcome.ok()) code = 2;
     if (opts.json) {
       nlohmann::json problems = nlohmann::json::array();
@@ -46,10 +77,14 @@ int run_check(const RecipeOptions& opts) {
                             {"key", p.key},
                             {"message", p.message},
                             {"text", p.to_string()}});
-      report.push_back({{"recipe", arg}, {"ok", outcome.ok()}, {"problems", problems}});
+      report.push_back({{"recipe", arg},
+                        {"ok", outcome.ok()},
+                        {"problems", problems},
+                        {"layout", layout ? nlohmann::json(*layout) : nlohmann::json(nullptr)}});
       continue;
     }
-    if (outcome.ok()) std::printf("%s: ok\n", arg.c_str());
+    if (outcome.ok())
+      std::printf("%s: ok%s\n", arg.c_str(), layout ? (" (" + *layout + ")").c_str() : "");
     for (const recipes::Problem& p : outcome.problems)
       std::fprintf(stderr, "%s\n", p.to_string().c_str());
   }

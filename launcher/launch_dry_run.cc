@@ -52,6 +52,12 @@ std::string describe_plan(const recipes::Plan& plan, const std::string& indent) 
                 static_cast<long long>(t.warmup_steps),
                 strings::format_bytes(t.bucket_bytes).c_str(), t.overlap ? "on" : "off");
   std::string out = indent + buf + "\n";
+  if (plan.parallel.pipelined()) {
+    const recipes::ParallelLayout& l = plan.parallel;
+    out += indent + "layout: " + std::to_string(l.replicas) + " replica(s) x " +
+           std::to_string(l.stages) + " stages, " + std::to_string(l.microbatches) +
+           " micro-batches, " + std::string(recipes::schedule_name(l.schedule)) + " schedule\n";
+  }
   const std::string allreduce = allreduce_in_words(plan);
   if (!allreduce.empty()) out += indent + "allreduce: " + allreduce + "\n";
   if (!plan.provenance.reason.empty()) out += indent + "why: " + plan.provenance.reason + "\n";
@@ -62,10 +68,10 @@ void print_dry_run(const DryRun& d) {
   const Job& job = *d.job;
   const PlanChoice& choice = *d.choice;
   const std::string run_dir = env::get(env::kRunsDir) + "/" + job.recipe.name + "-<UTC time>";
-  std::vector<std::string> cmd = launch_prefix(job);
-  const std::vector<std::string> ranks = {d.worker,    "train",
-                                          "--plan",    run_dir + "/train_config.json",
-                                          "--summary", run_dir + "/worker_summary.json"};
+  // As a launch runs them: the plan reaches the ranks as the job's plan (PMIx job data).
+  std::vector<std::string> cmd = launch_prefix(job, run_dir + "/train_config.json");
+  const std::vector<std::string> ranks = {d.worker, "train", "--summary",
+                                          run_dir + "/worker_summary.json"};
   cmd.insert(cmd.end(), ranks.begin(), ranks.end());
   const bool tunes = choice.source != "cache" && !d.no_tune && job.recipe.tune.budget_seconds > 0;
   size_t candidates = 0;

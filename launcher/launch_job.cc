@@ -84,12 +84,12 @@ Result<Job> make_job(const JobOptions& o, const topology::Topology& topo) {
 }
 
 Status run_ranks(const Job& job, const std::string& phase, const std::vector<std::string>& argv,
-                 int* exit_code) {
+                 int* exit_code, const std::string& plan_file) {
   // Each launch runs in a `dltune run` child: libpmix's server cannot be started twice in one
   // process, and a launch does several (collective sweep, trials, training).
   auto self = cli::sibling_program("dltune");  // this binary
   if (!self) return self.error();
-  std::vector<std::string> cmd = launch_prefix(job);
+  std::vector<std::string> cmd = launch_prefix(job, plan_file);
   cmd[0] = *self;
   cmd.insert(cmd.end(), argv.begin(), argv.end());
   auto rc = cli::run_to_completion(cmd, "launch");
@@ -113,14 +113,16 @@ std::string quote_argv(const std::vector<std::string>& argv) {
   return s;
 }
 
-std::vector<std::string> launch_prefix(const Job& job) {
+std::vector<std::string> launch_prefix(const Job& job, const std::string& plan_file) {
   std::vector<std::string> p = {"dltune", "run", "-n", std::to_string(job.ranks)};
   if (job.backend == Backend::kSlurm) {
     p.insert(p.end(), {"--nodes", std::to_string(job.shape.nodes), "--backend", "slurm"});
   } else {
     p.insert(p.end(), {"--backend", "local"});
   }
-  p.insert(p.end(), {"--bind", job.recipe.launch.binding, "--"});
+  p.insert(p.end(), {"--bind", job.recipe.launch.binding});
+  if (!plan_file.empty()) p.insert(p.end(), {"--plan", plan_file});
+  p.push_back("--");
   return p;
 }
 
@@ -151,6 +153,11 @@ Result<Baseline> measure_baseline(const Job& job, const std::string& worker,
   engine::TrainConfig c = cfg;
   c.scaling = engine::Scaling::kWeak;
   c.per_rank_batch = cfg.per_rank_batch;
+  // A pipeline's baseline is one rank training a replica's batch whole (its micro-batches kept,
+  // which bound its activations as the stages' did).
+  c.stages = 1;
+  c.partition.clear();
+  c.recompute = false;
   c.heldout_size = 0;
   c.eval_every = 0;
   c.log_every = 1;

@@ -50,13 +50,15 @@ Result<Job> make_job(const JobOptions& options, const topology::Topology& topo);
 // child's exit code (0, 1, 130, 143). Errors: peer_failed "PHASE failed ..." when a rank failed
 // (the child printed which), kInternal "PHASE was interrupted" for 130 / 143, not_found when
 // this binary cannot be found.
+// With `plan_file`, the ranks get that file's text as the job's plan (PMIx job data, `dltune
+// run --plan`): no shared filesystem is needed for it.
 Status run_ranks(const Job& job, const std::string& phase, const std::vector<std::string>& argv,
-                 int* exit_code = nullptr);
+                 int* exit_code = nullptr, const std::string& plan_file = "");
 
 // argv as a shell would need it typed ('quoted' where needed).
 std::string quote_argv(const std::vector<std::string>& argv);
 // The `dltune run` command equivalent to how run_ranks() starts the job, up to the "--".
-std::vector<std::string> launch_prefix(const Job& job);
+std::vector<std::string> launch_prefix(const Job& job, const std::string& plan_file = "");
 
 // The scaling efficiency's 1-rank baseline.
 struct Baseline {

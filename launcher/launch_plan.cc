@@ -4,14 +4,17 @@
 #include <chrono>
 #include <cstdio>
 #include <optional>
+#include <span>
 
 #include "common/log.h"
 #include "common/paths.h"
 #include "common/strings.h"
+#include "engine/train/recipe_config.h"
 #include "launcher/event_follower.h"
 #include "launcher/launch_dry_run.h"
 #include "launcher/launch_progress.h"
 #include "launcher/rank_program.h"
+#include "recipes/plan_fit.h"
 #include "tuner/collective_plan.h"
 #include "tuner/collective_tuning.h"
 #include "tuner/db/store.h"
@@ -76,6 +79,56 @@ void tell(const PlanRequest& r, const std::string& line) {
   if (r.progress != nullptr) r.progress->message(line);
 }
 
+// Stores a plan; a database this user may not write costs the launch nothing but a note
+// (the plan was measured and is used; it is just not remembered).
+Status store_or_note(const std::string& db, const tdb::PlanRecord& plan,
+                     std::span<const tdb::Measurement> ms, std::span<const tdb::RecipeTrial> trials,
+                     PlanChoice& choice) {
+  Status s = tdb::store_plan(db, plan, ms, trials);
+  if (s.ok() || s.error().kind() != ErrorKind::kUnsupported) return s;
+  choice.notes.push_back("the plan is used but not stored: " + s.error().message());
+  return ok_status();
+}
+
+// The cached plan made fit for this launch: the recipe's fixed settings written over it
+// (recipes/plan_fit.h), then checked against the job and the recipe as the ranks will run it.
+// An error says why the plan cannot be used; the launch then tunes again or runs the recipe's
+// own settings, never fails because of a stored plan.
+Result<recipes::Plan> fit_cached_plan(const PlanRequest& r, const std::string& plan_json,
+                                      std::vector<std::string>* notes) {
+  auto plan = recipes::parse_plan(plan_json);
+  if (!plan) return std::move(plan).error();
+  DLTUNE_TRY(recipes::check_plan_plausible(*plan));
+  if (!(plan->job == r.job)) {
+    return invalid_input("it is for a " + std::to_string(plan->job.nodes) + "x" +
+                         std::to_string(plan->job.ranks_per_node) + " job, not " +
+                         std::to_string(r.job.nodes) + "x" + std::to_string(r.job.ranks_per_node));
+  }
+  const int64_t ranks = int64_t{r.job.nodes} * r.job.ranks_per_node;
+  for (std::string& n : recipes::apply_fixed_settings(r.recipe, ranks, &*plan)) {
+    notes->push_back("cached plan adjusted: " + n);
+  }
+  DLTUNE_TRY(recipes::validate_plan(*plan));
+  const recipes::TrainingConfig& t = r.recipe.training;
+  const int64_t samples = tuner::recipe_train_samples(r.recipe);
+  if (samples > 0 && plan->training.global_batch > samples) {
+    return invalid_input("its global batch " + std::to_string(plan->training.global_batch) +
+                         " exceeds the recipe's " + std::to_string(samples) + " training samples");
+  }
+  if (t.max_global_batch > 0 && plan->training.global_batch > t.max_global_batch) {
+    return invalid_input("its global batch " + std::to_string(plan->training.global_batch) +
+                         " exceeds training.batch.max_global " +
+                         std::to_string(t.max_global_batch));
+  }
+  auto cfg = engine::train_config_from(r.recipe, *plan, static_cast<int>(ranks));
+  if (!cfg) return std::move(cfg).error();
+  if (plan->training.warmup_steps > cfg->steps) {
+    return invalid_input("its warm-up of " + std::to_string(plan->training.warmup_steps) +
+                         " steps is longer than the run's " + std::to_string(cfg->steps));
+  }
+  return plan;
+}
+
 // Whether stored measurements reach the job's largest bucket (the summary scales a measured
 // size down, or up by at most 4x, to a bucket's size).
 bool covers(const std::vector<tdb::Measurement>& rows, const std::vector<uint64_t>& buckets) {
@@ -97,12 +150,12 @@ Result<recipes::Plan> collective_plan(const PlanRequest& r, PlanChoice& choice, 
     if (hit && hit->kind == tdb::HitKind::kExact) {
       auto plan = recipes::parse_plan(hit->plan.plan_json);
       auto rows = stored_measurements(hit->db_path, key);
-      if (plan && covers(rows, buckets)) {
+      if (plan && recipes::check_plan_plausible(*plan).ok() && covers(rows, buckets)) {
         tell(r, "collectives: using the cached collective plan from " + hit->db_path);
         choice.collective_measurements = std::move(rows);
         return plan;
       }
-      if (plan) {
+      if (plan && !covers(rows, buckets)) {
         tell(r, "collectives: the cached collective plan in " + hit->db_path +
                     " was measured below this job's buckets (up to " +
                     strings::format_bytes(
@@ -155,9 +208,9 @@ Result<recipes::Plan> collective_plan(const PlanRequest& r, PlanChoice& choice, 
   if (!plan) return internal_error(plan.error().message());
   const tdb::Provenance prov = tdb::local_provenance();
   const auto rows = tuner::measurement_rows(*outcome, key, prov);
-  DLTUNE_TRY_CTX(
-      tdb::store_plan(r.layers.user_db, {key, recipes::serialize_plan(*plan), prov}, rows),
-      "storing the collective plan in " + r.layers.user_db);
+  DLTUNE_TRY_CTX(store_or_note(r.layers.user_db, {key, recipes::serialize_plan(*plan), prov}, rows,
+                               {}, choice),
+                 "storing the collective plan in " + r.layers.user_db);
   if (outcome->budget_exhausted) {
     uint64_t reached = 0;
     for (const auto& sz : outcome->sizes) {
@@ -233,7 +286,8 @@ Result<PlanChoice> choose_plan(const PlanRequest& r) {
   if (!hit) return std::move(hit).error().wrap("looking the plan up");
   for (const std::string& w : hit->warnings) choice.notes.push_back(w);
   if (hit->kind == tdb::HitKind::kExact && !r.retune) {
-    auto plan = recipes::parse_plan(hit->plan.plan_json);
+    std::vector<std::string> adjusted;
+    auto plan = fit_cached_plan(r, hit->plan.plan_json, &adjusted);
     if (plan) {
       choice.plan = std::move(*plan);
       choice.plan.provenance.source = recipes::PlanSource::kCache;
@@ -241,12 +295,15 @@ Result<PlanChoice> choose_plan(const PlanRequest& r) {
       choice.db_path = hit->db_path;
       choice.from_site = hit->from_site;
       choice.site = hit->site;
+      choice.notes.insert(choice.notes.end(), adjusted.begin(), adjusted.end());
       choice.collective_measurements =
           stored_measurements(hit->db_path, tuner::make_key(r.topo, db_shape(r.job), "", false));
       return choice;
     }
-    choice.notes.push_back("the cached plan in " + hit->db_path + " does not parse (" +
-                           plan.error().message() + "); tuning again");
+    const bool tunes = !r.no_tune && r.recipe.tune.budget_seconds > 0;
+    choice.notes.push_back("warning: the cached plan in " + hit->db_path + " is not used (" +
+                           plan.error().message() + "); " +
+                           (tunes ? "tuning again" : "running the recipe's own settings"));
   }
   std::optional<recipes::TrainingPlan> hint;
   std::string hint_source;
@@ -277,7 +334,7 @@ Result<PlanChoice> choose_plan(const PlanRequest& r) {
   DLTUNE_TRY(paths::make_dirs(r.work_dir));
   auto base = collective_plan(r, choice, start + budget * kCollectiveShare);
   if (!base) return std::move(base).error().wrap("tuning the collectives");
-  base->job = r.job;
+  base->set_job(r.job);
 
   tuner::RecipeTuneRequest req;
   req.recipe = r.recipe;
@@ -309,7 +366,7 @@ Result<PlanChoice> choose_plan(const PlanRequest& r) {
   auto tuned = tuner::tune_recipe(req, run_trials, r.work_dir);
   if (!tuned) return std::move(tuned).error().wrap("tuning the recipe");
   choice.plan = tuned->plan;
-  choice.plan.job = r.job;
+  choice.plan.set_job(r.job);
   recipes::Provenance& pv = choice.plan.provenance;
   pv.source = recipes::PlanSource::kTuned;
   pv.recipe = r.recipe.name;
@@ -324,10 +381,9 @@ Result<PlanChoice> choose_plan(const PlanRequest& r) {
   pv.tuning_s = choice.tuning_s;
   choice.db_path = r.layers.user_db;
   const tdb::Provenance prov = tdb::local_provenance();
-  DLTUNE_TRY_CTX(
-      tdb::store_plan(r.layers.user_db, {key, recipes::serialize_plan(choice.plan), prov}, {},
-                      tuner::recipe_trial_rows(*tuned, key, prov)),
-      "storing the plan and its trials in " + r.layers.user_db);
+  DLTUNE_TRY_CTX(store_or_note(r.layers.user_db, {key, recipes::serialize_plan(choice.plan), prov},
+                               {}, tuner::recipe_trial_rows(*tuned, key, prov), choice),
+                 "storing the plan and its trials in " + r.layers.user_db);
   return choice;
 }
 

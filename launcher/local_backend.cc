@@ -135,9 +135,8 @@ Result<EnvList> job_environment(const LaunchSpec& spec, const PlanEnv& plan_env,
 
 // A rank that called PMIx_Abort (Open MPI's MPI_Abort does): the job ends with its error code,
 // as under mpirun. Open MPI passes "N/A" as the message; only a real message is quoted.
-Failure abort_failure(int rank, const std::string& host, const RankPmixState& st) {
-  std::string why = "rank " + std::to_string(rank) + " on " + host +
-                    " called MPI_Abort / PMIx_Abort with error code " +
+Failure abort_failure(const std::string& who, const std::string& host, const RankPmixState& st) {
+  std::string why = who + " on " + host + " called MPI_Abort / PMIx_Abort with error code " +
                     std::to_string(st.abort_status);
   const std::string msg = st.abort_message;
   if (!msg.empty() && msg != "N/A" && msg != "(N/A)") why += ": " + msg;
@@ -196,13 +195,12 @@ Result<LaunchOutcome> run_local(const LaunchSpec& spec) {
                  "registering the job with the PMIx server");
   DLTUNE_LOG(kDebug, "launch") << "PMIx server up, job registered at " << ms() << " ms";
 
-  sup.set_exit_judge([&srv, &host](int rank, int status) {
-    std::string why =
-        Supervisor::default_exit_judgement("rank " + std::to_string(rank), host, status);
+  sup.set_exit_judge([&srv, &host, &plan_env](int rank, int status) {
+    std::string why = Supervisor::default_exit_judgement(rank_label(plan_env, rank), host, status);
     if (!why.empty()) return why;
     const RankPmixState st = srv.rank_state(rank);
     if (st.connected && !st.finalized) {
-      return "rank " + std::to_string(rank) + " on " + host +
+      return rank_label(plan_env, rank) + " on " + host +
              " exited with code 0 without calling PMIx_Finalize (its peers would wait forever)";
     }
     return std::string();
@@ -210,11 +208,11 @@ Result<LaunchOutcome> run_local(const LaunchSpec& spec) {
   sup.set_cause_hint([&srv] {  // child index == rank
     return Supervisor::CauseHints{srv.first_lost_rank(), srv.first_finalized_rank()};
   });
-  sup.watch(srv.event_fd(), [&srv, &host, n = spec.nranks]() -> Failure {
+  sup.watch(srv.event_fd(), [&srv, &host, &plan_env, n = spec.nranks]() -> Failure {
     srv.drain_events();
     for (int r = 0; r < n; ++r) {
       const RankPmixState st = srv.rank_state(r);
-      if (st.aborted) return abort_failure(r, host, st);
+      if (st.aborted) return abort_failure(rank_label(plan_env, r), host, st);
     }
     return {};
   });
@@ -229,7 +227,7 @@ Result<LaunchOutcome> run_local(const LaunchSpec& spec) {
                     spec.argv,
                     env.data(),
                     rp ? rp->cpus : std::vector<int>{},
-                    "rank " + std::to_string(r),
+                    rank_label(plan_env, r),
                     host,
                     /*stdin_from_launcher=*/r == 0};
     auto index = sup.spawn(child);

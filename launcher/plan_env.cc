@@ -82,7 +82,24 @@ PlanEnv plan_env_for(const std::string& plan_json, int nranks, int ranks_per_nod
     }
   }
   pe.placement = placement_of(plan, ranks_per_node, &pe.notes);
+  const nlohmann::json* st = nullptr;
+  if (plan.contains("stages"))
+    st = &plan["stages"];
+  else if (plan.contains("parallel") && plan["parallel"].is_object() &&
+           plan["parallel"].contains("stages"))
+    st = &plan["parallel"]["stages"];
+  if (st && st->is_number_integer() && st->get<int64_t>() > 1 && st->get<int64_t>() <= nranks &&
+      nranks % st->get<int64_t>() == 0)
+    pe.stages = st->get<int>();
   return pe;
+}
+
+std::string rank_label(const PlanEnv& pe, int rank) {
+  std::string s = "rank " + std::to_string(rank);
+  if (pe.stages > 1)
+    s += " (stage " + std::to_string(rank % pe.stages) + " of replica " +
+         std::to_string(rank / pe.stages) + ")";
+  return s;
 }
 
 std::string nccl_tuner_plugin_path() {

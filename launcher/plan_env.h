@@ -23,7 +23,13 @@ struct PlanEnv {
   std::vector<topology::RankPlacement> placement;
   // What was not applied and why, one sentence each (told to the user once).
   std::vector<std::string> notes;
+  // Pipeline stages per replica (a TrainConfig's "stages", a Plan's parallel.stages): rank r
+  // runs stage r % stages of replica r / stages. 1 without a pipeline.
+  int stages = 1;
 };
+
+// "rank 3", or with stages "rank 3 (stage 1 of replica 1)": how failures name a rank.
+std::string rank_label(const PlanEnv& plan_env, int rank);
 
 // Reads what matters to external programs from `plan_json` for a job of `nranks` ranks with
 // `ranks_per_node` on each node. Never fails: text that is not a dltune plan yields an empty

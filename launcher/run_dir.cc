@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "common/paths.h"
+#include "launcher/temp_dir.h"
 
 namespace dltune::launcher {
 namespace {
@@ -45,6 +46,10 @@ Result<RunDir> create_run_dir(const std::string& runs_dir, const std::string& na
     if (errno != EEXIST) return errno_error("creating the run directory " + dir);
   }
   return io_error("too many runs named " + stem + "-N in this second");
+}
+
+RunDirGuard::~RunDirGuard() {
+  if (!path_.empty()) (void)remove_tree(path_);  // best effort: the launch's error is what counts
 }
 
 Result<RunDir> open_run_dir(const std::string& path) {

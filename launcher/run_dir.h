@@ -37,6 +37,21 @@ struct RunDir {
 // made absolute. Errors: io_error naming the directory that cannot be created.
 Result<RunDir> create_run_dir(const std::string& runs_dir, const std::string& name);
 
+// Removes the run directory `path` when destroyed, unless keep() was called: a launch that
+// ends before its ranks train (refused with exit 2: a bad plan, a layout that does not fit;
+// or failed while tuning) leaves nothing behind in the runs directory.
+class RunDirGuard {
+ public:
+  explicit RunDirGuard(std::string path) : path_(std::move(path)) {}
+  ~RunDirGuard();
+  RunDirGuard(const RunDirGuard&) = delete;
+  RunDirGuard& operator=(const RunDirGuard&) = delete;
+  void keep() { path_.clear(); }
+
+ private:
+  std::string path_;
+};
+
 // An existing run directory for --resume: it must hold recipe.yaml, plan.json and
 // train_config.json. Errors (invalid_input, exit 2): not a directory, or a missing file, named.
 Result<RunDir> open_run_dir(const std::string& path);

@@ -1,6 +1,8 @@
 // Plan invariants, rule lookup and the default plan.
 #include "recipes/plan.h"
 
+#include <algorithm>
+#include <cmath>
 #include <set>
 
 namespace dltune::recipes {
@@ -36,16 +38,40 @@ Status validate_ranges(Collective c, const std::vector<SizeRange>& ranges) {
   return ok_status();
 }
 
+Status validate_parallel(const Plan& plan) {
+  const ParallelLayout& p = plan.parallel;
+  const int64_t ranks = static_cast<int64_t>(plan.job.nodes) * plan.job.ranks_per_node;
+  if (p.replicas < 1 || p.stages < 1 || int64_t{p.replicas} * p.stages != ranks)
+    return invalid_input("parallel: replicas " + std::to_string(p.replicas) + " x stages " +
+                         std::to_string(p.stages) + " must equal the job's " +
+                         std::to_string(ranks) + " ranks");
+  if (p.stages == 1 && !p.partition.empty())
+    return invalid_input("parallel.partition: a single stage has no partition");
+  if (p.stages > 1 && p.partition.size() != static_cast<size_t>(p.stages))
+    return invalid_input("parallel.partition: " + std::to_string(p.partition.size()) +
+                         " first nodes for " + std::to_string(p.stages) +
+                         " stages; give one per stage");
+  if (p.microbatches < 1 || p.microbatches > plan.training.per_rank_batch)
+    return invalid_input("parallel.microbatches: " + std::to_string(p.microbatches) +
+                         " must be in 1..per_rank_batch (" +
+                         std::to_string(plan.training.per_rank_batch) + ")");
+  if (p.memory_bytes < 0) return invalid_input("parallel.memory_bytes: must be non-negative");
+  return ok_status();
+}
+
 Status validate_training(const Plan& plan) {
   const TrainingPlan& t = plan.training;
-  const int64_t ranks = static_cast<int64_t>(plan.job.nodes) * plan.job.ranks_per_node;
+  const int64_t replicas = plan.parallel.replicas;
   if (t.per_rank_batch < 1)
     return invalid_input("training.per_rank_batch: expected a positive integer, got " +
                          std::to_string(t.per_rank_batch));
-  if (t.global_batch != t.per_rank_batch * ranks)
+  int64_t product = 0;  // per_rank_batch comes from outside: no wrapping around
+  if (__builtin_mul_overflow(t.per_rank_batch, replicas, &product) || t.global_batch != product)
     return invalid_input("training.global_batch: " + std::to_string(t.global_batch) +
                          " must equal per_rank_batch " + std::to_string(t.per_rank_batch) + " x " +
-                         std::to_string(ranks) + " ranks (job.nodes x ranks_per_node)");
+                         std::to_string(replicas) +
+                         (plan.parallel.stages > 1 ? " replicas (parallel.replicas)"
+                                                   : " ranks (job.nodes x ranks_per_node)"));
   if (t.scaling == Scaling::kAuto)
     return invalid_input("training.scaling: expected weak or strong, got auto");
   if (!(t.lr_scale > 0))
@@ -92,6 +118,32 @@ bool trains_alike(const TrainingPlan& a, const TrainingPlan& b) {
   return x == b;
 }
 
+std::string_view schedule_name(PipelineSchedule s) {
+  switch (s) {
+    case PipelineSchedule::kGpipe:
+      return "gpipe";
+    case PipelineSchedule::kOneFOneB:
+      return "1f1b";
+    case PipelineSchedule::kAsync:
+      return "async";
+  }
+  return "?";
+}
+
+std::optional<PipelineSchedule> parse_schedule(std::string_view s) {
+  for (auto k : {PipelineSchedule::kGpipe, PipelineSchedule::kOneFOneB, PipelineSchedule::kAsync})
+    if (schedule_name(k) == s) return k;
+  return std::nullopt;
+}
+
+std::string_view recompute_name(Recompute r) { return r == Recompute::kStage ? "stage" : "none"; }
+
+std::optional<Recompute> parse_recompute(std::string_view s) {
+  if (s == "none") return Recompute::kNone;
+  if (s == "stage") return Recompute::kStage;
+  return std::nullopt;
+}
+
 std::string_view plan_source_name(PlanSource s) {
   switch (s) {
     case PlanSource::kTuned:
@@ -121,14 +173,72 @@ Status validate_plan(const Plan& plan) {
                          ", got " + std::to_string(plan.version));
   for (const auto& [c, ranges] : plan.collectives) DLTUNE_TRY(validate_ranges(c, ranges));
   DLTUNE_TRY(validate_placement(plan));
+  DLTUNE_TRY(validate_parallel(plan));
   DLTUNE_TRY(validate_training(plan));
+  return ok_status();
+}
+
+Status check_plan_plausible(const Plan& plan) {
+  const auto beyond = [](const std::string& field, const std::string& got,
+                         const std::string& bound) {
+    return invalid_input(field + ": " + got + " is not plausible (" + bound + ")");
+  };
+  if (plan.job.nodes > 100000 || plan.job.ranks_per_node > 4096)
+    return beyond("job",
+                  std::to_string(plan.job.nodes) + "x" + std::to_string(plan.job.ranks_per_node),
+                  "at most 100000 nodes of 4096 ranks");
+  const TrainingPlan& t = plan.training;
+  if (t.per_rank_batch > kMaxPlanPerRankBatch)
+    return beyond("training.per_rank_batch", std::to_string(t.per_rank_batch),
+                  "at most " + std::to_string(kMaxPlanPerRankBatch));
+  if (t.global_batch > kMaxPlanGlobalBatch)
+    return beyond("training.global_batch", std::to_string(t.global_batch),
+                  "at most " + std::to_string(kMaxPlanGlobalBatch));
+  if (!std::isfinite(t.lr_scale) ||
+      t.lr_scale > static_cast<double>(std::max<int64_t>(1, t.global_batch)))
+    return beyond("training.lr_scale", std::to_string(t.lr_scale),
+                  "a finite factor no larger than the global batch");
+  if (t.warmup_steps > kMaxPlanWarmupSteps)
+    return beyond("training.warmup_steps", std::to_string(t.warmup_steps),
+                  "at most " + std::to_string(kMaxPlanWarmupSteps));
+  if (t.bucket_bytes > kMaxPlanBucketBytes)
+    return beyond("training.bucket_bytes", u64(t.bucket_bytes), "at most 16 GiB");
+  for (const auto& [c, ranges] : plan.collectives) {
+    const std::string name = "collectives." + std::string(collective_name(c));
+    if (ranges.size() > kMaxPlanRanges)
+      return beyond(name, std::to_string(ranges.size()) + " ranges", "at most 64");
+    for (size_t i = 0; i < ranges.size(); ++i)
+      if (ranges[i].segment_bytes > kMaxPlanBucketBytes)
+        return beyond(name + "[" + std::to_string(i) + "].segment_bytes",
+                      u64(ranges[i].segment_bytes), "at most 16 GiB");
+  }
+  for (size_t i = 0; i < plan.placement.size(); ++i) {
+    const RankPlacement& p = plan.placement[i];
+    const std::string at = "placement[" + std::to_string(i) + "]";
+    if (p.cpus.size() > (size_t{1} << 16))
+      return beyond(at + ".cpus", std::to_string(p.cpus.size()) + " CPUs", "at most 65536");
+    for (int cpu : p.cpus)
+      if (cpu >= (1 << 20)) return beyond(at + ".cpus", std::to_string(cpu), "below 2^20");
+    if (p.gpu >= 4096) return beyond(at + ".gpu", std::to_string(p.gpu), "below 4096");
+    if (p.nic.size() > 64)
+      return beyond(at + ".nic", "a name of " + u64(p.nic.size()) + " bytes", "at most 64");
+    for (char ch : p.nic)
+      if (static_cast<unsigned char>(ch) < 0x21 || static_cast<unsigned char>(ch) > 0x7e)
+        return invalid_input(at + ".nic: only printable characters without spaces");
+  }
+  const Provenance& pv = plan.provenance;
+  if (pv.reason.size() > 4096)
+    return beyond("provenance.reason", u64(pv.reason.size()) + " bytes", "at most 4096");
+  for (double v : {pv.predicted_sps, pv.measured_sps})
+    if (!std::isfinite(v) || v < 0)
+      return invalid_input("provenance: predicted_sps and measured_sps must be finite and >= 0");
   return ok_status();
 }
 
 Plan default_plan(int nodes, int ranks_per_node, int64_t per_rank_batch, Algorithm algo) {
   Plan plan;
   plan.collectives[Collective::kAllreduce] = {SizeRange{0, kPlanMaxBytes, algo, 0}};
-  plan.job = {nodes, ranks_per_node};
+  plan.set_job({nodes, ranks_per_node});
   plan.training.per_rank_batch = per_rank_batch;
   plan.training.global_batch = per_rank_batch * nodes * ranks_per_node;
   plan.training.scaling = Scaling::kWeak;

@@ -14,6 +14,9 @@
 //                "overlap": true},
 //   "placement": [ {"local_rank": 0, "cpus": [0], "gpu": -1, "nic": ""} ],
 //   "job": {"nodes": 1, "ranks_per_node": 2},
+//   "parallel": {"replicas": 2, "stages": 1, "partition": [], "microbatches": 1,
+//                "schedule": "1f1b", "recompute": "none", "reason": "...",
+//                "memory_bytes": 0, "predicted_sps": 0, "measured_sps": 0},
 //   "provenance": {"source": "tuned" | "cache" | "default", "reason": "...",
 //                  "predicted_sps": 0.0, "measured_sps": 0.0,
 //                  optional: "recipe": "quickstart",
@@ -55,8 +58,10 @@ struct SizeRange {
 };
 
 struct TrainingPlan {
+  // Samples per step of one replica (parallel.replicas; under data parallelism every rank is a
+  // replica, so this is the per-rank batch).
   int64_t per_rank_batch = 1;
-  int64_t global_batch = 1;          // = per_rank_batch x nodes x ranks_per_node
+  int64_t global_batch = 1;          // = per_rank_batch x parallel.replicas
   Scaling scaling = Scaling::kWeak;  // kWeak or kStrong (never kAuto in a plan)
   double lr_scale = 1.0;             // multiplies the recipe's lr (linear scaling rule)
   int64_t warmup_steps = 0;
@@ -83,6 +88,37 @@ struct JobShape {
   int nodes = 1;
   int ranks_per_node = 1;
   bool operator==(const JobShape&) const = default;
+};
+
+// How the model is laid over the ranks (HyPar-Flow, AxoNN): R replicas of a pipeline of S
+// stages, R x S = every rank of the job. Rank r runs stage r % S of replica r / S: the ranks of
+// one pipeline are neighbours (their activations cross most often). Stage s runs the nodes from
+// partition[s] (a node name of the model graph) up to the next stage's first node; partition[0]
+// is the graph's first node. A replica's share of the global batch runs as `microbatches`
+// micro-batches under `schedule`; with recompute kStage a stage keeps only its inputs per
+// micro-batch and runs its forward again before the backward. Plain data parallelism is
+// R = ranks, S = 1.
+enum class PipelineSchedule { kGpipe, kOneFOneB, kAsync };
+std::string_view schedule_name(PipelineSchedule s);  // "gpipe", "1f1b", "async"
+std::optional<PipelineSchedule> parse_schedule(std::string_view s);
+enum class Recompute { kNone, kStage };
+std::string_view recompute_name(Recompute r);  // "none", "stage"
+std::optional<Recompute> parse_recompute(std::string_view s);
+
+struct ParallelLayout {
+  int replicas = 1;
+  int stages = 1;
+  std::vector<std::string> partition;  // one first-node name per stage; empty when S = 1
+  int microbatches = 1;
+  PipelineSchedule schedule = PipelineSchedule::kOneFOneB;
+  Recompute recompute = Recompute::kNone;
+  // What the tuner knew: why this layout, the memory model's bytes per rank, the throughput it
+  // predicted and the one its trials measured (0 = not measured).
+  std::string reason;
+  int64_t memory_bytes = 0;
+  double predicted_sps = 0, measured_sps = 0;
+  bool operator==(const ParallelLayout&) const = default;
+  bool pipelined() const { return stages > 1; }
 };
 
 enum class PlanSource { kTuned, kCache, kDefault };
@@ -125,9 +161,16 @@ struct Plan {
   TrainingPlan training;
   std::vector<RankPlacement> placement;  // empty, or one entry per local rank 0..rpn-1
   JobShape job;
+  // The layout; a plan without one (older plans) is data parallel over every rank.
+  ParallelLayout parallel;
   Provenance provenance;
   bool operator==(const Plan&) const = default;
 
+  // Sets the job shape; a data-parallel layout (one stage) follows it (every rank a replica).
+  void set_job(JobShape shape) {
+    job = shape;
+    if (parallel.stages == 1) parallel.replicas = shape.nodes * shape.ranks_per_node;
+  }
   // The rule for a `bytes`-byte message of collective `c`; nullopt when the plan has no rules
   // for `c`. On a validated plan every size has exactly one rule.
   std::optional<SizeRange> algorithm_for(Collective c, uint64_t bytes) const;
@@ -137,6 +180,24 @@ struct Plan {
 // "collectives.allreduce[1]: min_bytes 5000 must equal the previous range's max_bytes 4096
 // (ranges are sorted and contiguous)".
 Status validate_plan(const Plan& plan);
+
+// Bounds no sensible plan exceeds, whatever its recipe: what a plan from outside (a bundle, a
+// database someone else wrote) must stay within before anything runs it.
+inline constexpr int64_t kMaxPlanPerRankBatch = int64_t{1} << 20;
+inline constexpr int64_t kMaxPlanGlobalBatch = int64_t{1} << 30;
+inline constexpr int64_t kMaxPlanRanks = int64_t{1} << 20;
+inline constexpr int64_t kMaxPlanWarmupSteps = 10000000;
+inline constexpr uint64_t kMaxPlanBucketBytes = uint64_t{16} << 30;
+inline constexpr size_t kMaxPlanRanges = 64;
+
+// Ok when `plan` (valid per validate_plan) stays within the bounds above: job of at most
+// kMaxPlanRanks ranks (nodes <= 100000, ranks per node <= 4096); per-rank batch <= 2^20 and
+// global batch <= 2^30; lr_scale finite and at most the global batch (a reference batch of one
+// sample); warm-up <= 10^7 steps; bucket <= 16 GiB; at most 64 size ranges per collective with
+// segments no larger than the bucket bound; placement CPUs < 2^20 (at most 2^16 per rank), GPU
+// index < 4096, NIC names of at most 64 printable bytes; a reason of at most 4096 bytes and
+// finite, non-negative figures. invalid_input naming the field and the bound otherwise.
+Status check_plan_plausible(const Plan& plan);
 
 // The JSON above. Never fails (a plan that does not validate still serialises).
 nlohmann::json plan_to_json(const Plan& plan);

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/json_input.h"
 #include "common/strings.h"
 #include "recipes/plan.h"
 
@@ -141,9 +142,47 @@ void read_placement(Reader& r, const json& j, std::vector<RankPlacement>* out) {
   }
 }
 
+void read_parallel(Reader& r, const json& j, ParallelLayout* p) {
+  if (!r.object(j, "parallel",
+                {"replicas", "stages", "partition", "microbatches", "schedule", "recompute",
+                 "reason", "memory_bytes", "predicted_sps", "measured_sps"},
+                {"replicas", "stages"}))
+    return;
+  r.read(j, "replicas", "parallel", &p->replicas);
+  r.read(j, "stages", "parallel", &p->stages);
+  r.read(j, "microbatches", "parallel", &p->microbatches);
+  r.read(j, "reason", "parallel", &p->reason);
+  r.read(j, "memory_bytes", "parallel", &p->memory_bytes);
+  r.read(j, "predicted_sps", "parallel", &p->predicted_sps);
+  r.read(j, "measured_sps", "parallel", &p->measured_sps);
+  if (j.contains("partition")) {
+    const json& names = j["partition"];
+    if (!names.is_array()) return r.fail("parallel.partition", "expected a list of node names");
+    for (const json& n : names) {
+      if (!n.is_string() || n.get<std::string>().empty() || n.get<std::string>().size() > 200)
+        return r.fail("parallel.partition", "expected node names, got " + n.dump());
+      p->partition.push_back(n.get<std::string>());
+    }
+  }
+  std::string schedule = std::string(schedule_name(p->schedule));
+  std::string recompute = std::string(recompute_name(p->recompute));
+  r.read(j, "schedule", "parallel", &schedule);
+  r.read(j, "recompute", "parallel", &recompute);
+  if (!r.ok()) return;
+  auto s = parse_schedule(schedule);
+  if (!s)
+    return r.fail("parallel.schedule", "expected gpipe, 1f1b or async, got '" + schedule + "'");
+  auto rc = parse_recompute(recompute);
+  if (!rc) return r.fail("parallel.recompute", "expected none or stage, got '" + recompute + "'");
+  p->schedule = *s;
+  p->recompute = *rc;
+}
+
 void read_plan(Reader& r, const json& j, Plan* plan) {
-  if (!r.object(j, "", {"version", "collectives", "training", "placement", "job", "provenance"},
-                {"version", "collectives", "training", "job"}))
+  if (!r.object(
+          j, "",
+          {"version", "collectives", "training", "placement", "job", "parallel", "provenance"},
+          {"version", "collectives", "training", "job"}))
     return;
   r.read(j, "version", "", &plan->version);
   if (r.ok() && plan->version != kPlanVersion)
@@ -163,6 +202,11 @@ void read_plan(Reader& r, const json& j, Plan* plan) {
   if (r.object(j["job"], "job", {"nodes", "ranks_per_node"}, {"nodes", "ranks_per_node"})) {
     r.read(j["job"], "nodes", "job", &plan->job.nodes);
     r.read(j["job"], "ranks_per_node", "job", &plan->job.ranks_per_node);
+  }
+  if (j.contains("parallel")) {
+    read_parallel(r, j["parallel"], &plan->parallel);
+  } else {  // a plan written before layouts: data parallel over every rank
+    plan->parallel.replicas = plan->job.nodes * plan->job.ranks_per_node;
   }
   if (!j.contains("provenance")) return;
   const json& p = j["provenance"];
@@ -259,6 +303,17 @@ json plan_to_json(const Plan& plan) {
             {"overlap", t.overlap}}},
           {"placement", placement},
           {"job", {{"nodes", plan.job.nodes}, {"ranks_per_node", plan.job.ranks_per_node}}},
+          {"parallel",
+           {{"replicas", plan.parallel.replicas},
+            {"stages", plan.parallel.stages},
+            {"partition", plan.parallel.partition},
+            {"microbatches", plan.parallel.microbatches},
+            {"schedule", schedule_name(plan.parallel.schedule)},
+            {"recompute", recompute_name(plan.parallel.recompute)},
+            {"reason", plan.parallel.reason},
+            {"memory_bytes", plan.parallel.memory_bytes},
+            {"predicted_sps", plan.parallel.predicted_sps},
+            {"measured_sps", plan.parallel.measured_sps}}},
           {"provenance", provenance_json(plan.provenance)}};
 }
 
@@ -274,13 +329,10 @@ Result<Plan> plan_from_json(const json& j) {
 std::string serialize_plan(const Plan& plan) { return plan_to_json(plan).dump(2); }
 
 Result<Plan> parse_plan(std::string_view text) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::parse_error& e) {
-    return invalid_input(std::string("invalid plan: not valid JSON: ") + e.what());
-  }
-  return plan_from_json(j);
+  // Plans come from databases and files others wrote: bounded before anything recurses.
+  auto j = parse_json_bounded(text, {.max_bytes = size_t{4} << 20, .max_depth = 16});
+  if (!j) return std::move(j).error().wrap("invalid plan");
+  return plan_from_json(*j);
 }
 
 }  // namespace dltune::recipes

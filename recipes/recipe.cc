@@ -2,6 +2,7 @@
 #include "recipes/recipe.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 
 #include <nlohmann/json.hpp>
@@ -151,13 +152,58 @@ Result<Recipe> load_recipe(const std::string& path_or_name) {
   return invalid_input(strings::join(lines, "\n"));
 }
 
+namespace {
+
+std::string num(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+}  // namespace
+
 std::string recipe_signature(const Recipe& recipe) {
-  // Versioned, canonical text: change "v1" whenever what goes in here changes.
-  std::string text = "dltune-recipe-signature v2\n";
+  // Versioned, canonical text: change the version whenever what goes in here changes. v1 held
+  // only the model (v2 not the layout, AdamW's settings or the starting weights), so a plan tuned
+  // for one recipe served every recipe of the same model (another batch, warm-up, bucket ...).
+  // Everything below can change the plan the tuner picks, or whether a cached plan is right for
+  // this recipe.
+  std::string text = "dltune-recipe-signature v3\n";
   text += "dtype " + recipe.model.dtype + "\n";
   text += "input " + describe_shape(recipe.data.shape) + "\n";
   text += "classes " + std::to_string(recipe.data.classes) + "\n";
   text += describe_graph(recipe.model.graph);
+  const DataConfig& d = recipe.data;
+  text += "data " + std::string(data_kind_name(d.kind)) + " samples " + std::to_string(d.samples) +
+          " heldout " + num(d.heldout_fraction) + (d.heldout_test_files ? " test-files" : "") +
+          "\n";
+  const TrainingConfig& t = recipe.training;
+  text += "length epochs " + std::to_string(t.epochs) + " steps " + std::to_string(t.steps) + "\n";
+  text += "batch per_rank " + std::to_string(t.per_rank_batch) + " global " +
+          std::to_string(t.global_batch) + " max_global " + std::to_string(t.max_global_batch) +
+          " scaling " + std::string(scaling_name(t.scaling)) + "\n";
+  const OptimizerConfig& o = t.optimizer;
+  text += "optimizer " + o.kind + " lr " + num(o.lr) + " momentum " + num(o.momentum) +
+          " weight_decay " + num(o.weight_decay) + " lr_reference_batch " +
+          std::to_string(o.lr_reference_batch) + " lr_scaling " +
+          std::string(lr_scaling_name(o.lr_scaling)) + " betas " + num(o.beta1) + " " +
+          num(o.beta2) + " eps " + num(o.eps) + " clip " + num(o.clip_grad_norm) + "\n";
+  const ScheduleConfig& sc = t.schedule;
+  text += "schedule " + std::string(schedule_kind_name(sc.kind)) + " warmup " +
+          std::to_string(sc.warmup_steps) + " step_size " + std::to_string(sc.step_size) +
+          " gamma " + num(sc.gamma) + " min_lr " + num(sc.min_lr) + "\n";
+  const ParallelConfig& pc = t.parallel;
+  text += "parallel " + pc.mode + " stages " + std::to_string(pc.stages) + " microbatches " +
+          std::to_string(pc.microbatches) + " schedule " + pc.schedule + " recompute " +
+          pc.recompute + "\n";
+  text += "init_from " + t.init_from + "\n";
+  const CommConfig& c = recipe.comm;
+  text += "comm backend " + c.backend + " allreduce " +
+          (c.allreduce ? std::string(algorithm_name(*c.allreduce)) : std::string("auto")) +
+          " bucket " + std::to_string(c.bucket_bytes) + " overlap " +
+          std::to_string(static_cast<int>(c.overlap)) + "\n";
+  text += "objective " + std::to_string(static_cast<int>(recipe.tune.objective)) + " target " +
+          num(recipe.tune.target_accuracy) + "\n";
   return sha256_hex(text);
 }
 

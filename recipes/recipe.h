@@ -93,6 +93,17 @@ struct ScheduleConfig {
   double min_lr = 0.0;       // cosine: the floor reached at the last step
 };
 
+// How the model is laid over the ranks (training.parallel): data parallelism, a pipeline of
+// stages, or both (replicas of a pipeline); `auto` lets the tuner choose from the memory model
+// and measurements. Every field 0 / "auto" is the tuner's to decide.
+struct ParallelConfig {
+  std::string mode = "auto";       // auto | data | pipeline | hybrid
+  int64_t stages = 0;              // 0 = auto
+  int64_t microbatches = 0;        // 0 = auto
+  std::string schedule = "auto";   // auto | gpipe | 1f1b | async
+  std::string recompute = "auto";  // auto | none | stage
+};
+
 struct TrainingConfig {
   int64_t epochs = 0;  // exactly one of epochs / steps is > 0
   int64_t steps = 0;
@@ -107,6 +118,7 @@ struct TrainingConfig {
   int64_t checkpoint_every = 0;  // steps between checkpoints; 0 = only at the end
   uint64_t seed = 1;
   std::string init_from;  // absolute path of a safetensors file to start from; "" = seeded init
+  ParallelConfig parallel;
 };
 
 enum class Overlap { kAuto, kOn, kOff };
@@ -130,6 +142,9 @@ struct LaunchConfig {
   int64_t ranks = 0;             // 0 = auto (one per GPU, else one per NUMA domain)
   int64_t ranks_per_node = 0;    // 0 = auto
   std::string binding = "auto";  // none | core | numa | auto
+  // Memory a rank may use, bytes; 0 = auto: its share of the node's memory as the cgroup
+  // allows, or of its GPU's. The tuner never launches a layout that does not fit it.
+  uint64_t memory_per_rank = 0;
 };
 
 struct Recipe {
@@ -185,8 +200,12 @@ Result<std::string> resolve_recipe_path(const std::string& path_or_name);
 // Resolves, parses and validates. Error (invalid_input): every problem, one per line.
 Result<Recipe> load_recipe(const std::string& path_or_name);
 
-// The SHA-256 (64 hex characters) of what matters for tuning: model layers, dtype, input
-// shape and class count. Not the name, description, paths, data kind or training settings.
+// The SHA-256 (64 hex characters) of everything a tuned plan depends on (the tuning key's
+// recipe part): model layers, dtype, input shape and class count; the data (kind, samples,
+// held-out share); the training settings (length, batch, scaling, optimizer, schedule); the
+// communication settings (backend, allreduce, bucket, overlap); the tuning objective. Not the
+// name, description, paths, seed, checkpoint interval, tune.budget or launch section (the job
+// shape is a key field of its own).
 std::string recipe_signature(const Recipe& recipe);
 // The recipe normalised (every default filled in, only the keys that apply to it, no
 // placeholders), for `dltune recipe show`: as JSON (the model's whole node table included), and

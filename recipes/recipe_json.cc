@@ -61,6 +61,11 @@ json training_json(const TrainingConfig& t) {
   j["checkpoint_every"] = t.checkpoint_every;
   j["seed"] = t.seed;
   if (!t.init_from.empty()) j["init_from"] = t.init_from;
+  j["parallel"] = {{"mode", t.parallel.mode},
+                   {"stages", auto_or(t.parallel.stages)},
+                   {"microbatches", auto_or(t.parallel.microbatches)},
+                   {"schedule", t.parallel.schedule},
+                   {"recompute", t.parallel.recompute}};
   return j;
 }
 
@@ -101,7 +106,9 @@ json recipe_view(const Recipe& r) {
   j["launch"] = {{"ranks", r.launch.ranks > 0 ? json(r.launch.ranks) : json("auto")},
                  {"ranks_per_node",
                   r.launch.ranks_per_node > 0 ? json(r.launch.ranks_per_node) : json("auto")},
-                 {"binding", r.launch.binding}};
+                 {"binding", r.launch.binding},
+                 {"memory_per_rank",
+                  r.launch.memory_per_rank > 0 ? json(r.launch.memory_per_rank) : json("auto")}};
   return j;
 }
 

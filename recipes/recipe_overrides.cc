@@ -8,6 +8,7 @@
 #include "common/paths.h"
 #include "common/strings.h"
 #include "recipes/recipe_parse_internal.h"
+#include "recipes/yaml_reader.h"
 
 namespace dltune::recipes {
 namespace {
@@ -101,6 +102,8 @@ bool under(const std::string& key, const std::string& o) {
 Result<YAML::Node> load_document(const std::string& path) {
   auto text = paths::read_file(path);
   if (!text) return text.error();
+  // A file the bounds refuse is not loaded here: the caller's parse_recipe_file() reports it.
+  if (auto problem = precheck_yaml(*text, path)) return invalid_input(problem->to_string());
   try {
     YAML::Node root = YAML::Load(*text);
     if (!root.IsDefined() || root.IsNull()) root = YAML::Node(YAML::NodeType::Map);

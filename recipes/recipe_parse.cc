@@ -1,6 +1,7 @@
 // Parsing of the `training`, `comm`, `tune` and `launch` sections and of the whole file.
 #include <algorithm>
 #include <filesystem>
+#include <limits>
 
 #include "common/paths.h"
 #include "recipes/recipe_parse_internal.h"
@@ -68,6 +69,40 @@ void parse_optimizer(YamlReader& r, const Fields& parent, OptimizerConfig* o) {
     o->lr_scaling = *parse_lr_scaling(rule);
 }
 
+// `parallel: auto | data | pipeline | hybrid`, or a mapping with `mode` and the layout's keys.
+void parse_parallel(YamlReader& r, const Fields& parent, ParallelConfig* p) {
+  const Fields::Entry* e = parent.find("parallel");
+  if (e == nullptr) return;
+  const std::vector<std::string> modes = {"auto", "data", "pipeline", "hybrid"};
+  if (e->value.IsScalar()) {
+    r.scalar_choice(e->value, e->path, modes, &p->mode);
+    return;
+  }
+  Fields f;
+  if (!r.fields(e->value, e->path, {"mode", "stages", "microbatches", "schedule", "recompute"}, &f))
+    return;
+  r.get_choice(f, "mode", modes, &p->mode);
+  r.get_int_or_auto(f, "stages", &p->stages);
+  r.get_int_or_auto(f, "microbatches", &p->microbatches);
+  r.get_choice(f, "schedule", {"auto", "gpipe", "1f1b", "async"}, &p->schedule);
+  r.get_choice(f, "recompute", {"auto", "none", "stage"}, &p->recompute);
+  if (p->mode == "data") {
+    for (const char* key : {"stages", "schedule", "recompute"})
+      if (const Fields::Entry* k = f.find(key)) {
+        const bool pipelined = std::string(key) == "stages"     ? p->stages > 1
+                               : std::string(key) == "schedule" ? p->schedule != "auto"
+                                                                : p->recompute == "stage";
+        if (pipelined)
+          r.report(k->key, k->path,
+                   std::string("mode data runs one stage; '") + key +
+                       "' needs mode pipeline, hybrid or auto");
+      }
+  }
+  if (p->mode == "pipeline" || p->mode == "hybrid")
+    if (const Fields::Entry* k = f.find("stages"); k != nullptr && p->stages == 1)
+      r.report(*k, "mode " + p->mode + " needs at least 2 stages (or 'auto'), got 1");
+}
+
 void parse_schedule(YamlReader& r, const Fields& parent, ScheduleConfig* s) {
   const Fields::Entry* e = parent.find("schedule");
   if (e == nullptr) return;
@@ -109,7 +144,7 @@ void parse_training(YamlReader& r, const YAML::Node& node, const std::string& ba
   Fields f;
   if (!r.fields(node, "training",
                 {"epochs", "steps", "batch", "scaling", "optimizer", "schedule", "checkpoint_every",
-                 "seed", "init_from"},
+                 "seed", "init_from", "parallel"},
                 &f))
     return;
   r.get_int(f, "epochs", 1, kMaxInt, &t->epochs);
@@ -123,9 +158,11 @@ void parse_training(YamlReader& r, const YAML::Node& node, const std::string& ba
     t->scaling = *parse_scaling(scaling);
   parse_optimizer(r, f, &t->optimizer);
   parse_schedule(r, f, &t->schedule);
+  parse_parallel(r, f, &t->parallel);
   r.get_int(f, "checkpoint_every", 0, kMaxInt, &t->checkpoint_every);
   int64_t seed = static_cast<int64_t>(t->seed);
-  if (r.get_int(f, "seed", 0, kMaxInt, &seed)) t->seed = static_cast<uint64_t>(seed);
+  if (r.get_int(f, "seed", 0, std::numeric_limits<int64_t>::max(), &seed))
+    t->seed = static_cast<uint64_t>(seed);
   if (r.get_string(f, "init_from", &t->init_from) && !t->init_from.empty()) {
     std::filesystem::path p(t->init_from);
     if (p.is_relative()) p = std::filesystem::absolute(std::filesystem::path(base_dir) / p);
@@ -168,10 +205,12 @@ void parse_tune(YamlReader& r, const YAML::Node& node, TuneConfig* t) {
 
 void parse_launch(YamlReader& r, const YAML::Node& node, LaunchConfig* l) {
   Fields f;
-  if (!r.fields(node, "launch", {"ranks", "ranks_per_node", "binding"}, &f)) return;
+  if (!r.fields(node, "launch", {"ranks", "ranks_per_node", "binding", "memory_per_rank"}, &f))
+    return;
   r.get_int_or_auto(f, "ranks", &l->ranks);
   r.get_int_or_auto(f, "ranks_per_node", &l->ranks_per_node);
   r.get_choice(f, "binding", {"none", "core", "numa", "auto"}, &l->binding);
+  r.get_bytes_or_auto(f, "memory_per_rank", 1 << 20, &l->memory_per_rank);
 }
 
 }  // namespace dltune::recipes::internal
@@ -237,6 +276,12 @@ void sort_problems(std::vector<Problem>* problems) {
 
 ParseOutcome parse_recipe(std::string_view yaml_text, const std::string& file,
                           const std::string& base_dir) {
+  // Bounds before yaml-cpp builds a tree (and before anything walks one).
+  if (auto problem = precheck_yaml(yaml_text, file)) {
+    ParseOutcome out;
+    out.problems.push_back(std::move(*problem));
+    return out;
+  }
   YAML::Node root;
   try {
     root = YAML::Load(std::string(yaml_text));

@@ -15,7 +15,9 @@
 
 namespace dltune::recipes::internal {
 
-inline constexpr int64_t kMaxInt = std::numeric_limits<int64_t>::max();
+// The largest count or size a recipe may give (steps, batches, samples, classes, layer sizes):
+// the engine holds them in 32-bit ints, and nothing sensible is larger.
+inline constexpr int64_t kMaxInt = std::numeric_limits<int32_t>::max();
 inline constexpr double kInf = std::numeric_limits<double>::infinity();
 
 std::optional<DataKind> parse_data_kind(std::string_view s);

@@ -210,6 +210,23 @@ void check_launch(const Recipe& r, Checks& out) {
   if (r.tune.objective == Objective::kTimeToAccuracy && r.tune.target_accuracy <= 0)
     out.push_back(
         {"tune.target_accuracy", "time-to-accuracy needs a target accuracy in (0, 1]", {"tune"}});
+  const ParallelConfig& p = r.training.parallel;
+  if (p.stages > 1 && l.ranks > 0 && l.ranks % p.stages != 0)
+    out.push_back({"training.parallel.stages",
+                   str(p.stages) + " stages do not divide launch.ranks " + str(l.ranks) +
+                       " (ranks = replicas x stages)",
+                   {"training.parallel", "launch"}});
+  if (p.stages > 1 && r.comm.backend == "nccl")
+    out.push_back({"training.parallel.stages",
+                   "pipeline stages run on the CPU engine only for now; use comm.backend auto or "
+                   "mpi, or one stage",
+                   {"training.parallel", "comm.backend"}});
+  const int64_t replica_batch = r.training.per_rank_batch > 0 ? r.training.per_rank_batch : 0;
+  if (p.microbatches > 0 && replica_batch > 0 && p.microbatches > replica_batch)
+    out.push_back({"training.parallel.microbatches",
+                   str(p.microbatches) + " micro-batches are more than the " + str(replica_batch) +
+                       " samples of a replica's batch",
+                   {"training.parallel", "training.batch"}});
 }
 
 }  // namespace

@@ -1,9 +1,13 @@
 #include "recipes/yaml_reader.h"
 
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <sstream>
+
+#include <yaml-cpp/eventhandler.h>
 
 #include "common/strings.h"
 
@@ -11,6 +15,9 @@ namespace dltune::recipes {
 namespace {
 
 constexpr int64_t kMaxInt = std::numeric_limits<int64_t>::max();
+// Bounds at or above this read as "no bound" in messages (recipe counts stop at INT32_MAX).
+constexpr int64_t kUnboundedFrom = std::numeric_limits<int32_t>::max();
+constexpr size_t kMaxStringBytes = 4096;
 
 bool is_quoted(const YAML::Node& v) { return v.IsScalar() && v.Tag() == "!"; }
 
@@ -21,9 +28,9 @@ std::string fmt_number(double d) {
 }
 
 std::string int_expectation(int64_t min, int64_t max) {
-  if (max == kMaxInt && min == 1) return "a positive integer";
-  if (max == kMaxInt && min == 0) return "a non-negative integer";
-  if (max == kMaxInt) return "an integer >= " + std::to_string(min);
+  if (max >= kUnboundedFrom && min == 1) return "a positive integer";
+  if (max >= kUnboundedFrom && min == 0) return "a non-negative integer";
+  if (max >= kUnboundedFrom) return "an integer >= " + std::to_string(min);
   return "an integer from " + std::to_string(min) + " to " + std::to_string(max);
 }
 
@@ -32,6 +39,28 @@ std::string number_expectation(double min, bool min_open, double max, bool max_o
     return min_open ? "a number greater than " + fmt_number(min) : "a number >= " + fmt_number(min);
   return std::string("a number in ") + (min_open ? "(" : "[") + fmt_number(min) + ", " +
          fmt_number(max) + (max_open ? ")" : "]");
+}
+
+// A plain decimal number: [-+]digits[.digits][e[-+]digits] (or .digits). strtod alone would
+// also take hex floats (0x1p-3), "inf" and "nan", which recipes document as errors.
+bool is_decimal_number(const std::string& s) {
+  size_t i = 0;
+  if (i < s.size() && (s[i] == '-' || s[i] == '+')) ++i;
+  size_t digits = 0;
+  while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i, ++digits;
+  if (i < s.size() && s[i] == '.') {
+    ++i;
+    while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i, ++digits;
+  }
+  if (digits == 0) return false;
+  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+    ++i;
+    if (i < s.size() && (s[i] == '-' || s[i] == '+')) ++i;
+    size_t exp_digits = 0;
+    while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i, ++exp_digits;
+    if (exp_digits == 0) return false;
+  }
+  return i == s.size();
 }
 
 // Parses an optionally negative decimal integer; false when it is not one.
@@ -46,7 +75,7 @@ bool parse_signed(const std::string& s, int64_t* out) {
 // "got the string "64"; write numbers without quotes" when a number was quoted.
 std::string got(const YAML::Node& v, bool wants_number) {
   if (wants_number && is_quoted(v))
-    return "got the string \"" + v.Scalar() + "\"; write numbers without quotes";
+    return "got the string \"" + shown_scalar(v.Scalar()) + "\"; write numbers without quotes";
   return describe_value(v);
 }
 
@@ -58,6 +87,17 @@ std::string join_key(const std::string& parent, std::string_view key) {
   return parent.empty() ? std::string(key) : parent + "." + std::string(key);
 }
 
+std::string shown_scalar(const std::string& s) {
+  // Messages go to terminals: no control characters, nothing that is not UTF-8, not too long.
+  std::string out;
+  const bool utf8 = strings::valid_utf8(s);
+  for (size_t i = 0; i < s.size() && out.size() < 80; ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    out += (c < 0x20 || c == 0x7f || (c >= 0x80 && !utf8)) ? '?' : s[i];
+  }
+  return out.size() < s.size() && out.size() >= 80 ? out + "..." : out;
+}
+
 std::string describe_value(const YAML::Node& v) {
   if (!v.IsDefined() || v.IsNull()) return "got nothing";
   if (v.IsMap()) return "got a mapping";
@@ -66,8 +106,8 @@ std::string describe_value(const YAML::Node& v) {
   const std::string& s = v.Scalar();
   char* end = nullptr;
   (void)std::strtod(s.c_str(), &end);
-  if (v.Tag() == "?" && !s.empty() && end == s.c_str() + s.size()) return "got " + s;
-  return "got \"" + s + "\"";
+  if (v.Tag() == "?" && !s.empty() && end == s.c_str() + s.size()) return "got " + shown_scalar(s);
+  return "got \"" + shown_scalar(s) + "\"";
 }
 
 std::string did_you_mean(std::string_view word, const std::vector<std::string>& candidates) {
@@ -167,6 +207,11 @@ bool YamlReader::scalar_string(const YAML::Node& v, const std::string& path, std
     report(v, path, "expected a string, " + describe_value(v));
     return false;
   }
+  // An escape such as "\uD800" decodes to bytes that are not UTF-8 even in a UTF-8 file.
+  if (!strings::valid_utf8(v.Scalar()) || v.Scalar().size() > kMaxStringBytes) {
+    report(v, path, "expected UTF-8 text of at most " + std::to_string(kMaxStringBytes) + " bytes");
+    return false;
+  }
   *out = v.Scalar();
   return true;
 }
@@ -174,9 +219,12 @@ bool YamlReader::scalar_string(const YAML::Node& v, const std::string& path, std
 bool YamlReader::scalar_int(const YAML::Node& v, const std::string& path, int64_t min, int64_t max,
                             int64_t* out) {
   int64_t value = 0;
-  if (!v.IsScalar() || is_quoted(v) || !parse_signed(v.Scalar(), &value) || value < min ||
-      value > max) {
+  if (!v.IsScalar() || is_quoted(v) || !parse_signed(v.Scalar(), &value) || value < min) {
     report(v, path, "expected " + int_expectation(min, max) + ", " + got(v, true));
+    return false;
+  }
+  if (value > max) {
+    report(v, path, "expected at most " + std::to_string(max) + ", got " + std::to_string(value));
     return false;
   }
   *out = value;
@@ -206,8 +254,7 @@ bool YamlReader::get_string(const Fields& f, std::string_view key, std::string* 
     report(*e, "expected a string, " + describe_value(e->value));
     return false;
   }
-  *out = e->value.Scalar();
-  return true;
+  return scalar_string(e->value, e->path, out);
 }
 
 bool YamlReader::get_int(const Fields& f, std::string_view key, int64_t min, int64_t max,
@@ -234,6 +281,11 @@ bool YamlReader::get_int_or_auto(const Fields& f, std::string_view key, int64_t*
     report(*e, "expected a positive integer or 'auto', " + got(e->value, true));
     return false;
   }
+  if (value > kUnboundedFrom) {
+    report(*e, "expected at most " + std::to_string(kUnboundedFrom) + " or 'auto', got " +
+                   std::to_string(value));
+    return false;
+  }
   *out = value;
   return true;
 }
@@ -245,6 +297,10 @@ bool YamlReader::get_number(const Fields& f, std::string_view key, double min, b
   const std::string expect = number_expectation(min, min_open, max, max_open);
   bool good = e->value.IsScalar() && !is_quoted(e->value) && !e->value.Scalar().empty();
   double value = 0;
+  if (good) {
+    const std::string& s = e->value.Scalar();
+    good = is_decimal_number(s);
+  }
   if (good) {
     const std::string& s = e->value.Scalar();
     char* end = nullptr;
@@ -282,11 +338,10 @@ bool YamlReader::get_bytes_or_auto(const Fields& f, std::string_view key, uint64
     *out = 0;
     return true;
   }
-  auto bytes = e->value.IsScalar() ? strings::parse_bytes(e->value.Scalar())
-                                   : Result<uint64_t>(invalid_input(""));
+  auto bytes = e->value.IsScalar() && !is_quoted(e->value) ? strings::parse_bytes(e->value.Scalar())
+                                                           : Result<uint64_t>(invalid_input(""));
   if (!bytes) {
-    report(*e,
-           "expected a byte count such as 4096 or 64MiB, or 'auto', " + describe_value(e->value));
+    report(*e, "expected a byte count such as 4096 or 64MiB, or 'auto', " + got(e->value, true));
     return false;
   }
   if (*bytes < min) {
@@ -296,6 +351,96 @@ bool YamlReader::get_bytes_or_auto(const Fields& f, std::string_view key, uint64
   }
   *out = *bytes;
   return true;
+}
+
+}  // namespace dltune::recipes
+
+namespace dltune::recipes {
+namespace {
+
+constexpr size_t kMaxYamlBytes = size_t{1} << 20;
+constexpr int kMaxYamlDepth = 32;
+constexpr size_t kMaxYamlNodes = 100000;
+
+// Thrown from the event handler to stop yaml-cpp at the first problem (it unwinds the parser's
+// recursion, which never gets deeper than kMaxYamlDepth + 1 levels).
+struct Stop {
+  YAML::Mark mark;
+  std::string message;
+};
+
+class LimitChecker : public YAML::EventHandler {
+ public:
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark& m, YAML::anchor_t) override { node(m); }
+  void OnAlias(const YAML::Mark& m, YAML::anchor_t) override {
+    throw Stop{m, "aliases (*name) are not supported in recipes; write the value out"};
+  }
+  void OnScalar(const YAML::Mark& m, const std::string&, YAML::anchor_t,
+                const std::string&) override {
+    node(m);
+  }
+  void OnSequenceStart(const YAML::Mark& m, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {
+    open(m);
+  }
+  void OnSequenceEnd() override { --depth_; }
+  void OnMapStart(const YAML::Mark& m, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {
+    open(m);
+  }
+  void OnMapEnd() override { --depth_; }
+
+ private:
+  void node(const YAML::Mark& m) {
+    if (++nodes_ > kMaxYamlNodes) {
+      throw Stop{m, "more than " + std::to_string(kMaxYamlNodes) + " values; a recipe is small"};
+    }
+  }
+  void open(const YAML::Mark& m) {
+    node(m);
+    if (++depth_ > kMaxYamlDepth) {
+      throw Stop{m, "nested deeper than " + std::to_string(kMaxYamlDepth) + " levels"};
+    }
+  }
+  int depth_ = 0;
+  size_t nodes_ = 0;
+};
+
+}  // namespace
+
+std::optional<Problem> precheck_yaml(std::string_view text, const std::string& file) {
+  if (text.size() > kMaxYamlBytes) {
+    return Problem{file, 0, 0, "recipe",
+                   "the file is larger than 1 MiB (" + std::to_string(text.size()) +
+                       " bytes); a recipe is a short YAML file"};
+  }
+  size_t bad = 0;
+  if (!strings::valid_utf8(text, &bad)) {
+    int line = 1, column = 1;
+    for (size_t i = 0; i < bad; ++i) {
+      if (text[i] == '\n') {
+        ++line;
+        column = 1;
+      } else if ((static_cast<unsigned char>(text[i]) & 0xC0) != 0x80) {
+        ++column;
+      }
+    }
+    return Problem{file, line, column, "syntax",
+                   "bytes that are not UTF-8; save the recipe as UTF-8 text"};
+  }
+  try {
+    std::istringstream in{std::string(text)};
+    YAML::Parser parser(in);
+    LimitChecker checker;
+    parser.HandleNextDocument(checker);
+  } catch (const Stop& s) {
+    return Problem{file, s.mark.line + 1, s.mark.column + 1, "syntax", s.message};
+  } catch (const YAML::Exception&) {
+    // A syntax error: YAML::Load reports it with its position right after this.
+  }
+  return std::nullopt;
 }
 
 }  // namespace dltune::recipes

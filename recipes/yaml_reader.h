@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -95,6 +96,15 @@ class YamlReader {
 
 // `got "x"` / `got a mapping` / `got a list` / `got nothing`, for messages.
 std::string describe_value(const YAML::Node& v);
+// A scalar as messages show it: at most 80 characters (then "..."), control characters and bytes
+// that are not UTF-8 as '?'.
+std::string shown_scalar(const std::string& s);
+
+// Checks YAML text before yaml-cpp builds a tree of it: at most 1 MiB, well-formed UTF-8,
+// collections nested at most 32 deep, at most 100,000 nodes, no aliases (`*name`, which would
+// let a small file stand for a huge tree). nullopt when fine; else the problem, located at the
+// offending position (key "syntax").
+std::optional<Problem> precheck_yaml(std::string_view text, const std::string& file);
 // " (did you mean 'x'?)" for the closest of `candidates` within a small edit distance, else "".
 std::string did_you_mean(std::string_view word, const std::vector<std::string>& candidates);
 

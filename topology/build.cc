@@ -281,8 +281,9 @@ void build_devices(hwloc_topology_t t, Topology& topo, bool live) {
   std::vector<hwloc_obj_t> gpu_pci, nic_pci;
   for (auto& [g, pci] : gpus) {
     g.index = static_cast<int>(topo.gpus.size());
+    const std::string& vendor = g.vendor;  // clang 14 cannot capture a structured binding
     g.vendor_index = static_cast<int>(std::count_if(
-        topo.gpus.begin(), topo.gpus.end(), [&](const Gpu& o) { return o.vendor == g.vendor; }));
+        topo.gpus.begin(), topo.gpus.end(), [&](const Gpu& o) { return o.vendor == vendor; }));
     topo.gpus.push_back(g);
     gpu_pci.push_back(pci);
   }

@@ -22,6 +22,7 @@
 #include "common/log.h"
 #include "common/paths.h"
 #include "topology/live_cache.h"
+#include "topology/xml_check.h"
 
 namespace dltune::topology {
 namespace detail {
@@ -150,6 +151,8 @@ Result<HwlocTopology> open_live() {
 
 Result<HwlocTopology> open_xml_text(const std::string& xml, const std::string& path) {
   DLTUNE_TRY(precheck_xml(xml, path));
+  // hwloc trusts its input (a missing complete_cpuset crashes it): nothing reaches it unchecked.
+  DLTUNE_TRY(check_hwloc_xml(xml, path));
   // hwloc prints its own "aborting!" lines for some bad exports; the error returned below
   // already says it in one sentence. HWLOC_HIDE_ERRORS is read once per process; a value the
   // user set is kept.
@@ -165,6 +168,8 @@ Result<HwlocTopology> open_xml_text(const std::string& xml, const std::string& p
 }
 
 Result<HwlocTopology> open_export_of_this_system(const std::string& xml) {
+  // The saved export sits in a directory the user owns: it is input like any other.
+  DLTUNE_TRY(check_hwloc_xml(xml, "the saved export of this machine"));
   auto t = new_handle();
   if (!t) return std::move(t).error();
   if (!load_xml_buffer(t->get(), xml, HWLOC_TOPOLOGY_FLAG_IS_THISSYSTEM)) {

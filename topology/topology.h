@@ -28,6 +28,7 @@ struct Package {
   std::string cpu_model;  // hwloc's CPUModel info, "" when the source has none
   int cores = 0;          // usable cores in this package
   int pus = 0;            // usable PUs in this package
+  bool operator==(const Package&) const = default;
 };
 
 struct NumaNode {
@@ -35,12 +36,14 @@ struct NumaNode {
   int package = -1;  // OS index of the package holding it, -1 when none does
   uint64_t memory_bytes = 0;
   std::vector<int> pus;  // usable PU OS indexes, ascending
+  bool operator==(const NumaNode&) const = default;
 };
 
 struct Core {
   int numa = -1;         // OS index of its NUMA node, -1 when unknown
   int package = -1;      // OS index of its package, -1 when unknown
   std::vector<int> pus;  // usable PU OS indexes of this core, ascending (never empty)
+  bool operator==(const Core&) const = default;
 };
 
 struct Gpu {
@@ -55,6 +58,7 @@ struct Gpu {
   int package = -1;      // OS index of the package, -1 when unknown
   std::vector<std::string> closest_nics;  // HPC NIC names at the best path class (ties kept)
   std::vector<int> local_pus;             // usable PUs local to the GPU's PCI locality
+  bool operator==(const Gpu&) const = default;
 };
 
 enum class NicKind { kInfiniband, kRoce, kOmnipath, kEfa, kSlingshot, kEthernet };
@@ -70,6 +74,7 @@ struct Nic {
   std::string model;     // PCI device name, else "[vendor:device]"
   std::string pci_id;    // "15b3:1019"
   double link_gbps = 0;  // network link speed in Gbit/s; 0 when the source does not give it
+  bool operator==(const Nic&) const = default;
 };
 
 // Path classes with nvidia-smi `topo -m` semantics.
@@ -106,6 +111,7 @@ struct Topology {
   bool has_nvlink = false;                       // an NVLinkBandwidth matrix was present
 
   int hpc_nic_count() const;
+  bool operator==(const Topology&) const = default;
 };
 
 // --- sources --------------------------------------------------------------------------

@@ -38,7 +38,7 @@ Result<TrialSearch> run_trial_search(const RecipeTuneRequest& req, const RunRank
   s.schedule =
       schedule_for(r, cands.size(), trial_trainers(cands, req.grid), gradient_bytes(req.recipe));
   recipes::Plan base = req.base;
-  base.job = req.job;
+  base.set_job(req.job);
   json c = {{"version", 1},
             {"recipe", req.recipe_path},
             {"base", recipes::plan_to_json(base)},

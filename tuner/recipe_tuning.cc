@@ -597,7 +597,7 @@ Result<RecipeTuneOutcome> outcome_from_trials(const RecipeTuneRequest& req,
   for (const RecipeAlternative& a : o.alternatives) failures += a.failed ? 1 : 0;
 
   o.plan = req.base;
-  o.plan.job = req.job;
+  o.plan.set_job(req.job);
   o.plan.training = candidates[o.winner].training;
   recipes::Provenance& pv = o.plan.provenance;
   pv.source = recipes::PlanSource::kTuned;

@@ -254,6 +254,95 @@ TEST_F(NcclGpuTest, EveryAlgorithmAndProtocolIsAccepted) {
   unsetenv("NCCL_PROTO");
 }
 
+// split(): a group of one, which outlives its parent; kUndefined gets nothing.
+TEST_F(NcclGpuTest, SplitGivesAWorkingGroupOrNothing) {
+  auto c = NcclCommunicator::create(*boot_, 0, {});
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  auto none = (*c)->split(kUndefined, 0);
+  ASSERT_TRUE(none.ok()) << none.error().message();
+  EXPECT_EQ(*none, nullptr);
+  auto g = (*c)->split(3, 0);
+  ASSERT_TRUE(g.ok()) << g.error().message();
+  ASSERT_NE(*g, nullptr);
+  Communicator& group = **g;
+  EXPECT_EQ(group.size(), 1);
+  EXPECT_EQ(group.rank(), 0);
+  EXPECT_EQ(group.node_count(), 1);
+  const auto in = ramp<float>(1001, 2.f);
+  float* buf = upload(in);
+  ASSERT_TRUE(group.native_allreduce(buf, buf, in.size(), DataType::kF32, ReduceOp::kSum).ok());
+  EXPECT_EQ(download(buf, in.size()), in);
+  c->reset();
+  Status s = group.native_allreduce(buf, buf, in.size(), DataType::kF32, ReduceOp::kMax);
+  ASSERT_TRUE(s.ok()) << s.error().message();
+  EXPECT_EQ(download(buf, in.size()), in);
+}
+
+// Non-blocking batches (a send and a receive in one group) to itself, several in flight on a
+// caller's stream, completed through wait_any; the generic form on the internal stream.
+TEST_F(NcclGpuTest, BatchesOfSendsAndReceivesToItself) {
+  auto c = NcclCommunicator::create(*boot_, 0, {});
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  NcclCommunicator& nccl = **c;
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  const size_t n = (size_t{1} << 20) + 3;
+  std::vector<std::vector<int32_t>> want;
+  std::vector<int32_t*> outs;
+  std::vector<Request> reqs;
+  for (int b = 0; b < 3; ++b) {
+    want.push_back(ramp<int32_t>(n, 10 * b));
+    int32_t* in = upload(want.back());
+    outs.push_back(upload(std::vector<int32_t>(n, -1)));
+    const std::vector<P2pOp> ops = {P2pOp::send(0, b, in, n * 4),
+                                    P2pOp::recv(0, b, outs.back(), n * 4)};
+    for (Request& r : nccl.start_batch_on(ops, stream)) reqs.push_back(r);
+  }
+  for (size_t k = 0; k < reqs.size(); ++k) {
+    auto i = wait_any(reqs, nccl.deadline_from_now());
+    ASSERT_TRUE(i.ok()) << i.error().message();
+  }
+  for (size_t b = 0; b < outs.size(); ++b) EXPECT_EQ(download(outs[b], n), want[b]) << b;
+
+  int32_t* out = upload(std::vector<int32_t>(n, 0));
+  const std::vector<P2pOp> ops = {P2pOp::send(0, 7, outs[1], n * 4), P2pOp::recv(0, 7, out, n * 4)};
+  auto generic = nccl.start_batch(ops);
+  ASSERT_TRUE(wait_all(generic).ok());
+  EXPECT_EQ(download(out, n), want[1]);
+
+  Status bad = nccl.isend_on(0, -1, out, 4, stream).wait();
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().kind(), ErrorKind::kInvalidInput);
+  cudaStreamDestroy(stream);
+}
+
+// A receive nobody sends times out (the communicator is aborted, nothing hangs); one pending
+// when its communicator is destroyed fails at once.
+TEST_F(NcclGpuTest, UnmatchedReceivesTimeOutOrAreCancelled) {
+  int32_t* buf = upload(std::vector<int32_t>(16, 0));
+  {
+    auto c = NcclCommunicator::create(*boot_, 0, {});
+    ASSERT_TRUE(c.ok()) << c.error().message();
+    (*c)->set_timeout(std::chrono::milliseconds(500));
+    const auto start = Clock::now();
+    Status s = (*c)->irecv(0, 1, buf, 64).wait();
+    ASSERT_FALSE(s.ok());
+    // kTimeout; or internal when NCCL itself refuses a lone receive from its own rank.
+    EXPECT_TRUE(s.error().kind() == ErrorKind::kTimeout || s.error().kind() == ErrorKind::kInternal)
+        << s.error().message();
+    EXPECT_LT(Clock::now() - start, std::chrono::seconds(30));
+  }
+  auto c = NcclCommunicator::create(*boot_, 0, {});
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  Request r = (*c)->irecv(0, 1, buf, 64);
+  if (r.test()) GTEST_SKIP() << "NCCL finished a lone receive from its own rank at once";
+  c->reset();
+  ASSERT_TRUE(r.test());
+  Status s = r.wait();
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().message().find("destroyed"), std::string::npos) << s.error().message();
+}
+
 #else
 
 TEST(NcclGpuTest, NeedsNccl) { GTEST_SKIP() << "this dltune was built without NCCL"; }

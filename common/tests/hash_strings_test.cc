@@ -112,6 +112,36 @@ TEST(Strings, ParseInt) {
   EXPECT_FALSE(strings::parse_int("-1").ok());
   EXPECT_FALSE(strings::parse_int("1x").ok());
   EXPECT_FALSE(strings::parse_int("").ok());
+  // The largest int64 parses; one more, or 19 nines, is refused, never wrapped around (the
+  // report: -9999999999999999999 became 8446744073709551617 in `recipe show`).
+  EXPECT_EQ(*strings::parse_int("9223372036854775807"), INT64_MAX);
+  EXPECT_EQ(*strings::parse_int("00000000000000000000009"), 9);
+  for (const char* big : {"9223372036854775808", "9999999999999999999", "18446744073709551617",
+                          "99999999999999999999999999"}) {
+    auto r = strings::parse_int(big);
+    ASSERT_FALSE(r.ok()) << big;
+    EXPECT_NE(r.error().message().find("too large"), std::string::npos) << r.error().message();
+  }
+}
+
+TEST(Strings, ValidUtf8) {
+  size_t at = 99;
+  EXPECT_TRUE(strings::valid_utf8(""));
+  EXPECT_TRUE(strings::valid_utf8("plain ASCII"));
+  EXPECT_TRUE(strings::valid_utf8("caf\xc3\xa9 \xe2\x98\xba \xf0\x9f\x98\x80"));
+  const std::pair<std::string, size_t> bad[] = {
+      {"ab\xff", 2},            // never a UTF-8 byte
+      {"a\x80", 1},             // a continuation byte first
+      {"\xc0\xaf", 0},          // overlong '/'
+      {"x\xe0\x80\xaf", 1},     // overlong, three bytes
+      {"\xed\xa0\x80", 0},      // U+D800, a UTF-16 surrogate
+      {"\xf4\x90\x80\x80", 0},  // past U+10FFFF
+      {"ok\xe2\x98", 2},        // cut short
+  };
+  for (const auto& [text, offset] : bad) {
+    EXPECT_FALSE(strings::valid_utf8(text, &at)) << text;
+    EXPECT_EQ(at, offset) << text;
+  }
 }
 
 }  // namespace

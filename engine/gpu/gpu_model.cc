@@ -111,7 +111,7 @@ Result<const float*> GpuModel::forward(const float* input, int batch, bool train
   if (batch <= 0 || batch > max_batch_)
     return invalid_input("batch " + std::to_string(batch) + " outside (0, " +
                          std::to_string(max_batch_) + "]: call reserve() first");
-  OpContext oc{nullptr, training, 0, false};
+  OpContext oc{nullptr, training, 0, false, true};
   for (size_t i = 0; i < ops_.size(); ++i) {
     auto& ptrs = in_ptrs_[i];
     const auto& srcs = info_.inputs[i];
@@ -126,7 +126,7 @@ Result<const float*> GpuModel::forward(const float* input, int batch, bool train
 
 Status GpuModel::backward(const float* input, const float* dout, int batch,
                           const std::function<void(int)>& ready) {
-  OpContext oc{nullptr, true, 0, false};
+  OpContext oc{nullptr, true, 0, false, true};
   for (int i = num_nodes() - 1; i >= 0; --i) {
     const auto ui = static_cast<size_t>(i);
     const int slot = plan_.slot[ui];

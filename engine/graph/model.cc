@@ -9,7 +9,8 @@
 
 namespace dltune::engine {
 
-Result<Model> Model::build(const recipes::Graph& graph, const std::string& name) {
+Result<Model> Model::build(const recipes::Graph& graph, const std::string& name,
+                           Model* share_with) {
   const std::string where = "model '" + name + "'";
   Model m;
   m.name_ = name;
@@ -35,10 +36,16 @@ Result<Model> Model::build(const recipes::Graph& graph, const std::string& name)
     m.in_ptrs_.emplace_back(in.size());
     m.din_.emplace_back(in.size());
   }
-  m.params_.resize(static_cast<size_t>(m.info_.parameters));
+  if (share_with) {
+    m.share_parameters_of(*share_with);
+    return m;
+  }
+  m.own_params_.resize(static_cast<size_t>(m.info_.parameters));
   m.own_grads_.resize(static_cast<size_t>(m.info_.parameters));
-  m.state_.resize(static_cast<size_t>(m.info_.state_floats));
+  m.own_state_.resize(static_cast<size_t>(m.info_.state_floats));
+  m.params_ = m.own_params_.data();
   m.grads_ = m.own_grads_.data();
+  m.state_ = m.own_state_.data();
   m.bind_all();
   return m;
 }
@@ -48,17 +55,29 @@ void Model::bind_all() {
     std::vector<float*> p, g, s;
     for (int t : info_.node_params[i]) {
       const int64_t off = info_.params[static_cast<size_t>(t)].offset;
-      p.push_back(params_.data() + off);
+      p.push_back(params_ + off);
       g.push_back(grads_ + off);
     }
     for (int t : info_.node_state[i])
-      s.push_back(state_.data() + info_.state[static_cast<size_t>(t)].offset);
+      s.push_back(state_ + info_.state[static_cast<size_t>(t)].offset);
     ops_[i]->bind(std::move(p), std::move(g), plan_.param_accumulate[i], std::move(s));
   }
 }
 
 void Model::set_grad_buffer(float* grads) {
   grads_ = grads ? grads : own_grads_.data();
+  bind_all();
+}
+
+void Model::share_parameters_of(Model& owner) {
+  DLTUNE_CHECK(owner.num_params() == num_params() && owner.num_state() == num_state(),
+               "share_parameters_of: another graph");
+  params_ = owner.params_;
+  grads_ = owner.grads_;
+  state_ = owner.state_;
+  own_params_.resize(0);
+  own_grads_.resize(0);
+  own_state_.resize(0);
   bind_all();
 }
 
@@ -97,14 +116,14 @@ void init_tensor(const recipes::ParamDef& d, Rng& rng, float* v, int64_t n) {
 void Model::init_params(uint64_t seed) {
   // Node i's own tensors, in order, from one stream (a tied tensor belongs to its owner).
   for (size_t i = 0; i < ops_.size(); ++i) {
-    Rng rng(Rng::mix(seed, i));
+    Rng rng(Rng::mix(seed, static_cast<uint64_t>(first_node_) + i));
     for (const auto& t : info_.params)
       if (t.node == static_cast<int>(i))
-        init_tensor(t.def, rng, params_.data() + t.offset, recipes::numel(t.shape));
+        init_tensor(t.def, rng, params_ + t.offset, recipes::numel(t.shape));
   }
   for (const auto& t : info_.state) {
     Rng unused(0);
-    init_tensor(t.def, unused, state_.data() + t.offset, recipes::numel(t.shape));
+    init_tensor(t.def, unused, state_ + t.offset, recipes::numel(t.shape));
   }
 }
 
@@ -130,6 +149,8 @@ void Model::reserve(int max_batch) {
     bytes += static_cast<int64_t>(slots_[s].size() * sizeof(float));
   }
   workspace_.resize_uninitialized(static_cast<size_t>(std::max<int64_t>(ws, 1)));
+  for (const auto& op : ops_)
+    bytes += op->saved_floats(max_batch) * static_cast<int64_t>(sizeof(float));
   activation_bytes_ = bytes + static_cast<int64_t>(workspace_.size() * sizeof(float));
 }
 
@@ -141,7 +162,8 @@ void Model::release() {
   released_ = max_batch_ > 0;
 }
 
-const float* Model::forward(const float* input, int batch, bool training, uint64_t seed) {
+const float* Model::forward(const float* input, int batch, bool training, uint64_t seed,
+                            bool update_state) {
   if (released_) {
     released_ = false;
     const int m = max_batch_;
@@ -151,13 +173,13 @@ const float* Model::forward(const float* input, int batch, bool training, uint64
   DLTUNE_CHECK(batch > 0 && batch <= max_batch_, "batch " + std::to_string(batch) +
                                                      " outside (0, " + std::to_string(max_batch_) +
                                                      "]: call reserve() first");
-  OpContext ctx{workspace_.data(), training, 0, false};
+  OpContext ctx{workspace_.data(), training, 0, false, update_state};
   for (size_t i = 0; i < ops_.size(); ++i) {
     auto& ptrs = in_ptrs_[i];
     const auto& srcs = info_.inputs[i];
     for (size_t k = 0; k < srcs.size(); ++k)
       ptrs[k] = srcs[k] < 0 ? input : acts_[static_cast<size_t>(srcs[k])].data();
-    ctx.seed = Rng::mix(seed, i);
+    ctx.seed = Rng::mix(seed, static_cast<uint64_t>(first_node_) + i);
     if (!profiling_) {
       ops_[i]->forward(ctx, ptrs.data(), acts_[i].data(), batch);
       continue;
@@ -171,7 +193,7 @@ const float* Model::forward(const float* input, int batch, bool training, uint64
 
 void Model::backward(const float* input, const float* dout, int batch,
                      const std::function<void(int)>& ready, bool accumulate, float* dinput) {
-  OpContext ctx{workspace_.data(), true, 0, accumulate};
+  OpContext ctx{workspace_.data(), true, 0, accumulate, true};
   bool input_written = false;
   for (int i = num_nodes() - 1; i >= 0; --i) {
     const auto ui = static_cast<size_t>(i);
@@ -214,12 +236,12 @@ float* Model::find_tensor(const std::string& name, int64_t* count) {
   for (const auto& t : info_.params)
     if (t.name == name) {
       if (count) *count = recipes::numel(t.shape);
-      return params_.data() + t.offset;
+      return params_ + t.offset;
     }
   for (const auto& t : info_.state)
     if (t.name == name) {
       if (count) *count = recipes::numel(t.shape);
-      return state_.data() + t.offset;
+      return state_ + t.offset;
     }
   return nullptr;
 }

@@ -32,8 +32,11 @@ class Model {
  public:
   // Builds a model from a graph, named `name` (checkpoints record it). Errors (invalid_input):
   // the graph's problems, naming the node: "model 'x': node 'conv3' (conv2d): kernel 5 does not
-  // fit the input 16x2x2 ...". Parameters are zero until init_params().
-  static Result<Model> build(const recipes::Graph& graph, const std::string& name);
+  // fit the input 16x2x2 ...". Parameters are zero until init_params(). With `share_with`, the
+  // model allocates no parameters, gradients or state of its own: it uses share_with's (as
+  // share_parameters_of(), without ever touching memory for its own).
+  static Result<Model> build(const recipes::Graph& graph, const std::string& name,
+                             Model* share_with = nullptr);
 
   Model(Model&&) noexcept = default;
   Model& operator=(Model&&) noexcept = default;
@@ -49,17 +52,25 @@ class Model {
   Op& op(int i) { return *ops_[static_cast<size_t>(i)]; }
 
   int64_t num_params() const { return info_.parameters; }
-  float* params() { return params_.data(); }
-  const float* params() const { return params_.data(); }
+  float* params() { return params_; }
+  const float* params() const { return params_; }
   float* grads() { return grads_; }
   // Non-trainable state (batch-norm running statistics), info().state order.
   int64_t num_state() const { return info_.state_floats; }
-  float* state() { return state_.data(); }
-  const float* state() const { return state_.data(); }
+  float* state() { return state_; }
+  const float* state() const { return state_; }
 
   // Uses `grads` (num_params() floats, e.g. communicator-provided shared memory) as the gradient
   // buffer from now on instead of the model's own; nullptr returns to the model's own.
   void set_grad_buffer(float* grads);
+  // Makes this model train `owner`'s parameters, gradients and state (same graph): a pipeline
+  // stage keeps one model per micro-batch in flight, each with its own activations and op
+  // state, all on one set of weights. Frees this model's own buffers. `owner` must outlive it.
+  // Precondition: both were built from the same graph.
+  void share_parameters_of(Model& owner);
+  // Dropout seeds and parameter initialisation use node indices first_node + i: a pipeline
+  // stage's sub-graph then draws what the whole model would (0 for a whole model).
+  void set_first_node(int first_node) { first_node_ = first_node; }
   // Deterministic initialisation from a seed: node i draws its tensors from Rng(mix(seed, i))
   // in order, each by its ParamDef's Init (PyTorch's defaults unless the graph says he/normal);
   // state takes its init (running_var 1, the rest 0).
@@ -75,7 +86,10 @@ class Model {
   // input (B, input shape) -> output (B, output shape); the pointer stays valid until the next
   // forward. Precondition: 0 < B <= max_batch(). `seed` drives dropout masks (node i gets
   // Rng::mix(seed, i)). Training updates batch-norm running statistics.
-  const float* forward(const float* input, int batch, bool training, uint64_t seed = 0);
+  // With update_state false, training leaves the running statistics alone: a recomputed
+  // forward (activation recomputation) must not count a batch twice.
+  const float* forward(const float* input, int batch, bool training, uint64_t seed = 0,
+                       bool update_state = true);
   // Backward from dout (B, output shape) of the last (training) forward. Writes (or, with
   // `accumulate`, adds to) every parameter gradient; after node i's backward calls ready(i)
   // (final_after(i) are then final). `dinput`, when not null, receives the gradient of the input
@@ -96,8 +110,8 @@ class Model {
 
   // Floating-point operations of one forward pass per sample (multiply-add = 2).
   double forward_flops_per_sample() const { return info_.flops_per_sample; }
-  // Bytes reserve(max_batch) allocates for activations, their gradients and op state (the
-  // memory model's activation term, measured).
+  // Bytes reserve(max_batch) allocates for activations, their gradients, the workspace and the
+  // ops' own state (what engine/graph/memory_model.h estimates for one in-flight batch).
   int64_t activation_bytes() const { return activation_bytes_; }
 
   // Per-node timing: while on, forward and backward add each node's wall time (seconds) to
@@ -116,8 +130,11 @@ class Model {
   recipes::GraphInfo info_;
   BackwardPlan plan_;
   std::vector<std::unique_ptr<Op>> ops_;
-  Buffer params_, own_grads_, state_;
+  Buffer own_params_, own_grads_, own_state_;
+  float* params_ = nullptr;
   float* grads_ = nullptr;
+  float* state_ = nullptr;
+  int first_node_ = 0;
   int max_batch_ = 0;
   bool released_ = false;
   int64_t activation_bytes_ = 0;

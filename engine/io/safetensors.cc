@@ -185,6 +185,10 @@ TensorFile model_tensors(const Model& model) {
 }
 
 Status load_safetensors_into(Model& model, const std::string& path) {
+  return load_safetensors_into(model, path, SafetensorsLoad{});
+}
+
+Status load_safetensors_into(Model& model, const std::string& path, const SafetensorsLoad& how) {
   auto file = read_safetensors(path);
   if (!file) return file.error();
   const std::string what = "safetensors file '" + path + "'";
@@ -192,11 +196,15 @@ Status load_safetensors_into(Model& model, const std::string& path) {
   for (const auto& t : model.info().params) targets.push_back({&t, model.params() + t.offset});
   for (const auto& t : model.info().state) targets.push_back({&t, model.state() + t.offset});
   // Check everything first: a bad file changes nothing.
+  auto stored_name = [&](const recipes::TensorInfo* t) -> const std::string& {
+    auto a = how.aliases.find(t->name);
+    return a == how.aliases.end() ? t->name : a->second;
+  };
   for (const auto& [t, dst] : targets) {
-    auto it = file->find(t->name);
+    auto it = file->find(stored_name(t));
     if (it == file->end())
-      return invalid_input(what + " lacks tensor '" + t->name + "' of model '" + model.name() +
-                           "' (" + recipes::describe_shape(t->shape) + ")");
+      return invalid_input(what + " lacks tensor '" + stored_name(t) + "' of model '" +
+                           model.name() + "' (" + recipes::describe_shape(t->shape) + ")");
     const StoredTensor& s = it->second;
     if (s.shape != t->shape)
       return invalid_input(what + ": tensor '" + t->name + "' has shape " +
@@ -207,14 +215,14 @@ Status load_safetensors_into(Model& model, const std::string& path) {
                            (t->def.integer ? "an integer dtype" : "F32"));
   }
   for (const auto& [name, s] : *file) {
-    bool known = false;
-    for (const auto& [t, dst] : targets) known = known || t->name == name;
+    bool known = how.others.count(name) > 0;
+    for (const auto& [t, dst] : targets) known = known || stored_name(t) == name;
     if (!known)
       return invalid_input(what + " has tensor '" + name + "', which model '" + model.name() +
                            "' does not have");
   }
   for (const auto& [t, dst] : targets) {
-    const StoredTensor& s = file->at(t->name);
+    const StoredTensor& s = file->at(stored_name(t));
     std::memcpy(dst, s.values.data(), s.values.size() * sizeof(float));
   }
   return ok_status();

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,14 @@ Status write_safetensors(const std::string& path, const TensorFile& tensors,
 // the model's shape and an f32 dtype (counters: any integer dtype); a tensor the model does not
 // have is an error too (PyTorch's strict loading). On error the model is unchanged.
 Status load_safetensors_into(Model& model, const std::string& path);
+// The same for a part of a model (a pipeline stage): `aliases` maps a tensor of the model to
+// the file's name for it (a stage's copy of a tied weight reads its owner); the file may also
+// hold the tensors named in `others` (the other stages'), and nothing else.
+struct SafetensorsLoad {
+  std::map<std::string, std::string> aliases;
+  std::set<std::string> others;
+};
+Status load_safetensors_into(Model& model, const std::string& path, const SafetensorsLoad& how);
 // The model's parameters and state as tensors (counters as I64).
 TensorFile model_tensors(const Model& model);
 

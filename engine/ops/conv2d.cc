@@ -49,6 +49,14 @@ void Conv2d::reserve(int max_batch) {
   saved_in_ = nullptr;
 }
 
+int64_t Conv2d::saved_floats(int max_batch) const {
+  if (direct_) return direct_shape_.scratch_floats();
+  if (pointwise_) return 0;
+  const int64_t per_image = int64_t{groups_} * kg_ * hwo_;  // as reserve() sizes saved_cols_
+  return std::min<int64_t>(max_batch, kSavedColsBudgetFloats / std::max<int64_t>(per_image, 1)) *
+         per_image;
+}
+
 int Conv2d::chunk(int batch) const {
   if (saves_cols(batch)) return std::max(batch, 1);
   int64_t per_image = int64_t{kg_} * hwo_;
@@ -59,12 +67,17 @@ int Conv2d::chunk(int batch) const {
 int64_t Conv2d::workspace_floats(int batch) const {
   if (direct_ || pointwise_) return 0;  // direct's scratch is its own (reserve())
   // cols (Kg, L) reused for dcols, plus tmp (OCg, L) for the output / gradient of one group.
-  // The largest chunk any batch of up to `batch` images uses: a budget-sized chunk, or a whole
-  // batch whose columns forward saves (reserve() must have run: it sizes the saved columns).
-  const int64_t saved_images = static_cast<int64_t>(saved_cols_.size()) /
-                               std::max<int64_t>(int64_t{groups_} * kg_ * hwo_, 1);
-  const int64_t images = std::max<int64_t>(chunk(batch), std::min<int64_t>(saved_images, batch));
-  return int64_t{kg_ + ocg_} * images * hwo_;
+  // The largest chunk any batch of up to `batch` images uses: a budget-sized chunk, or the
+  // whole batch when reserve(batch) sizes the saved columns for all of it. A function of the
+  // shapes and `batch` alone, so the memory model gets it without reserving.
+  const int64_t per_image = int64_t{groups_} * kg_ * hwo_;
+  const int64_t saved_images =
+      std::min<int64_t>(batch, kSavedColsBudgetFloats / std::max<int64_t>(per_image, 1));
+  const int64_t budget_chunk = std::min<int64_t>(
+      batch, std::max<int64_t>(1, kColsBudgetFloats / std::max<int64_t>(int64_t{kg_} * hwo_, 1)));
+  const int64_t images =
+      std::max<int64_t>(saved_images == batch ? batch : budget_chunk, saved_images);
+  return int64_t{kg_ + ocg_} * std::max<int64_t>(images, 1) * hwo_;
 }
 
 void Conv2d::im2col(const float* in, int n0, int nb, int g, float* cols) const {

@@ -32,6 +32,7 @@ class Conv2d final : public Op {
     saved_in_ = nullptr;
   }
   int64_t workspace_floats(int batch) const override;
+  int64_t saved_floats(int max_batch) const override;
   void forward(const OpContext& ctx, const float* const* in, float* out, int batch) override;
   void backward(const OpContext& ctx, const float* const* in, const float* out, const float* dout,
                 const GradOut* din, int batch) override;

@@ -49,8 +49,10 @@ void BatchNorm::forward(const OpContext& ctx, const float* const* in, float* out
       var = sq / static_cast<double>(N);
       const double unbiased =
           N > 1 ? var * static_cast<double>(N) / static_cast<double>(N - 1) : var;
-      running_mean[c] = static_cast<float>((1.0 - m) * running_mean[c] + m * mean);
-      running_var[c] = static_cast<float>((1.0 - m) * running_var[c] + m * unbiased);
+      if (ctx.update_state) {
+        running_mean[c] = static_cast<float>((1.0 - m) * running_mean[c] + m * mean);
+        running_var[c] = static_cast<float>((1.0 - m) * running_var[c] + m * unbiased);
+      }
     }
     const float inv = static_cast<float>(1.0 / std::sqrt(var + eps));
     mean_[static_cast<size_t>(c)] = static_cast<float>(mean);
@@ -64,7 +66,7 @@ void BatchNorm::forward(const OpContext& ctx, const float* const* in, float* out
       for (int64_t i = 0; i < s_; ++i) yc[i] = xc[i] * a + d;
     }
   }
-  if (training_) state_[2][0] += 1.0f;
+  if (training_ && ctx.update_state) state_[2][0] += 1.0f;
 }
 
 void BatchNorm::backward(const OpContext& ctx, const float* const* in, const float*,

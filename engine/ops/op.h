@@ -38,6 +38,9 @@ struct OpContext {
   // Add every parameter gradient to what is there (gradient accumulation over micro-batches)
   // instead of writing the first contribution.
   bool accumulate_param_grads = false;
+  // Training forwards update running statistics (batch norm) unless this is false: a forward
+  // recomputed for the backward must not count its batch twice.
+  bool update_state = true;
 };
 
 // Where backward puts the gradient of one input.
@@ -80,6 +83,9 @@ class Op {
   virtual void release() {}
   // Scratch floats forward/backward need for a batch of B (shared across ops).
   virtual int64_t workspace_floats(int /*batch*/) const { return 0; }
+  // Floats (or 4-byte values) reserve(max_batch) allocates for the op's own state (masks,
+  // argmax, statistics, saved columns): the memory model's per-op term. Valid after setup().
+  virtual int64_t saved_floats(int /*max_batch*/) const { return 0; }
 
   // in[k] (B, in_shape(k)) -> out (B, out_shape). Precondition: B <= the reserved max batch.
   virtual void forward(const OpContext& ctx, const float* const* in, float* out, int batch) = 0;

@@ -216,12 +216,20 @@ TEST(RecipeConfig, StrongAndWeakBatchesLrScaleAndWarmup) {
   auto few = train_config_from(r, tiny, 3);  // ... over 3 ranks
   ASSERT_FALSE(few.ok());
   EXPECT_EQ(few.error().kind(), ErrorKind::kInvalidInput);
-  EXPECT_NE(few.error().message().find("plan.training.global_batch"), std::string::npos)
+  EXPECT_NE(few.error().message().find("plan.parallel: 2 replicas x 1 stages is not the job's 3"),
+            std::string::npos)
       << few.error().message();
+  Plan tiny3 = default_plan(1, 3, 1, Algorithm::kRing);
+  tiny3.training.scaling = recipes::Scaling::kStrong;
+  tiny3.training.global_batch = 2;  // 3 replicas, 2 samples
+  auto fewer = train_config_from(r, tiny3, 3);
+  ASSERT_FALSE(fewer.ok());
+  EXPECT_NE(fewer.error().message().find("global_batch"), std::string::npos)
+      << fewer.error().message();
 
   auto mismatch = train_config_from(r, weak, 3);  // a 4-rank weak plan run on 3 ranks
   ASSERT_FALSE(mismatch.ok());
-  EXPECT_NE(mismatch.error().message().find("is not per_rank_batch 32 x 3 ranks"),
+  EXPECT_NE(mismatch.error().message().find("4 replicas x 1 stages is not the job's 3 ranks"),
             std::string::npos)
       << mismatch.error().message();
   EXPECT_FALSE(train_config_from(r, weak, 0).ok());

@@ -122,25 +122,40 @@ Result<TrainConfig> train_config_from(const recipes::Recipe& recipe, const recip
       break;
   }
 
-  // Batch.
+  // The layout: replicas x stages (ranks - the plan's job shape was checked by validate_plan
+  // against the plan; the ranks here must agree).
+  const recipes::ParallelLayout& pl = plan.parallel;
+  if (pl.replicas * pl.stages != ranks)
+    return bad(recipe, "plan.parallel",
+               std::to_string(pl.replicas) + " replicas x " + std::to_string(pl.stages) +
+                   " stages is not the job's " + std::to_string(ranks) + " ranks");
+  c.stages = pl.stages;
+  c.partition = pl.partition;
+  c.microbatches = pl.microbatches;
+  c.pipeline_schedule = std::string(recipes::schedule_name(pl.schedule));
+  c.recompute = pl.recompute == recipes::Recompute::kStage;
+
+  // Batch: per replica (every rank under data parallelism).
+  const int replicas = pl.replicas;
   if (tp.scaling == recipes::Scaling::kWeak) {
     if (tp.per_rank_batch < 1)
       return bad(recipe, "plan.training.per_rank_batch", "must be at least 1");
-    if (tp.global_batch != tp.per_rank_batch * ranks)
+    if (tp.global_batch != tp.per_rank_batch * replicas)
       return bad(recipe, "plan.training.global_batch",
                  std::to_string(tp.global_batch) + " is not per_rank_batch " +
-                     std::to_string(tp.per_rank_batch) + " x " + std::to_string(ranks) + " ranks");
+                     std::to_string(tp.per_rank_batch) + " x " + std::to_string(replicas) +
+                     " replicas");
     c.scaling = Scaling::kWeak;
     c.per_rank_batch = static_cast<int>(tp.per_rank_batch);
     c.global_batch = static_cast<int>(tp.global_batch);
   } else {
-    if (tp.global_batch < ranks)
+    if (tp.global_batch < replicas)
       return bad(recipe, "plan.training.global_batch",
                  "global batch " + std::to_string(tp.global_batch) + " gives some of the " +
-                     std::to_string(ranks) + " ranks no samples");
+                     std::to_string(replicas) + " replicas no samples");
     c.scaling = Scaling::kStrong;
     c.global_batch = static_cast<int>(tp.global_batch);
-    c.per_rank_batch = static_cast<int>((tp.global_batch + ranks - 1) / ranks);
+    c.per_rank_batch = static_cast<int>((tp.global_batch + replicas - 1) / replicas);
   }
   const int global = c.global_batch_for(ranks);
   if (tr.max_global_batch > 0 && global > tr.max_global_batch)

@@ -40,6 +40,14 @@ Status validate(const TrainConfig& c) {
   if (c.global_batch < 1) return bad("global_batch", "must be at least 1");
   if (c.per_rank_batch < 1) return bad("per_rank_batch", "must be at least 1");
   if (c.microbatches < 1 || c.microbatches > 4096) return bad("microbatches", "must be in 1..4096");
+  if (c.stages < 1 || c.stages > 4096) return bad("stages", "must be in 1..4096");
+  if (c.stages > 1 && c.partition.size() != static_cast<size_t>(c.stages))
+    return bad("partition", "needs one first node per stage (" + std::to_string(c.stages) + ")");
+  if (c.stages == 1 && !c.partition.empty()) return bad("partition", "one stage has none");
+  if (c.pipeline_schedule != "gpipe" && c.pipeline_schedule != "1f1b" &&
+      c.pipeline_schedule != "async")
+    return bad("pipeline_schedule",
+               "expected gpipe, 1f1b or async, got '" + c.pipeline_schedule + "'");
   if (!(c.lr > 0.0)) return bad("lr", "must be positive");
   if (!(c.momentum >= 0.0 && c.momentum < 1.0)) return bad("momentum", "must be in [0, 1)");
   if (!(c.weight_decay >= 0.0)) return bad("weight_decay", "must be non-negative");
@@ -107,6 +115,10 @@ Result<TrainConfig> parse_train_config(const std::string& text) {
                                 "global_batch",
                                 "per_rank_batch",
                                 "microbatches",
+                                "stages",
+                                "partition",
+                                "pipeline_schedule",
+                                "recompute",
                                 "lr",
                                 "momentum",
                                 "weight_decay",
@@ -156,6 +168,10 @@ Result<TrainConfig> parse_train_config(const std::string& text) {
   DLTUNE_TRY(get(j, "global_batch", c.global_batch));
   DLTUNE_TRY(get(j, "per_rank_batch", c.per_rank_batch));
   DLTUNE_TRY(get(j, "microbatches", c.microbatches));
+  DLTUNE_TRY(get(j, "stages", c.stages));
+  DLTUNE_TRY(get(j, "partition", c.partition));
+  DLTUNE_TRY(get(j, "pipeline_schedule", c.pipeline_schedule));
+  DLTUNE_TRY(get(j, "recompute", c.recompute));
   DLTUNE_TRY(get(j, "lr", c.lr));
   DLTUNE_TRY(get(j, "momentum", c.momentum));
   DLTUNE_TRY(get(j, "weight_decay", c.weight_decay));
@@ -247,6 +263,10 @@ std::string to_json(const TrainConfig& c) {
             {"global_batch", c.global_batch},
             {"per_rank_batch", c.per_rank_batch},
             {"microbatches", c.microbatches},
+            {"stages", c.stages},
+            {"partition", c.partition},
+            {"pipeline_schedule", c.pipeline_schedule},
+            {"recompute", c.recompute},
             {"optimizer", c.optimizer},
             {"lr", c.lr},
             {"momentum", c.momentum},

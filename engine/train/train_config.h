@@ -51,6 +51,15 @@ struct TrainConfig {
   // global batch over ranks) whose gradients are summed before the allreduce (gradient
   // accumulation; a rank's memory holds one chunk's activations). 1 = off.
   int microbatches = 1;
+  // The pipeline (a Plan's parallel layout): ranks = replicas x stages; rank r runs stage
+  // r % stages of replica r / stages; partition holds each stage's first node (stages > 1). A
+  // replica trains global_batch / replicas samples per step in `microbatches` micro-batches
+  // under `pipeline_schedule` (gpipe | 1f1b | async), recomputing each stage's forward before
+  // its backward with `recompute`.
+  int stages = 1;
+  std::vector<std::string> partition;
+  std::string pipeline_schedule = "1f1b";
+  bool recompute = false;
   int per_rank_batch = 64;        // weak scaling: global batch = per_rank_batch * ranks
   std::string optimizer = "sgd";  // sgd (momentum) | adamw (decoupled weight decay)
   double lr = 0.01;
@@ -87,9 +96,10 @@ struct TrainConfig {
   // (engine/trace.h; merge_traces() joins them into trace_path).
   std::string trace_path;
 
-  // The global batch for `ranks` ranks under this scaling mode.
+  // The global batch for `ranks` ranks under this scaling mode (weak: per replica, and a
+  // replica is `stages` ranks).
   int global_batch_for(int ranks) const {
-    return scaling == Scaling::kStrong ? global_batch : per_rank_batch * ranks;
+    return scaling == Scaling::kStrong ? global_batch : per_rank_batch * (ranks / stages);
   }
   // The algorithm name for a message of `bytes`.
   const std::string& algorithm_for(uint64_t bytes) const { return range_for(bytes).algorithm; }

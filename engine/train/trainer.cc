@@ -8,6 +8,7 @@
 #include "common/log.h"
 #include "engine/io/safetensors.h"
 #include "engine/ops/loss.h"
+#include "engine/train/pipeline.h"
 
 namespace dltune::engine {
 
@@ -37,16 +38,26 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& config,
   t->heldout_ = heldout;
   auto graph = model_graph(config);
   if (!graph) return graph.error();
-  auto model = Model::build(*graph, config.model);
+  if (config.stages > 1) {
+    if (!t->comm_)
+      return invalid_input("train config: key 'stages': " + std::to_string(config.stages) +
+                           " stages need as many ranks per replica; this job has 1 rank");
+    DLTUNE_TRY(t->setup_pipeline(*graph));
+  }
+  PipelineStage* pipe = t->pipe_.get();
+  auto model = Model::build(pipe ? pipe->def().graph : *graph, config.model);
   if (!model) return model.error();
   t->model_ = std::make_unique<Model>(std::move(*model));
   Model& m = *t->model_;
-  const recipes::Shape& out = m.output_shape();
+  if (pipe) m.set_first_node(pipe->def().begin);
+  // The whole model's input and output (a stage's are boundary activations).
+  const recipes::Shape& out = pipe ? pipe->full_info.output() : m.output_shape();
+  const recipes::Shape& model_input = pipe ? pipe->full.input : m.input_shape();
   t->classes_ = static_cast<int>(out.back());
-  t->predictions_ = m.output_numel() / out.back();
-  if (m.input_shape() != train.shape)
+  t->predictions_ = recipes::numel(out) / out.back();
+  if (model_input != train.shape)
     return invalid_input("model '" + config.model + "' expects inputs " +
-                         recipes::describe_shape(m.input_shape()) + " but dataset '" + train.name +
+                         recipes::describe_shape(model_input) + " but dataset '" + train.name +
                          "' has " + recipes::describe_shape(train.shape));
   if (t->classes_ != train.classes || t->predictions_ != train.label_width)
     return invalid_input("model '" + config.model + "' outputs " + recipes::describe_shape(out) +
@@ -54,7 +65,10 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& config,
                          std::to_string(train.label_width) + " label(s) of " +
                          std::to_string(train.classes) + " classes per sample");
   t->global_batch_ = config.global_batch_for(t->ranks());
-  auto sampler = Sampler::create(train.size, t->global_batch_, t->ranks(), t->rank(), config.seed);
+  // Data parallelism over the replicas: a pipeline's stages of one replica take one slice.
+  const int replicas = pipe ? pipe->replicas : t->ranks();
+  const int replica = pipe ? pipe->replica : t->rank();
+  auto sampler = Sampler::create(train.size, t->global_batch_, replicas, replica, config.seed);
   if (!sampler) return sampler.error();
   t->sampler_ = std::make_unique<Sampler>(std::move(*sampler));
   const int local_max = t->sampler_->count(0);
@@ -63,7 +77,9 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& config,
   const int chunk_max = (local_max + config.microbatches - 1) / config.microbatches;
   m.reserve(chunk_max);
   m.init_params(config.seed);
-  if (!config.init_from.empty())
+  if (pipe)
+    DLTUNE_TRY(t->init_pipeline_weights());
+  else if (!config.init_from.empty())
     DLTUNE_TRY_CTX(load_safetensors_into(m, config.init_from), std::string("training.init_from"));
   const auto n = m.num_params();
   if (config.optimizer == "adamw")
@@ -74,8 +90,11 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& config,
     t->opt_ = std::make_unique<Sgd>(n, static_cast<float>(config.momentum),
                                     static_cast<float>(config.weight_decay));
   const auto in_numel = static_cast<size_t>(m.input_numel());
-  t->input_.resize(static_cast<size_t>(local_max) * in_numel);
-  t->dlogits_.resize(static_cast<size_t>(chunk_max) * static_cast<size_t>(m.output_numel()));
+  if (!pipe || pipe->first()) t->input_.resize(static_cast<size_t>(local_max) * in_numel);
+  // The loss gradient of one chunk; a pipeline's last stage keeps every micro-batch's.
+  if (!pipe || pipe->last())
+    t->dlogits_.resize(static_cast<size_t>(pipe ? local_max : chunk_max) *
+                       static_cast<size_t>(recipes::numel(out)));
   DLTUNE_TRY(t->make_buckets());
   t->bucket_issued_.resize(t->buckets_.size());
   t->bucket_done_.resize(t->buckets_.size());
@@ -86,20 +105,23 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& config,
     return invalid_input(
         "train config: key 'device': an NCCL communicator needs device 'gpu', got '" +
         config.device + "'");
-  if (t->comm_ && !t->nccl_) {
+  t->grad_comm_ = pipe ? pipe->replicas_comm.get() : t->comm_;
+  if (t->grad_comm_ && !t->nccl_) {
+    comm::Communicator& gc = *t->grad_comm_;
     const size_t bytes = static_cast<size_t>(n) * sizeof(float);
-    auto shared = t->comm_->alloc_shared(bytes);
+    auto shared = gc.alloc_shared(bytes);
     if (!shared) return shared.error().wrap("allocating the gradient buffer");
     t->shared_grads_ = std::move(*shared);
     m.set_grad_buffer(t->shared_grads_.as<float>());
     comm::BroadcastOptions bo;
-    DLTUNE_TRY_CTX(comm::broadcast(*t->comm_, m.params(), bytes, bo),
+    DLTUNE_TRY_CTX(comm::broadcast(gc, m.params(), bytes, bo),
                    std::string("broadcasting the initial parameters"));
     if (m.num_state() > 0)
-      DLTUNE_TRY_CTX(comm::broadcast(*t->comm_, m.state(),
-                                     static_cast<size_t>(m.num_state()) * sizeof(float), bo),
-                     std::string("broadcasting the initial model state"));
+      DLTUNE_TRY_CTX(
+          comm::broadcast(gc, m.state(), static_cast<size_t>(m.num_state()) * sizeof(float), bo),
+          std::string("broadcasting the initial model state"));
   }
+  if (pipe) DLTUNE_TRY(t->add_pipeline_slots(local_max));
   if (config.device == "gpu")  // after the host broadcast: the device starts from rank 0's
     DLTUNE_TRY_CTX(t->setup_gpu(local_max), std::string("device 'gpu'"));
   return t;
@@ -182,8 +204,8 @@ comm::AllreduceOptions Trainer::bucket_options(const Bucket& b) {
 Status Trainer::reduce_bucket_blocking(const Bucket& b) {
   const comm::AllreduceOptions opts = bucket_options(b);
   float* g = model_->grads() + b.begin;
-  return comm::allreduce(*comm_, g, g, static_cast<size_t>(b.end - b.begin), comm::DataType::kF32,
-                         comm::ReduceOp::kSum, opts);
+  return comm::allreduce(*grad_comm_, g, g, static_cast<size_t>(b.end - b.begin),
+                         comm::DataType::kF32, comm::ReduceOp::kSum, opts);
 }
 
 Status Trainer::allreduce_doubles(double* v, int n) {
@@ -195,23 +217,22 @@ void Trainer::start_bucket(size_t index, bool traced) {
   const comm::AllreduceOptions opts = bucket_options(b);
   float* g = model_->grads() + b.begin;
   if (traced) bucket_issued_[index] = Clock::now();
-  pending_.push_back(comm::allreduce_async(*comm_, g, g, static_cast<size_t>(b.end - b.begin),
+  pending_.push_back(comm::allreduce_async(*grad_comm_, g, g, static_cast<size_t>(b.end - b.begin),
                                            comm::DataType::kF32, comm::ReduceOp::kSum, opts));
   if (traced)  // the comm thread runs operations in order: this marks the bucket's end
-    pending_.push_back(comm_->start_async([this, index] {
+    pending_.push_back(grad_comm_->start_async([this, index] {
       bucket_done_[index] = Clock::now();
       return ok_status();
     }));
 }
 
 double Trainer::loss_and_gradient(const float* logits, const int32_t* labels, int B,
-                                  bool with_gradient) {
+                                  float* dlogits) {
   // logits (B x predictions, classes) against labels (B x predictions); the gradient is divided
   // by every rank's predictions together, so the summed gradients are the global mean's.
   const auto rows = static_cast<int>(B * predictions_);
   const auto denom = static_cast<float>(int64_t{global_batch_} * predictions_);
-  return softmax_cross_entropy(logits, labels, rows, classes_, denom,
-                               with_gradient ? dlogits_.data() : nullptr);
+  return softmax_cross_entropy(logits, labels, rows, classes_, denom, dlogits);
 }
 
 void Trainer::tensors_final(int node, bool traced) {
@@ -229,7 +250,7 @@ Result<double> Trainer::compute_cpu(int B, uint64_t seed, bool traced, StepTimes
   // gradients are final.
   const int M = std::min(config_.microbatches, B);
   const int64_t sz = model_->input_numel(), lw = predictions_;
-  const bool overlap = comm_ && config_.overlap;
+  const bool overlap = grad_comm_ && config_.overlap;
   for (size_t b = 0; b < buckets_.size(); ++b) bucket_left_[b] = buckets_[b].tensors;
   std::function<void(int)> ready;
   if (overlap) ready = [&](int node) { tensors_final(node, traced); };
@@ -240,26 +261,13 @@ Result<double> Trainer::compute_cpu(int B, uint64_t seed, bool traced, StepTimes
     const float* x = input_.data() + offset * sz;
     const uint64_t s = M == 1 ? seed : Rng::mix(seed, static_cast<uint64_t>(rank() * M + m));
     const float* logits = model_->forward(x, b, true, s);
-    loss += loss_and_gradient(logits, labels_.data() + offset * lw, b, true);
+    loss += loss_and_gradient(logits, labels_.data() + offset * lw, b, dlogits_.data());
     if (m == 0) tm.forward_end = Clock::now();
     model_->backward(x, dlogits_.data(), b, m + 1 == M ? ready : std::function<void(int)>{}, m > 0);
     offset += b;
   }
   tm.backward_end = Clock::now();
-  Status st;
-  if (comm_) {
-    if (config_.overlap) {
-      for (auto& r : pending_)
-        if (auto s = r.wait(); !s && st) st = s;
-      pending_.clear();
-    } else {
-      for (size_t i = 0; i < buckets_.size() && st; ++i) {
-        bucket_issued_[i] = Clock::now();
-        st = reduce_bucket_blocking(buckets_[i]);
-        bucket_done_[i] = Clock::now();
-      }
-    }
-  }
+  Status st = wait_buckets();
   if (!st)
     return std::move(st).error().wrap("allreducing gradients at step " + std::to_string(step_));
   tm.reduce_end = Clock::now();
@@ -271,22 +279,45 @@ Result<double> Trainer::compute_cpu(int B, uint64_t seed, bool traced, StepTimes
   return loss;
 }
 
+Status Trainer::wait_buckets() {
+  Status st;
+  if (!grad_comm_) return st;
+  if (config_.overlap) {
+    for (auto& r : pending_)
+      if (auto s = r.wait(); !s && st) st = s;
+    pending_.clear();
+  } else {
+    for (size_t i = 0; i < buckets_.size() && st; ++i) {
+      bucket_issued_[i] = Clock::now();
+      st = reduce_bucket_blocking(buckets_[i]);
+      bucket_done_[i] = Clock::now();
+    }
+  }
+  return st;
+}
+
 Result<double> Trainer::step(bool want_loss) {
   const auto t0 = Clock::now();
   sampler_->indices(step_, indices_);
   const int B = static_cast<int>(indices_.size());
   const int64_t sz = train_->sample_numel(), lw = train_->label_width;
   labels_.resize(static_cast<size_t>(B * lw));
+  // A pipeline's first stage reads the inputs, its last the labels.
+  const bool inputs = !pipe_ || pipe_->first(), labels = !pipe_ || pipe_->last();
   for (int i = 0; i < B; ++i) {
-    std::memcpy(input_.data() + i * sz, train_->image(indices_[i]), sizeof(float) * sz);
-    std::memcpy(labels_.data() + i * lw, train_->label(indices_[i]), sizeof(int32_t) * lw);
+    if (inputs) std::memcpy(input_.data() + i * sz, train_->image(indices_[i]), sizeof(float) * sz);
+    if (labels)
+      std::memcpy(labels_.data() + i * lw, train_->label(indices_[i]), sizeof(int32_t) * lw);
   }
-  // Dropout masks: per rank, or (micro-batches) per rank and chunk (compute_cpu()).
+  // Dropout masks: per rank, or (micro-batches) per rank and chunk (compute_cpu()); pipelines
+  // per replica and micro-batch (compute_pipeline()).
   const uint64_t step_seed = Rng::mix(config_.seed, static_cast<uint64_t>(step_));
   const uint64_t seed = config_.microbatches > 1 ? step_seed : Rng::mix(step_seed, rank());
   const bool traced = trace_->enabled() && TraceWriter::traced_step(step_);
   StepTimes tm;
-  auto computed = gpu_ ? compute_gpu(B, seed, traced, tm) : compute_cpu(B, seed, traced, tm);
+  auto computed = pipe_  ? compute_pipeline(B, step_seed, traced, tm)
+                  : gpu_ ? compute_gpu(B, seed, traced, tm)
+                         : compute_cpu(B, seed, traced, tm);
   if (!computed) return computed.error();
   const double loss = *computed;
   const double lr = learning_rate(config_, global_batch_, step_);
@@ -310,9 +341,11 @@ Result<double> Trainer::step(bool want_loss) {
   }
   const auto t4 = Clock::now();
   if (traced) {
-    trace_->complete("forward", kTraceCompute, t0, tf, step_);
-    trace_->complete("backward", kTraceCompute, tf, t1, step_);
-    if (comm_) {
+    if (!pipe_) {  // a pipeline traced each micro-batch's passes
+      trace_->complete("forward", kTraceCompute, t0, tf, step_);
+      trace_->complete("backward", kTraceCompute, tf, t1, step_);
+    }
+    if (grad_comm_) {
       if (config_.overlap) trace_->complete("wait for allreduce", kTraceCompute, t1, t2, step_);
       Clock::time_point prev_end = tf;
       for (size_t i = 0; i < buckets_.size(); ++i) {  // the comm thread ran them in order
@@ -322,8 +355,8 @@ Result<double> Trainer::step(bool want_loss) {
                          bucket_done_[i], step_);
         prev_end = bucket_done_[i];
       }
-      trace_->complete("loss allreduce", kTraceComm, t3, t4, step_);
     }
+    if (comm_) trace_->complete("loss allreduce", kTraceComm, t3, t4, step_);
     trace_->complete("optimizer", kTraceCompute, t2, t3, step_);
   }
   const double step_s = seconds_since(t0);

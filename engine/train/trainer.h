@@ -1,4 +1,5 @@
-// The data-parallel trainer: one instance per rank.
+// The trainer: one instance per rank; data parallelism, and pipelines of stages replicated
+// data-parallel (config.stages > 1: pipeline.cc says how those run a step).
 //
 // Start: every rank builds the same model graph; rank 0's initial parameters (or the
 // init_from weights) and model state are broadcast so all ranks start identical. Step: each rank
@@ -13,7 +14,9 @@
 // for all of them after backward. The algorithm of each bucket comes from the config's ranges.
 // Then every rank clips (optionally, by the global norm) and applies the same SGD or AdamW
 // update, so parameters stay identical without further communication. Batch-norm statistics
-// stay per rank, as in PyTorch DDP; checkpoints save rank 0's.
+// stay per rank, as in PyTorch DDP; checkpoints save rank 0's. A pipeline's checkpoint is the
+// whole model's, gathered to rank 0, in the same format whatever the layout (a run may resume
+// on another layout, or without stages).
 //
 // On the GPU (config.device == "gpu", trainer_gpu.cc) the same steps run on a GpuModel with the
 // CPU model's exact parameter layout; the CPU Model stays as the host mirror (initial values,
@@ -47,6 +50,8 @@
 #include "engine/train/train_config.h"
 
 namespace dltune::engine {
+
+struct PipelineStage;  // pipeline.h
 
 struct Bucket {
   int64_t begin = 0, end = 0;  // parameter index range [begin, end)
@@ -114,10 +119,12 @@ class Trainer {
   // Held-out accuracy and mean loss, sharded over the ranks (collective).
   Result<EvalMetrics> evaluate();
 
-  // Rank 0 writes the checkpoint (atomically); every rank calls it (no communication).
+  // Rank 0 writes the checkpoint (atomically); every rank calls it (no communication, but for
+  // pipelines: the stages of replica 0 send theirs to rank 0).
   Status save(const std::string& path) const;
-  // Every rank loads the same checkpoint and continues at its step. Errors: unreadable file,
-  // a checkpoint of another model / parameter count / seed / global batch.
+  // Every rank loads the same checkpoint (a pipeline stage: its tensors of it) and continues at
+  // its step. Errors: unreadable file, a checkpoint of another model / parameter count / seed /
+  // global batch.
   Status resume(const std::string& path);
 
   // The host model. On the GPU its parameters are refreshed from the device only by save()
@@ -130,6 +137,10 @@ class Trainer {
   const std::vector<Bucket>& buckets() const { return buckets_; }
   int rank() const;
   int ranks() const;
+  // A pipeline stage's seconds of forward and backward computation so far, and of running its
+  // schedule (the steps' pipelined part: computation and waiting); 0 without stages.
+  double pipeline_busy_seconds() const;
+  double pipeline_schedule_seconds() const;
   // Timing of the last step.
   const StepMetrics& last() const { return last_; }
 
@@ -137,6 +148,9 @@ class Trainer {
   struct Gpu;  // trainer_gpu.cc
   struct GpuDeleter {
     void operator()(Gpu* g) const;
+  };
+  struct PipeDeleter {  // pipeline.cc
+    void operator()(PipelineStage* p) const;
   };
   struct StepTimes {
     std::chrono::steady_clock::time_point forward_end, backward_end, reduce_end, update_end;
@@ -146,6 +160,27 @@ class Trainer {
   // The step's compute and gradient reduction on the CPU / the GPU; return the local loss sum.
   Result<double> compute_cpu(int batch, uint64_t seed, bool traced, StepTimes& times);
   Result<double> compute_gpu(int batch, uint64_t seed, bool traced, StepTimes& times);
+  // A pipeline stage's step (pipeline.cc): its passes of the replica's batch in schedule order,
+  // then the reduction and the update; returns the local loss sum (0 but on the last stage).
+  Result<double> compute_pipeline(int batch, uint64_t step_seed, bool traced, StepTimes& times);
+  // Pipelines (pipeline.cc): the layout, the groups and this stage's sub-graph (before the model
+  // is built); the init_from / tied weights (after init_params); the models of the micro-batches
+  // in flight and the step's message buffers (after the gradient buffer is in place).
+  Status setup_pipeline(const recipes::Graph& full);
+  Status init_pipeline_weights();
+  Status add_pipeline_slots(int local_max);
+  // Pipelines (pipeline_io.cc): held-out evaluation through the stages; the whole model's
+  // checkpoint gathered to / read back from the layout-independent format.
+  Result<EvalMetrics> evaluate_pipeline();
+  Status save_pipeline(const std::string& path) const;
+  Status resume_pipeline(const std::string& path);
+  // The checkpoint's fields but the tensors; whether a loaded checkpoint fits this run (the
+  // whole model's `params` and `state` floats), else invalid_input naming `path`.
+  Checkpoint checkpoint_header() const;
+  Status check_checkpoint(const Checkpoint& ck, const std::string& path, int64_t params,
+                          int64_t state) const;
+  // Waits for the step's bucket allreduces (overlap), or runs them now; over grad_comm_.
+  Status wait_buckets();
   // GPU: creates the device model from the host one (after the initial broadcast).
   Status setup_gpu(int max_batch);
   // GPU: logits (b, classes) of held-out images on the host (in dlogits_).
@@ -156,9 +191,9 @@ class Trainer {
   // gradient buffer (synchronous).
   Status stage_bucket_to_host(size_t index);
   Status make_buckets();
-  // The loss sum of a local batch of B samples (labels in labels_) given its logits, and with
-  // `with_gradient` its gradient in dlogits_.
-  double loss_and_gradient(const float* logits, const int32_t* labels, int B, bool with_gradient);
+  // The loss sum of a local batch of B samples given its logits, and, when `dlogits` is not
+  // null, its gradient there.
+  double loss_and_gradient(const float* logits, const int32_t* labels, int B, float* dlogits);
   // Marks node `node`'s final tensors done; starts every bucket that became complete.
   void tensors_final(int node, bool traced);
   // The error run() returns when the global loss of a logged step is not finite (`loss`):
@@ -179,7 +214,11 @@ class Trainer {
   void start_bucket(size_t index, bool traced);
 
   TrainConfig config_;
-  comm::Communicator* comm_ = nullptr;
+  comm::Communicator* comm_ = nullptr;  // the world (null with one rank)
+  // Where gradients are summed: comm_ (data parallelism), a stage's replicas (pipelines; null
+  // with one replica).
+  comm::Communicator* grad_comm_ = nullptr;
+  std::unique_ptr<PipelineStage, PipeDeleter> pipe_;
   const Dataset* train_ = nullptr;
   const Dataset* heldout_ = nullptr;
   std::unique_ptr<Model> model_;

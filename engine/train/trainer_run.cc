@@ -13,6 +13,7 @@
 namespace dltune::engine {
 
 Result<EvalMetrics> Trainer::evaluate() {
+  if (pipe_) return evaluate_pipeline();
   EvalMetrics em;
   em.step = step_;
   em.epoch = sampler_->epoch_of(step_);
@@ -46,9 +47,7 @@ Result<EvalMetrics> Trainer::evaluate() {
   return em;
 }
 
-Status Trainer::save(const std::string& path) const {
-  if (rank() != 0) return ok_status();
-  if (gpu_) DLTUNE_TRY(sync_host_params());
+Checkpoint Trainer::checkpoint_header() const {
   Checkpoint ck;
   ck.model = config_.model;
   ck.step = step_;
@@ -58,6 +57,14 @@ Status Trainer::save(const std::string& path) const {
   ck.rng_state = Rng::mix(config_.seed, static_cast<uint64_t>(step_));
   ck.optimizer = opt_->kind();
   ck.optimizer_steps = opt_->steps();
+  return ck;
+}
+
+Status Trainer::save(const std::string& path) const {
+  if (pipe_) return save_pipeline(path);
+  if (rank() != 0) return ok_status();
+  if (gpu_) DLTUNE_TRY(sync_host_params());
+  Checkpoint ck = checkpoint_header();
   const auto n = static_cast<size_t>(model_->num_params());
   std::vector<std::span<const float>> slots;
   for (Buffer* b : opt_->state()) slots.emplace_back(b->data(), n);
@@ -65,29 +72,35 @@ Status Trainer::save(const std::string& path) const {
                          {model_->state(), static_cast<size_t>(model_->num_state())});
 }
 
+Status Trainer::check_checkpoint(const Checkpoint& ck, const std::string& path, int64_t params,
+                                 int64_t state) const {
+  const std::string where = "checkpoint '" + path + "'";
+  if (ck.model != config_.model)
+    return invalid_input(where + " is of model '" + ck.model + "', not '" + config_.model + "'");
+  if (static_cast<int64_t>(ck.params.size()) != params ||
+      static_cast<int64_t>(ck.state.size()) != state)
+    return invalid_input(where + " holds " + std::to_string(ck.params.size()) + " parameters and " +
+                         std::to_string(ck.state.size()) + " state values, the model has " +
+                         std::to_string(params) + " and " + std::to_string(state));
+  if (ck.optimizer != opt_->kind() || ck.slots.size() != opt_->state().size())
+    return invalid_input(where + " was written by optimizer " + ck.optimizer + ", this run uses " +
+                         opt_->kind());
+  for (const auto& s : ck.slots)
+    if (s.size() != ck.params.size())
+      return invalid_input(where + " has optimizer state of the wrong size");
+  if (ck.seed != config_.seed || ck.global_batch != global_batch_)
+    return invalid_input(where + " was written with seed " + std::to_string(ck.seed) +
+                         " and global batch " + std::to_string(ck.global_batch) +
+                         "; resume with the same values to continue the same data order");
+  return ok_status();
+}
+
 Status Trainer::resume(const std::string& path) {
+  if (pipe_) return resume_pipeline(path);
   auto ck = load_checkpoint(path);
   if (!ck) return ck.error();
-  const std::string where = "checkpoint '" + path + "'";
-  if (ck->model != config_.model)
-    return invalid_input(where + " is of model '" + ck->model + "', not '" + config_.model + "'");
+  DLTUNE_TRY(check_checkpoint(*ck, path, model_->num_params(), model_->num_state()));
   const auto slots = opt_->state();
-  if (static_cast<int64_t>(ck->params.size()) != model_->num_params() ||
-      static_cast<int64_t>(ck->state.size()) != model_->num_state())
-    return invalid_input(where + " holds " + std::to_string(ck->params.size()) +
-                         " parameters and " + std::to_string(ck->state.size()) +
-                         " state values, the model has " + std::to_string(model_->num_params()) +
-                         " and " + std::to_string(model_->num_state()));
-  if (ck->optimizer != opt_->kind() || ck->slots.size() != slots.size())
-    return invalid_input(where + " was written by optimizer " + ck->optimizer + ", this run uses " +
-                         opt_->kind());
-  for (const auto& s : ck->slots)
-    if (s.size() != ck->params.size())
-      return invalid_input(where + " has optimizer state of the wrong size");
-  if (ck->seed != config_.seed || ck->global_batch != global_batch_)
-    return invalid_input(where + " was written with seed " + std::to_string(ck->seed) +
-                         " and global batch " + std::to_string(ck->global_batch) +
-                         "; resume with the same values to continue the same data order");
   std::memcpy(model_->params(), ck->params.data(), ck->params.size() * sizeof(float));
   if (!ck->state.empty())
     std::memcpy(model_->state(), ck->state.data(), ck->state.size() * sizeof(float));

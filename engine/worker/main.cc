@@ -11,7 +11,9 @@
 // no communication. Rank 0 prints a one-line JSON summary on stdout at the end. Exit: 0 success, 1
 // training or communication failure, 2 bad input; 130 / 143 when SIGINT / SIGTERM stopped training
 // (every rank finishes the same step and the checkpoint, when set, is saved first).
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -20,6 +22,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "comm/allreduce.h"
 #include "comm/bootstrap/bootstrap.h"
 #include "comm/mpi_communicator.h"
 #include "comm/nccl_communicator.h"
@@ -27,9 +30,12 @@
 #include "common/env.h"
 #include "common/log.h"
 #include "common/paths.h"
+#include "common/rss.h"
+#include "engine/train/layout_memory.h"
 #include "engine/train/train_data.h"
 #include "engine/train/trainer.h"
 #include "engine/worker/forward.h"
+#include "engine/worker/layout.h"
 #include "engine/worker/trial.h"
 
 namespace dltune::engine {
@@ -96,6 +102,46 @@ Result<TrainConfig> load_config(const Options& o, const comm::Bootstrap* boot) {
   return c;
 }
 
+// Every rank's estimated and measured training memory (collective over `world`): the memory
+// model's terms for its stage against its resident peak above `rss_before` (-1: the peak could
+// not be restarted after loading the data, so nothing is measured). On rank 0:
+//   {"ranks": [{"rank", "stage", "estimate_bytes", "measured_bytes", "error"}], "max_error"}
+// where error = |estimate - measured| / measured. GPU ranks report the estimate only (their
+// training memory is on the device).
+Result<nlohmann::json> memory_report(const TrainConfig& cfg, comm::Communicator* world,
+                                     int64_t rss_before) {
+  const int ranks = world ? world->size() : 1, rank = world ? world->rank() : 0;
+  const bool measured = rss_before >= 0 && cfg.device != "gpu";
+  std::vector<double> peak(static_cast<size_t>(ranks), 0.0);
+  if (measured) {
+    peak[static_cast<size_t>(rank)] = static_cast<double>(rss::peak_bytes() - rss_before);
+    if (world && ranks > 1)  // host memory: the communicator is MPI's here, never NCCL's
+      DLTUNE_TRY_CTX(comm::allreduce(*world, peak.data(), peak.data(), peak.size(),
+                                     comm::DataType::kF64, comm::ReduceOp::kSum, {}),
+                     std::string("gathering the ranks' memory"));
+  }
+  nlohmann::json out = {{"ranks", nlohmann::json::array()}};
+  double worst = 0;
+  for (int r = 0; r < ranks; ++r) {
+    auto est = rank_memory(cfg, ranks, r);
+    if (!est) return est.error().wrap("estimating the training memory");
+    const auto e = static_cast<double>(est->total());
+    const double m = peak[static_cast<size_t>(r)];
+    nlohmann::json row = {{"rank", r},
+                          {"stage", r % cfg.stages},
+                          {"estimate_bytes", est->total()},
+                          {"terms", memory_json(*est)}};
+    if (m > 0) {
+      row["measured_bytes"] = static_cast<int64_t>(m);
+      row["error"] = std::abs(e - m) / m;
+      worst = std::max(worst, std::abs(e - m) / m);
+    }
+    out["ranks"].push_back(std::move(row));
+  }
+  if (measured) out["max_error"] = worst;
+  return out;
+}
+
 Status train(const Options& o) {
   // Under a launcher the bootstrap comes first: it carries the plan. It outlives the
   // communicators (NCCL's exchanges its id through it; Open MPI's PMIx client shares the
@@ -135,6 +181,9 @@ Status train(const Options& o) {
           : "reading the " + cfg->data + " data");
   Dataset train_data, heldout;
   DLTUNE_TRY(load_train_data(*cfg, &train_data, &heldout));
+  // The training's own memory: the peak above what the process held with its data loaded.
+  const bool peak_restarted = rss::restart_peak();
+  const int64_t rss_before = rss::current_bytes();
   say("building " + cfg->model + " and its optimizer");
   auto trainer = Trainer::create(*cfg, world.get(), train_data, &heldout);
   if (!trainer) return trainer.error();
@@ -151,6 +200,8 @@ Status train(const Options& o) {
     return sum.error();
   }
   const int stop_signal = (*trainer)->stop_code();  // agreed over the ranks
+  auto memory = memory_report(*cfg, world.get(), peak_restarted ? rss_before : -1);
+  if (!memory) return memory.error();
   if ((*trainer)->rank() == 0) {
     nlohmann::json j = {{"model", cfg->model},
                         {"ranks", (*trainer)->ranks()},
@@ -164,7 +215,8 @@ Status train(const Options& o) {
                         {"heldout_loss", sum->heldout_loss},
                         {"compute_s", sum->compute_s},
                         {"comm_s", sum->comm_s},
-                        {"wall_seconds", sum->wall_s}};
+                        {"wall_seconds", sum->wall_s},
+                        {"memory", *memory}};
     if (o.summary.empty()) {
       std::printf("%s\n", j.dump().c_str());
     } else {
@@ -212,6 +264,7 @@ int main(int argc, char** argv) {
                     "write rank 0's JSON summary to this file instead of standard output");
   auto* trial = dltune::engine::add_trial_command(app);
   auto* forward = dltune::engine::add_forward_command(app);
+  auto* layout = dltune::engine::add_layout_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -219,6 +272,7 @@ int main(int argc, char** argv) {
   }
   if (trial->parsed()) return dltune::engine::run_trial_command();
   if (forward->parsed()) return dltune::engine::run_forward_command();
+  if (layout->parsed()) return dltune::engine::run_layout_command();
   auto st = dltune::engine::train(o);
   if (!st) {  // an empty message: another rank reports this error
     if (!st.error().message().empty()) {

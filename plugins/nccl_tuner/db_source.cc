@@ -1,9 +1,13 @@
 #include "plugins/nccl_tuner/db_source.h"
 
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <optional>
 
+#include <unistd.h>
+
+#include "topology/isolated_load.h"
 #include "topology/topology.h"
 #include "tuner/db/lookup.h"
 #include "tuner/key.h"
@@ -11,8 +15,27 @@
 namespace dltune::plugins {
 namespace {
 
+// The environment the topology helper gets: the user's own variables that decide what is
+// discovered and where its saved discovery lives, nothing else.
+std::vector<std::string> helper_env() {
+  std::vector<std::string> env = {"HWLOC_HIDE_ERRORS=2"};
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    const std::string_view v(*e);
+    for (std::string_view keep :
+         {"PATH=", "HOME=", "TMPDIR=", "XDG_RUNTIME_DIR=", "DLTUNE_TOPO_CACHE=", "HWLOC_"}) {
+      if (v.starts_with(keep) && !v.starts_with("HWLOC_HIDE_ERRORS=")) {
+        env.emplace_back(v);
+        break;
+      }
+    }
+  }
+  return env;
+}
+
 // This node's topology, discovered once per process (NCCL may create many communicators, from
 // several threads); rediscovered only when DLTUNE_TOPO_XML changes. Failures are not cached.
+// hwloc runs in dltune-topo-probe (topology/isolated_load.h), never in the training job: a
+// hostile export or a saved discovery someone tampered with cannot crash it.
 Result<topology::Topology> node_topology() {
   static std::mutex mu;
   static std::optional<std::string> cached_for;  // the DLTUNE_TOPO_XML value it was read for
@@ -21,7 +44,11 @@ Result<topology::Topology> node_topology() {
   const std::string key = xml ? std::string("xml:") + xml : "discover";
   const std::lock_guard<std::mutex> lock(mu);
   if (cached_for != key) {
-    auto topo = topology::discover_default();
+    topology::IsolatedLoad req;
+    req.helper = topology::sibling_bin("dltune-topo-probe");
+    req.xml_path = xml ? xml : "";
+    req.env = helper_env();
+    auto topo = topology::load_isolated(req);
     if (!topo) return std::move(topo).error();
     cached = std::move(*topo);
     cached_for = key;

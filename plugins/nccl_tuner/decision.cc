@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/json_input.h"
 #include "plugins/nccl_tuner/nccl_tuner_abi.h"
 
 namespace dltune::plugins {
@@ -69,14 +70,24 @@ Result<NcclRule> parse_nccl_algo(const std::string& name) {
 }
 
 Result<Decision> Decision::from_plan_json(const std::string& text, size_t n_ranks, size_t n_nodes) {
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) return invalid_input("the plan is not a JSON object");
+  // The plan is a file anyone may name in DLTUNE_PLAN: bounded before anything walks it.
+  auto parsed = parse_json_bounded(text, {.max_bytes = size_t{4} << 20, .max_depth = 16});
+  if (!parsed) return std::move(parsed).error().wrap("the plan");
+  const nlohmann::json& j = *parsed;
+  if (!j.is_object()) return invalid_input("the plan is not a JSON object");
   Decision d;
   if (j.contains("job") && j["job"].is_object()) {
     const auto& job = j["job"];
-    const uint64_t nodes = job.value("nodes", uint64_t{0});
-    const uint64_t rpn = job.value("ranks_per_node", uint64_t{0});
-    if (nodes != 0 && rpn != 0 && (nodes != n_nodes || nodes * rpn != n_ranks)) {
+    // job.value() would throw on a value of another type: read only unsigned integers.
+    const auto count = [&job](const char* key) {
+      return job.contains(key) && job[key].is_number_unsigned() ? job[key].get<uint64_t>()
+                                                                : uint64_t{0};
+    };
+    const uint64_t nodes = count("nodes");
+    const uint64_t rpn = count("ranks_per_node");
+    uint64_t ranks = 0;
+    if (nodes != 0 && rpn != 0 &&
+        (nodes != n_nodes || __builtin_mul_overflow(nodes, rpn, &ranks) || ranks != n_ranks)) {
       d.note_ = "the plan was tuned for " + std::to_string(nodes) + " node(s) x " +
                 std::to_string(rpn) + " rank(s), this communicator has " + std::to_string(n_ranks) +
                 " rank(s) on " + std::to_string(n_nodes) + " node(s)";

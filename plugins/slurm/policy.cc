@@ -97,10 +97,10 @@ Result<UserRequest> parse_user_option(const char* optarg) {
   return invalid_input("--dltune takes one of default, bind-only, collectives-only, tuned or off");
 }
 
-Result<SiteConfig> parse_plugstack_args(int argc, char** argv) {
+SiteConfig parse_plugstack_args(int argc, char** argv) {
   SiteConfig c;
   for (int i = 0; i < argc; ++i) {
-    const std::string a = argv[i] ? argv[i] : "";
+    const std::string a = argv[i] ? std::string(argv[i], strnlen(argv[i], 4096)) : "";
     const size_t eq = a.find('=');
     const std::string key = a.substr(0, eq);
     const std::string value = eq == std::string::npos ? "" : a.substr(eq + 1);
@@ -116,12 +116,22 @@ Result<SiteConfig> parse_plugstack_args(int argc, char** argv) {
     } else if (auto b = parse_number(value, uint64_t{1} << 40); key == "tune_max_bytes" && b) {
       c.tune_max_bytes = *b;
     } else {
-      return invalid_input("plugstack argument '" + a +
-                           "' is not one of site_db=/absolute/path, default=on|off, "
-                           "dltune=/absolute/path, tune_timeout=SECONDS, tune_max_bytes=N");
+      // Printable and short in the log whatever the line holds.
+      std::string shown;
+      for (char ch : a.substr(0, 60)) shown += (ch >= 0x20 && ch < 0x7f) ? ch : '?';
+      c.ignored.push_back("'" + shown + (a.size() > 60 ? "...'" : "'"));
     }
   }
   return c;
+}
+
+std::string ignored_arguments_line(const SiteConfig& site) {
+  if (site.ignored.empty()) return "";
+  std::string list;
+  for (const std::string& a : site.ignored) list += (list.empty() ? "" : ", ") + a;
+  return "plugstack argument" + std::string(site.ignored.size() > 1 ? "s " : " ") + list +
+         " ignored (expected site_db=/absolute/path, default=on|off, dltune=/absolute/path, "
+         "tune_timeout=SECONDS or tune_max_bytes=N); the other settings on the line apply";
 }
 
 bool applies(const std::optional<UserRequest>& user, const SiteConfig& site) {

@@ -44,18 +44,25 @@ Result<UserRequest> parse_user_option(const char* optarg);
 
 // Plugstack arguments, e.g. `optional /usr/lib/dltune/spank_dltune.so site_db=/etc/dltune/site.db
 // default=on`: site_db (a root-owned, read-only database), default (on | off: whether jobs
-// that did not pass --dltune get it). Unknown or malformed arguments are errors.
-// dltune=/absolute/path (the dltune binary `--dltune-tune` runs; default: bin/dltune next to
-// the plugin's lib/ directory), tune_timeout=SECONDS (1-3600, default 300: the tuning run is
-// killed after it), tune_max_bytes=N (largest message size tuned; default dltune's own).
+// that did not pass --dltune get it), dltune=/absolute/path (the dltune binary `--dltune-tune`
+// runs; default: bin/dltune next to the plugin's lib/ directory), tune_timeout=SECONDS (1-3600,
+// default 300: the tuning run is killed after it), tune_max_bytes=N (largest message size
+// tuned; default dltune's own).
 struct SiteConfig {
   std::string site_db;
   bool default_on = false;
   std::string dltune_bin;
   int tune_timeout_s = 300;
   uint64_t tune_max_bytes = 0;
+  // Arguments that were not understood, each as "'ARG'": they are ignored and every other
+  // setting on the line still applies (the plugin logs them on one line).
+  std::vector<std::string> ignored;
 };
-Result<SiteConfig> parse_plugstack_args(int argc, char** argv);
+// Never fails: an unknown or malformed argument goes to `ignored` and leaves its setting at the
+// default; the valid arguments before and after it apply.
+SiteConfig parse_plugstack_args(int argc, char** argv);
+// The one log line for `site.ignored` ("" when nothing was ignored).
+std::string ignored_arguments_line(const SiteConfig& site);
 
 // Whether dltune applies to this job: --dltune=off always wins, then --dltune, then the
 // site default.

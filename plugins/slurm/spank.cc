@@ -22,6 +22,7 @@
 #include "plugins/slurm/policy.h"
 #include "plugins/slurm/step_plan.h"
 #include "plugins/slurm/tune.h"
+#include "topology/isolated_load.h"
 
 // spank.h has no extern "C" guard of its own.
 // clang-format off
@@ -133,6 +134,32 @@ bool tune_for_step(spank_t sp, const StepInputs& in, const std::string& topo_xml
   return true;
 }
 
+// This node's topology, loaded by dltune-topo-probe as the job's user: hwloc never runs inside
+// slurmstepd, where a hostile export (DLTUNE_TOPO_XML, or the user's own saved discovery) could
+// crash a root process. The helper is bin/dltune-topo-probe beside the plugin's lib/ and must
+// pass trusted_binary().
+dltune::Result<dltune::topology::Topology> load_topology(spank_t sp, const std::string& xml) {
+  uid_t uid = 0;
+  gid_t gid = 0;
+  if (spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS ||
+      spank_get_item(sp, S_JOB_GID, &gid) != ESPANK_SUCCESS) {
+    return dltune::internal_error("cannot read the job's user from Slurm");
+  }
+  auto helper = trusted_binary(dltune::topology::sibling_bin("dltune-topo-probe"));
+  if (!helper) return std::move(helper).error().wrap("not reading the topology");
+  dltune::topology::IsolatedLoad req;
+  req.helper = *helper;
+  req.xml_path = xml;
+  req.env = {"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C", "HWLOC_HIDE_ERRORS=2"};
+  for (const char* name : {"XDG_RUNTIME_DIR", "TMPDIR", "HOME"}) {
+    const std::string v = job_env(sp, name);
+    if (!v.empty() && v[0] == '/') req.env.push_back(std::string(name) + "=" + v);
+  }
+  if (job_env(sp, "DLTUNE_TOPO_CACHE") == "0") req.env.push_back("DLTUNE_TOPO_CACHE=0");
+  if (::getuid() == 0) req.run_as = std::make_pair(uid, gid);
+  return dltune::topology::load_isolated(req);
+}
+
 int user_init(spank_t sp) {
   const JobRequest req = resolve(g_user, g_tune_flag, g_site);
   if (!req.enabled) return 0;
@@ -148,7 +175,7 @@ int user_init(spank_t sp) {
   // Runs as the job's user: the topology override and databases the user names are read with
   // the user's rights only.
   const std::string xml = job_env(sp, "DLTUNE_TOPO_XML");
-  auto topo = xml.empty() ? dltune::topology::discover() : dltune::topology::load_xml(xml);
+  auto topo = load_topology(sp, xml);
   if (!topo) {
     slurm_error("dltune: %s; the job runs untouched", topo.error().message().c_str());
     return 0;
@@ -251,14 +278,12 @@ extern "C" {
 
 int slurm_spank_init(spank_t sp, int ac, char** av) {
   try {
-    auto site = parse_plugstack_args(ac, av);
-    if (!site) {
-      slurm_error("dltune: %s; dltune stays off", site.error().message().c_str());
-      g_site = SiteConfig{};
-    } else {
-      g_site = *site;
-    }
+    g_site = parse_plugstack_args(ac, av);
     const spank_context_t ctx = spank_context();
+    // Said once per step, where the job's log is: by slurmstepd (remote context).
+    if (!g_site.ignored.empty() && ctx == S_CTX_REMOTE) {
+      slurm_error("dltune: %s", ignored_arguments_line(g_site).c_str());
+    }
     if (ctx == S_CTX_LOCAL || ctx == S_CTX_REMOTE || ctx == S_CTX_ALLOCATOR) {
       for (struct spank_option* o = g_options; o->name != nullptr; ++o)
         spank_option_register(sp, o);

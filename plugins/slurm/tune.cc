@@ -46,8 +46,13 @@ Result<struct stat> root_only_writable(const std::string& path) {
   ::sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
   for (int sig = 1; sig < NSIG; ++sig) ::signal(sig, SIG_DFL);
-  // slurmstepd lowered only its effective ids; drop all three, group first.
-  if (::setresgid(gid, gid, gid) != 0 || ::setresuid(uid, uid, uid) != 0) ::_exit(126);
+  // slurmstepd lowered only its effective ids: take root back (real and saved uid are 0) so
+  // that root's supplementary groups go too, then drop all three ids, group first.
+  if (::geteuid() != 0) (void)::seteuid(0);
+  if (::setgroups(1, &gid) != 0 || ::setresgid(gid, gid, gid) != 0 ||
+      ::setresuid(uid, uid, uid) != 0) {
+    ::_exit(126);
+  }
   if (::getuid() != uid || ::geteuid() != uid || ::getgid() != gid || ::getegid() != gid) {
     ::_exit(126);
   }

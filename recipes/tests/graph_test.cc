@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "recipes/model/builtins.h"
+#include "recipes/model/partition.h"
 
 namespace dltune::recipes {
 namespace {
@@ -181,6 +182,78 @@ TEST(GraphJson, RoundTripsEveryAttribute) {
   auto bad = graph_from_json(j);
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.error().message().find("unknown key 'colour'"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace dltune::recipes
+
+namespace dltune::recipes {
+namespace {
+
+TEST(GraphPartition, CutsWhereOneTensorCrosses) {
+  // A chain can be cut before every node; a CIFAR ResNet only between blocks (inside a block
+  // the block's input still reaches its add); a GPT only on its residual stream between blocks.
+  auto chain = builtin_graph("lenet", {});
+  EXPECT_EQ(cut_points(analyze_graph(*chain)).size(), chain->nodes.size() - 1);
+  auto resnet = builtin_graph("resnet20", {});
+  const GraphInfo ri = analyze_graph(*resnet);
+  std::vector<std::string> names;
+  for (int k : cut_points(ri)) names.push_back(resnet->nodes[static_cast<size_t>(k)].name);
+  EXPECT_NE(std::find(names.begin(), names.end(), "layer2.0.conv1"), names.end());
+  EXPECT_EQ(std::find(names.begin(), names.end(), "layer2.0.conv2"), names.end());
+  EXPECT_EQ(std::find(names.begin(), names.end(), "layer2.0.add"), names.end());
+  BuiltinOptions o;
+  o.blocks = 3, o.width = 16, o.heads = 2, o.context = 8;
+  auto gpt = builtin_graph("gpt-tiny", o);
+  const GraphInfo gi = analyze_graph(*gpt);
+  names.clear();
+  for (int k : cut_points(gi)) names.push_back(gpt->nodes[static_cast<size_t>(k)].name);
+  EXPECT_NE(std::find(names.begin(), names.end(), "h.1.ln_1"), names.end());
+  EXPECT_EQ(std::find(names.begin(), names.end(), "h.1.attn.c_proj"), names.end());
+}
+
+TEST(GraphPartition, StagesKeepNamesAndSplitTiedWeights) {
+  BuiltinOptions o;
+  o.blocks = 2, o.width = 16, o.heads = 2, o.context = 8;
+  auto gpt = builtin_graph("gpt-tiny", o);
+  const GraphInfo gi = analyze_graph(*gpt);
+  auto firsts = partition_nodes(*gpt, gi, {"wte", "h.1.ln_1"});
+  ASSERT_TRUE(firsts) << firsts.error().message();
+  auto second = make_stage(*gpt, gi, (*firsts)[1], static_cast<int>(gpt->nodes.size()));
+  ASSERT_TRUE(second) << second.error().message();
+  EXPECT_EQ(second->graph.input, (Shape{8, 16}));
+  EXPECT_EQ(second->graph.nodes.front().from, (std::vector<std::string>{"input"}));
+  ASSERT_EQ(second->shared.size(), 1u);
+  EXPECT_EQ(second->shared[0],
+            (std::pair<std::string, std::string>{"lm_head.weight", "wte.weight"}));
+  const GraphInfo si = analyze_graph(second->graph);
+  ASSERT_TRUE(si.ok()) << si.problems[0].second;
+  EXPECT_EQ(si.output(), gi.output());
+  EXPECT_EQ(si.params.back().name, "lm_head.weight");
+  // Both stages together own every tensor of the model once, plus the split tie's copy.
+  auto first = make_stage(*gpt, gi, 0, (*firsts)[1]);
+  ASSERT_TRUE(first);
+  EXPECT_EQ(analyze_graph(first->graph).parameters + si.parameters, gi.parameters + 256 * 16);
+  EXPECT_FALSE(partition_nodes(*gpt, gi, {"wte", "h.1.attn.c_proj"}));
+  EXPECT_FALSE(partition_nodes(*gpt, gi, {"wpe", "h.1.ln_1"}));
+}
+
+TEST(GraphPartition, BalancedCutsMinimiseTheLargestStage) {
+  auto chain = builtin_graph("mlp", {});  // 6 nodes, cut anywhere
+  const GraphInfo info = analyze_graph(*chain);
+  const std::vector<double> cost = {2, 2, 2, 6, 2, 2};
+  auto two = balanced_partition(info, cost, 2);
+  ASSERT_TRUE(two) << two.error().message();
+  EXPECT_EQ(*two, (std::vector<int>{0, 3}));  // 6 | 10 (cutting before 4: 12 | 4)
+  auto three = balanced_partition(info, cost, 3);
+  ASSERT_TRUE(three);
+  EXPECT_EQ(*three, (std::vector<int>{0, 3, 4}));  // 6 | 6 | 4
+  // A memory veto: no stage may hold more than 3 nodes.
+  auto vetoed = balanced_partition(info, cost, 2, [](int b, int e) { return e - b <= 3; });
+  ASSERT_TRUE(vetoed);
+  EXPECT_EQ(*vetoed, (std::vector<int>{0, 3}));
+  EXPECT_FALSE(balanced_partition(info, cost, 2, [](int b, int e) { return e - b <= 2; }));
+  EXPECT_FALSE(balanced_partition(info, cost, 7));
 }
 
 }  // namespace

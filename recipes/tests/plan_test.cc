@@ -27,6 +27,9 @@ const char* kExample = R"({
   "placement": [ {"local_rank": 0, "cpus": [0], "gpu": -1, "nic": ""},
                  {"local_rank": 1, "cpus": [1], "gpu": -1, "nic": ""} ],
   "job": {"nodes": 1, "ranks_per_node": 2},
+  "parallel": {"replicas": 2, "stages": 1, "partition": [], "microbatches": 1,
+               "schedule": "1f1b", "recompute": "none", "reason": "", "memory_bytes": 0,
+               "predicted_sps": 0.0, "measured_sps": 0.0},
   "provenance": {"source": "tuned", "reason": "rd below 4 KiB, ring above",
                  "predicted_sps": 1500.0, "measured_sps": 1432.5}
 })";
@@ -57,6 +60,43 @@ TEST(PlanJson, RoundTripsExactly) {
   ASSERT_TRUE(again.ok()) << again.error().message();
   EXPECT_EQ(*plan, *again);
   EXPECT_EQ(plan_to_json(*plan), json::parse(kExample));
+}
+
+// A plan written before layouts existed is data parallel over every rank; a pipeline layout
+// must cover the job and name a first node per stage.
+TEST(PlanJson, LayoutsDefaultToDataParallelAndAreChecked) {
+  json j = json::parse(kExample);
+  j.erase("parallel");
+  auto old = plan_from_json(j);
+  ASSERT_TRUE(old.ok()) << old.error().message();
+  EXPECT_EQ(old->parallel.replicas, 2);
+  EXPECT_EQ(old->parallel.stages, 1);
+  j = json::parse(kExample);
+  j["parallel"]["replicas"] = 1;
+  j["parallel"]["stages"] = 2;
+  j["parallel"]["partition"] = {"conv1", "layer2.0.conv1"};
+  j["parallel"]["microbatches"] = 8;
+  j["parallel"]["schedule"] = "async";
+  j["training"]["global_batch"] = 64;  // one replica
+  auto pipe = plan_from_json(j);
+  ASSERT_TRUE(pipe.ok()) << pipe.error().message();
+  EXPECT_EQ(pipe->parallel.schedule, PipelineSchedule::kAsync);
+  EXPECT_TRUE(pipe->parallel.pipelined());
+  struct Bad {
+    const char* key;
+    json value;
+    const char* message;
+  };
+  for (const Bad& b : {Bad{"stages", 3, "must equal the job's 2 ranks"},
+                       Bad{"partition", json::array({"conv1"}), "one per stage"},
+                       Bad{"microbatches", 65, "in 1..per_rank_batch"},
+                       Bad{"schedule", "zigzag", "expected gpipe, 1f1b or async"}}) {
+    json k = j;
+    k["parallel"][b.key] = b.value;
+    auto r = plan_from_json(k);
+    ASSERT_FALSE(r.ok()) << b.key;
+    EXPECT_NE(r.error().message().find(b.message), std::string::npos) << r.error().message();
+  }
 }
 
 TEST(PlanLookup, PicksTheRangeHoldingTheSize) {

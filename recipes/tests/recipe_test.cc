@@ -207,11 +207,12 @@ TEST(RecipeLoad, BadRecipeGivesEveryProblemOnItsOwnLine) {
       << r.error().message();
 }
 
-TEST(RecipeSignature, DependsOnStructureNotOnNamesPathsOrTraining) {
+TEST(RecipeSignature, DependsOnStructureNotOnNamesPathsOrLaunch) {
   const ParseOutcome a = parse("name: a\nmodel: lenet\ndata: synthetic-digits\n");
   const ParseOutcome b = parse(
       "name: b\ndescription: other\nmodel: lenet\ndata: synthetic-digits\n"
-      "training: {steps: 5, batch: {per_rank: 8}}\nlaunch: {ranks: 2}\n");
+      "training: {seed: 7, checkpoint_every: 3}\ntune: {budget: 5}\n"
+      "launch: {ranks: 2, binding: core}\n");
   const ParseOutcome c = parse("name: a\nmodel: lenet5\ndata: synthetic-digits\n");
   const ParseOutcome d = parse(
       "model:\n  layers: [conv2d: {out: 20, kernel: 5}, maxpool: {kernel: 2}, "
@@ -224,6 +225,55 @@ TEST(RecipeSignature, DependsOnStructureNotOnNamesPathsOrTraining) {
   EXPECT_EQ(sa, recipe_signature(b.recipe));
   EXPECT_NE(sa, recipe_signature(c.recipe));
   EXPECT_EQ(sa, recipe_signature(d.recipe));  // the built-in lenet spelled out as layers
+}
+
+// Every setting a tuned plan depends on is in the key: a copy of a recipe that fixes another
+// batch, warm-up, bucket ... never finds the original's plan (the reported bug: a copy of the
+// quickstart with per_rank 32 and warmup 5 trained at 64 and 20 from the quickstart's plan).
+TEST(RecipeSignature, EverySettingAPlanDependsOnChangesIt) {
+  const std::string base =
+      "model: lenet\ndata: {kind: synthetic-digits, samples: 20000}\n"
+      "training: {steps: 300, batch: {per_rank: 64}, schedule: {kind: cosine, warmup_steps: 20}, "
+      "optimizer: {lr: 0.02, lr_reference_batch: 128}}\n";
+  const ParseOutcome ref = parse(base);
+  ASSERT_TRUE(ref.ok()) << all_problems(ref);
+  const std::string sig = recipe_signature(ref.recipe);
+  struct Variant {
+    const char* key;
+    std::string from, to;
+  };
+  const Variant changes[] = {
+      {"training.batch.per_rank", "per_rank: 64", "per_rank: 32"},
+      {"training.batch.global", "batch: {per_rank: 64}", "batch: {global: 128}"},
+      {"training.batch.max_global", "batch: {per_rank: 64}",
+       "batch: {per_rank: 64, max_global: 256}"},
+      {"training.schedule.warmup_steps", "warmup_steps: 20", "warmup_steps: 5"},
+      {"training.schedule.kind", "kind: cosine", "kind: constant"},
+      {"training.steps", "steps: 300", "steps: 301"},
+      {"training.optimizer.lr", "lr: 0.02", "lr: 0.03"},
+      {"training.optimizer.lr_reference_batch", "lr_reference_batch: 128",
+       "lr_reference_batch: 256"},
+      {"training.optimizer.lr_scaling", "lr: 0.02", "lr: 0.02, lr_scaling: sqrt"},
+      {"training.optimizer.momentum", "lr: 0.02", "lr: 0.02, momentum: 0.5"},
+      {"training.scaling", "steps: 300", "steps: 300, scaling: weak"},
+      {"data.samples", "samples: 20000", "samples: 10000"},
+      {"data.heldout", "samples: 20000", "samples: 20000, heldout: 0.2"},
+      {"comm.bucket", "model: lenet", "comm: {bucket: 1MiB}\nmodel: lenet"},
+      {"comm.overlap", "model: lenet", "comm: {overlap: off}\nmodel: lenet"},
+      {"comm.allreduce", "model: lenet", "comm: {allreduce: rd}\nmodel: lenet"},
+      {"comm.backend", "model: lenet", "comm: {backend: mpi}\nmodel: lenet"},
+      {"tune.objective", "model: lenet",
+       "tune: {objective: time-to-accuracy, target_accuracy: 0.9}\nmodel: lenet"},
+  };
+  for (const Variant& v : changes) {
+    std::string text = base;
+    const size_t at = text.find(v.from);
+    ASSERT_NE(at, std::string::npos) << v.key;
+    text.replace(at, v.from.size(), v.to);
+    const ParseOutcome o = parse(text);
+    ASSERT_TRUE(o.ok()) << v.key << ": " << all_problems(o);
+    EXPECT_NE(recipe_signature(o.recipe), sig) << v.key << " is not in the signature";
+  }
 }
 
 TEST(RecipeJson, ShowsNormalisedValuesAndParameterCount) {

@@ -170,6 +170,12 @@ for y in "$bad"/*.yaml; do
 done
 [ $n -ge 30 ] || fail "only $n bad recipes"
 [ "$(ls "$DLTUNE_RUNS_DIR" | wc -l)" = "$before" ] || fail "a bad recipe created a run directory"
+# Refused once the run directory exists (here: a user database that is not one): still exit 2
+# and nothing left behind (it used to keep runs/<recipe>-<time>/checkpoints/).
+echo "this is not an SQLite database, only text long enough to look like a file" >"$tmp/broken.db"
+DLTUNE_DB=$tmp/broken.db "$dltune" launch "$tiny" >/dev/null 2>"$tmp/err"
+[ $? -eq 2 ] || fail "a broken user database did not exit 2: $(cat "$tmp/err")"
+[ "$(ls "$DLTUNE_RUNS_DIR" | wc -l)" = "$before" ] || fail "a refused launch left a run directory"
 
 # 5b. --set: the run trains the overridden recipe and records it in its recipe.yaml.
 "$dltune" launch "$tiny" --no-tune --set training.steps=20 --set training.checkpoint_every=10 \

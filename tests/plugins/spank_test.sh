@@ -2,7 +2,8 @@
 # The SPANK plugin with real Slurm daemons (tests/slurm/cluster.sh): the option shows in
 # `srun --help`; a job gets the plan's environment and binding; --dltune=off gets nothing; a
 # broken database or a missing plan leaves the job running normally with one log line;
-# hostile option values change nothing; the profiles (bind-only, collectives-only, tuned) apply
+# hostile option values and a hostile hwloc export change nothing; a bad plugstack argument drops
+# only itself; the profiles (bind-only, collectives-only, tuned) apply
 # what they say; --dltune-tune tunes as the job's user (root and nobody) when the database has no
 # plan, then applies it, and never runs a program it does not trust.
 #
@@ -68,6 +69,35 @@ grep -rq "dltune: .*not a dltune\|dltune: .*database\|dltune: .*file is not" "$d
 check "the broken database left one log line" $?
 grep -rq "dltune: no plan for this node" "$dir/cluster/log"
 check "the missing plan left one log line" $?
+
+# A hostile hwloc export in the job's environment (the reported 827-byte reproducer: libhwloc 2.9
+# crashes on it, and srun hung when slurmstepd did): hwloc never runs inside slurmstepd, the
+# helper refuses the file, and the job completes untouched with one log line.
+crash=$src/topology/tests/data/hostile/machine-without-complete-cpuset.xml
+for profile in default bind-only; do
+  lines_before=$(grep -rh "dltune: .*machine-without-complete-cpuset.xml" "$dir/cluster/log" | wc -l)
+  out=$(DLTUNE_TOPO_XML=$crash DLTUNE_DB=$db timeout 60 srun "--dltune=$profile" -N1 -n2 \
+    sh -c "$probe; echo job-ran" 2>&1)
+  rc=$?
+  [ $rc -eq 0 ] && [ "$(echo "$out" | grep -c job-ran)" -eq 2 ] && echo "$out" | grep -q 'plan=none'
+  check "hostile DLTUNE_TOPO_XML ($profile): the job completes untouched" $? "rc=$rc $out"
+  lines=$(grep -rh "dltune: .*machine-without-complete-cpuset.xml" "$dir/cluster/log")
+  [ "$(echo "$lines" | wc -l)" -eq $((lines_before + 1)) ] &&
+    echo "$lines" | tail -1 | grep -q "has no complete_cpuset attribute; .*the job runs untouched"
+  check "hostile DLTUNE_TOPO_XML ($profile): one log line saying why" $? "$lines"
+done
+grep -rh "dltune: .*machine-without-complete-cpuset.xml" "$dir/cluster/log" | tail -1 | sed 's/^/  log: /'
+
+# One bad plugstack argument drops only itself: site_db still applies, and the log says so.
+plugstack "site_db=$db" "tune_timeout=5s"
+out=$(DLTUNE_DB=$dir/missing.db srun --dltune -N1 -n2 sh -c "$probe" 2>&1)
+echo "$out" | grep -q "task=0 plan=/.*/plan.json" && echo "$out" | grep -q "task=1 plan=/.*/plan.json"
+check "a bad plugstack argument keeps the good ones (site_db)" $? "$out"
+grep -rq "dltune: plugstack argument 'tune_timeout=5s' ignored .*the other settings on the line apply" "$dir/cluster/log"
+check "the ignored plugstack argument is named in the log" $?
+! grep -rq "dltune stays off" "$dir/cluster/log"
+check "no log line says dltune stays off while it applies" $?
+plugstack "dltune=$dltune" tune_max_bytes=64 tune_timeout=120
 
 long=$(printf 'a%.0s' $(seq 5000))
 for v in '$(touch /tmp/dltune-pwned)' 'x;touch /tmp/dltune-pwned' '../../../etc/passwd' "$long" '`id`'; do

@@ -13,12 +13,12 @@ expect_rc() {  # expect_rc CODE CMD...: runs CMD, checks its exit code, keeps st
   set +e; "$@" >"$work/out" 2>"$work/err"; local rc=$?; set -e
   [ "$rc" = "$want" ] || fail "'$*' exited $rc, expected $want: $(cat "$work/err")"
 }
-plan='{"version":1,"collectives":{"allreduce":[{"min_bytes":0,"max_bytes":4096,"algo":"rd","segment_bytes":0},{"min_bytes":4096,"max_bytes":18446744073709551615,"algo":"hier","segment_bytes":0}]}}'
+plan='{"version":1,"collectives":{"allreduce":[{"min_bytes":0,"max_bytes":4096,"algo":"rd","segment_bytes":0},{"min_bytes":4096,"max_bytes":18446744073709551615,"algo":"hier","segment_bytes":0}]},"training":{"per_rank_batch":1,"global_batch":2,"scaling":"weak"},"job":{"nodes":1,"ranks_per_node":2}}'
 
 # A bundle made by hand (as another site would send it), with a correct checksum.
 python3 - "$work/site.json" "$plan" <<'PY'
 import hashlib, json, sys
-key = {"fingerprint": "ab12", "family": "fam", "versions": {"mpi": "4.1.4", "pmix": "4.2.2",
+key = {"fingerprint": "ab12", "family": "fa11", "versions": {"mpi": "4.1.4", "pmix": "4.2.2",
        "nccl": "", "dltune": "0.1.0"}, "nodes": 1, "ranks_per_node": 2, "recipe": ""}
 prov = {"site": "siteA", "host": "h1", "user": "u", "dltune_version": "0.1.0",
         "created_at": 1700000000}
@@ -66,10 +66,10 @@ grep -q "plans 1 added, 0 replaced, 1 unchanged" "$work/out" || fail "merge: $(c
 
 # Layered look-up: the merged database as a site database.
 DLTUNE_SITE_DB=$work/merged.db expect_rc 0 "$dltune" db lookup --db "$work/none.db" \
-  --fingerprint ab12 --family fam --shape 1x2 --mpi 4.1.4 --pmix 4.2.2 --json
+  --fingerprint ab12 --family fa11 --shape 1x2 --mpi 4.1.4 --pmix 4.2.2 --json
 grep -q '"hit":"exact"' "$work/out" || fail "lookup: $(cat "$work/out")"
 grep -q '"layer":"site"' "$work/out" || fail "lookup layer: $(cat "$work/out")"
-expect_rc 0 "$dltune" db lookup --fingerprint ab12 --family fam --shape 2x2 --mpi 4.1.4 --pmix 4.2.2
+expect_rc 0 "$dltune" db lookup --fingerprint ab12 --family fa11 --shape 2x2 --mpi 4.1.4 --pmix 4.2.2
 grep -q "^near hit in user database" "$work/out" || fail "near: $(cat "$work/out")"
 expect_rc 2 "$dltune" db lookup --fingerprint "ab'--" --shape 1x2
 

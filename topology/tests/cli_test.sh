@@ -75,6 +75,11 @@ printf '<?xml version="1.0"?>\n<topology version="2.0">\n</topology>\n' >"$tmp/n
 expect 2 "dltune topo: '$tmp/none.xml' describes an empty topology (no <object> element): export a whole machine with \`lstopo --of xml\`" -- topo --xml "$tmp/none.xml"
 printf '<?xml version="1.0"?>\n<topology version="2.0">\n<object type="Machine" os_index="0" cpuset="0x0" complete_cpuset="0x0" allowed_cpuset="0x0" nodeset="0x0" complete_nodeset="0x0" allowed_nodeset="0x0" gp_index="1"/>\n</topology>\n' >"$tmp/nopu.xml"
 expect 2 "dltune topo: '$tmp/nopu.xml' is not a valid hwloc XML export (hwloc rejected it: malformed, or no PU or NUMA node): export it again with \`lstopo --of xml\`" -- topo --xml "$tmp/nopu.xml"
+# The reported crasher (libhwloc 2.9 dies of SIGSEGV on it): one sentence and exit 2, in-process,
+# before hwloc sees it; and the same through DLTUNE_TOPO_XML.
+crash=$data/hostile/machine-without-complete-cpuset.xml
+expect 2 "dltune topo: '$crash' is not a valid hwloc XML export: line 3: the Machine object has no complete_cpuset attribute; export it again with \`lstopo --of xml\`" -- topo --xml "$crash"
+DLTUNE_TOPO_XML=$crash expect 2 "dltune topo: DLTUNE_TOPO_XML: '$crash' is not a valid hwloc XML export: line 3: the Machine object has no complete_cpuset attribute; export it again with \`lstopo --of xml\`" -- topo
 expect 2 "dltune topo: -n expects a number of local ranks from 1 to 4096, got '0'" -- topo --xml "$lassen" -n 0
 expect 2 "dltune topo: -n expects a number of local ranks from 1 to 4096, got 'x'" -- topo --xml "$lassen" -n x
 expect 2 "dltune topo: --bind: unknown binding 'socket': expected auto, core, numa or none" -- topo --xml "$lassen" --bind socket

@@ -72,9 +72,10 @@ TEST(BadInput, TruncatedXml) {
 TEST(BadInput, MalformedXml) {
   std::string xml = read_fixture("mpibind_cts1-pascal.xml");
   xml.replace(xml.find("<object type=\"Package\""), 22, "<object type=\"Packa<<ge\"");
+  // Refused by the check before hwloc (xml_check.h), which says where.
   EXPECT_EQ(load_error(xml),
-            "'F' is not a valid hwloc XML export (hwloc rejected it: malformed, or no PU or "
-            "NUMA node): export it again with `lstopo --of xml`");
+            "'F' is not a valid hwloc XML export: line 28: '<' in an attribute value; export it "
+            "again with `lstopo --of xml`");
 }
 
 TEST(BadInput, Hwloc3Export) {

@@ -6,8 +6,10 @@
 #include <map>
 #include <string>
 
+#include "common/json_input.h"
 #include "common/paths.h"
 #include "common/strings.h"
+#include "recipes/plan.h"
 #include "tuner/db/bundle_json.h"
 
 namespace dltune::tuner::db {
@@ -44,14 +46,7 @@ json trial_json(const RecipeTrial& t) {
   return j;
 }
 
-std::string utc(int64_t t) {
-  const std::time_t tt = static_cast<std::time_t>(t);
-  std::tm tm{};
-  gmtime_r(&tt, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
+std::string utc(int64_t t) { return utc_time(t); }
 
 json summarize_one(const std::string& path, bool site, bool with_plans, json* plans_out) {
   json d = {{"path", path}, {"layer", site ? "site" : "user"}};
@@ -59,10 +54,14 @@ json summarize_one(const std::string& path, bool site, bool with_plans, json* pl
     d["error"] = "does not exist yet (created by the first tuning run or import)";
     return d;
   }
-  auto db = TuningDb::open(path, site ? OpenMode::kReadOnly : OpenMode::kReadWrite);
+  auto db = TuningDb::open(path, OpenMode::kReadOnly);  // showing only reads
   if (!db) {
     d["error"] = db.error().message();
     return d;
+  }
+  if (auto settings = db->settings(); settings.ok()) {
+    d["require_signature"] = settings->require_signature;
+    d["trusted_keys"] = settings->trusted_keys;
   }
   auto c = db->counts();
   if (!c) {
@@ -97,10 +96,11 @@ json summarize_one(const std::string& path, bool site, bool with_plans, json* pl
                 {"host", p.provenance.host},
                 {"user", p.provenance.user},
                 {"dltune_version", p.provenance.dltune_version},
+                {"signed_by", p.provenance.signed_by},
                 {"created_at", p.provenance.created_at},
                 {"created", utc(p.provenance.created_at)}};
-    json plan = json::parse(p.plan_json, nullptr, false);
-    row["plan"] = plan.is_discarded() ? json(nullptr) : plan;
+    auto plan = parse_json_bounded(p.plan_json, {.max_bytes = kMaxPlanBytes, .max_depth = 16});
+    row["plan"] = plan ? std::move(*plan) : json(nullptr);
     auto mine = trials_by_plan.find(identity(p.key));
     row["recipe_trials"] = mine == trials_by_plan.end() ? json::array() : mine->second;
     plans_out->push_back(std::move(row));
@@ -131,7 +131,46 @@ std::string trial_line(const json& t) {
   return line + "\n";
 }
 
+// Who vouched for a plan row, for people.
+std::string signer_text(const json& signed_by) {
+  const std::string s = signed_by.is_string() ? signed_by.get<std::string>() : "";
+  if (s.empty()) return "made here";
+  if (s == kUnsigned) return "imported unsigned";
+  return "signed by " + s;
+}
+
 }  // namespace
+
+std::string utc_time(int64_t t) {
+  const std::time_t tt = static_cast<std::time_t>(t);
+  std::tm tm{};
+  gmtime_r(&tt, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string plan_summary(const std::string& plan_json) {
+  auto plan = recipes::parse_plan(plan_json);
+  if (!plan) return "(not a valid plan)";
+  const recipes::TrainingPlan& t = plan->training;
+  char lr[32];
+  std::snprintf(lr, sizeof lr, "%.2f", t.lr_scale);
+  std::string out =
+      "per-rank " + std::to_string(t.per_rank_batch) + " (global " +
+      std::to_string(t.global_batch) + ", " + std::string(recipes::scaling_name(t.scaling)) +
+      "), bucket " + strings::format_bytes(t.bucket_bytes) + ", overlap " +
+      (t.overlap ? "on" : "off") + ", warm-up " + std::to_string(t.warmup_steps) + ", lr x" + lr;
+  if (auto it = plan->collectives.find(recipes::Collective::kAllreduce);
+      it != plan->collectives.end()) {
+    std::string algos;
+    for (const recipes::SizeRange& r : it->second) {
+      algos += (algos.empty() ? "" : " then ") + std::string(recipes::algorithm_name(r.algo));
+    }
+    out += "; allreduce " + algos;
+  }
+  return out;
+}
 
 Result<JobShape> parse_shape(std::string_view text) {
   const auto bad = [&] {
@@ -208,7 +247,12 @@ std::string summary_text(const json& s) {
     out += "schema v" + std::to_string(d["schema_version"].get<int>()) + ", " +
            std::to_string(d["plans"].get<int64_t>()) + " plans, " +
            std::to_string(d["measurements"].get<int64_t>()) + " measurements, " +
-           std::to_string(d["recipe_trials"].get<int64_t>()) + " recipe trials\n";
+           std::to_string(d["recipe_trials"].get<int64_t>()) + " recipe trials";
+    if (d.value("require_signature", false)) out += "; takes only signed bundles";
+    if (!d.value("trusted_keys", std::string()).empty()) {
+      out += "; trusted keys " + d["trusted_keys"].get<std::string>();
+    }
+    out += "\n";
   }
   if (!s.contains("plans") || s["plans"].empty()) return out;
   out += "plans:\n";
@@ -227,7 +271,7 @@ std::string summary_text(const json& s) {
            k["versions"]["mpi"].get<std::string>() + "  site " +
            (p["site"].get<std::string>().empty() ? std::string("(local)")
                                                  : p["site"].get<std::string>()) +
-           "  " + p["created"].get<std::string>() + "\n";
+           "  " + p["created"].get<std::string>() + "  " + signer_text(p["signed_by"]) + "\n";
     const json& pv = p["plan"].is_object() && p["plan"].contains("provenance")
                          ? p["plan"]["provenance"]
                          : json::object();

@@ -126,7 +126,7 @@ Result<LookupResult> lookup_plan(const Layers& layers, const Key& key) {
   };
 
   if (!layers.user_db.empty() && paths::exists(layers.user_db)) {
-    auto db = TuningDb::open(layers.user_db, OpenMode::kReadWrite);
+    auto db = TuningDb::open(layers.user_db, OpenMode::kReadOnly);  // a look-up only reads
     if (!db) return std::move(db).error().wrap("reading the user tuning database");
     auto done = consider(*db, false);
     if (!done) return std::move(done).error().wrap("reading '" + layers.user_db + "'");

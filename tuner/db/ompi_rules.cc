@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/json_input.h"
 #include "tuner/db/records.h"
 
 namespace dltune::tuner::db {
@@ -88,8 +89,9 @@ bool same_choice(const OmpiRule& a, const OmpiRule& b) {
 }  // namespace
 
 Result<PlanCollectives> parse_plan_collectives(std::string_view plan_json) {
-  const json j = json::parse(plan_json, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) return invalid_input("plan: not a JSON object");
+  auto parsed = parse_json_bounded(plan_json, {.max_bytes = size_t{4} << 20, .max_depth = 16});
+  if (!parsed || !parsed->is_object()) return invalid_input("plan: not a JSON object");
+  const json& j = *parsed;
   PlanCollectives out;
   if (!j.contains("collectives")) return out;
   const json& cs = j["collectives"];

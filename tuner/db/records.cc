@@ -4,14 +4,18 @@
 #include <ctime>
 #include <string>
 
-#include <nlohmann/json.hpp>
 #include <pwd.h>
 #include <unistd.h>
+
+#include "recipes/plan.h"
 
 #include "dltune/config.h"
 
 namespace dltune::tuner::db {
 namespace {
+
+constexpr int64_t kEarliestCreatedAt = 946684800;  // 2000-01-01
+constexpr int64_t kClockSkewSeconds = 86400;
 
 bool is_token_char(char c) {
   return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == ':' ||
@@ -44,6 +48,9 @@ Status check_token(std::string_view field, std::string_view v, bool allow_empty)
 
 Status check_hex(std::string_view field, std::string_view v, bool allow_empty) {
   DLTUNE_TRY(check_token(field, v, allow_empty));
+  if (v.size() > 64) {
+    return invalid_input(std::string(field) + ": longer than 64 hex digits (a SHA-256)");
+  }
   for (char c : v) {
     if (!std::isdigit(static_cast<unsigned char>(c)) && (c < 'a' || c > 'f')) {
       return invalid_input(std::string(field) + ": expected lowercase hex, got " +
@@ -65,6 +72,13 @@ Status check_text(std::string_view field, std::string_view v) {
                            "are not allowed)");
     }
   }
+  return ok_status();
+}
+
+// A version string: a token of at most 32 bytes.
+Status check_version(std::string_view field, std::string_view v) {
+  DLTUNE_TRY(check_token(field, v, true));
+  if (v.size() > 32) return invalid_input(std::string(field) + ": longer than 32 bytes");
   return ok_status();
 }
 
@@ -103,14 +117,14 @@ Provenance local_provenance(std::string site) {
 
 Status validate_key(const Key& k) {
   DLTUNE_TRY(check_hex("key.fingerprint", k.fingerprint, false));
-  DLTUNE_TRY(check_token("key.family", k.family, true));
-  DLTUNE_TRY(check_token("key.versions.mpi", k.versions.mpi, true));
-  DLTUNE_TRY(check_token("key.versions.pmix", k.versions.pmix, true));
-  DLTUNE_TRY(check_token("key.versions.nccl", k.versions.nccl, true));
-  DLTUNE_TRY(check_token("key.versions.dltune", k.versions.dltune, true));
+  DLTUNE_TRY(check_hex("key.family", k.family, true));
+  DLTUNE_TRY(check_version("key.versions.mpi", k.versions.mpi));
+  DLTUNE_TRY(check_version("key.versions.pmix", k.versions.pmix));
+  DLTUNE_TRY(check_version("key.versions.nccl", k.versions.nccl));
+  DLTUNE_TRY(check_version("key.versions.dltune", k.versions.dltune));
   DLTUNE_TRY(check_hex("key.recipe", k.recipe, true));
-  if (k.shape.nodes < 1 || k.shape.nodes > 1000000 || k.shape.ranks_per_node < 1 ||
-      k.shape.ranks_per_node > 100000) {
+  if (k.shape.nodes < 1 || k.shape.nodes > 100000 || k.shape.ranks_per_node < 1 ||
+      k.shape.ranks_per_node > 4096) {
     return invalid_input("key.shape: expected nodes >= 1 and ranks_per_node >= 1, got " +
                          std::to_string(k.shape.nodes) + "x" +
                          std::to_string(k.shape.ranks_per_node));
@@ -122,10 +136,18 @@ Status validate_provenance(const Provenance& p) {
   DLTUNE_TRY(check_text("provenance.site", p.site));
   DLTUNE_TRY(check_token("provenance.host", p.host, true));
   DLTUNE_TRY(check_token("provenance.user", p.user, true));
-  DLTUNE_TRY(check_token("provenance.dltune_version", p.dltune_version, true));
-  if (p.created_at < 0 || p.created_at > 32503680000) {  // year 3000
-    return invalid_input("provenance.created_at: not a plausible Unix time: " +
-                         std::to_string(p.created_at));
+  DLTUNE_TRY(check_version("provenance.dltune_version", p.dltune_version));
+  if (p.site.size() > 64) return invalid_input("provenance.site: longer than 64 bytes");
+  // A row "made" in the future would win every prefer-newer merge (a plan dated 2999 did).
+  const int64_t latest = static_cast<int64_t>(std::time(nullptr)) + kClockSkewSeconds;
+  if (p.created_at < kEarliestCreatedAt || p.created_at > latest) {
+    return invalid_input("provenance.created_at: " + std::to_string(p.created_at) +
+                         " is not a plausible time (before 2000, or more than a day ahead of "
+                         "this machine's clock)");
+  }
+  if (!p.signed_by.empty() && p.signed_by != kUnsigned) {
+    DLTUNE_TRY(check_token("provenance.signed_by", p.signed_by, false));
+    if (p.signed_by.size() > 64) return invalid_input("provenance.signed_by: longer than 64 bytes");
   }
   return ok_status();
 }
@@ -136,12 +158,17 @@ Status validate_plan(const PlanRecord& plan) {
   if (plan.plan_json.size() > kMaxPlanBytes) {
     return invalid_input("plan: larger than " + std::to_string(kMaxPlanBytes) + " bytes");
   }
-  const auto j = nlohmann::json::parse(plan.plan_json, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) {
-    return invalid_input("plan: not a JSON object");
-  }
-  if (!j.contains("version") || j["version"] != 1) {
-    return invalid_input("plan: expected \"version\": 1");
+  // The whole plan, as a launch or a plugin will read it: a plan that passes here is one
+  // they can use (or, for a recipe, fit to it: recipes/plan_fit.h).
+  auto parsed = recipes::parse_plan(plan.plan_json);
+  if (!parsed) return std::move(parsed).error().wrap("plan");
+  DLTUNE_TRY_CTX(recipes::check_plan_plausible(*parsed), "plan");
+  if (parsed->job.nodes != plan.key.shape.nodes ||
+      parsed->job.ranks_per_node != plan.key.shape.ranks_per_node) {
+    return invalid_input("plan: job " + std::to_string(parsed->job.nodes) + "x" +
+                         std::to_string(parsed->job.ranks_per_node) +
+                         " is not the key's job shape " + std::to_string(plan.key.shape.nodes) +
+                         "x" + std::to_string(plan.key.shape.ranks_per_node));
   }
   return ok_status();
 }
@@ -151,6 +178,15 @@ Status validate_measurement(const Measurement& m) {
   DLTUNE_TRY(validate_provenance(m.provenance));
   DLTUNE_TRY(check_token("measurement.collective", m.collective, false));
   DLTUNE_TRY(check_token("measurement.algorithm", m.algorithm, false));
+  if (!recipes::parse_collective(m.collective)) {
+    return invalid_input("measurement.collective: unknown collective " +
+                         quote_for_error(m.collective));
+  }
+  if (!recipes::parse_algorithm(m.algorithm) && !m.algorithm.starts_with("nccl")) {
+    return invalid_input("measurement.algorithm: unknown algorithm " +
+                         quote_for_error(m.algorithm));
+  }
+  if (m.samples > 100000000) return invalid_input("measurement.samples: implausibly many");
   DLTUNE_TRY(check_text("measurement.reason", m.reason));
   DLTUNE_TRY(check_nonneg("measurement.median_us", m.median_us));
   DLTUNE_TRY(check_nonneg("measurement.p10_us", m.p10_us));
@@ -160,7 +196,7 @@ Status validate_measurement(const Measurement& m) {
   if (!m.failed && m.samples == 0) {
     return invalid_input("measurement.samples: a successful measurement needs samples");
   }
-  if (m.bytes > (uint64_t{1} << 62) || m.segment_bytes > (uint64_t{1} << 62)) {
+  if (m.bytes > (uint64_t{1} << 40) || m.segment_bytes > (uint64_t{1} << 40)) {
     return invalid_input("measurement.bytes: implausibly large");
   }
   return ok_status();
@@ -180,12 +216,13 @@ Status validate_trial(const RecipeTrial& t) {
     return invalid_input("recipe_trial.round/candidate: out of range (" + std::to_string(t.round) +
                          ", " + std::to_string(t.candidate) + ")");
   }
-  constexpr int64_t kMaxBatch = int64_t{1} << 40;
-  if (t.per_rank_batch < 1 || t.per_rank_batch > kMaxBatch || t.global_batch < 1 ||
-      t.global_batch > kMaxBatch) {
-    return invalid_input("recipe_trial.per_rank_batch/global_batch: expected 1 to 2^40");
+  if (t.per_rank_batch < 1 || t.per_rank_batch > recipes::kMaxPlanPerRankBatch ||
+      t.global_batch < 1 || t.global_batch > recipes::kMaxPlanGlobalBatch) {
+    return invalid_input("recipe_trial.per_rank_batch/global_batch: expected 1 to " +
+                         std::to_string(recipes::kMaxPlanPerRankBatch) + " per rank and 1 to " +
+                         std::to_string(recipes::kMaxPlanGlobalBatch) + " in all");
   }
-  if (t.bucket_bytes > (uint64_t{1} << 62)) {
+  if (t.bucket_bytes > recipes::kMaxPlanBucketBytes) {
     return invalid_input("recipe_trial.bucket_bytes: implausibly large");
   }
   if (!(t.lr_scale > 0.0) || t.lr_scale > 1e6) {

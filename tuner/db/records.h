@@ -44,15 +44,20 @@ struct Key {
   }
 };
 
-// Who wrote a row, where and when. `created_at` is Unix seconds (UTC).
+// Who wrote a row, where and when, and who vouched for it. `created_at` is Unix seconds (UTC).
 struct Provenance {
   std::string site;  // "" for a local row never exported
   std::string host;
   std::string user;
   std::string dltune_version;
   int64_t created_at = 0;
+  // Set by import and merge, never taken from the input: the name of the trusted key whose
+  // signature the row's bundle carried (signing.h), kUnsigned for a row that came from an
+  // unsigned (or untrusted) bundle or database, "" for a row made on this machine.
+  std::string signed_by;
   bool operator==(const Provenance&) const = default;
 };
+inline constexpr const char* kUnsigned = "unsigned";
 
 // This process's provenance: host name, user name, this dltune's version, now.
 Provenance local_provenance(std::string site = "");
@@ -113,9 +118,18 @@ inline constexpr size_t kMaxTextBytes = 512;
 inline constexpr size_t kMaxPlanBytes = 1 << 20;
 
 // Each returns invalid_input naming the field ("key.fingerprint: expected lowercase hex, got ...")
-// when the row is malformed, else ok. Identifier fields allow [A-Za-z0-9._:+@/-]; free text
-// (reasons, sites) printable ASCII without quotes, backslashes, semicolons or backticks; the plan
-// must be a JSON object no larger than kMaxPlanBytes with "version": 1.
+// when the row is malformed or implausible, else ok. These are what every local write and every
+// import (bundle or database) must pass, so that a well-formed but absurd bundle is refused
+// naming the field:
+// - identifier fields allow [A-Za-z0-9._:+@/-] (at most kMaxTokenBytes); fingerprint, family
+//   and recipe are lowercase hex of at most 64 digits (the latter two may be empty); free text
+//   (reasons, sites) printable ASCII without quotes, backslashes, semicolons or backticks;
+// - created_at is not before 2000 nor more than a day ahead of this machine's clock;
+// - the plan is a whole plan (recipes::parse_plan: known collectives and algorithms, ranges
+//   that cover every size), plausible (recipes::check_plan_plausible: batches, warm-up,
+//   buckets, placement in range) and for the key's job shape;
+// - a measurement names a known collective and algorithm, with sizes, times and samples in
+//   range.
 Status validate_key(const Key& key);
 Status validate_provenance(const Provenance& p);
 Status validate_plan(const PlanRecord& plan);

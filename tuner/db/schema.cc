@@ -60,7 +60,17 @@ CREATE INDEX recipe_trials_by_plan ON recipe_trials(plan_id);
 PRAGMA user_version = 3;
 )sql";
 
-constexpr const char* kSteps[] = {kCreateV1, kV1ToV2, kV2ToV3};
+// v3 -> v4: who vouched for each imported row (signed_by: a trusted key's name, 'unsigned', or
+// '' for rows made here), and the database's own settings (require_signature, trusted_keys).
+constexpr const char* kV3ToV4 = R"sql(
+ALTER TABLE plans ADD COLUMN signed_by TEXT NOT NULL DEFAULT '';
+ALTER TABLE measurements ADD COLUMN signed_by TEXT NOT NULL DEFAULT '';
+ALTER TABLE recipe_trials ADD COLUMN signed_by TEXT NOT NULL DEFAULT '';
+CREATE TABLE settings(name TEXT PRIMARY KEY, value TEXT NOT NULL);
+PRAGMA user_version = 4;
+)sql";
+
+constexpr const char* kSteps[] = {kCreateV1, kV1ToV2, kV2ToV3, kV3ToV4};
 static_assert(sizeof(kSteps) / sizeof(kSteps[0]) == kSchemaVersion);
 
 Result<bool> has_foreign_tables(Connection& conn) {

@@ -9,6 +9,10 @@
 //   v3: adds recipe_trials: one row per candidate per round of a recipe search, keyed like
 //       plans (plus round and candidate), linked to the plan row it produced (plan_id), with
 //       provenance. Earlier databases simply have no trials.
+//   v4: adds signed_by to the three row tables (who vouched for an imported row: a trusted
+//       key's name, 'unsigned', or '' for a row made on this machine; rows of earlier
+//       databases read as made here) and a settings table (name -> value) for the database's
+//       own policy: require_signature, trusted_keys (store.h).
 //
 // Each step runs in its own transaction; a database is always at exactly one version.
 #pragma once
@@ -18,7 +22,7 @@
 
 namespace dltune::tuner::db {
 
-inline constexpr int kSchemaVersion = 3;
+inline constexpr int kSchemaVersion = 4;
 
 // The schema version stored in `conn` (0 for a new, empty file).
 Result<int> schema_version(Connection& conn);

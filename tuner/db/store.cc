@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include <unistd.h>
+
 #include "common/paths.h"
 #include "tuner/db/schema.h"
 #include "tuner/db/store_sql.h"
@@ -26,7 +28,8 @@ void bind_provenance(Statement& st, int first, const Provenance& p) {
       .bind(first + 1, p.host)
       .bind(first + 2, p.user)
       .bind(first + 3, p.dltune_version)
-      .bind(first + 4, p.created_at);
+      .bind(first + 4, p.created_at)
+      .bind(first + 5, p.signed_by);
 }
 
 Key read_key(const Statement& st, int c) {
@@ -40,7 +43,8 @@ Key read_key(const Statement& st, int c) {
 }
 
 Provenance read_provenance(const Statement& st, int c) {
-  return {st.text(c), st.text(c + 1), st.text(c + 2), st.text(c + 3), st.integer(c + 4)};
+  return {st.text(c),     st.text(c + 1),    st.text(c + 2),
+          st.text(c + 3), st.integer(c + 4), st.text(c + 5)};
 }
 
 PlanRecord read_plan(const Statement& st) {
@@ -96,7 +100,36 @@ Result<ConflictPolicy> parse_policy(std::string_view name) {
                        "; expected keep-local, prefer-newer or prefer-more-samples");
 }
 
+namespace {
+
+// Why this process may not write the database at `path`, "" when it may: the file itself, or
+// (for a file not there yet, or the WAL files next to it) its directory.
+std::string write_refusal(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "."
+                          : slash == 0               ? "/"
+                                                     : path.substr(0, slash);
+  if (::access(path.c_str(), F_OK) == 0) {
+    if (::access(path.c_str(), W_OK) != 0) return "the file is not writable by this user";
+  }
+  if (::access(dir.c_str(), F_OK) == 0 && ::access(dir.c_str(), W_OK) != 0) {
+    return "its directory '" + dir + "' is not writable by this user";
+  }
+  return "";
+}
+
+}  // namespace
+
 Result<TuningDb> TuningDb::open(const std::string& path, OpenMode mode) {
+  if (mode == OpenMode::kReadWrite) {
+    // SQLite would open it read-only without a word and fail later with "cannot read ... as an
+    // SQLite database": say what it is instead.
+    if (const std::string why = write_refusal(path); !why.empty()) {
+      return unsupported("database '" + path + "' is read-only (" + why +
+                         "); nothing was written. Write to another database with --db or "
+                         "DLTUNE_DB");
+    }
+  }
   auto conn = Connection::open(path, mode);
   if (!conn) return std::move(conn).error();
   TuningDb db(std::move(*conn), Connection());
@@ -115,19 +148,55 @@ Result<TuningDb> TuningDb::open(const std::string& path, OpenMode mode) {
 
 Status TuningDb::check_writable() const {
   if (read_only_) {
-    return unsupported("database '" + path_ + "' is opened read-only (a site database)");
+    return unsupported("database '" + path_ + "' is opened read-only; nothing was written");
   }
   return ok_status();
+}
+
+Result<DbSettings> TuningDb::settings() {
+  DbSettings out;
+  auto st = connection().prepare("SELECT name, value FROM settings");
+  if (!st) return std::move(st).error();
+  while (true) {
+    auto row = st->step();
+    if (!row) return std::move(row).error();
+    if (!*row) return out;
+    const std::string name = st->text(0), value = st->text(1);
+    if (name == "require_signature") out.require_signature = value == "on";
+    if (name == "trusted_keys") out.trusted_keys = value;
+  }
+}
+
+Status TuningDb::set_settings(const DbSettings& s) {
+  DLTUNE_TRY(check_writable());
+  if (!s.trusted_keys.empty() && (s.trusted_keys[0] != '/' || s.trusted_keys.size() > 4096)) {
+    return invalid_input("trusted_keys: expected an absolute path, got " +
+                         quote_for_error(s.trusted_keys));
+  }
+  auto tx = Transaction::begin(connection());
+  if (!tx) return std::move(tx).error();
+  for (const auto& [name, value] : {std::pair<const char*, std::string>{
+                                        "require_signature", s.require_signature ? "on" : "off"},
+                                    {"trusted_keys", s.trusted_keys}}) {
+    auto st = connection().prepare(
+        "INSERT INTO settings(name, value) VALUES(?1, ?2) "
+        "ON CONFLICT(name) DO UPDATE SET value = excluded.value");
+    if (!st) return std::move(st).error();
+    st->bind(1, name).bind(2, value);
+    DLTUNE_TRY_CTX(st->run(), "writing the settings of '" + path_ + "'");
+  }
+  return tx->commit();
 }
 
 Status TuningDb::write_plan(const PlanRecord& p) {
   auto st = connection().prepare(
       "INSERT INTO plans(" DLTUNE_DB_PLAN_COLS
-      ") VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15) "
+      ") VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16) "
       "ON CONFLICT(fingerprint, mpi, pmix, nccl, dltune, nodes, ranks_per_node, recipe) DO "
       "UPDATE SET family = excluded.family, plan_json = excluded.plan_json, site = excluded.site, "
       "host = excluded.host, user_name = excluded.user_name, "
-      "writer_version = excluded.writer_version, created_at = excluded.created_at");
+      "writer_version = excluded.writer_version, created_at = excluded.created_at, "
+      "signed_by = excluded.signed_by");
   if (!st) return std::move(st).error();
   bind_key(*st, 1, p.key, true);
   st->bind(10, p.plan_json);
@@ -139,14 +208,14 @@ Status TuningDb::write_measurement(const Measurement& m) {
   auto st = connection().prepare(
       "INSERT INTO measurements(" DLTUNE_DB_MEAS_COLS
       ") VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, "
-      "?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25) "
+      "?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26) "
       "ON CONFLICT(fingerprint, mpi, pmix, nccl, dltune, nodes, ranks_per_node, recipe, "
       "collective, algorithm, segment_bytes, bytes) DO UPDATE SET family = excluded.family, "
       "median_us = excluded.median_us, p10_us = excluded.p10_us, p90_us = excluded.p90_us, "
       "iqr_us = excluded.iqr_us, samples = excluded.samples, failed = excluded.failed, "
       "reason = excluded.reason, site = excluded.site, host = excluded.host, "
       "user_name = excluded.user_name, writer_version = excluded.writer_version, "
-      "created_at = excluded.created_at");
+      "created_at = excluded.created_at, signed_by = excluded.signed_by");
   if (!st) return std::move(st).error();
   bind_key(*st, 1, m.key, true);
   st->bind(10, m.collective)

@@ -46,16 +46,36 @@ Result<ConflictPolicy> parse_policy(std::string_view name);
 struct MergeCounts {
   int64_t added = 0, replaced = 0, unchanged = 0, kept_local = 0;
 };
+// One plan that exists on both sides with different content: both rows, which one the
+// database now holds and why ("keep-local: the local plan stays", "prefer-newer: the incoming
+// plan (2024-05-01T10:00:00Z) is newer than the local one (...)").
+struct PlanConflict {
+  PlanRecord local;
+  PlanRecord incoming;
+  std::string source;  // where the incoming row came from ("" when not said)
+  bool incoming_won = false;
+  std::string why;
+};
 // Recipe trials follow their plan: added or replaced with it (a replaced plan's old trials go),
 // kept_local when the local plan stays; with an unchanged plan they are unchanged when equal,
 // added when the local plan has none, else kept_local.
 struct MergeReport {
   MergeCounts plans, measurements, recipe_trials;
+  std::vector<PlanConflict> plan_conflicts;  // every replaced or kept_local plan
   bool changed() const {
     return plans.added + plans.replaced + measurements.added + measurements.replaced +
                recipe_trials.added + recipe_trials.replaced >
            0;
   }
+};
+
+// A database's own policy for what it takes in (schema v4 settings table): imports and merges
+// into it need a trusted signature when require_signature is on; trusted_keys names a
+// trusted-keys file (signing.h) added to DLTUNE_TRUSTED_KEYS' ("" none).
+struct DbSettings {
+  bool require_signature = false;
+  std::string trusted_keys;
+  bool operator==(const DbSettings&) const = default;
 };
 
 struct DbCounts {
@@ -67,7 +87,9 @@ class TuningDb {
  public:
   // Opens (kReadWrite: creating and migrating to the current schema) the database at `path`.
   // A read-only database of an older schema is upgraded in memory, never on disk. Errors name
-  // the path: missing file (read-only), not a dltune database, newer schema, I/O.
+  // the path: missing file (read-only), not a dltune database, newer schema, I/O; kReadWrite on
+  // a file or directory this user may not write is unsupported ("... is read-only ..."), so
+  // that commands that only read open with kReadOnly.
   static Result<TuningDb> open(const std::string& path, OpenMode mode);
 
   // Inserts or replaces (same Key identity) one plan; one transaction. Validates first:
@@ -91,12 +113,18 @@ class TuningDb {
   Result<std::vector<RecipeTrial>> recipe_trials(const Filter& filter = {});
   Result<DbCounts> counts();
 
-  // Applies incoming rows under `policy` in one transaction after validating all of them:
-  // on any invalid row, or a trial with no plan of its key identity among `plans`, nothing is
-  // written. Importing the same rows twice changes nothing.
+  // Applies incoming rows under `policy` in one transaction after validating all of them
+  // (validate_rows): on any invalid row nothing is written. Importing the same rows twice
+  // changes nothing. `source` names where the rows came from in the conflict report.
   Result<MergeReport> merge_rows(std::span<const PlanRecord> plans,
                                  std::span<const Measurement> measurements, ConflictPolicy policy,
-                                 std::span<const RecipeTrial> trials = {});
+                                 std::span<const RecipeTrial> trials = {},
+                                 const std::string& source = "");
+
+  // The database's settings (defaults when none were set), and setting them (one
+  // transaction; trusted_keys must be "" or an absolute path).
+  Result<DbSettings> settings();
+  Status set_settings(const DbSettings& settings);
 
   // Deletes the rows PruneSpec selects (plans and measurements, and the recipe trials of every
   // deleted plan) in one transaction; returns how many rows went. invalid_input when no
@@ -133,6 +161,12 @@ class TuningDb {
   bool use_scratch_ = false;
   std::function<void(int64_t)> row_hook_;
 };
+
+// Every row valid (records.h) and every trial with a plan of its key identity among `plans`:
+// what merge_rows checks before its first write, for callers that must know before they
+// create a database. Errors name the row ("plans[2]: key.fingerprint: ...").
+Status validate_rows(std::span<const PlanRecord> plans, std::span<const Measurement> measurements,
+                     std::span<const RecipeTrial> trials);
 
 // Opens the database at `path` for writing (TuningDb::open, kReadWrite), creating its directory
 // first when needed: how every command writes to the user database.

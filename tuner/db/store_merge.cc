@@ -1,4 +1,5 @@
 // TuningDb::merge_rows: applying bundle or database rows under a conflict policy.
+#include <ctime>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,14 @@ namespace {
 bool same_plan(const PlanRecord& a, const PlanRecord& b) {
   return a.key.same_identity(b.key) && a.key.family == b.key.family && a.plan_json == b.plan_json &&
          a.provenance == b.provenance;
+}
+
+// True when `incoming` is `local` (imported unsigned) now vouched for by a trusted key.
+bool signed_copy_of(const PlanRecord& local, const PlanRecord& incoming) {
+  PlanRecord relabelled = local;
+  relabelled.provenance.signed_by = incoming.provenance.signed_by;
+  return local.provenance.signed_by == kUnsigned && !incoming.provenance.signed_by.empty() &&
+         incoming.provenance.signed_by != kUnsigned && same_plan(relabelled, incoming);
 }
 
 bool same_measurement(const Measurement& a, const Measurement& b) {
@@ -37,7 +46,62 @@ bool incoming_wins(ConflictPolicy policy, const Provenance& local, const Provena
   return false;
 }
 
+std::string utc(int64_t t) {
+  const std::time_t tt = static_cast<std::time_t>(t);
+  std::tm tm{};
+  gmtime_r(&tt, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// Why the plan conflict between `local` and `incoming` went the way it did.
+std::string conflict_reason(ConflictPolicy policy, const PlanRecord& local,
+                            const PlanRecord& incoming, bool incoming_won) {
+  const std::string times = "incoming " + utc(incoming.provenance.created_at) + ", local " +
+                            utc(local.provenance.created_at);
+  switch (policy) {
+    case ConflictPolicy::kKeepLocal:
+      return "policy keep-local: the local plan stays";
+    case ConflictPolicy::kPreferMoreSamples:
+    case ConflictPolicy::kPreferNewer: {
+      const std::string name = policy == ConflictPolicy::kPreferNewer
+                                   ? "prefer-newer"
+                                   : "prefer-more-samples (plans: newer wins)";
+      if (incoming_won) return "policy " + name + ": the incoming plan is newer (" + times + ")";
+      if (incoming.provenance.created_at == local.provenance.created_at) {
+        return "policy " + name + ": same time, the local plan stays (" + times + ")";
+      }
+      return "policy " + name + ": the local plan is newer (" + times + ")";
+    }
+  }
+  return "";
+}
+
 }  // namespace
+
+Status validate_rows(std::span<const PlanRecord> plans, std::span<const Measurement> measurements,
+                     std::span<const RecipeTrial> trials) {
+  for (size_t i = 0; i < plans.size(); ++i) {
+    DLTUNE_TRY_CTX(validate_plan(plans[i]), "plans[" + std::to_string(i) + "]");
+  }
+  for (size_t i = 0; i < measurements.size(); ++i) {
+    DLTUNE_TRY_CTX(validate_measurement(measurements[i]),
+                   "measurements[" + std::to_string(i) + "]");
+  }
+  for (size_t i = 0; i < trials.size(); ++i) {
+    const std::string where = "recipe_trials[" + std::to_string(i) + "]";
+    DLTUNE_TRY_CTX(validate_trial(trials[i]), where);
+    bool has_plan = false;
+    for (const PlanRecord& p : plans) has_plan = has_plan || p.key.same_identity(trials[i].key);
+    if (!has_plan) {
+      return invalid_input(where +
+                           ": no plan with its key among the rows (a recipe trial travels with "
+                           "the plan it produced)");
+    }
+  }
+  return ok_status();
+}
 
 Result<std::optional<Measurement>> TuningDb::find_measurement(const Measurement& m) {
   auto st = connection().prepare("SELECT " DLTUNE_DB_MEAS_COLS
@@ -58,30 +122,17 @@ Result<std::optional<Measurement>> TuningDb::find_measurement(const Measurement&
 
 Result<MergeReport> TuningDb::merge_rows(std::span<const PlanRecord> plans,
                                          std::span<const Measurement> measurements,
-                                         ConflictPolicy policy,
-                                         std::span<const RecipeTrial> trials) {
+                                         ConflictPolicy policy, std::span<const RecipeTrial> trials,
+                                         const std::string& source) {
   DLTUNE_TRY(check_writable());
   // Validate everything before the first write: all or nothing.
-  for (size_t i = 0; i < plans.size(); ++i) {
-    DLTUNE_TRY_CTX(validate_plan(plans[i]), "plans[" + std::to_string(i) + "]");
-  }
-  for (size_t i = 0; i < measurements.size(); ++i) {
-    DLTUNE_TRY_CTX(validate_measurement(measurements[i]),
-                   "measurements[" + std::to_string(i) + "]");
-  }
-  // Each plan's incoming trials; a trial must come with its plan.
+  DLTUNE_TRY(validate_rows(plans, measurements, trials));
+  // Each plan's incoming trials (validate_rows made sure each has its plan).
   std::vector<std::vector<const RecipeTrial*>> trials_of_plan(plans.size());
-  for (size_t i = 0; i < trials.size(); ++i) {
-    const std::string where = "recipe_trials[" + std::to_string(i) + "]";
-    DLTUNE_TRY_CTX(validate_trial(trials[i]), where);
+  for (const RecipeTrial& t : trials) {
     size_t p = 0;
-    while (p < plans.size() && !plans[p].key.same_identity(trials[i].key)) ++p;
-    if (p == plans.size()) {
-      return invalid_input(where +
-                           ": no plan with its key among the rows (a recipe trial travels with "
-                           "the plan it produced)");
-    }
-    trials_of_plan[p].push_back(&trials[i]);
+    while (!plans[p].key.same_identity(t.key)) ++p;
+    trials_of_plan[p].push_back(&t);
   }
   MergeReport report;
   auto tx = Transaction::begin(connection());
@@ -114,6 +165,14 @@ Result<MergeReport> TuningDb::merge_rows(std::span<const PlanRecord> plans,
     if (!*local) {
       ++report.plans.added;
       report.recipe_trials.added += count;
+    } else if (signed_copy_of(**local, p)) {
+      // The plan imported unsigned, now signed by a trusted key: it takes the signature (the
+      // content is the same), whatever the policy, and says so.
+      ++report.plans.replaced;
+      report.recipe_trials.replaced += count;
+      report.plan_conflicts.push_back({**local, p, source, true,
+                                       "the same plan, now signed by trusted key '" +
+                                           p.provenance.signed_by + "' (it was unsigned)"});
     } else if (same_plan(**local, p)) {
       ++report.plans.unchanged;
       // The same plan: its trials are added only where the local copy has none.
@@ -130,13 +189,18 @@ Result<MergeReport> TuningDb::merge_rows(std::span<const PlanRecord> plans,
         report.recipe_trials.kept_local += count;
       }
       continue;
-    } else if (incoming_wins(policy, (*local)->provenance, p.provenance, 0, 0, false)) {
-      ++report.plans.replaced;
-      report.recipe_trials.replaced += count;
     } else {
-      ++report.plans.kept_local;
-      report.recipe_trials.kept_local += count;
-      continue;
+      const bool won = incoming_wins(policy, (*local)->provenance, p.provenance, 0, 0, false);
+      report.plan_conflicts.push_back(
+          {**local, p, source, won, conflict_reason(policy, **local, p, won)});
+      if (won) {
+        ++report.plans.replaced;
+        report.recipe_trials.replaced += count;
+      } else {
+        ++report.plans.kept_local;
+        report.recipe_trials.kept_local += count;
+        continue;
+      }
     }
     DLTUNE_TRY_CTX(write_plan(p), "merging into '" + path_ + "'");
     row_written(++n);

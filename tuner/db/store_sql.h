@@ -8,10 +8,10 @@
 #include "tuner/db/sqlite.h"
 #include "tuner/db/store.h"
 
-// Column order everywhere: the 8 identity columns, family, the row's data, provenance (5).
+// Column order everywhere: the 8 identity columns, family, the row's data, provenance (6).
 #define DLTUNE_DB_KEY_COLS \
   "fingerprint, mpi, pmix, nccl, dltune, nodes, ranks_per_node, recipe, family"
-#define DLTUNE_DB_PROV_COLS "site, host, user_name, writer_version, created_at"
+#define DLTUNE_DB_PROV_COLS "site, host, user_name, writer_version, created_at, signed_by"
 #define DLTUNE_DB_IDENTITY_WHERE                                                              \
   "fingerprint = ?1 AND mpi = ?2 AND pmix = ?3 AND nccl = ?4 AND dltune = ?5 AND nodes = ?6 " \
   "AND ranks_per_node = ?7 AND recipe = ?8"
@@ -45,7 +45,7 @@ PlanRecord read_plan(const Statement& st);
 Measurement read_measurement(const Statement& st);
 RecipeTrial read_trial(const Statement& st);
 void bind_filter(Statement& st, const Filter& f);
-// Every value of a trial but its plan_id bound in DLTUNE_DB_TRIAL_COLS order to ?1..?30.
+// Every value of a trial but its plan_id bound in DLTUNE_DB_TRIAL_COLS order to ?1..?31.
 void bind_trial(Statement& st, const RecipeTrial& t);
 // True when both hold the same rows (every field), in any order.
 bool same_trials(std::vector<RecipeTrial> a, std::vector<RecipeTrial> b);

@@ -103,10 +103,10 @@ Status TuningDb::write_trials(const Key& plan_key, std::span<const RecipeTrial* 
     auto st = connection().prepare(
         "INSERT INTO recipe_trials(" DLTUNE_DB_TRIAL_COLS
         ", plan_id) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, "
-        "?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31)");
+        "?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32)");
     if (!st) return std::move(st).error();
     detail::bind_trial(*st, *t);
-    st->bind(31, plan_id);
+    st->bind(32, plan_id);
     DLTUNE_TRY(st->run());
     row_written(++*n);
   }

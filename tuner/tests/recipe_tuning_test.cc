@@ -530,7 +530,7 @@ TEST(RecipeTrialRows, EveryTrialWithItsConfigurationAndAStorableReason) {
   key.fingerprint = "ab12";
   key.recipe = "cafe";
   key.shape = {1, 2};
-  const db::Provenance prov{"", "h", "u", "0.1.0", 1700000000};
+  const db::Provenance prov{"", "h", "u", "0.1.0", 1700000000, ""};
   const auto rows = recipe_trial_rows(*o, key, prov);
   ASSERT_EQ(rows.size(), 4u);
   for (size_t i = 0; i < rows.size(); ++i) {

@@ -61,7 +61,7 @@ TEST(GpuErrors, CpuDropoutUsesTheCounterBasedMask) {
   const int B = 3;
   d.reserve(B);
   std::vector<float> x(B * 1000, 1.0f), y(x.size());
-  OpContext oc{nullptr, true, 77, false};
+  OpContext oc{nullptr, true, 77, false, true};
   const float* in = x.data();
   d.forward(oc, &in, y.data(), B);
   int zeros = 0;

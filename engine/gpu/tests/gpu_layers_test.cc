@@ -132,14 +132,14 @@ TEST_P(GpuLayerTest, MatchesCpu) {
   const Case& c = GetParam();
   Pair p = make_pair(*ctx, c, 7);
   std::vector<float> ws(std::max<int64_t>(1, p.cpu->workspace_floats(c.batch)));
-  OpContext oc{ws.data(), true, 1234, false};
+  OpContext oc{ws.data(), true, 1234, false, true};
   std::vector<float> y(p.dout.size()), din(p.x.size());
   const float* x = p.x.data();
   GradOut gd{din.data(), false};
   p.cpu->forward(oc, &x, y.data(), c.batch);
   p.cpu->backward(oc, &x, y.data(), p.dout.data(), &gd, c.batch);
 
-  OpContext goc{nullptr, true, 1234, false};
+  OpContext goc{nullptr, true, 1234, false, true};
   const float* dx = p.d_x.floats();
   GradOut ggd{p.d_din.floats(), false};
   p.gpu->forward(goc, &dx, p.d_y.floats(), c.batch);
@@ -159,7 +159,7 @@ TEST_P(GpuLayerTest, MatchesCpu) {
 
 // f = sum(op(x) * dout), evaluated on the GPU.
 double objective(GpuContext& ctx, Pair& p, int batch) {
-  OpContext oc{nullptr, true, 1234, false};
+  OpContext oc{nullptr, true, 1234, false, true};
   const float* x = p.d_x.floats();
   p.gpu->forward(oc, &x, p.d_y.floats(), batch);
   auto y = testing::download(ctx, p.d_y.floats(), p.dout.size());
@@ -198,7 +198,7 @@ TEST_P(GpuLayerTest, FiniteDifferences) {
     for (size_t i = 0; i < p.x.size(); ++i) p.x[i] = 0.05f * static_cast<float>((i * 37) % 101);
     ctx->to_device(p.d_x.data(), p.x.data(), p.x.size() * sizeof(float));
   }
-  OpContext oc{nullptr, true, 1234, false};
+  OpContext oc{nullptr, true, 1234, false, true};
   const float* x = p.d_x.floats();
   GradOut gd{p.d_din.floats(), false};
   p.gpu->forward(oc, &x, p.d_y.floats(), c.batch);

@@ -78,6 +78,14 @@ const char* kPlan = R"({"version": 1, "job": {"nodes": 1, "ranks_per_node": 4},
     {"min_bytes": 0, "max_bytes": 1048576, "algo": "nccl_tree_ll"},
     {"min_bytes": 1048576, "max_bytes": 18446744073709551615, "algo": "nccl_ring_simple"}]}})";
 
+// What a database holds: a whole plan (recipes/plan.h), which names NCCL's algorithms only
+// (NCCL then takes its cheapest protocol for the algorithm).
+const char* kDbPlan = R"({"version": 1, "job": {"nodes": 1, "ranks_per_node": 4},
+  "training": {"per_rank_batch": 1, "global_batch": 4, "scaling": "weak"},
+  "collectives": {"allreduce": [
+    {"min_bytes": 0, "max_bytes": 1048576, "algo": "nccl_tree"},
+    {"min_bytes": 1048576, "max_bytes": 18446744073709551615, "algo": "nccl_ring"}]}})";
+
 TEST_F(Harness, ExportsTheVersionsNcclLooksFor) {
   const auto* v5 = sym<nccl_tuner_v5_t>("ncclTunerPlugin_v5");
   const auto* v4 = sym<nccl_tuner_v4_t>("ncclTunerPlugin_v4");
@@ -194,7 +202,7 @@ class DbHarness : public Harness {
     ASSERT_TRUE(topo.ok()) << topo.error().message();
     auto db = tdb::TuningDb::open(db_, tdb::OpenMode::kReadWrite);
     ASSERT_TRUE(db.ok()) << db.error().message();
-    const tdb::PlanRecord rec{dltune::tuner::make_key(*topo, shape, "", with_nccl), kPlan,
+    const tdb::PlanRecord rec{dltune::tuner::make_key(*topo, shape, "", with_nccl), kDbPlan,
                               tdb::local_provenance()};
     auto s = db->put_plan(rec);
     ASSERT_TRUE(s.ok()) << s.error().message();
@@ -216,7 +224,7 @@ class DbHarness : public Harness {
   }
 };
 
-const std::pair<int, int> kPlanned{kNcclAlgoRing, kNcclProtoSimple};
+const std::pair<int, int> kPlanned{kNcclAlgoRing, kNcclProtoLL};
 
 TEST_F(DbHarness, ExactHitInTheUserDatabaseIsApplied) {
   store({1, 4}, /*with_nccl=*/true);
@@ -271,6 +279,23 @@ TEST_F(DbHarness, MissesFallBackToNccl) {
   g_log.clear();
   EXPECT_EQ(run(4, 1), nccl);
   EXPECT_TRUE(logged("database look-up failed"));
+}
+
+// An hwloc export libhwloc 2.9 crashes on (the reported reproducer) never reaches hwloc in the
+// training job: the topology helper refuses it, NCCL keeps its choice, one line says why. (Were
+// hwloc to run in this process, this test would die of SIGSEGV.)
+TEST_F(DbHarness, AHostileTopologyExportCannotCrashTheJob) {
+  store({1, 4}, true);
+  const char* src = std::getenv("DLTUNE_SOURCE_DIR");
+  const std::string crash = std::string(src ? src : ".") +
+                            "/topology/tests/data/hostile/machine-without-complete-cpuset.xml";
+  setenv("DLTUNE_TOPO_XML", crash.c_str(), 1);
+  g_log.clear();
+  EXPECT_EQ(run(4, 1), Table().pick());
+  EXPECT_TRUE(logged("database look-up failed: reading this node's topology: '" + crash +
+                     "' is not a valid hwloc XML export: line 3: the Machine object has no "
+                     "complete_cpuset attribute"));
+  EXPECT_EQ(g_log.size(), 2u);  // that line, and finalize's count
 }
 
 }  // namespace

@@ -41,37 +41,60 @@ TEST(SpankPolicy, PlugstackArgumentsAndDefault) {
   char a0[] = "site_db=/etc/dltune/site.db";
   char a1[] = "default=on";
   char* argv[] = {a0, a1};
-  auto site = parse_plugstack_args(2, argv);
-  ASSERT_TRUE(site.ok());
-  EXPECT_EQ(site->site_db, "/etc/dltune/site.db");
-  EXPECT_TRUE(site->default_on);
-  EXPECT_TRUE(applies(std::nullopt, *site));
-  EXPECT_FALSE(applies(UserRequest{false, {}}, *site));  // --dltune=off wins
+  const SiteConfig site = parse_plugstack_args(2, argv);
+  EXPECT_TRUE(site.ignored.empty());
+  EXPECT_EQ(ignored_arguments_line(site), "");
+  EXPECT_EQ(site.site_db, "/etc/dltune/site.db");
+  EXPECT_TRUE(site.default_on);
+  EXPECT_TRUE(applies(std::nullopt, site));
+  EXPECT_FALSE(applies(UserRequest{false, {}}, site));  // --dltune=off wins
   EXPECT_FALSE(applies(std::nullopt, SiteConfig{}));
   EXPECT_TRUE(applies(UserRequest{true, Profile::kDefault}, SiteConfig{}));
   char b0[] = "site_db=relative.db";
   char b1[] = "colour=blue";
   char* bad1[] = {b0};
   char* bad2[] = {b1};
-  EXPECT_FALSE(parse_plugstack_args(1, bad1).ok());
-  EXPECT_FALSE(parse_plugstack_args(1, bad2).ok());
+  EXPECT_EQ(parse_plugstack_args(1, bad1).ignored,
+            std::vector<std::string>{"'site_db=relative.db'"});
+  EXPECT_EQ(parse_plugstack_args(1, bad2).site_db, "");
+  EXPECT_EQ(parse_plugstack_args(1, bad2).ignored.size(), 1u);
 
   char c0[] = "dltune=/opt/dltune/bin/dltune";
   char c1[] = "tune_timeout=60";
   char c2[] = "tune_max_bytes=65536";
   char* tune_args[] = {c0, c1, c2};
-  auto t = parse_plugstack_args(3, tune_args);
-  ASSERT_TRUE(t.ok());
-  EXPECT_EQ(t->dltune_bin, "/opt/dltune/bin/dltune");
-  EXPECT_EQ(t->tune_timeout_s, 60);
-  EXPECT_EQ(t->tune_max_bytes, 65536u);
+  const SiteConfig t = parse_plugstack_args(3, tune_args);
+  EXPECT_TRUE(t.ignored.empty());
+  EXPECT_EQ(t.dltune_bin, "/opt/dltune/bin/dltune");
+  EXPECT_EQ(t.tune_timeout_s, 60);
+  EXPECT_EQ(t.tune_max_bytes, 65536u);
   EXPECT_EQ(SiteConfig{}.tune_timeout_s, 300);
   for (const char* bad : {"dltune=dltune", "dltune=/opt/../tmp/dltune", "tune_timeout=0",
                           "tune_timeout=99999", "tune_timeout=5s", "tune_max_bytes=-1"}) {
     std::string copy = bad;
     char* argv1[] = {copy.data()};
-    EXPECT_FALSE(parse_plugstack_args(1, argv1).ok()) << bad;
+    EXPECT_EQ(parse_plugstack_args(1, argv1).ignored.size(), 1u) << bad;
   }
+}
+
+// One bad argument used to drop every setting on the line, site_db included, while the log said
+// "dltune stays off" and --dltune still applied: now only the bad one is ignored, and said so.
+TEST(SpankPolicy, OneBadPlugstackArgumentKeepsTheOthers) {
+  char a0[] = "site_db=/etc/dltune/site.db";
+  char a1[] = "tune_timeout=5s";
+  char a2[] = "default=on";
+  char a3[] = "colour=\x1b[31mred";
+  char* argv[] = {a0, a1, a2, a3};
+  const SiteConfig site = parse_plugstack_args(4, argv);
+  EXPECT_EQ(site.site_db, "/etc/dltune/site.db");
+  EXPECT_TRUE(site.default_on);
+  EXPECT_EQ(site.tune_timeout_s, 300);
+  ASSERT_EQ(site.ignored.size(), 2u);
+  EXPECT_EQ(ignored_arguments_line(site),
+            "plugstack arguments 'tune_timeout=5s', 'colour=?[31mred' ignored (expected "
+            "site_db=/absolute/path, default=on|off, dltune=/absolute/path, tune_timeout=SECONDS "
+            "or tune_max_bytes=N); the other settings on the line apply");
+  EXPECT_EQ(ignored_arguments_line(site).find("stays off"), std::string::npos);
 }
 
 TEST(SpankPolicy, ProfilesAndTheTuneOption) {

@@ -73,14 +73,12 @@ TEST(Bundle, RoundTripAndIdempotentImport) {
   // A database file is a valid merge source too.
   auto from_db = read_source(dir.file("src.db"));
   ASSERT_TRUE(from_db.ok()) << from_db.error().message();
-  EXPECT_EQ(from_db->plans.size(), 2u);
+  EXPECT_EQ(from_db->bundle.plans.size(), 2u);
+  EXPECT_EQ(from_db->verification.trust, Verification::Trust::kNoSignature);
 }
 
 // Recomputes the checksum after `edit` changed the content: a well-formed but hostile bundle.
-std::string resign(nlohmann::json j) {
-  j["checksum"]["value"] = sha256_hex(j["content"].dump());
-  return j.dump();
-}
+std::string resign(nlohmann::json j) { return testing::rechecksum(std::move(j)); }
 
 TEST(Bundle, RejectionsLeaveTheDatabaseUnchanged) {
   TempDir dir;

@@ -33,8 +33,9 @@ void make_db(const std::string& path, std::vector<PlanRecord> plans, const std::
 }
 
 PlanRecord plan_with(Key key, uint64_t switch_bytes) {
+  const JobShape shape = key.shape;
   PlanRecord p = sample_plan(std::move(key));
-  p.plan_json = testing::sample_plan_json(switch_bytes);
+  p.plan_json = testing::sample_plan_json(switch_bytes, "ring", shape.nodes, shape.ranks_per_node);
   return p;
 }
 
@@ -104,7 +105,7 @@ TEST(Lookup, NearHitSameFamilyOtherShapeReportedAsSuch) {
   Key other_machine = sample_key("ff00", 1, 8);  // another node of the family, 8 ranks
   Key closer = sample_key("ab12", 1, 4);         // same fingerprint, 4 ranks
   Key other_family = sample_key("ab12", 1, 2);
-  other_family.family = "fam02";
+  other_family.family = "fa02";
   other_family.recipe = "beef";
   make_db(dir.file("user.db"), {plan_with(other_machine, 1), plan_with(other_family, 3)}, "");
   make_db(dir.file("site.db"), {plan_with(closer, 2)}, "siteA");

@@ -101,7 +101,7 @@ TEST(Store, PlanAndMeasurementsRoundTrip) {
   auto hit = db->find_exact(plan.key);
   ASSERT_TRUE(hit.ok() && hit->has_value());
   EXPECT_EQ((*hit)->plan_json, plan.plan_json);
-  EXPECT_EQ((*hit)->key.family, "fam01");
+  EXPECT_EQ((*hit)->key.family, "fa01");
   EXPECT_EQ((*hit)->provenance, plan.provenance);
   auto got = db->measurements();
   ASSERT_TRUE(got.ok());
@@ -114,10 +114,10 @@ TEST(Store, PlanAndMeasurementsRoundTrip) {
   ASSERT_TRUE(miss.ok());
   EXPECT_FALSE(miss->has_value());
   // Replacing keeps one row.
-  PlanRecord newer = sample_plan(plan.key, 1800000000);
+  PlanRecord newer = sample_plan(plan.key, 1790000000);
   ASSERT_TRUE(db->put_plan(newer).ok());
   EXPECT_EQ(db->counts()->plans, 1);
-  EXPECT_EQ((*db->find_exact(plan.key))->provenance.created_at, 1800000000);
+  EXPECT_EQ((*db->find_exact(plan.key))->provenance.created_at, 1790000000);
 }
 
 TEST(Store, InvalidRowsAreRejectedAndNothingIsWritten) {
@@ -136,8 +136,27 @@ TEST(Store, InvalidRowsAreRejectedAndNothingIsWritten) {
       {"huge family", [](PlanRecord& p) { p.key.family = std::string(5000, 'a'); }, "longer than"},
       {"zero nodes", [](PlanRecord& p) { p.key.shape.nodes = 0; }, "key.shape"},
       {"site with quote", [](PlanRecord& p) { p.provenance.site = "o\"brien"; }, "provenance.site"},
-      {"plan not json", [](PlanRecord& p) { p.plan_json = "{nope"; }, "not a JSON object"},
-      {"plan wrong version", [](PlanRecord& p) { p.plan_json = R"({"version":7})"; }, "version"},
+      {"plan not json", [](PlanRecord& p) { p.plan_json = "{nope"; }, "not valid JSON"},
+      {"plan wrong version",
+       [](PlanRecord& p) {
+         p.plan_json.replace(p.plan_json.find("\"version\":1"), 11, "\"version\":7");
+       },
+       "reads plan version 1, got 7"},
+      {"plan without training", [](PlanRecord& p) { p.plan_json = R"({"version":1})"; },
+       "collectives: missing"},
+      {"plan for another shape",
+       [](PlanRecord& p) {
+         p.key.shape = {2, 2};
+       },
+       "plan: job 1x2 is not the key's job shape 2x2"},
+      {"absurd warm-up",
+       [](PlanRecord& p) {
+         p.plan_json.replace(p.plan_json.find("\"scaling\":\"weak\""), 16,
+                             "\"scaling\":\"weak\",\"warmup_steps\":1000000000000000000");
+       },
+       "training.warmup_steps: 1000000000000000000 is not plausible"},
+      {"made in the future", [](PlanRecord& p) { p.provenance.created_at = 32503680000; },
+       "not a plausible time"},
   };
   for (const Case& c : cases) {
     PlanRecord p = sample_plan();
@@ -198,12 +217,12 @@ TEST(Store, PruneByAgeAndVersion) {
   ASSERT_TRUE(db.ok());
   Key old_version = sample_key("01");
   old_version.versions.dltune = "0.0.1";
-  ASSERT_TRUE(db->put_plan(sample_plan(sample_key("02"), 1000)).ok());
-  ASSERT_TRUE(db->put_plan(sample_plan(old_version, 2000000000)).ok());
-  ASSERT_TRUE(db->put_plan(sample_plan(sample_key("03"), 2000000000)).ok());
+  ASSERT_TRUE(db->put_plan(sample_plan(sample_key("02"), 1000000000)).ok());
+  ASSERT_TRUE(db->put_plan(sample_plan(old_version, 1790000000)).ok());
+  ASSERT_TRUE(db->put_plan(sample_plan(sample_key("03"), 1790000000)).ok());
   EXPECT_FALSE(db->prune({}).ok());
   PruneSpec age;
-  age.created_before = 5000;
+  age.created_before = 1500000000;
   auto by_age = db->prune(age);
   ASSERT_TRUE(by_age.ok());
   EXPECT_EQ(*by_age, 1);

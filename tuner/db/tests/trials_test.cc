@@ -196,12 +196,12 @@ TEST(Trials, PruneRemovesTrialsWithTheirPlans) {
   TempDir dir;
   auto db = TuningDb::open(dir.file("a.db"), OpenMode::kReadWrite);
   ASSERT_TRUE(db.ok());
-  const PlanRecord old_plan = sample_plan(sample_key("01"), 1000);
-  const PlanRecord new_plan = sample_plan(sample_key("02"), 2000000000);
+  const PlanRecord old_plan = sample_plan(sample_key("01"), 1000000000);
+  const PlanRecord new_plan = sample_plan(sample_key("02"), 1790000000);
   ASSERT_TRUE(db->put_results(&old_plan, {}, sample_trials(sample_key("01"))).ok());
   ASSERT_TRUE(db->put_results(&new_plan, {}, sample_trials(sample_key("02"))).ok());
   PruneSpec age;
-  age.created_before = 5000;
+  age.created_before = 1500000000;
   auto n = db->prune(age);
   ASSERT_TRUE(n.ok());
   EXPECT_EQ(*n, 1 + 5);
@@ -217,10 +217,7 @@ std::string export_text(TuningDb& db) {
   return bundle_to_json(*b);
 }
 
-std::string resign(json j) {
-  j["checksum"]["value"] = sha256_hex(j["content"].dump());
-  return j.dump();
-}
+std::string resign(json j) { return testing::rechecksum(std::move(j)); }
 
 TEST(TrialsBundle, RoundTripImportTwiceAndFormatOne) {
   TempDir dir;
@@ -242,7 +239,8 @@ TEST(TrialsBundle, RoundTripImportTwiceAndFormatOne) {
   ASSERT_EQ(got->size(), trials.size());
   for (size_t i = 0; i < trials.size(); ++i) {
     RecipeTrial want = trials[i];
-    want.provenance.site = "siteA";  // filled in by the export
+    want.provenance.site = "siteA";         // filled in by the export
+    want.provenance.signed_by = kUnsigned;  // marked by the import: the bundle is unsigned
     expect_same((*got)[i], want);
   }
   const std::string after_first = export_text(*dst);
@@ -273,7 +271,7 @@ TEST(TrialsBundle, RoundTripImportTwiceAndFormatOne) {
   EXPECT_EQ(r5->plans.unchanged, 1);
   EXPECT_EQ(r5->recipe_trials.added, 5);
   // A newer plan replaces the old one's trials under prefer-newer, not under keep-local.
-  PlanRecord newer = sample_plan(sample_key(), 1800000000);
+  PlanRecord newer = sample_plan(sample_key(), 1790000000);
   newer.provenance.site = "siteB";
   const std::vector<RecipeTrial> newer_trials = {sample_trial(0, 7)};
   auto keep = dst->merge_rows({&newer, 1}, {}, ConflictPolicy::kKeepLocal, newer_trials);

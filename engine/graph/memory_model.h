@@ -1,0 +1,63 @@
+// The memory a rank needs to train a model (or one pipeline stage of it) under a layout, term by
+// term (OC-DNN, AxoNN, DeepSpeed's "is it runnable" with the reasons), from the graph alone: no
+// buffer is allocated to estimate it.
+//
+//   parameters     4 B per trainable float of the stage (a tied copy counted where it lives)
+//   gradients      the same again (one flat buffer; node-shared memory under data parallelism)
+//   optimizer      SGD's velocity (1x parameters) or AdamW's two moments (2x)
+//   state          batch-norm running statistics
+//   activations    per micro-batch kept for backward: every node's output (B x its shape) and
+//                  what each op saves for its backward (masks, argmax, statistics, attention
+//                  probabilities, im2col columns: Op::saved_floats), times the micro-batches in
+//                  flight; with recompute one set (the in-flight micro-batches' inputs stay in
+//                  the input and boundary buffers below, which hold the whole step's anyway)
+//   workspace      the activation-gradient slots of the backward plan and the ops' shared
+//                  scratch, one set
+//   communication  the trainer's input batch (first stage: local batch x input) and loss
+//                  gradient (last stage: one micro-batch's, a pipeline's whole step's), a
+//                  stage's boundary buffers for the whole step (received inputs and their
+//                  gradients: 2 x local batch x input; received output gradients: local batch x
+//                  output); what a stage sends lives in its activations
+//
+// The activation, workspace and op terms are exactly what Model::reserve() allocates for one
+// in-flight batch (a test checks it); the whole is checked against the measured peak resident
+// memory of trainings (bench/parallel, tests).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "common/result.h"
+#include "recipes/model/graph.h"
+
+namespace dltune::engine {
+
+struct MemoryQuery {
+  int64_t microbatch = 1;  // samples per micro-batch (the whole per-rank batch without pipelining)
+  // Samples per step of the rank's replica (the trainer's input batch and a stage's boundary
+  // buffers hold all of them); 0: one micro-batch.
+  int64_t local_batch = 0;
+  int in_flight = 1;       // micro-batches whose activations a stage keeps at once
+  bool recompute = false;  // keep only stage inputs; recompute the forward before the backward
+  std::string optimizer = "sgd";                   // sgd | adamw
+  bool boundary_in = false, boundary_out = false;  // a pipeline stage receives / sends tensors
+};
+
+struct MemoryTerms {
+  int64_t parameters = 0, gradients = 0, optimizer = 0, state = 0;
+  int64_t activations = 0, workspace = 0, communication = 0;
+  int64_t checkpoint = 0;  // a pipeline's checkpoint staging (engine/train/layout_memory.h)
+  int64_t total() const {
+    return parameters + gradients + optimizer + state + activations + workspace + communication +
+           checkpoint;
+  }
+};
+
+// The terms for training `graph` (a whole model or a stage's sub-graph) under `q`. Errors: the
+// graph's problems (invalid_input naming the node).
+Result<MemoryTerms> estimate_memory(const recipes::Graph& graph, const MemoryQuery& q);
+
+// "1.21 GiB" and friends.
+std::string memory_text(int64_t bytes);
+
+}  // namespace dltune::engine

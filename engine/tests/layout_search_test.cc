@@ -1,0 +1,179 @@
+// The layout search against hand-computed expectations: memory per stage from the memory model
+// (checked against the executor's allocations in memory_model_test), cuts balanced by cost,
+// data parallelism where it fits, a pipeline where only a pipeline fits, and a refusal that says
+// by how much and what would fit.
+#include "engine/train/layout_search.h"
+
+#include <gtest/gtest.h>
+
+#include "recipes/model/builtins.h"
+#include "recipes/model/partition.h"
+
+namespace dltune::engine {
+namespace {
+
+recipes::Graph resnet20() { return *recipes::builtin_graph("resnet20", {}); }
+
+LayoutRequest request(int ranks, int64_t per_replica) {
+  LayoutRequest rq;
+  rq.ranks = ranks;
+  rq.global_batch = per_replica;
+  rq.batch_per_replica = true;
+  return rq;
+}
+
+TEST(LayoutMemory, StagesSplitTheParametersAndAddBoundaryBuffers) {
+  const recipes::Graph g = resnet20();
+  Layout one;
+  one.replica_batch = 16;
+  auto whole = layout_memory(g, one);
+  ASSERT_TRUE(whole.ok()) << whole.error().message();
+  ASSERT_EQ(whole->size(), 1u);
+  const recipes::GraphInfo info = recipes::analyze_graph(g);
+  const std::vector<int> cuts = recipes::cut_points(info);
+  Layout two = one;
+  two.stages = 2;
+  two.microbatches = 4;
+  two.partition = recipes::partition_names(g, {0, cuts[cuts.size() / 2]});
+  auto split = layout_memory(g, two);
+  ASSERT_TRUE(split.ok()) << split.error().message();
+  ASSERT_EQ(split->size(), 2u);
+  const MemoryTerms &a = (*split)[0].terms, &b = (*split)[1].terms, &w = whole->front().terms;
+  EXPECT_EQ(a.parameters + b.parameters, w.parameters);  // no tied weights in a ResNet
+  EXPECT_EQ(a.state + b.state, w.state);
+  // Stage 1 receives a (16 x boundary) input and keeps its gradient: 2 x 16 x numel floats.
+  const auto stage1 =
+      recipes::make_stage(g, info, recipes::partition_nodes(g, info, two.partition)->at(1),
+                          static_cast<int>(g.nodes.size()));
+  ASSERT_TRUE(stage1.ok());
+  const int64_t boundary = recipes::numel(stage1->graph.input);
+  EXPECT_EQ(b.communication, 2 * 16 * boundary * 4 + 16 * 10 * 4);  // + the loss gradient
+  // Stage 0 (1F1B, 2 stages): 2 micro-batches of 4 in flight; stage 1 one.
+  Layout gpipe = two;
+  gpipe.schedule = recipes::PipelineSchedule::kGpipe;
+  auto g4 = layout_memory(g, gpipe);
+  ASSERT_TRUE(g4.ok());
+  EXPECT_EQ((*g4)[0].terms.activations, 2 * a.activations);  // 4 in flight instead of 2
+  EXPECT_EQ((*g4)[1].terms.activations, 4 * b.activations);
+}
+
+TEST(LayoutSearch, DataParallelWhereItFitsPipelineWhereOnlyThatFits) {
+  const recipes::Graph g = resnet20();
+  LayoutRequest rq = request(2, 64);
+  auto free = layout_candidates(g, rq);
+  ASSERT_TRUE(free.ok()) << free.error().message();
+  EXPECT_EQ(free->front().layout.stages, 1);
+  EXPECT_EQ(free->front().layout.replicas, 2);
+  const int64_t dp = free->front().layout.memory_bytes;
+  // A limit below data parallelism's need but above the 2-stage pipeline's.
+  const auto two =
+      std::find_if(free->begin(), free->end(), [](const auto& c) { return c.layout.stages == 2; });
+  ASSERT_NE(two, free->end());
+  ASSERT_LT(two->layout.memory_bytes, dp);
+  rq.memory_limit = (dp + two->layout.memory_bytes) / 2;
+  auto tight = layout_candidates(g, rq);
+  ASSERT_TRUE(tight.ok()) << tight.error().message();
+  ASSERT_EQ(tight->size(), 1u);
+  const recipes::ParallelLayout& l = tight->front().layout;
+  EXPECT_EQ(l.stages, 2);
+  EXPECT_EQ(l.replicas, 1);
+  EXPECT_LE(l.memory_bytes, rq.memory_limit);
+  EXPECT_EQ(tight->front().replica_batch, 64);  // weak scaling: 64 samples per replica
+  EXPECT_NE(l.reason.find("only layout that fits"), std::string::npos) << l.reason;
+}
+
+TEST(LayoutSearch, RecomputationOnlyWhereItIsNeeded) {
+  const recipes::Graph g = resnet20();
+  LayoutRequest rq = request(2, 64);
+  rq.fixed.stages = 2;
+  rq.fixed.microbatches = 8;
+  rq.fixed.schedule = "gpipe";  // every micro-batch's activations in flight: recomputation pays
+  auto plain = layout_candidates(g, rq);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->front().layout.recompute, recipes::Recompute::kNone);
+  rq.fixed.recompute = "stage";
+  auto forced = layout_candidates(g, rq);
+  ASSERT_TRUE(forced.ok());
+  ASSERT_LT(forced->front().layout.memory_bytes, plain->front().layout.memory_bytes / 2);
+  rq.fixed.recompute = "auto";
+  rq.memory_limit = plain->front().layout.memory_bytes / 2;
+  auto tight = layout_candidates(g, rq);
+  ASSERT_TRUE(tight.ok()) << tight.error().message();
+  EXPECT_EQ(tight->front().layout.recompute, recipes::Recompute::kStage);
+  EXPECT_LE(tight->front().layout.memory_bytes, rq.memory_limit);
+}
+
+TEST(LayoutSearch, CutsBalanceTheCost) {
+  const recipes::Graph g = resnet20();
+  const recipes::GraphInfo info = recipes::analyze_graph(g);
+  LayoutRequest rq = request(2, 32);
+  rq.fixed.stages = 2;
+  // Cost 1 on each of the first three nodes and 3 on the last: the balanced cut (3 and 3) keeps
+  // the first three on stage 0; a cut before node 3 would leave stage 1 with 4 or 5.
+  rq.node_cost.assign(g.nodes.size(), 0.0);
+  for (int i = 0; i < 3; ++i) rq.node_cost[static_cast<size_t>(i)] = 1.0;
+  rq.node_cost.back() = 3.0;
+  auto c = layout_candidates(g, rq);
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  auto firsts = recipes::partition_nodes(g, info, c->front().layout.partition);
+  ASSERT_TRUE(firsts.ok());
+  const std::vector<int> cuts = recipes::cut_points(info);
+  const int want = *std::lower_bound(cuts.begin(), cuts.end(), 3);
+  EXPECT_GE(firsts->at(1), want);
+}
+
+TEST(LayoutSearch, NothingFitsSaysByHowMuchAndWhatWould) {
+  const recipes::Graph g = resnet20();
+  LayoutRequest rq = request(2, 64);
+  rq.memory_limit = 1 << 20;  // 1 MiB: resnet20's parameters and SGD state alone need more
+  auto c = layout_candidates(g, rq);
+  ASSERT_FALSE(c.ok());
+  const std::string m = c.error().message();
+  EXPECT_NE(m.find("no layout of 2 ranks fits 1 MiB per rank"), std::string::npos) << m;
+  EXPECT_NE(m.find("too much"), std::string::npos) << m;
+  EXPECT_NE(m.find("What would fit"), std::string::npos) << m;
+  EXPECT_NE(m.find("a larger launch.memory_per_rank"), std::string::npos) << m;
+  // A limit the batch decides: the advice names a smaller batch that does fit.
+  auto free = layout_candidates(g, request(1, 64));
+  ASSERT_TRUE(free.ok());
+  LayoutRequest one = request(1, 64);
+  one.memory_limit = free->front().layout.memory_bytes * 2 / 3;
+  auto tight = layout_candidates(g, one);
+  ASSERT_FALSE(tight.ok());
+  const std::string t = tight.error().message();
+  const auto at = t.find("at most ");
+  ASSERT_NE(at, std::string::npos) << t;
+  const int fit = std::stoi(t.substr(at + 8));
+  EXPECT_GT(fit, 0);
+  EXPECT_LT(fit, 64);
+  auto smaller = layout_candidates(g, request(1, fit));
+  ASSERT_TRUE(smaller.ok());
+  EXPECT_LE(smaller->front().layout.memory_bytes, one.memory_limit) << t;
+}
+
+TEST(LayoutSearch, FixedSettingsAreKeptOrRefused) {
+  const recipes::Graph g = resnet20();
+  LayoutRequest rq = request(4, 32);
+  rq.fixed.mode = "hybrid";
+  auto h = layout_candidates(g, rq);
+  ASSERT_TRUE(h.ok()) << h.error().message();
+  for (const auto& c : *h) {
+    EXPECT_GT(c.layout.stages, 1);
+    EXPECT_GT(c.layout.replicas, 1);
+  }
+  rq.fixed.mode = "auto";
+  rq.fixed.stages = 3;  // does not divide 4 ranks
+  auto bad = layout_candidates(g, rq);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message().find("stages must divide the ranks"), std::string::npos);
+  rq.fixed.stages = 2;
+  rq.fixed.microbatches = 8;
+  rq.fixed.schedule = "gpipe";
+  auto fixed = layout_candidates(g, rq);
+  ASSERT_TRUE(fixed.ok());
+  EXPECT_EQ(fixed->front().layout.microbatches, 8);
+  EXPECT_EQ(fixed->front().layout.schedule, recipes::PipelineSchedule::kGpipe);
+}
+
+}  // namespace
+}  // namespace dltune::engine

@@ -1,0 +1,114 @@
+#include "engine/train/layout_memory.h"
+
+#include <algorithm>
+
+#include "engine/train/schedule.h"
+#include "recipes/model/partition.h"
+
+namespace dltune::engine {
+
+Result<std::vector<StageMemory>> layout_memory(const recipes::Graph& graph, const Layout& l) {
+  if (l.replica_batch < 1 || l.microbatches < 1 || l.stages < 1)
+    return invalid_input("a layout needs a batch, micro-batches and stages of at least 1");
+  const recipes::GraphInfo info = recipes::analyze_graph(graph);
+  if (!info.ok()) return invalid_input("the model graph: " + info.problems.front().second);
+  // The trainer's micro-batches: min(M, batch) chunks, the first ones one sample larger.
+  const int64_t M = std::min<int64_t>(l.microbatches, l.replica_batch);
+  const int64_t chunk = (l.replica_batch + M - 1) / M;
+  MemoryQuery q;
+  q.microbatch = chunk;
+  q.local_batch = l.replica_batch;
+  q.optimizer = l.optimizer;
+  std::vector<StageMemory> out;
+  if (l.stages == 1) {
+    auto t = estimate_memory(graph, q);
+    if (!t) return t.error();
+    out.push_back({graph.nodes.empty() ? "" : graph.nodes.front().name, *t});
+    return out;
+  }
+  auto firsts = recipes::partition_nodes(graph, info, l.partition);
+  if (!firsts) return firsts.error();
+  if (static_cast<int>(firsts->size()) != l.stages)
+    return invalid_input("a partition of " + std::to_string(firsts->size()) + " first nodes for " +
+                         std::to_string(l.stages) + " stages");
+  std::vector<int64_t> packed;  // each stage's largest checkpoint part, floats
+  for (int s = 0; s < l.stages; ++s) {
+    const int begin = (*firsts)[static_cast<size_t>(s)];
+    const int end = s + 1 < l.stages ? (*firsts)[static_cast<size_t>(s) + 1]
+                                     : static_cast<int>(graph.nodes.size());
+    auto stage = recipes::make_stage(graph, info, begin, end);
+    if (!stage) return stage.error();
+    MemoryQuery sq = q;
+    sq.recompute = l.recompute;
+    sq.in_flight = l.recompute ? 1 : in_flight(l.schedule, l.stages, s, static_cast<int>(M));
+    sq.boundary_in = s > 0;
+    sq.boundary_out = s + 1 < l.stages;
+    auto t = estimate_memory(stage->graph, sq);
+    if (!t) return t.error().wrap("stage " + std::to_string(s));
+    const recipes::GraphInfo si = recipes::analyze_graph(stage->graph);
+    packed.push_back(std::max(si.parameters, si.state_floats));
+    out.push_back({graph.nodes[static_cast<size_t>(begin)].name, *t});
+  }
+  constexpr int64_t F = sizeof(float);
+  int64_t largest_other = 0;
+  for (int s = 1; s < l.stages; ++s)
+    largest_other = std::max(largest_other, packed[static_cast<size_t>(s)]);
+  out[0].terms.checkpoint = largest_other * F;
+  return out;
+}
+
+int64_t worst_total(const std::vector<StageMemory>& stages, int* index) {
+  int64_t worst = 0;
+  for (size_t s = 0; s < stages.size(); ++s)
+    if (stages[s].terms.total() > worst) {
+      worst = stages[s].terms.total();
+      if (index) *index = static_cast<int>(s);
+    }
+  return worst;
+}
+
+Layout layout_of(const TrainConfig& c, int ranks) {
+  Layout l;
+  const int replicas = std::max(1, ranks / std::max(1, c.stages));
+  const int global = c.global_batch_for(ranks);
+  l.replica_batch = (global + replicas - 1) / replicas;
+  l.stages = c.stages;
+  l.partition = c.partition;
+  l.microbatches = c.microbatches;
+  l.schedule =
+      recipes::parse_schedule(c.pipeline_schedule).value_or(recipes::PipelineSchedule::kOneFOneB);
+  l.recompute = c.recompute;
+  l.optimizer = c.optimizer;
+  return l;
+}
+
+Result<MemoryTerms> rank_memory(const TrainConfig& config, int ranks, int rank) {
+  auto graph = model_graph(config);
+  if (!graph) return graph.error();
+  auto stages = layout_memory(*graph, layout_of(config, ranks));
+  if (!stages) return stages.error();
+  return (*stages)[static_cast<size_t>(rank % static_cast<int>(stages->size()))].terms;
+}
+
+nlohmann::json memory_json(const MemoryTerms& t) {
+  return {{"parameters", t.parameters},
+          {"gradients", t.gradients},
+          {"optimizer", t.optimizer},
+          {"state", t.state},
+          {"activations", t.activations},
+          {"workspace", t.workspace},
+          {"communication", t.communication},
+          {"checkpoint", t.checkpoint},
+          {"total", t.total()}};
+}
+
+std::string terms_text(const MemoryTerms& t) {
+  return "parameters " + memory_text(t.parameters) + ", gradients " + memory_text(t.gradients) +
+         ", optimizer " + memory_text(t.optimizer) + ", state " + memory_text(t.state) +
+         ", activations " + memory_text(t.activations) + ", workspace " + memory_text(t.workspace) +
+         ", communication " + memory_text(t.communication) +
+         (t.checkpoint > 0 ? ", checkpoint staging " + memory_text(t.checkpoint) : "") +
+         ": total " + memory_text(t.total());
+}
+
+}  // namespace dltune::engine

@@ -1,0 +1,62 @@
+// The memory one rank needs to train under a layout (replicas x stages, micro-batches, schedule,
+// recomputation), stage by stage: the memory model (engine/graph/memory_model.h) applied to what
+// Trainer::create() and the pipeline executor allocate for each stage's rank. The tuner, the
+// recipe check and the dry run refuse layouts whose worst stage does not fit; the worker reports
+// its own stage's estimate beside its measured peak.
+//
+// Beyond the memory model's terms, a pipeline's rank 0 (which streams checkpoints to the file)
+// keeps a receive buffer as large as the largest other stage's parameters (PipelineStage);
+// every other rank writes or sends from its live buffers (no term).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/result.h"
+#include "engine/graph/memory_model.h"
+#include "engine/train/train_config.h"
+#include "recipes/model/graph.h"
+#include "recipes/plan.h"
+
+namespace dltune::engine {
+
+struct Layout {
+  int64_t replica_batch = 1;  // samples per step of one replica (at most: the largest shard)
+  int stages = 1;
+  std::vector<std::string> partition;  // first node of each stage (empty for one stage)
+  int microbatches = 1;
+  recipes::PipelineSchedule schedule = recipes::PipelineSchedule::kOneFOneB;
+  bool recompute = false;
+  std::string optimizer = "sgd";
+};
+
+struct StageMemory {
+  std::string first_node;  // the stage's first node
+  MemoryTerms terms;
+};
+
+// Each stage's terms under `layout` (one entry for data parallelism). Errors (invalid_input): a
+// partition that does not cut `graph` into `stages` stages at its cut points, batch < 1,
+// micro-batches < 1, the graph's own problems.
+Result<std::vector<StageMemory>> layout_memory(const recipes::Graph& graph, const Layout& layout);
+
+// The largest stage's total, and its index.
+int64_t worst_total(const std::vector<StageMemory>& stages, int* index = nullptr);
+
+// The layout a TrainConfig runs on `ranks` ranks (its replica batch: the sampler's largest
+// shard of the global batch).
+Layout layout_of(const TrainConfig& config, int ranks);
+
+// One rank's terms: its stage's (rank r runs stage r % stages).
+Result<MemoryTerms> rank_memory(const TrainConfig& config, int ranks, int rank);
+
+// {"parameters": bytes, ..., "total": bytes}.
+nlohmann::json memory_json(const MemoryTerms& t);
+
+// "parameters 1.2 MiB, gradients ..., total 9.8 MiB" for people.
+std::string terms_text(const MemoryTerms& t);
+
+}  // namespace dltune::engine

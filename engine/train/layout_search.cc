@@ -1,0 +1,247 @@
+#include "engine/train/layout_search.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "common/strings.h"
+#include "recipes/model/partition.h"
+
+namespace dltune::engine {
+namespace {
+
+// 3 x forward FLOPs per sample for each node (backward costs about twice the forward).
+std::vector<double> flop_costs(const recipes::Graph& g, const recipes::GraphInfo& info) {
+  std::vector<double> cost(g.nodes.size());
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    std::vector<recipes::Shape> in;
+    for (int s : info.inputs[i])
+      in.push_back(s < 0 ? g.input : info.outputs[static_cast<size_t>(s)]);
+    cost[i] = 3.0 * recipes::op_flops(g.nodes[i].op, g.nodes[i].attrs, in, info.outputs[i]);
+  }
+  return cost;
+}
+
+struct Attempt {
+  bool fits = false;
+  int64_t worst = 0;  // the largest stage's bytes (fitting or not)
+  LayoutCandidate cand;
+  std::string problem;
+};
+
+}  // namespace
+
+std::string describe_layout(const recipes::ParallelLayout& l) {
+  std::string s = std::to_string(l.replicas) + (l.replicas == 1 ? " replica x " : " replicas x ") +
+                  std::to_string(l.stages) + (l.stages == 1 ? " stage" : " stages");
+  if (l.stages > 1)
+    s += " (from " + strings::join(l.partition, ", ") + "), " + std::to_string(l.microbatches) +
+         " micro-batches, " + std::string(recipes::schedule_name(l.schedule)) +
+         (l.recompute == recipes::Recompute::kStage ? ", recompute" : "");
+  else if (l.microbatches > 1)
+    s += ", " + std::to_string(l.microbatches) + " micro-batches";
+  return s;
+}
+
+Result<std::vector<LayoutCandidate>> layout_candidates(const recipes::Graph& graph,
+                                                       const LayoutRequest& rq) {
+  const recipes::GraphInfo info = recipes::analyze_graph(graph);
+  if (!info.ok()) return invalid_input("the model graph: " + info.problems.front().second);
+  if (rq.ranks < 1 || rq.global_batch < 1)
+    return invalid_input("a layout needs at least one rank and one sample per step");
+  const std::vector<double> cost =
+      rq.node_cost.size() == graph.nodes.size() ? rq.node_cost : flop_costs(graph, info);
+  const double per_s = rq.cost_per_second > 0 ? rq.cost_per_second : 1e10;
+  const recipes::ParallelConfig& fx = rq.fixed;
+  const int cut_count = static_cast<int>(recipes::cut_points(info).size());
+  std::vector<int> stage_counts;
+  for (int S = 1; S <= rq.ranks && S <= cut_count + 1; ++S) {
+    if (rq.ranks % S != 0) continue;
+    if (fx.stages > 0 && S != fx.stages) continue;
+    if (fx.mode == "data" && S != 1) continue;
+    if (fx.mode == "pipeline" && (S == 1 || S != rq.ranks)) continue;
+    if (fx.mode == "hybrid" && (S == 1 || S == rq.ranks)) continue;
+    stage_counts.push_back(S);
+  }
+  if (stage_counts.empty())
+    return invalid_input("training.parallel: no layout of " + std::to_string(rq.ranks) +
+                         " ranks matches mode '" + fx.mode + "'" +
+                         (fx.stages > 0 ? " with " + std::to_string(fx.stages) + " stages" : "") +
+                         " (stages must divide the ranks; the model has " +
+                         std::to_string(cut_count) + " places to cut)");
+  std::vector<Attempt> attempts;
+  for (int S : stage_counts) {
+    const int R = rq.ranks / S;
+    const int64_t replica_batch =
+        rq.batch_per_replica ? rq.global_batch : (rq.global_batch + R - 1) / R;
+    const int64_t global = rq.batch_per_replica ? rq.global_batch * R : rq.global_batch;
+    Layout l;
+    l.replica_batch = replica_batch;
+    l.stages = S;
+    l.optimizer = rq.optimizer;
+    l.microbatches = static_cast<int>(fx.microbatches > 0
+                                          ? fx.microbatches
+                                          : (S == 1 ? 1 : std::min<int64_t>(replica_batch, 4 * S)));
+    l.schedule =
+        recipes::parse_schedule(fx.schedule).value_or(recipes::PipelineSchedule::kOneFOneB);
+    std::vector<bool> recompute_options;
+    if (fx.recompute == "stage")
+      recompute_options = {true};
+    else if (fx.recompute == "none" || S == 1)
+      recompute_options = {false};
+    else
+      recompute_options = {false, true};
+    for (bool rc : recompute_options) {
+      l.recompute = rc;
+      Attempt a;
+      // Cut for balance among the cuts whose stages fit; without a limit, for balance alone.
+      auto stage_fits = [&](int begin, int end) {
+        if (rq.memory_limit <= 0 || S == 1) return true;
+        auto st = recipes::make_stage(graph, info, begin, end);
+        if (!st) return false;
+        MemoryQuery q;
+        const int64_t M = std::min<int64_t>(l.microbatches, replica_batch);
+        q.microbatch = (replica_batch + M - 1) / M;
+        q.local_batch = replica_batch;
+        q.optimizer = rq.optimizer;
+        q.recompute = rc;
+        q.in_flight = rc ? 1 : static_cast<int>(M);  // a stage's worst case (stage 0 under 1F1B
+                                                     // holds min(S, M)); checked exactly below
+        if (!rc && l.schedule != recipes::PipelineSchedule::kGpipe)
+          q.in_flight = static_cast<int>(std::min<int64_t>(S, M));
+        q.boundary_in = begin > 0;
+        q.boundary_out = end < static_cast<int>(graph.nodes.size());
+        auto t = estimate_memory(st->graph, q);
+        return t && t->total() <= rq.memory_limit;
+      };
+      std::vector<int> firsts{0};
+      if (S > 1) {
+        auto p = recipes::balanced_partition(info, cost, S, stage_fits);
+        if (!p) {
+          // No cut fits: measure the balanced cut anyway, to say by how much it misses.
+          auto q = recipes::balanced_partition(info, cost, S);
+          if (!q) return q.error();
+          firsts = *q;
+        } else {
+          firsts = *p;
+        }
+        l.partition = recipes::partition_names(graph, firsts);
+      }
+      auto mem = layout_memory(graph, l);
+      if (!mem) return mem.error();
+      a.worst = worst_total(*mem);
+      a.fits = rq.memory_limit <= 0 || a.worst <= rq.memory_limit;
+      // Predicted step: the slowest stage's micro-batch time x (M + S - 1), plus the largest
+      // stage's gradient allreduce among the replicas.
+      const int64_t M = std::min<int64_t>(l.microbatches, replica_batch);
+      const double mb = static_cast<double>((replica_batch + M - 1) / M);
+      double slowest = 0, grads = 0;
+      for (int s = 0; s < S; ++s) {
+        const int b = firsts[static_cast<size_t>(s)];
+        const int e =
+            s + 1 < S ? firsts[static_cast<size_t>(s) + 1] : static_cast<int>(cost.size());
+        double c = 0;
+        for (int i = b; i < e; ++i) c += cost[static_cast<size_t>(i)];
+        slowest = std::max(slowest, c * (rc ? 4.0 / 3.0 : 1.0));  // recompute: one more forward
+        grads =
+            std::max(grads, static_cast<double>((*mem)[static_cast<size_t>(s)].terms.gradients));
+      }
+      const double step = slowest * mb / per_s * static_cast<double>(M + S - 1) +
+                          (R > 1 ? 2.0 * grads * (R - 1) / R / rq.allreduce_bytes_per_s : 0.0);
+      LayoutCandidate& c = a.cand;
+      c.layout.replicas = R;
+      c.layout.stages = S;
+      c.layout.partition = l.partition;
+      c.layout.microbatches = static_cast<int>(M);
+      c.layout.schedule = l.schedule;
+      c.layout.recompute = rc ? recipes::Recompute::kStage : recipes::Recompute::kNone;
+      c.layout.memory_bytes = a.worst;
+      c.layout.predicted_sps = step > 0 ? static_cast<double>(global) / step : 0;
+      c.stages = std::move(*mem);
+      c.replica_batch = replica_batch;
+      c.predicted_step_s = step;
+      attempts.push_back(std::move(a));
+      if (attempts.back().fits) break;  // recomputation only where it is needed
+    }
+  }
+  std::vector<LayoutCandidate> out;
+  for (Attempt& a : attempts)
+    if (a.fits) out.push_back(std::move(a.cand));
+  if (!out.empty()) {
+    std::stable_sort(out.begin(), out.end(), [](const auto& x, const auto& y) {
+      return x.predicted_step_s < y.predicted_step_s;
+    });
+    for (LayoutCandidate& c : out) {
+      c.layout.reason =
+          describe_layout(c.layout) + ": " + memory_text(c.layout.memory_bytes) + " per rank" +
+          (rq.memory_limit > 0 ? " of " + memory_text(rq.memory_limit) : "") + ", predicted " +
+          std::to_string(static_cast<int64_t>(c.layout.predicted_sps)) + " samples/s";
+    }
+    // Unmeasured, the model's ranking is a guess: where the recipe leaves the layout open and
+    // plain data parallelism fits, it goes first (the trials measure the others).
+    const bool open = fx.mode == "auto" && fx.stages == 0;
+    auto dp =
+        std::find_if(out.begin(), out.end(), [](const auto& c) { return c.layout.stages == 1; });
+    if (open && dp != out.end() && dp != out.begin()) {
+      std::rotate(out.begin(), dp, dp + 1);
+      out.front().layout.reason += " (data parallelism fits: preferred until measured)";
+    } else if (out.size() > 1) {
+      out.front().layout.reason +=
+          " (best predicted of " + std::to_string(out.size()) + " layouts that fit)";
+    } else if (out.front().layout.stages > 1 && open) {
+      out.front().layout.reason += " (the only layout that fits)";
+    }
+    return out;
+  }
+  // Nothing fits: the closest miss, and what would fit.
+  const Attempt* best = &attempts.front();
+  for (const Attempt& a : attempts)
+    if (a.worst < best->worst) best = &a;
+  const recipes::ParallelLayout& bl = best->cand.layout;
+  int worst_stage = 0;
+  worst_total(best->cand.stages, &worst_stage);
+  const MemoryTerms& t = best->cand.stages[static_cast<size_t>(worst_stage)].terms;
+  // The most samples per replica that would fit this layout (the memory grows with the
+  // batch): by bisection over the model itself.
+  const double fixed = static_cast<double>(t.parameters + t.gradients + t.optimizer + t.state);
+  int64_t fit_batch = 0;
+  {
+    Layout l;
+    l.stages = bl.stages;
+    l.partition = bl.partition;
+    l.microbatches = bl.microbatches;
+    l.schedule = bl.schedule;
+    l.recompute = bl.recompute == recipes::Recompute::kStage;
+    l.optimizer = rq.optimizer;
+    int64_t lo = 0, hi = best->cand.replica_batch;  // lo fits (0: nothing), hi does not
+    while (hi - lo > 1) {
+      l.replica_batch = lo + (hi - lo) / 2;
+      auto m = layout_memory(graph, l);
+      if (m && worst_total(*m) <= rq.memory_limit)
+        lo = l.replica_batch;
+      else
+        hi = l.replica_batch;
+    }
+    fit_batch = lo;
+  }
+  std::string what = "no layout of " + std::to_string(rq.ranks) + " ranks fits " +
+                     memory_text(rq.memory_limit) + " per rank: the smallest, " +
+                     describe_layout(bl) + ", needs " + memory_text(best->worst) + " on stage " +
+                     std::to_string(worst_stage) + " (" + terms_text(t) + "), " +
+                     memory_text(best->worst - rq.memory_limit) + " too much. What would fit: ";
+  std::vector<std::string> fixes;
+  if (fit_batch >= 1)
+    fixes.push_back("at most " + std::to_string(fit_batch) + " samples per replica (now " +
+                    std::to_string(best->cand.replica_batch) + ")");
+  else
+    fixes.push_back("no batch size (the parameters and optimizer state alone need " +
+                    memory_text(static_cast<int64_t>(fixed)) + ")");
+  if (fx.stages > 0 || fx.mode == "data")
+    fixes.push_back("training.parallel stages auto (more stages hold fewer parameters each)");
+  else if (rq.ranks <= cut_count)
+    fixes.push_back("more ranks (more pipeline stages)");
+  if (fx.recompute == "none") fixes.push_back("training.parallel.recompute auto or stage");
+  fixes.push_back("a larger launch.memory_per_rank");
+  return invalid_input(what + strings::join(fixes, "; or "));
+}
+
+}  // namespace dltune::engine

@@ -1,0 +1,62 @@
+// Choosing how a model is laid over the ranks: replicas x stages, the cuts, micro-batches,
+// schedule and recomputation (HyPar-Flow, AxoNN, OC-DNN), from the memory model and a cost per
+// graph node (measured forward + backward seconds per sample, or FLOPs).
+//
+// How it decides. For a job of `ranks` ranks, every stage count S that divides the ranks (and
+// the recipe allows) gives R = ranks / S replicas, each training global / R samples per step.
+// For each S the stages are cut by dynamic programming over the graph's cut points so the
+// slowest stage is as fast as possible (recipes::balanced_partition), vetoing cuts whose stage
+// does not fit the memory limit; micro-batches default to min(replica batch, 4 S) (the 1F1B
+// bubble (S-1)/(M+S-1) below 20 %), the schedule to 1F1B, and recomputation is switched on only
+// where the stage would not fit without it. A candidate's predicted step time is its slowest
+// stage's cost times (M + S - 1) micro-batch slots, plus the gradient allreduce of its largest
+// stage over its R replicas at `allreduce_bytes_per_s`; its throughput global / step time.
+// Every candidate that fits is returned, best first; when none fits, the error says by how much
+// the closest one misses and what would fit (fewer samples per replica, more stages,
+// recomputation).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "engine/train/layout_memory.h"
+#include "recipes/model/graph.h"
+#include "recipes/plan.h"
+#include "recipes/recipe.h"
+
+namespace dltune::engine {
+
+struct LayoutRequest {
+  int ranks = 1;
+  int64_t global_batch = 1;        // samples per step over all replicas
+  bool batch_per_replica = false;  // weak scaling: global_batch is per replica (x R)
+  int64_t memory_limit = 0;        // bytes per rank; 0 = no limit
+  std::string optimizer = "sgd";
+  recipes::ParallelConfig fixed;  // the recipe's training.parallel (auto fields are free)
+  // Cost per graph node for one sample's forward + backward (seconds or FLOPs); empty: 3 x the
+  // node's forward FLOPs.
+  std::vector<double> node_cost;
+  double cost_per_second = 0;  // node_cost units per second (0: 1e10 FLOP/s)
+  double allreduce_bytes_per_s = 2e9;
+};
+
+struct LayoutCandidate {
+  recipes::ParallelLayout layout;  // reason, memory_bytes and predicted_sps set
+  std::vector<StageMemory> stages;
+  int64_t replica_batch = 0;
+  double predicted_step_s = 0;
+};
+
+// The fitting candidates, best predicted first. Errors: invalid_input when the graph has
+// problems or the recipe's fixed settings cannot be met; resource_exhausted-style
+// invalid_input ("does not fit") when no layout fits the memory limit, saying by how much and
+// what would fit.
+Result<std::vector<LayoutCandidate>> layout_candidates(const recipes::Graph& graph,
+                                                       const LayoutRequest& request);
+
+// "2 replicas x 3 stages (from conv1, layer2.0, layer3.0), 8 micro-batches, 1f1b, recompute".
+std::string describe_layout(const recipes::ParallelLayout& l);
+
+}  // namespace dltune::engine

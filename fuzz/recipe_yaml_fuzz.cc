@@ -1,0 +1,24 @@
+// Recipes (YAML, recipes/recipe.h): any text parses to a recipe or to located problems, and a
+// recipe that parses can be shown, signed and turned into its default plan's shape checks.
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "recipes/recipe.h"
+
+#include "fuzz/fuzz_check.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace dltune::recipes;
+  const std::string_view text(reinterpret_cast<const char*>(data), size);
+  // A base directory that does not exist: data paths resolve to nothing readable.
+  const ParseOutcome out = parse_recipe(text, "fuzz.yaml", "/nonexistent-fuzz-dir");
+  for (const Problem& p : out.problems) (void)p.to_string();
+  if (!out.ok()) return 0;
+  const std::string json = recipe_to_json(out.recipe);  // threw on invalid UTF-8 once
+  FUZZ_CHECK(!json.empty());
+  FUZZ_CHECK(recipe_signature(out.recipe).size() == 64);
+  const ShapeCheck shapes = check_shapes(out.recipe.model.layers, out.recipe.model.input);
+  FUZZ_CHECK(shapes.parameters >= 0);  // a class count of 2^63-1 once made it negative
+  return 0;
+}

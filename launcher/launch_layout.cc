@@ -1,0 +1,88 @@
+#include "launcher/launch_layout.h"
+
+#include "common/json_input.h"
+#include "common/paths.h"
+#include "common/strings.h"
+#include "launcher/rank_program.h"
+#include "launcher/temp_dir.h"
+
+namespace dltune::launcher {
+
+Result<nlohmann::json> query_layouts(const LayoutQuery& q) {
+  auto tmp = TempDir::create_in_tmp("dltune-layout");
+  if (!tmp) return tmp.error();
+  const std::string out = tmp->path() + "/layout.json";
+  std::vector<std::string> argv = {q.worker,      "layout",  "--recipe",
+                                   q.recipe_path, "--ranks", std::to_string(q.ranks),
+                                   "--out",       out};
+  if (q.ranks_per_node > 0)
+    argv.insert(argv.end(), {"--ranks-per-node", std::to_string(q.ranks_per_node)});
+  if (q.batch > 0) argv.insert(argv.end(), {"--batch", std::to_string(q.batch)});
+  if (q.per_replica) argv.push_back("--per-replica");
+  auto rc = cli::run_to_completion(argv, "layout");
+  if (!rc) return rc.error();
+  auto text = paths::read_file(out);
+  if (!text)
+    return internal_error("dltune-worker layout ended with code " + std::to_string(*rc) +
+                          " and wrote no answer");
+  auto j = parse_json_bounded(*text, {.max_bytes = 16 << 20, .max_depth = 16});
+  if (!j) return j.error().wrap("dltune-worker layout's answer");
+  if (j->contains("error")) {
+    const std::string msg = (*j)["error"].is_string() ? (*j)["error"].get<std::string>() : "";
+    return invalid_input(msg.empty() ? "no layout fits" : msg);
+  }
+  if (*rc != 0 || !j->contains("candidates") || (*j)["candidates"].empty())
+    return internal_error("dltune-worker layout ended with code " + std::to_string(*rc));
+  return *j;
+}
+
+Status apply_layout(const LayoutQuery& base, recipes::Plan* plan) {
+  if (plan->parallel.stages > 1) return ok_status();
+  recipes::TrainingPlan& t = plan->training;
+  LayoutQuery q = base;
+  q.per_replica = t.scaling == recipes::Scaling::kWeak;
+  q.batch = q.per_replica ? t.per_rank_batch : t.global_batch;
+  auto j = query_layouts(q);
+  if (!j) return j.error();
+  try {
+    const nlohmann::json& l = (*j)["candidates"][0]["layout"];
+    recipes::ParallelLayout p;
+    p.replicas = l.at("replicas").get<int>();
+    p.stages = l.at("stages").get<int>();
+    p.partition = l.at("partition").get<std::vector<std::string>>();
+    p.microbatches = l.at("microbatches").get<int>();
+    p.schedule = recipes::parse_schedule(l.at("schedule").get<std::string>())
+                     .value_or(recipes::PipelineSchedule::kOneFOneB);
+    p.recompute = recipes::parse_recompute(l.at("recompute").get<std::string>())
+                      .value_or(recipes::Recompute::kNone);
+    p.reason = l.at("reason").get<std::string>();
+    p.memory_bytes = l.at("memory_bytes").get<int64_t>();
+    p.predicted_sps = l.at("predicted_sps").get<double>();
+    if (p.stages == 1) {  // data parallel: keep the plan's batch; record the memory
+      plan->parallel.microbatches = p.microbatches;
+      plan->parallel.memory_bytes = p.memory_bytes;
+      plan->parallel.reason = p.reason;
+      return recipes::validate_plan(*plan);
+    }
+    plan->parallel = p;
+    if (q.per_replica)
+      t.global_batch = t.per_rank_batch * p.replicas;
+    else
+      t.per_rank_batch = (t.global_batch + p.replicas - 1) / p.replicas;
+  } catch (const nlohmann::json::exception& e) {
+    return internal_error(std::string("dltune-worker layout's answer: ") + e.what());
+  }
+  return recipes::validate_plan(*plan);
+}
+
+std::string layout_text(const recipes::ParallelLayout& l) {
+  std::string s = std::to_string(l.replicas) + (l.replicas == 1 ? " replica x " : " replicas x ") +
+                  std::to_string(l.stages) + (l.stages == 1 ? " stage" : " stages");
+  if (l.stages > 1)
+    s += " (from " + strings::join(l.partition, ", ") + "), " + std::to_string(l.microbatches) +
+         " micro-batches, " + std::string(recipes::schedule_name(l.schedule)) +
+         (l.recompute == recipes::Recompute::kStage ? ", recompute" : "");
+  return s;
+}
+
+}  // namespace dltune::launcher

@@ -1,0 +1,38 @@
+// The parallel layout of a launch: which replicas x stages, cuts, micro-batches, schedule and
+// recomputation the job's ranks run, chosen by the memory model (engine/train/layout_search.h,
+// run in `dltune-worker layout`: the launcher links no engine ops). A layout that does not fit a
+// rank's memory is never launched: the error says by how much and what would fit.
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "common/result.h"
+#include "recipes/plan.h"
+
+namespace dltune::launcher {
+
+struct LayoutQuery {
+  std::string worker;       // dltune-worker
+  std::string recipe_path;  // the recipe file
+  int ranks = 1, ranks_per_node = 0;
+  int64_t batch = 0;         // samples per step; 0 = the recipe's
+  bool per_replica = false;  // batch is each replica's (weak scaling)
+};
+
+// The worker's answer (see engine/worker/layout.h): {"candidates": [...], "memory_limit", ...}.
+// Errors: invalid_input with the worker's message when no layout fits or the recipe's layout
+// settings cannot be met; io/internal errors when the worker cannot run.
+Result<nlohmann::json> query_layouts(const LayoutQuery& q);
+
+// Lays `plan` over its job: plan->parallel becomes the best candidate for the plan's batch
+// (weak scaling: per_rank_batch per replica, the global batch following the replica count;
+// strong: the global batch split over the replicas). A plan that already carries a pipeline
+// layout (tuned with one, or resumed) keeps it. Errors: as query_layouts.
+Status apply_layout(const LayoutQuery& base, recipes::Plan* plan);
+
+// "2 replicas x 2 stages (from conv1, layer3.0), 8 micro-batches, 1f1b" of a plan's layout.
+std::string layout_text(const recipes::ParallelLayout& l);
+
+}  // namespace dltune::launcher

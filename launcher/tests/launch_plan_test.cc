@@ -1,0 +1,182 @@
+// The plan a launch runs (launch_plan.h) when the databases hold one: the key covers every
+// setting of the recipe, a cached plan never overrides what the recipe fixes, and a cached plan
+// that does not fit (implausible, another job shape, unreadable) is skipped with a warning,
+// never a failure. All with --no-tune (no ranks are started).
+#include "launcher/launch_plan.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include "recipes/plan.h"
+#include "topology/topology.h"
+#include "tuner/db/store.h"
+#include "tuner/key.h"
+
+#include "dltune/config.h"
+
+namespace dltune::launcher {
+namespace {
+
+namespace tdb = tuner::db;
+
+// The quickstart's settings (recipes/quickstart.yaml) with `edit` applied.
+recipes::Recipe quickstart(const std::string& from = "", const std::string& to = "") {
+  std::string text =
+      "name: q\nmodel: lenet\ndata: {kind: synthetic-digits, samples: 20000, heldout: 0.1}\n"
+      "training:\n  steps: 300\n  batch: {per_rank: 64}\n  scaling: weak\n"
+      "  optimizer: {lr: 0.02, momentum: 0.9, weight_decay: 0.0005, lr_reference_batch: 128}\n"
+      "  schedule: {kind: cosine, warmup_steps: 20}\n"
+      "tune: {budget: 20}\nlaunch: {ranks: 2, ranks_per_node: 2}\n";
+  if (!from.empty()) text.replace(text.find(from), from.size(), to);
+  recipes::ParseOutcome o = recipes::parse_recipe(text, "q.yaml", "/tmp");
+  EXPECT_TRUE(o.ok()) << (o.problems.empty() ? "" : o.problems[0].to_string());
+  return o.recipe;
+}
+
+class LaunchPlan : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/dltune-launch-plan-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    auto topo = topology::load_xml(std::string(DLTUNE_SOURCE_DIR) +
+                                   "/topology/tests/data/mpibind_cts1-pascal.xml");
+    ASSERT_TRUE(topo.ok()) << topo.error().message();
+    topo_ = *topo;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  PlanRequest request(const recipes::Recipe& recipe) {
+    PlanRequest r;
+    r.recipe = recipe;
+    r.job = {1, 2};
+    r.topo = topo_;
+    r.layers.user_db = dir_ + "/user.db";
+    r.no_tune = true;
+    r.work_dir = dir_ + "/work";
+    return r;
+  }
+  tdb::Key key_for(const recipes::Recipe& recipe) {
+    return tuner::make_key(topo_, {1, 2}, recipes::recipe_signature(recipe), false);
+  }
+  // Stores `plan_json` under `key` as a row written by another program would be: no checks.
+  void plant(const tdb::Key& key, const std::string& plan_json) {
+    auto db = tdb::open_for_writing(dir_ + "/user.db");
+    ASSERT_TRUE(db.ok()) << db.error().message();
+    auto st = db->connection().prepare(
+        "INSERT INTO plans(fingerprint, mpi, pmix, nccl, dltune, nodes, ranks_per_node, recipe, "
+        "family, plan_json, site, host, user_name, writer_version, created_at, signed_by) "
+        "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'x', 'h', 'u', '0.1.0', 1700000000, '')");
+    ASSERT_TRUE(st.ok());
+    st->bind(1, key.fingerprint)
+        .bind(2, key.versions.mpi)
+        .bind(3, key.versions.pmix)
+        .bind(4, key.versions.nccl)
+        .bind(5, key.versions.dltune)
+        .bind(6, key.shape.nodes)
+        .bind(7, key.shape.ranks_per_node)
+        .bind(8, key.recipe)
+        .bind(9, key.family)
+        .bind(10, plan_json);
+    ASSERT_TRUE(st->run().ok());
+  }
+  static recipes::Plan plan(int64_t per_rank, int64_t warmup, uint64_t bucket) {
+    recipes::Plan p = recipes::default_plan(1, 2, per_rank, recipes::Algorithm::kRing);
+    p.training.warmup_steps = warmup;
+    p.training.bucket_bytes = bucket;
+    return p;
+  }
+
+  std::string dir_;
+  topology::Topology topo_;
+};
+
+// The report: a copy of the quickstart with per_rank 32 and warmup 5 trained at 64 and 20 from
+// the quickstart's plan; --dry-run of the quickstart picked up per-rank 128 from another
+// recipe's plan of the same model. Each recipe now has its own key.
+TEST_F(LaunchPlan, AnotherRecipesPlanIsNeverUsed) {
+  const recipes::Recipe q = quickstart();
+  const recipes::Recipe copy =
+      quickstart("per_rank: 64}\n  scaling: weak\n", "per_rank: 32}\n  scaling: weak\n");
+  recipes::Recipe copy2 = copy;
+  copy2.training.schedule.warmup_steps = 5;
+  plant(key_for(q), recipes::serialize_plan(plan(64, 20, 4u << 20)));
+  plant(key_for(quickstart("per_rank: 64", "per_rank: 128")),
+        recipes::serialize_plan(plan(128, 20, 4u << 20)));
+  EXPECT_NE(key_for(copy2).recipe, key_for(q).recipe);
+  auto c = choose_plan(request(copy2));
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  EXPECT_EQ(c->source, "default");
+  EXPECT_EQ(c->plan.training.per_rank_batch, 32);
+  EXPECT_EQ(c->plan.training.warmup_steps, 5);
+  auto mine = choose_plan(request(q));
+  ASSERT_TRUE(mine.ok()) << mine.error().message();
+  EXPECT_EQ(mine->source, "cache");
+  EXPECT_EQ(mine->plan.training.per_rank_batch, 64);
+}
+
+// A cached plan under this recipe's own key still loses to every setting the recipe fixes.
+TEST_F(LaunchPlan, FixedSettingsWinOverACachedPlan) {
+  const recipes::Recipe q =
+      quickstart("tune: {budget: 20}", "tune: {budget: 20}\ncomm: {bucket: 1MiB}");
+  plant(key_for(q), recipes::serialize_plan(plan(128, 5, 16u << 20)));
+  auto c = choose_plan(request(q));
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  EXPECT_EQ(c->source, "cache");
+  EXPECT_EQ(c->plan.training.per_rank_batch, 64);
+  EXPECT_EQ(c->plan.training.global_batch, 128);
+  EXPECT_EQ(c->plan.training.warmup_steps, 20);
+  EXPECT_EQ(c->plan.training.bucket_bytes, 1u << 20);
+  std::string notes;
+  for (const auto& n : c->notes) notes += n + "\n";
+  EXPECT_NE(notes.find("per_rank_batch: the recipe fixes 64, the plan had 128"), std::string::npos)
+      << notes;
+  EXPECT_NE(notes.find("bucket_bytes"), std::string::npos) << notes;
+}
+
+// Plans no validation would have let in (another program wrote the database): each is skipped
+// with one warning and the launch runs the recipe's own settings; never exit 2 forever.
+TEST_F(LaunchPlan, ACachedPlanThatDoesNotFitIsSkippedWithAWarning) {
+  const recipes::Recipe q = quickstart();
+  const auto edited = [](auto edit) {
+    recipes::Plan p = plan(64, 20, 4u << 20);
+    edit(p);
+    return recipes::serialize_plan(p);
+  };
+  const std::string cases[] = {
+      edited([](recipes::Plan& p) { p.training.warmup_steps = 1000000000000000000; }),
+      edited([](recipes::Plan& p) {
+        p.training.per_rank_batch = 1000000000000;
+        p.training.global_batch = 2000000000000;
+      }),
+      edited([](recipes::Plan& p) {
+        p.job = {64, 8};
+        p.training.global_batch = 64 * 512;
+      }),
+      edited([](recipes::Plan& p) { p.training.warmup_steps = 301; }),
+      "{\"version\": 1}",
+      std::string(100000, '['),
+  };
+  for (const std::string& bad : cases) {
+    std::filesystem::remove(dir_ + "/user.db");
+    plant(key_for(q), bad);
+    auto c = choose_plan(request(q));
+    ASSERT_TRUE(c.ok()) << c.error().message();
+    EXPECT_EQ(c->source, "default") << bad.substr(0, 200);
+    EXPECT_EQ(c->plan.training.per_rank_batch, 64);
+    EXPECT_EQ(c->plan.training.warmup_steps, 20);
+    std::string skipped;
+    for (const std::string& n : c->notes)
+      if (n.find("is not used") != std::string::npos) skipped = n;
+    EXPECT_NE(skipped.find("warning: the cached plan in"), std::string::npos) << bad.substr(0, 200);
+    EXPECT_NE(skipped.find("running the recipe's own settings"), std::string::npos) << skipped;
+    std::printf("  %s\n", skipped.c_str());
+  }
+}
+
+}  // namespace
+}  // namespace dltune::launcher

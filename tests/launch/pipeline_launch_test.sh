@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# Pipelines through `dltune launch`, ranks as processes over MPI (local backend):
+# 1. `dltune model show --json` prints the memory model's terms; `recipe check` of a recipe that
+#    fits nowhere exits 2 saying by how much and what would fit.
+# 2. parallel: auto with a memory_per_rank only a 2-stage pipeline fits: the launch lays the
+#    model out as a pipeline, trains, and says so (plan, summary); every rank's memory estimate
+#    is within 15 % of its measured peak; the ranks got their plan from the PMIx job data.
+# 3. The pipeline (2 stages, 4 micro-batches) trains as one rank with 4 micro-batches does: the
+#    same loss at every step (within 1e-5 relative).
+# 4. A stage killed mid-step on 2 replicas x 2 stages: the launch stops within seconds, naming
+#    the rank and its stage; --resume finishes the run.
+# Usage: pipeline_launch_test.sh DLTUNE_BINARY SOURCE_DIR
+set -u
+dltune=$1
+src=$2
+tmp=$(mktemp -d)
+launcher_pid=
+trap '[ -n "$launcher_pid" ] && kill -9 $launcher_pid 2>/dev/null; rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+export DLTUNE_DB=$tmp/db.sqlite DLTUNE_RUNS_DIR=$tmp/runs DLTUNE_NO_PROGRESS=1 DLTUNE_SITE_DB=
+mlp=$src/tests/launch/data/deep-mlp.yaml
+newest_run() { ls -dt "$DLTUNE_RUNS_DIR"/*/ | head -1 | sed 's|/$||'; }
+recipe() {  # recipe NAME SED-EXPRESSION...: a copy of deep-mlp.yaml edited
+  local out=$tmp/$1.yaml; shift
+  cp "$mlp" "$out"
+  for e in "$@"; do sed -i "$e" "$out"; done
+  echo "$out"
+}
+
+# 1. The memory terms, and a recipe that fits nowhere.
+"$dltune" model show resnet20 --batch 64 --ranks 2 --stages 2 --json >"$tmp/show.json" ||
+  fail "model show exited $?"
+python3 - "$tmp/show.json" <<'PY' || fail "model show --json memory terms"
+import json, sys
+j = json.load(open(sys.argv[1]))
+m = j["memory"]
+assert m["layout"]["stages"] == 2 and len(m["stages"]) == 2, m["layout"]
+for s in m["stages"]:
+    t = s["terms"]
+    parts = ["parameters", "gradients", "optimizer", "state", "activations", "workspace",
+             "communication", "checkpoint"]
+    assert t["total"] == sum(t[k] for k in parts) and all(t[k] >= 0 for k in parts), t
+    assert t["optimizer"] == t["parameters"], t  # SGD's velocity
+# The stages hold every parameter of the model, 4 bytes each (269,722 for resnet20, option A).
+assert j["parameters"] == 269722, j["parameters"]
+assert sum(s["terms"]["parameters"] for s in m["stages"]) == 4 * j["parameters"], m
+PY
+small=$(recipe small 's/memory_per_rank: 150MiB/memory_per_rank: 8MiB/')
+"$dltune" recipe check "$small" >"$tmp/check.out" 2>"$tmp/check.err"
+rc=$?
+[ $rc = 2 ] || fail "recipe check of a recipe that fits nowhere exited $rc: $(cat "$tmp/check.out" "$tmp/check.err")"
+grep -q "no layout of 2 ranks fits 8 MiB per rank" "$tmp/check.err" || fail "check message: $(cat "$tmp/check.err")"
+grep -q "too much. What would fit: " "$tmp/check.err" || fail "no advice: $(cat "$tmp/check.err")"
+"$dltune" launch "$small" --dry-run >"$tmp/dry.out" 2>"$tmp/dry.err"
+[ $? = 2 ] && grep -q "no layout of 2 ranks fits" "$tmp/dry.err" ||
+  fail "--dry-run of a recipe that fits nowhere: $(cat "$tmp/dry.out" "$tmp/dry.err")"
+[ -z "$(ls -A "$DLTUNE_RUNS_DIR" 2>/dev/null)" ] || fail "a refused launch left a run directory"
+"$dltune" recipe check "$mlp" >"$tmp/check2.out" 2>&1 || fail "check of deep-mlp: $(cat "$tmp/check2.out")"
+grep -q "1 replica x 2 stages" "$tmp/check2.out" || fail "check names no layout: $(cat "$tmp/check2.out")"
+
+# 2. parallel: auto picks the pipeline.
+"$dltune" launch "$mlp" >"$tmp/out1" 2>"$tmp/err1" || fail "pipelined launch exited $?: $(cat "$tmp/err1" "$tmp/out1")"
+run=$(newest_run)
+grep -q "layout: 1 replica x 2 stages" "$tmp/out1" "$tmp/err1" || fail "the launch did not say its layout: $(cat "$tmp/out1")"
+python3 - "$run" <<'PY' || fail "pipelined run's plan / summary / memory"
+import json, sys
+d = sys.argv[1]
+plan = json.load(open(d + "/plan.json"))
+p = plan["parallel"]
+assert p["stages"] == 2 and p["replicas"] == 1 and len(p["partition"]) == 2, p
+assert 0 < p["memory_bytes"] <= 150 << 20 and "2 stages" in p["reason"], p
+s = json.load(open(d + "/summary.json"))
+assert s["steps"] == 24 and s["throughput_sps"] > 0, s
+w = json.load(open(d + "/worker_summary.json"))
+mem = w["memory"]
+assert len(mem["ranks"]) == 2 and {r["stage"] for r in mem["ranks"]} == {0, 1}, mem
+for r in mem["ranks"]:
+    assert r["estimate_bytes"] <= 150 << 20, r
+    assert r["error"] <= 0.15, ("memory model vs measured peak", r)
+PY
+cfg=$run/train_config.json
+python3 -c "import json,sys; c=json.load(open(sys.argv[1])); assert c['stages']==2, c" "$cfg" || fail "train_config stages"
+
+# 3. Equivalence with one rank (4 micro-batches each way; no memory limit on one rank).
+pipe=$(recipe pipe 's/  parallel: auto/  parallel: {mode: pipeline, stages: 2, microbatches: 4, schedule: 1f1b}/' \
+  's/memory_per_rank: 150MiB/memory_per_rank: auto/' 's/steps: 24/steps: 6/')
+one=$(recipe one 's/  parallel: auto/  parallel: {mode: data, microbatches: 4}/' \
+  's/memory_per_rank: 150MiB/memory_per_rank: auto/' 's/steps: 24/steps: 6/' 's/ranks: 2/ranks: 1/' \
+  's/ranks_per_node: 2/ranks_per_node: 1/')
+"$dltune" launch "$pipe" >"$tmp/pipe.out" 2>&1 || fail "pipeline launch: $(cat "$tmp/pipe.out")"
+run_pipe=$(newest_run)
+"$dltune" launch "$one" >"$tmp/one.out" 2>&1 || fail "one-rank launch: $(cat "$tmp/one.out")"
+run_one=$(newest_run)
+python3 - "$run_pipe" "$run_one" <<'PY' || fail "pipeline vs one rank losses"
+import json, sys
+def losses(d):
+    return [e["loss"] for e in map(json.loads, open(d + "/metrics.jsonl")) if e.get("event") == "step"]
+a, b = losses(sys.argv[1]), losses(sys.argv[2])
+assert len(a) == len(b) == 6, (a, b)
+for x, y in zip(a, b):
+    assert abs(x - y) <= 1e-5 * abs(y), (a, b)
+PY
+
+# 4. A stage killed mid-step; then --resume.
+hyb=$(recipe hybrid 's/  parallel: auto/  parallel: {mode: hybrid, stages: 2, microbatches: 4}/' \
+  's/memory_per_rank: 150MiB/memory_per_rank: auto/' 's/ranks: 2/ranks: 4/' 's/ranks_per_node: 2/ranks_per_node: 4/' \
+  's/steps: 24/steps: 60/' 's/^name: deep-mlp/name: hybrid/')
+"$dltune" launch "$hyb" >"$tmp/hyb.out" 2>"$tmp/hyb.err" &
+launcher_pid=$!
+victim=
+for _ in $(seq 1 600); do
+  run_h=$(ls -dt "$DLTUNE_RUNS_DIR"/hybrid-*/ 2>/dev/null | head -1)
+  if [ -n "$run_h" ] && [ "$(grep -c '"event": *"step"' "$run_h/metrics.jsonl" 2>/dev/null)" -ge 6 ] 2>/dev/null; then
+    for p in $(pgrep -f "dltune-worker train --summary $DLTUNE_RUNS_DIR"); do
+      if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "PMIX_RANK=3"; then victim=$p; fi
+    done
+    [ -n "$victim" ] && break
+  fi
+  sleep 0.2
+done
+[ -n "$victim" ] || fail "the hybrid run never reached step 6 with rank 3 running: $(cat "$tmp/hyb.out" "$tmp/hyb.err")"
+kill -9 "$victim"
+t0=$(date +%s)
+wait $launcher_pid
+rc=$?
+launcher_pid=
+t1=$(date +%s)
+[ $rc != 0 ] || fail "the launch survived a killed stage"
+[ $((t1 - t0)) -le 20 ] || fail "the launch took $((t1 - t0)) s to stop"
+grep -q "rank 3 (stage 1 of replica 1)" "$tmp/hyb.out" "$tmp/hyb.err" ||
+  fail "the failure does not name the rank and its stage: $(cat "$tmp/hyb.out" "$tmp/hyb.err")"
+sleep 1
+pgrep -f "dltune-worker train --summary $DLTUNE_RUNS_DIR" >/dev/null && fail "ranks left behind"
+"$dltune" launch --resume "${run_h%/}" >"$tmp/resume.out" 2>&1 || fail "resume: $(cat "$tmp/resume.out")"
+python3 -c "import json,sys; s=json.load(open(sys.argv[1])); assert s['steps']==60, s" "${run_h%/}/summary.json" ||
+  fail "the resumed run did not finish: $(cat "$tmp/resume.out")"
+echo "PASS"
