@@ -161,6 +161,21 @@ int run_launch(const LaunchOptions& o) {
     req.retune = o.retune;
     req.no_tune = o.no_tune || o.dry_run;
     req.dry_run = o.dry_run;
+    // The recipe tuner's trials measure data-parallel candidates: a model that must run as a
+    // pipeline (the recipe fixes stages, or only a pipeline fits) is not tuned, and says why.
+    if (!req.no_tune) {
+      launcher::LayoutQuery lq{*worker, job->recipe_path, job->ranks, job->shape.ranks_per_node};
+      auto layouts = launcher::query_layouts(lq);
+      if (!layouts) return report_error("launch", layouts.error());
+      const auto& best = (*layouts)["candidates"][0]["layout"];
+      if (best.value("stages", 1) > 1) {
+        req.no_tune = true;
+        progress.message(
+            "not tuning: the trials measure data-parallel layouts and this model "
+            "runs as a pipeline (" +
+            best.value("reason", std::string()) + "); running the recipe's own settings");
+      }
+    }
     req.progress = o.dry_run ? nullptr : &progress;
     if (!o.dry_run) {
       auto rd = launcher::create_run_dir(env::get(env::kRunsDir), job->recipe.name);

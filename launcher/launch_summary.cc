@@ -371,8 +371,19 @@ std::vector<std::pair<std::string, std::string>> summary_rows(const json& s) {
   row("outside the steps", fixed(num(st, "outside_steps_s"), 1) +
                                " s once (start-up, the first step, evaluation, checkpoints)");
   const auto& ar = s["allreduce"];
+  // A pipeline with one replica reduces nothing; with several, each stage its own gradients.
+  const auto& par = s["plan"]["parallel"];
+  const bool pipelined = par.is_object() && par.value("stages", 1) > 1;
   if (s.value("ranks", 1) < 2) {
     row("allreduce", "none: one rank has nothing to reduce");
+  } else if (pipelined) {
+    row("allreduce", par.value("replicas", 1) > 1
+                         ? "each stage's gradients among its " +
+                               std::to_string(par.value("replicas", 1)) + " replicas (at most " +
+                               bytes_text(num(ar, "gradient_bytes")) +
+                               " per step for the whole model)"
+                         : "none (one replica of a " + std::to_string(par.value("stages", 1)) +
+                               "-stage pipeline)");
   } else {
     std::string a = bytes_text(num(ar, "gradient_bytes")) + " per step in " +
                     bytes_text(num(ar, "bucket_bytes")) + " buckets: ";
@@ -425,6 +436,7 @@ std::vector<std::pair<std::string, std::string>> summary_rows(const json& s) {
                         tp.value("scaling", "") + " scaling, lr x" + fixed(num(tp, "lr_scale"), 2) +
                         ", bucket " + bytes_text(num(tp, "bucket_bytes")) + ", overlap " +
                         (tp.value("overlap", false) ? "on" : "off"));
+  if (pipelined) row("  layout", par.value("reason", ""));
   if (!s.value("plan_reason", "").empty()) row("  why", s.value("plan_reason", ""));
   std::string conf;
   if (s["regret"].is_number()) {
