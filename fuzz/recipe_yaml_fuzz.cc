@@ -18,7 +18,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string json = recipe_to_json(out.recipe);  // threw on invalid UTF-8 once
   FUZZ_CHECK(!json.empty());
   FUZZ_CHECK(recipe_signature(out.recipe).size() == 64);
-  const ShapeCheck shapes = check_shapes(out.recipe.model.layers, out.recipe.model.input);
-  FUZZ_CHECK(shapes.parameters >= 0);  // a class count of 2^63-1 once made it negative
+  const GraphInfo info = analyze_graph(out.recipe.model.graph);
+  FUZZ_CHECK(info.parameters >= 0);  // a class count of 2^63-1 once made it negative
   return 0;
 }
