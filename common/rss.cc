@@ -58,6 +58,7 @@ int64_t memory_limit_bytes() {
 
 int64_t current_bytes() { return status_kb("VmRSS"); }
 int64_t peak_bytes() { return status_kb("VmHWM"); }
+int64_t shmem_bytes() { return status_kb("RssShmem"); }
 
 bool restart_peak() {
   std::FILE* f = std::fopen("/proc/self/clear_refs", "w");

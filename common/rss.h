@@ -9,6 +9,9 @@ namespace dltune::rss {
 
 // VmRSS in bytes; -1 when /proc/self/status cannot be read.
 int64_t current_bytes();
+// RssShmem in bytes: resident pages of shared memory mappings (/dev/shm segments), which count
+// in VmRSS and VmHWM; -1 when unreadable.
+int64_t shmem_bytes();
 // VmHWM in bytes (the peak since start or since the last restart_peak()); -1 when unreadable.
 int64_t peak_bytes();
 // Restarts the high-water mark at the current resident set (writes 5 to /proc/self/clear_refs).

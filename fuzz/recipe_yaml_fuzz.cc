@@ -1,9 +1,10 @@
 // Recipes (YAML, recipes/recipe.h): any text parses to a recipe or to located problems, and a
-// recipe that parses can be shown, signed and turned into its default plan's shape checks.
+// recipe that parses can be shown, signed and its graph analysed.
 #include <cstdint>
 #include <string>
 #include <string_view>
 
+#include "recipes/model/graph.h"
 #include "recipes/recipe.h"
 
 #include "fuzz/fuzz_check.h"

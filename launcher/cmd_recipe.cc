@@ -83,8 +83,10 @@ int run_check(const RecipeOptions& opts) {
                         {"layout", layout ? nlohmann::json(*layout) : nlohmann::json(nullptr)}});
       continue;
     }
-    if (outcome.ok())
-      std::printf("%s: ok%s\n", arg.c_str(), layout ? (" (" + *layout + ")").c_str() : "");
+    if (outcome.ok()) {
+      std::printf("%s: ok\n", arg.c_str());
+      if (layout) std::printf("  layout: %s\n", layout->c_str());
+    }
     for (const recipes::Problem& p : outcome.problems)
       std::fprintf(stderr, "%s\n", p.to_string().c_str());
   }

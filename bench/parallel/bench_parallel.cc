@@ -293,6 +293,7 @@ double mem_err_max(const Args& a) {
 
 int main(int argc, char** argv) {
   using namespace dltune::engine;
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each figure as it is measured
   Args a;
   for (int i = 1; i < argc; ++i) {
     const std::string k = argv[i];

@@ -41,7 +41,7 @@ Result<Model> Model::build(const recipes::Graph& graph, const std::string& name,
     return m;
   }
   m.own_params_.resize(static_cast<size_t>(m.info_.parameters));
-  m.own_grads_.resize(static_cast<size_t>(m.info_.parameters));
+  m.own_grads_.resize_uninitialized(static_cast<size_t>(m.info_.parameters));
   m.own_state_.resize(static_cast<size_t>(m.info_.state_floats));
   m.params_ = m.own_params_.data();
   m.grads_ = m.own_grads_.data();
@@ -62,6 +62,12 @@ void Model::bind_all() {
       s.push_back(state_ + info_.state[static_cast<size_t>(t)].offset);
     ops_[i]->bind(std::move(p), std::move(g), plan_.param_accumulate[i], std::move(s));
   }
+}
+
+void Model::zero_own_grads_once() {
+  if (own_grads_zeroed_ || grads_ != own_grads_.data() || own_grads_.size() == 0) return;
+  std::memset(own_grads_.data(), 0, own_grads_.size() * sizeof(float));
+  own_grads_zeroed_ = true;
 }
 
 void Model::set_grad_buffer(float* grads) {
@@ -193,6 +199,7 @@ const float* Model::forward(const float* input, int batch, bool training, uint64
 
 void Model::backward(const float* input, const float* dout, int batch,
                      const std::function<void(int)>& ready, bool accumulate, float* dinput) {
+  zero_own_grads_once();
   OpContext ctx{workspace_.data(), true, 0, accumulate, true};
   bool input_written = false;
   for (int i = num_nodes() - 1; i >= 0; --i) {

@@ -54,7 +54,10 @@ class Model {
   int64_t num_params() const { return info_.parameters; }
   float* params() { return params_; }
   const float* params() const { return params_; }
-  float* grads() { return grads_; }
+  float* grads() {
+    zero_own_grads_once();
+    return grads_;
+  }
   // Non-trainable state (batch-norm running statistics), info().state order.
   int64_t num_state() const { return info_.state_floats; }
   float* state() { return state_; }
@@ -131,6 +134,11 @@ class Model {
   BackwardPlan plan_;
   std::vector<std::unique_ptr<Op>> ops_;
   Buffer own_params_, own_grads_, own_state_;
+  // own_grads_ is allocated untouched and zeroed on first use (backward(), grads()): a trainer
+  // that moves the gradients to node-shared memory (set_grad_buffer()) never faults its pages
+  // in, so they cost no resident memory (the memory model counts one gradient buffer).
+  bool own_grads_zeroed_ = false;
+  void zero_own_grads_once();
   float* params_ = nullptr;
   float* grads_ = nullptr;
   float* state_ = nullptr;

@@ -140,6 +140,10 @@ class Trainer {
   // A pipeline stage's seconds of forward and backward computation so far, and of running its
   // schedule (the steps' pipelined part: computation and waiting); 0 without stages.
   double pipeline_busy_seconds() const;
+  // Bytes of this rank's gradient buffer when it lives in node-shared memory (0 otherwise):
+  // node-shared collectives read the peers' buffers, whose pages then count in this process's
+  // resident set without being its memory.
+  int64_t node_shared_gradient_bytes() const { return static_cast<int64_t>(shared_grads_.bytes()); }
   double pipeline_schedule_seconds() const;
   // Timing of the last step.
   const StepMetrics& last() const { return last_; }

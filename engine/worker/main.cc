@@ -103,8 +103,9 @@ Result<TrainConfig> load_config(const Options& o, const comm::Bootstrap* boot) {
 }
 
 // Every rank's estimated and measured training memory (collective over `world`): the memory
-// model's terms for its stage against its resident peak above `rss_before` (-1: the peak could
-// not be restarted after loading the data, so nothing is measured). On rank 0:
+// model's terms for its stage against its resident peak above `rss_before` (the resident set
+// with the data loaded, plus the peers' node-shared pages it mapped; -1: the peak could not be
+// restarted after loading the data, so nothing is measured). On rank 0:
 //   {"ranks": [{"rank", "stage", "estimate_bytes", "measured_bytes", "error"}], "max_error"}
 // where error = |estimate - measured| / measured. GPU ranks report the estimate only (their
 // training memory is on the device).
@@ -183,7 +184,7 @@ Status train(const Options& o) {
   DLTUNE_TRY(load_train_data(*cfg, &train_data, &heldout));
   // The training's own memory: the peak above what the process held with its data loaded.
   const bool peak_restarted = rss::restart_peak();
-  const int64_t rss_before = rss::current_bytes();
+  const int64_t rss_before = rss::current_bytes(), shmem_before = rss::shmem_bytes();
   say("building " + cfg->model + " and its optimizer");
   auto trainer = Trainer::create(*cfg, world.get(), train_data, &heldout);
   if (!trainer) return trainer.error();
@@ -200,7 +201,11 @@ Status train(const Options& o) {
     return sum.error();
   }
   const int stop_signal = (*trainer)->stop_code();  // agreed over the ranks
-  auto memory = memory_report(*cfg, world.get(), peak_restarted ? rss_before : -1);
+  // Peers' node-shared gradient pages this rank mapped count in its resident set but are
+  // theirs (each rank's own share is in its estimate): left out of the measurement.
+  const int64_t peers_shared = std::max<int64_t>(
+      0, rss::shmem_bytes() - shmem_before - (*trainer)->node_shared_gradient_bytes());
+  auto memory = memory_report(*cfg, world.get(), peak_restarted ? rss_before + peers_shared : -1);
   if (!memory) return memory.error();
   if ((*trainer)->rank() == 0) {
     nlohmann::json j = {{"model", cfg->model},

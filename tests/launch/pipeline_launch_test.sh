@@ -56,7 +56,7 @@ grep -q "too much. What would fit: " "$tmp/check.err" || fail "no advice: $(cat 
   fail "--dry-run of a recipe that fits nowhere: $(cat "$tmp/dry.out" "$tmp/dry.err")"
 [ -z "$(ls -A "$DLTUNE_RUNS_DIR" 2>/dev/null)" ] || fail "a refused launch left a run directory"
 "$dltune" recipe check "$mlp" >"$tmp/check2.out" 2>&1 || fail "check of deep-mlp: $(cat "$tmp/check2.out")"
-grep -q "1 replica x 2 stages" "$tmp/check2.out" || fail "check names no layout: $(cat "$tmp/check2.out")"
+grep -q "  layout: 1 replica x 2 stages" "$tmp/check2.out" || fail "check names no layout: $(cat "$tmp/check2.out")"
 
 # 2. parallel: auto picks the pipeline.
 "$dltune" launch "$mlp" >"$tmp/out1" 2>"$tmp/err1" || fail "pipelined launch exited $?: $(cat "$tmp/err1" "$tmp/out1")"

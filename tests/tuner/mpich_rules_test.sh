@@ -23,11 +23,13 @@ python3 - "$work/plans.json" <<'PY'
 import hashlib, json, sys
 M = 18446744073709551615
 def plan(nodes, rpn, colls, t):
-    key = {"fingerprint": "ab12", "family": "fam", "versions": {"mpi": "4.0.2", "pmix": "",
+    key = {"fingerprint": "ab12", "family": "fa11", "versions": {"mpi": "4.0.2", "pmix": "",
            "nccl": "", "dltune": "0.1.0"}, "nodes": nodes, "ranks_per_node": rpn, "recipe": ""}
     prov = {"site": "s", "host": "h", "user": "u", "dltune_version": "0.1.0", "created_at": t}
-    return {"key": key, "plan_json": json.dumps({"version": 1, "collectives": colls}),
-            "provenance": prov}
+    # A whole plan (the database refuses less): the collectives, a training and the job shape.
+    body = {"version": 1, "collectives": colls, "job": {"nodes": nodes, "ranks_per_node": rpn},
+            "training": {"per_rank_batch": 1, "global_batch": nodes * rpn, "scaling": "weak"}}
+    return {"key": key, "plan_json": json.dumps(body), "provenance": prov}
 r = lambda lo, hi, a: {"min_bytes": lo, "max_bytes": hi, "algo": a, "segment_bytes": 0}
 content = {"plans": [
     plan(1, 2, {"allreduce": [r(0, 4096, "rd"), r(4096, M, "rabenseifner")],

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "common/strings.h"
+#include "recipes/plan.h"
 #include "tuner/db/ompi_rules.h"
 #include "tuner/db/tests/db_fixture.h"
 
@@ -16,9 +17,13 @@ namespace {
 // A plan of `nodes` x `rpn` ranks whose allreduce is `algo` for every size.
 PlanRecord plan_of(int64_t nodes, int64_t rpn, const char* algo, int64_t created_at) {
   PlanRecord p = testing::sample_plan(testing::sample_key("ab12", nodes, rpn), created_at);
-  p.plan_json = std::string(R"({"version":1,"collectives":{"allreduce":[{"min_bytes":0,)") +
-                R"("max_bytes":18446744073709551615,"algo":")" + algo +
-                R"(","segment_bytes":0}]}})";
+  // The sample's plan (whole and valid: the store refuses less), its allreduce set to `algo`.
+  auto plan = recipes::parse_plan(p.plan_json);
+  EXPECT_TRUE(plan.ok()) << plan.error().message();
+  recipes::SizeRange all;
+  all.algo = *recipes::parse_algorithm(algo);
+  plan->collectives[recipes::Collective::kAllreduce] = {all};
+  p.plan_json = recipes::serialize_plan(*plan);
   return p;
 }
 
