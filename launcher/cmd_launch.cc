@@ -68,16 +68,11 @@ std::vector<std::string> train_argv(const std::string& worker, const RunDir& dir
   return argv;
 }
 
-// recipe.yaml: a byte copy of the recipe file, or with --set, the document with the overrides
-// applied and the comment that names them (recipes/recipe_overrides.h).
-Status write_recipe_as_run(const launcher::Job& job,
-                           const std::vector<recipes::Override>& overrides, const RunDir& dir) {
-  if (overrides.empty()) {
-    auto text = paths::read_file(job.recipe_path);
-    if (!text) return text.error();
-    return paths::write_file_atomic(dir.recipe(), *text);
-  }
-  auto text = recipes::recipe_yaml_as_run(job.recipe_path, job.recipe, overrides);
+// recipe.yaml: a byte copy of the recipe as run: the recipe file, or with --set the document
+// with the overrides applied and the comment that names them (recipes/recipe_overrides.h),
+// which job.recipe_path then names.
+Status write_recipe_as_run(const launcher::Job& job, const RunDir& dir) {
+  auto text = paths::read_file(job.recipe_path);
   if (!text) return text.error();
   return paths::write_file_atomic(dir.recipe(), *text);
 }
@@ -124,6 +119,22 @@ int run_launch(const LaunchOptions& o) {
   }
   auto job = launcher::make_job(jo, *topo);
   if (!job) return report_error("launch", job.error());
+  // With --set, the programs that read the recipe (the layout query, the dry run's ranks) read
+  // it as run: the overrides applied, in a private file until the run directory holds it.
+  std::optional<launcher::TempDir> as_run;
+  if (!jo.overrides.empty()) {
+    auto t = launcher::TempDir::create_in_tmp("dltune-recipe-");
+    if (!t) return report_error("launch", t.error());
+    as_run = std::move(*t);
+    auto text = recipes::recipe_yaml_as_run(job->recipe_path, job->recipe, jo.overrides);
+    if (!text) return report_error("launch", text.error());
+    const std::string path = as_run->path() + "/recipe.yaml";
+    if (Status w = paths::write_file_atomic(path, *text); !w.ok()) {
+      return report_error("launch", w.error());
+    }
+    job->recipe_path = path;
+  }
+  const std::string recipe_file = job->recipe.source_path;  // as the user named it
   // The slurm backend outside an allocation: the whole launch (tuning and training) runs again
   // under salloc with the job's shape, so that every phase gets the same nodes.
   if (job->backend == launcher::Backend::kSlurm && !launcher::in_slurm_allocation() && !o.dry_run) {
@@ -185,7 +196,7 @@ int run_launch(const LaunchOptions& o) {
       req.work_dir = dir->file("tuning");
       // The recipe as run, now: with --set, the trials' ranks read this file (with the
       // overrides and absolute data paths), and --resume reads it back.
-      Status w = write_recipe_as_run(*job, jo.overrides, *dir);
+      Status w = write_recipe_as_run(*job, *dir);
       if (!w.ok()) return report_error("launch", w.error().wrap("writing the run directory"));
       if (!jo.overrides.empty()) {
         job->recipe_path = dir->recipe();
@@ -229,6 +240,7 @@ int run_launch(const LaunchOptions& o) {
     cfg = *c;
   }
   if (o.dry_run) {
+    job->recipe_path = recipe_file;  // the private copy is gone with the dry run
     launcher::DryRun d;
     d.job = &*job;
     d.choice = &choice;
