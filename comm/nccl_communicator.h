@@ -13,7 +13,9 @@
 // usually device 0.
 //
 // As a Communicator it is a GPU transport: native_allreduce() is ncclAllReduce on DEVICE
-// pointers (synchronous), send/recv/sendrecv are ncclSend/ncclRecv on device pointers, and
+// pointers (synchronous), send/recv/sendrecv are ncclSend/ncclRecv on device pointers (these
+// synchronous calls first wait for the legacy default stream, so buffers filled with cudaMemcpy
+// are complete), and
 // isend / irecv / start_batch are non-blocking ncclSend/ncclRecv on an internal stream (or on a
 // caller's stream: start_batch_on()). The host-memory algorithms of comm/allreduce.h (ring,
 // recursive doubling, shm, ...) do not apply to it; comm::allreduce with kNative works (device

@@ -53,6 +53,21 @@ struct NcclCommunicator::Impl {
   Status usable() const;
   // Checks the return code of an NCCL call on `comm`, then waits for it to settle.
   Status finish(ncclResult_t r, const std::string& what, Deadline deadline);
+  // Runs `calls` (NCCL calls on `comm`, returning the last result) under the process-wide
+  // issue lock, then finish()es them under this communicator's own lock only: no other thread
+  // issues on `comm` before it settled, while other communicators stay free meanwhile (a first
+  // point-to-point operation settles only once its peer connected).
+  template <typename F>
+  Status issue(F&& calls, const std::string& what, Deadline deadline) {
+    std::lock_guard own(op_mu);
+    ncclResult_t r = ncclSuccess;
+    {
+      std::lock_guard all(nccl_issue_mutex());
+      r = calls();
+    }
+    return finish(r, what, deadline);
+  }
+  std::mutex op_mu;
   // Whether a non-blocking request posted here has not finished on the GPU yet.
   bool has_pending_requests();
   // Finishes every pending non-blocking request (with its event's state, or an error) and

@@ -49,24 +49,34 @@ Status check_peer(int peer, int size, const char* role) {
   return ok_status();
 }
 
+// The synchronous calls below take device buffers "as they are now": a caller that filled them
+// with cudaMemcpy / cudaMemset (the legacy default stream, which the communicator's
+// non-blocking stream does not wait for, and which may return before a copy from pageable
+// memory has landed) is waited for first.
+Status after_default_stream() {
+  return cuda_check(cudaStreamSynchronize(cudaStreamLegacy), "waiting for the default stream");
+}
+
 }  // namespace
 
 Status NcclCommunicator::allreduce_device(const void* send, void* recv, size_t count, DataType type,
                                           ReduceOp op, void* stream) {
   DLTUNE_TRY(impl_->usable());
-  std::lock_guard lock(nccl_issue_mutex());
-  return impl_->finish(ncclAllReduce(send, recv, count, nccl_type(type), nccl_op(op), impl_->comm,
-                                     as_stream(stream)),
-                       "ncclAllReduce of " + std::to_string(count) + " elements",
-                       deadline_from_now());
+  return impl_->issue(
+      [&] {
+        return ncclAllReduce(send, recv, count, nccl_type(type), nccl_op(op), impl_->comm,
+                             as_stream(stream));
+      },
+      "ncclAllReduce of " + std::to_string(count) + " elements", deadline_from_now());
 }
 
 Status NcclCommunicator::broadcast_device(void* buf, size_t bytes, int root, void* stream) {
   DLTUNE_TRY(check_peer(root, impl_->size, "broadcast root"));
   DLTUNE_TRY(impl_->usable());
-  std::lock_guard lock(nccl_issue_mutex());
-  return impl_->finish(
-      ncclBroadcast(buf, buf, bytes, ncclInt8, root, impl_->comm, as_stream(stream)),
+  return impl_->issue(
+      [&] {
+        return ncclBroadcast(buf, buf, bytes, ncclInt8, root, impl_->comm, as_stream(stream));
+      },
       "ncclBroadcast of " + std::to_string(bytes) + " bytes", deadline_from_now());
 }
 
@@ -102,22 +112,20 @@ Status NcclCommunicator::synchronize(void* stream, Deadline deadline) {
 Status NcclCommunicator::send(int dst, int, const void* data, size_t bytes, Deadline deadline) {
   DLTUNE_TRY(check_peer(dst, impl_->size, "destination"));
   DLTUNE_TRY(impl_->usable());
-  {
-    std::lock_guard lock(nccl_issue_mutex());
-    DLTUNE_TRY(impl_->finish(ncclSend(data, bytes, ncclInt8, dst, impl_->comm, impl_->stream),
-                             "ncclSend to rank " + std::to_string(dst), deadline));
-  }
+  DLTUNE_TRY(after_default_stream());
+  DLTUNE_TRY(
+      impl_->issue([&] { return ncclSend(data, bytes, ncclInt8, dst, impl_->comm, impl_->stream); },
+                   "ncclSend to rank " + std::to_string(dst), deadline));
   return synchronize(impl_->stream, deadline);
 }
 
 Status NcclCommunicator::recv(int src, int, void* data, size_t bytes, Deadline deadline) {
   DLTUNE_TRY(check_peer(src, impl_->size, "source"));
   DLTUNE_TRY(impl_->usable());
-  {
-    std::lock_guard lock(nccl_issue_mutex());
-    DLTUNE_TRY(impl_->finish(ncclRecv(data, bytes, ncclInt8, src, impl_->comm, impl_->stream),
-                             "ncclRecv from rank " + std::to_string(src), deadline));
-  }
+  DLTUNE_TRY(after_default_stream());
+  DLTUNE_TRY(
+      impl_->issue([&] { return ncclRecv(data, bytes, ncclInt8, src, impl_->comm, impl_->stream); },
+                   "ncclRecv from rank " + std::to_string(src), deadline));
   return synchronize(impl_->stream, deadline);
 }
 
@@ -126,26 +134,25 @@ Status NcclCommunicator::sendrecv(int dst, int, const void* send_data, size_t se
   DLTUNE_TRY(check_peer(dst, impl_->size, "destination"));
   DLTUNE_TRY(check_peer(src, impl_->size, "source"));
   DLTUNE_TRY(impl_->usable());
-  {
-    std::lock_guard lock(nccl_issue_mutex());
-    ncclResult_t r = ncclGroupStart();
-    if (r == ncclSuccess) {
-      r = ncclSend(send_data, send_bytes, ncclInt8, dst, impl_->comm, impl_->stream);
-      if (r == ncclSuccess || r == ncclInProgress) {
-        r = ncclRecv(recv_data, recv_bytes, ncclInt8, src, impl_->comm, impl_->stream);
-      }
-      ncclResult_t end = ncclGroupEnd();
-      if (r == ncclSuccess || r == ncclInProgress) r = end;
-    }
-    DLTUNE_TRY(impl_->finish(
-        r, "ncclSend/ncclRecv with ranks " + std::to_string(dst) + "/" + std::to_string(src),
-        deadline));
-  }
+  DLTUNE_TRY(after_default_stream());
+  DLTUNE_TRY(impl_->issue(
+      [&] {
+        ncclResult_t r = ncclGroupStart();
+        if (r != ncclSuccess) return r;
+        r = ncclSend(send_data, send_bytes, ncclInt8, dst, impl_->comm, impl_->stream);
+        if (r == ncclSuccess || r == ncclInProgress) {
+          r = ncclRecv(recv_data, recv_bytes, ncclInt8, src, impl_->comm, impl_->stream);
+        }
+        const ncclResult_t end = ncclGroupEnd();
+        return r == ncclSuccess || r == ncclInProgress ? end : r;
+      },
+      "ncclSend/ncclRecv with ranks " + std::to_string(dst) + "/" + std::to_string(src), deadline));
   return synchronize(impl_->stream, deadline);
 }
 
 Status NcclCommunicator::native_allreduce(const void* send, void* recv, size_t count, DataType type,
                                           ReduceOp op) {
+  DLTUNE_TRY(after_default_stream());
   DLTUNE_TRY(allreduce_device(send, recv, count, type, op, impl_->stream));
   return synchronize(impl_->stream, deadline_from_now());
 }
@@ -156,11 +163,8 @@ Result<ncclComm_t> nccl_split(NcclCommunicator::Impl& parent, int color, int key
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   ncclComm_t child = nullptr;
-  {
-    std::lock_guard lock(nccl_issue_mutex());
-    DLTUNE_TRY(parent.finish(ncclCommSplit(parent.comm, color, key, &child, &config),
-                             "ncclCommSplit", deadline));
-  }
+  DLTUNE_TRY(parent.issue([&] { return ncclCommSplit(parent.comm, color, key, &child, &config); },
+                          "ncclCommSplit", deadline));
   if (child != nullptr) {
     bool aborted = false;
     DLTUNE_TRY(settle(child, "ncclCommSplit", deadline, &aborted));

@@ -109,21 +109,21 @@ std::vector<Request> NcclCommunicator::post(std::span<const P2pOp> ops, void* st
     return fail_all(s.error());
   }
   auto cs = static_cast<cudaStream_t>(stream);
-  {
-    std::lock_guard lock(nccl_issue_mutex());
-    ncclResult_t r = ncclGroupStart();
-    if (r == ncclSuccess) {
-      for (const P2pOp& op : ops) {
-        if (r != ncclSuccess && r != ncclInProgress) break;
-        r = op.kind == P2pOp::Kind::kSend
-                ? ncclSend(op.data, op.bytes, ncclInt8, op.peer, impl_->comm, cs)
-                : ncclRecv(op.data, op.bytes, ncclInt8, op.peer, impl_->comm, cs);
-      }
-      const ncclResult_t end = ncclGroupEnd();
-      if (r == ncclSuccess || r == ncclInProgress) r = end;
-    }
-    if (Status s = impl_->finish(r, what, deadline); !s) return fail_all(s.error());
-  }
+  Status issued = impl_->issue(
+      [&] {
+        ncclResult_t r = ncclGroupStart();
+        if (r != ncclSuccess) return r;
+        for (const P2pOp& op : ops) {
+          if (r != ncclSuccess && r != ncclInProgress) break;
+          r = op.kind == P2pOp::Kind::kSend
+                  ? ncclSend(op.data, op.bytes, ncclInt8, op.peer, impl_->comm, cs)
+                  : ncclRecv(op.data, op.bytes, ncclInt8, op.peer, impl_->comm, cs);
+        }
+        const ncclResult_t end = ncclGroupEnd();
+        return r == ncclSuccess || r == ncclInProgress ? end : r;
+      },
+      what, deadline);
+  if (!issued) return fail_all(issued.error());
   if (Status s = cuda_check(cudaEventRecord(st->event, cs), "cudaEventRecord"); !s) {
     return fail_all(s.error());
   }
@@ -224,13 +224,15 @@ Status NcclCommunicator::learn_layout(int node_index, Deadline deadline) {
     int* p;
     ~Free() { (void)cudaFree(p); }
   } free_dev{dev};
-  DLTUNE_TRY(cuda_check(cudaMemcpy(dev + me, &node_index, sizeof(int), cudaMemcpyHostToDevice),
-                        "cudaMemcpy"));
-  {
-    std::lock_guard lock(nccl_issue_mutex());
-    DLTUNE_TRY(impl_->finish(ncclAllGather(dev + me, dev, 1, ncclInt32, impl_->comm, impl_->stream),
-                             "ncclAllGather of the members' nodes", deadline));
-  }
+  // On the communicator's stream, so the allgather below reads it: a plain cudaMemcpy runs on
+  // the legacy default stream, which a non-blocking stream does not wait for, and may return
+  // before its copy from pageable memory has landed.
+  DLTUNE_TRY(cuda_check(
+      cudaMemcpyAsync(dev + me, &node_index, sizeof(int), cudaMemcpyHostToDevice, impl_->stream),
+      "cudaMemcpyAsync"));
+  DLTUNE_TRY(impl_->issue(
+      [&] { return ncclAllGather(dev + me, dev, 1, ncclInt32, impl_->comm, impl_->stream); },
+      "ncclAllGather of the members' nodes", deadline));
   DLTUNE_TRY(synchronize(impl_->stream, deadline));
   std::vector<int> nodes(static_cast<size_t>(n));
   DLTUNE_TRY(

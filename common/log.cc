@@ -22,6 +22,7 @@ struct LogConfig {
 };
 
 std::mutex g_mu;
+std::atomic<void (*)()> g_line_hook{nullptr};
 LogConfig g_config;
 std::atomic<bool> g_loaded{false};
 std::atomic<int> g_level{static_cast<int>(LogLevel::kTrace)};  // fast reject before locking
@@ -96,6 +97,8 @@ void log_reconfigure() {
   load_locked();
 }
 
+void set_log_line_hook(void (*hook)()) { g_line_hook.store(hook); }
+
 void set_log_prefix(std::string prefix) {
   std::lock_guard lock(g_mu);
   if (!g_loaded.load(std::memory_order_acquire)) load_locked();
@@ -125,6 +128,7 @@ LogLine::LogLine(LogLevel level, std::string_view subsys) {
 LogLine::~LogLine() {
   os_ << '\n';
   const std::string s = os_.str();
+  if (auto hook = g_line_hook.load()) hook();
   // One write per line: atomic for pipes up to PIPE_BUF, and never interleaved mid-line.
   ssize_t off = 0;
   while (off < static_cast<ssize_t>(s.size())) {

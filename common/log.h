@@ -23,6 +23,11 @@ void log_reconfigure();
 LogLevel parse_log_level(std::string_view name);
 // A prefix printed after "dltune" on every line, e.g. "rank 3"; "" for none.
 void set_log_prefix(std::string prefix);
+// Called before each log line is written, on the logging thread (nullptr: nothing). A terminal
+// progress display (common/progress.h) sets it to clear its line, so that a log line starts
+// at the left margin instead of glued to the display. The hook may only use atomics and
+// write(2): it runs with no lock held, from any thread.
+void set_log_line_hook(void (*hook)());
 
 class LogLine {
  public:

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <numeric>
 
 #include "common/check.h"
@@ -76,6 +77,55 @@ double mean_rel_ci_batched(const std::vector<double>& series, int batches) {
   const size_t df = static_cast<size_t>(batches - 1);
   const double t = df <= std::size(kT) ? kT[df - 1] : 1.96;
   return t * se / mean;
+}
+
+RatioInterval paired_rate_ratio(const std::vector<double>& work_a,
+                                const std::vector<double>& time_a,
+                                const std::vector<double>& work_b,
+                                const std::vector<double>& time_b, int resamples) {
+  struct Round {
+    double wa, ta, wb, tb;
+  };
+  std::vector<Round> rounds;
+  const size_t n = std::min({work_a.size(), time_a.size(), work_b.size(), time_b.size()});
+  for (size_t i = 0; i < n; ++i) {
+    if (time_a[i] > 0 && time_b[i] > 0)
+      rounds.push_back({work_a[i], time_a[i], work_b[i], time_b[i]});
+  }
+  RatioInterval out;
+  out.rounds = static_cast<int>(rounds.size());
+  auto ratio = [](double wa, double ta, double wb, double tb) {
+    return ta > 0 && tb > 0 && wb > 0 ? (wa / ta) / (wb / tb) : 0.0;
+  };
+  double wa = 0, ta = 0, wb = 0, tb = 0;
+  for (const Round& r : rounds) wa += r.wa, ta += r.ta, wb += r.wb, tb += r.tb;
+  out.ratio = ratio(wa, ta, wb, tb);
+  out.lo = 0;
+  out.hi = INFINITY;
+  if (out.rounds < kMinPairedRounds || resamples < 10) return out;
+  // splitmix64: small, fast, and the same sequence everywhere.
+  uint64_t state = 0x9e3779b97f4a7c15ULL;
+  auto next = [&state] {
+    uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  };
+  std::vector<double> draws;
+  draws.reserve(static_cast<size_t>(resamples));
+  const uint64_t m = rounds.size();
+  for (int d = 0; d < resamples; ++d) {
+    double a = 0, b = 0, c = 0, e = 0;
+    for (uint64_t i = 0; i < m; ++i) {
+      const Round& r = rounds[next() % m];
+      a += r.wa, b += r.ta, c += r.wb, e += r.tb;
+    }
+    draws.push_back(ratio(a, b, c, e));
+  }
+  std::sort(draws.begin(), draws.end());
+  out.lo = quantile_sorted(draws, 0.025);
+  out.hi = quantile_sorted(draws, 0.975);
+  return out;
 }
 
 }  // namespace dltune::stats

@@ -2,6 +2,7 @@
 // (tuner/db). Bad input exits 2 with one sentence; nothing is written when an input is bad.
 #include <cstdio>
 #include <ctime>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -12,6 +13,7 @@
 #include "common/paths.h"
 #include "common/strings.h"
 #include "launcher/commands.h"
+#include "recipes/recipe.h"
 #include "tuner/db/admin.h"
 #include "tuner/db/bundle.h"
 #include "tuner/db/lookup.h"
@@ -170,10 +172,40 @@ void print_report(const char* verb, const tdb::MergeReport& r, bool json) {
   }
 }
 
+// Names the recipes of the plans in `s` ("recipe_name"): the name the plan recorded when it
+// was tuned, else the bundled recipes whose signature it is.
+void name_recipes(nlohmann::json& s) {
+  if (!s.contains("plans")) return;
+  std::map<std::string, std::string> bundled;  // signature -> names
+  bool listed = false;
+  for (nlohmann::json& p : s["plans"]) {
+    const std::string sig = p["key"].value("recipe", "");
+    if (sig.empty()) continue;
+    const nlohmann::json& plan = p["plan"];
+    if (plan.is_object() && plan.contains("provenance") &&
+        !plan["provenance"].value("recipe", "").empty()) {
+      p["recipe_name"] = plan["provenance"].value("recipe", "");
+      continue;
+    }
+    if (!listed) {
+      for (const auto& b : recipes::list_bundled_recipes()) {
+        recipes::ParseOutcome r = recipes::parse_recipe_file(b.path);
+        // A recipe whose data files are missing still has its model: its signature counts.
+        std::string& names = bundled[recipes::recipe_signature(r.recipe)];
+        names += (names.empty() ? "" : ", ") + b.name;
+      }
+      listed = true;
+    }
+    auto it = bundled.find(sig);
+    if (it != bundled.end()) p["recipe_name"] = it->second;
+  }
+}
+
 Status run_show(const DbOptions& o) {
   auto l = layers(o);
   if (!l) return std::move(l).error();
-  const nlohmann::json s = tdb::summarize(*l, true);
+  nlohmann::json s = tdb::summarize(*l, true);
+  name_recipes(s);
   std::printf("%s", o.json ? (s.dump(1) + "\n").c_str() : tdb::summary_text(s).c_str());
   // A database that exists but cannot be read is a failure, after showing the others.
   for (const auto& d : s["databases"]) {

@@ -1,21 +1,27 @@
 // `dltune launch RECIPE [-n RANKS] [--nodes N] [--backend local|slurm] [--retune|--no-tune]
-//  [--db PATH] [--resume RUN_DIR] [--dry-run] [--json]`: DESIGN.md's main flow. Validate ->
-// topology and placement -> plan (database, else tune and store) -> launch the ranks with the
-// plan -> progress -> summary, everything written to a run directory (run_dir.h).
+//  [--db PATH] [--resume RUN_DIR] [--dry-run] [--json] [--set KEY=VALUE]...`: DESIGN.md's main
+// flow. Validate (with the --set overrides) -> topology and placement -> plan (database, else
+// tune within the budget and store) -> launch the ranks with the plan -> progress -> summary,
+// everything written to a run directory (run_dir.h). Every phase shows its progress
+// (launch_progress.h): the sweep, the trials, the ranks' start-up, training, the baseline.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 
 #include <nlohmann/json.hpp>
+#include <sys/ioctl.h>
+#include <unistd.h>
 
 #include "common/env.h"
 #include "common/json_input.h"
 #include "common/paths.h"
 #include "common/progress.h"
+#include "common/strings.h"
 #include "engine/data/dataset.h"
 #include "engine/train/recipe_config.h"
 #include "engine/train/trace.h"
 #include "launcher/commands.h"
+#include "launcher/launch_dry_run.h"
 #include "launcher/launch_job.h"
 #include "launcher/launch_layout.h"
 #include "launcher/launch_outcome.h"
@@ -36,7 +42,17 @@ struct LaunchOptions {
   launcher::JobOptions job;
   bool retune = false, no_tune = false, dry_run = false, json = false;
   std::string db, resume;
+  std::vector<std::string> sets;  // --set KEY=VALUE, as given
 };
+
+// The width the summary is wrapped at: the terminal's, else 100 columns.
+int summary_width() {
+  struct winsize ws {};
+  if (::isatty(STDOUT_FILENO) && ::ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col >= 40) {
+    return ws.ws_col;
+  }
+  return 100;
+}
 
 double since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -53,35 +69,13 @@ std::vector<std::string> train_argv(const std::string& worker, const RunDir& dir
   return argv;
 }
 
-void print_dry_run(const LaunchOptions& o, const launcher::Job& job,
-                   const launcher::PlanChoice& choice, const engine::TrainConfig& cfg,
-                   const std::string& worker) {
-  const RunDir dir{env::get(env::kRunsDir) + "/" + job.recipe.name + "-<UTC timestamp>"};
-  std::vector<std::string> cmd = launcher::launch_prefix(job, dir.train_config());
-  const auto argv = train_argv(worker, dir, false);
-  cmd.insert(cmd.end(), argv.begin(), argv.end());
-  if (o.json) {
-    nlohmann::json j = {{"event", "dry_run"},
-                        {"plan_source", choice.source},
-                        {"plan", recipes::plan_to_json(choice.plan)},
-                        {"train_config", nlohmann::json::parse(engine::to_json(cfg))},
-                        {"command", cmd}};
-    std::printf("%s\n", j.dump().c_str());
-    return;
-  }
-  std::printf("dry run: nothing is started and nothing is written\n");
-  std::printf("recipe: %s (%s), %d rank(s) on %d node(s)\n", job.recipe.name.c_str(),
-              job.recipe_path.c_str(), job.ranks, job.shape.nodes);
-  if (choice.source == "cache") {
-    std::printf("plan: cached in %s\n", choice.db_path.c_str());
-  } else {
-    std::printf(
-        "plan: not cached; a real launch would tune for up to %.0f s first%s; without "
-        "tuning it would be:\n",
-        job.recipe.tune.budget_seconds, o.no_tune ? " (but --no-tune)" : "");
-  }
-  std::printf("%s\n", recipes::serialize_plan(choice.plan).c_str());
-  std::printf("launch: %s\n", launcher::quote_argv(cmd).c_str());
+// recipe.yaml: a byte copy of the recipe as run: the recipe file, or with --set the document
+// with the overrides applied and the comment that names them (recipes/recipe_overrides.h),
+// which job.recipe_path then names.
+Status write_recipe_as_run(const launcher::Job& job, const RunDir& dir) {
+  auto text = paths::read_file(job.recipe_path);
+  if (!text) return text.error();
+  return paths::write_file_atomic(dir.recipe(), *text);
 }
 
 int run_launch(const LaunchOptions& o) {
@@ -89,13 +83,24 @@ int run_launch(const LaunchOptions& o) {
   if (o.retune && o.no_tune) {
     return report_error("launch", invalid_input("--retune and --no-tune exclude each other"));
   }
+  if (!o.resume.empty() && !o.sets.empty()) {
+    return report_error("launch", invalid_input("--set changes a recipe, and a resumed run "
+                                                "continues its own (the run directory's "
+                                                "recipe.yaml); leave out --set or --resume"));
+  }
+  launcher::JobOptions jo = o.job;
+  for (const std::string& text : o.sets) {
+    auto ov = recipes::parse_override(text);
+    if (!ov) return report_error("launch", ov.error());
+    jo.overrides.push_back(*ov);
+  }
   auto topo = topology::discover_default();
   if (!topo) return report_error("launch", topo.error().wrap("discovering this machine"));
   auto worker = sibling_program("dltune-worker");
   if (!worker) return report_error("launch", worker.error());
+  const int cores = static_cast<int>(topo->cores.size());
 
   // 1. The job: a new one from the recipe, or the one a run directory holds.
-  launcher::JobOptions jo = o.job;
   std::optional<RunDir> resumed;
   if (!o.resume.empty()) {
     auto rd = launcher::open_run_dir(o.resume);
@@ -115,6 +120,22 @@ int run_launch(const LaunchOptions& o) {
   }
   auto job = launcher::make_job(jo, *topo);
   if (!job) return report_error("launch", job.error());
+  // With --set, the programs that read the recipe (the layout query, the dry run's ranks) read
+  // it as run: the overrides applied, in a private file until the run directory holds it.
+  std::optional<launcher::TempDir> as_run;
+  if (!jo.overrides.empty()) {
+    auto t = launcher::TempDir::create_in_tmp("dltune-recipe-");
+    if (!t) return report_error("launch", t.error());
+    as_run = std::move(*t);
+    auto text = recipes::recipe_yaml_as_run(job->recipe_path, job->recipe, jo.overrides);
+    if (!text) return report_error("launch", text.error());
+    const std::string path = as_run->path() + "/recipe.yaml";
+    if (Status w = paths::write_file_atomic(path, *text); !w.ok()) {
+      return report_error("launch", w.error());
+    }
+    job->recipe_path = path;
+  }
+  const std::string recipe_file = job->recipe.source_path;  // as the user named it
   // The slurm backend outside an allocation: the whole launch (tuning and training) runs again
   // under salloc with the job's shape, so that every phase gets the same nodes.
   if (job->backend == launcher::Backend::kSlurm && !launcher::in_slurm_allocation() && !o.dry_run) {
@@ -123,6 +144,10 @@ int run_launch(const LaunchOptions& o) {
   }
 
   Progress progress(Progress::detect(o.json, stdout), stdout);
+  if (!o.dry_run) {
+    const std::string w = launcher::oversubscription_warning(*job, cores);
+    if (!w.empty()) progress.message(w);
+  }
   auto layers =
       tuner::db::layers_from_env(o.db.empty() ? std::nullopt : std::optional<std::string>(o.db));
   if (!layers) return report_error("launch", layers.error());
@@ -149,10 +174,15 @@ int run_launch(const LaunchOptions& o) {
     req.layers = *layers;
     req.retune = o.retune;
     req.no_tune = o.no_tune || o.dry_run;
+    req.dry_run = o.dry_run;
     // The recipe tuner's trials measure data-parallel candidates: a model that must run as a
     // pipeline (the recipe fixes stages, or only a pipeline fits) is not tuned, and says why.
     if (!req.no_tune) {
-      launcher::LayoutQuery lq{*worker, job->recipe_path, job->ranks, job->shape.ranks_per_node};
+      launcher::LayoutQuery lq;
+      lq.worker = *worker;
+      lq.recipe_path = job->recipe_path;
+      lq.ranks = job->ranks;
+      lq.ranks_per_node = job->shape.ranks_per_node;
       auto layouts = launcher::query_layouts(lq);
       if (!layouts) return report_error("launch", layouts.error());
       const auto& best = (*layouts)["candidates"][0]["layout"];
@@ -164,13 +194,21 @@ int run_launch(const LaunchOptions& o) {
             best.value("reason", std::string()) + "); running the recipe's own settings");
       }
     }
-    req.progress = &progress;
+    req.progress = o.dry_run ? nullptr : &progress;
     if (!o.dry_run) {
       auto rd = launcher::create_run_dir(env::get(env::kRunsDir), job->recipe.name);
       if (!rd) return report_error("launch", rd.error());
       dir = *rd;
       unless_trained.emplace(dir->path);
       req.work_dir = dir->file("tuning");
+      // The recipe as run, now: with --set, the trials' ranks read this file (with the
+      // overrides and absolute data paths), and --resume reads it back.
+      Status w = write_recipe_as_run(*job, *dir);
+      if (!w.ok()) return report_error("launch", w.error().wrap("writing the run directory"));
+      if (!jo.overrides.empty()) {
+        job->recipe_path = dir->recipe();
+        req.recipe_path = dir->recipe();
+      }
     }
     req.run = [&](const std::string& phase, const std::vector<std::string>& argv) {
       return launcher::run_ranks(*job, phase, argv);
@@ -184,16 +222,23 @@ int run_launch(const LaunchOptions& o) {
       return p.ok ? std::optional<double>(p.job.throughput_sps) : std::nullopt;
     };
     auto c = launcher::choose_plan(req);
+    progress.finish();
     if (!c) return report_error("launch", c.error());
     choice = std::move(*c);
     // The layout: the memory model's choice for this plan's batch (a layout that does not fit
     // is refused here, saying by how much and what would fit).
-    launcher::LayoutQuery lq{*worker, job->recipe_path, job->ranks, job->shape.ranks_per_node};
+    launcher::LayoutQuery lq;
+    lq.worker = *worker;
+    lq.recipe_path = job->recipe_path;
+    lq.ranks = job->ranks;
+    lq.ranks_per_node = job->shape.ranks_per_node;
     if (Status st = launcher::apply_layout(lq, &choice.plan); !st)
       return report_error("launch", st.error());
     if (choice.plan.parallel.stages > 1)
       choice.notes.push_back("layout: " + choice.plan.parallel.reason);
-    for (const auto& n : choice.notes) progress.message(n);
+    if (!o.dry_run) {  // the dry run prints them itself
+      for (const auto& n : choice.notes) progress.message(n);
+    }
     if (o.dry_run && choice.source != "cache") choice.source = "default";
   }
 
@@ -211,7 +256,16 @@ int run_launch(const LaunchOptions& o) {
     cfg = *c;
   }
   if (o.dry_run) {
-    print_dry_run(o, *job, choice, cfg, *worker);
+    job->recipe_path = recipe_file;  // the private copy is gone with the dry run
+    launcher::DryRun d;
+    d.job = &*job;
+    d.choice = &choice;
+    d.config = &cfg;
+    d.worker = *worker;
+    d.no_tune = o.no_tune;
+    d.json = o.json;
+    d.cores_per_node = cores;
+    launcher::print_dry_run(d);
     return 0;
   }
   // What the models predict, before the ranks measure it (the summary sets them side by side).
@@ -225,10 +279,7 @@ int run_launch(const LaunchOptions& o) {
     cfg.checkpoint_path = dir->checkpoint();
     cfg.trace_path = dir->trace();
     if (cfg.checkpoint_every <= 0) cfg.checkpoint_every = std::max<int64_t>(1, cfg.steps / 4);
-    auto recipe_text = paths::read_file(job->recipe_path);
-    Status w = recipe_text ? paths::write_file_atomic(dir->recipe(), *recipe_text)
-                           : Status(recipe_text.error());
-    if (w.ok()) w = paths::write_file_atomic(dir->plan(), recipes::serialize_plan(choice.plan));
+    Status w = paths::write_file_atomic(dir->plan(), recipes::serialize_plan(choice.plan));
     if (w.ok()) w = paths::write_file_atomic(dir->train_config(), engine::to_json(cfg));
     const nlohmann::json lj = {
         {"recipe", job->recipe.name},
@@ -241,12 +292,29 @@ int run_launch(const LaunchOptions& o) {
     if (w.ok()) w = paths::write_file_atomic(dir->launch(), lj.dump(2) + "\n");
     if (!w.ok()) return report_error("launch", w.error().wrap("writing the run directory"));
   }
-  if (choice.source == "cache") {
+  // Long lines wrapped at whole words for a person; JSON messages stay one line.
+  const size_t width = o.json ? std::string::npos : static_cast<size_t>(summary_width());
+  if (resumed) {
+    progress.message("plan: the run directory's plan.json (resuming " + dir->path + ")");
+  } else if (choice.source == "cache") {
     progress.message("plan: cached in " + choice.db_path +
                      " (no tuning; --retune to measure again)");
   } else if (choice.source == "tuned") {
-    progress.message("plan: tuned in " + std::to_string(static_cast<int>(choice.tuning_s + 0.5)) +
-                     " s and stored in " + choice.db_path);
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "plan: tuned in %.1f s (tune.budget %.0f s) and stored in ",
+                  choice.tuning_s, choice.budget_s);
+    progress.message(buf + choice.db_path);
+    if (!choice.budget_cut.empty()) {
+      progress.message(
+          "  " + launcher::wrap_words("the budget cut: " + strings::join(choice.budget_cut, "; "),
+                                      width - 18, 18));
+    }
+    const recipes::Provenance& pv = choice.plan.provenance;
+    if (!pv.reason.empty()) {
+      progress.message("  " + launcher::wrap_words("why: " + pv.reason, width - 7, 7));
+    }
+  } else if (choice.source == "default") {
+    progress.message("plan: the recipe's own settings (not tuned)");
   }
   progress.message("run directory: " + dir->path);
   if (unless_trained) unless_trained->keep();
@@ -256,6 +324,7 @@ int run_launch(const LaunchOptions& o) {
   if (resumed && !resume_ckpt)
     progress.message("no checkpoint yet in " + dir->path + "; starting over");
   progress.phase(resume_ckpt ? "training (resumed)" : "training");
+  progress.status("starting " + std::to_string(job->ranks) + " rank(s)");
   int code = 0;
   Status trained;
   {
@@ -284,7 +353,7 @@ int run_launch(const LaunchOptions& o) {
   facts.ranks = job->ranks;
   facts.nodes = job->shape.nodes;
   facts.backend = job->backend == launcher::Backend::kSlurm ? "slurm" : "local";
-  facts.cores_per_node = static_cast<int>(topo->cores.size());
+  facts.cores_per_node = cores;
   facts.binding = job->recipe.launch.binding;
   facts.choice = choice;
   facts.prediction = prediction;
@@ -295,7 +364,7 @@ int run_launch(const LaunchOptions& o) {
     progress.phase("measuring 1 rank for the scaling efficiency");
     const double sps = facts.worker.value("throughput_sps", 0.0);
     const double step_s = sps > 0 ? facts.worker.value("global_batch", 0.0) / sps : 0.0;
-    auto base = launcher::measure_baseline(*job, *worker, cfg, step_s, *dir);
+    auto base = launcher::measure_baseline(*job, *worker, cfg, step_s, *dir, &progress);
     if (base) {
       facts.baseline_sps = base->sps;
       facts.baseline_steps = base->steps;
@@ -318,6 +387,7 @@ int run_launch(const LaunchOptions& o) {
     auto h = engine::unigram_entropy_bits(job->recipe.data.path);
     if (h) facts.unigram_entropy_bits = *h;
   }
+  progress.finish();
   facts.wall_seconds = since(t0);
   const auto log = launcher::read_metrics(dir->metrics());
   const auto summary = launcher::make_summary(facts, log, *dir);
@@ -329,7 +399,7 @@ int run_launch(const LaunchOptions& o) {
     j["event"] = "summary";
     std::printf("%s\n", j.dump().c_str());
   } else {
-    std::printf("%s", launcher::format_summary(summary).c_str());
+    std::printf("%s", launcher::format_summary(summary, summary_width()).c_str());
   }
   return 0;
 }
@@ -357,7 +427,12 @@ void setup_launch(CLI::App& app, int* exit_code) {
   cmd->add_option("--db", o->db, "User tuning database (default DLTUNE_DB, else XDG data)");
   cmd->add_option("--resume", o->resume, "Continue the run in RUN_DIR from its last checkpoint");
   cmd->add_flag("--dry-run", o->dry_run, "Print the plan and the exact launch; start nothing");
-  cmd->add_flag("--json", o->json, "JSON events on standard output, one per line");
+  cmd->add_flag("--json", o->json,
+                "JSON events on standard output, one per line (errors too: {\"event\":\"error\"})");
+  cmd->add_option("--set", o->sets,
+                  "Change a recipe key, checked as the file's are: --set training.steps=10 "
+                  "--set data.path=/data/cifar (any key; repeatable; recorded in the run "
+                  "directory's recipe.yaml)");
   cmd->footer(
       "The run directory is created under DLTUNE_RUNS_DIR (default ./runs).\n"
       "Exit status: 0 success; a failed training exits as mpirun (and dltune run) do: the "

@@ -17,11 +17,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/paths.h"
 #include "common/strings.h"
 #include "launcher/commands.h"
+#include "launcher/launch_layout.h"
 #include "launcher/rank_program.h"
-#include "launcher/temp_dir.h"
 #include "recipes/model/builtins.h"
 #include "recipes/recipe.h"
 #include "recipes/yaml_reader.h"
@@ -43,42 +42,27 @@ struct ModelOptions {
 Result<nlohmann::json> memory_terms(const ModelOptions& o) {
   auto worker = sibling_program("dltune-worker");
   if (!worker) return worker.error();
-  auto tmp = launcher::TempDir::create_in_tmp("dltune-model");
-  if (!tmp) return tmp.error();
-  const std::string out = tmp->path() + "/layout.json";
-  std::vector<std::string> argv = {*worker,
-                                   "layout",
-                                   "--ranks",
-                                   std::to_string(o.ranks),
-                                   "--batch",
-                                   std::to_string(o.batch),
-                                   "--unlimited",
-                                   "--out",
-                                   out};
+  launcher::LayoutQuery q;
+  q.worker = *worker;
   if (recipes::builtin_info(o.model)) {
-    argv.insert(argv.end(), {"--model", o.model});
-    if (!o.input.empty()) argv.insert(argv.end(), {"--input", o.input});
+    q.model = o.model;
+    q.input = o.input;
   } else {
     auto path = recipes::resolve_recipe_path(o.model);
     if (!path) return path.error();
-    argv.insert(argv.end(), {"--recipe", *path});
+    q.recipe_path = *path;
   }
-  if (o.stages > 0) argv.insert(argv.end(), {"--stages", std::to_string(o.stages)});
-  if (o.microbatches > 0)
-    argv.insert(argv.end(), {"--microbatches", std::to_string(o.microbatches)});
-  if (!o.schedule.empty()) argv.insert(argv.end(), {"--schedule", o.schedule});
-  if (!o.recompute.empty()) argv.insert(argv.end(), {"--recompute", o.recompute});
-  if (!o.optimizer.empty()) argv.insert(argv.end(), {"--optimizer", o.optimizer});
-  auto rc = run_to_completion(argv, "model show");
-  if (!rc) return rc.error();
-  auto text = paths::read_file(out);
-  if (!text) return internal_error("dltune-worker layout wrote no answer");
-  auto j = nlohmann::json::parse(*text, nullptr, false);
-  if (!j.is_object()) return internal_error("dltune-worker layout's answer is not JSON");
-  if (j.contains("error")) return invalid_input(j["error"].get<std::string>());
-  if (!j.contains("candidates") || j["candidates"].empty())
-    return internal_error("dltune-worker layout returned no layout");
-  return j["candidates"][0];
+  q.ranks = o.ranks;
+  q.batch = o.batch;
+  q.stages = o.stages;
+  q.microbatches = o.microbatches;
+  q.schedule = o.schedule;
+  q.recompute = o.recompute;
+  q.optimizer = o.optimizer;
+  q.unlimited = true;
+  auto j = launcher::query_layouts(q);
+  if (!j) return j.error();
+  return (*j)["candidates"][0];
 }
 
 // The graph MODEL|RECIPE names, and what to call it.

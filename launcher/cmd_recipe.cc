@@ -1,5 +1,6 @@
-// `dltune recipe`: check recipes (every problem, located), show one normalised as JSON, list
-// the bundled ones. A recipe argument is a file path or a bundled recipe's name.
+// `dltune recipe`: check recipes (every problem, located), show one normalised (YAML, or JSON),
+// list the bundled ones. A recipe whose data files are missing is still shown, with a note. A
+// recipe argument is a file path or a bundled recipe's name.
 #include <algorithm>
 #include <cstdio>
 #include <memory>
@@ -93,15 +94,27 @@ int run_check(const RecipeOptions& opts) {
   return code;
 }
 
+// Whether a problem is only that the recipe's data files are not there (yet): the recipe
+// itself can still be shown.
+bool data_files_only(const recipes::Problem& p) {
+  return p.key == "data.path" && (p.message.find("does not exist") != std::string::npos ||
+                                  p.message.find(" lacks ") != std::string::npos);
+}
+
 int run_show(const RecipeOptions& opts) {
   const recipes::ParseOutcome outcome = check_one(opts.recipes.front());
-  for (const recipes::Problem& p : outcome.problems)
-    std::fprintf(stderr, "%s\n", p.to_string().c_str());
-  if (!outcome.ok()) return 2;
+  bool showable = true;
+  for (const recipes::Problem& p : outcome.problems) showable = showable && data_files_only(p);
+  for (const recipes::Problem& p : outcome.problems) {
+    std::fprintf(stderr, "%s%s\n", showable ? "note: " : "", p.to_string().c_str());
+  }
+  if (!showable) return 2;
   if (opts.signature)
     std::printf("%s\n", recipes::recipe_signature(outcome.recipe).c_str());
-  else
+  else if (opts.json)
     std::printf("%s\n", recipes::recipe_to_json(outcome.recipe).c_str());
+  else
+    std::printf("%s", recipes::recipe_to_yaml(outcome.recipe).c_str());
   return 0;
 }
 
@@ -137,11 +150,12 @@ void setup_recipe(CLI::App& app, int* exit_code) {
   check->add_flag("--json", opts->json, "Print the result as JSON");
   check->callback([exit_code, opts] { *exit_code = run_check(*opts); });
 
-  auto* show =
-      cmd->add_subcommand("show", "Print a recipe normalised as JSON, every default filled in");
+  auto* show = cmd->add_subcommand(
+      "show", "Print a recipe normalised as YAML (--json: JSON), every default filled in");
   show->add_option("RECIPE", opts->recipes, "A recipe file or bundled recipe name")
       ->required()
       ->expected(1);
+  show->add_flag("--json", opts->json, "Print JSON (with the model's whole node table)");
   show->add_flag("--signature", opts->signature,
                  "Print only the recipe signature (what the tuning database keys on)");
   show->callback([exit_code, opts] { *exit_code = run_show(*opts); });

@@ -11,11 +11,6 @@
 
 namespace dltune::cli {
 
-int report_error(const std::string& command, const Error& error) {
-  std::fprintf(stderr, "dltune %s: %s\n", command.c_str(), error.message().c_str());
-  return error.exit_code();
-}
-
 namespace {
 
 const char* yes_no(int have) { return have ? "yes" : "no"; }

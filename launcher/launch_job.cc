@@ -11,6 +11,7 @@
 #include "common/stats.h"
 #include "common/strings.h"
 #include "engine/train/recipe_config.h"
+#include "launcher/launch_outcome.h"
 #include "launcher/launch_spec.h"
 #include "launcher/rank_program.h"
 #include "launcher/slurm_backend.h"
@@ -29,7 +30,7 @@ int env_int(const char* name) {
 
 Result<Job> make_job(const JobOptions& o, const topology::Topology& topo) {
   Job job;
-  auto recipe = recipes::load_recipe(o.recipe);
+  auto recipe = recipes::load_recipe_with_overrides(o.recipe, o.overrides);
   if (!recipe) return std::move(recipe).error();
   job.recipe = std::move(*recipe);
   job.recipe_path = job.recipe.source_path;
@@ -145,8 +146,8 @@ std::vector<double> step_times(const std::string& metrics) {
 }  // namespace
 
 Result<Baseline> measure_baseline(const Job& job, const std::string& worker,
-                                  const engine::TrainConfig& cfg, double step_s,
-                                  const RunDir& dir) {
+                                  const engine::TrainConfig& cfg, double step_s, const RunDir& dir,
+                                  Progress* progress) {
   Job one = job;
   one.ranks = 1;
   engine::TrainConfig c = cfg;
@@ -179,8 +180,11 @@ Result<Baseline> measure_baseline(const Job& job, const std::string& worker,
     c.steps = steps;
     std::remove(c.metrics_path.c_str());  // the metrics writer appends
     DLTUNE_TRY_CTX(paths::write_file_atomic(cfg_path, engine::to_json(c)), "writing " + cfg_path);
-    DLTUNE_TRY(run_ranks(one, "the 1-rank baseline",
-                         {worker, "train", "--plan", cfg_path, "--summary", out}));
+    {
+      MetricsFollower follow(c.metrics_path, static_cast<long>(steps), progress);
+      DLTUNE_TRY(run_ranks(one, "the 1-rank baseline",
+                           {worker, "train", "--plan", cfg_path, "--summary", out}));
+    }
     auto text = paths::read_file(out);
     if (!text) return text.error();
     auto j = nlohmann::json::parse(*text, nullptr, false);

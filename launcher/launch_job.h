@@ -4,21 +4,24 @@
 #include <string>
 #include <vector>
 
+#include "common/progress.h"
 #include "common/result.h"
 #include "engine/train/train_config.h"
 #include "launcher/launch_spec.h"
 #include "launcher/run_dir.h"
 #include "recipes/plan.h"
 #include "recipes/recipe.h"
+#include "recipes/recipe_overrides.h"
 #include "topology/topology.h"
 
 namespace dltune::launcher {
 
 struct JobOptions {
-  std::string recipe;   // a path or a bundled recipe name
-  int ranks = 0;        // -n; 0 = the recipe's, else auto
-  int nodes = 0;        // --nodes; 0 = the allocation's (slurm) or 1
-  std::string backend;  // "" = default_backend()
+  std::string recipe;                        // a path or a bundled recipe name
+  std::vector<recipes::Override> overrides;  // --set KEY=VALUE, applied before validation
+  int ranks = 0;                             // -n; 0 = the recipe's, else auto
+  int nodes = 0;                             // --nodes; 0 = the allocation's (slurm) or 1
+  std::string backend;                       // "" = default_backend()
 };
 
 // What the launch is: the job shape, the backend and how ranks bind.
@@ -31,7 +34,8 @@ struct Job {
   topology::BindPolicy bind = topology::BindPolicy::kAuto;
 };
 
-// Loads and validates the recipe and works out the job shape: ranks from -n, else the recipe,
+// Loads the recipe with the options' overrides (--set), validates it, and works out the job
+// shape: ranks from -n, else the recipe,
 // else SLURM_NTASKS (slurm), else one per GPU, else one per NUMA domain, per node; nodes from
 // --nodes, else SLURM_JOB_NUM_NODES (slurm), else 1. The recipe is validated again with the
 // job's rank count (batch vs ranks). Errors (invalid_input, exit 2): every recipe problem as
@@ -78,9 +82,9 @@ inline constexpr double kBaselineMaxS = 40;       // no run longer than this
 // result says how wide the interval came out. It measures speed, not learning: the learning
 // rate is made negligible so that a recipe whose rate diverges at this batch on one rank (its
 // lr is scaled for the whole job's batch) still gives its step time. Errors: a run failed (its
-// exit code) or wrote no throughput.
+// exit code) or wrote no throughput. `progress` (optional) shows each run's steps.
 Result<Baseline> measure_baseline(const Job& job, const std::string& worker,
                                   const engine::TrainConfig& config, double step_s,
-                                  const RunDir& dir);
+                                  const RunDir& dir, Progress* progress = nullptr);
 
 }  // namespace dltune::launcher

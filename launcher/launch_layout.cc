@@ -2,7 +2,6 @@
 
 #include "common/json_input.h"
 #include "common/paths.h"
-#include "common/strings.h"
 #include "launcher/rank_program.h"
 #include "launcher/temp_dir.h"
 
@@ -12,13 +11,26 @@ Result<nlohmann::json> query_layouts(const LayoutQuery& q) {
   auto tmp = TempDir::create_in_tmp("dltune-layout");
   if (!tmp) return tmp.error();
   const std::string out = tmp->path() + "/layout.json";
-  std::vector<std::string> argv = {q.worker,      "layout",  "--recipe",
-                                   q.recipe_path, "--ranks", std::to_string(q.ranks),
-                                   "--out",       out};
-  if (q.ranks_per_node > 0)
-    argv.insert(argv.end(), {"--ranks-per-node", std::to_string(q.ranks_per_node)});
-  if (q.batch > 0) argv.insert(argv.end(), {"--batch", std::to_string(q.batch)});
+  std::vector<std::string> argv = {q.worker, "layout", "--ranks", std::to_string(q.ranks),
+                                   "--out",  out};
+  auto add = [&](const char* flag, const std::string& v) {
+    if (!v.empty()) argv.insert(argv.end(), {flag, v});
+  };
+  auto add_n = [&](const char* flag, int64_t v) {
+    if (v > 0) argv.insert(argv.end(), {flag, std::to_string(v)});
+  };
+  add("--recipe", q.recipe_path);
+  add("--model", q.model);
+  add("--input", q.input);
+  add_n("--ranks-per-node", q.ranks_per_node);
+  add_n("--batch", q.batch);
+  add_n("--stages", q.stages);
+  add_n("--microbatches", q.microbatches);
+  add("--schedule", q.schedule);
+  add("--recompute", q.recompute);
+  add("--optimizer", q.optimizer);
   if (q.per_replica) argv.push_back("--per-replica");
+  if (q.unlimited) argv.push_back("--unlimited");
   auto rc = cli::run_to_completion(argv, "layout");
   if (!rc) return rc.error();
   auto text = paths::read_file(out);
@@ -73,16 +85,6 @@ Status apply_layout(const LayoutQuery& base, recipes::Plan* plan) {
     return internal_error(std::string("dltune-worker layout's answer: ") + e.what());
   }
   return recipes::validate_plan(*plan);
-}
-
-std::string layout_text(const recipes::ParallelLayout& l) {
-  std::string s = std::to_string(l.replicas) + (l.replicas == 1 ? " replica x " : " replicas x ") +
-                  std::to_string(l.stages) + (l.stages == 1 ? " stage" : " stages");
-  if (l.stages > 1)
-    s += " (from " + strings::join(l.partition, ", ") + "), " + std::to_string(l.microbatches) +
-         " micro-batches, " + std::string(recipes::schedule_name(l.schedule)) +
-         (l.recompute == recipes::Recompute::kStage ? ", recompute" : "");
-  return s;
 }
 
 }  // namespace dltune::launcher

@@ -15,10 +15,15 @@ namespace dltune::launcher {
 
 struct LayoutQuery {
   std::string worker;       // dltune-worker
-  std::string recipe_path;  // the recipe file
+  std::string recipe_path;  // the recipe file ("" with `model`)
   int ranks = 1, ranks_per_node = 0;
   int64_t batch = 0;         // samples per step; 0 = the recipe's
   bool per_replica = false;  // batch is each replica's (weak scaling)
+  std::string model, input;  // a built-in model instead of a recipe (input "" = its own)
+  // Fixed layout settings (0 / "" = the recipe's, else free) and the optimizer ("" = recipe's).
+  int stages = 0, microbatches = 0;
+  std::string schedule, recompute, optimizer;
+  bool unlimited = false;  // no memory limit: every layout's terms, fitting or not
 };
 
 // The worker's answer (see engine/worker/layout.h): {"candidates": [...], "memory_limit", ...}.
@@ -31,8 +36,5 @@ Result<nlohmann::json> query_layouts(const LayoutQuery& q);
 // strong: the global batch split over the replicas). A plan that already carries a pipeline
 // layout (tuned with one, or resumed) keeps it. Errors: as query_layouts.
 Status apply_layout(const LayoutQuery& base, recipes::Plan* plan);
-
-// "2 replicas x 2 stages (from conv1, layer3.0), 8 micro-batches, 1f1b" of a plan's layout.
-std::string layout_text(const recipes::ParallelLayout& l);
 
 }  // namespace dltune::launcher

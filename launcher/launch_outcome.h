@@ -2,15 +2,15 @@
 // run directory's files into summary.json, report.html and the summary a person reads.
 #pragma once
 
-#include <atomic>
 #include <string>
-#include <thread>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "common/progress.h"
 #include "common/result.h"
+#include "launcher/event_follower.h"
 #include "launcher/launch_plan.h"
 #include "launcher/launch_prediction.h"
 #include "launcher/run_dir.h"
@@ -19,22 +19,19 @@
 namespace dltune::launcher {
 
 // Tails a metrics.jsonl file (engine/metrics.h) on a thread and feeds the progress display
-// until stop(). Lines that are not complete or not JSON are skipped.
+// until stop(): steps as progress updates, evaluations as updates and (JSON) "eval" events,
+// the ranks' start-up "status" events as the phase's status. Lines that are not complete or
+// not JSON are skipped; a file that is appended to (a resumed run) is followed from its end.
 class MetricsFollower {
  public:
   MetricsFollower(std::string path, long total_steps, Progress* progress);
-  ~MetricsFollower();  // stops
-  MetricsFollower(const MetricsFollower&) = delete;
-  MetricsFollower& operator=(const MetricsFollower&) = delete;
-  void stop();
+  void stop() { follower_.stop(); }
 
  private:
-  void loop();
-  std::string path_;
-  long total_;
+  void on_event(const nlohmann::json& e);
+  ProgressState state_;
   Progress* progress_;
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
+  EventFollower follower_;  // last: its thread uses the members above
 };
 
 // Everything the summary is made of.
@@ -70,19 +67,44 @@ MetricsLog read_metrics(const std::string& path);
 
 // summary.json (DESIGN.md "Machine-readable outputs"): recipe, ranks, nodes, steps,
 // throughput_sps, scaling_efficiency, final_loss, heldout_accuracy, heldout_loss (per
-// prediction, nats; text data also heldout_bits_per_byte and unigram_entropy_bits), plan_source,
-// plan, tuning_seconds, wall_seconds, plus the step-time split, the allreduce bound, the database,
-// "ranks_shared_cores" (more ranks per node than cores: ranks time-shared cores), and
-// "warnings": what the user should not miss although the job succeeded (the 1-rank baseline
-// failed, or its interval stayed wider than kBaselineRelCi; ranks shared cores; the loss of a run
-// of >= kNoLearningMinSteps steps ended at or above kNoLearningLossShare of its first logged
-// loss: the model did not learn).
+// prediction, nats; text data also heldout_bits_per_byte and unigram_entropy_bits; null when
+// not measured), plan_source, plan, tuning_seconds, wall_seconds, plus:
+// - "step_time": compute_s, exposed_comm_s, other_s and total_s of the mean timed step (all
+//   measured over the same steps; total = global batch / throughput), timed_steps, and
+//   outside_steps_s (start-up, the first step, evaluation, checkpoints: once, not per step);
+// - "allreduce": the sweep's estimate per step (null with "sweep_note" saying why), the bound
+//   (null with "bound_note" when it cannot be computed), the exposed time beyond the
+//   allreduce (waiting for the slowest rank), the collectives' estimated regret at the job's
+//   buckets;
+// - "confidence" (the plan's: the winner against its closest rival, with the ~95 % interval),
+//   "regret" (the training choices'), "budget" (tune.budget and what it cut);
+// - the database, "ranks_shared_cores" (more ranks per node than cores), and "warnings": what
+//   the user should not miss although the job succeeded, each with what to do: the 1-rank
+//   baseline failed, or its interval stayed wider than kBaselineRelCi; N ranks were slower
+//   than 1; ranks shared cores; the winner's trials ran fewer than kTrialMinTrustedSteps
+//   steps, or measured a throughput kTrialMismatch times off the training's; the allreduce
+//   bound or estimate could not be computed (why); the loss of a run of >= kNoLearningMinSteps
+//   steps ended at or above kNoLearningLossShare of its first logged loss.
 inline constexpr int kNoLearningMinSteps = 100;
 inline constexpr double kNoLearningLossShare = 0.95;
+inline constexpr int64_t kTrialMinTrustedSteps = 10;
+inline constexpr double kTrialMismatch = 2.0;
+// Above this estimated collective regret (0.5: an exhaustive search could cut the allreduce
+// time by a third), the summary warns that the sweep was too noisy or too short to trust.
+inline constexpr double kCollectiveRegretWarn = 0.5;
 nlohmann::json make_summary(const RunFacts& facts, const MetricsLog& log, const RunDir& dir);
 
-// The readable summary printed at the end.
-std::string format_summary(const nlohmann::json& summary);
+// The summary as (label, value) rows: what format_summary() prints and report.html tabulates.
+std::vector<std::pair<std::string, std::string>> summary_rows(const nlohmann::json& summary);
+
+// The readable summary printed at the end: "summary: ..." then one row per line, the values
+// wrapped at `width` columns (0: not wrapped) with words kept whole and continuation lines
+// indented under the value column.
+std::string format_summary(const nlohmann::json& summary, int width = 0);
+
+// `text` broken into lines of at most `width` characters between words (a longer word stays
+// whole on its own line), continuation lines indented by `indent` spaces.
+std::string wrap_words(const std::string& text, size_t width, size_t indent);
 
 // Writes report.html for the run.
 Status write_report(const RunFacts& facts, const MetricsLog& log, const nlohmann::json& summary,

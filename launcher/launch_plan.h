@@ -36,6 +36,7 @@ struct PlanRequest {
   tuner::db::Layers layers;
   bool retune = false;   // measure even when a plan is cached
   bool no_tune = false;  // never measure: the cache, else the recipe's own settings
+  bool dry_run = false;  // no_tune because nothing may start: notes say what a launch would do
   std::string work_dir;  // scratch for the tuner's files
   Progress* progress = nullptr;
   RankRunner run;
@@ -59,7 +60,19 @@ struct PlanChoice {
   // This machine's per-level cost models (predict/level_fit.h): fitted when the collectives
   // were tuned now, else read back with a cached plan.
   std::vector<predict::LevelFit> level_fits;
+  double budget_s = 0;  // tune.budget when tuned now (0 otherwise)
+  // What the budget cut, one phrase each ("the collective sweep stopped at 1 MiB of 2 MiB",
+  // "5 of 12 candidates not measured"); recorded in the plan's provenance too.
+  std::vector<std::string> budget_cut;
 };
+
+// The gradient bucket sizes a job of `recipe` may allreduce: its comm.bucket when set, else
+// the tuner's candidates (1, 4, 16 MiB below the gradient's size, and one bucket holding the
+// whole gradient); empty for a model without gradients.
+std::vector<uint64_t> job_bucket_sizes(const recipes::Recipe& recipe);
+// The collective sweep's size range for those buckets: powers of two from half the smallest
+// bucket (at least 64 KiB) to the first power of two at or above the largest (at most 256 MiB).
+std::pair<uint64_t, uint64_t> sweep_range(const std::vector<uint64_t>& buckets);
 
 // The recipe's own choices as a plan ("default" provenance): its batch (per-rank, or global /
 // ranks; 32 per rank when `auto`), scaling (weak unless strong is asked for), lr scaled from
@@ -67,8 +80,13 @@ struct PlanChoice {
 // auto), overlap (on when auto) and allreduce algorithm (ring when auto).
 recipes::Plan recipe_default_plan(const recipes::Recipe& recipe, const recipes::JobShape& job);
 
-// Looks up, tunes or falls back as described above. Errors: an unreadable user database, a
-// tuning run whose ranks fail (the message names the rank), a store that fails.
+// Looks up, tunes or falls back as described above. Tuning keeps the budget: the sweep gets
+// kCollectiveShare of it and the trials the rest, each given a deadline on the launcher's
+// clock (the ranks' start-up counts), so that the whole tuning phase ends within tune.budget
+// plus the ranks' shut-down; a cached collective plan whose measurements stop below the job's
+// bucket sizes is measured again. Progress: each phase's rank events on `progress`
+// (launch_progress.h). Errors: an unreadable user database, a tuning run whose ranks fail
+// (the message names the rank), a store that fails.
 Result<PlanChoice> choose_plan(const PlanRequest& request);
 
 }  // namespace dltune::launcher

@@ -59,7 +59,7 @@ class LaunchPredictor {
 };
 
 // The gradient allreduce's lower bound per level. Inside a node (the memory level): each rank
-// moves (G-1)/G of the gradient through a core at copy_gbs (launch_outcome.cc explains the
+// moves (G-1)/G of the gradient through a core at copy_gbs (launch_summary.cc explains the
 // factor). Across N nodes (the network level): every node must send and receive 2 (N-1)/N of
 // the gradient through its links (Patarasuk and Yuan's bound for bandwidth-optimal allreduce),
 // at the node bandwidth the inter-node fit measured (G ranks / beta). The bound is the larger of

@@ -2,6 +2,8 @@
 // subcommand, and maps errors to exit codes. Nothing throws past main().
 #include <cstdio>
 #include <exception>
+#include <string>
+#include <string_view>
 
 #include <CLI/CLI.hpp>
 
@@ -30,6 +32,7 @@ int main(int argc, char** argv) {
   dltune::cli::setup_launch(app, &exit_code);
   dltune::cli::setup_model(app, &exit_code);
   dltune::cli::setup_predict(app, &exit_code);
+  dltune::cli::setup_data(app, &exit_code);
 
   try {
     // --help-env must work without a subcommand.
@@ -38,9 +41,18 @@ int main(int argc, char** argv) {
         std::printf("dltune environment variables:\n%s", dltune::env::describe_all().c_str());
         return 0;
       }
+      // --json anywhere: a script reads standard output, so errors are JSON events there too.
+      if (std::string_view(argv[i]) == "--json") dltune::cli::set_json_errors(true);
+    }
+    std::string command;
+    if (auto unknown = dltune::cli::unknown_subcommand(app, argc, argv, &command)) {
+      return dltune::cli::report_error(command, dltune::invalid_input(*unknown));
     }
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() != 0 && dltune::cli::json_errors()) {
+      return dltune::cli::report_error("", dltune::invalid_input(e.what()));
+    }
     const int code = app.exit(e);
     return code == 0 ? 0 : 2;
   } catch (const std::exception& e) {

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/progress.h"
 #include "common/strings.h"
 
 #include "dltune/config.h"
@@ -43,6 +44,9 @@ namespace {
 volatile sig_atomic_t g_child = 0;
 
 void forward_signal(int sig) {
+  // The child's message about the signal starts on a line of its own, not glued to the
+  // progress display (common/progress.h).
+  Progress::break_line_from_signal();
   if (g_child > 0) kill(static_cast<pid_t>(g_child), sig);
 }
 

@@ -1,5 +1,6 @@
 #include "launcher/tune_recipe.h"
 
+#include <chrono>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -158,6 +159,13 @@ int run_tune_recipe(const TuneRecipeOptions& o) {
   req.recipe_path = absolute(*path);
   req.job = {1, ranks};
   req.budget_s = budget;
+  // The budget counts the ranks' start-up (a deadline on this clock); the grid, the
+  // reference, measures every candidate whatever it takes.
+  if (!o.grid) {
+    req.deadline =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count() +
+        budget;
+  }
   req.grid = o.grid;
   const tdb::Key coll_key = tuner::make_key(*topo, tdb::JobShape{1, ranks}, "", false);
   auto coll = cached(*layers, coll_key);
@@ -177,6 +185,7 @@ int run_tune_recipe(const TuneRecipeOptions& o) {
   if (!work) return report_error("tune", work.error());
   auto out = tuner::tune_recipe(req, local_worker_ranks(ranks), work->path());
   if (!out) return report_error("tune", out.error());
+  out->plan.provenance.recipe = recipe->name;  // db show names it
   if (Status s = store(*layers, key, *out); !s.ok()) {
     return report_error("tune", s.error().wrap("storing the plan in " + layers->user_db));
   }

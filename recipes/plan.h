@@ -18,7 +18,12 @@
 //                "schedule": "1f1b", "recompute": "none", "reason": "...",
 //                "memory_bytes": 0, "predicted_sps": 0, "measured_sps": 0},
 //   "provenance": {"source": "tuned" | "cache" | "default", "reason": "...",
-//                  "predicted_sps": 0.0, "measured_sps": 0.0}
+//                  "predicted_sps": 0.0, "measured_sps": 0.0,
+//                  optional: "recipe": "quickstart",
+//                  "confidence": {"rival": "b128 ...", "ratio": 1.12, "lo": 1.05, "hi": 1.19,
+//                                 "rounds": 12, "significant": true},  (hi null: unknown)
+//                  "regret": 0.02, "collective_regret": 0.0,
+//                  "budget": {"budget_s": 20, "tuning_s": 19.1, "cut": "..."}}
 // }
 //
 // Size ranges are half-open [min_bytes, max_bytes), sorted, contiguous, and cover every size:
@@ -119,11 +124,33 @@ struct ParallelLayout {
 enum class PlanSource { kTuned, kCache, kDefault };
 std::string_view plan_source_name(PlanSource s);  // "tuned", "cache", "default"
 
+// How sure the tuner is of its measured choice: the winner against its closest rival, as the
+// ratio of their throughputs over the rounds both ran (> 1: the winner was faster) and the ~95 %
+// interval of that ratio (common/stats.h paired_rate_ratio); hi 0 when fewer rounds than an
+// interval needs were run.
+struct Confidence {
+  std::string rival;
+  double ratio = 0, lo = 0, hi = 0;
+  int rounds = 0;
+  bool significant = false;  // the interval excludes 1
+  bool operator==(const Confidence&) const = default;
+};
+
 struct Provenance {
   PlanSource source = PlanSource::kDefault;
   std::string reason;        // why this plan: "ring beat rd by 1.4x above 64 KiB", "site db x"
   double predicted_sps = 0;  // samples/s the cost model predicted
   double measured_sps = 0;   // samples/s measured in trials (0 = not measured)
+  // The fields below are optional in the JSON (absent = their defaults here).
+  std::string recipe;  // the recipe's name when the plan was tuned ("" none): db show names it
+  std::optional<Confidence> confidence;  // of the training choices, when trials measured them
+  // Estimated share of throughput (training) or allreduce time (collectives) an exhaustive
+  // search would have gained over this plan: 0.03 = 3 %; < 0 unknown.
+  double regret = -1;
+  double collective_regret = -1;
+  double budget_s = 0;     // tune.budget when it was tuned (0 = not recorded)
+  double tuning_s = 0;     // the seconds tuning took
+  std::string budget_cut;  // what the budget cut ("" nothing): "5 of 12 candidates not measured"
   bool operator==(const Provenance&) const = default;
 };
 

@@ -210,13 +210,39 @@ void read_plan(Reader& r, const json& j, Plan* plan) {
   }
   if (!j.contains("provenance")) return;
   const json& p = j["provenance"];
-  if (!r.object(p, "provenance", {"source", "reason", "predicted_sps", "measured_sps"}, {"source"}))
+  if (!r.object(p, "provenance",
+                {"source", "reason", "predicted_sps", "measured_sps", "recipe", "confidence",
+                 "regret", "collective_regret", "budget"},
+                {"source"}))
     return;
+  Provenance& pv = plan->provenance;
   std::string source;
   r.read(p, "source", "provenance", &source);
-  r.read(p, "reason", "provenance", &plan->provenance.reason);
-  r.read(p, "predicted_sps", "provenance", &plan->provenance.predicted_sps);
-  r.read(p, "measured_sps", "provenance", &plan->provenance.measured_sps);
+  r.read(p, "reason", "provenance", &pv.reason);
+  r.read(p, "predicted_sps", "provenance", &pv.predicted_sps);
+  r.read(p, "measured_sps", "provenance", &pv.measured_sps);
+  r.read(p, "recipe", "provenance", &pv.recipe);
+  r.read(p, "regret", "provenance", &pv.regret);
+  r.read(p, "collective_regret", "provenance", &pv.collective_regret);
+  if (p.contains("confidence") &&
+      r.object(p["confidence"], "provenance.confidence",
+               {"rival", "ratio", "lo", "hi", "rounds", "significant"}, {"ratio"})) {
+    const json& c = p["confidence"];
+    Confidence k;
+    r.read(c, "rival", "provenance.confidence", &k.rival);
+    r.read(c, "ratio", "provenance.confidence", &k.ratio);
+    r.read(c, "lo", "provenance.confidence", &k.lo);
+    if (c.contains("hi") && !c["hi"].is_null()) r.read(c, "hi", "provenance.confidence", &k.hi);
+    r.read(c, "rounds", "provenance.confidence", &k.rounds);
+    r.read(c, "significant", "provenance.confidence", &k.significant);
+    pv.confidence = k;
+  }
+  if (p.contains("budget") &&
+      r.object(p["budget"], "provenance.budget", {"budget_s", "tuning_s", "cut"}, {})) {
+    r.read(p["budget"], "budget_s", "provenance.budget", &pv.budget_s);
+    r.read(p["budget"], "tuning_s", "provenance.budget", &pv.tuning_s);
+    r.read(p["budget"], "cut", "provenance.budget", &pv.budget_cut);
+  }
   if (!r.ok()) return;
   for (PlanSource s : {PlanSource::kTuned, PlanSource::kCache, PlanSource::kDefault})
     if (plan_source_name(s) == source) {
@@ -224,6 +250,27 @@ void read_plan(Reader& r, const json& j, Plan* plan) {
       return;
     }
   r.fail("provenance.source", "expected tuned, cache or default, got '" + source + "'");
+}
+
+// The provenance; the optional fields only when set, so that plans without them read as before.
+json provenance_json(const Provenance& p) {
+  json j = {{"source", plan_source_name(p.source)},
+            {"reason", p.reason},
+            {"predicted_sps", p.predicted_sps},
+            {"measured_sps", p.measured_sps}};
+  if (!p.recipe.empty()) j["recipe"] = p.recipe;
+  if (p.confidence) {
+    const Confidence& c = *p.confidence;
+    j["confidence"] = {{"rival", c.rival},   {"ratio", c.ratio},
+                       {"lo", c.lo},         {"hi", c.hi > 0 ? json(c.hi) : json(nullptr)},
+                       {"rounds", c.rounds}, {"significant", c.significant}};
+  }
+  if (p.regret >= 0) j["regret"] = p.regret;
+  if (p.collective_regret >= 0) j["collective_regret"] = p.collective_regret;
+  if (p.budget_s > 0 || p.tuning_s > 0 || !p.budget_cut.empty()) {
+    j["budget"] = {{"budget_s", p.budget_s}, {"tuning_s", p.tuning_s}, {"cut", p.budget_cut}};
+  }
+  return j;
 }
 
 }  // namespace
@@ -267,11 +314,7 @@ json plan_to_json(const Plan& plan) {
             {"memory_bytes", plan.parallel.memory_bytes},
             {"predicted_sps", plan.parallel.predicted_sps},
             {"measured_sps", plan.parallel.measured_sps}}},
-          {"provenance",
-           {{"source", plan_source_name(plan.provenance.source)},
-            {"reason", plan.provenance.reason},
-            {"predicted_sps", plan.provenance.predicted_sps},
-            {"measured_sps", plan.provenance.measured_sps}}}};
+          {"provenance", provenance_json(plan.provenance)}};
 }
 
 Result<Plan> plan_from_json(const json& j) {

@@ -207,8 +207,12 @@ Result<Recipe> load_recipe(const std::string& path_or_name);
 // name, description, paths, seed, checkpoint interval, tune.budget or launch section (the job
 // shape is a key field of its own).
 std::string recipe_signature(const Recipe& recipe);
-// The recipe as normalised JSON (every default filled in), for `dltune recipe show`.
+// The recipe normalised (every default filled in, only the keys that apply to it, no
+// placeholders), for `dltune recipe show`: as JSON (the model's whole node table included), and
+// as YAML in the order a recipe file lists its keys (a built-in's node table left to `dltune
+// model show`).
 std::string recipe_to_json(const Recipe& recipe);
+std::string recipe_to_yaml(const Recipe& recipe);
 
 // Bundled recipes: the *.yaml files in recipes/ of the installed share directory
 // (<exe>/../share/dltune/recipes), then DLTUNE_SOURCE_DIR/recipes, then ./recipes.

@@ -276,15 +276,9 @@ void sort_problems(std::vector<Problem>* problems) {
 
 ParseOutcome parse_recipe(std::string_view yaml_text, const std::string& file,
                           const std::string& base_dir) {
-  ParseOutcome out;
-  SourceMap where;
-  YamlReader r(file, &out.problems, &where);
-  Recipe& recipe = out.recipe;
-  recipe.name = default_name(file);
-  recipe.source_path = file;
-  recipe.source_dir = base_dir;
   // Bounds before yaml-cpp builds a tree (and before anything walks one).
   if (auto problem = precheck_yaml(yaml_text, file)) {
+    ParseOutcome out;
     out.problems.push_back(std::move(*problem));
     return out;
   }
@@ -292,12 +286,25 @@ ParseOutcome parse_recipe(std::string_view yaml_text, const std::string& file,
   try {
     root = YAML::Load(std::string(yaml_text));
   } catch (const YAML::Exception& e) {
+    ParseOutcome out;
     Problem p{file, e.mark.line + 1, e.mark.column + 1, "syntax",
               "YAML syntax error: " + e.msg + "; check the indentation, colons and brackets here"};
     if (e.mark.line < 0) p.line = p.column = 0;
     out.problems.push_back(std::move(p));
     return out;
   }
+  return internal::parse_recipe_document(root, file, base_dir);
+}
+
+ParseOutcome internal::parse_recipe_document(const YAML::Node& root, const std::string& file,
+                                             const std::string& base_dir) {
+  ParseOutcome out;
+  SourceMap where;
+  YamlReader r(file, &out.problems, &where);
+  Recipe& recipe = out.recipe;
+  recipe.name = default_name(file);
+  recipe.source_path = file;
+  recipe.source_dir = base_dir;
   try {
     parse_document(r, root, base_dir, &recipe);
   } catch (const YAML::Exception& e) {  // not expected: the reader never converts with as<>

@@ -31,6 +31,11 @@ void parse_training(YamlReader& r, const YAML::Node& node, const std::string& ba
 void parse_comm(YamlReader& r, const YAML::Node& node, CommConfig* c);
 void parse_tune(YamlReader& r, const YAML::Node& node, TuneConfig* t);
 void parse_launch(YamlReader& r, const YAML::Node& node, LaunchConfig* l);
+// parse_recipe() on a document already loaded (and perhaps changed: `--set`,
+// recipe_overrides.h). Values added to the document carry no position; problems in them have
+// line 0.
+ParseOutcome parse_recipe_document(const YAML::Node& root, const std::string& file,
+                                   const std::string& base_dir);
 // After `model` and `data` are parsed: model.input defaults to the data's shape and
 // model.graph is built (a built-in for the data's input and classes, the chain or the nodes).
 void build_model_graph(Recipe* recipe);

@@ -1,6 +1,7 @@
 // Cross-field checks: the combinations no single key can see (recipes/README.md, "Checks").
 #include <filesystem>
 
+#include "recipes/datasets.h"
 #include "recipes/recipe_parse_internal.h"
 
 namespace dltune::recipes::internal {
@@ -111,32 +112,28 @@ void check_data(const Recipe& r, Checks& out) {
   if (d.path.empty()) return;  // the parser reported the missing path
   namespace fs = std::filesystem;
   std::error_code ec;
+  // Both messages say where the data comes from and where it goes (recipes/datasets.h), and
+  // how to point the recipe elsewhere without copying it.
+  const std::string elsewhere =
+      " (or, where the files are elsewhere: dltune launch RECIPE --set data.path=DIR)";
   if (!fs::is_directory(d.path, ec)) {
     out.push_back({"data.path",
                    "directory '" + d.path +
-                       "' does not exist; point data.path at the folder "
-                       "holding the " +
-                       std::string(data_kind_name(d.kind)) + " files",
+                       "' does not exist: " + dataset_fetch_hint(d.kind, d.path) + elsewhere,
                    {"data"}});
     return;
   }
-  std::vector<std::string> files;
-  if (d.kind == DataKind::kMnist) {
-    files = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte"};
-    if (d.heldout_test_files)
-      files.insert(files.end(), {"t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"});
-  } else {
-    for (int i = 1; i <= 5; ++i) files.push_back("data_batch_" + str(i) + ".bin");
-    if (d.heldout_test_files) files.push_back("test_batch.bin");
+  std::vector<std::string> files, missing;
+  for (const DatasetFile& f : dataset_files(d)) {
+    files.push_back(f.name);
+    if (!fs::is_regular_file(fs::path(d.path) / f.name, ec)) missing.push_back(f.name);
   }
-  std::vector<std::string> missing;
-  for (const std::string& f : files)
-    if (!fs::is_regular_file(fs::path(d.path) / f, ec)) missing.push_back(f);
   if (!missing.empty())
     out.push_back({"data.path",
                    "'" + d.path + "' lacks " + strings::join(missing, ", ") + "; " +
                        std::string(data_kind_name(d.kind)) + " needs " +
-                       strings::join(files, ", ") + " there (uncompressed)",
+                       strings::join(files, ", ") +
+                       " there (uncompressed): " + dataset_fetch_hint(d.kind, d.path),
                    {"data"}});
 }
 

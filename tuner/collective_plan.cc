@@ -1,10 +1,12 @@
 #include "tuner/collective_plan.h"
 
 #include <cstdio>
+#include <map>
 #include <sstream>
 
 #include "common/strings.h"
 #include "tuner/collective_source.h"
+#include "tuner/plan_confidence.h"
 #include "tuner/search.h"
 
 namespace dltune::tuner {
@@ -62,6 +64,20 @@ Result<recipes::Plan> plan_from_outcome(const TuningOutcome& o) {
                                                    "size's choice"
                                              : "") +
                            "): " + why;
+  // What an exhaustive search could still gain at the tuned sizes, each weighted alike, from
+  // cost models through the measurements (plan_confidence.h).
+  std::vector<CollectivePoint> points;
+  for (const MeasuredPoint& m : o.measurements) {
+    if (!m.failed) points.push_back({m.bytes, m.candidate, m.median_us});
+  }
+  std::vector<std::pair<uint64_t, double>> sizes;
+  std::map<uint64_t, std::string> chosen;
+  for (const SizeOutcome& s : o.sizes) {
+    sizes.emplace_back(s.bytes, 1.0);
+    chosen[s.bytes] = s.chosen;
+  }
+  plan.provenance.collective_regret = collective_regret(
+      points, [&](uint64_t b) { return chosen[b]; }, sizes);
   DLTUNE_TRY(recipes::validate_plan(plan));
   return plan;
 }

@@ -109,13 +109,37 @@ VerifyReport verify_report(const TuningOutcome& o, const SearchResult& ex,
     if (c != nullptr && b != nullptr && !c->failed && !b->failed) {
       row.chosen_us = c->summary.median * 1e6;
       row.oracle_us = b->summary.median * 1e6;
-      row.vs_oracle = c == b ? 1.0 : paired(*b, *c);
+      // From the two medians printed beside it, so that the row reads consistently (the
+      // median of per-round ratios can disagree with the ratio of medians on a noisy machine:
+      // "vs_oracle 1.998" beside a chosen time 4x the oracle's).
+      row.vs_oracle = c == b || row.chosen_us <= 0 ? 1.0 : row.oracle_us / row.chosen_us;
     }
     v.worst_vs_oracle = std::min(v.worst_vs_oracle, row.vs_oracle);
     v.rows.push_back(std::move(row));
   }
   return v;
 }
+
+// Tells an observer about every comparison before the source measures it.
+class ObservedSource : public CollectiveSource {
+ public:
+  ObservedSource(CollectiveSource& inner, const MeasureObserver& observer,
+                 const std::vector<uint64_t>& sizes)
+      : inner_(inner), observer_(observer), sizes_(sizes) {}
+  Result<Comparison> measure(uint64_t bytes, const std::vector<std::string>& algos) override {
+    if (observer_) {
+      const auto it = std::find(sizes_.begin(), sizes_.end(), bytes);
+      observer_(bytes, static_cast<size_t>(it - sizes_.begin()), sizes_.size(), algos);
+    }
+    return inner_.measure(bytes, algos);
+  }
+  bool budget_exhausted() const override { return inner_.budget_exhausted(); }
+
+ private:
+  CollectiveSource& inner_;
+  const MeasureObserver& observer_;
+  const std::vector<uint64_t>& sizes_;
+};
 
 }  // namespace
 
@@ -157,10 +181,11 @@ Result<TuningOutcome> tune_collectives(comm::Communicator& comm, const TuneOptio
   auto src = CommCollectiveSource::create(comm, sizes->back(), options.source);
   if (!src) return src.error();
   CommCollectiveSource& source = **src;
+  ObservedSource observed(source, options.on_measure, *sizes);
 
   auto search = options.strategy == "exhaustive"
-                    ? exhaustive_search(source, out.candidates, *sizes)
-                    : model_based_search(source, out.candidates, *sizes);
+                    ? exhaustive_search(observed, out.candidates, *sizes)
+                    : model_based_search(observed, out.candidates, *sizes);
   if (!search) return std::move(search).error();
   out.failures = search->failures;
   out.comparisons = search->comparisons;
@@ -178,7 +203,7 @@ Result<TuningOutcome> tune_collectives(comm::Communicator& comm, const TuneOptio
   if (options.verify) {
     source.set_phase(1);
     source.reset_budget(0);
-    auto ex = exhaustive_search(source, out.candidates, *sizes);
+    auto ex = exhaustive_search(observed, out.candidates, *sizes);
     if (!ex) return std::move(ex).error().wrap("verifying against exhaustive search");
     out.verify = verify_report(out, *ex, source.records());
   }

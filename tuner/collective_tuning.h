@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -22,7 +23,13 @@ namespace dltune::tuner {
 
 inline constexpr uint64_t kTuneMaxBytesLimit = uint64_t{1} << 30;
 
+// Told before each comparison: the size, its index among the sizes (0-based) and their count,
+// and the candidates measured there (every rank calls it; rank 0 reports progress).
+using MeasureObserver = std::function<void(uint64_t bytes, size_t index, size_t count,
+                                           const std::vector<std::string>& algos)>;
+
 struct TuneOptions {
+  MeasureObserver on_measure;  // optional
   uint64_t min_bytes = 4;
   uint64_t max_bytes = uint64_t{256} << 20;
   std::string strategy = "model";       // "model" or "exhaustive"
@@ -68,7 +75,7 @@ struct VerifyRow {
   uint64_t bytes = 0;
   std::string chosen, oracle;
   double chosen_us = 0, oracle_us = 0;
-  double vs_oracle = 0;  // median over rounds of oracle time / chosen time (1.0 = as good)
+  double vs_oracle = 0;  // oracle_us / chosen_us, the two medians above (1.0 = as good)
 };
 struct VerifyReport {
   double exhaustive_s = 0;     // exhaustive search's measurement time

@@ -56,6 +56,12 @@ Result<TrialSearch> run_trial_search(const RecipeTuneRequest& req, const RunRank
   std::snprintf(budget, sizeof budget, "%.3f", budget_s);
   std::vector<std::string> args = {"trial", "--recipe", req.recipe_path, "--candidates", cpath,
                                    "--out", rpath,      "--budget",      budget};
+  if (req.deadline > 0) {
+    char deadline[48];
+    std::snprintf(deadline, sizeof deadline, "%.3f", req.deadline);
+    args.insert(args.end(), {"--deadline", deadline});
+  }
+  if (!req.progress_path.empty()) args.insert(args.end(), {"--progress", req.progress_path});
   if (req.grid) args.push_back("--grid");
   const auto t0 = std::chrono::steady_clock::now();
   DLTUNE_TRY_CTX(run_ranks(args), "running the trial trainings");
@@ -81,6 +87,11 @@ bool every_candidate_diverged(const std::vector<TrialRecord>& trials) {
   }
   return !ran.empty() && ran == diverged;
 }
+
+// A fallback search (another lr rule) runs only with this much of the budget left (in deadline
+// mode; the old budget-only mode gives it a quarter of the budget).
+constexpr double kFallbackMinS = 3;
+constexpr double kFallbackMinShare = 0.15;
 
 // Trainer steps after the end of its lr warm-up that a family must have run in the trials for
 // its scaled-up lr to count as seen to train (LeNet at lr x2 diverged 1-2 steps after its
@@ -152,9 +163,31 @@ Result<RecipeTuneOutcome> tune_recipe(const RecipeTuneRequest& req, const RunRan
     errors.push_back("with " + rules.back() + " lr, " + out.error().message());
     DLTUNE_LOG(kInfo, "tuner") << "every candidate diverged with " << rules.back() << " lr; trying "
                                << next.size() << " with " << name << " lr";
-    const double left = std::max(req.budget_s - wall, req.budget_s / 4);
+    const double left = req.budget_s - wall;
+    if (req.deadline > 0 && left < std::max(kFallbackMinS, kFallbackMinShare * req.budget_s)) {
+      // No time left to measure another rule within the budget: the unscaled lr, which
+      // cannot diverge more than the recipe's own, unmeasured, and the reason says so.
+      std::vector<RecipeCandidate> none =
+          fallback_lr_candidates(*cands, req.recipe, req.job, recipes::LrScaling::kNone);
+      if (none.empty()) break;
+      used = std::move(none);
+      out = outcome_from_trials(req, used, json{{"trials", json::array()}});
+      if (out) {
+        out->plan.provenance.reason =
+            "every candidate diverged with " + strings::join(rules, " and ") +
+            " lr scaling, and the budget left no time to measure another rule: the plan is " +
+            used.front().label +
+            " with the recipe's lr unscaled, not measured (a larger "
+            "tune.budget measures it)";
+        out->plan.provenance.budget_cut = "the lr fallback was not measured";
+      }
+      s->trials.clear();
+      rules.push_back("unscaled (not measured)");
+      break;
+    }
     const std::string dir = work_dir + "/" + std::string(recipes::lr_scaling_name(rule)) + "-lr";
-    s = run_trial_search(req, run_ranks, next, dir, left);
+    s = run_trial_search(req, run_ranks, next, dir,
+                         req.deadline > 0 ? left : std::max(left, req.budget_s / 4));
     if (!s) return s.error();
     wall += s->wall_s;
     used = std::move(next);
@@ -172,6 +205,8 @@ Result<RecipeTuneOutcome> tune_recipe(const RecipeTuneRequest& req, const RunRan
     return peer_failed(strings::join(errors, "; "));
   }
   out->tuning_s = wall;
+  out->plan.provenance.budget_s = req.budget_s;
+  out->plan.provenance.tuning_s = wall;
   keep_unseen_lr_unscaled(req, used, *s, &*out);
   if (req.hint && searched < generated) {
     out->plan.provenance.reason += "; searched " + std::to_string(searched) + " of " +

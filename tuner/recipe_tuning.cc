@@ -10,7 +10,9 @@
 
 #include "common/halving.h"
 #include "common/log.h"
+#include "common/stats.h"
 #include "common/strings.h"
+#include "tuner/plan_confidence.h"
 
 namespace dltune::tuner {
 namespace {
@@ -300,6 +302,12 @@ json trials_to_json(const std::vector<TrialRecord>& ts) {
               {"step_s", t.step_s},
               {"failed", t.failed},
               {"reason", t.reason}};
+    if (t.skipped) e["skipped"] = true;
+    if (!t.chunks.empty()) {
+      json c = json::array();
+      for (const auto& [n, sec] : t.chunks) c.push_back({n, sec});
+      e["chunks"] = c;
+    }
     if (t.median_sps) e["median_samples_per_s"] = *t.median_sps;
     if (t.iqr_sps) e["iqr_samples_per_s"] = *t.iqr_sps;
     if (t.compute_s) e["compute_s"] = *t.compute_s;
@@ -342,19 +350,36 @@ Result<std::vector<TrialRecord>> trials_from_json(const json& j) {
         t.allreduce_s.push_back(v.get<double>());
       }
     }
+    if (e.contains("skipped")) RT_ASSIGN(t.skipped, get<bool>(e, "skipped", w));
+    if (e.contains("chunks")) {
+      json chunks;
+      RT_ASSIGN(chunks, get<json>(e, "chunks", w));
+      if (!chunks.is_array()) return invalid_input("trials[]: 'chunks' must be a list");
+      for (const json& c : chunks) {
+        if (!c.is_array() || c.size() != 2 || !c[0].is_number_integer() || !c[1].is_number()) {
+          return invalid_input("trials[]: each of 'chunks' must be [steps, seconds]");
+        }
+        t.chunks.emplace_back(c[0].get<int>(), c[1].get<double>());
+      }
+    }
     out.push_back(std::move(t));
   }
   return out;
 }
 
 Result<size_t> choose_winner(const std::vector<TrialRecord>& trials) {
-  std::set<size_t> failed;
+  std::set<size_t> failed;  // failed or never measured
+  bool any_failed = false;
   for (const TrialRecord& t : trials) {
-    if (t.failed) failed.insert(t.candidate);
+    if (t.failed || t.skipped) failed.insert(t.candidate);
+    any_failed = any_failed || t.failed;
   }
   int last_round = -1;
   for (const TrialRecord& t : trials) {
     if (!failed.count(t.candidate)) last_round = std::max(last_round, t.round);
+  }
+  if (last_round < 0 && !any_failed) {
+    return not_found("no candidate was measured: the budget ran out before the first trial");
   }
   if (last_round < 0) {
     std::string why;
@@ -415,6 +440,95 @@ TrialSchedule schedule_for(const RecipeTuneRequest& req, size_t candidates, size
   return s;
 }
 
+namespace {
+
+// The closest three rivals that were measured, each as its comparison allows
+// (plan_confidence.h's describe_ratio() for the interval):
+//   significant:  "; it beat X by 1.12x (95 % interval 1.05-1.19, 12 rounds)"
+//   within noise: "; it was not significantly faster than Y (1.04x, 95 % interval 0.99-1.10,
+//                 15 rounds)"
+//   no interval:  "; it was ahead of Z by 1.06x (2 rounds: too few for an interval)"
+//   ratio < 1:    "; W measured 1.04x faster where both ran (...), but ranked lower over all
+//                 rounds" (the winner was chosen over all its trials, or on another round).
+// A winner is never said to beat a rival that measured faster, nor to beat one it only
+// matched.
+std::string closest_text(const std::vector<RecipeAlternative>& alts) {
+  std::vector<RecipeAlternative> sorted;
+  for (const RecipeAlternative& a : alts) {
+    if (!a.failed && !a.skipped && a.ratio > 0) sorted.push_back(a);
+  }
+  std::sort(sorted.begin(), sorted.end(),
+            [](const auto& a, const auto& b) { return a.ratio < b.ratio; });
+  std::vector<std::string> beat, level, ahead, faster;
+  size_t n = 0;
+  for (const RecipeAlternative& a : sorted) {
+    if (n++ >= 3) break;
+    stats::RatioInterval r{a.ratio, a.lo, a.hi > 0 ? a.hi : INFINITY, a.rounds};
+    const bool interval = a.rounds >= stats::kMinPairedRounds && std::isfinite(r.hi);
+    if (a.ratio < 1) {  // the rival's view: it over the winner
+      stats::RatioInterval inv{1 / r.ratio, std::isfinite(r.hi) ? 1 / r.hi : 0,
+                               r.lo > 0 ? 1 / r.lo : INFINITY, r.rounds};
+      faster.push_back(a.label + " measured " +
+                       (a.rounds == 0 ? fmt_ratio(inv.ratio) + " (one trial each, no interval)"
+                                      : describe_ratio(inv)) +
+                       " faster where both ran, but ranked lower over all rounds");
+    } else if (a.rounds == 0) {
+      ahead.push_back(a.label + " by " + fmt_ratio(a.ratio) + " (one trial each, no interval)");
+    } else if (!interval) {
+      ahead.push_back(a.label + " by " + describe_ratio(r));
+    } else if (r.significant()) {
+      beat.push_back(a.label + " by " + describe_ratio(r));
+    } else {
+      char buf[96];
+      std::snprintf(buf, sizeof buf, " (%.2fx, 95 %% interval %.2f-%.2f, %d rounds)", r.ratio, r.lo,
+                    r.hi, r.rounds);
+      level.push_back(a.label + buf);
+    }
+  }
+  std::string out;
+  if (!beat.empty()) out += "; it beat " + strings::join(beat, ", ");
+  if (!level.empty()) out += "; it was not significantly faster than " + strings::join(level, ", ");
+  if (!ahead.empty()) out += "; it was ahead of " + strings::join(ahead, ", ");
+  for (const std::string& f : faster) out += "; " + f;
+  return out;
+}
+
+// The outcome when the budget left every candidate unmeasured: the recipe's reference
+// settings (the first candidate), said so.
+RecipeTuneOutcome unmeasured_outcome(const RecipeTuneRequest& req,
+                                     const std::vector<RecipeCandidate>& candidates,
+                                     const json& f) {
+  RecipeTuneOutcome o;
+  o.candidates = candidates;
+  o.trials = f;
+  o.winner = 0;
+  o.ranks = f.value("ranks", req.job.nodes * req.job.ranks_per_node);
+  o.budget_exhausted = true;
+  o.skipped = static_cast<int>(candidates.size());
+  o.tuning_s = f.value("tuning_s", 0.0);
+  for (size_t i = 1; i < candidates.size(); ++i) {
+    RecipeAlternative a;
+    a.label = candidates[i].label;
+    a.skipped = true;
+    a.reason = "not measured: the budget ran out first";
+    o.alternatives.push_back(a);
+  }
+  o.plan = req.base;
+  o.plan.job = req.job;
+  o.plan.training = candidates.front().training;
+  o.plan.provenance.source = recipes::PlanSource::kTuned;
+  o.plan.provenance.reason =
+      "not measured: the tune.budget ran out before the first trial finished (setting up the "
+      "ranks and the first trainer took it all), so the plan is the reference settings " +
+      candidates.front().label + "; a larger tune.budget measures the " +
+      std::to_string(candidates.size()) + " candidates";
+  o.plan.provenance.budget_cut =
+      "all " + std::to_string(candidates.size()) + " candidates not measured";
+  return o;
+}
+
+}  // namespace
+
 Result<RecipeTuneOutcome> outcome_from_trials(const RecipeTuneRequest& req,
                                               const std::vector<RecipeCandidate>& candidates,
                                               const json& f) {
@@ -432,12 +546,17 @@ Result<RecipeTuneOutcome> outcome_from_trials(const RecipeTuneRequest& req,
     }
   }
   auto w = choose_winner(*ts);
+  if (!w && w.error().kind() == ErrorKind::kNotFound && !candidates.empty()) {
+    return unmeasured_outcome(req, candidates, f);
+  }
   if (!w) return w.error();
   o.winner = *w;
   o.ranks = f.value("ranks", req.job.nodes * req.job.ranks_per_node);
   o.rounds = f.value("rounds", 0);
   o.grid = f.value("grid", req.grid);
   o.budget_exhausted = f.value("budget_exhausted", false);
+  o.skipped = f.value("skipped", 0);
+  o.extra_cycles = f.value("extra_cycles", 0);
   o.tuning_s = f.value("tuning_s", 0.0);
   o.trial_s = f.value("trial_s", 0.0);
   o.setup_s = f.value("setup_s", 0.0);
@@ -454,8 +573,8 @@ Result<RecipeTuneOutcome> outcome_from_trials(const RecipeTuneRequest& req,
     samples += t->steps * t->samples_per_s * t->step_s;
     seconds += t->steps * t->step_s;
   }
-
-  std::vector<std::string> beat;
+  const double work_w = static_cast<double>(candidates[o.winner].training.global_batch);
+  std::vector<stats::RatioInterval> intervals;
   for (size_t i = 0; i < candidates.size(); ++i) {
     if (i == o.winner) continue;
     RecipeAlternative a;
@@ -464,28 +583,30 @@ Result<RecipeTuneOutcome> outcome_from_trials(const RecipeTuneRequest& req,
     if (it == by.end()) {
       a.failed = true;
       a.reason = "not measured";
-    } else {
-      // Its last round, compared with the winner in that same round.
-      const TrialRecord* t = it->second.rbegin()->second;
-      a.round = t->round;
-      a.samples_per_s = t->samples_per_s;
-      a.failed = t->failed;
-      a.reason = t->reason;
-      auto wt = mine.find(t->round);
-      if (!t->failed && t->samples_per_s > 0 && wt != mine.end()) {
+      o.alternatives.push_back(a);
+      continue;
+    }
+    const TrialRecord* t = it->second.rbegin()->second;
+    a.round = t->round;
+    a.samples_per_s = t->samples_per_s;
+    a.failed = t->failed;
+    a.skipped = t->skipped;
+    a.reason = t->reason;
+    if (!t->failed && !t->skipped && t->samples_per_s > 0) {
+      // Over every cycle both ran: the figures the search decided on.
+      const stats::RatioInterval r = compare_trials(
+          *ts, o.winner, i, work_w, static_cast<double>(candidates[i].training.global_batch));
+      if (r.rounds > 0 && r.ratio > 0) {
+        a.ratio = r.ratio;
+        a.rounds = r.rounds;
+        a.lo = r.rounds >= stats::kMinPairedRounds ? r.lo : 0;
+        a.hi = std::isfinite(r.hi) ? r.hi : 0;
+        intervals.push_back(r);
+      } else if (auto wt = mine.find(t->round); wt != mine.end()) {
         a.ratio = wt->second->samples_per_s / t->samples_per_s;
       }
     }
     o.alternatives.push_back(a);
-  }
-  std::vector<RecipeAlternative> sorted = o.alternatives;
-  std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) {
-    if (a.failed != b.failed) return !a.failed;
-    return a.ratio < b.ratio;
-  });
-  for (const RecipeAlternative& a : sorted) {
-    if (beat.size() >= 3) break;
-    if (!a.failed && a.ratio > 0) beat.push_back(a.label + " by " + fmt_ratio(a.ratio));
   }
   size_t failures = 0;
   for (const RecipeAlternative& a : o.alternatives) failures += a.failed ? 1 : 0;
@@ -493,21 +614,49 @@ Result<RecipeTuneOutcome> outcome_from_trials(const RecipeTuneRequest& req,
   o.plan = req.base;
   o.plan.set_job(req.job);
   o.plan.training = candidates[o.winner].training;
-  o.plan.provenance.source = recipes::PlanSource::kTuned;
+  recipes::Provenance& pv = o.plan.provenance;
+  pv.source = recipes::PlanSource::kTuned;
   std::string reason = candidates[o.winner].label + " won " + (o.grid ? "the grid" : "halving") +
                        " over " + std::to_string(candidates.size()) + " candidates at " +
-                       fmt_sps(last->samples_per_s) + " samples/s";
-  if (!beat.empty()) reason += "; closest: " + strings::join(beat, ", ");
+                       fmt_sps(last->samples_per_s) + " samples/s" + closest_text(o.alternatives);
   if (failures > 0) reason += "; " + std::to_string(failures) + " failed";
-  if (o.budget_exhausted) {
+  if (o.extra_cycles > 0) {
+    reason +=
+        "; the finalists ran " + std::to_string(o.extra_cycles) + " more rounds to tell them apart";
+  }
+  if (o.skipped > 0) {
+    pv.budget_cut = std::to_string(o.skipped) + " of " + std::to_string(candidates.size()) +
+                    " candidates not measured";
+    reason += "; the budget left " + std::to_string(o.skipped) +
+              " candidates unmeasured (a larger tune.budget measures them)";
+  } else if (o.budget_exhausted) {
     int steps = 0;
     for (const auto& [round, t] : mine) steps += t->steps;
+    pv.budget_cut = "halving stopped in round " + std::to_string(last->round + 1) + " of its " +
+                    "schedule after " + std::to_string(steps) + " steps of the winner";
     reason += "; cut short by the budget in round " + std::to_string(last->round + 1) + " after " +
               std::to_string(steps) + " steps of the winner (a larger tune.budget measures longer)";
   }
-  o.plan.provenance.reason = reason;
-  o.plan.provenance.measured_sps = last->samples_per_s;
-  o.plan.provenance.predicted_sps = seconds > 0 ? samples / seconds : last->samples_per_s;
+  // The closest rival measured: the confidence the plan records.
+  const RecipeAlternative* rival = nullptr;
+  for (const RecipeAlternative& a : o.alternatives) {
+    if (a.failed || a.skipped || !(a.ratio > 0)) continue;
+    if (rival == nullptr || a.ratio < rival->ratio) rival = &a;
+  }
+  if (rival != nullptr) {
+    recipes::Confidence c;
+    c.rival = rival->label;
+    c.ratio = rival->ratio;
+    c.lo = rival->lo;
+    c.hi = rival->hi;
+    c.rounds = rival->rounds;
+    c.significant = rival->hi > 0 && (rival->lo > 1.0 || rival->hi < 1.0);
+    pv.confidence = c;
+  }
+  pv.regret = training_regret(intervals);
+  pv.reason = reason;
+  pv.measured_sps = last->samples_per_s;
+  pv.predicted_sps = seconds > 0 ? samples / seconds : last->samples_per_s;
   return o;
 }
 
@@ -538,7 +687,9 @@ std::vector<db::RecipeTrial> recipe_trial_rows(const RecipeTuneOutcome& o, const
   auto ts = trials_from_json(o.trials.contains("trials") ? o.trials["trials"] : json());
   if (!ts) return rows;
   for (const TrialRecord& t : *ts) {
-    if (t.candidate >= o.candidates.size()) continue;
+    // A candidate the budget left unmeasured has no trial to store (the plan's reason and
+    // budget say what was cut).
+    if (t.candidate >= o.candidates.size() || t.skipped) continue;
     const TrainingPlan& c = o.candidates[t.candidate].training;
     db::RecipeTrial r;
     r.key = key;
@@ -583,8 +734,12 @@ json recipe_outcome_to_json(const RecipeTuneOutcome& o) {
     alts.push_back({{"label", a.label},
                     {"samples_per_s", a.samples_per_s},
                     {"ratio", a.ratio},
+                    {"lo", a.lo},
+                    {"hi", a.hi},
+                    {"rounds", a.rounds},
                     {"round", a.round},
                     {"failed", a.failed},
+                    {"skipped", a.skipped},
                     {"reason", a.reason}});
   }
   return {{"plan", recipes::plan_to_json(o.plan)},
@@ -597,6 +752,8 @@ json recipe_outcome_to_json(const RecipeTuneOutcome& o) {
           {"rounds", o.rounds},
           {"grid", o.grid},
           {"budget_exhausted", o.budget_exhausted},
+          {"skipped", o.skipped},
+          {"extra_cycles", o.extra_cycles},
           {"tuning_s", o.tuning_s},
           {"trial_s", o.trial_s},
           {"setup_s", o.setup_s}};
@@ -631,6 +788,10 @@ Result<RecipeTuneOutcome> recipe_outcome_from_json(const json& j) {
     RT_ASSIGN(x.round, get<int>(a, "round", w));
     RT_ASSIGN(x.failed, get<bool>(a, "failed", w));
     RT_ASSIGN(x.reason, get<std::string>(a, "reason", w));
+    x.lo = a.value("lo", 0.0);
+    x.hi = a.value("hi", 0.0);
+    x.rounds = a.value("rounds", 0);
+    x.skipped = a.value("skipped", false);
     o.alternatives.push_back(std::move(x));
   }
   o.trials = j.value("trials", json::object());
@@ -638,6 +799,8 @@ Result<RecipeTuneOutcome> recipe_outcome_from_json(const json& j) {
   o.rounds = j.value("rounds", 0);
   o.grid = j.value("grid", false);
   o.budget_exhausted = j.value("budget_exhausted", false);
+  o.skipped = j.value("skipped", 0);
+  o.extra_cycles = j.value("extra_cycles", 0);
   o.tuning_s = j.value("tuning_s", 0.0);
   o.trial_s = j.value("trial_s", 0.0);
   o.setup_s = j.value("setup_s", 0.0);
@@ -654,25 +817,37 @@ std::string format_recipe_outcome(const RecipeTuneOutcome& o) {
                 o.tuning_s, o.trial_s, o.setup_s,
                 o.budget_exhausted ? ", stopped by the budget" : "");
   s += line;
-  std::snprintf(line, sizeof line, "  %-44s %5s %12s %9s  %s\n", "candidate", "round", "samples/s",
-                "winner/it", "note");
+  std::snprintf(line, sizeof line, "  %-44s %5s %12s %9s  %-22s %s\n", "candidate", "round",
+                "samples/s", "winner/it", "95 % interval (rounds)", "note");
   s += line;
   if (!o.candidates.empty()) {
-    std::snprintf(line, sizeof line, "  %-44s %5s %12.1f %9s  %s\n",
+    std::snprintf(line, sizeof line, "  %-44s %5s %12.1f %9s  %-22s %s\n",
                   o.candidates[o.winner].label.c_str(), "-", o.plan.provenance.measured_sps,
-                  "1.00x", "chosen");
+                  "1.00x", "", "chosen");
     s += line;
   }
   std::vector<RecipeAlternative> alts = o.alternatives;
   std::stable_sort(alts.begin(), alts.end(), [](const auto& a, const auto& b) {
     if (a.failed != b.failed) return !a.failed;
+    if (a.skipped != b.skipped) return !a.skipped;
     if (a.round != b.round) return a.round > b.round;
     return a.ratio < b.ratio;
   });
   for (const RecipeAlternative& a : alts) {
-    std::snprintf(line, sizeof line, "  %-44s %5d %12.1f %9s  %s\n", a.label.c_str(), a.round,
-                  a.samples_per_s, a.ratio > 0 ? fmt_ratio(a.ratio).c_str() : "-",
-                  a.failed ? ("failed: " + a.reason).substr(0, 120).c_str() : "");
+    char interval[64] = "";
+    if (a.hi > 0) {
+      std::snprintf(interval, sizeof interval, "%.2f-%.2f (%d)", a.lo, a.hi, a.rounds);
+    } else if (a.rounds > 0) {
+      std::snprintf(interval, sizeof interval, "too few (%d)", a.rounds);
+    }
+    const std::string note = a.failed    ? ("failed: " + a.reason).substr(0, 120)
+                             : a.skipped ? std::string("not measured (budget)")
+                             : a.hi > 0 && a.lo <= 1.0 && a.hi >= 1.0
+                                 ? std::string("not significantly slower")
+                                 : std::string();
+    std::snprintf(line, sizeof line, "  %-44s %5d %12.1f %9s  %-22s %s\n", a.label.c_str(), a.round,
+                  a.samples_per_s, a.ratio > 0 ? fmt_ratio(a.ratio).c_str() : "-", interval,
+                  note.c_str());
     s += line;
   }
   const TrainingPlan& t = o.plan.training;

@@ -147,14 +147,19 @@ struct TrialRecord {
   std::vector<double> allreduce_s;
   bool failed = false;
   std::string reason;
+  bool skipped = false;  // not measured: the budget ran out before its first trial
+  // (steps, seconds) of each interleaving cycle, in order: cycle k of every candidate of a
+  // round ran back to back (plan_confidence.h pairs them); empty from older trial programs.
+  std::vector<std::pair<int, double>> chunks;
 };
 nlohmann::json trials_to_json(const std::vector<TrialRecord>& t);
 Result<std::vector<TrialRecord>> trials_from_json(const nlohmann::json& j);
 
-// The winner of a set of trials: among candidates that never failed and reached the latest
-// round, the most samples per second over all its trials (total samples / total time; the
-// finalists ran the same trials). Errors (peer_failed) when
-// every candidate failed, listing the reasons.
+// The winner of a set of trials: among candidates that never failed, were measured (not
+// skipped) and reached the latest round, the most samples per second over all its trials
+// (total samples / total time; the finalists ran the same trials). Errors: peer_failed when
+// every candidate failed, listing the reasons; not_found when none failed but none was
+// measured (the budget ran out first).
 Result<size_t> choose_winner(const std::vector<TrialRecord>& trials);
 
 // ---- Running it (recipe_tune_run.cc)
@@ -169,6 +174,11 @@ struct RecipeTuneRequest {
   recipes::JobShape job;
   recipes::Plan base;  // collectives rules, job, placement to keep; training is replaced
   double budget_s = 60;
+  // > 0: the trials end by this time (seconds since the Unix epoch), so that the ranks'
+  // start-up counts against the budget; tune_recipe() then gives the ranks this deadline.
+  double deadline = 0;
+  // Rank 0 appends the trial search's progress events here ("" none; engine/worker/trial.h).
+  std::string progress_path;
   bool grid = false;
   // Schedule overrides (0 = the default for the budget).
   int min_steps = 0, max_steps = 0;
@@ -186,10 +196,16 @@ std::vector<RecipeCandidate> narrow_candidates(const std::vector<RecipeCandidate
 
 struct RecipeAlternative {
   std::string label;
-  double samples_per_s = 0;  // in the round it was compared with the winner
-  double ratio = 0;          // winner / it in that round (> 1: the winner was faster)
+  double samples_per_s = 0;  // in the last round it ran
+  // Winner / it (> 1: the winner was faster) over the cycles both ran (every round it ran),
+  // with the ~95 % interval [lo, hi] and the number of paired cycles (plan_confidence.h); hi is
+  // 0 when there were too few for an interval. Without chunks, the ratio of the two trials'
+  // throughputs in its last round and rounds 0.
+  double ratio = 0, lo = 0, hi = 0;
+  int rounds = 0;
   int round = 0;
   bool failed = false;
+  bool skipped = false;  // not measured: the budget ran out first
   std::string reason;
 };
 
@@ -203,13 +219,22 @@ struct RecipeTuneOutcome {
   int rounds = 0;
   bool grid = false;
   bool budget_exhausted = false;
-  double tuning_s = 0;  // wall time of the one launch, start to finish
-  double trial_s = 0;   // seconds spent in timed steps (the measurement cost)
-  double setup_s = 0;   // seconds spent building trainers and in warm-up steps
+  int skipped = 0;       // candidates the budget left unmeasured
+  int extra_cycles = 0;  // cycles the finalists ran beyond their round to separate them
+  double tuning_s = 0;   // wall time of the one launch, start to finish
+  double trial_s = 0;    // seconds spent in timed steps (the measurement cost)
+  double setup_s = 0;    // seconds spent building trainers and in warm-up steps
 };
 
-// Builds the outcome from the candidates and the trials file text. Errors (internal_error):
-// malformed trials, a candidate index out of range, every candidate failed.
+// Builds the outcome from the candidates and the trials file text: the winner, every other
+// candidate compared with it (RecipeAlternative), and the plan's provenance: a reason that
+// names the winner, its throughput and the closest rivals with their intervals ("b64 ... won
+// halving over 12 candidates at 4,249 samples/s; it beat b128 ... by 1.12x (95 % interval
+// 1.05-1.19, 12 rounds), ..."), the Confidence against the closest rival, the estimated
+// regret (training_regret()) and what the budget cut. When the budget left every candidate
+// unmeasured, the first candidate (the recipe's reference settings) is the plan and the reason
+// says so. Errors (internal_error): malformed trials, a candidate index out of range; every
+// candidate failed (peer_failed).
 Result<RecipeTuneOutcome> outcome_from_trials(const RecipeTuneRequest& req,
                                               const std::vector<RecipeCandidate>& candidates,
                                               const nlohmann::json& trials_file);
@@ -226,15 +251,17 @@ TrialSchedule schedule_for(const RecipeTuneRequest& req, size_t candidates, size
                            int64_t gradient_bytes);
 
 // Generates the candidates, writes WORK_DIR/candidates.json, calls run_ranks once with
-// {"trial", "--recipe", recipe_path, "--candidates", C, "--out", R, "--budget", S[, "--grid"]},
-// reads WORK_DIR/trials.json. When every candidate diverged and fallback_lr_candidates()
-// offers square-root scaling, runs those the same way in WORK_DIR/sqrt-lr/ with the budget
-// left (at least a quarter of the budget), and if they all diverge too, unscaled lr in
-// WORK_DIR/none-lr/; the plan's reason then says which rules diverged. With lr_scaling auto,
-// a winner whose scaled-up lr its trainer did not run past the lr warm-up + 10 steps in the
-// trials (a small budget) gets the recipe's lr unscaled instead, and the reason says so. Errors:
-// bad recipe (invalid_input), the ranks' failure, every candidate failed (each search's reasons
-// when a fallback ran).
+// {"trial", "--recipe", recipe_path, "--candidates", C, "--out", R, "--budget", S
+// [, "--deadline", D][, "--progress", P][, "--grid"]}, reads WORK_DIR/trials.json. When every
+// candidate diverged and fallback_lr_candidates() offers square-root scaling, runs those the
+// same way in WORK_DIR/sqrt-lr/ with the budget left (with a deadline: only when at least
+// max(3 s, 15 % of the budget) is left, else the unscaled lr is the plan, unmeasured, and the
+// reason says so; without one: at least a quarter of the budget), and if they all diverge too,
+// unscaled lr in WORK_DIR/none-lr/; the plan's reason then says which rules diverged. With
+// lr_scaling auto, a winner whose scaled-up lr its trainer did not run past the lr warm-up + 10
+// steps in the trials (a small budget) gets the recipe's lr unscaled instead, and the reason says
+// so. Errors: bad recipe (invalid_input), the ranks' failure, every candidate failed (each search's
+// reasons when a fallback ran).
 Result<RecipeTuneOutcome> tune_recipe(const RecipeTuneRequest& req, const RunRanks& run_ranks,
                                       const std::string& work_dir);
 

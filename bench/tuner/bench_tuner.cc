@@ -25,8 +25,13 @@
 //
 //   dltune-bench-tuner [--dltune PATH] [-n RANKS] [--max-bytes B] [--budget S]
 //                      [--recipe NAME] [--recipe-budget S] [--parts coll,recipe]
+// 4. Regret: the estimate each plan records (collectives: from cost models fitted through the
+//    sweep; training: from the paired intervals of the trials) beside the regret measured here
+//    against the reference (collectives: the chosen sizes' time over the oracle's, summed over
+//    the sizes, minus 1; training: 1 / recipe_vs_grid - 1).
 // Last line: summary: coll_worst_vs_oracle=F coll_cost_fraction=F recipe_vs_grid=F
-//            recipe_cost_fraction=F cache_hit_ms=T  (na for a part not run)
+//            recipe_cost_fraction=F cache_hit_ms=T coll_regret_est=F coll_regret=F
+//            recipe_regret_est=F recipe_regret=F  (na for a part not run or not known)
 #include <algorithm>
 #include <chrono>
 #include <climits>
@@ -73,15 +78,26 @@ struct Args {
   std::string work_dir;  // the run's temporary directory (set by bench())
 };
 
-struct Figures {
-  std::string coll_worst = "na", coll_frac = "na", recipe_vs_grid = "na", recipe_frac = "na",
-              hit_ms = "na";
-};
-
 std::string fmt3(double v) {
   char b[32];
   std::snprintf(b, sizeof b, "%.3f", v);
   return b;
+}
+
+struct Figures {
+  std::string coll_worst = "na", coll_frac = "na", recipe_vs_grid = "na", recipe_frac = "na",
+              hit_ms = "na";
+  // Regret: what the plan records it estimated (from the fitted models / the paired
+  // intervals) beside what was measured against the exhaustive reference in this run.
+  std::string coll_regret_est = "na", coll_regret = "na", recipe_regret_est = "na",
+              recipe_regret = "na";
+};
+
+// A plan's recorded estimate ("na" when it has none).
+std::string recorded(const nlohmann::json& plan, const char* key) {
+  if (!plan.is_object() || !plan.contains("provenance")) return "na";
+  const auto& p = plan["provenance"];
+  return p.contains(key) && p[key].is_number() ? fmt3(p[key].get<double>()) : "na";
 }
 
 std::string self_dir() {
@@ -273,6 +289,10 @@ int bench_recipe(const Args& a, const std::string& db, Figures* f) {
       gs > 0 ? (hs + hs2) / 2 / gs : 0, halving_cost, grid_cost, modelled);
   f->recipe_vs_grid = fmt3(vs_grid);
   f->recipe_frac = fmt3(measured);
+  f->recipe_regret_est = recorded(ho["plan"], "regret");
+  f->recipe_regret = vs_grid > 0 ? fmt3(std::max(0.0, 1 / vs_grid - 1)) : "na";
+  std::printf("regret against the grid: estimated %s (the plan's), measured %s\n",
+              f->recipe_regret_est.c_str(), f->recipe_regret.c_str());
   return 0;
 }
 
@@ -286,9 +306,11 @@ int bench(Args a) {
     if (a.parts.find("recipe") != std::string::npos && bench_recipe(a, db, &f) != 0) return 1;
     std::printf(
         "summary: coll_worst_vs_oracle=%s coll_cost_fraction=%s recipe_vs_grid=%s "
-        "recipe_cost_fraction=%s cache_hit_ms=%s\n",
+        "recipe_cost_fraction=%s cache_hit_ms=%s coll_regret_est=%s coll_regret=%s "
+        "recipe_regret_est=%s recipe_regret=%s\n",
         f.coll_worst.c_str(), f.coll_frac.c_str(), f.recipe_vs_grid.c_str(), f.recipe_frac.c_str(),
-        f.hit_ms.c_str());
+        f.hit_ms.c_str(), f.coll_regret_est.c_str(), f.coll_regret.c_str(),
+        f.recipe_regret_est.c_str(), f.recipe_regret.c_str());
     const std::string rm = std::string("rm -rf ") + tmpl;
     return std::system(rm.c_str()) == 0 ? 0 : 1;
   }
@@ -321,6 +343,18 @@ int bench(Args a) {
   }
   const double worst = v["worst_vs_oracle"].get<double>();
   const double frac = v["cost_fraction"].get<double>();
+  double chosen_us = 0, oracle_us = 0;
+  for (const auto& r : v["sizes"]) {
+    chosen_us += r["chosen_us"].get<double>();
+    oracle_us += r["oracle_us"].get<double>();
+  }
+  f.coll_regret =
+      chosen_us > 0 && oracle_us > 0 ? fmt3(std::max(0.0, chosen_us / oracle_us - 1)) : "na";
+  f.coll_regret_est = recorded(j.value("plan", nlohmann::json()), "collective_regret");
+  std::printf(
+      "regret against the oracle over the sizes: estimated %s (the plan's, from its "
+      "fitted models), measured %s\n",
+      f.coll_regret_est.c_str(), f.coll_regret.c_str());
   std::printf(
       "model-based search %.2f s, exhaustive %.2f s (cost fraction %.3f, goal <= 0.30); "
       "worst vs oracle %.3f (goal >= 0.95); whole command %.1f s\n",
@@ -366,9 +400,11 @@ int bench(Args a) {
   std::printf("(figures are provisional: the machine is shared with other builds)\n");
   std::printf(
       "summary: coll_worst_vs_oracle=%s coll_cost_fraction=%s recipe_vs_grid=%s "
-      "recipe_cost_fraction=%s cache_hit_ms=%s\n",
+      "recipe_cost_fraction=%s cache_hit_ms=%s coll_regret_est=%s coll_regret=%s "
+      "recipe_regret_est=%s recipe_regret=%s\n",
       f.coll_worst.c_str(), f.coll_frac.c_str(), f.recipe_vs_grid.c_str(), f.recipe_frac.c_str(),
-      f.hit_ms.c_str());
+      f.hit_ms.c_str(), f.coll_regret_est.c_str(), f.coll_regret.c_str(),
+      f.recipe_regret_est.c_str(), f.recipe_regret.c_str());
   const std::string rm = std::string("rm -rf ") + tmpl;
   return std::system(rm.c_str()) == 0 ? 0 : 1;
 }

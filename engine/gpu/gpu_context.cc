@@ -32,9 +32,16 @@ Result<DeviceBuffer> DeviceBuffer::alloc(size_t bytes) {
     (void)cudaGetLastError();
     return cuda_error(e, "cudaMalloc of " + std::to_string(bytes) + " bytes");
   }
-  if (cudaError_t e = cudaMemset(p, 0, bytes); e != cudaSuccess) {
+  // cudaMemset runs on the legacy default stream and may still be running when it returns; the
+  // context's streams are non-blocking (no implicit ordering with that stream), so a kernel
+  // enqueued next could write the buffer before the zeros land, or read it before. Wait here:
+  // allocations happen while setting up and reserving, not per step.
+  cudaError_t e = cudaMemset(p, 0, bytes);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(cudaStreamLegacy);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
     cudaFree(p);
-    return cuda_error(e, "cudaMemset of " + std::to_string(bytes) + " bytes");
+    return cuda_error(e, "zeroing " + std::to_string(bytes) + " bytes of GPU memory");
   }
   b.ptr_ = p;
   b.bytes_ = bytes;

@@ -24,10 +24,6 @@ Result<std::unique_ptr<GpuModel>> GpuModel::build(const recipes::Graph& graph,
     const recipes::Node& n = graph.nodes[i];
     const std::string node =
         where + ": node '" + n.name + "' (" + std::string(recipes::op_name(n.op)) + ")";
-    if (!m->info_.node_state[i].empty())
-      return unsupported(node +
-                         " keeps running statistics, which the GPU engine does not yet; "
-                         "train this model with device cpu");
     auto op = make_gpu_op(n, ctx);
     if (!op) return op.error().wrap(node);
     std::vector<recipes::Shape> in;
@@ -43,21 +39,27 @@ Result<std::unique_ptr<GpuModel>> GpuModel::build(const recipes::Graph& graph,
   if (!params) return params.error().wrap(where + ": parameters");
   auto grads = DeviceBuffer::alloc_floats(n);
   if (!grads) return grads.error().wrap(where + ": gradients");
+  auto state =
+      DeviceBuffer::alloc_floats(static_cast<size_t>(std::max<int64_t>(m->info_.state_floats, 1)));
+  if (!state) return state.error().wrap(where + ": state");
   m->params_ = std::move(*params);
   m->grads_ = std::move(*grads);
+  m->state_ = std::move(*state);
   m->bind_all();
   return m;
 }
 
 void GpuModel::bind_all() {
   for (size_t i = 0; i < ops_.size(); ++i) {
-    std::vector<float*> p, g;
+    std::vector<float*> p, g, s;
     for (int t : info_.node_params[i]) {
       const int64_t off = info_.params[static_cast<size_t>(t)].offset;
       p.push_back(params_.floats() + off);
       g.push_back(grads_.floats() + off);
     }
-    ops_[i]->bind(std::move(p), std::move(g), plan_.param_accumulate[i], {});
+    for (int t : info_.node_state[i])
+      s.push_back(state_.floats() + info_.state[static_cast<size_t>(t)].offset);
+    ops_[i]->bind(std::move(p), std::move(g), plan_.param_accumulate[i], std::move(s));
   }
 }
 
@@ -67,6 +69,7 @@ Status GpuModel::copy_params_from(const Model& model) {
     return invalid_input("model '" + model.name() + "' (" + std::to_string(model.num_params()) +
                          " parameters) does not have the layout of GPU model '" + name_ + "' (" +
                          std::to_string(num_params()) + " parameters)");
+  DLTUNE_TRY(copy_state_from_host(model.state()));
   return copy_params_from_host(model.params());
 }
 
@@ -82,6 +85,18 @@ Status GpuModel::copy_params_to(float* host) {
 
 Status GpuModel::copy_grads_to(float* host) {
   ctx_.to_host(host, grads_.data(), sizeof(float) * static_cast<size_t>(num_params()));
+  return ctx_.synchronize();
+}
+
+Status GpuModel::copy_state_from_host(const float* host) {
+  if (num_state() == 0) return ok_status();
+  ctx_.to_device(state_.data(), host, sizeof(float) * static_cast<size_t>(num_state()));
+  return ctx_.synchronize();
+}
+
+Status GpuModel::copy_state_to(float* host) {
+  if (num_state() == 0) return ok_status();
+  ctx_.to_host(host, state_.data(), sizeof(float) * static_cast<size_t>(num_state()));
   return ctx_.synchronize();
 }
 
@@ -125,8 +140,11 @@ Result<const float*> GpuModel::forward(const float* input, int batch, bool train
 }
 
 Status GpuModel::backward(const float* input, const float* dout, int batch,
-                          const std::function<void(int)>& ready) {
-  OpContext oc{nullptr, true, 0, false, true};
+                          const std::function<void(int)>& ready, bool accumulate) {
+  if (batch <= 0 || batch > max_batch_)
+    return invalid_input("batch " + std::to_string(batch) + " outside (0, " +
+                         std::to_string(max_batch_) + "]: call reserve() first");
+  OpContext oc{nullptr, true, 0, accumulate};
   for (int i = num_nodes() - 1; i >= 0; --i) {
     const auto ui = static_cast<size_t>(i);
     const int slot = plan_.slot[ui];

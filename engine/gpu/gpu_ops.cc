@@ -16,4 +16,17 @@ void sgd_step(GpuContext& ctx, float* params, const float* grads, float* velocit
   kernels::sgd_step(params, grads, velocity, n, lr, momentum, weight_decay, stream_of(ctx));
 }
 
+void adamw_step(GpuContext& ctx, float* params, const float* grads, float* m, float* v, int64_t n,
+                float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step) {
+  kernels::adamw_step(params, grads, m, v, n,
+                      math::adamw_scalars(lr, beta1, beta2, eps, weight_decay, step),
+                      stream_of(ctx));
+}
+
+size_t clip_scratch_doubles() { return kernels::kClipScratchDoubles; }
+
+void clip_grad_norm(GpuContext& ctx, float* grads, int64_t n, double max_norm, double* scratch) {
+  kernels::clip_grad_norm(grads, n, max_norm, scratch, stream_of(ctx));
+}
+
 }  // namespace dltune::engine::gpu

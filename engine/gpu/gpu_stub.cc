@@ -42,5 +42,9 @@ Result<std::unique_ptr<Op>> make_gpu_op(const recipes::Node&, GpuContext&) {
 void softmax_cross_entropy(GpuContext&, const float*, const int32_t*, int, int, float, float*,
                            double*) {}
 void sgd_step(GpuContext&, float*, const float*, float*, int64_t, float, float, float) {}
+void adamw_step(GpuContext&, float*, const float*, float*, float*, int64_t, float, float, float,
+                float, float, int64_t) {}
+size_t clip_scratch_doubles() { return 1; }
+void clip_grad_norm(GpuContext&, float*, int64_t, double, double*) {}
 
 }  // namespace dltune::engine::gpu

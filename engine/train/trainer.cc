@@ -59,7 +59,11 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& config,
     return invalid_input("model '" + config.model + "' expects inputs " +
                          recipes::describe_shape(model_input) + " but dataset '" + train.name +
                          "' has " + recipes::describe_shape(train.shape));
-  if (t->classes_ != train.classes || t->predictions_ != train.label_width)
+  // A language model reads text as bytes (256 classes): any vocabulary of at least 256 tokens
+  // holds them (GPT-2's 50257 too), the rest of its rows never being a target.
+  const bool tokens = graph->input_kind == recipes::InputKind::kTokens;
+  const bool classes_fit = tokens ? t->classes_ >= train.classes : t->classes_ == train.classes;
+  if (!classes_fit || t->predictions_ != train.label_width)
     return invalid_input("model '" + config.model + "' outputs " + recipes::describe_shape(out) +
                          " but dataset '" + train.name + "' has " +
                          std::to_string(train.label_width) + " label(s) of " +

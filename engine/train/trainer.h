@@ -24,9 +24,10 @@
 // allreduce_device on the device gradient slice on the communication stream (ordered after
 // backward's kernels by an event, so it overlaps the rest of backward when config.overlap);
 // with a host communicator, each bucket is copied to the host gradient buffer, reduced with
-// the configured CPU algorithm and copied back. Loss/SGD run on the device; checkpoints copy
-// parameters and momentum to the host, in the CPU format (a GPU checkpoint resumes on the CPU
-// and back).
+// the configured CPU algorithm and copied back. Micro-batches, the loss, clipping and the
+// optimizer (SGD or AdamW) run on the device; checkpoints copy parameters, model state and the
+// optimizer's moments to the host, in the CPU format (a GPU checkpoint resumes on the CPU and
+// back).
 #pragma once
 
 #include <atomic>
@@ -130,7 +131,8 @@ class Trainer {
   // The host model. On the GPU its parameters are refreshed from the device only by save()
   // and sync_host_params().
   Model& model() { return *model_; }
-  // GPU: copies the device parameters and momentum into the host model / optimizer.
+  // GPU: copies the device parameters, model state and optimizer moments into the host model /
+  // optimizer.
   Status sync_host_params() const;
   bool on_gpu() const { return gpu_ != nullptr; }
   int64_t steps_done() const { return step_; }
@@ -189,7 +191,7 @@ class Trainer {
   Status setup_gpu(int max_batch);
   // GPU: logits (b, classes) of held-out images on the host (in dlogits_).
   Result<const float*> eval_logits_gpu(const float* images, int b);
-  // GPU: host params / momentum -> device (after resume).
+  // GPU: host params / model state / optimizer moments -> device (after resume).
   Status upload_state_gpu();
   // GPU with a host communicator: copies bucket `index` of the device gradients to the host
   // gradient buffer (synchronous).

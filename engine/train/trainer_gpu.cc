@@ -1,5 +1,14 @@
 // Trainer on the GPU (config.device == "gpu"): the device model and its step. See trainer.h
 // for how gradient buckets are reduced with NCCL and with host communicators.
+//
+// The step is compute_cpu()'s, on the device: the local batch is uploaded once, then each
+// micro-batch (chunk) runs forward, the loss (its rows' losses into their slice of `rows`) and
+// backward, the later chunks adding to the gradients; the buckets' allreduces start during the
+// last chunk's backward. Then clipping by the global norm, and SGD or AdamW, all on the device;
+// the host sees only the per-row losses. The optimizer's state lives on the device too (`slots`,
+// in Optimizer::state() order); the host optimizer keeps the step count (AdamW's bias
+// correction) and receives the moments only for checkpoints (sync_host_params).
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -15,7 +24,8 @@ using Clock = std::chrono::steady_clock;
 struct Trainer::Gpu {
   std::unique_ptr<gpu::GpuContext> ctx;
   std::unique_ptr<gpu::GpuModel> model;
-  gpu::DeviceBuffer input, labels, dlogits, rows, velocity, small;
+  gpu::DeviceBuffer input, labels, dlogits, rows, small, norm;
+  std::vector<gpu::DeviceBuffer> slots;  // optimizer state, opt_->state() order
   std::vector<double> host_rows;
 };
 
@@ -25,12 +35,6 @@ void Trainer::GpuDeleter::operator()(Gpu* g) const {
 }
 
 Status Trainer::setup_gpu(int max_batch) {
-  if (config_.microbatches > 1)
-    return unsupported("the GPU engine does not accumulate micro-batches yet; use device cpu");
-  if (config_.optimizer != "sgd" || config_.clip_grad_norm > 0.0)
-    return unsupported("the GPU engine runs SGD without gradient clipping only (this config: " +
-                       config_.optimizer + (config_.clip_grad_norm > 0.0 ? " with clipping" : "") +
-                       "); train this recipe with device cpu");
   auto ctx = gpu::GpuContext::create(0);
   if (!ctx) return ctx.error();
   std::unique_ptr<Gpu, GpuDeleter> g(new Gpu());
@@ -38,9 +42,13 @@ Status Trainer::setup_gpu(int max_batch) {
   auto model = gpu::GpuModel::build(model_->graph(), model_->name(), *g->ctx);
   if (!model) return model.error();
   g->model = std::move(*model);
-  DLTUNE_TRY(g->model->reserve(max_batch));
+  // The device model holds one micro-batch (the host model's reserved chunk), the input and
+  // label buffers the whole local batch.
+  const int chunk = std::max(model_->max_batch(), 1);
+  DLTUNE_TRY(g->model->reserve(chunk));
   const size_t n = static_cast<size_t>(model_->num_params());
   const auto rows = static_cast<size_t>(max_batch * predictions_);
+  const auto chunk_rows = static_cast<size_t>(chunk * predictions_);
   auto alloc = [](gpu::DeviceBuffer& b, size_t bytes) -> Status {
     auto a = gpu::DeviceBuffer::alloc(std::max<size_t>(bytes, 16));
     if (!a) return a.error();
@@ -49,20 +57,29 @@ Status Trainer::setup_gpu(int max_batch) {
   };
   DLTUNE_TRY(alloc(g->input, sizeof(float) * max_batch * model_->input_numel()));
   DLTUNE_TRY(alloc(g->labels, sizeof(int32_t) * rows));
-  DLTUNE_TRY(alloc(g->dlogits, sizeof(float) * rows * classes_));
+  DLTUNE_TRY(alloc(g->dlogits, sizeof(float) * chunk_rows * classes_));
   DLTUNE_TRY(alloc(g->rows, sizeof(double) * rows));
-  DLTUNE_TRY(alloc(g->velocity, sizeof(float) * n));
   DLTUNE_TRY(alloc(g->small, 64));
+  DLTUNE_TRY(alloc(g->norm, sizeof(double) * gpu::clip_scratch_doubles()));
+  g->slots.resize(opt_->state().size());
+  for (auto& s : g->slots) DLTUNE_TRY(alloc(s, sizeof(float) * n));
   g->host_rows.resize(rows);
   gpu_ = std::move(g);
-  // Every rank starts from rank 0's parameters.
+  // Every rank starts from rank 0's parameters and state (the host broadcast ran before, or,
+  // with NCCL, the broadcast below).
   DLTUNE_TRY(gpu_->model->copy_params_from(*model_));
   if (nccl_) {
+    const auto state = static_cast<size_t>(model_->num_state());
     DLTUNE_TRY_CTX(
         nccl_->broadcast_device(gpu_->model->params(), n * sizeof(float), 0, gpu_->ctx->stream()),
         std::string("broadcasting the initial parameters"));
+    if (state > 0)
+      DLTUNE_TRY_CTX(nccl_->broadcast_device(gpu_->model->state(), state * sizeof(float), 0,
+                                             gpu_->ctx->stream()),
+                     std::string("broadcasting the initial model state"));
     DLTUNE_TRY(nccl_->synchronize(gpu_->ctx->stream()));
     DLTUNE_TRY(gpu_->model->copy_params_to(model_->params()));
+    DLTUNE_TRY(gpu_->model->copy_state_to(model_->state()));
   }
   return ok_status();
 }
@@ -70,15 +87,21 @@ Status Trainer::setup_gpu(int max_batch) {
 Status Trainer::sync_host_params() const {
   if (!gpu_) return ok_status();
   DLTUNE_TRY(gpu_->model->copy_params_to(model_->params()));
-  gpu_->ctx->to_host(opt_->state()[0]->data(), gpu_->velocity.data(),
-                     sizeof(float) * static_cast<size_t>(model_->num_params()));
+  DLTUNE_TRY(gpu_->model->copy_state_to(model_->state()));
+  const auto slots = opt_->state();
+  for (size_t i = 0; i < slots.size() && i < gpu_->slots.size(); ++i)
+    gpu_->ctx->to_host(slots[i]->data(), gpu_->slots[i].data(),
+                       sizeof(float) * static_cast<size_t>(model_->num_params()));
   return gpu_->ctx->synchronize();
 }
 
 Status Trainer::upload_state_gpu() {
   DLTUNE_TRY(gpu_->model->copy_params_from_host(model_->params()));
-  gpu_->ctx->to_device(gpu_->velocity.data(), opt_->state()[0]->data(),
-                       sizeof(float) * static_cast<size_t>(model_->num_params()));
+  DLTUNE_TRY(gpu_->model->copy_state_from_host(model_->state()));
+  const auto slots = opt_->state();
+  for (size_t i = 0; i < slots.size() && i < gpu_->slots.size(); ++i)
+    gpu_->ctx->to_device(gpu_->slots[i].data(), slots[i]->data(),
+                         sizeof(float) * static_cast<size_t>(model_->num_params()));
   return gpu_->ctx->synchronize();
 }
 
@@ -121,16 +144,12 @@ Result<double> Trainer::compute_gpu(int B, uint64_t seed, bool traced, StepTimes
   gpu::GpuContext& ctx = *gpu_->ctx;
   gpu::GpuModel& m = *gpu_->model;
   const int64_t n = model_->num_params();
-  const auto rows = static_cast<int>(B * predictions_);
-  ctx.to_device(gpu_->input.data(), input_.data(), sizeof(float) * B * model_->input_numel());
+  const int M = std::min(config_.microbatches, B);
+  const int64_t sz = model_->input_numel(), lw = predictions_;
+  const auto rows = static_cast<int>(B * lw);
+  const auto denom = static_cast<float>(int64_t{global_batch_} * predictions_);
+  ctx.to_device(gpu_->input.data(), input_.data(), sizeof(float) * B * sz);
   ctx.to_device(gpu_->labels.data(), labels_.data(), sizeof(int32_t) * rows);
-  auto logits = m.forward(gpu_->input.floats(), B, true, seed);
-  if (!logits) return logits.error().wrap("step " + std::to_string(step_));
-  gpu::softmax_cross_entropy(ctx, *logits, gpu_->labels.as<int32_t>(), rows, classes_,
-                             static_cast<float>(int64_t{global_batch_} * predictions_),
-                             gpu_->dlogits.floats(), gpu_->rows.as<double>());
-  ctx.to_host(gpu_->host_rows.data(), gpu_->rows.data(), sizeof(double) * rows);
-  tm.forward_end = Clock::now();
 
   // Each bucket is reduced once backward has enqueued its gradients: on the NCCL stream after
   // an event, or (host communicators) after a copy to the host gradient buffer.
@@ -159,15 +178,33 @@ Result<double> Trainer::compute_gpu(int B, uint64_t seed, bool traced, StepTimes
     }
   };
   for (size_t b = 0; b < buckets_.size(); ++b) bucket_left_[b] = buckets_[b].tensors;
-  auto ready = [&](int node) {
-    if (!comm_ || !config_.overlap) return;
-    for (int t : m.final_after(node)) {
-      const auto b = static_cast<size_t>(bucket_of_[static_cast<size_t>(t)]);
-      if (--bucket_left_[b] == 0) start(b);
-    }
-  };
-  DLTUNE_TRY_CTX(m.backward(gpu_->input.floats(), gpu_->dlogits.floats(), B, ready),
-                 "step " + std::to_string(step_));
+  std::function<void(int)> ready;
+  if (comm_ && config_.overlap)
+    ready = [&](int node) {
+      for (int t : m.final_after(node)) {
+        const auto b = static_cast<size_t>(bucket_of_[static_cast<size_t>(t)]);
+        if (--bucket_left_[b] == 0) start(b);
+      }
+    };
+  // Micro-batches as compute_cpu(): chunk sizes, dropout seeds and the order of the gradient
+  // sums are the CPU's.
+  int offset = 0;
+  for (int mb = 0; mb < M; ++mb) {
+    const int b = B / M + (mb < B % M ? 1 : 0);
+    const float* x = gpu_->input.floats() + offset * sz;
+    const uint64_t s = M == 1 ? seed : Rng::mix(seed, static_cast<uint64_t>(rank() * M + mb));
+    auto logits = m.forward(x, b, true, s);
+    if (!logits) return logits.error().wrap("step " + std::to_string(step_));
+    gpu::softmax_cross_entropy(ctx, *logits, gpu_->labels.as<int32_t>() + offset * lw,
+                               static_cast<int>(b * lw), classes_, denom, gpu_->dlogits.floats(),
+                               gpu_->rows.as<double>() + offset * lw);
+    if (mb == 0) tm.forward_end = Clock::now();
+    DLTUNE_TRY_CTX(m.backward(x, gpu_->dlogits.floats(), b,
+                              mb + 1 == M ? ready : std::function<void(int)>{}, mb > 0),
+                   "step " + std::to_string(step_));
+    offset += b;
+  }
+  ctx.to_host(gpu_->host_rows.data(), gpu_->rows.data(), sizeof(double) * rows);
   tm.backward_end = Clock::now();
   if (comm_) {
     for (size_t i = 0; i < buckets_.size(); ++i)  // overlap off: all of them now
@@ -187,9 +224,18 @@ Result<double> Trainer::compute_gpu(int B, uint64_t seed, bool traced, StepTimes
   if (!st)
     return std::move(st).error().wrap("allreducing gradients at step " + std::to_string(step_));
   tm.reduce_end = Clock::now();
-  const double lr = learning_rate(config_, global_batch_, step_);
-  gpu::sgd_step(ctx, m.params(), m.grads(), gpu_->velocity.floats(), n, static_cast<float>(lr),
-                static_cast<float>(config_.momentum), static_cast<float>(config_.weight_decay));
+  if (config_.clip_grad_norm > 0.0)
+    gpu::clip_grad_norm(ctx, m.grads(), n, config_.clip_grad_norm, gpu_->norm.as<double>());
+  const auto lr = static_cast<float>(learning_rate(config_, global_batch_, step_));
+  opt_->set_steps(opt_->steps() + 1);  // as the host optimizer's step() counts
+  if (config_.optimizer == "adamw")
+    gpu::adamw_step(ctx, m.params(), m.grads(), gpu_->slots[0].floats(), gpu_->slots[1].floats(), n,
+                    lr, static_cast<float>(config_.beta1), static_cast<float>(config_.beta2),
+                    static_cast<float>(config_.eps), static_cast<float>(config_.weight_decay),
+                    opt_->steps());
+  else
+    gpu::sgd_step(ctx, m.params(), m.grads(), gpu_->slots[0].floats(), n, lr,
+                  static_cast<float>(config_.momentum), static_cast<float>(config_.weight_decay));
   DLTUNE_TRY_CTX(ctx.synchronize(), "step " + std::to_string(step_) + " on the GPU");
   tm.update_end = Clock::now();
   double loss = 0.0;

@@ -170,13 +170,26 @@ Status train(const Options& o) {
     if (!w) return w.error().wrap("starting the MPI communicator");
     world = std::move(*w);
   }
+  // Start-up can take a while (generating ImageNet-sized samples, building AlexNet): rank 0
+  // says what it is doing in the metrics file, where the launcher shows it.
+  const bool leader = world == nullptr || world->rank() == 0;
+  auto say = [&](const std::string& text) {
+    if (!leader || cfg->metrics_path.empty()) return;
+    auto w = MetricsWriter::open(cfg->metrics_path);
+    if (w) w->write(nlohmann::json{{"event", "status"}, {"text", text}}.dump());
+  };
+  say(cfg->data.starts_with("synthetic")
+          ? "generating " + std::to_string(cfg->train_size) + " " + cfg->data + " samples"
+          : "reading the " + cfg->data + " data");
   Dataset train_data, heldout;
   DLTUNE_TRY(load_train_data(*cfg, &train_data, &heldout));
   // The training's own memory: the peak above what the process held with its data loaded.
   const bool peak_restarted = rss::restart_peak();
   const int64_t rss_before = rss::current_bytes(), shmem_before = rss::shmem_bytes();
+  say("building " + cfg->model + " and its optimizer");
   auto trainer = Trainer::create(*cfg, world.get(), train_data, &heldout);
   if (!trainer) return trainer.error();
+  say("running the first step (not timed: it warms the caches)");
   if (!o.resume.empty()) DLTUNE_TRY((*trainer)->resume(o.resume));
   auto metrics = MetricsWriter::open((*trainer)->rank() == 0 ? cfg->metrics_path : "");
   if (!metrics) return metrics.error();

@@ -2,7 +2,7 @@
 // described in tuner/recipe_tuning.h, which writes the candidates and reads the results).
 //
 //   dltune-worker trial --recipe RECIPE.yaml --candidates C.json --out R.json [--budget S]
-//                       [--grid]
+//                       [--deadline UNIX_S] [--progress EVENTS.jsonl] [--grid]
 //
 // Run on every rank of a job (MPI communicator when launched as a rank, else one rank alone).
 // The ranks step through the candidates without relaunching: a trainer per candidate from
@@ -16,8 +16,21 @@
 // fails on some ranks only leaves the ranks in different collectives, so the search stops
 // within max(5 s, 10 x the slowest step) and the rank exits at once (exit 1) for the launcher
 // to stop the others. DLTUNE_FAULT_TRIAL_STEP=RANK:N (or *:N) injects a failed step for tests.
-// Synthetic training sets are cut to max(4096, 8 x the largest global batch) samples (step
-// time does not depend on the set's size; generating it does). Rank 0 writes R.json.
+// Synthetic training sets are cut to max(4096, 8 x the largest global batch) samples, and large
+// samples to 256 MiB beyond two global batches (step time does not depend on the set's size;
+// generating it does). Rank 0 writes R.json.
+//
+// The budget: --deadline (the launcher's clock, so that the ranks' start-up counts) or --budget
+// seconds from the start. Building a trainer and its warm-up count too: before each chunk, a
+// cost model of the set-ups and steps so far (common/halving_cost.h) says whether it (and the
+// trainer's set-up, when it is not built) ends within the budget; a first-round candidate not
+// yet measured that does not fit is recorded as skipped ("not measured: the tune.budget ran
+// out before its first trial"), otherwise the round ends there. Each trial records its chunks'
+// (steps, seconds), so that the tuner can state paired intervals; the round that compares the
+// two finalists goes on, a cycle at a time, while their paired ~95 % interval
+// (common/stats.h paired_rate_ratio) still holds 1 and the budget allows. Rank 0 appends
+// progress events to --progress: trial_start, trial_build, trial_chunk (round,
+// candidate, steps, the best so far), trial_skip, trial_compare, trial_round.
 // Exit: 0 (R.json written, even when every candidate failed), 1 communication failure,
 // 2 bad input (unreadable recipe or candidates file).
 #pragma once

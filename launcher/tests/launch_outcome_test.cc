@@ -17,6 +17,8 @@ struct FakeRun {
     facts.ranks = 2;
     facts.choice.plan.training.lr_scale = 4;
     facts.choice.plan.training.global_batch = 512;
+    facts.gradient_bytes = 1600000;
+    facts.copy_gbs = 10;
     facts.worker = {{"steps", steps},
                     {"final_loss", last},
                     {"heldout_accuracy", 0.107},
@@ -109,28 +111,38 @@ TEST(LaunchOutcome, RanksSharingCoresAreSaid) {
   EXPECT_TRUE(s["warnings"].empty()) << s.dump(1);
 }
 
-// The step-time split adds up: what is neither compute nor exposed communication is "other".
+// The step-time split adds up, every part over the same timed steps: the step is the global
+// batch over the throughput; what is neither compute nor exposed communication is "other";
+// start-up, the first step, evaluations and checkpoints are reported once, never spread over
+// the steps (a 12-step AlexNet run once showed "other 7296 ms" per step).
 TEST(LaunchOutcome, TheStepTimeSplitAddsUp) {
   FakeRun run(100, 2.31, 0.05);
-  // Seconds over the run's steps; `counted` says which steps the worker executed and timed
-  // (absent: all of them). Every case comes to 10 + 2 + 3 = 15 ms per step.
-  auto split_of = [&](double compute, double comm, double wall, int counted) {
+  run.facts.worker["global_batch"] = 15;  // 15 samples at 1000 samples/s: 15 ms per step
+  // Seconds over the timed steps; `timed` of them (absent: all). Every case comes to
+  // 10 + 2 + 3 = 15 ms per step, and `wall` holds 2 s beyond the timed steps.
+  auto split_of = [&](double compute, double comm, double wall, int timed) {
     run.facts.worker["compute_s"] = compute;
     run.facts.worker["comm_s"] = comm;
     run.facts.worker["wall_seconds"] = wall;
-    if (counted > 0) {
-      run.facts.worker["steps_run"] = counted;
-      run.facts.worker["timed_steps"] = counted;
+    if (timed > 0) {
+      run.facts.worker["steps_run"] = timed + 1;
+      run.facts.worker["timed_steps"] = timed;
     }
     const auto st = run.summary()["step_time"];
     EXPECT_NEAR(st["compute_s"].get<double>(), 0.010, 1e-12);
     EXPECT_NEAR(st["exposed_comm_s"].get<double>(), 0.002, 1e-12);
     EXPECT_NEAR(st["other_s"].get<double>(), 0.003, 1e-12);
     EXPECT_NEAR(st["total_s"].get<double>(), 0.015, 1e-12);
+    EXPECT_NEAR(st["outside_steps_s"].get<double>(), 2.0, 1e-9);
   };
-  split_of(1.0, 0.2, 1.5, 0);
-  EXPECT_NE(format_summary(run.summary()).find("+ other 3.00 ms"), std::string::npos);
-  split_of(0.5, 0.1, 0.75, 50);  // resumed at step 50: this run executed and timed 50 steps
+  split_of(1.0, 0.2, 3.5, 0);
+  const std::string text = format_summary(run.summary());
+  EXPECT_NE(text.find("+ other 3.00 ms"), std::string::npos) << text;
+  EXPECT_NE(text.find("2.0 s once (start-up, the first step, evaluation, checkpoints)"),
+            std::string::npos)
+      << text;
+  split_of(0.5, 0.1, 2.75, 50);     // resumed at step 50: this run executed 51 and timed 50
+  split_of(0.12, 0.024, 2.18, 12);  // a short run: start-up stays out of the per-step figures
 }
 
 // Each rank brings in (p-1)/p of the gradient and sends as much out: 2 (p-1)/p N bytes across
@@ -144,6 +156,169 @@ TEST(LaunchOutcome, TheAllreduceBoundIsTheTrafficAcrossEachCore) {
   EXPECT_NEAR(run.summary()["allreduce"]["bound_s_per_step"].get<double>(), 0.075, 1e-12);
   run.facts.ranks = 1;  // nothing to reduce
   EXPECT_EQ(run.summary()["allreduce"]["bound_s_per_step"].get<double>(), 0.0);
+  EXPECT_NE(format_summary(run.summary()).find("none: one rank has nothing to reduce"),
+            std::string::npos);
+}
+
+// The allreduce line is always there: with the sweep's estimate when the sweep reached the
+// job's buckets, else saying why not (and a warning with what to do), and the bound or why
+// it could not be computed; exposed communication beyond the allreduce is waiting for ranks.
+TEST(LaunchOutcome, TheAllreduceLineIsAlwaysThereAndSaysWhy) {
+  FakeRun run(300, 2.31, 0.05);
+  run.facts.gradient_bytes = 1600000;
+  run.facts.copy_gbs = 10;
+  run.facts.choice.plan.training.bucket_bytes = 1 << 20;
+  run.facts.worker["comm_s"] = 0.02 * 300;  // 20 ms exposed per step
+  run.facts.worker["timed_steps"] = 300;
+  auto s = run.summary();
+  EXPECT_TRUE(s["allreduce"]["sweep_s_per_step"].is_null());
+  EXPECT_NE(s["allreduce"]["sweep_note"].get<std::string>().find("no collective sweep"),
+            std::string::npos);
+  std::string text = format_summary(s);
+  EXPECT_NE(text.find("not estimated (no collective sweep"), std::string::npos) << text;
+  EXPECT_NE(text.find("bound 0.08 ms"), std::string::npos) << text;
+  // The sweep measured only small sizes: said so, with a warning.
+  tuner::db::Measurement m;
+  m.collective = "allreduce";
+  m.algorithm = "ring";
+  m.bytes = 131072;
+  m.median_us = 50;
+  run.facts.choice.collective_measurements = {m};
+  s = run.summary();
+  EXPECT_NE(s["allreduce"]["sweep_note"].get<std::string>().find(
+                "the sweep measured ring only up to 128 KiB, below this job's 1 MiB buckets"),
+            std::string::npos)
+      << s["allreduce"];
+  bool warned = false;
+  for (const auto& w : s["warnings"]) {
+    warned = warned || w.get<std::string>().find("could not be estimated") != std::string::npos;
+  }
+  EXPECT_TRUE(warned) << s["warnings"];
+  // It reached them: 1 MiB at 400 us and the 551,424-byte rest scaled from 1 MiB.
+  m.bytes = 1 << 20;
+  m.median_us = 400;
+  run.facts.choice.collective_measurements = {m};
+  s = run.summary();
+  ASSERT_TRUE(s["allreduce"]["sweep_s_per_step"].is_number()) << s["allreduce"];
+  EXPECT_NEAR(s["allreduce"]["sweep_s_per_step"].get<double>(), 400e-6 * (1 + 551424.0 / 1048576),
+              1e-9);
+  text = format_summary(s);
+  EXPECT_NE(text.find("was waiting for the slowest rank"), std::string::npos) << text;
+  EXPECT_EQ(s["allreduce"]["bound_note"], "");
+  // A sweep estimate below the bound is not printed as if both held: the bound's bandwidth
+  // was measured low, and the line says so.
+  run.facts.copy_gbs = 1;  // bound 0.8 ms, above the 0.61 ms estimate
+  s = run.summary();
+  EXPECT_NE(s["allreduce"]["bound_note"].get<std::string>().find("below this bound"),
+            std::string::npos)
+      << s["allreduce"];
+  EXPECT_NE(format_summary(s).find("GB/s; the sweep measured the allreduce below this bound"),
+            std::string::npos)
+      << format_summary(s);
+  run.facts.copy_gbs = 0;
+  s = run.summary();
+  EXPECT_TRUE(s["allreduce"]["bound_s_per_step"].is_null());
+  EXPECT_NE(format_summary(s).find("no bound (this machine's copy bandwidth"), std::string::npos);
+}
+
+// N ranks slower than one: a warning that says what to do.
+TEST(LaunchOutcome, RanksSlowerThanOneAreWarnedAbout) {
+  FakeRun run(300, 2.31, 0.05);
+  run.facts.baseline_sps = 1200;  // 2 ranks at 1000 samples/s
+  run.facts.baseline_rel_ci = 0.01;
+  const auto s = run.summary();
+  ASSERT_EQ(s["warnings"].size(), 1u) << s["warnings"];
+  const std::string w = s["warnings"][0];
+  EXPECT_NE(w.find("2 ranks trained at 1,000 samples/s, slower than 1 rank alone (1,200"),
+            std::string::npos)
+      << w;
+  EXPECT_NE(w.find("Run with -n 1"), std::string::npos) << w;
+}
+
+// A plan whose winner ran fewer trial steps than a step time needs to settle, or whose trials
+// measured a throughput far from the training's, is said to be uncertain.
+TEST(LaunchOutcome, ShortOrMisleadingTrialsAreWarnedAbout) {
+  FakeRun run(300, 2.31, 0.05);
+  run.facts.choice.source = "tuned";
+  run.facts.choice.plan.provenance.measured_sps = 400;  // training ran at 1000
+  run.facts.choice.recipe_outcome = {
+      {"winner", 1},
+      {"trials",
+       {{"trials", {{{"candidate", 1}, {"steps", 4}}, {{"candidate", 0}, {"steps", 4}}}}}}};
+  const auto s = run.summary();
+  std::string all;
+  for (const auto& w : s["warnings"]) all += w.get<std::string>() + "\n";
+  EXPECT_NE(all.find("trials of only 4 steps of the winner"), std::string::npos) << all;
+  EXPECT_NE(all.find("the trials measured 400 samples/s for this plan, training ran at 1,000"),
+            std::string::npos)
+      << all;
+}
+
+// Collective choices that the sweep's own measurements say an exhaustive search would beat by
+// far are warned about; a good choice is not.
+TEST(LaunchOutcome, UncertainCollectiveChoicesAreWarnedAbout) {
+  FakeRun run(300, 2.31, 0.05);
+  run.facts.gradient_bytes = 1 << 20;
+  run.facts.choice.plan.training.bucket_bytes = 1 << 20;
+  run.facts.choice.plan = recipes::default_plan(1, 2, 64, recipes::Algorithm::kRing);
+  run.facts.choice.plan.training.bucket_bytes = 1 << 20;
+  auto m = [](const char* algo, uint64_t bytes, double us) {
+    tuner::db::Measurement x;
+    x.collective = "allreduce";
+    x.algorithm = algo;
+    x.bytes = bytes;
+    x.median_us = us;
+    return x;
+  };
+  // ring (the plan's) takes 4x shm's time at the job's 1 MiB bucket.
+  run.facts.choice.collective_measurements = {m("ring", 524288, 200), m("ring", 1 << 20, 400),
+                                              m("shm", 524288, 50), m("shm", 1 << 20, 100)};
+  auto warnings = [&] {
+    std::string all;
+    const nlohmann::json s = run.summary();  // kept alive over the loop
+    for (const auto& w : s["warnings"]) all += w.get<std::string>() + "\n";
+    return all;
+  };
+  EXPECT_NEAR(run.summary()["allreduce"]["collective_regret"].get<double>(), 3.0, 1e-9);
+  EXPECT_NE(warnings().find("the collective choices are uncertain"), std::string::npos)
+      << warnings();
+  EXPECT_NE(warnings().find("allreduce 4.0x faster"), std::string::npos) << warnings();
+  run.facts.choice.plan = recipes::default_plan(1, 2, 64, recipes::Algorithm::kSharedMemory);
+  run.facts.choice.plan.training.bucket_bytes = 1 << 20;
+  EXPECT_EQ(warnings().find("collective choices"), std::string::npos) << warnings();
+}
+
+// Unknown figures are null, not -1; a resumed run names its plan's origin, not an empty path.
+TEST(LaunchOutcome, UnknownFiguresAreNullAndResumedRunsSayWhereTheirPlanIs) {
+  FakeRun run(300, 2.31, 0.05);
+  run.facts.worker.erase("heldout_accuracy");
+  run.facts.choice.source = "cache";
+  run.facts.resumed_from = "/tmp/run/checkpoints/checkpoint.bin";
+  const auto s = run.summary();
+  EXPECT_TRUE(s["heldout_accuracy"].is_null());
+  EXPECT_TRUE(s["heldout_loss"].is_null());
+  const std::string text = format_summary(s);
+  EXPECT_NE(text.find("the run directory's plan.json (resumed; it was cache)"), std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("cached in  "), std::string::npos) << text;
+  EXPECT_NE(text.find("not measured"), std::string::npos) << text;
+}
+
+// The summary wraps at the width asked for, between words, under its value column.
+TEST(LaunchOutcome, WrappingKeepsWordsWhole) {
+  EXPECT_EQ(wrap_words("one two three four", 9, 2), "one two\n  three\n  four");
+  EXPECT_EQ(wrap_words("averyveryverylongword x", 5, 0), "averyveryverylongword\nx");
+  FakeRun run(300, 2.31, 2.30);  // a warning long enough to wrap
+  const std::string text = format_summary(run.summary(), 80);
+  size_t start = 0;
+  for (size_t nl; (nl = text.find('\n', start)) != std::string::npos; start = nl + 1) {
+    const std::string line = text.substr(start, nl - start);
+    EXPECT_LE(line.size(), 80u) << line;
+  }
+  EXPECT_NE(text.find("\n                     "), std::string::npos) << text;  // indented
+  for (const char* word : {"learning", "warmup", "optimizer.lr_scaling:"}) {
+    EXPECT_NE(text.find(word), std::string::npos) << word << " was broken: " << text;
+  }
 }
 
 // Across nodes the network is a level of its own: each node sends and receives 2 (N-1)/N of

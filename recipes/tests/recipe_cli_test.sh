@@ -36,9 +36,11 @@ grep -q "no recipe file or bundled recipe named" "$tmp/err" || fail "missing-fil
 [ $? -eq 2 ] || fail "--json check did not exit 2"
 grep -q '"key": "training.steps"' "$tmp/out" || fail "--json lacks the key: $(cat "$tmp/out")"
 
-# show: normalised JSON with the parameter count; --signature: 64 hex characters.
+# show: normalised YAML (--json: JSON) with the parameter count; --signature: 64 hex characters.
 "$dltune" recipe show quickstart >"$tmp/out" || fail "show exited $?"
-grep -q '"parameters": 431080' "$tmp/out" || fail "show lacks the LeNet parameter count"
+grep -q '^  parameters: 431080$' "$tmp/out" || fail "show lacks the LeNet parameter count"
+"$dltune" recipe show --json quickstart >"$tmp/out" || fail "show --json exited $?"
+grep -q '"parameters": 431080' "$tmp/out" || fail "show --json lacks the LeNet parameter count"
 sig=$("$dltune" recipe show --signature quickstart) || fail "show --signature failed"
 [[ $sig =~ ^[0-9a-f]{64}$ ]] || fail "signature '$sig'"
 

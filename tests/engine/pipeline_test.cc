@@ -112,6 +112,17 @@ void collect(Model& m, Trained& r) {
                                                   m.state() + t.offset + recipes::numel(t.shape))});
 }
 
+// kSteps steps of `t`: their losses, then its tensors.
+Status train(Trainer& t, Trained& r) {
+  for (int i = 0; i < kSteps; ++i) {
+    auto l = t.step();
+    if (!l) return l.error();
+    r.losses.push_back(*l);
+  }
+  collect(t.model(), r);
+  return ok_status();
+}
+
 Trained one_rank(const Net& n, int microbatches) {
   TrainConfig c = n.config;
   c.microbatches = microbatches;
@@ -119,8 +130,8 @@ Trained one_rank(const Net& n, int microbatches) {
   auto t = Trainer::create(c, nullptr, n.train, nullptr);
   EXPECT_TRUE(t.ok()) << t.error().message();
   Trained r;
-  for (int i = 0; i < kSteps; ++i) r.losses.push_back(*(*t)->step());
-  collect((*t)->model(), r);
+  Status st = train(**t, r);
+  EXPECT_TRUE(st.ok()) << st.error().message();
   return r;
 }
 
@@ -132,14 +143,7 @@ std::vector<Trained> data_parallel(const Net& n, int microbatches, int ranks) {
     cfg.microbatches = microbatches;
     auto t = Trainer::create(cfg, &c, n.train, nullptr);
     if (!t) return t.error();
-    Trained& r = runs[static_cast<size_t>(c.rank())];
-    for (int i = 0; i < kSteps; ++i) {
-      auto l = (*t)->step();
-      if (!l) return l.error();
-      r.losses.push_back(*l);
-    }
-    collect((*t)->model(), r);
-    return ok_status();
+    return train(**t, runs[static_cast<size_t>(c.rank())]);
   });
   EXPECT_TRUE(st.ok()) << st.error().message();
   return runs;
@@ -177,14 +181,7 @@ TEST_P(PipelineEquivalence, SameParametersAndLossesAsOneRank) {
     cfg.bucket_bytes = 4 << 10;  // several buckets per stage
     auto t = Trainer::create(cfg, &c, n.train, nullptr);
     if (!t) return t.error();
-    Trained& r = runs[static_cast<size_t>(c.rank())];
-    for (int i = 0; i < kSteps; ++i) {
-      auto l = (*t)->step();
-      if (!l) return l.error();
-      r.losses.push_back(*l);
-    }
-    collect((*t)->model(), r);
-    return ok_status();
+    return train(**t, runs[static_cast<size_t>(c.rank())]);
   });
   ASSERT_TRUE(st.ok()) << st.error().message();
   for (int r = 0; r < world; ++r) {

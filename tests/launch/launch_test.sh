@@ -17,6 +17,20 @@ newest_run() { ls -dt "$DLTUNE_RUNS_DIR"/*/ | head -1 | sed 's|/$||'; }
 # 1. First run: tunes within the budget, trains, writes the whole run directory.
 "$dltune" launch "$tiny" >"$tmp/out1" 2>"$tmp/err1" || fail "first launch exited $?: $(cat "$tmp/err1" "$tmp/out1")"
 grep -q "plan: tuned" "$tmp/out1" || fail "first run did not tune: $(cat "$tmp/out1")"
+# The why and the summary wrap at 100 columns (not a terminal) between words: no line of theirs
+# is longer, and the why's words all survive.
+python3 - "$tmp/out1" <<'PY' || fail "the why or the summary is not wrapped: $(cat "$tmp/out1")"
+import sys
+lines = open(sys.argv[1]).read().split("\n")
+i = next(i for i, l in enumerate(lines) if l.startswith("  why: "))
+why = [lines[i]]
+while lines[i + len(why)].startswith("       "):
+    why.append(lines[i + len(why)])
+assert all(len(l) <= 100 for l in why), why
+assert len(why) > 1 or len(why[0]) <= 100, why
+s = lines.index(next(l for l in lines if l.startswith("summary: ")))
+assert all(len(l) <= 100 for l in lines[s:] if " " in l.strip()), [l for l in lines[s:] if len(l) > 100]
+PY
 run1=$(newest_run)
 for f in recipe.yaml plan.json train_config.json launch.json metrics.jsonl summary.json \
          trace.json report.html checkpoints/checkpoint.bin; do
@@ -49,28 +63,41 @@ assert abs(s["scaling_efficiency"] - s["throughput_sps"] / (2 * s["baseline_1ran
 assert 0.25 <= s["scaling_efficiency"] <= 1.1, s["scaling_efficiency"]
 assert s["tuning_seconds"] > 0 and s["heldout_accuracy"] > 0.5, s
 assert s["plan"]["provenance"]["source"] == "tuned" and s["plan"]["provenance"]["reason"]
+# The budget is a promise: the whole tuning phase (sweep, trials, the ranks' start-up) within
+# tune.budget + 10 %, here with 2 s more for a loaded 2-core CI machine's process start-up and
+# shut-down; the plan records the budget and what it cut.
+assert s["tuning_seconds"] <= 6 * 1.1 + 2, s["tuning_seconds"]
+b = s["plan"]["provenance"]["budget"]
+assert b["budget_s"] == 6 and b["tuning_s"] > 0, b
+assert s["budget"]["budget_s"] == 6, s["budget"]
+# Every per-step figure over the same timed steps, start-up kept out of them.
+st = s["step_time"]
+assert abs(st["compute_s"] + st["exposed_comm_s"] + st["other_s"] - st["total_s"]) < 1e-9 or st["other_s"] == 0, st
+assert st["outside_steps_s"] >= 0 and st["total_s"] < 1.0, st
+# The allreduce line: the sweep covered the job's buckets, and the bound is there.
+ar = s["allreduce"]
+# (On a loaded machine the ranks' start-up can take the sweep's share of a 6 s budget: then
+# the budget cut and the summary's note say so.)
+assert ar["sweep_s_per_step"] is not None or ("collective sweep" in s["budget"]["cut"] and ar["sweep_note"]), (ar, s["budget"])
+assert ar["bound_s_per_step"] is not None and ar["bound_s_per_step"] > 0, ar
+# Unknown figures are null, never a -1 sentinel.
+assert s["heldout_loss"] is None or s["heldout_loss"] >= 0, s
 t = json.load(open(d + "/trace.json"))
 pids = {e["pid"] for e in t["traceEvents"] if e.get("ph") == "X"}
 assert pids == {0, 1}, pids
 steps = [json.loads(l) for l in open(d + "/metrics.jsonl") if '"step"' in l]
 assert len([x for x in steps if x["event"] == "step"]) == 80
 PY
-# report.html in headless Chromium: it loads (no load or console errors) and its 7 plots are
-# in the rendered DOM with their data series (the last two: the predicted scaling curve).
-chromium=$(command -v chromium || command -v chromium-browser) ||
-  fail "chromium is not installed (scripts/bootstrap.sh installs it)"
-timeout 120 "$chromium" --headless --no-sandbox --disable-gpu --user-data-dir="$tmp/chromium" \
-  --enable-logging=stderr --v=0 --dump-dom "file://$run1/report.html" >"$tmp/dom" 2>"$tmp/chromium.log" ||
-  fail "chromium could not load report.html: $(tail -3 "$tmp/chromium.log")"
-grep -E "CONSOLE|Uncaught|ERR_FILE|net::ERR" "$tmp/chromium.log" && fail "report.html logged errors"
-python3 - "$tmp/dom" <<'PY' || fail "report.html's rendered DOM lacks its plots"
-import sys
-dom = open(sys.argv[1]).read()
-assert dom.count("<svg") == 7, dom.count("<svg")
-assert "Predicted scaling efficiency" in dom
-assert dom.count('class="series"') >= 4, dom.count('class="series"')
-assert 'class="chosen"' in dom and "tiny on 2 rank(s)" in dom
-PY
+# report.html in headless Chromium: it loads without errors, renders at a page's width (the
+# screenshot), and every plot in the rendered DOM has data, with readable axis labels (9 plots:
+# the last two the predicted scaling curve).
+"$src/tests/launch/report_check.sh" "$run1/report.html" "$tmp/report" 9 "tiny on 2 rank(s)" ||
+  fail "report.html: $(cat "$tmp/report/why" 2>/dev/null)"
+grep -q "Predicted scaling efficiency" "$tmp/report/dom.html" ||
+  fail "report.html lacks the predicted scaling curve"
+# db show names the recipe, not only its signature.
+"$dltune" db show >"$tmp/dbshow" 2>&1 || fail "db show exited $?"
+grep -q "recipe tiny (" "$tmp/dbshow" || fail "db show does not name the recipe: $(cat "$tmp/dbshow")"
 
 # 2. Second run: the cached plan, no tuning.
 "$dltune" launch "$tiny" >"$tmp/out2" 2>"$tmp/err2" || fail "second launch exited $?: $(cat "$tmp/err2")"
@@ -84,20 +111,44 @@ python3 -c "
 import json,sys; a=json.load(open('$run1/plan.json')); b=json.load(open('$run2/plan.json'))
 assert a['training']==b['training'] and a['collectives']==b['collectives']" || fail "cached plan differs from the tuned one"
 
-# 3. --retune tunes again; --json prints machine-readable events ending in the summary.
+# 3. --retune tunes again; --json prints machine-readable events ending in the summary, with
+#    every phase reporting: the sweep's sizes, the trials' rounds and candidates, the ranks'
+#    start-up, the steps; and never more than 3 s apart while tuning.
 "$dltune" launch "$tiny" --retune --json >"$tmp/out3" 2>"$tmp/err3" || fail "--retune exited $?: $(cat "$tmp/err3")"
-python3 - "$tmp/out3" <<'PY' || fail "--retune --json output"
+python3 - "$tmp/out3" <<'PY' || fail "--retune --json output: $(head -c 3000 "$tmp/out3")"
 import json, sys
 events = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 assert events[-1]["event"] == "summary" and events[-1]["plan_source"] == "tuned", events[-1]
-assert any(e.get("event") == "progress" for e in events)
+assert all("t" in e for e in events[:-1]), [e for e in events if "t" not in e][:3]
+kinds = {e.get("rank_event") for e in events if e["event"] == "status"}
+for k in ("sweep", "trial_chunk"):
+    assert k in kinds, (k, kinds)
+phases = [e["phase"] for e in events if e["event"] == "phase"]
+for p in ("tuning collectives", "tuning batch, buckets, overlap", "training",
+          "measuring 1 rank for the scaling efficiency"):
+    assert p in phases, (p, phases)
+# Nothing silent while tuning: from the first tuning phase to the training phase.
+start = next(i for i, e in enumerate(events) if e.get("phase") == "tuning collectives")
+end = next(i for i, e in enumerate(events) if e.get("phase") == "training")
+ts = [e["t"] for e in events[start:end + 1]]
+gaps = [b - a for a, b in zip(ts, ts[1:])]
+assert max(gaps) <= 3.0, max(gaps)
+steps = [e["step"] for e in events if e["event"] == "progress" and e.get("phase") == "training"]
+assert steps and steps[-1] == 80 and len(steps) == len(set(steps)), steps[-5:]
+assert all(e["accuracy"] is None or 0 <= e["accuracy"] <= 1 for e in events if e["event"] == "progress")
+s = events[-1]
+c = s["confidence"]
+assert c is None or (c["ratio"] > 0 and c["rounds"] >= 0), c
 PY
 
 # 4. --dry-run: prints the plan and the exact launch, starts and writes nothing.
 before=$(ls "$DLTUNE_RUNS_DIR" | wc -l)
 "$dltune" launch "$tiny" --dry-run >"$tmp/out4" 2>&1 || fail "--dry-run exited $?"
-grep -q "^launch: dltune run -n 2 --backend local" "$tmp/out4" || fail "--dry-run: $(cat "$tmp/out4")"
-grep -q '"training"' "$tmp/out4" || fail "--dry-run does not print the plan"
+grep -q "^ranks:   dltune run -n 2 --backend local" "$tmp/out4" || fail "--dry-run: $(cat "$tmp/out4")"
+grep -q "^plan:    cached in $DLTUNE_DB; a launch uses it as it is" "$tmp/out4" ||
+  fail "--dry-run does not say the plan is cached: $(cat "$tmp/out4")"
+grep -q "^  training: per-rank batch [0-9]*, global [0-9]*" "$tmp/out4" || fail "--dry-run does not print the plan"
+grep -q "^  why: " "$tmp/out4" || fail "--dry-run does not say why the plan is what it is"
 [ "$(ls "$DLTUNE_RUNS_DIR" | wc -l)" = "$before" ] || fail "--dry-run created a run directory"
 
 # 5. Bad command lines and bad recipes: exit 2, the recipe's file:line:col, nothing started.
@@ -128,6 +179,15 @@ echo "this is not an SQLite database, only text long enough to look like a file"
 DLTUNE_DB=$tmp/broken.db "$dltune" launch "$tiny" >/dev/null 2>"$tmp/err"
 [ $? -eq 2 ] || fail "a broken user database did not exit 2: $(cat "$tmp/err")"
 [ "$(ls "$DLTUNE_RUNS_DIR" | wc -l)" = "$before" ] || fail "a refused launch left a run directory"
+
+# 5b. --set: the run trains the overridden recipe and records it in its recipe.yaml.
+"$dltune" launch "$tiny" --no-tune --set training.steps=20 --set training.checkpoint_every=10 \
+  >"$tmp/out5" 2>&1 || fail "--set launch exited $?: $(cat "$tmp/out5")"
+setrun=$(newest_run)
+[ "$(field "$setrun/summary.json" "['steps']")" = 20 ] || fail "--set training.steps=20 was not run"
+grep -q "^#   --set training.steps=20$" "$setrun/recipe.yaml" || fail "recipe.yaml lacks the --set: $(cat "$setrun/recipe.yaml")"
+grep -q "steps: 20" "$setrun/recipe.yaml" || fail "recipe.yaml lacks the overridden value"
+"$dltune" recipe check "$setrun/recipe.yaml" >/dev/null || fail "the recorded recipe.yaml does not check"
 
 # 6. Interrupt a run mid-way (SIGTERM to the launcher: ranks checkpoint and stop, exit 143),
 #    resume it, and compare the final parameters with an uninterrupted run of the same plan.

@@ -24,7 +24,9 @@ assert s["plan_source"] == want, (s["plan_source"], want)
 assert s["heldout_accuracy"] >= 0.95, s["heldout_accuracy"]
 assert s["steps"] == 300 and s["ranks"] == 2
 assert (s["tuning_seconds"] > 0) == (want == "tuned"), s["tuning_seconds"]
-assert s["tuning_seconds"] <= 20 * 1.5 + 10, s["tuning_seconds"]  # the recipe's budget, with launch overheads
+# The recipe's budget, a promise: + 10 %, and 2 s for a loaded CI machine's process start-up and
+# shut-down.
+assert s["tuning_seconds"] <= 20 * 1.1 + 2, s["tuning_seconds"]
 PY
 done
 grep -q "plan: cached in $DLTUNE_DB" "$tmp/out2" || fail "the second run did not say it used the cache"

@@ -113,9 +113,16 @@ TEST_F(TuneCli, TunesARecipeAndThenHitsTheCache) {
   EXPECT_GE(out.at("candidates").size(), 8u);
   const auto& trials = out.at("trials").at("trials");
   ASSERT_FALSE(trials.empty());
-  int measured = 0;
+  // Every trial either measured its candidate or says the budget left it unmeasured (how many
+  // a 10 s budget measures depends on the machine's load: the ranks' start-up counts).
+  int measured = 0, skipped = 0;
   for (const auto& t : trials) {
-    if (!t.at("failed").get<bool>()) {
+    if (t.value("skipped", false)) {
+      EXPECT_EQ(t.at("steps").get<int>(), 0) << t.dump();
+      EXPECT_NE(t.at("reason").get<std::string>().find("tune.budget ran out"), std::string::npos)
+          << t.dump();
+      ++skipped;
+    } else if (!t.at("failed").get<bool>()) {
       EXPECT_GT(t.at("samples_per_s").get<double>(), 0) << t.dump();
       EXPECT_GT(t.at("steps").get<int>(), 0) << t.dump();
       // The step split: compute and exposed communication per step, and each gradient
@@ -127,7 +134,12 @@ TEST_F(TuneCli, TunesARecipeAndThenHitsTheCache) {
       ++measured;
     }
   }
-  EXPECT_GE(measured, 8);
+  EXPECT_GE(measured, 2);
+  EXPECT_EQ(out.at("trials").value("skipped", -1), skipped);
+  if (skipped > 0) {
+    EXPECT_NE(j.at("plan").at("provenance").at("reason").get<std::string>().find("unmeasured"),
+              std::string::npos);
+  }
   // Candidates that differ only in bucket and overlap share a trainer: 4 batches x 4
   // communication settings build one model per batch (again only when a family returns).
   const int built = out.at("trials").at("trainers_built").get<int>();
@@ -219,7 +231,9 @@ TEST_F(TuneCli, LinearLrDivergingFallsBackToSquareRootScaling) {
   text->replace(at, ref.size(), "lr_reference_batch: 64");
   const std::string recipe = dir_ + "/hot.yaml";
   ASSERT_TRUE(paths::write_file_atomic(recipe, *text).ok());
-  CliRun r = dltune("tune " + recipe + " -n 2 --budget 20 --db " + db_ + " --json");
+  // The premise needs the trainer to run past its 20-step warm-up within the budget, which
+  // counts the ranks' start-up: 40 s leaves room on a loaded 2-core machine (250 samples/s).
+  CliRun r = dltune("tune " + recipe + " -n 2 --budget 40 --db " + db_ + " --json");
   ASSERT_EQ(r.code, 0) << r.out << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_NEAR(j.at("plan").at("training").at("lr_scale").get<double>(), std::sqrt(2.0), 1e-9)
@@ -233,7 +247,7 @@ TEST_F(TuneCli, LinearLrDivergingFallsBackToSquareRootScaling) {
   const std::string linear = dir_ + "/hot-linear.yaml";
   ASSERT_TRUE(paths::write_file_atomic(linear, *text).ok());
   const std::string db2 = dir_ + "/linear.db";
-  CliRun l = dltune("tune " + linear + " -n 2 --budget 20 --db " + db2);
+  CliRun l = dltune("tune " + linear + " -n 2 --budget 40 --db " + db2);
   EXPECT_EQ(l.code, 1) << l.out << l.err;
   EXPECT_NE(l.err.find("diverged: the loss"), std::string::npos) << l.err;
   EXPECT_EQ(l.err.find("square-root"), std::string::npos) << l.err;

@@ -1,5 +1,6 @@
 #include "tuner/db/admin.h"
 
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <map>
@@ -275,14 +276,45 @@ std::string summary_text(const json& s) {
   for (const json& p : s["plans"]) {
     const json& k = p["key"];
     const std::string recipe = k["recipe"].get<std::string>();
+    // A recipe by its name (the plan's, or a bundled recipe's with this signature, as the
+    // caller found it) and its signature.
+    std::string name = p.value("recipe_name", "");
+    const std::string who = recipe.empty() ? std::string("(collectives)")
+                            : name.empty() ? recipe.substr(0, 12)
+                                           : name + " (" + recipe.substr(0, 12) + ")";
     out += "  " + k["fingerprint"].get<std::string>().substr(0, 16) + "  " +
            std::to_string(k["nodes"].get<int64_t>()) + "x" +
-           std::to_string(k["ranks_per_node"].get<int64_t>()) + "  recipe " +
-           (recipe.empty() ? std::string("(collectives)") : recipe.substr(0, 12)) + "  mpi " +
+           std::to_string(k["ranks_per_node"].get<int64_t>()) + "  recipe " + who + "  mpi " +
            k["versions"]["mpi"].get<std::string>() + "  site " +
            (p["site"].get<std::string>().empty() ? std::string("(local)")
                                                  : p["site"].get<std::string>()) +
            "  " + p["created"].get<std::string>() + "  " + signer_text(p["signed_by"]) + "\n";
+    const json& pv = p["plan"].is_object() && p["plan"].contains("provenance")
+                         ? p["plan"]["provenance"]
+                         : json::object();
+    if (pv.contains("confidence") && pv["confidence"].is_object()) {
+      const json& c = pv["confidence"];
+      char buf[256];
+      if (c["hi"].is_number()) {
+        std::snprintf(buf, sizeof buf,
+                      "    confidence: %.2fx over %s (95 %% interval %.2f-%.2f, %d rounds%s)\n",
+                      c.value("ratio", 0.0), c.value("rival", "").c_str(), c.value("lo", 0.0),
+                      c["hi"].get<double>(), c.value("rounds", 0),
+                      c.value("significant", false) ? "" : "; not significant");
+      } else {
+        std::snprintf(buf, sizeof buf, "    confidence: %.2fx over %s (%d rounds: no interval)\n",
+                      c.value("ratio", 0.0), c.value("rival", "").c_str(), c.value("rounds", 0));
+      }
+      out += buf;
+    }
+    if (pv.contains("regret") && pv["regret"].is_number()) {
+      out += "    estimated regret: ~" +
+             std::to_string(std::lround(100 * pv["regret"].get<double>())) + " % of throughput\n";
+    }
+    if (pv.contains("budget") && pv["budget"].is_object() &&
+        !pv["budget"].value("cut", "").empty()) {
+      out += "    the budget cut: " + pv["budget"].value("cut", "") + "\n";
+    }
     for (const json& t : p["recipe_trials"]) out += trial_line(t);
   }
   return out;

@@ -560,6 +560,17 @@ TEST(RecipeTrialRows, EveryTrialWithItsConfigurationAndAStorableReason) {
   // A trial the database would refuse is left out rather than failing the plan's storing.
   o->trials["trials"].push_back(trials_to_json({rec(1, 1, 1e300)})[0]);
   EXPECT_EQ(recipe_trial_rows(*o, key, prov).size(), 4u);
+  // A candidate the budget left unmeasured is not a trial: nothing to store, nothing to warn.
+  TrialRecord skipped = rec(2, 1, 0);
+  skipped.skipped = true;
+  skipped.steps = 0;
+  skipped.reason = "not measured: the tune.budget ran out before its first trial";
+  o->trials["trials"].push_back(trials_to_json({skipped})[0]);
+  EXPECT_EQ(recipe_trial_rows(*o, key, prov).size(), 4u);
+  ::testing::internal::CaptureStderr();
+  (void)recipe_trial_rows(*o, key, prov);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(err.find("not measured"), std::string::npos) << err;
 }
 
 TEST(RecipeSchedule, HalvingReachesOneSurvivorAndKeepsSmallModelsResident) {

@@ -4,15 +4,23 @@
 // (or stdout).
 //
 //   dltune-tune-rank [--min-bytes B] [--max-bytes B] [--strategy model|exhaustive]
-//                    [--budget SECONDS] [--verify] [--algo LIST] [--out FILE]
-//                    [--threads N] [--check-args]
+//                    [--budget SECONDS] [--deadline UNIX_S] [--verify] [--algo LIST]
+//                    [--out FILE] [--progress FILE] [--threads N] [--check-args]
+// --deadline: the search ends by this time (the launcher's clock: the ranks' start-up counts
+// against its budget); the budget is what is left when the ranks start (the least any rank
+// sees); when it ends before any size is measured, the outcome has no sizes (not an error).
+// --progress: rank 0 appends one JSON object per comparison to FILE:
+// {"event":"sweep","index":I,"count":N,"bytes":B,"algos":[...],"elapsed_s":T}.
 // Exit codes: 0 success, 1 failure, 2 bad arguments.
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "comm/allreduce.h"
 #include "comm/mpi_communicator.h"
 #include "comm/process_memory.h"
 #include "comm/thread_communicator.h"
@@ -25,7 +33,8 @@ namespace {
 
 struct Args {
   TuneOptions tune;
-  std::string out;
+  std::string out, progress;
+  double deadline = 0;
   bool check_only = false;
   int threads = 0;
 };
@@ -52,6 +61,15 @@ Status parse_value(Args& a, const std::string& arg, const std::string& v) {
     }
   } else if (arg == "--out") {
     a.out = v;
+  } else if (arg == "--progress") {
+    a.progress = v;
+  } else if (arg == "--deadline") {
+    char* end = nullptr;
+    const double d = std::strtod(v.c_str(), &end);
+    if (end == v.c_str() || *end != '\0' || !(d > 0)) {
+      return invalid_input("--deadline expects seconds since the Unix epoch, got '" + v + "'");
+    }
+    a.deadline = d;
   } else if (arg == "--threads") {
     auto n = strings::parse_int(v);
     if (!n || *n < 1 || *n > 256) {
@@ -86,8 +104,54 @@ Result<Args> parse_args(int argc, char** argv) {
   return a;
 }
 
-int run(comm::Communicator& comm, const Args& a) {
+double since_epoch() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+int run(comm::Communicator& comm, const Args& args) {
+  Args a = args;
+  if (a.deadline > 0) {  // every rank the least budget any rank has left
+    double left = -(a.deadline - since_epoch());
+    if (Status s =
+            comm::allreduce(comm, &left, &left, 1, comm::DataType::kF64, comm::ReduceOp::kMax, {});
+        !s.ok()) {
+      std::fprintf(stderr, "dltune tune: rank %d: %s\n", comm.rank(), s.error().message().c_str());
+      return s.error().exit_code();
+    }
+    a.tune.source.budget_s = std::max(1e-3, -left);
+  }
+  std::FILE* progress = nullptr;
+  if (comm.rank() == 0 && !a.progress.empty()) progress = std::fopen(a.progress.c_str(), "a");
+  const auto t0 = std::chrono::steady_clock::now();
+  if (progress != nullptr) {
+    a.tune.on_measure = [&](uint64_t bytes, size_t index, size_t count,
+                            const std::vector<std::string>& algos) {
+      const nlohmann::json j = {
+          {"event", "sweep"},
+          {"index", index},
+          {"count", count},
+          {"bytes", bytes},
+          {"algos", algos},
+          {"elapsed_s",
+           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()},
+          {"budget_s", a.tune.source.budget_s}};
+      std::fprintf(progress, "%s\n", j.dump().c_str());
+      std::fflush(progress);
+    };
+  }
   auto out = tune_collectives(comm, a.tune);
+  if (progress != nullptr) std::fclose(progress);
+  if (!out && out.error().kind() == ErrorKind::kTimeout && a.deadline > 0) {
+    // The deadline came before any size was measured (the ranks' start-up took the budget):
+    // an outcome with no sizes, which the launcher reports and replaces with its defaults,
+    // rather than a failed launch.
+    TuningOutcome empty;
+    empty.ranks = comm.size();
+    empty.nodes = comm.node_count();
+    empty.strategy = a.tune.strategy;
+    empty.budget_exhausted = true;
+    out = std::move(empty);
+  }
   if (!out) {
     std::fprintf(stderr, "dltune tune: rank %d: %s\n", comm.rank(), out.error().message().c_str());
     return out.error().exit_code();

@@ -13,30 +13,101 @@ size_t count(const std::string& s, const std::string& needle) {
   return n;
 }
 
+// The tick labels of an SVG ("<text ... class=\"tick\">LABEL</text>").
+std::vector<std::string> ticks(const std::string& svg) {
+  std::vector<std::string> out;
+  const std::string open = "class=\"tick\">";
+  for (size_t p = svg.find(open); p != std::string::npos; p = svg.find(open, p + 1)) {
+    const size_t b = p + open.size();
+    out.push_back(svg.substr(b, svg.find('<', b) - b));
+  }
+  return out;
+}
+
 ReportData sample() {
   ReportData d;
   d.title = "quickstart <2 ranks>";
   d.summary = {{"throughput", "2,400 samples/s"}, {"plan", "tuned"}};
-  for (long s = 1; s <= 50; ++s)
-    d.steps.push_back({s, 2.3 / static_cast<double>(s), 2000.0 + static_cast<double>(s)});
-  d.evals = {{25, 0.8}, {50, 0.96}};
-  d.tuning = {{"rd", {{4, 0.5}, {1024, 1.2}, {1 << 20, 400}}},
-              {"shm", {{4, 0.9}, {1024, 1.0}, {1 << 20, 150}}}};
-  d.chosen = {{4, "rd"}, {1024, "shm"}, {1 << 20, "shm"}};
-  d.step_breakdown = {{"compute", 0.020}, {"exposed communication", 0.004}};
+  for (long s = 0; s < 300; ++s) {
+    d.steps.push_back({s, 2.3 / static_cast<double>(s + 1), 2000.0 + static_cast<double>(s % 7)});
+  }
+  d.evals = {{150, 0.8}, {300, 1.0}};
+  d.tuning = {{"rd", {{262144, 150}, {524288, 290}, {1 << 20, 560}, {2 << 20, 1200}}},
+              {"shm", {{262144, 90}, {524288, 180}, {1 << 20, 350}, {2 << 20, 700}}}};
+  d.job_sizes = {{1 << 20, 1, "shm", 350}, {655360, 1, "shm", 230}};
+  d.step_breakdown = {{"compute", 20.0}, {"exposed communication", 4.0}, {"other", 1.0}};
+  d.ranks = 2;
+  d.throughput_sps = 2400;
+  d.baseline_sps = 1300;
+  d.predicted_sps = 2500;
+  d.scaling_efficiency = 2400 / 2600.0;
+  d.winner = "b64 weak bucket=1MiB overlap";
+  d.rivals = {{"b64 weak bucket=1MiB no-overlap", 1.12, 1.05, 1.19, 12, ""},
+              {"b128 weak bucket=one overlap", 1.01, 0.97, 1.05, 12, ""},
+              {"b32 weak bucket=1MiB overlap", 1.6, 0, 0, 2, ""},
+              {"b256 weak bucket=1MiB overlap", 0, 0, 0, 0, "not measured: budget"}};
+  d.regret = 0.03;
+  d.collective_regret = 0.0;
   return d;
 }
 
 TEST(Report, HasEveryPlotAndEscapesText) {
   const std::string html = render_report_html(sample());
   EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
-  EXPECT_EQ(count(html, "<svg"), 5u);  // loss, accuracy, throughput, tuning, breakdown
-  EXPECT_EQ(count(html, "class=\"series\""), 5u);
-  EXPECT_EQ(count(html, "class=\"chosen\""), 3u);  // rd at 4 B, shm at 1 KiB and 1 MiB
+  // loss, accuracy, throughput, scaling, confidence, collectives, step time
+  EXPECT_EQ(count(html, "<svg"), 7u);
+  for (const char* id :
+       {"loss", "accuracy", "throughput", "scaling", "confidence", "collectives", "steptime"}) {
+    EXPECT_NE(html.find(std::string("data-chart=\"") + id + "\""), std::string::npos) << id;
+  }
   EXPECT_NE(html.find("quickstart &lt;2 ranks&gt;"), std::string::npos);
   EXPECT_EQ(html.find("<2 ranks>"), std::string::npos);
   EXPECT_EQ(html.find("<script"), std::string::npos);  // self-contained and inert
   EXPECT_EQ(html.find("http://"), html.find("http://www.w3.org/2000/svg"));
+  EXPECT_EQ(html.find("NaN"), std::string::npos);
+  EXPECT_EQ(html.find("inf"), std::string::npos);
+  EXPECT_NE(html.find("width=\"100%\""), std::string::npos);  // as wide as the page allows
+}
+
+TEST(Report, AxesAreReadable) {
+  const std::string html = render_report_html(sample());
+  for (const std::string& t : ticks(html)) {
+    EXPECT_EQ(t.find("e-"), std::string::npos) << t;
+    EXPECT_EQ(t.find("e+"), std::string::npos) << t;
+  }
+  // Sizes in KiB / MiB, times in units.
+  EXPECT_NE(html.find(">1 MiB<"), std::string::npos);
+  EXPECT_NE(html.find(" \xC2\xB5s<"), std::string::npos);
+  // Tooltips name sizes and times the way a person reads them.
+  EXPECT_NE(html.find("shm at 1 MiB: 350 \xC2\xB5s"), std::string::npos);
+  EXPECT_NE(html.find("1 MiB: shm, 350 \xC2\xB5s (x1 per step)"), std::string::npos);
+  // The step time is in ms, as the summary prints it.
+  EXPECT_NE(html.find("compute 20.00 ms"), std::string::npos);
+}
+
+TEST(Report, TheCollectiveChartCoversTheJobsSizesOnly) {
+  ReportData d = sample();
+  d.tuning[0].bytes_us.insert(d.tuning[0].bytes_us.begin(), {4, 2.0});  // a size the job never uses
+  const std::string html = render_report_html(d);
+  const size_t at = html.find("data-chart=\"collectives\"");
+  const std::string svg = html.substr(at, html.find("</svg>", at) - at);
+  EXPECT_EQ(svg.find(">4 B<"), std::string::npos);
+  EXPECT_EQ(count(svg, "class=\"mark\""), 2u);  // 1 MiB and 640 KiB
+}
+
+TEST(Report, OnePointAccuracyGetsASensibleRange) {
+  ReportData d = sample();
+  d.evals = {{300, 0.97}};
+  const std::string html = render_report_html(d);
+  const size_t at = html.find("data-chart=\"accuracy\"");
+  const std::string svg = html.substr(at, html.find("</svg>", at) - at);
+  EXPECT_EQ(count(svg, "class=\"point\""), 1u);
+  const auto t = ticks(svg);
+  ASSERT_GE(t.size(), 4u);
+  for (const std::string& s : t) {
+    EXPECT_EQ(s.find("e-"), std::string::npos) << s;
+    EXPECT_EQ(s.find("105"), std::string::npos) << s;  // no tick above 100 %
+  }
 }
 
 TEST(Report, EmptySectionsSaySo) {
@@ -45,6 +116,7 @@ TEST(Report, EmptySectionsSaySo) {
   const std::string html = render_report_html(d);
   EXPECT_NE(html.find("No training steps were recorded."), std::string::npos);
   EXPECT_NE(html.find("No collective measurements"), std::string::npos);
+  EXPECT_NE(html.find("No trials were run"), std::string::npos);
   EXPECT_EQ(count(html, "<svg"), 0u);
 }
 
@@ -52,36 +124,62 @@ TEST(Report, EmptySectionsSaySo) {
 // sentence when no prediction was made.
 TEST(Report, PredictedScalingHasItsPlotsOrSaysWhyNot) {
   ReportData d = sample();
-  EXPECT_NE(render_report_html(d).find("No prediction was made for this run."), std::string::npos);
+  const std::string without = render_report_html(d);
+  EXPECT_NE(without.find("No prediction was made for this run."), std::string::npos);
   d.predicted_scaling = {{1, 2, 1000, 1.0}, {16, 32, 12000, 0.75}, {1024, 2048, 200000, 0.2}};
   d.scaling_note = "fits <of> this machine";
   const std::string html = render_report_html(d);
-  EXPECT_EQ(count(html, "<svg"), 7u);  // the five above, efficiency and throughput
+  EXPECT_EQ(count(html, "<svg"), count(without, "<svg") + 2);  // efficiency and throughput
   EXPECT_NE(html.find("Predicted scaling efficiency"), std::string::npos);
   EXPECT_NE(html.find("fits &lt;of&gt; this machine"), std::string::npos);
   EXPECT_EQ(html.find("No prediction was made"), std::string::npos);
 }
 
-TEST(SvgChart, LogAxesSkipNonPositivePointsAndLabelBytes) {
-  LineChart c{"t",
-              "size",
-              "us",
-              AxisScale::kLog2Bytes,
-              AxisScale::kLog10,
-              {{"a", {{0, 1}, {4, 1}, {1 << 20, 100}, {2 << 20, -1}}, {}}}};
+TEST(Report, SmoothingHelpers) {
+  EXPECT_EQ(smoothing_window(10), 3u);
+  EXPECT_EQ(smoothing_window(300), 13u);
+  EXPECT_EQ(smoothing_window(100000), 51u);
+  const std::vector<double> v = {1, 100, 3, 4, 5};
+  EXPECT_EQ(rolling_median(v, 3), (std::vector<double>{50.5, 3, 4, 4, 4.5}));
+  EXPECT_DOUBLE_EQ(rolling_mean(v, 3)[2], (100 + 3 + 4) / 3.0);
+}
+
+TEST(SvgChart, Labels) {
+  EXPECT_EQ(bytes_label(131072), "128 KiB");
+  EXPECT_EQ(bytes_label(1572864), "1.5 MiB");
+  EXPECT_EQ(bytes_label(4), "4 B");
+  EXPECT_EQ(seconds_label(2.5e-5), "25 \xC2\xB5s");
+  EXPECT_EQ(seconds_label(0.0123), "12.3 ms");
+  EXPECT_EQ(seconds_label(2), "2 s");
+  EXPECT_EQ(number_label(4000, 1000), "4,000");
+  EXPECT_EQ(number_label(0.25, 0.05), "0.25");
+  EXPECT_EQ(number_label(-0.0000001, 0.5), "0.0");
+}
+
+TEST(SvgChart, LogAxesSkipNonPositivePointsAndLabelUnits) {
+  LineChart c;
+  c.x = {"size", AxisScale::kLog2, Units::kBytes, {}, {}, false, {}};
+  c.y = {"time", AxisScale::kLog10, Units::kSeconds, {}, {}, false, {}};
+  c.series.push_back(
+      {"a", {{0, 1e-5}, {4, 1e-5}, {1 << 20, 1e-3}, {2 << 20, -1}}, Style::kLine, "", {}, true});
   const std::string svg = render_svg(c);
-  // Exactly two points survive: "x,y x,y ".
-  const size_t at = svg.find("points=\"");
-  ASSERT_NE(at, std::string::npos);
-  const size_t begin = at + 8;
-  const std::string points = svg.substr(begin, svg.find('"', begin) - begin);
-  EXPECT_EQ(count(points, ","), 2u);
-  EXPECT_NE(svg.find(">1M<"), std::string::npos);
-  EXPECT_NE(svg.find(">100<"), std::string::npos);
+  EXPECT_NE(svg.find("data-points=\"2\""), std::string::npos);
+  EXPECT_NE(svg.find(">1 MiB<"), std::string::npos);
+  EXPECT_NE(svg.find(">1 ms<"), std::string::npos);
+  EXPECT_NE(svg.find(">10 \xC2\xB5s<"), std::string::npos);
+}
+
+TEST(SvgChart, AFlatSeriesHasNoTinyAxis) {
+  LineChart c;
+  c.series.push_back({"a", {{1, 0.5}, {2, 0.5}}, Style::kLine, "", {}, true});
+  for (const std::string& t : ticks(render_svg(c))) EXPECT_EQ(t.find("e-"), std::string::npos) << t;
 }
 
 TEST(SvgChart, NothingToShow) {
-  LineChart c{"t", "x", "y", AxisScale::kLog10, AxisScale::kLog10, {{"a", {{-1, -1}}, {}}}};
+  LineChart c;
+  c.x.scale = AxisScale::kLog10;
+  c.y.scale = AxisScale::kLog10;
+  c.series.push_back({"a", {{-1, -1}}, Style::kLine, "", {}, true});
   EXPECT_NE(render_svg(c).find("no data"), std::string::npos);
 }
 

@@ -1,0 +1,41 @@
+// `dltune launch --dry-run`: what a launch would do, printed, with nothing started or written:
+// the recipe (and its --set overrides), the machine and the ranks, where the plan would come
+// from (cached; or tuned first: within which budget, over which collective sizes and how many
+// candidates; or the recipe's own settings with --no-tune), the plan in words, and the exact
+// command the ranks would run. --json: one {"event":"dry_run"} object with the same facts, the
+// plan and the engine's training configuration.
+#pragma once
+
+#include <string>
+
+#include "engine/train/train_config.h"
+#include "launcher/launch_job.h"
+#include "launcher/launch_plan.h"
+
+namespace dltune::launcher {
+
+struct DryRun {
+  const Job* job = nullptr;
+  const PlanChoice* choice = nullptr;
+  const engine::TrainConfig* config = nullptr;
+  std::string worker;    // the rank program's path
+  bool no_tune = false;  // --no-tune was given
+  bool json = false;
+  int cores_per_node = 0;  // of this machine (0 = unknown)
+};
+
+void print_dry_run(const DryRun& d);
+
+// "warning: 4 ranks per node on 2 cores: ..." when the job has more ranks per node than this
+// machine has cores; "" otherwise.
+std::string oversubscription_warning(const Job& job, int cores_per_node);
+
+// The plan's allreduce choices in words: "rabenseifner below 1 MiB, shm from 1 MiB", "ring
+// every size"; "" when it has none.
+std::string allreduce_in_words(const recipes::Plan& plan);
+
+// The plan in words: its training line and its allreduce ranges, one per line, each
+// indented by `indent`.
+std::string describe_plan(const recipes::Plan& plan, const std::string& indent);
+
+}  // namespace dltune::launcher

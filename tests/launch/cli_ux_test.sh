@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# What a user sees around a launch, without starting ranks: did-you-mean for subcommands, errors
+# as JSON events with --json, the dry run in words, --set checked as the file's keys are,
+# `recipe show` in YAML without placeholders, and `data check`.
+# Usage: cli_ux_test.sh DLTUNE_BINARY SOURCE_DIR
+set -u
+dltune=$1
+src=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+export DLTUNE_DB=$tmp/db.sqlite DLTUNE_RUNS_DIR=$tmp/runs DLTUNE_NO_PROGRESS=1 DLTUNE_SITE_DB=
+
+# Did you mean, at every level; exit 2.
+"$dltune" launhc quickstart >"$tmp/out" 2>"$tmp/err"
+[ $? -eq 2 ] || fail "dltune launhc did not exit 2"
+grep -q "dltune: unknown command 'launhc' (did you mean 'launch'?)" "$tmp/err" || fail "launhc: $(cat "$tmp/err")"
+"$dltune" db shwo >/dev/null 2>"$tmp/err"
+[ $? -eq 2 ] || fail "dltune db shwo did not exit 2"
+grep -q "dltune db: unknown command 'shwo' (did you mean 'show'?)" "$tmp/err" || fail "db shwo: $(cat "$tmp/err")"
+
+# --json: errors are JSON events on standard output (and the sentence on stderr).
+"$dltune" launch nosuchrecipe --json >"$tmp/out" 2>"$tmp/err"
+[ $? -eq 2 ] || fail "an unknown recipe with --json did not exit 2"
+python3 - "$tmp/out" <<'PY' || fail "--json error event: $(cat "$tmp/out")"
+import json, sys
+lines = [l for l in open(sys.argv[1]) if l.strip()]
+assert len(lines) == 1, lines
+e = json.loads(lines[0])
+assert e["event"] == "error" and e["exit_code"] == 2 and "nosuchrecipe" in e["message"], e
+PY
+"$dltune" launch quickstart --json --no-such-flag >"$tmp/out" 2>/dev/null
+[ $? -eq 2 ] || fail "a bad flag with --json did not exit 2"
+grep -q '"event":"error"' "$tmp/out" || fail "a bad flag with --json printed no error event"
+
+# The dry run, in words: where the plan would come from, what tuning would do, the command.
+"$dltune" launch quickstart --dry-run >"$tmp/out" 2>&1 || fail "--dry-run exited $?: $(cat "$tmp/out")"
+grep -q "^dry run: nothing is started and nothing is written" "$tmp/out" || fail "dry run: $(cat "$tmp/out")"
+grep -q "not cached: a launch would first tune for up to 20 s (tune.budget)" "$tmp/out" || fail "dry run tuning: $(cat "$tmp/out")"
+grep -q "trial trainings of [0-9]* candidates" "$tmp/out" || fail "dry run candidates: $(cat "$tmp/out")"
+grep -q "no-tune" "$tmp/out" && fail "dry run talks of --no-tune without it: $(cat "$tmp/out")"
+grep -q '^{' "$tmp/out" && fail "dry run dumps raw JSON: $(cat "$tmp/out")"
+grep -q "^ranks:   dltune run -n 2" "$tmp/out" || fail "dry run command: $(cat "$tmp/out")"
+grep -q "a launch creates .* and writes train_config.json there" "$tmp/out" || fail "dry run run dir: $(cat "$tmp/out")"
+"$dltune" launch quickstart --dry-run --no-tune >"$tmp/out" 2>&1 || fail "--dry-run --no-tune exited $?"
+grep -q "the recipe's own settings (--no-tune)" "$tmp/out" || fail "dry run --no-tune: $(cat "$tmp/out")"
+"$dltune" launch quickstart --dry-run --json >"$tmp/out" 2>&1 || fail "--dry-run --json exited $?"
+python3 -c "import json,sys; e=json.loads(open(sys.argv[1]).read()); assert e['event']=='dry_run' and e['would_tune'] and e['candidates']>1, e" "$tmp/out" ||
+  fail "--dry-run --json: $(cat "$tmp/out")"
+[ ! -e "$DLTUNE_RUNS_DIR" ] || fail "a dry run created $DLTUNE_RUNS_DIR"
+
+# --set: any key, checked as the file's are, named in its problems.
+# quickstart warms up for 20 steps and checkpoints every 100: 40 steps need a checkpoint period.
+"$dltune" launch quickstart --dry-run --set training.steps=40 --set training.checkpoint_every=20 \
+  --set data.samples=3000 >"$tmp/out" 2>&1 || fail "--set exited $?: $(cat "$tmp/out")"
+"$dltune" launch quickstart --dry-run --json --set training.steps=40 --set training.checkpoint_every=20 >"$tmp/out" 2>&1
+python3 -c "import json,sys; e=json.loads(open(sys.argv[1]).read()); assert e['train_config']['steps']==40, e['train_config']" "$tmp/out" ||
+  fail "--set training.steps=40 did not reach the training configuration: $(cat "$tmp/out")"
+# A value that conflicts with the file's other keys is refused as the file's would be.
+"$dltune" launch quickstart --dry-run --set training.steps=12 >/dev/null 2>"$tmp/err"
+[ $? -eq 2 ] || fail "--set training.steps=12 (below quickstart's warm-up) did not exit 2"
+grep -q "checkpoint_every 100 exceeds steps 12.*(with --set training.steps=12; add --set training.checkpoint_every=... to change it too)" "$tmp/err" ||
+  fail "--set cross-field check: $(cat "$tmp/err")"
+"$dltune" launch quickstart --dry-run --set training.steps=many >/dev/null 2>"$tmp/err"
+[ $? -eq 2 ] || fail "--set training.steps=many did not exit 2"
+grep -q -- "--set training.steps=many: training.steps: expected a positive integer, got \"many\"" "$tmp/err" ||
+  fail "--set bad value: $(cat "$tmp/err")"
+"$dltune" launch quickstart --dry-run --set training.stesp=10 >/dev/null 2>"$tmp/err"
+[ $? -eq 2 ] || fail "--set training.stesp did not exit 2"
+grep -q "did you mean 'steps'" "$tmp/err" || fail "--set unknown key: $(cat "$tmp/err")"
+"$dltune" launch quickstart --dry-run --set steps >/dev/null 2>"$tmp/err"
+[ $? -eq 2 ] || fail "--set without = did not exit 2"
+
+# recipe show: YAML by default, JSON with --json, no placeholders; data recipes still shown.
+"$dltune" recipe show quickstart >"$tmp/out" || fail "recipe show exited $?"
+grep -q "^name: quickstart$" "$tmp/out" || fail "recipe show is not YAML: $(head -3 "$tmp/out")"
+grep -q "epochs" "$tmp/out" && fail "recipe show prints epochs for a steps recipe"
+grep -q '""' "$tmp/out" && fail "recipe show prints empty strings"
+"$dltune" recipe show --json quickstart >"$tmp/out" || fail "recipe show --json exited $?"
+python3 -c "import json,sys; j=json.load(open(sys.argv[1])); assert j['model']['parameters']==431080 and 'epochs' not in j['training']" "$tmp/out" ||
+  fail "recipe show --json"
+"$dltune" recipe show cifar-cnn >"$tmp/out" 2>"$tmp/err" || fail "recipe show cifar-cnn exited $?: $(cat "$tmp/err")"
+grep -q "^note: .*fetch CIFAR-10" "$tmp/err" || fail "recipe show cifar-cnn note: $(cat "$tmp/err")"
+
+# A missing dataset says what to fetch and where; data check verifies the files.
+"$dltune" launch cifar-cnn --dry-run >/dev/null 2>"$tmp/err"
+[ $? -eq 2 ] || fail "cifar-cnn without data did not exit 2"
+grep -q "fetch CIFAR-10 (binary version) (cifar-10-binary.tar.gz) from https://www.cs.toronto.edu" "$tmp/err" ||
+  fail "missing dataset message: $(cat "$tmp/err")"
+"$dltune" data check quickstart >"$tmp/out" || fail "data check quickstart exited $?"
+grep -q "nothing to fetch" "$tmp/out" || fail "data check synthetic: $(cat "$tmp/out")"
+"$dltune" data check cifar-cnn >"$tmp/out" 2>&1
+[ $? -eq 1 ] || fail "data check of missing files did not exit 1"
+grep -q "^to get it: fetch CIFAR-10" "$tmp/out" || fail "data check fetch: $(cat "$tmp/out")"
+mkdir -p "$tmp/mnist"
+python3 - "$tmp/mnist" <<'PY'
+import os, struct, sys
+d = sys.argv[1]
+for name, head, size in [("train-images-idx3-ubyte", struct.pack(">IIII", 0x803, 60000, 28, 28), 47040016),
+                         ("train-labels-idx1-ubyte", struct.pack(">II", 0x801, 60000), 60008),
+                         ("t10k-images-idx3-ubyte", struct.pack(">IIII", 0x803, 10000, 28, 28), 7840016),
+                         ("t10k-labels-idx1-ubyte", struct.pack(">II", 0x801, 10000), 10008)]:
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(head)
+        f.truncate(size)
+PY
+"$dltune" data check lenet-mnist --set data.path="$tmp/mnist" >"$tmp/out" 2>&1 ||
+  fail "data check with --set data.path exited $?: $(cat "$tmp/out")"
+grep -q "MNIST: 4 of 4 files ok" "$tmp/out" || fail "data check mnist: $(cat "$tmp/out")"
+"$dltune" launch lenet-mnist --dry-run --set data.path="$tmp/mnist" >/dev/null 2>&1 ||
+  fail "lenet-mnist with --set data.path did not pass its checks"
+echo "cli ux: all checks passed"
