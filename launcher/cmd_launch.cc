@@ -113,6 +113,22 @@ int run_launch(const LaunchOptions& o) {
       return report_error("launch", invalid_input("--resume " + o.resume + ": " + rd->launch() +
                                                   " is missing or not JSON"));
     }
+    // launch.json is read back from a directory anyone may have edited: a field of the wrong
+    // type is an error that names it, never an exception.
+    for (const char* k : {"recipe_path", "backend"}) {
+      if (lj.contains(k) && !lj[k].is_string()) {
+        return report_error("launch", invalid_input("--resume " + o.resume + ": " + rd->launch() +
+                                                    ": '" + k + "' must be a string"));
+      }
+    }
+    for (const char* k : {"ranks", "nodes"}) {
+      if (lj.contains(k) && !(lj[k].is_number_integer() && lj[k].get<int64_t>() >= 0 &&
+                              lj[k].get<int64_t>() <= (int64_t{1} << 20))) {
+        return report_error("launch",
+                            invalid_input("--resume " + o.resume + ": " + rd->launch() + ": '" + k +
+                                          "' must be a whole number from 0 to 1048576"));
+      }
+    }
     jo.recipe = lj.value("recipe_path", rd->recipe());
     if (jo.ranks == 0) jo.ranks = lj.value("ranks", 0);
     if (jo.nodes == 0) jo.nodes = lj.value("nodes", 0);
@@ -358,7 +374,8 @@ int run_launch(const LaunchOptions& o) {
   facts.choice = choice;
   facts.prediction = prediction;
   auto ws = paths::read_file(dir->file("worker_summary.json"));
-  facts.worker = ws ? nlohmann::json::parse(*ws, nullptr, false) : nlohmann::json::object();
+  facts.worker =
+      ws ? parse_json_bounded(*ws).value_or(nlohmann::json::object()) : nlohmann::json::object();
   if (!facts.worker.is_object()) facts.worker = nlohmann::json::object();
   if (job->ranks > 1) {
     progress.phase("measuring 1 rank for the scaling efficiency");

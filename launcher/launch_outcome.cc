@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 
+#include "common/json_input.h"
 #include "common/paths.h"
 #include "common/strings.h"
 #include "launcher/launch_job.h"
@@ -77,8 +78,8 @@ MetricsLog read_metrics(const std::string& path) {
   std::map<int64_t, nlohmann::json> steps, evals;
   std::string line;
   while (std::getline(in, line)) {
-    auto j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_discarded() || !j.is_object()) continue;
+    auto j = parse_json_bounded(line).value_or(nlohmann::json());
+    if (!j.is_object()) continue;
     const std::string ev = j.value("event", "");
     const auto step = static_cast<int64_t>(num(j, "step", -1));
     if (ev == "step") steps[step] = j;

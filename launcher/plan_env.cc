@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
+#include "common/json_input.h"
 #include "common/paths.h"
 #include "tuner/db/ompi_rules.h"
 
@@ -62,8 +63,8 @@ std::vector<topology::RankPlacement> placement_of(const nlohmann::json& plan, in
 
 PlanEnv plan_env_for(const std::string& plan_json, int nranks, int ranks_per_node) {
   PlanEnv pe;
-  const auto plan = nlohmann::json::parse(plan_json, nullptr, /*allow_exceptions=*/false);
-  if (plan.is_discarded() || !plan.is_object()) {
+  const auto plan = parse_json_bounded(plan_json).value_or(nlohmann::json());
+  if (!plan.is_object()) {
     pe.notes.push_back(
         "the plan is not a JSON object: it is handed to the ranks as it is, and no Open MPI "
         "rules, NCCL settings or placement are derived from it");

@@ -149,17 +149,20 @@ Result<LevelFit> fit_inter(const std::vector<tuner::db::Measurement>& rows, cons
   if (nodes < 2) return invalid_input("an inter-node fit needs a sweep across nodes");
   std::vector<std::array<double, 3>> a;
   std::vector<double> t;
+  // The reduction's cost per byte (gamma) is the cores', not the link's: the inter level
+  // reduces on the same cores at the intra level's gamma. Fitting it freely split the per-byte
+  // cost between beta and gamma arbitrarily (both grow with the bytes), and the link's
+  // bandwidth came out above the rate tc allowed; so only alpha and beta are fitted here.
   Fabric base;
   base.intra = intra;
+  base.inter.gamma_s_per_b = intra.gamma_s_per_b;
   for (const Point& p : *pts) {
     if (p.algo == AllreduceAlgo::kShm) continue;
     const double t0 = allreduce_seconds(p.algo, p.bytes, nodes, g, base);
-    std::array<double, 3> coef{};
-    for (size_t j = 0; j < 3; ++j) {
+    std::array<double, 3> coef{};  // coef[2] (gamma) stays 0: not fitted
+    for (size_t j = 0; j < 2; ++j) {
       Fabric unit = base;
-      (j == 0   ? unit.inter.alpha_s
-       : j == 1 ? unit.inter.beta_s_per_b
-                : unit.inter.gamma_s_per_b) = 1;
+      (j == 0 ? unit.inter.alpha_s : unit.inter.beta_s_per_b) = 1;
       coef[j] = allreduce_seconds(p.algo, p.bytes, nodes, g, unit) - t0;
     }
     // The part of the time the inter level must explain (never below a tenth of it: a point
@@ -174,7 +177,7 @@ Result<LevelFit> fit_inter(const std::vector<tuner::db::Measurement>& rows, cons
   fit.level = "inter";
   fit.nodes = nodes;
   fit.ranks_per_node = g;
-  fit.link = {x[0], x[1], x[2]};
+  fit.link = {x[0], x[1], intra.gamma_s_per_b};
   Fabric f = base;
   f.inter = fit.link;
   fit.rel_rms = rel_rms(*pts, nodes, g, f);

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/hash.h"
+#include "common/json_input.h"
 #include "common/paths.h"
 
 namespace dltune::engine {
@@ -61,7 +62,10 @@ Result<Checkpoint> load_checkpoint(const std::string& path) {
     return invalid_input(where + " is not a dltune checkpoint (bad header)");
   const size_t eol = data->find('\n', magic_len);
   if (eol == std::string::npos) return invalid_input(where + " is truncated in its metadata");
-  auto meta = nlohmann::json::parse(data->substr(magic_len, eol - magic_len), nullptr, false);
+  auto parsed = parse_json_bounded(std::string_view(*data).substr(magic_len, eol - magic_len),
+                                   {.max_bytes = size_t{16} << 20, .max_depth = 16});
+  if (!parsed) return parsed.error().wrap(where + "'s metadata");
+  const nlohmann::json meta = std::move(*parsed);
   Checkpoint ck;
   size_t np = 0, ns = 0;
   std::vector<size_t> slots;
@@ -87,10 +91,22 @@ Result<Checkpoint> load_checkpoint(const std::string& path) {
   } catch (const nlohmann::json::exception&) {
     return invalid_input(where + " has unreadable metadata");
   }
-  size_t total = np + ns;
-  for (size_t s : slots) total += s;
   const std::string_view payload(data->data() + eol + 1, data->size() - eol - 1);
-  if (slots.size() > 8 || payload.size() != total * sizeof(float))
+  // The declared counts are summed against the payload's size, so that no count the metadata
+  // claims can wrap the total around (a hostile 2^62 would otherwise pass the size check).
+  const size_t cap = payload.size() / sizeof(float);
+  bool fits = slots.size() <= 8 && np <= cap && ns <= cap - np;
+  size_t total = fits ? np + ns : 0;
+  for (size_t s : slots) {
+    fits = fits && s <= cap - total;
+    if (fits) total += s;
+  }
+  if (!fits) {
+    return invalid_input(where +
+                         " is truncated or corrupt: its metadata declares more values than its " +
+                         std::to_string(payload.size()) + "-byte payload holds");
+  }
+  if (payload.size() != total * sizeof(float))
     return invalid_input(where + " is truncated: payload of " + std::to_string(payload.size()) +
                          " bytes, metadata declares " + std::to_string(total * 4));
   if (sha256_hex(payload) != sha) return invalid_input(where + " is corrupt: checksum mismatch");

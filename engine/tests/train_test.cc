@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 #include <unistd.h>
 
 #include "common/paths.h"
@@ -175,6 +176,26 @@ TEST(Checkpoint, ResumeIsExact) {
   r = load_checkpoint(path);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().message().find("truncated"), std::string::npos);
+  // Hostile metadata: a parameter count 2^62 larger makes the declared size wrap around to the
+  // real one (the checksum still matches), and metadata nested too deep; each refused, naming why.
+  {
+    const size_t start = text->find('\n') + 1, eol = text->find('\n', start);
+    auto meta = nlohmann::json::parse(text->substr(start, eol - start));
+    meta["params"] = meta["params"].get<uint64_t>() + (uint64_t{1} << 62);
+    ASSERT_TRUE(
+        paths::write_file_atomic(path, text->substr(0, start) + meta.dump() + text->substr(eol))
+            .ok());
+    r = load_checkpoint(path);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().message().find("declares more values than"), std::string::npos)
+        << r.error().message();
+    const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+    ASSERT_TRUE(
+        paths::write_file_atomic(path, text->substr(0, start) + deep + text->substr(eol)).ok());
+    r = load_checkpoint(path);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().message().find("nested deeper"), std::string::npos) << r.error().message();
+  }
   ASSERT_TRUE(paths::write_file_atomic(path, *text).ok());
   TrainConfig other = c;
   other.model = "mlp";

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/json_input.h"
 #include "common/paths.h"
 
 namespace dltune::engine {
@@ -76,9 +77,9 @@ Status merge_traces(const std::string& trace_path, int ranks) {
     if (!std::filesystem::exists(part)) continue;
     auto text = paths::read_file(part);
     if (!text) return text.error();
-    json list = json::parse(*text, nullptr, false);
-    if (list.is_discarded()) list = json::parse(*text + "\n]", nullptr, false);  // no "]" yet
-    if (list.is_discarded() || !list.is_array())
+    json list = parse_json_bounded(*text).value_or(json());
+    if (list.is_null()) list = parse_json_bounded(*text + "\n]").value_or(json());  // no "]" yet
+    if (!list.is_array())
       return invalid_input("trace part '" + part + "' is not a JSON array of trace events");
     events.push_back({{"name", "process_name"},
                       {"ph", "M"},

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/json_input.h"
 #include "common/strings.h"
 #include "recipes/model/builtins.h"
 
@@ -104,8 +105,10 @@ Status get(const json& j, const char* key, T& out) {
 }  // namespace
 
 Result<TrainConfig> parse_train_config(const std::string& text) {
-  json j = json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return invalid_input("train config: not a JSON object");
+  auto parsed = parse_json_bounded(text);
+  if (!parsed) return parsed.error().wrap("train config");
+  json j = std::move(*parsed);
+  if (!j.is_object()) return invalid_input("train config: not a JSON object");
   static const char* kKeys[] = {"model",
                                 "data",
                                 "train_size",

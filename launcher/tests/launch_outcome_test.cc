@@ -367,7 +367,7 @@ TEST(LaunchOutcome, ThePredictionStandsBesideTheMeasurement) {
   EXPECT_NEAR(s["prediction"]["step_ms"].get<double>(), 12.0, 1e-9);
   EXPECT_EQ(s["prediction"]["algorithm"], "hier");
   const std::string text = format_summary(s);
-  EXPECT_NE(text.find("predicted          42000 samples/s, step 12.00 ms = compute 10.00 ms"),
+  EXPECT_NE(text.find("predicted          42,000 samples/s, step 12.00 ms = compute 10.00 ms"),
             std::string::npos)
       << text;
 }

@@ -44,7 +44,7 @@ TEST(LevelFit, GivesBackTheIntraLinkASweepWasMadeFrom) {
 TEST(LevelFit, GivesBackTheInterLinkGivenTheIntraOne) {
   Fabric truth;
   truth.intra = {0.5e-6, 1 / 8e9, 1 / 16e9};
-  truth.inter = {25e-6, 1 / 0.6e9, 0};
+  truth.inter = {25e-6, 1 / 0.6e9, 1 / 16e9};  // the reduction runs on the same cores
   auto fit =
       fit_inter(sweep(truth, 2, 2, {"ring", "rd", "rabenseifner", "tree", "hier"}), truth.intra);
   ASSERT_TRUE(fit.ok()) << fit.error().message();
@@ -52,6 +52,7 @@ TEST(LevelFit, GivesBackTheInterLinkGivenTheIntraOne) {
   EXPECT_EQ(fit->nodes, 2);
   EXPECT_NEAR(fit->link.alpha_s, truth.inter.alpha_s, 0.05 * truth.inter.alpha_s);
   EXPECT_NEAR(fit->link.beta_s_per_b, truth.inter.beta_s_per_b, 0.05 * truth.inter.beta_s_per_b);
+  EXPECT_EQ(fit->link.gamma_s_per_b, truth.intra.gamma_s_per_b);  // taken, not fitted
   EXPECT_LT(fit->rel_rms, 0.05);
 }
 
@@ -74,7 +75,7 @@ TEST(LevelFit, RefusesTooFewPointsMixedShapesAndTheWrongLevel) {
 TEST(MachineComm, ASweepAcrossNodesAloneStillGivesANetworkModel) {
   Fabric truth;
   truth.intra = {0.5e-6, 1 / 8e9, 1 / 16e9};
-  truth.inter = {25e-6, 1 / 0.6e9, 0};
+  truth.inter = {25e-6, 1 / 0.6e9, 1 / 16e9};  // the reduction runs on the same cores
   std::vector<tuner::db::Measurement> rows;
   for (const auto& m : sweep(truth, 2, 2, {"ring", "rd", "rabenseifner", "tree", "hier"})) {
     if (m.bytes == 65536) rows.push_back(m);

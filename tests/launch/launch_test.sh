@@ -208,6 +208,14 @@ rc=$?
 cut=$(newest_run)
 [ -s "$cut/checkpoints/checkpoint.bin" ] || fail "no checkpoint after the interruption"
 grep -q "dltune launch --resume $cut" "$tmp/out6b" || fail "no resume hint: $(cat "$tmp/out6b")"
+# A copy whose launch.json was edited to a wrong type: refused naming the field (exit 2).
+cp -r "$cut" "$tmp/edited"
+python3 -c "import json,sys; p=sys.argv[1]; j=json.load(open(p)); j['ranks']='two'; json.dump(j, open(p,'w'))" \
+  "$tmp/edited/launch.json"
+"$dltune" launch --resume "$tmp/edited" >"$tmp/out6e" 2>&1
+rc=$?
+[ $rc -eq 2 ] && grep -q "'ranks' must be a whole number" "$tmp/out6e" ||
+  fail "an edited launch.json: exit $rc, $(cat "$tmp/out6e")"
 "$dltune" launch --resume "$cut" >"$tmp/out6c" 2>&1 || fail "resume exited $?: $(cat "$tmp/out6c")"
 cmp "$ref/checkpoints/checkpoint.bin" "$cut/checkpoints/checkpoint.bin" ||
   fail "resumed run ended with other parameters than the uninterrupted one"

@@ -46,7 +46,7 @@ timeout 200 bash "$script" exec "$cluster" salloc --quiet -N 1 -n 2 "$dltune" tu
   fail "tune --collectives on one node exited $?: $(cat "$tmp/tune1.err")"
 before=$(sent)
 timeout 400 bash "$script" exec "$cluster" salloc --quiet -N 2 -n 4 "$dltune" tune --collectives \
-  -n 4 --min-bytes 4KiB --max-bytes 1MiB --budget 20 --json >"$tmp/tune.json" 2>"$tmp/tune.err" ||
+  -n 4 --min-bytes 4KiB --max-bytes 16MiB --budget 30 --json >"$tmp/tune.json" 2>"$tmp/tune.err" ||
   fail "tune --collectives across the nodes exited $?: $(cat "$tmp/tune.err")"
 after=$(sent)
 python3 - "$tmp/tune.json" <<'PY' || fail "the sweep: $(cat "$tmp/tune.json")"

@@ -31,6 +31,14 @@ bool same_measurement(const Measurement& a, const Measurement& b) {
          a.provenance == b.provenance;
 }
 
+// True when `incoming` is `local` (imported unsigned) now vouched for by a trusted key.
+bool signed_copy_of(const Measurement& local, const Measurement& incoming) {
+  Measurement relabelled = local;
+  relabelled.provenance.signed_by = incoming.provenance.signed_by;
+  return local.provenance.signed_by == kUnsigned && !incoming.provenance.signed_by.empty() &&
+         incoming.provenance.signed_by != kUnsigned && same_measurement(relabelled, incoming);
+}
+
 // True when the incoming row should replace the local one under `policy`.
 bool incoming_wins(ConflictPolicy policy, const Provenance& local, const Provenance& incoming,
                    int64_t local_samples, int64_t incoming_samples, bool has_samples) {
@@ -143,6 +151,8 @@ Result<MergeReport> TuningDb::merge_rows(std::span<const PlanRecord> plans,
     if (!local) return std::move(local).error();
     if (!*local) {
       ++report.measurements.added;
+    } else if (signed_copy_of(**local, m)) {
+      ++report.measurements.replaced;  // the same row takes the signature, whatever the policy
     } else if (same_measurement(**local, m)) {
       ++report.measurements.unchanged;
       continue;

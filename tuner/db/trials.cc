@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/json_input.h"
 #include "tuner/db/store.h"
 #include "tuner/db/store_sql.h"
 
@@ -36,7 +37,8 @@ RecipeTrial read_trial(const Statement& st) {
   if (!st.is_null(31)) t.compute_s = st.real(31);
   if (!st.is_null(32)) t.exposed_comm_s = st.real(32);
   if (!st.is_null(33)) {
-    const auto a = nlohmann::json::parse(st.text(33), nullptr, false);
+    const auto a = parse_json_bounded(st.text(33), {.max_bytes = size_t{1} << 20, .max_depth = 2})
+                       .value_or(nlohmann::json());
     if (a.is_array()) {
       for (const auto& v : a) {
         if (v.is_number()) t.allreduce_s.push_back(v.get<double>());

@@ -160,6 +160,11 @@ TEST(Signing, ImportRefusesBeforeCreatingAnything) {
             "the same plan, now signed by trusted key 'siteA' (it was unsigned)");
   auto up = TuningDb::open(dir.file("upgrade.db"), OpenMode::kReadOnly);
   EXPECT_EQ((*up->plans())[0].provenance.signed_by, "siteA");
+  // Its measurements too (they used to stay "unsigned": same content, so "unchanged").
+  const auto ups = *up->measurements();
+  ASSERT_FALSE(ups.empty());
+  EXPECT_EQ(upgrade->report.measurements.replaced, static_cast<int64_t>(ups.size()));
+  for (const auto& m : ups) EXPECT_EQ(m.provenance.signed_by, "siteA");
 
   auto r = import_sources(dir.file("new.db"), {dir.file("signed.json")}, strict);
   ASSERT_TRUE(r.ok()) << r.error().message();
