@@ -397,7 +397,13 @@ int bench(Args a) {
   f.coll_frac = fmt3(frac);
   f.hit_ms = fmt3(hit_ms);
   if (a.parts.find("recipe") != std::string::npos && bench_recipe(a, db, &f) != 0) return 1;
-  std::printf("(figures are provisional: the machine is shared with other builds)\n");
+  // The machine's load as the figures were taken (this process's own ranks included): timings
+  // on a loaded machine are noisy, and the reader should know how loaded it was.
+  double load[3] = {0, 0, 0};
+  if (getloadavg(load, 3) == 3) {
+    std::printf("load average: %.2f %.2f %.2f on %ld cores (figures taken under this load)\n",
+                load[0], load[1], load[2], sysconf(_SC_NPROCESSORS_ONLN));
+  }
   std::printf(
       "summary: coll_worst_vs_oracle=%s coll_cost_fraction=%s recipe_vs_grid=%s "
       "recipe_cost_fraction=%s cache_hit_ms=%s coll_regret_est=%s coll_regret=%s "

@@ -31,6 +31,7 @@
 #include "common/log.h"
 #include "common/paths.h"
 #include "common/rss.h"
+#include "engine/graph/blas_kernels.h"
 #include "engine/train/layout_memory.h"
 #include "engine/train/train_data.h"
 #include "engine/train/trainer.h"
@@ -243,6 +244,7 @@ Status train(const Options& o) {
 }  // namespace dltune::engine
 
 int main(int argc, char** argv) {
+  dltune::engine::use_native_blas_kernels(argv);  // may execute this program again, first
   using dltune::engine::Options;
   dltune::comm::keep_freed_memory();  // as dltune-tune-rank measured (comm/process_memory.h)
   CLI::App app{"dltune-worker: the dltune training rank program"};
