@@ -229,8 +229,10 @@ int bench_recipe(const Args& a, const std::string& db, Figures* f) {
   for (const auto& t : go["trials"]["trials"]) {
     const double sps = t["samples_per_s"].get<double>();
     const std::string label = t["label"].get<std::string>();
-    std::printf("%-44s %12.1f %8d%s\n", label.c_str(), sps, t["steps"].get<int>(),
-                label == chosen ? "  <- halving's choice" : "");
+    const std::string why =
+        t["failed"].get<bool>() ? "  failed: " + t.value("reason", std::string("(no reason)")) : "";
+    std::printf("%-44s %12.1f %8d%s%s\n", label.c_str(), sps, t["steps"].get<int>(),
+                label == chosen ? "  <- halving's choice" : "", why.c_str());
     if (t["failed"].get<bool>()) continue;
     if (sps > best) {
       best = sps;

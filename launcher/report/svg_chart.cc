@@ -74,7 +74,7 @@ Ticks ticks(const Axis& ax, double lo, double hi) {
         const double v = m * std::pow(10.0, e);
         const double a = std::log10(v);
         if (a < lo - 1e-9 || a > hi + 1e-9 || !keep(v)) continue;
-        t.at.emplace_back(v, label_for(ax.units, v, 0));
+        t.at.emplace_back(v, label_for(ax.units, v, v));  // "10", "0.5": the value's own digits
       }
     }
   } else {

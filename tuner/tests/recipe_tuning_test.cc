@@ -61,6 +61,27 @@ TEST(RecipeCandidates, QuickstartWeakCoversBatchesBucketsAndOverlap) {
   EXPECT_EQ(c->size(), 4u * 2u * 2u);
 }
 
+// One rank reduces nothing: only the batch is searched, bucket and overlap stay the plan's
+// defaults (or the recipe's), so no budget goes to telling identical runs apart.
+TEST(RecipeCandidates, OneRankSearchesNoCommunicationSettings) {
+  auto c = generate_candidates(recipe("    per_rank: auto\n", "weak"), {1, 1});
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  std::set<int64_t> batches;
+  for (const auto& k : *c) {
+    batches.insert(k.training.per_rank_batch);
+    EXPECT_EQ(k.training.bucket_bytes, recipes::TrainingPlan{}.bucket_bytes) << k.label;
+    EXPECT_EQ(k.training.overlap, recipes::TrainingPlan{}.overlap) << k.label;
+  }
+  EXPECT_EQ(c->size(), batches.size());
+  EXPECT_GT(batches.size(), 1u);
+  auto fixed = generate_candidates(
+      recipe("    per_rank: 64\n", "weak", "", "  bucket: 16MiB\n  overlap: off\n"), {1, 1});
+  ASSERT_TRUE(fixed.ok()) << fixed.error().message();
+  ASSERT_EQ(fixed->size(), 1u);
+  EXPECT_EQ((*fixed)[0].training.bucket_bytes, 16 * kMiB);
+  EXPECT_FALSE((*fixed)[0].training.overlap);
+}
+
 TEST(RecipeCandidates, LimitsAndFixedChoicesAreRespected) {
   const auto r = recipe("    per_rank: auto\n    max_global: 128\n", "weak", "",
                         "  bucket: 4MiB\n  overlap: on\n");

@@ -1,5 +1,7 @@
 #include "launcher/report/report.h"
 
+#include <algorithm>
+
 #include <gtest/gtest.h>
 
 #include "launcher/report/svg_chart.h"
@@ -173,6 +175,19 @@ TEST(SvgChart, AFlatSeriesHasNoTinyAxis) {
   LineChart c;
   c.series.push_back({"a", {{1, 0.5}, {2, 0.5}}, Style::kLine, "", {}, true});
   for (const std::string& t : ticks(render_svg(c))) EXPECT_EQ(t.find("e-"), std::string::npos) << t;
+}
+
+// A plain log axis (nodes, samples/s) labels its decades with their own digits: "1", "10",
+// "1,000", "0.1", never "10.00".
+TEST(SvgChart, PlainLogTicksHaveNoSpareDecimals) {
+  LineChart c;
+  c.x.scale = AxisScale::kLog10;
+  c.series.push_back({"a", {{0.1, 1}, {1, 2}, {1024, 3}}, Style::kLine, "", {}, true});
+  const auto t = ticks(render_svg(c));
+  for (const char* want : {"0.1", "1", "10", "100", "1,000"}) {
+    EXPECT_NE(std::find(t.begin(), t.end(), want), t.end()) << want;
+  }
+  for (const std::string& s : t) EXPECT_EQ(s.find(".00"), std::string::npos) << s;
 }
 
 TEST(SvgChart, NothingToShow) {
