@@ -204,10 +204,10 @@ int run_launch(const LaunchOptions& o) {
       const auto& best = (*layouts)["candidates"][0]["layout"];
       if (best.value("stages", 1) > 1) {
         req.no_tune = true;
-        progress.message(
-            "not tuning: the trials measure data-parallel layouts and this model "
-            "runs as a pipeline (" +
-            best.value("reason", std::string()) + "); running the recipe's own settings");
+        req.no_tune_note =
+            "not tuning: the trials measure data-parallel layouts and this model runs as a "
+            "pipeline (" +
+            best.value("reason", std::string()) + "); running the recipe's own settings";
       }
     }
     req.progress = o.dry_run ? nullptr : &progress;

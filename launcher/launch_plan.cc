@@ -327,7 +327,8 @@ Result<PlanChoice> choose_plan(const PlanRequest& r) {
     choice.plan = recipe_default_plan(r.recipe, r.job);
     choice.source = "default";
     if (r.no_tune && !r.dry_run) {
-      choice.notes.push_back("--no-tune: running the recipe's own settings");
+      choice.notes.push_back(r.no_tune_note.empty() ? "--no-tune: running the recipe's own settings"
+                                                    : r.no_tune_note);
     }
     return choice;
   }
