@@ -14,32 +14,15 @@
 #include "launcher/launch_job.h"
 #include "launcher/launch_progress.h"
 #include "launcher/report/report.h"
+#include "launcher/text_format.h"
 
 namespace dltune::launcher {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double num(const nlohmann::json& j, const char* key, double fallback = 0) {
-  auto it = j.find(key);
-  return it != j.end() && it->is_number() ? it->get<double>() : fallback;
-}
-
-std::string fixed(double v, int digits) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-  return buf;
-}
-
-std::string bytes_text(double b) {
-  const char* unit[] = {"B", "KiB", "MiB", "GiB"};
-  int u = 0;
-  while (b >= 1024 && u < 3) {
-    b /= 1024;
-    ++u;
-  }
-  return fixed(b, b < 10 && u > 0 ? 1 : 0) + " " + unit[u];
-}
+using text::fixed;
+using text::num;
 
 }  // namespace
 
@@ -117,8 +100,7 @@ Status write_report(const RunFacts& f, const MetricsLog& log, const nlohmann::js
   }
   // One curve per algorithm and ring segment size, named as the plan names its choice.
   auto curve_name = [](const std::string& algo, uint64_t segment) {
-    return segment > 0 ? algo + " (segments " + bytes_text(static_cast<double>(segment)) + ")"
-                       : algo;
+    return segment > 0 ? algo + " (segments " + strings::format_bytes(segment) + ")" : algo;
   };
   std::map<std::string, report::TuningCurve> curves;
   for (const auto& m : f.choice.collective_measurements) {

@@ -12,6 +12,7 @@
 #include "common/strings.h"
 #include "launcher/launch_job.h"
 #include "launcher/launch_outcome.h"
+#include "launcher/text_format.h"
 #include "tuner/plan_confidence.h"
 
 namespace dltune::launcher {
@@ -19,16 +20,8 @@ namespace {
 
 using json = nlohmann::json;
 
-double num(const json& j, const char* key, double fallback = 0) {
-  auto it = j.find(key);
-  return it != j.end() && it->is_number() ? it->get<double>() : fallback;
-}
-
-std::string fixed(double v, int digits) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-  return buf;
-}
+using text::fixed;
+using text::num;
 
 // 4249.3 -> "4,249"
 std::string thousands(double v) {

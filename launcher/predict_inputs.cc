@@ -10,6 +10,7 @@
 #include "common/strings.h"
 #include "launcher/rank_program.h"
 #include "launcher/temp_dir.h"
+#include "launcher/text_format.h"
 #include "recipes/model/builtins.h"
 #include "recipes/yaml_reader.h"
 #include "topology/topology.h"
@@ -27,11 +28,7 @@ namespace {
 namespace tdb = tuner::db;
 using predict::Link;
 
-std::string fixed(double v, int digits) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-  return buf;
-}
+using text::fixed;
 
 std::string link_text(const Link& l) {
   return fixed(l.gbps(), l.gbps() < 10 ? 2 : 0) + " GB/s, " + fixed(l.alpha_s * 1e6, 1) + " us";
