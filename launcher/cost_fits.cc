@@ -46,6 +46,17 @@ std::vector<predict::LevelFit> store_level_fits(const std::string& db_path, cons
   return fits;
 }
 
+predict::LevelFit level_fit_of(const tdb::CostModel& m) {
+  predict::LevelFit lf;
+  lf.level = m.level;
+  lf.nodes = static_cast<int>(m.key.shape.nodes);
+  lf.ranks_per_node = static_cast<int>(m.key.shape.ranks_per_node);
+  lf.link = {m.alpha_s, m.beta_s_per_b, m.gamma_s_per_b};
+  lf.rel_rms = m.rel_rms;
+  lf.points = static_cast<int>(m.points);
+  return lf;
+}
+
 std::vector<predict::LevelFit> stored_level_fits(const std::string& db_path,
                                                  const std::string& fingerprint) {
   if (db_path.empty() || !paths::exists(db_path)) return {};
@@ -55,16 +66,7 @@ std::vector<predict::LevelFit> stored_level_fits(const std::string& db_path,
   f.fingerprint = fingerprint;
   std::vector<predict::LevelFit> fits;
   if (auto models = db->cost_models(f)) {
-    for (const tdb::CostModel& m : *models) {
-      predict::LevelFit lf;
-      lf.level = m.level;
-      lf.nodes = static_cast<int>(m.key.shape.nodes);
-      lf.ranks_per_node = static_cast<int>(m.key.shape.ranks_per_node);
-      lf.link = {m.alpha_s, m.beta_s_per_b, m.gamma_s_per_b};
-      lf.rel_rms = m.rel_rms;
-      lf.points = static_cast<int>(m.points);
-      fits.push_back(lf);
-    }
+    for (const tdb::CostModel& m : *models) fits.push_back(level_fit_of(m));
   }
   if (!fits.empty()) return fits;
   auto rows = db->measurements(f);

@@ -19,6 +19,9 @@ namespace dltune::launcher {
 std::vector<predict::LevelFit> store_level_fits(const std::string& db_path,
                                                 const tuner::db::Key& key);
 
+// A stored cost model as the predictor's LevelFit.
+predict::LevelFit level_fit_of(const tuner::db::CostModel& m);
+
 // The machine's level fits as stored in `db_path` (read-only), else fitted now from its sweeps;
 // empty when the database has neither.
 std::vector<predict::LevelFit> stored_level_fits(const std::string& db_path,

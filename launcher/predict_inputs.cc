@@ -8,6 +8,7 @@
 
 #include "common/paths.h"
 #include "common/strings.h"
+#include "launcher/cost_fits.h"
 #include "launcher/rank_program.h"
 #include "launcher/temp_dir.h"
 #include "launcher/text_format.h"
@@ -81,16 +82,7 @@ void machine_rows(const PredictOptions& o, const std::string& fingerprint,
       rows->insert(rows->end(), ms->begin(), ms->end());
     }
     if (auto cms = db->cost_models(f)) {
-      for (const tdb::CostModel& c : *cms) {
-        predict::LevelFit lf;
-        lf.level = c.level;
-        lf.nodes = static_cast<int>(c.key.shape.nodes);
-        lf.ranks_per_node = static_cast<int>(c.key.shape.ranks_per_node);
-        lf.link = {c.alpha_s, c.beta_s_per_b, c.gamma_s_per_b};
-        lf.rel_rms = c.rel_rms;
-        lf.points = static_cast<int>(c.points);
-        fits->push_back(lf);
-      }
+      for (const tdb::CostModel& c : *cms) fits->push_back(level_fit_of(c));
     }
   }
 }
