@@ -2,11 +2,44 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include <cblas.h>
 
 namespace dltune::engine {
+namespace {
+
+// Whether 3x3 "same" convolutions run engine/ops/conv3x3.h's kernels: on a CPU with AVX-512,
+// unless DLTUNE_CONV3X3=0 asks for im2col + GEMM (to compare the two).
+bool use_conv3x3() {
+  static const bool use = [] {
+    const char* env = std::getenv("DLTUNE_CONV3X3");  // NOLINT: read once
+    if (env != nullptr && std::string(env) == "0") return false;
+    return conv3x3_fast();
+  }();
+  return use;
+}
+
+// Where the direct kernels beat im2col + GEMM (measured per layer on this machine's Emerald
+// Rapids core, one thread): up to 64 channels in and out (ResNet-18's 64-channel layers at
+// 56x56: forward 108 against 167 ms, backward 229 against 312 per 32 images; its 128-channel
+// layers already 15 % slower in backward, the 512-channel ones 1.3-1.9x) and an image's padded
+// planes within 2 MiB (the weight gradient streams them once per 8 output channels and input
+// row; VGG's 224x224 planes would come from memory each time).
+bool conv3x3_wins(const Conv3x3Shape& s) {
+  return s.c <= 64 && s.oc <= 64 && int64_t{s.c + s.oc} * s.plane * 4 <= (int64_t{2} << 20);
+}
+
+// Vectors of 16 outputs the weight gradient should sum over before its horizontal sums: the
+// images of a group make up as many (64 vectors: 16 % of a 3-wide row of taps at most).
+int conv3x3_group(const Conv3x3Shape& s, int batch) {
+  const int64_t vectors = std::max<int64_t>(1, s.span16 / 16);
+  return static_cast<int>(std::clamp<int64_t>((64 + vectors - 1) / vectors, 1, std::max(batch, 1)));
+}
+
+}  // namespace
 
 Status Conv2d::configure() {
   const recipes::OpAttrs& a = attrs();
@@ -26,11 +59,23 @@ Status Conv2d::configure() {
   hwo_ = int64_t{oh_} * ow_;
   direct_ = c_ == 1 && groups_ == 1 && stride_ == 1 && k_ <= 15 &&
             direct_shape_.init(oc_, k_, pad_, h_, w_);
-  pointwise_ = !direct_ && k_ == 1 && stride_ == 1 && pad_ == 0 && groups_ == 1;
+  conv3x3_ = !direct_ && k_ == 3 && stride_ == 1 && pad_ == 1 && groups_ == 1 && c_ > 1 &&
+             use_conv3x3() && c3_.init(c_, oc_, h_, w_) && conv3x3_wins(c3_);
+  pointwise_ = !direct_ && !conv3x3_ && k_ == 1 && stride_ == 1 && pad_ == 0 && groups_ == 1;
   return ok_status();
 }
 
 void Conv2d::reserve(int max_batch) {
+  if (conv3x3_) {
+    const int group = conv3x3_group(c3_, max_batch);
+    c3_packed_.resize_uninitialized(static_cast<size_t>(c3_.packed_floats()));
+    c3_in_.resize_uninitialized(static_cast<size_t>(int64_t{group} * c_ * c3_.plane));
+    c3_dout_.resize_uninitialized(static_cast<size_t>(int64_t{group} * oc_ * c3_.plane));
+    c3_flat_.resize_uninitialized(static_cast<size_t>(c3_.flat_floats()));
+    saved_cols_.resize(0);
+    saved_in_ = nullptr;
+    return;
+  }
   if (direct_ || pointwise_) {  // neither builds columns
     if (direct_)
       direct_scratch_.resize_uninitialized(static_cast<size_t>(direct_shape_.scratch_floats()));
@@ -51,6 +96,10 @@ void Conv2d::reserve(int max_batch) {
 
 int64_t Conv2d::saved_floats(int max_batch) const {
   if (direct_) return direct_shape_.scratch_floats();
+  if (conv3x3_) {  // as reserve() sizes its buffers
+    return c3_.packed_floats() + c3_.flat_floats() +
+           int64_t{conv3x3_group(c3_, max_batch)} * (c_ + oc_) * c3_.plane;
+  }
   if (pointwise_) return 0;
   const int64_t per_image = int64_t{groups_} * kg_ * hwo_;  // as reserve() sizes saved_cols_
   return std::min<int64_t>(max_batch, kSavedColsBudgetFloats / std::max<int64_t>(per_image, 1)) *
@@ -65,7 +114,7 @@ int Conv2d::chunk(int batch) const {
 }
 
 int64_t Conv2d::workspace_floats(int batch) const {
-  if (direct_ || pointwise_) return 0;  // direct's scratch is its own (reserve())
+  if (direct_ || pointwise_ || conv3x3_) return 0;  // direct's scratch is its own (reserve())
   // cols (Kg, L) reused for dcols, plus tmp (OCg, L) for the output / gradient of one group.
   // The largest chunk any batch of up to `batch` images uses: a budget-sized chunk, or the
   // whole batch when reserve(batch) sizes the saved columns for all of it. A function of the
@@ -163,6 +212,39 @@ void Conv2d::backward_direct(const OpContext& ctx, const float* in, const float*
   }
 }
 
+void Conv2d::forward_3x3(const float* in, float* out, int batch) {
+  float* packed = c3_packed_.data();
+  conv3x3_pack(c3_, params_[0], packed, packed + int64_t{c3_.oc8} * c_ * 9);
+  const int64_t in_image = int64_t{c_} * h_ * w_, out_image = int64_t{oc_} * hwo_;
+  for (int n = 0; n < batch; ++n) {
+    conv3x3_pad(c3_, in + n * in_image, c_, c3_in_.data());
+    conv3x3_forward(c3_, packed, bias(), c3_in_.data(), c3_flat_.data(), out + n * out_image);
+  }
+}
+
+void Conv2d::backward_3x3(const OpContext& ctx, const float* in, const float* dout, float* din,
+                          bool din_acc, int batch) {
+  // The weights are packed again: backward must not rely on which forward ran last.
+  float* packed = c3_packed_.data();
+  const float* packed_bwd = packed + int64_t{c3_.oc8} * c_ * 9;
+  conv3x3_pack(c3_, params_[0], packed, packed + int64_t{c3_.oc8} * c_ * 9);
+  if (!accumulate_grad(ctx, 0)) std::memset(grads_[0], 0, sizeof(float) * oc_ * c_ * 9);
+  const int group = conv3x3_group(c3_, batch);
+  const int64_t in_image = int64_t{c_} * h_ * w_, out_image = int64_t{oc_} * hwo_;
+  for (int n0 = 0; n0 < batch; n0 += group) {
+    const int nb = std::min(group, batch - n0);
+    conv3x3_pad(c3_, in + n0 * in_image, nb * c_, c3_in_.data());
+    conv3x3_pad(c3_, dout + n0 * out_image, nb * oc_, c3_dout_.data());
+    if (din != nullptr) {
+      for (int i = 0; i < nb; ++i) {
+        conv3x3_input_grad(c3_, packed_bwd, c3_dout_.data() + int64_t{i} * oc_ * c3_.plane,
+                           c3_flat_.data(), din + (n0 + i) * in_image, din_acc);
+      }
+    }
+    conv3x3_weight_grad(c3_, c3_in_.data(), c3_dout_.data(), nb, grads_[0]);
+  }
+}
+
 void Conv2d::forward_pointwise(const float* in, float* out, int batch) {
   // Per image: out (OC, HW) = W (OC, C) x in (C, HW) + b
   const float* b = bias();
@@ -197,6 +279,7 @@ void Conv2d::forward(const OpContext& ctx, const float* const* inputs, float* ou
   // in (B, C, H, W) -> out (B, OC, OH, OW)
   const float* in = inputs[0];
   if (direct_) return forward_direct(in, out, batch);
+  if (conv3x3_) return forward_3x3(in, out, batch);
   if (pointwise_) return forward_pointwise(in, out, batch);
   const int nb_max = chunk(batch);
   const int64_t out_per_image = int64_t{oc_} * hwo_;
@@ -239,6 +322,8 @@ void Conv2d::backward(const OpContext& ctx, const float* const* inputs, const fl
     if (acc) din_tmp_.reserve(static_cast<size_t>(batch * in_numel()));
     backward_direct(ctx, in, dout, acc ? din_tmp_.data() : dx, batch);
     if (acc) store_grad(dx, din_tmp_.data(), batch * in_numel(), true);
+  } else if (conv3x3_) {
+    backward_3x3(ctx, in, dout, dx, din[0].accumulate, batch);
   } else if (pointwise_) {
     backward_pointwise(ctx, in, dout, dx, din[0].accumulate, batch);
   } else {

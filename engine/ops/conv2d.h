@@ -14,9 +14,13 @@
 // 1x1 layers).
 // A convolution of a single input channel with stride 1 (LeNet's first layer) is computed
 // directly instead (engine/ops/conv_direct.h): no columns, no GEMM.
+// So is a 3x3 convolution with stride 1 and padding 1 on a CPU with AVX-512
+// (engine/ops/conv3x3.h): the CIFAR ResNets' layers, where im2col's copies cost more than the
+// GEMMs.
 #pragma once
 
 #include "engine/graph/tensor.h"
+#include "engine/ops/conv3x3.h"
 #include "engine/ops/conv_direct.h"
 #include "engine/ops/op.h"
 
@@ -27,6 +31,10 @@ class Conv2d final : public Op {
   void reserve(int max_batch) override;
   void release() override {
     direct_scratch_.resize(0);
+    c3_packed_.resize(0);
+    c3_in_.resize(0);
+    c3_dout_.resize(0);
+    c3_flat_.resize(0);
     saved_cols_.resize(0);
     din_tmp_.resize(0);
     saved_in_ = nullptr;
@@ -47,7 +55,7 @@ class Conv2d final : public Op {
   int chunk(int batch) const;  // images per im2col chunk
   // Whether forward keeps the columns of a training batch of `batch` images for backward.
   bool saves_cols(int batch) const {
-    return !pointwise_ &&
+    return !pointwise_ && !conv3x3_ &&
            int64_t{groups_} * kg_ * hwo_ * batch <= static_cast<int64_t>(saved_cols_.size());
   }
   // cols (Kg, nb*OH*OW) <- images [n0, n0+nb) of `in`, channels of group g.
@@ -57,6 +65,9 @@ class Conv2d final : public Op {
 
   void backward_gemm(const OpContext& ctx, const float* in, const float* dout, float* din,
                      bool din_acc, int batch);
+  void forward_3x3(const float* in, float* out, int batch);
+  void backward_3x3(const OpContext& ctx, const float* in, const float* dout, float* din,
+                    bool din_acc, int batch);
   void forward_pointwise(const float* in, float* out, int batch);
   void backward_pointwise(const OpContext& ctx, const float* in, const float* dout, float* din,
                           bool din_acc, int batch);
@@ -69,6 +80,11 @@ class Conv2d final : public Op {
   int c_ = 0, h_ = 0, w_ = 0, oh_ = 0, ow_ = 0;  // input and output planes
   bool direct_ = false;              // one input channel, stride 1: engine/ops/conv_direct.h
   bool pointwise_ = false;           // 1x1, stride 1, no padding, one group: no columns
+  bool conv3x3_ = false;             // 3x3, stride 1, padding 1: engine/ops/conv3x3.h
+  Conv3x3Shape c3_;                  // when conv3x3_
+  Buffer c3_packed_;                 // Conv3x3Shape::packed_floats()
+  Buffer c3_in_, c3_dout_;           // padded planes of a group of images
+  Buffer c3_flat_;                   // one image's flat output
   DirectConvShape direct_shape_;     // when direct_
   Buffer direct_scratch_;            // when direct_: DirectConvShape::scratch_floats()
   Buffer din_tmp_;                   // direct_ with an accumulated input gradient

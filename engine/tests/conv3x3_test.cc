@@ -1,0 +1,130 @@
+// engine/ops/conv3x3.h against a direct double-precision evaluation of the definitions
+// (cross-correlation with zero padding 1, its input and weight gradients), on shapes that
+// exercise partial channel tiles (3, 5, 13 channels), rows that do not fill a vector, a 1x1
+// image, and the batched weight gradient. The Conv2d op that uses these kernels is checked
+// against PyTorch by torch_ref_test.
+#include "engine/ops/conv3x3.h"
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace dltune::engine {
+namespace {
+
+struct Case {
+  int n, c, oc, h, w;
+};
+
+std::vector<float> random_vector(size_t n, std::mt19937* rng) {
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = u(*rng);
+  return v;
+}
+
+// in(n, c, y, x) with zero outside the plane.
+double at(const std::vector<float>& t, const Case& k, int channels, int n, int c, int y, int x) {
+  if (y < 0 || y >= k.h || x < 0 || x >= k.w) return 0.0;
+  return t[((size_t(n) * channels + c) * k.h + y) * k.w + x];
+}
+
+void expect_near_all(const std::vector<float>& got, const std::vector<double>& want,
+                     const char* what) {
+  ASSERT_EQ(got.size(), want.size());
+  double scale = 0.0;
+  for (double v : want) scale = std::max(scale, std::abs(v));
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_NEAR(got[i], want[i], 1e-5 * std::max(1.0, scale)) << what << " element " << i;
+  }
+}
+
+class Conv3x3 : public ::testing::TestWithParam<Case> {};
+
+TEST_P(Conv3x3, MatchesTheDefinition) {
+  const Case k = GetParam();
+  std::mt19937 rng(k.c * 131 + k.oc * 17 + k.h * 5 + k.w);
+  Conv3x3Shape s;
+  ASSERT_TRUE(s.init(k.c, k.oc, k.h, k.w));
+  const size_t in_n = size_t(k.n) * k.c * k.h * k.w, out_n = size_t(k.n) * k.oc * k.h * k.w;
+  const std::vector<float> x = random_vector(in_n, &rng),
+                           w = random_vector(size_t(k.oc) * k.c * 9, &rng),
+                           bias = random_vector(k.oc, &rng), dy = random_vector(out_n, &rng);
+
+  std::vector<float> packed(s.packed_floats()), flat(s.flat_floats());
+  float* pf = packed.data();
+  float* pb = pf + int64_t{s.oc8} * s.c * 9;
+  conv3x3_pack(s, w.data(), pf, pb);
+  std::vector<float> pin(size_t(k.n) * k.c * s.plane), pdy(size_t(k.n) * k.oc * s.plane);
+  conv3x3_pad(s, x.data(), k.n * k.c, pin.data());
+  conv3x3_pad(s, dy.data(), k.n * k.oc, pdy.data());
+
+  std::vector<float> y(out_n), dx(in_n, 0.5f), dw(w.size(), 0.25f);
+  for (int n = 0; n < k.n; ++n) {
+    conv3x3_forward(s, pf, bias.data(), pin.data() + size_t(n) * k.c * s.plane, flat.data(),
+                    y.data() + size_t(n) * k.oc * k.h * k.w);
+    // the first image's gradient is stored over the 0.5s, the others added to them
+    conv3x3_input_grad(s, pb, pdy.data() + size_t(n) * k.oc * s.plane, flat.data(),
+                       dx.data() + size_t(n) * k.c * k.h * k.w, n % 2 == 1);
+  }
+  // all images but the last in one call, the last in another: both add to dw's 0.25s
+  if (k.n > 1) conv3x3_weight_grad(s, pin.data(), pdy.data(), k.n - 1, dw.data());
+  conv3x3_weight_grad(s, pin.data() + size_t(k.n - 1) * k.c * s.plane,
+                      pdy.data() + size_t(k.n - 1) * k.oc * s.plane, 1, dw.data());
+
+  std::vector<double> y_ref(out_n), dx_ref(in_n), dw_ref(w.size(), 0.25);
+  for (int n = 0; n < k.n; ++n) {
+    for (int o = 0; o < k.oc; ++o) {
+      for (int yy = 0; yy < k.h; ++yy) {
+        for (int xx = 0; xx < k.w; ++xx) {
+          double acc = bias[o];
+          const double g = dy[((size_t(n) * k.oc + o) * k.h + yy) * k.w + xx];
+          for (int c = 0; c < k.c; ++c) {
+            for (int ki = 0; ki < 3; ++ki) {
+              for (int kj = 0; kj < 3; ++kj) {
+                const double wv = w[((size_t(o) * k.c + c) * 3 + ki) * 3 + kj];
+                const double xv = at(x, k, k.c, n, c, yy - 1 + ki, xx - 1 + kj);
+                acc += wv * xv;
+                dw_ref[((size_t(o) * k.c + c) * 3 + ki) * 3 + kj] += g * xv;
+                const int iy = yy - 1 + ki, ix = xx - 1 + kj;
+                if (iy >= 0 && iy < k.h && ix >= 0 && ix < k.w) {
+                  dx_ref[((size_t(n) * k.c + c) * k.h + iy) * k.w + ix] += g * wv;
+                }
+              }
+            }
+          }
+          y_ref[((size_t(n) * k.oc + o) * k.h + yy) * k.w + xx] = acc;
+        }
+      }
+    }
+    if (n % 2 == 1) {
+      for (size_t i = 0; i < size_t(k.c) * k.h * k.w; ++i)
+        dx_ref[size_t(n) * k.c * k.h * k.w + i] += 0.5;
+    }
+  }
+  expect_near_all(y, y_ref, "forward");
+  expect_near_all(dx, dx_ref, "input gradient");
+  expect_near_all(dw, dw_ref, "weight gradient");
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, Conv3x3,
+                         ::testing::Values(Case{2, 16, 16, 32, 32},  // resnet20's first stage
+                                           Case{3, 3, 16, 8, 8},     // an RGB stem
+                                           Case{4, 3, 16, 32, 32},
+                                           Case{2, 5, 13, 7, 9},  // partial tiles, odd rows
+                                           Case{4, 16, 8, 1, 1},  // a 1x1 plane
+                                           Case{3, 8, 24, 3, 20}, Case{1, 13, 5, 11, 6}));
+
+TEST(Conv3x3Shape, RefusesEmptyShapes) {
+  Conv3x3Shape s;
+  EXPECT_FALSE(s.init(0, 4, 4, 4));
+  EXPECT_FALSE(s.init(4, 4, 0, 4));
+  EXPECT_TRUE(s.init(1, 1, 1, 1));
+  EXPECT_GE(s.plane, s.lead + s.span16 + 2 * s.pw + 2);
+  EXPECT_EQ((s.lead + s.pw + 1) % 16, 0);
+}
+
+}  // namespace
+}  // namespace dltune::engine
