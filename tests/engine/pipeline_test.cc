@@ -213,14 +213,24 @@ TEST_P(PipelineEquivalence, SameParametersAndLossesAsOneRank) {
     }
     EXPECT_EQ(found, static_cast<int>((want_run.*member).size()));
   };
-  compare(ref, &Trained::tensors, 0);
   // Running statistics are each replica's own (as DDP's without buffer broadcast): replica r's
   // equal rank r's of plain data parallelism over R ranks with M micro-batches each.
   if (k.replicas == 1) {
+    compare(ref, &Trained::tensors, 0);
     compare(ref, &Trained::state, 0);
   } else {
+    // With replicas, gradients are summed by an allreduce, in another order than one rank's
+    // accumulation. In resnet20 (batch norm over 2-image micro-batches, ~1.5 M ReLU inputs a
+    // step) such a rounding-level difference flips about one ReLU whose input lies within 1e-6
+    // of zero per step, and three steps carry that to 1e-3 in whole tensors: the baseline met
+    // 2e-4 only as long as no input happened to lie that near. So the parameters are compared
+    // with plain data parallelism over R ranks, whose reductions are the same in the same
+    // order; data parallelism itself is tied to one rank by engine_train_test.
     const std::vector<Trained> dp = data_parallel(n, k.microbatches, k.replicas);
-    for (int r = 0; r < k.replicas; ++r) compare(dp[static_cast<size_t>(r)], &Trained::state, r);
+    for (int r = 0; r < k.replicas; ++r) {
+      compare(dp[static_cast<size_t>(r)], &Trained::tensors, r);
+      compare(dp[static_cast<size_t>(r)], &Trained::state, r);
+    }
   }
   if (k.net == "gpt") {  // the head's copy of the embedding stayed equal to it
     const Trained& last = runs[static_cast<size_t>(k.stages - 1)];
