@@ -4,6 +4,62 @@
 #include <cstring>
 
 namespace dltune::engine {
+namespace {
+
+// Sums over a channel's plane in 16 independent lanes: GCC vectorises these loops (one
+// accumulator per lane) where a single float accumulator would be a chain of dependent adds
+// (it may not reorder float additions), 4 cycles per element.
+constexpr int kLanes = 16;
+
+// sum of x[0 .. n)
+float lane_sum(const float* x, int64_t n) {
+  float acc[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int l = 0; l < kLanes; ++l) acc[l] += x[i + l];
+  float s = 0.0f;
+  for (; i < n; ++i) s += x[i];
+  for (float a : acc) s += a;
+  return s;
+}
+
+// sum of (x[i] - m)^2
+float lane_sq_dev(const float* x, float m, int64_t n) {
+  float acc[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int l = 0; l < kLanes; ++l) acc[l] += (x[i + l] - m) * (x[i + l] - m);
+  float s = 0.0f;
+  for (; i < n; ++i) s += (x[i] - m) * (x[i] - m);
+  for (float a : acc) s += a;
+  return s;
+}
+
+// *sum_dy += sum of dy[i], *sum_dy_dx += sum of dy[i] (x[i] - m)
+void lane_dy_sums(const float* dy, const float* x, float m, int64_t n, float* sum_dy,
+                  float* sum_dy_dx) {
+  float a0[kLanes] = {}, a1[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int l = 0; l < kLanes; ++l) {
+      a0[l] += dy[i + l];
+      a1[l] += dy[i + l] * (x[i + l] - m);
+    }
+  }
+  float s0 = 0.0f, s1 = 0.0f;
+  for (; i < n; ++i) {
+    s0 += dy[i];
+    s1 += dy[i] * (x[i] - m);
+  }
+  for (int l = 0; l < kLanes; ++l) {
+    s0 += a0[l];
+    s1 += a1[l];
+  }
+  *sum_dy = s0;
+  *sum_dy_dx = s1;
+}
+
+}  // namespace
 
 // ---- BatchNorm -----------------------------------------------------------------------------
 
@@ -31,21 +87,11 @@ void BatchNorm::forward(const OpContext& ctx, const float* const* in, float* out
     double mean = running_mean[c], var = running_var[c];
     if (training_) {
       double sum = 0.0;
-      for (int n = 0; n < batch; ++n) {
-        const float* xc = x + (n * c_ + c) * s_;
-        float part = 0.0f;
-        for (int64_t i = 0; i < s_; ++i) part += xc[i];
-        sum += part;
-      }
+      for (int n = 0; n < batch; ++n) sum += lane_sum(x + (n * c_ + c) * s_, s_);
       mean = sum / static_cast<double>(N);
       double sq = 0.0;
       const float fm = static_cast<float>(mean);
-      for (int n = 0; n < batch; ++n) {
-        const float* xc = x + (n * c_ + c) * s_;
-        float part = 0.0f;
-        for (int64_t i = 0; i < s_; ++i) part += (xc[i] - fm) * (xc[i] - fm);
-        sq += part;
-      }
+      for (int n = 0; n < batch; ++n) sq += lane_sq_dev(x + (n * c_ + c) * s_, fm, s_);
       var = sq / static_cast<double>(N);
       const double unbiased =
           N > 1 ? var * static_cast<double>(N) / static_cast<double>(N - 1) : var;
@@ -82,13 +128,8 @@ void BatchNorm::backward(const OpContext& ctx, const float* const* in, const flo
     const float mean = mean_[static_cast<size_t>(c)], inv = invstd_[static_cast<size_t>(c)];
     double sum_dy = 0.0, sum_dy_xhat = 0.0;
     for (int n = 0; n < batch; ++n) {
-      const float* xc = x + (n * c_ + c) * s_;
-      const float* dyc = dout + (n * c_ + c) * s_;
       float p0 = 0.0f, p1 = 0.0f;
-      for (int64_t i = 0; i < s_; ++i) {
-        p0 += dyc[i];
-        p1 += dyc[i] * (xc[i] - mean);
-      }
+      lane_dy_sums(dout + (n * c_ + c) * s_, x + (n * c_ + c) * s_, mean, s_, &p0, &p1);
       sum_dy += p0;
       sum_dy_xhat += static_cast<double>(p1) * inv;
     }
