@@ -1,12 +1,36 @@
 #include "engine/graph/backward_plan.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 
 namespace dltune::engine {
 
-BackwardPlan plan_backward(const recipes::GraphInfo& info) {
+std::vector<int> fused_relus(const recipes::Graph& graph, const recipes::GraphInfo& info) {
+  const int n = static_cast<int>(graph.nodes.size());
+  std::vector<int> readers(static_cast<size_t>(n), 0);
+  for (const auto& srcs : info.inputs)
+    for (int src : srcs)
+      if (src >= 0) ++readers[static_cast<size_t>(src)];
+  std::vector<int> fused(static_cast<size_t>(n), -1);
+  const char* fuse = std::getenv("DLTUNE_FUSE");  // NOLINT: DLTUNE_FUSE=0 compares without
+  if (fuse != nullptr && std::string(fuse) == "0") return fused;
+  for (int j = 1; j < n; ++j) {
+    const auto uj = static_cast<size_t>(j);
+    const int i = j - 1;
+    if (graph.nodes[uj].op == recipes::OpKind::kRelu && info.inputs[uj] == std::vector<int>{i} &&
+        graph.nodes[static_cast<size_t>(i)].op == recipes::OpKind::kBatchNorm &&
+        readers[static_cast<size_t>(i)] == 1) {
+      fused[uj] = i;
+    }
+  }
+  return fused;
+}
+
+BackwardPlan plan_backward(const recipes::GraphInfo& info, const std::vector<int>& fused) {
   const int n = static_cast<int>(info.outputs.size());
   BackwardPlan p;
+  p.fused_into = fused.empty() ? std::vector<int>(static_cast<size_t>(n), -1) : fused;
   p.din_accumulate.resize(static_cast<size_t>(n));
   p.param_accumulate.resize(static_cast<size_t>(n));
   p.slot.assign(static_cast<size_t>(n), -2);  // -2: not allocated yet
@@ -47,6 +71,13 @@ BackwardPlan plan_backward(const recipes::GraphInfo& info) {
   for (int i = n - 1; i >= 0; --i) {
     const auto ui = static_cast<size_t>(i);
     if (p.slot[ui] == -2) allocate(i);  // unread: a zero gradient of its own
+    if (const int into = p.fused_into[ui]; into >= 0) {
+      // The batch norm's output gradient is this ReLU's: one slot, freed after the batch norm.
+      p.din_accumulate[ui].push_back(false);
+      p.slot[static_cast<size_t>(into)] = p.slot[ui];
+      written[static_cast<size_t>(into)] = true;
+      continue;
+    }
     for (int src : info.inputs[ui]) {
       if (src < 0) {
         p.din_accumulate[ui].push_back(false);

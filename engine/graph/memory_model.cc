@@ -27,9 +27,10 @@ Result<MemoryTerms> estimate_memory(const recipes::Graph& graph, const MemoryQue
   m.state = info.state_floats * F;
   // One batch's activations, op state and workspace, as Model::reserve() allocates them.
   int64_t acts = 0, saved = 0, ws = 0;
+  const std::vector<int> fused = fused_relus(graph, info);  // as Model::build fuses
   for (size_t i = 0; i < graph.nodes.size(); ++i) {
     const recipes::Node& n = graph.nodes[i];
-    acts += B * recipes::numel(info.outputs[i]);
+    if (fused[i] < 0) acts += B * recipes::numel(info.outputs[i]);
     std::vector<recipes::Shape> in;
     for (int src : info.inputs[i])
       in.push_back(src < 0 ? graph.input : info.outputs[static_cast<size_t>(src)]);
@@ -39,7 +40,7 @@ Result<MemoryTerms> estimate_memory(const recipes::Graph& graph, const MemoryQue
     ws = std::max(ws, op->workspace_floats(static_cast<int>(B)));
   }
   int64_t slots = 0;
-  for (int64_t s : plan_backward(info).slot_floats) slots += B * s;
+  for (int64_t s : plan_backward(info, fused).slot_floats) slots += B * s;
   const int64_t one_set = (acts + saved) * F;
   const int64_t local = q.local_batch > 0 ? q.local_batch : B;
   const int64_t input = recipes::numel(graph.input) * F;     // per sample

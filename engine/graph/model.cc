@@ -23,7 +23,6 @@ Result<Model> Model::build(const recipes::Graph& graph, const std::string& name,
     return invalid_input(where + ": node '" + n.name + "' (" + std::string(recipes::op_name(n.op)) +
                          "): " + message);
   }
-  m.plan_ = plan_backward(m.info_);
   for (size_t i = 0; i < graph.nodes.size(); ++i) {
     const recipes::Node& n = graph.nodes[i];
     std::vector<recipes::Shape> in;
@@ -36,6 +35,14 @@ Result<Model> Model::build(const recipes::Graph& graph, const std::string& name,
     m.in_ptrs_.emplace_back(in.size());
     m.din_.emplace_back(in.size());
   }
+  // ReLUs fused into the batch norm before them (backward_plan.h).
+  const std::vector<int> fused = fused_relus(graph, m.info_);
+  for (int into : fused) {
+    if (into >= 0) {
+      DLTUNE_CHECK(m.ops_[static_cast<size_t>(into)]->fuse_relu(), "fused_relus: not fusable");
+    }
+  }
+  m.plan_ = plan_backward(m.info_, fused);
   if (share_with) {
     m.share_parameters_of(*share_with);
     return m;
@@ -144,7 +151,9 @@ void Model::reserve(int max_batch) {
     op.reserve(max_batch);
     // Activations, gradients and the workspace are scratch that every op writes before it
     // reads, so they are not zeroed: pages a smaller batch never uses are never faulted in.
-    const size_t n = B * static_cast<size_t>(recipes::numel(info_.outputs[i]));
+    // A fused ReLU's output is its batch norm's buffer.
+    const size_t n =
+        plan_.fused_into[i] >= 0 ? 0 : B * static_cast<size_t>(recipes::numel(info_.outputs[i]));
     acts_[i].resize_uninitialized(n);
     bytes += static_cast<int64_t>(n * sizeof(float));
     ws = std::max(ws, op.workspace_floats(max_batch));
@@ -183,8 +192,8 @@ const float* Model::forward(const float* input, int batch, bool training, uint64
   for (size_t i = 0; i < ops_.size(); ++i) {
     auto& ptrs = in_ptrs_[i];
     const auto& srcs = info_.inputs[i];
-    for (size_t k = 0; k < srcs.size(); ++k)
-      ptrs[k] = srcs[k] < 0 ? input : acts_[static_cast<size_t>(srcs[k])].data();
+    if (plan_.fused_into[i] >= 0) continue;  // its batch norm wrote its output
+    for (size_t k = 0; k < srcs.size(); ++k) ptrs[k] = srcs[k] < 0 ? input : output_of(srcs[k]);
     ctx.seed = Rng::mix(seed, static_cast<uint64_t>(first_node_) + i);
     if (!profiling_) {
       ops_[i]->forward(ctx, ptrs.data(), acts_[i].data(), batch);
@@ -194,7 +203,7 @@ const float* Model::forward(const float* input, int batch, bool training, uint64
     ops_[i]->forward(ctx, ptrs.data(), acts_[i].data(), batch);
     fwd_s_[i] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
-  return acts_.back().data();
+  return output_of(num_nodes() - 1);
 }
 
 void Model::backward(const float* input, const float* dout, int batch,
@@ -209,6 +218,10 @@ void Model::backward(const float* input, const float* dout, int batch,
     if (plan_.unread[ui])  // nothing reads this node: its output's gradient is zero
       std::memset(slots_[static_cast<size_t>(slot)].data(), 0,
                   sizeof(float) * static_cast<size_t>(batch * recipes::numel(info_.outputs[ui])));
+    if (plan_.fused_into[ui] >= 0) {  // its batch norm takes the gradient (the same slot)
+      if (ready) ready(i);
+      continue;
+    }
     auto& ptrs = in_ptrs_[ui];
     auto& din = din_[ui];
     const auto& srcs = info_.inputs[ui];
@@ -220,13 +233,13 @@ void Model::backward(const float* input, const float* dout, int batch,
         input_written = input_written || dinput != nullptr;
         continue;
       }
-      ptrs[k] = acts_[static_cast<size_t>(src)].data();
+      ptrs[k] = output_of(src);
       const int s = plan_.slot[static_cast<size_t>(src)];
       din[k] = GradOut{slots_[static_cast<size_t>(s)].data(), plan_.din_accumulate[ui][k]};
     }
     const auto t0 =
         profiling_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-    ops_[ui]->backward(ctx, ptrs.data(), acts_[ui].data(), dy, din.data(), batch);
+    ops_[ui]->backward(ctx, ptrs.data(), output_of(i), dy, din.data(), batch);
     if (profiling_)
       bwd_s_[ui] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (ready) ready(i);

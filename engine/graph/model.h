@@ -127,6 +127,11 @@ class Model {
  private:
   Model() = default;
   void bind_all();
+  // Node i's output: its own buffer, or a fused ReLU's batch norm's.
+  const float* output_of(int i) const {
+    const int f = plan_.fused_into[static_cast<size_t>(i)];
+    return acts_[static_cast<size_t>(f >= 0 ? f : i)].data();
+  }
 
   std::string name_;
   recipes::Graph graph_;

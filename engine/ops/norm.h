@@ -24,6 +24,10 @@ class BatchNorm final : public Op {
  public:
   void reserve(int max_batch) override;
   int64_t saved_floats(int) const override { return 2 * c_; }
+  bool fuse_relu() override {
+    relu_ = true;
+    return true;
+  }
   void forward(const OpContext& ctx, const float* const* in, float* out, int batch) override;
   void backward(const OpContext& ctx, const float* const* in, const float* out, const float* dout,
                 const GradOut* din, int batch) override;
@@ -35,6 +39,10 @@ class BatchNorm final : public Op {
   int64_t c_ = 0, s_ = 1;
   Buffer mean_, invstd_;  // (C) of the last forward: the batch's, or the running ones
   bool training_ = true;  // the mode of the last forward
+  bool relu_ = false;     // a ReLU fused in (fuse_relu())
+  template <bool kRelu>
+  void backward_impl(const OpContext& ctx, const float* x, const float* y, const float* dout,
+                     const GradOut* din, int batch);
 };
 
 class LayerNorm final : public Op {

@@ -87,6 +87,10 @@ class Op {
   // argmax, statistics, saved columns): the memory model's per-op term. Valid after setup().
   virtual int64_t saved_floats(int /*max_batch*/) const { return 0; }
 
+  // Asks the op to apply a ReLU to its output itself (engine/graph/backward_plan.h's fusion):
+  // forward then writes max(0, y), and backward receives the ReLU's output gradient with `out`
+  // the ReLU's output, and masks it. Returns whether the op does so (default: no).
+  virtual bool fuse_relu() { return false; }
   // in[k] (B, in_shape(k)) -> out (B, out_shape). Precondition: B <= the reserved max batch.
   virtual void forward(const OpContext& ctx, const float* const* in, float* out, int batch) = 0;
   // Parameter gradients (written or added per accumulate_grad(t)) and, where din[k].data is
