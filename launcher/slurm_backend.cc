@@ -80,14 +80,18 @@ std::string relabel(std::string_view line) {
   return "[" + std::string(line.substr(i, j - i)) + "] " + rest;
 }
 
-// Waits up to `ms` for `pid` to end; false when it is still running.
-bool reaped_within(pid_t pid, int ms) {
-  for (int waited = 0;; waited += 20) {
-    int st = 0;
-    const pid_t r = waitpid(pid, &st, WNOHANG);
+using Clock = std::chrono::steady_clock;
+
+// Reaps `pid` into `status`, waiting until `deadline` at most (polled every 20 ms; nullopt:
+// as long as it takes). False when it still runs then.
+bool reap_by(pid_t pid, int* status, std::optional<Clock::time_point> deadline) {
+  for (;;) {
+    const pid_t r = waitpid(pid, status, deadline ? WNOHANG : 0);
     if (r == pid || (r < 0 && errno != EINTR)) return true;
-    if (waited >= ms) return false;
-    usleep(20 * 1000);
+    if (r == 0) {
+      if (Clock::now() >= *deadline) return false;
+      usleep(20 * 1000);
+    }
   }
 }
 
@@ -115,15 +119,15 @@ Result<std::string> capture(const std::vector<std::string>& argv, int timeout_ms
     errno = rc;
     return errno_error("starting " + argv[0]);
   }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  std::optional<Clock::time_point> deadline;
+  if (timeout_ms > 0) deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
   bool timed_out = false;
   std::string out;
   char buf[4096];
   for (;;) {
-    if (timeout_ms > 0) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                            deadline - std::chrono::steady_clock::now())
-                            .count();
+    if (deadline) {
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - Clock::now()).count();
       pollfd p{fds[0], POLLIN, 0};
       const int ready = left > 0 ? poll(&p, 1, static_cast<int>(left)) : 0;
       if (ready < 0 && errno == EINTR) continue;
@@ -140,17 +144,16 @@ Result<std::string> capture(const std::vector<std::string>& argv, int timeout_ms
     if (out.size() < kMaxOut) out.append(buf, static_cast<size_t>(n));
   }
   close(fds[0]);
-  if (timed_out) {
-    kill(pid, SIGTERM);
-    if (!reaped_within(pid, 1000)) {
-      kill(pid, SIGKILL);
-      reaped_within(pid, 5000);
-    }
-    return timeout_error(argv[0] + " did not finish within " + std::to_string(timeout_ms / 1000) +
-                         " s");
-  }
   int st = 0;
-  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  if (timed_out || !reap_by(pid, &st, deadline)) {
+    kill(pid, SIGTERM);
+    if (!reap_by(pid, &st, Clock::now() + std::chrono::seconds(1))) {
+      kill(pid, SIGKILL);
+      reap_by(pid, &st, std::nullopt);
+    }
+    return timeout_error(argv[0] + " did not finish within " +
+                         (timeout_ms % 1000 == 0 ? std::to_string(timeout_ms / 1000) + " s"
+                                                 : std::to_string(timeout_ms) + " ms"));
   }
   if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
     return io_error(argv[0] + " failed (status " + std::to_string(st) + ")");

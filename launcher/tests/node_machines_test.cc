@@ -123,15 +123,18 @@ TEST(NodeMachinesTest, FailuresAreErrorsNeverHangs) {
     ScopedEnv path("PATH", srun.dir.path() + ":/usr/bin:/bin");
     EXPECT_EQ(count_node_machines(2).error().kind(), ErrorKind::kInvalidInput);
   }
-  {  // a step that waits for CPUs another step holds
-    FakeSrun srun = fake_srun("exec sleep 30");
+  // A step that waits for CPUs another step holds; one that closed its output but hangs.
+  for (const char* body : {"exec sleep 30", "exec sleep 30 >&-"}) {
+    FakeSrun srun = fake_srun(body);
     ScopedEnv path("PATH", srun.dir.path() + ":/usr/bin:/bin");
     const auto t0 = std::chrono::steady_clock::now();
     auto n = count_node_machines(2, 300);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    ASSERT_FALSE(n.ok());
-    EXPECT_EQ(n.error().kind(), ErrorKind::kTimeout);
-    EXPECT_LT(s, 5.0);
+    ASSERT_FALSE(n.ok()) << body;
+    EXPECT_EQ(n.error().kind(), ErrorKind::kTimeout) << body;
+    EXPECT_NE(n.error().message().find("did not finish within 300 ms"), std::string::npos)
+        << n.error().message();
+    EXPECT_LT(s, 5.0) << body;
   }
 }
 
