@@ -160,8 +160,14 @@ int run_launch(const LaunchOptions& o) {
   }
 
   Progress progress(Progress::detect(o.json, stdout), stdout);
+  // Slurm nodes may be namespaces of this one host (the test cluster), whose ranks then share
+  // its cores: asked once (a short srun step), for the warning and every prediction.
+  launcher::NodeMachines machines;
   if (!o.dry_run) {
-    const std::string w = launcher::oversubscription_warning(*job, cores);
+    machines =
+        launcher::ask_node_machines(job->backend == launcher::Backend::kSlurm, job->shape.nodes);
+    const int npm = launcher::nodes_per_machine(machines, job->shape.nodes);
+    const std::string w = launcher::oversubscription_warning(*job, cores, npm);
     if (!w.empty()) progress.message(w);
   }
   auto layers =
@@ -172,6 +178,7 @@ int run_launch(const LaunchOptions& o) {
   launcher::PlanChoice choice;
   launcher::LaunchPredictor predictor(job->recipe, job->recipe_path, job->shape,
                                       static_cast<int>(topo->cores.size()));
+  predictor.set_node_machines(machines);
   std::optional<RunDir> dir = resumed;
   std::optional<launcher::TempDir> scratch;
   std::optional<launcher::RunDirGuard> unless_trained;  // a refused launch leaves no run dir
@@ -370,6 +377,7 @@ int run_launch(const LaunchOptions& o) {
   facts.nodes = job->shape.nodes;
   facts.backend = job->backend == launcher::Backend::kSlurm ? "slurm" : "local";
   facts.cores_per_node = cores;
+  facts.nodes_per_machine = launcher::nodes_per_machine(machines, job->shape.nodes);
   facts.binding = job->recipe.launch.binding;
   facts.choice = choice;
   facts.prediction = prediction;

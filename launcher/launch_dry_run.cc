@@ -1,5 +1,6 @@
 #include "launcher/launch_dry_run.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include <nlohmann/json.hpp>
@@ -20,13 +21,22 @@ std::string range_text(uint64_t lo, uint64_t hi) {
 
 }  // namespace
 
-std::string oversubscription_warning(const Job& job, int cores) {
-  const int per_node = job.ranks / std::max(1, job.shape.nodes);
-  if (cores <= 0 || per_node <= cores) return "";
-  return "warning: " + std::to_string(per_node) + " ranks per node on " + std::to_string(cores) +
+std::string oversubscription_warning(const Job& job, int cores, int nodes_per_machine) {
+  const int nodes = std::max(1, job.shape.nodes);
+  const int npm = std::clamp(nodes_per_machine, 1, nodes);
+  const int per_machine = job.ranks / nodes * npm;
+  if (cores <= 0 || per_machine <= cores) return "";
+  const std::string where = npm > 1
+                                ? " ranks per machine (" + std::to_string(npm) + " nodes each) on "
+                                : " ranks per node on ";
+  // The most ranks per node whose machines keep a core each; none when a machine has fewer
+  // cores than nodes.
+  const int fit = cores / npm;
+  return "warning: " + std::to_string(per_machine) + where + std::to_string(cores) +
          " cores: the ranks will share cores, so each gets less than a core and the throughput "
-         "and scaling efficiency fall below what one rank per core gives; use -n " +
-         std::to_string(cores * job.shape.nodes) + " or fewer";
+         "and scaling efficiency fall below what one rank per core gives; " +
+         (fit > 0 ? "use -n " + std::to_string(fit * nodes) + " or fewer"
+                  : "use fewer nodes per machine");
 }
 
 std::string allreduce_in_words(const recipes::Plan& plan) {

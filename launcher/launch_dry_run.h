@@ -27,8 +27,10 @@ struct DryRun {
 void print_dry_run(const DryRun& d);
 
 // "warning: 4 ranks per node on 2 cores: ..." when the job has more ranks per node than this
-// machine has cores; "" otherwise.
-std::string oversubscription_warning(const Job& job, int cores_per_node);
+// machine has cores; "" otherwise. With `nodes_per_machine` > 1 (Slurm nodes that are one
+// host's namespaces, launch_prediction.h's NodeMachines) the ranks of that many nodes share
+// the cores: "warning: 4 ranks per machine (2 nodes each) on 2 cores: ...".
+std::string oversubscription_warning(const Job& job, int cores_per_node, int nodes_per_machine = 1);
 
 // The plan's allreduce choices in words: "rabenseifner below 1 MiB, shm from 1 MiB", "ring
 // every size"; "" when it has none.

@@ -40,7 +40,9 @@ struct RunFacts {
   int ranks = 1, nodes = 1;
   std::string backend;
   int cores_per_node = 0;  // usable cores of this node (0 = unknown)
-  std::string binding;     // launch.binding: none, core, numa, auto
+  // Nodes that are one machine and share its cores (launch_prediction.h's nodes_per_machine).
+  int nodes_per_machine = 1;
+  std::string binding;  // launch.binding: none, core, numa, auto
   PlanChoice choice;
   nlohmann::json worker;       // rank 0's worker summary (dltune-worker train --summary)
   double baseline_sps = 0;     // the same per-rank batch on one rank (0 = not measured)
@@ -78,7 +80,7 @@ MetricsLog read_metrics(const std::string& path);
 //   buckets;
 // - "confidence" (the plan's: the winner against its closest rival, with the ~95 % interval),
 //   "regret" (the training choices'), "budget" (tune.budget and what it cut);
-// - the database, "ranks_shared_cores" (more ranks per node than cores), and "warnings": what
+// - the database, "ranks_shared_cores" (more ranks per machine than cores), and "warnings": what
 //   the user should not miss although the job succeeded, each with what to do: the 1-rank
 //   baseline failed, or its interval stayed wider than kBaselineRelCi; N ranks were slower
 //   than 1; ranks shared cores; the winner's trials ran fewer than kTrialMinTrustedSteps

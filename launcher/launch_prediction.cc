@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "launcher/predict_inputs.h"
+#include "launcher/slurm_backend.h"
 
 #include "predict/machine_comm.h"
 
@@ -20,6 +21,47 @@ std::string plan_candidate(const recipes::Plan& plan, double bytes) {
 }
 
 }  // namespace
+
+NodeMachines ask_node_machines(bool slurm, int nodes) {
+  NodeMachines m;
+  if (!slurm || nodes <= 1) return m;
+  m.asked = true;
+  auto n = count_node_machines(nodes);
+  if (n && *n >= 1 && *n <= nodes) {
+    m.machines = *n;
+  } else {
+    m.unknown_why = n ? "srun named " + std::to_string(*n) + " machines" : n.error().message();
+  }
+  return m;
+}
+
+int nodes_per_machine(const NodeMachines& m, int nodes) {
+  if (!m.asked || m.machines <= 0 || nodes <= 1) return 1;
+  return (nodes + m.machines - 1) / m.machines;
+}
+
+std::string node_machines_note(const NodeMachines& m, int nodes, int ranks_per_node, int cores) {
+  if (!m.asked) return "";
+  const std::string n = "the job's " + std::to_string(nodes) + " nodes";
+  if (m.machines <= 0) {
+    return "could not tell whether " + n + " are separate machines (" + m.unknown_why +
+           "): predicted as if they were";
+  }
+  if (m.machines >= nodes) {
+    return n + " are " + std::to_string(m.machines) + " machines (distinct boot_ids)";
+  }
+  const int ranks = nodes_per_machine(m, nodes) * ranks_per_node;
+  const std::string cores_text = std::to_string(cores) + " core" + (cores == 1 ? "" : "s");
+  if (m.machines == 1) {
+    return n + " are 1 machine (same boot_id)" +
+           (cores > 0 ? ": " + std::to_string(ranks) + " ranks share its " + cores_text : "");
+  }
+  // ceil(nodes / machines) on the busiest machine when they do not divide evenly.
+  return n + " are " + std::to_string(m.machines) + " machines (by boot_id)" +
+         (cores > 0 ? std::string(": ") + (nodes % m.machines != 0 ? "up to " : "") +
+                          std::to_string(ranks) + " ranks share each one's " + cores_text
+                    : "");
+}
 
 LaunchPrediction LaunchPredictor::predict(const recipes::Plan& plan, bool with_curve) {
   LaunchPrediction out;
@@ -55,6 +97,8 @@ LaunchPrediction LaunchPredictor::predict(const recipes::Plan& plan, bool with_c
   r.bucket_bytes = std::max<uint64_t>(4, plan.training.bucket_bytes);
   r.overlap = plan.training.overlap;
   r.cores_per_node = cores_;
+  r.nodes_per_machine = nodes_per_machine(machines_, nodes);
+  out.machines_note = node_machines_note(machines_, nodes, g_per, cores_);
   r.comm = mc.source;
   r.comm.plan_shape = {nodes, g_per};
   r.comm.plan_algo = [plan](double bytes) { return plan_candidate(plan, bytes); };
@@ -91,6 +135,14 @@ LaunchPrediction LaunchPredictor::predict(const recipes::Plan& plan, bool with_c
     out.curve_note = "across nodes: the inter-node fit of this machine's sweeps";
   }
   if (!mc.has_intra && g_per > 1) r.comm.fabric.intra = r.comm.fabric.inter;
+  // The curve extrapolates to real nodes, each a machine of its own.
+  if (r.nodes_per_machine > 1) {
+    out.curve_note += "; the job's " + std::to_string(nodes) + " nodes were found to be " +
+                      std::to_string(machines_.machines) +
+                      " machine(s), so its own prediction shares their cores, while the curve "
+                      "takes every node as a machine of its own";
+    r.nodes_per_machine = 1;
+  }
   r.nodes.clear();
   for (int n = 1; n <= 1024; n *= 2) r.nodes.push_back(n);
   if (auto c = predict::predict_scaling(r)) out.curve = *c;
@@ -145,6 +197,7 @@ nlohmann::json prediction_json(const LaunchPrediction& p) {
   }
   j["scaling"] = std::move(curve);
   j["scaling_note"] = p.curve_note;
+  if (!p.machines_note.empty()) j["machines_note"] = p.machines_note;
   return j;
 }
 

@@ -28,8 +28,28 @@ struct LaunchPrediction {
   predict::Prediction job;
   std::vector<predict::Prediction> curve;  // 1, 2, 4, ... 1024 nodes
   std::string compute_note, comm_note, curve_note;
+  std::string machines_note;  // what machines the job's nodes are ("" with one node)
   double single_sps = 0;
 };
+
+// Which machines the job's nodes are. Slurm nodes may be network namespaces of one host (the
+// test cluster of tests/slurm/netns_cluster.sh), whose ranks then share that host's cores;
+// the predictions must know, or they take every node as a computer of its own.
+struct NodeMachines {
+  bool asked = false;       // asked (slurm backend, more than one node)
+  int machines = 0;         // distinct machines among the job's nodes; 0: unknown
+  std::string unknown_why;  // why unknown, when asked
+};
+// Asks the allocation (launcher/slurm_backend.h's count_node_machines, one short srun step, at
+// most kNodeMachinesTimeoutMs) when `slurm` and nodes > 1; otherwise asks nothing. Never
+// fails: an error makes the answer unknown, saying why.
+NodeMachines ask_node_machines(bool slurm, int nodes);
+// How many of the job's `nodes` nodes share one machine's cores: ceil(nodes / machines), 1
+// when unknown or not asked (each node a machine of its own).
+int nodes_per_machine(const NodeMachines& m, int nodes);
+// The prediction's line about it, e.g. "the job's 2 nodes are 1 machine (same boot_id): 4
+// ranks share its 2 cores"; "" when not asked. `cores` is a machine's (0: unknown).
+std::string node_machines_note(const NodeMachines& m, int nodes, int ranks_per_node, int cores);
 
 class LaunchPredictor {
  public:
@@ -44,6 +64,10 @@ class LaunchPredictor {
     rows_ = std::move(rows);
     fits_ = std::move(fits);
   }
+  // Which machines the job's nodes are (ask_node_machines(), asked once per launch): the job's
+  // prediction shares a machine's cores among the ranks of all its nodes; the curve's nodes
+  // stay machines of their own (real nodes beyond the job's), its note says so.
+  void set_node_machines(NodeMachines m) { machines_ = std::move(m); }
   // The prediction for `plan` (never fails: !ok says why).
   LaunchPrediction predict(const recipes::Plan& plan, bool with_curve);
 
@@ -52,6 +76,7 @@ class LaunchPredictor {
   std::string path_;
   recipes::JobShape job_;
   int cores_ = 0;
+  NodeMachines machines_;
   std::vector<tuner::db::Measurement> rows_;
   std::vector<predict::LevelFit> fits_;
   std::map<int64_t, predict::ComputeProfile> compute_;  // by per-rank batch
@@ -75,7 +100,7 @@ AllreduceBound allreduce_bound(uint64_t gradient_bytes, int nodes, int ranks_per
 // summary.json's "prediction": {"step_ms", "compute_ms", "exposed_comm_ms", "throughput_sps",
 // "scaling_efficiency", "algorithm", "compute_source", "comm_source", "scaling": [{"nodes",
 // "ranks", "throughput_sps", "scaling_efficiency", "step_ms", "exposed_comm_ms"}],
-// "scaling_note"}, or {"error": why}.
+// "scaling_note", "machines_note" (when the job's nodes were asked about)}, or {"error": why}.
 nlohmann::json prediction_json(const LaunchPrediction& p);
 
 }  // namespace dltune::launcher

@@ -122,6 +122,11 @@ double job_collective_regret(const RunFacts& f) {
       pieces(f.gradient_bytes, plan.training.bucket_bytes));
 }
 
+// How many of the job's nodes share one machine's cores (1: every node its own machine).
+int machine_nodes(const RunFacts& f) {
+  return std::clamp(f.nodes_per_machine, 1, std::max(1, f.nodes));
+}
+
 // Steps the winner of the trials ran, summed over its rounds (0 when not tuned now).
 int64_t winner_trial_steps(const RunFacts& f) {
   const json& o = f.choice.recipe_outcome;
@@ -153,14 +158,17 @@ std::vector<std::string> run_warnings(const RunFacts& f, const MetricsLog& log, 
                 "(a larger training.batch.per_rank) so that the allreduce weighs less");
   }
   if (s.value("ranks_shared_cores", false)) {
-    const int per_node = f.ranks / std::max(1, f.nodes);
-    w.push_back(std::to_string(per_node) + " ranks per node shared " +
+    const int npm = machine_nodes(f);
+    const int per_machine = f.ranks / std::max(1, f.nodes) * npm;
+    w.push_back(std::to_string(per_machine) +
+                (npm > 1 ? " ranks per machine (" + std::to_string(npm) + " nodes each) shared "
+                         : std::string(" ranks per node shared ")) +
                 std::to_string(f.cores_per_node) +
                 " cores (binding: " + (f.binding.empty() ? std::string("auto") : f.binding) +
                 "): each rank got less than a core, so throughput and scaling efficiency are "
                 "below what one rank per core gives (mpirun would have refused without "
                 "--oversubscribe); use -n " +
-                std::to_string(std::max(1, f.cores_per_node * f.nodes)) + " or fewer");
+                std::to_string(std::max(1, f.cores_per_node / npm * f.nodes)) + " or fewer");
   }
   const int64_t trial_steps = winner_trial_steps(f);
   if (f.choice.source == "tuned" && trial_steps > 0 && trial_steps < kTrialMinTrustedSteps) {
@@ -339,7 +347,7 @@ json make_summary(const RunFacts& f, const MetricsLog& log, const RunDir& dir) {
       {"path", f.choice.db_path}, {"from_site", f.choice.from_site}, {"site", f.choice.site}};
   s["notes"] = f.choice.notes;
   s["ranks_shared_cores"] =
-      f.cores_per_node > 0 && f.ranks / std::max(1, f.nodes) > f.cores_per_node;
+      f.cores_per_node > 0 && f.ranks / std::max(1, f.nodes) * machine_nodes(f) > f.cores_per_node;
   s["tuning_seconds"] = f.choice.tuning_s;
   s["wall_seconds"] = f.wall_seconds;
   s["resumed_from"] = f.resumed_from;
@@ -469,6 +477,8 @@ std::vector<std::pair<std::string, std::string>> summary_rows(const json& s) {
             fixed(num(p, "exposed_comm_ms"), 2) + " ms (" + p.value("algorithm", "") +
             "); measured " + thousands(num(s, "throughput_sps")) + " samples/s, step " +
             ms(num(st, "compute_s") + num(st, "exposed_comm_s")));
+    // Nodes that are one machine share its cores: the prediction above counted on it.
+    if (p.contains("machines_note")) row("  machines", p.value("machines_note", ""));
   }
   for (const auto& w : s.value("warnings", json::array())) row("warning", w.get<std::string>());
   row("wall time", fixed(num(s, "wall_seconds"), 1) + " s");

@@ -2,15 +2,19 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <climits>
+#include <csignal>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <iterator>
 #include <optional>
+#include <set>
 
 #include <fcntl.h>
 #include <netdb.h>
+#include <poll.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -76,8 +80,26 @@ std::string relabel(std::string_view line) {
   return "[" + std::string(line.substr(i, j - i)) + "] " + rest;
 }
 
-// Runs argv (argv[0] a path) with no stdin and stderr discarded; its stdout when it exits 0.
-Result<std::string> capture(const std::vector<std::string>& argv) {
+using Clock = std::chrono::steady_clock;
+
+// Reaps `pid` into `status`, waiting until `deadline` at most (polled every 20 ms; nullopt:
+// as long as it takes). False when it still runs then.
+bool reap_by(pid_t pid, int* status, std::optional<Clock::time_point> deadline) {
+  for (;;) {
+    const pid_t r = waitpid(pid, status, deadline ? WNOHANG : 0);
+    if (r == pid || (r < 0 && errno != EINTR)) return true;
+    if (r == 0) {
+      if (Clock::now() >= *deadline) return false;
+      usleep(20 * 1000);
+    }
+  }
+}
+
+// Runs argv (argv[0] a path) with no stdin and stderr discarded; its stdout (the first MiB)
+// when it exits 0. With `timeout_ms` > 0 it is stopped after that long (SIGTERM, which makes
+// srun cancel its step, then SIGKILL a second later) and the answer is a kTimeout error.
+Result<std::string> capture(const std::vector<std::string>& argv, int timeout_ms = 0) {
+  constexpr size_t kMaxOut = size_t{1} << 20;
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) return errno_error("pipe");
   posix_spawn_file_actions_t fa;
@@ -97,21 +119,56 @@ Result<std::string> capture(const std::vector<std::string>& argv) {
     errno = rc;
     return errno_error("starting " + argv[0]);
   }
+  std::optional<Clock::time_point> deadline;
+  if (timeout_ms > 0) deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  bool timed_out = false;
   std::string out;
   char buf[4096];
-  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) != 0;) {
+  for (;;) {
+    if (deadline) {
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - Clock::now()).count();
+      pollfd p{fds[0], POLLIN, 0};
+      const int ready = left > 0 ? poll(&p, 1, static_cast<int>(left)) : 0;
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready == 0) {
+        timed_out = true;
+        break;
+      }
+      if (ready < 0) break;
+    }
+    const ssize_t n = read(fds[0], buf, sizeof buf);
+    if (n == 0) break;
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) break;
-    out.append(buf, static_cast<size_t>(n));
+    if (out.size() < kMaxOut) out.append(buf, static_cast<size_t>(n));
   }
   close(fds[0]);
   int st = 0;
-  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  if (timed_out || !reap_by(pid, &st, deadline)) {
+    kill(pid, SIGTERM);
+    if (!reap_by(pid, &st, Clock::now() + std::chrono::seconds(1))) {
+      kill(pid, SIGKILL);
+      reap_by(pid, &st, std::nullopt);
+    }
+    return timeout_error(argv[0] + " did not finish within " +
+                         (timeout_ms % 1000 == 0 ? std::to_string(timeout_ms / 1000) + " s"
+                                                 : std::to_string(timeout_ms) + " ms"));
   }
   if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
     return io_error(argv[0] + " failed (status " + std::to_string(st) + ")");
   }
   return out;
+}
+
+// A boot id as the kernel prints it: a UUID, 8-4-4-4-12 hexadecimal digits.
+bool is_boot_id(std::string_view s) {
+  if (s.size() != 36) return false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+    if (dash ? s[i] != '-' : !std::isxdigit(static_cast<unsigned char>(s[i]))) return false;
+  }
+  return true;
 }
 
 std::string self_dir() {
@@ -254,6 +311,39 @@ int allocation_nodes() {
     if (n && *n > 0 && *n < (1 << 20)) return static_cast<int>(*n);
   }
   return 0;
+}
+
+Result<int> count_boot_ids(std::string_view output, int nodes) {
+  std::set<std::string> ids;
+  int lines = 0;
+  for (const std::string& raw : strings::split(output, '\n')) {
+    std::string line = strings::trim(raw);
+    if (line.empty()) continue;
+    if (!is_boot_id(line)) {
+      return invalid_input("not a boot id: '" + line.substr(0, 64) + "'");
+    }
+    for (char& c : line) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    ids.insert(line);
+    ++lines;
+  }
+  if (lines != nodes) {
+    return invalid_input(std::to_string(lines) + " boot id(s) from " + std::to_string(nodes) +
+                         " node(s)");
+  }
+  return static_cast<int>(ids.size());
+}
+
+Result<int> count_node_machines(int nodes, int timeout_ms) {
+  if (nodes <= 1) return 1;
+  if (!in_slurm_allocation()) return unsupported("not in a Slurm allocation");
+  auto srun = find_program("srun");
+  if (!srun) return unsupported("srun was not found in PATH");
+  const std::string n = std::to_string(nodes);
+  auto out = capture({*srun, "--nodes=" + n, "--ntasks=" + n, "--ntasks-per-node=1", "--quiet",
+                      "--input=none", "cat", "/proc/sys/kernel/random/boot_id"},
+                     timeout_ms);
+  if (!out) return std::move(out).error();
+  return count_boot_ids(*out, nodes);
 }
 
 Status rerun_in_allocation(int nodes, int ntasks) {

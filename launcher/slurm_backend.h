@@ -24,6 +24,27 @@ std::vector<std::string> srun_command(const std::string& srun_path,
 bool in_slurm_allocation();
 // The allocation's node count (SLURM_JOB_NUM_NODES, else SLURM_NNODES), 0 when unknown.
 int allocation_nodes();
+// How many distinct machines answered in `output`: srun's standard output of one task per
+// node that printed /proc/sys/kernel/random/boot_id. boot_id is the running kernel's, and no
+// namespace has its own, so Slurm nodes that are network namespaces of one host (as on
+// tests/slurm/netns_cluster.sh's cluster) print the same id and separate computers different
+// ones. Counts the distinct ids among the non-empty lines (blanks around a line ignored).
+// Errors (invalid_input): a line that is not a boot id (a UUID: 8-4-4-4-12 hexadecimal
+// digits), or not exactly `nodes` lines.
+Result<int> count_boot_ids(std::string_view output, int nodes);
+
+// The most count_node_machines() waits for its srun step.
+inline constexpr int kNodeMachinesTimeoutMs = 10000;
+// How many distinct machines the first `nodes` nodes of the current allocation are (the nodes
+// a job step of that many nodes gets): one task per node (`srun --nodes=NODES --ntasks=NODES
+// --ntasks-per-node=1 --quiet cat /proc/sys/kernel/random/boot_id`) prints its boot id, which
+// count_boot_ids() counts. 1, running nothing, when nodes <= 1. srun is stopped (SIGTERM, then
+// SIGKILL) after `timeout_ms`, e.g. when another step holds the allocation's CPUs. No launch
+// needs the answer: callers take an error as "unknown" (every node a machine of its own).
+// Errors: kUnsupported outside an allocation or without srun; kTimeout; kIo when srun fails;
+// kInvalidInput when its output is not one boot id per node.
+Result<int> count_node_machines(int nodes, int timeout_ms = kNodeMachinesTimeoutMs);
+
 // Replaces this process by `salloc --quiet [--nodes=NODES] --ntasks=NTASKS -- <this command
 // line>`, so that the command runs again inside an allocation of that shape (salloc exits
 // with its status). Returns only on failure: kUnsupported when salloc is not installed, kIo

@@ -14,21 +14,25 @@ std::string fixed(double v, int digits) {
   return buf;
 }
 
-// Compute slowdown and overlap efficiency of host ranks sharing `cores`.
-void sharing(int per_node, int cores, double* scale, double* overlap_eff) {
+// Compute slowdown and overlap efficiency of host ranks sharing a machine's cores at `nodes`
+// nodes: the ranks of every node that is the same machine compete for them (nodes that are
+// namespaces of one host are not separate computers).
+void sharing(const PredictRequest& r, int nodes, double* scale, double* overlap_eff) {
   *scale = 1;
   *overlap_eff = 1;
+  const int cores = r.cores_per_node;
   if (cores <= 0) return;
-  *scale = std::max(1.0, static_cast<double>(per_node) / cores);
+  const int ranks = r.per_node * std::min(nodes, r.nodes_per_machine);
+  *scale = std::max(1.0, static_cast<double>(ranks) / cores);
   // Each rank's communication thread needs a core of its own to overlap for free.
-  *overlap_eff = std::clamp(static_cast<double>(cores - per_node) / per_node, 0.0, 1.0);
+  *overlap_eff = std::clamp(static_cast<double>(cores - ranks) / ranks, 0.0, 1.0);
 }
 
 Prediction data_prediction(const PredictRequest& r, int n) {
   DataParallelOptions o;
   o.bucket_bytes = r.bucket_bytes;
   o.overlap = r.overlap;
-  sharing(r.per_node, r.cores_per_node, &o.compute_scale, &o.overlap_efficiency);
+  sharing(r, n, &o.compute_scale, &o.overlap_efficiency);
   const int g = r.per_node;
   const StepPrediction s = data_parallel_step(
       r.model, r.compute, [&](double bytes) { return r.comm.allreduce(bytes, n, g); }, o);
@@ -50,7 +54,7 @@ Prediction pipeline_prediction(const PredictRequest& r, int n, int stages) {
   o.ranks = n * r.per_node;
   o.per_node = r.per_node;
   double unused = 0;
-  sharing(r.per_node, r.cores_per_node, &o.compute_scale, &unused);
+  sharing(r, n, &o.compute_scale, &unused);
   const int g = r.per_node;
   const StepPrediction s = pipeline_step(
       r.model, r.compute,
@@ -121,6 +125,10 @@ double single_device_sps(const ComputeProfile& c) {
 Result<std::vector<Prediction>> predict_scaling(const PredictRequest& r) {
   if (r.nodes.empty()) return invalid_input("--nodes: give at least one node count");
   if (r.per_node < 1) return invalid_input("--per-node must be at least 1");
+  if (r.nodes_per_machine < 1) {
+    return invalid_input("nodes per machine must be at least 1, got " +
+                         std::to_string(r.nodes_per_machine));
+  }
   for (int n : r.nodes) {
     if (n < 1)
       return invalid_input("--nodes: node counts must be at least 1, got " + std::to_string(n));

@@ -64,6 +64,11 @@ struct PredictRequest {
   // ranks / cores, and overlap hides nothing once the ranks' communication threads need the
   // cores too). 0: devices (no sharing, overlap hides what fits).
   int cores_per_node = 0;
+  // How many of the job's nodes are one machine (Slurm nodes that are network namespaces of
+  // one host, launcher/slurm_backend.h's count_node_machines): cores_per_node are then that
+  // machine's cores, shared by per_node x min(N, nodes_per_machine) ranks at N nodes. 1: each
+  // node is a machine of its own.
+  int nodes_per_machine = 1;
   CommSource comm;
   Parallel parallel = Parallel::kData;
 };
@@ -80,7 +85,7 @@ struct Prediction {
 // One rank's throughput alone: batch / its compute step.
 double single_device_sps(const ComputeProfile& compute);
 
-// Errors (invalid_input): no node count, a node count < 1, per_node < 1.
+// Errors (invalid_input): no node count, a node count < 1, per_node < 1, nodes_per_machine < 1.
 Result<std::vector<Prediction>> predict_scaling(const PredictRequest& request);
 
 // {"predictions": [{"nodes", "ranks", "step_ms", "compute_ms", "exposed_comm_ms",

@@ -190,6 +190,48 @@ TEST(Predict, BadNodeCountsAreRefused) {
   EXPECT_FALSE(parse_parallel("model").ok());
 }
 
+// Two namespace "nodes" of 2 ranks on one 2-core machine: 4 ranks share 2 cores, so compute
+// takes twice what it takes when each node has its own 2 cores.
+TEST(Predict, NodesOnOneMachineShareItsCores) {
+  PredictRequest r;
+  r.model = costs("resnet50");
+  r.compute = profile_from_throughput(r.model, 8, 100, 0, "test");
+  r.per_node = 2;
+  r.nodes = {1, 2};
+  r.cores_per_node = 2;
+  r.comm.fabric.intra = {1e-6, 1 / 5e9, 0};
+  r.comm.fabric.inter = {20e-6, 1 / 1.25e9, 0};
+  auto separate = predict_scaling(r);
+  r.nodes_per_machine = 2;
+  auto shared = predict_scaling(r);
+  ASSERT_TRUE(separate.ok() && shared.ok());
+  // One node is alone on its machine whatever nodes_per_machine says.
+  EXPECT_DOUBLE_EQ((*shared)[0].step_s, (*separate)[0].step_s);
+  EXPECT_NEAR((*shared)[1].compute_s, 2 * (*separate)[1].compute_s,
+              1e-12 * (*separate)[1].compute_s);
+  // 2 ranks on 2 cores already left no core for overlap: the communication is the same.
+  EXPECT_DOUBLE_EQ((*shared)[1].exposed_comm_s, (*separate)[1].exposed_comm_s);
+
+  // With 4 cores, one node's 2 ranks leave 2 cores for their communication threads; two nodes
+  // on the machine leave none, so nothing is hidden under backward (compute is not slowed).
+  r.cores_per_node = 4;
+  r.overlap = true;
+  r.nodes = {2};
+  r.nodes_per_machine = 1;
+  auto roomy = predict_scaling(r);
+  r.nodes_per_machine = 2;
+  auto crowded = predict_scaling(r);
+  ASSERT_TRUE(roomy.ok() && crowded.ok());
+  EXPECT_DOUBLE_EQ((*crowded)[0].compute_s, (*roomy)[0].compute_s);
+  EXPECT_GE((*crowded)[0].exposed_comm_s, (*crowded)[0].comm_s);  // every bucket exposed
+  EXPECT_LT((*roomy)[0].exposed_comm_s, (*crowded)[0].exposed_comm_s);
+
+  r.nodes_per_machine = 0;
+  auto bad = predict_scaling(r);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().exit_code(), 2);
+}
+
 TEST(Predict, AutoLayoutIsNeverSlowerThanDataParallel) {
   PredictRequest r;
   r.model = costs("vgg16");
