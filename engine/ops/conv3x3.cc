@@ -99,7 +99,9 @@ template <int OB, bool kZmm>
         v16 dv = load16(d + o * plane + q);
         // One load for the three taps: left alone, GCC folds it into each multiply-add, three
         // loads per vector, and the loop waits on loads rather than multiply-adds.
+#if defined(__GNUC__) && !defined(__clang__)  // clang checks the constraint in the generic build
         if constexpr (kZmm) asm("" : "+v"(dv));
+#endif
         acc[o][0] += dv * x0;
         acc[o][1] += dv * x1;
         acc[o][2] += dv * x2;
