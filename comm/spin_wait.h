@@ -3,8 +3,9 @@
 // of its own, and a disaster when ranks outnumber cores (4 ranks on 2 cores: the peer we wait
 // for may need our core to run). So: poll with the CPU's pause hint for a while (long when the
 // node-local group fits on the machine's CPUs, a few polls when it does not), then yield the
-// core on every poll. The clock is read only every few thousand pauses or few dozen yields
-// (a clock read costs about as much as a pause on the machines we measured).
+// core on every poll, and after a millisecond of that sleep 20 us between polls. The clock is
+// read only every few thousand pauses or few dozen yields (a clock read costs about as much as
+// a pause on the machines we measured).
 //
 //   SpinWait spin(local_size);
 //   while (!ready()) {
@@ -12,7 +13,9 @@
 //   }
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <ctime>
 
 #include <sched.h>
 #include <unistd.h>
@@ -39,8 +42,36 @@ class SpinWait {
       cpu_relax();
       return (polls_ & 4095) != 0 || Clock::now() <= deadline;
     }
-    sched_yield();
-    return (polls_ & 63) != 0 || Clock::now() <= deadline;
+    if (sleeping_) {
+      nap();
+    } else {
+      sched_yield();
+    }
+    if ((polls_ & 63) != 0) return true;
+    const Clock::time_point now = Clock::now();
+    sleeping_ = sleeping_ || waited_long(&yield_since_, now);
+    return now <= deadline;
+  }
+
+  // After this long in the yield phase a wait sleeps between polls (nap()) instead: a thread
+  // that only yields still takes most of a core it shares with the rank it waits for (CFS
+  // runs it again at once), and ranks can outnumber cores without the node-local count
+  // showing it (network-namespace nodes on one machine: a leader spinning in MPI_Testall took
+  // a whole core of two from three computing ranks). A wait that is already this long loses
+  // at most one nap, a few percent.
+  static constexpr std::chrono::microseconds kYieldPhase{1000};
+
+  // Whether the yield phase that began at *since (set at the first call) has lasted
+  // kYieldPhase by `now`.
+  static bool waited_long(Clock::time_point* since, Clock::time_point now) {
+    if (*since == Clock::time_point{}) *since = now;
+    return now - *since >= kYieldPhase;
+  }
+
+  // One poll interval of the sleep phase: 20 us.
+  static void nap() {
+    const timespec ts{0, 20000};
+    nanosleep(&ts, nullptr);
   }
 
   // CPUs online on this machine (cached; at least 1).
@@ -66,6 +97,8 @@ class SpinWait {
 
   uint64_t spin_limit_;
   uint64_t polls_ = 0;
+  bool sleeping_ = false;
+  Clock::time_point yield_since_{};
 };
 
 }  // namespace dltune::comm
