@@ -15,7 +15,7 @@
 #             nodes x 2 ranks (tests/slurm/netns_cluster.sh: 10 Gbit/s links; `dltune tune
 #             --collectives --verify`: the tuner's choice against the best measured).
 #  nodes      the same recipes as `local` on 2 and 4 namespace nodes x 2 ranks.
-# Needs root for `hier` and `nodes`. The last line:
+# Needs root for `hier` and `nodes` (their links: LINK_RATE, default 10gbit). The last line:
 #   summary: mape_local=F mape_nodes=F nccl_tests_err_max=F published_err_max=F
 #            hier_vs_flat_best=R hier_ahead_from=BYTES
 # (mape: mean |predicted / measured - 1| of the step time; err: the largest relative error,
@@ -139,7 +139,7 @@ if has local; then
 fi
 
 if has hier || has nodes; then
-  if bash "$root/tests/slurm/netns_cluster.sh" start "$cluster" 4 4 --rate 10gbit --delay 20; then
+  if bash "$root/tests/slurm/netns_cluster.sh" start "$cluster" 4 4 --rate "${LINK_RATE:-10gbit}" --delay 20; then
     cat "$cluster/link.json"
     : >"$tmp/nodes.txt"
     for nodes in 2 4; do
