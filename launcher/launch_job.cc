@@ -145,11 +145,18 @@ std::vector<double> step_times(const std::string& metrics) {
 
 }  // namespace
 
+Job baseline_job(const Job& job) {
+  Job one = job;
+  one.ranks = 1;
+  one.shape.nodes = 1;  // was the job's: "1 ranks do not divide evenly over 2 nodes"
+  one.shape.ranks_per_node = 1;
+  return one;
+}
+
 Result<Baseline> measure_baseline(const Job& job, const std::string& worker,
                                   const engine::TrainConfig& cfg, double step_s, const RunDir& dir,
                                   Progress* progress) {
-  Job one = job;
-  one.ranks = 1;
+  const Job one = baseline_job(job);
   engine::TrainConfig c = cfg;
   c.scaling = engine::Scaling::kWeak;
   c.per_rank_batch = cfg.per_rank_batch;

@@ -87,4 +87,8 @@ Result<Baseline> measure_baseline(const Job& job, const std::string& worker,
                                   const engine::TrainConfig& config, double step_s,
                                   const RunDir& dir, Progress* progress = nullptr);
 
+// The job measure_baseline() runs: `job` with one rank on one node (under Slurm, `dltune run
+// -n 1 --nodes 1` inside the job's allocation: one rank cannot spread over its nodes).
+Job baseline_job(const Job& job);
+
 }  // namespace dltune::launcher

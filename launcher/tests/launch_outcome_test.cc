@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "launcher/launch_job.h"
+
 namespace dltune::launcher {
 namespace {
 
@@ -48,6 +50,23 @@ TEST(LaunchOutcome, ALearningOrShortRunHasNoWarning) {
   // 96 % of the first loss would be "not learning", but 50 steps are too few to tell.
   EXPECT_TRUE(FakeRun(50, 2.31, 2.22).summary()["warnings"].empty());
   EXPECT_EQ(FakeRun(100, 2.31, 2.22).summary()["warnings"].size(), 1u);
+}
+
+TEST(LaunchOutcome, TheBaselineIsOneRankOnOneNodeOfTheJob) {
+  Job job;
+  job.backend = Backend::kSlurm;
+  job.ranks = 8;
+  job.shape = {4, 2};
+  job.recipe.launch.binding = "core";
+  const Job one = baseline_job(job);
+  EXPECT_EQ(one.ranks, 1);
+  EXPECT_EQ(one.shape.nodes, 1);
+  EXPECT_EQ(one.shape.ranks_per_node, 1);
+  // `dltune run -n 1 --nodes 1 --backend slurm --bind core --`: not the job's 4 nodes, which
+  // one rank cannot divide over (every multi-node launch lost its scaling efficiency so).
+  const std::vector<std::string> want = {"dltune",    "run",   "-n",     "1",    "--nodes", "1",
+                                         "--backend", "slurm", "--bind", "core", "--"};
+  EXPECT_EQ(launch_prefix(one), want);
 }
 
 TEST(LaunchOutcome, AFailedBaselineIsSaidNotLeftOut) {
