@@ -10,8 +10,6 @@
 #include <climits>
 #include <string>
 
-#include <sched.h>
-
 #include "comm/mpi_impl.h"
 #include "comm/spin_wait.h"
 #endif
@@ -203,9 +201,8 @@ Status MpiCommunicator::check_bytes(size_t bytes) {
 Status MpiCommunicator::wait_all(MPI_Request* reqs, int n, int peer, size_t bytes, int recv_index,
                                  Deadline deadline) {
   MPI_Status st[2];
-  bool sleeping = false;  // SpinWait's phases: spin, yield, then sleep between polls
-  Clock::time_point yield_since{};
-  for (uint64_t polls = 0;; ++polls) {
+  SpinWait spin = SpinWait::with_spins(spin_polls_);
+  for (;;) {
     int done = 0;
     int rc = MPI_Testall(n, reqs, &done, st);
     if (rc != MPI_SUCCESS) {
@@ -221,17 +218,7 @@ Status MpiCommunicator::wait_all(MPI_Request* reqs, int n, int peer, size_t byte
                          " failed: " + mpi_error_string(code));
     }
     if (done) break;
-    if (polls > spin_polls_) {
-      if (sleeping) {
-        SpinWait::nap();
-      } else {
-        sched_yield();
-      }
-    }
-    if ((polls & 63) != 63) continue;
-    const Clock::time_point now = Clock::now();
-    if (polls > spin_polls_) sleeping = sleeping || SpinWait::waited_long(&yield_since, now);
-    if (now > deadline) {
+    if (!spin.wait(deadline)) {
       for (int i = 0; i < n; ++i) {
         if (reqs[i] != MPI_REQUEST_NULL) {
           MPI_Cancel(&reqs[i]);

@@ -16,7 +16,7 @@ namespace {
 
 using std::chrono::microseconds;
 
-constexpr auto kYieldFor = std::chrono::milliseconds(1);  // then sleep between polls
+constexpr auto kYieldFor = SpinWait::kYieldPhase;  // then sleep between polls
 constexpr microseconds kMinSleep{10};
 constexpr microseconds kMaxSleep{250};
 // A request whose deadline passed but whose completion is under way elsewhere is checked

@@ -34,6 +34,14 @@ class SpinWait {
   // how long to busy-poll before yielding).
   explicit SpinWait(int ranks) : spin_limit_(ranks > online_cpus() ? kShortSpins : kLongSpins) {}
 
+  // A wait whose spin phase is `spin_polls` polls (a caller whose poll is itself costly, such
+  // as MPI_Testall, counts its own).
+  static SpinWait with_spins(uint64_t spin_polls) {
+    SpinWait w(1);
+    w.spin_limit_ = spin_polls;
+    return w;
+  }
+
   // One failed poll: pauses the CPU or yields the core. Returns false once `deadline` has
   // passed (noticed within a few thousand polls), true otherwise.
   bool wait(Deadline deadline) {
@@ -61,19 +69,6 @@ class SpinWait {
   // at most one nap, a few percent.
   static constexpr std::chrono::microseconds kYieldPhase{1000};
 
-  // Whether the yield phase that began at *since (set at the first call) has lasted
-  // kYieldPhase by `now`.
-  static bool waited_long(Clock::time_point* since, Clock::time_point now) {
-    if (*since == Clock::time_point{}) *since = now;
-    return now - *since >= kYieldPhase;
-  }
-
-  // One poll interval of the sleep phase: 20 us.
-  static void nap() {
-    const timespec ts{0, 20000};
-    nanosleep(&ts, nullptr);
-  }
-
   // CPUs online on this machine (cached; at least 1).
   static int online_cpus() {
     static const int n = [] {
@@ -90,6 +85,19 @@ class SpinWait {
   }
 
  private:
+  // Whether the yield phase that began at *since (set at the first call) has lasted
+  // kYieldPhase by `now`.
+  static bool waited_long(Clock::time_point* since, Clock::time_point now) {
+    if (*since == Clock::time_point{}) *since = now;
+    return now - *since >= kYieldPhase;
+  }
+
+  // One poll interval of the sleep phase: 20 us.
+  static void nap() {
+    const timespec ts{0, 20000};
+    nanosleep(&ts, nullptr);
+  }
+
   // About 40 ns per pause here: ~180 us of polling with cores to spare, ~1 us when
   // oversubscribed (less than one sched_yield, ~1.5 us in this VM).
   static constexpr uint64_t kLongSpins = 4096;

@@ -3,14 +3,12 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "engine/ops/vec.h"
+
 // Every kernel below is compiled twice, for AVX-512 (x86-64-v4) and for the baseline, and
 // called through the build conv3x3_fast() says this CPU runs. The inner loops run over 16
 // floats, one AVX-512 register each.
 #define DLTUNE_AVX512 __attribute__((target("arch=x86-64-v4")))
-
-// v16 values only pass between always-inlined helpers, so GCC's note that passing one by value
-// differs between the two builds' ABIs does not apply.
-#pragma GCC diagnostic ignored "-Wpsabi"
 
 namespace dltune::engine {
 namespace {
@@ -19,14 +17,6 @@ constexpr int kLanes = 16;
 constexpr int kTile = 8;  // output channels per register tile
 
 typedef float v16 __attribute__((vector_size(64)));
-
-[[gnu::always_inline]] inline v16 load16(const float* p) {
-  v16 v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-
-[[gnu::always_inline]] inline void store16(float* p, v16 v) { std::memcpy(p, &v, sizeof v); }
 
 int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
@@ -47,7 +37,7 @@ template <int NV>
       for (int kj = 0; kj < 3; ++kj) {
         const float* p = src + ki * pw + kj;
         v16 x[NV];
-        for (int j = 0; j < NV; ++j) x[j] = load16(p + j * kLanes);
+        for (int j = 0; j < NV; ++j) x[j] = vload<v16>(p + j * kLanes);
         const float* wt = wc + (ki * 3 + kj) * kTile;
         for (int o = 0; o < kTile; ++o) {
           const float wv = wt[o];
@@ -57,7 +47,7 @@ template <int NV>
     }
   }
   for (int o = 0; o < kTile; ++o)
-    for (int j = 0; j < NV; ++j) store16(flat + o * span16 + q0 + j * kLanes, acc[o][j]);
+    for (int j = 0; j < NV; ++j) vstore(flat + o * span16 + q0 + j * kLanes, acc[o][j]);
 }
 
 // flat (cout8, span16) <- the correlation of `in` (cin planes) with packed (cout8/8, cin, 9, 8).
@@ -94,9 +84,9 @@ template <int OB, bool kZmm>
     const float* x = in + n * in_image;
     const float* d = dout + n * dout_image;
     for (int64_t q = 0; q < span16; q += kLanes) {
-      const v16 x0 = load16(x + q), x1 = load16(x + q + 1), x2 = load16(x + q + 2);
+      const v16 x0 = vload<v16>(x + q), x1 = vload<v16>(x + q + 1), x2 = vload<v16>(x + q + 2);
       for (int o = 0; o < OB; ++o) {
-        v16 dv = load16(d + o * plane + q);
+        v16 dv = vload<v16>(d + o * plane + q);
         // One load for the three taps: left alone, GCC folds it into each multiply-add, three
         // loads per vector, and the loop waits on loads rather than multiply-adds.
 #if defined(__GNUC__) && !defined(__clang__)  // clang checks the constraint in the generic build

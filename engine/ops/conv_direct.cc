@@ -3,14 +3,12 @@
 #include <algorithm>
 #include <cstring>
 
+#include "engine/ops/vec.h"
+
 // Every kernel below exists in an AVX2 + FMA build and a baseline build; the dynamic loader
 // picks one (GCC function multi-versioning). The inner loops run over 8 floats so that the
 // AVX2 build turns each into one fused multiply-add on a register.
 #define DLTUNE_MULTIVERSION __attribute__((target_clones("arch=x86-64-v3", "default")))
-
-// v8 values only pass between always-inlined helpers, so GCC's note that passing one by value
-// differs between the two builds' ABIs does not apply.
-#pragma GCC diagnostic ignored "-Wpsabi"
 
 namespace dltune::engine {
 namespace {
@@ -20,14 +18,6 @@ constexpr int kLanes = 8;
 // 8 floats as one value: an AVX register in the x86-64-v3 build, two SSE registers otherwise.
 // (Written as plain loops over 8 lanes, GCC vectorised across the taps instead.)
 typedef float v8 __attribute__((vector_size(32)));
-
-[[gnu::always_inline]] inline v8 load8(const float* p) {
-  v8 v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-
-[[gnu::always_inline]] inline void store8(float* p, v8 v) { std::memcpy(p, &v, sizeof v); }
 
 // plane (ph, pw) <- image (h, w) at (pad, pad), zeros elsewhere.
 void pad_image(const DirectConvShape& s, const float* image, float* plane) {
@@ -60,11 +50,11 @@ template <int N>
     const float* row = padded + int64_t{y + ki} * s.pw + x0;
     for (int kj = 0; kj < s.k; ++kj) {
       const float wv = w[ki * s.k + kj];
-      for (int j = 0; j < N; ++j) acc[j] += wv * load8(row + kj + j * kLanes);
+      for (int j = 0; j < N; ++j) acc[j] += wv * vload<v8>(row + kj + j * kLanes);
     }
   }
   float lanes[N * kLanes];
-  for (int j = 0; j < N; ++j) store8(lanes + j * kLanes, acc[j]);
+  for (int j = 0; j < N; ++j) vstore(lanes + j * kLanes, acc[j]);
   std::memcpy(out_row + x0, lanes, sizeof(float) * std::min(N * kLanes, s.ow - x0));
 }
 
@@ -92,8 +82,8 @@ template <int N>
     const float* prow = padded + int64_t{y + ki} * s.pw + kj0;
     const float* drow = drows + int64_t{y} * s.ow8;
     for (int x0 = 0; x0 < s.ow8; x0 += kLanes) {
-      const v8 d = load8(drow + x0);
-      for (int j = 0; j < N; ++j) acc[j] += d * load8(prow + j + x0);
+      const v8 d = vload<v8>(drow + x0);
+      for (int j = 0; j < N; ++j) acc[j] += d * vload<v8>(prow + j + x0);
     }
   }
   for (int j = 0; j < N; ++j) {
@@ -141,7 +131,7 @@ void image_grad_channel(const DirectConvShape& s, const float* w, const float* d
       for (int kj = 0; kj < k; ++kj) {
         const float wv = w[ki * k + kj];
         for (int x0 = 0; x0 < s.ow8; x0 += kLanes) {
-          store8(prow + kj + x0, load8(prow + kj + x0) + wv * load8(drow + x0));
+          vstore(prow + kj + x0, vload<v8>(prow + kj + x0) + wv * vload<v8>(drow + x0));
         }
       }
     }

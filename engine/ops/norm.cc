@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "engine/ops/vec.h"
+
 namespace dltune::engine {
 namespace {
 
@@ -49,19 +51,11 @@ template <bool kRelu>
 typedef float v4 __attribute__((vector_size(16)));
 typedef int i4 __attribute__((vector_size(16)));
 
-[[gnu::always_inline]] inline v4 load4(const float* p) {
-  v4 v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-
-[[gnu::always_inline]] inline void store4(float* p, v4 v) { std::memcpy(p, &v, sizeof v); }
-
 template <bool kRelu>
 [[gnu::always_inline]] inline v4 grad4(const float* dy, const float* y, int64_t i) {
-  const v4 d = load4(dy + i);
+  const v4 d = vload<v4>(dy + i);
   if constexpr (kRelu) {
-    const i4 on = load4(y + i) > 0.0f;
+    const i4 on = vload<v4>(y + i) > 0.0f;
     return on ? d : v4{};
   }
   return d;
@@ -78,7 +72,7 @@ void lane_dy_sums(const float* dy, const float* y, const float* x, float m, int6
     for (int u = 0; u < 4; ++u) {
       const v4 g = grad4<kRelu>(dy, y, i + 4 * u);
       a0[u] += g;
-      a1[u] += g * (load4(x + i + 4 * u) - m);
+      a1[u] += g * (vload<v4>(x + i + 4 * u) - m);
     }
   }
   float s0 = 0.0f, s1 = 0.0f;
@@ -103,9 +97,9 @@ void apply_dx(const float* dy, const float* y, const float* x, float a, float md
               float k, int64_t n, bool accumulate, float* dx) {
   int64_t i = 0;
   for (; i + 4 <= n; i += 4) {
-    v4 v = a * (grad4<kRelu>(dy, y, i) - mdy - (load4(x + i) - mean) * k);
-    if (accumulate) v += load4(dx + i);
-    store4(dx + i, v);
+    v4 v = a * (grad4<kRelu>(dy, y, i) - mdy - (vload<v4>(x + i) - mean) * k);
+    if (accumulate) v += vload<v4>(dx + i);
+    vstore(dx + i, v);
   }
   for (; i < n; ++i) {
     const float v = a * (grad_at<kRelu>(dy, y, i) - mdy - (x[i] - mean) * k);
