@@ -226,8 +226,8 @@ void Conv2d::backward_3x3(const OpContext& ctx, const float* in, const float* do
                           bool din_acc, int batch) {
   // The weights are packed again: backward must not rely on which forward ran last.
   float* packed = c3_packed_.data();
-  const float* packed_bwd = packed + int64_t{c3_.oc8} * c_ * 9;
-  conv3x3_pack(c3_, params_[0], packed, packed + int64_t{c3_.oc8} * c_ * 9);
+  float* packed_bwd = packed + int64_t{c3_.oc8} * c_ * 9;
+  conv3x3_pack(c3_, params_[0], packed, packed_bwd);
   if (!accumulate_grad(ctx, 0)) std::memset(grads_[0], 0, sizeof(float) * oc_ * c_ * 9);
   const int group = conv3x3_group(c3_, batch);
   const int64_t in_image = int64_t{c_} * h_ * w_, out_image = int64_t{oc_} * hwo_;
