@@ -71,7 +71,6 @@ void Conv2d::reserve(int max_batch) {
     c3_packed_.resize_uninitialized(static_cast<size_t>(c3_.packed_floats()));
     c3_in_.resize_uninitialized(static_cast<size_t>(int64_t{group} * c_ * c3_.plane));
     c3_dout_.resize_uninitialized(static_cast<size_t>(int64_t{group} * oc_ * c3_.plane));
-    c3_flat_.resize_uninitialized(static_cast<size_t>(c3_.flat_floats()));
     saved_cols_.resize(0);
     saved_in_ = nullptr;
     return;
@@ -97,8 +96,7 @@ void Conv2d::reserve(int max_batch) {
 int64_t Conv2d::saved_floats(int max_batch) const {
   if (direct_) return direct_shape_.scratch_floats();
   if (conv3x3_) {  // as reserve() sizes its buffers
-    return c3_.packed_floats() + c3_.flat_floats() +
-           int64_t{conv3x3_group(c3_, max_batch)} * (c_ + oc_) * c3_.plane;
+    return c3_.packed_floats() + int64_t{conv3x3_group(c3_, max_batch)} * (c_ + oc_) * c3_.plane;
   }
   if (pointwise_) return 0;
   const int64_t per_image = int64_t{groups_} * kg_ * hwo_;  // as reserve() sizes saved_cols_
@@ -218,7 +216,7 @@ void Conv2d::forward_3x3(const float* in, float* out, int batch) {
   const int64_t in_image = int64_t{c_} * h_ * w_, out_image = int64_t{oc_} * hwo_;
   for (int n = 0; n < batch; ++n) {
     conv3x3_pad(c3_, in + n * in_image, c_, c3_in_.data());
-    conv3x3_forward(c3_, packed, bias(), c3_in_.data(), c3_flat_.data(), out + n * out_image);
+    conv3x3_forward(c3_, packed, bias(), c3_in_.data(), out + n * out_image);
   }
 }
 
@@ -238,7 +236,7 @@ void Conv2d::backward_3x3(const OpContext& ctx, const float* in, const float* do
     if (din != nullptr) {
       for (int i = 0; i < nb; ++i) {
         conv3x3_input_grad(c3_, packed_bwd, c3_dout_.data() + int64_t{i} * oc_ * c3_.plane,
-                           c3_flat_.data(), din + (n0 + i) * in_image, din_acc);
+                           din + (n0 + i) * in_image, din_acc);
       }
     }
     conv3x3_weight_grad(c3_, c3_in_.data(), c3_dout_.data(), nb, grads_[0]);

@@ -34,7 +34,6 @@ class Conv2d final : public Op {
     c3_packed_.resize(0);
     c3_in_.resize(0);
     c3_dout_.resize(0);
-    c3_flat_.resize(0);
     saved_cols_.resize(0);
     din_tmp_.resize(0);
     saved_in_ = nullptr;
@@ -84,7 +83,6 @@ class Conv2d final : public Op {
   Conv3x3Shape c3_;                  // when conv3x3_
   Buffer c3_packed_;                 // Conv3x3Shape::packed_floats()
   Buffer c3_in_, c3_dout_;           // padded planes of a group of images
-  Buffer c3_flat_;                   // one image's flat output
   DirectConvShape direct_shape_;     // when direct_
   Buffer direct_scratch_;            // when direct_: DirectConvShape::scratch_floats()
   Buffer din_tmp_;                   // direct_ with an accumulated input gradient

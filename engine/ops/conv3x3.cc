@@ -3,6 +3,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <immintrin.h>
+
 #include "engine/ops/vec.h"
 
 // Every kernel below is compiled twice, for AVX-512 (x86-64-v4) and for the baseline, and
@@ -20,13 +22,47 @@ typedef float v16 __attribute__((vector_size(64)));
 
 int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
-// flat (8, span16) rows [q0, q0 + 16 NV) <- 8 output channels of the correlation of `in`
-// (cin padded planes) with wp (cin, 9, 8): 8 x NV accumulators, each input vector loaded once
-// for the 8 channels, each weight broadcast once for the NV vectors.
-template <int NV>
-[[gnu::always_inline]] inline void correlate_tile(const float* wp, int cin, const float* in,
-                                                  int64_t plane, int pw, int64_t q0, float* flat,
-                                                  int64_t span16) {
+// Where correlate() puts its output channels: out (count, h, w) (= or += when accumulate), each
+// channel plus bias[channel] when bias is not null. Tile channels from `count` on (the zero
+// padding to a multiple of 8) are dropped.
+struct Sink {
+  float* out;
+  int count;
+  const float* bias;
+  bool accumulate;
+};
+
+// The lanes lo <= i < hi of v, a vector of flat positions q.. that fall in one output row:
+// channel[at + i] = (or += when accumulate) v[i]. One masked load and store: the lanes they
+// leave out touch no memory (`at` alone may be negative, at + lo is not).
+DLTUNE_AVX512 void store_row_lanes_avx512(float* channel, int64_t at, v16 v, int lo, int hi,
+                                          bool accumulate) {
+  const auto mask = static_cast<__mmask16>(((1u << hi) - 1u) & ~((1u << lo) - 1u));
+  float* dst = reinterpret_cast<float*>(reinterpret_cast<intptr_t>(channel) +
+                                        at * static_cast<intptr_t>(sizeof(float)));
+  __m512 x = reinterpret_cast<__m512>(v);
+  if (accumulate) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(mask, dst));
+  _mm512_mask_storeu_ps(dst, mask, x);
+}
+
+void store_row_lanes_generic(float* channel, int64_t at, v16 v, int lo, int hi, bool accumulate) {
+  for (int i = lo; i < hi; ++i) {
+    float& d = channel[at + i];
+    d = accumulate ? d + v[i] : v[i];
+  }
+}
+
+// 8 output channels x NV vectors of flat positions q0.. of the correlation of `in` (cin padded
+// planes) with wp (cin, 9, 8), written to the sink's channels from `first`: 8 x NV accumulators,
+// each input vector loaded once for the 8 channels, each weight broadcast once for the NV
+// vectors. Flat position q = y pw + x is output pixel (y, x) when x < w and y < h; each vector
+// spans at most ceil(16 / pw) + 1 output rows, each stored with one masked store.
+template <int NV, bool kZmm>
+[[gnu::always_inline]] inline void correlate_tile(const Conv3x3Shape& s, const float* wp, int cin,
+                                                  const float* in, int64_t q0, const Sink& sink,
+                                                  int first) {
+  const int64_t plane = s.plane;
+  const int pw = s.pw;
   v16 acc[kTile][NV];
   for (int o = 0; o < kTile; ++o)
     for (int j = 0; j < NV; ++j) acc[o][j] = v16{};
@@ -46,25 +82,43 @@ template <int NV>
       }
     }
   }
-  for (int o = 0; o < kTile; ++o)
-    for (int j = 0; j < NV; ++j) vstore(flat + o * span16 + q0 + j * kLanes, acc[o][j]);
+  const int channels = std::min(kTile, sink.count - first);
+  const int64_t hw = int64_t{s.h} * s.w;
+  for (int j = 0; j < NV; ++j) {
+    const int64_t qv = q0 + j * kLanes;
+    for (int64_t y = qv / pw; y < s.h && y * pw < qv + kLanes; ++y) {
+      const int lo = static_cast<int>(std::max<int64_t>(0, y * pw - qv));
+      const int hi = static_cast<int>(std::min<int64_t>(kLanes, y * pw + s.w - qv));
+      if (hi <= lo) continue;
+      for (int o = 0; o < channels; ++o) {
+        v16 v = acc[o][j];
+        if (sink.bias != nullptr) v += sink.bias[first + o];
+        float* channel = sink.out + (first + o) * hw;
+        if constexpr (kZmm) {
+          store_row_lanes_avx512(channel, qv - 2 * y, v, lo, hi, sink.accumulate);
+        } else {
+          store_row_lanes_generic(channel, qv - 2 * y, v, lo, hi, sink.accumulate);
+        }
+      }
+    }
+  }
 }
 
-// flat (cout8, span16) <- the correlation of `in` (cin planes) with packed (cout8/8, cin, 9, 8).
+// sink <- the correlation of `in` (cin planes) with packed (cout8/8, cin, 9, 8).
+template <bool kZmm>
 [[gnu::always_inline]] inline void correlate(const Conv3x3Shape& s, const float* packed, int cin,
-                                             int cout8, const float* in, float* flat) {
+                                             int cout8, const float* in, const Sink& sink) {
   const int64_t vectors = s.span16 / kLanes;
   for (int64_t v = 0; v < vectors; v += 3) {
     const int64_t q0 = v * kLanes, left = vectors - v;
     for (int ob = 0; ob < cout8 / kTile; ++ob) {
       const float* wp = packed + int64_t{ob} * cin * 9 * kTile;
-      float* f = flat + int64_t{ob} * kTile * s.span16;
       if (left >= 3) {
-        correlate_tile<3>(wp, cin, in, s.plane, s.pw, q0, f, s.span16);
+        correlate_tile<3, kZmm>(s, wp, cin, in, q0, sink, ob * kTile);
       } else if (left == 2) {
-        correlate_tile<2>(wp, cin, in, s.plane, s.pw, q0, f, s.span16);
+        correlate_tile<2, kZmm>(s, wp, cin, in, q0, sink, ob * kTile);
       } else {
-        correlate_tile<1>(wp, cin, in, s.plane, s.pw, q0, f, s.span16);
+        correlate_tile<1, kZmm>(s, wp, cin, in, q0, sink, ob * kTile);
       }
     }
   }
@@ -146,13 +200,13 @@ template <bool kZmm>
 }
 
 DLTUNE_AVX512 void correlate_avx512(const Conv3x3Shape& s, const float* packed, int cin, int cout8,
-                                    const float* in, float* flat) {
-  correlate(s, packed, cin, cout8, in, flat);
+                                    const float* in, const Sink& sink) {
+  correlate<true>(s, packed, cin, cout8, in, sink);
 }
 
 void correlate_generic(const Conv3x3Shape& s, const float* packed, int cin, int cout8,
-                       const float* in, float* flat) {
-  correlate(s, packed, cin, cout8, in, flat);
+                       const float* in, const Sink& sink) {
+  correlate<false>(s, packed, cin, cout8, in, sink);
 }
 
 DLTUNE_AVX512 void weight_grad_avx512(const Conv3x3Shape& s, const float* padded_in,
@@ -165,6 +219,52 @@ void weight_grad_generic(const Conv3x3Shape& s, const float* padded_in, const fl
   weight_grad<false>(s, padded_in, padded_dout, images, dw);
 }
 
+// conv3x3_pad's two builds. Rows are short (8-32 floats): a memcpy call per row cost more than
+// the copy, so the AVX-512 build copies 16 floats per masked load and store, the row's last
+// store carrying the two zeros of its right and the next row's left padding.
+DLTUNE_AVX512 void zero_avx512(float* p, int64_t n) {
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) _mm512_storeu_ps(p + i, _mm512_setzero_ps());
+  if (i < n)
+    _mm512_mask_storeu_ps(p + i, static_cast<__mmask16>((1u << (n - i)) - 1u), _mm512_setzero_ps());
+}
+
+DLTUNE_AVX512 void pad_avx512(const Conv3x3Shape& s, const float* src, int count, float* dst) {
+  const int64_t head = s.lead + s.pw + 1, used = s.lead + int64_t{s.h + 1} * s.pw + 1;
+  for (int i = 0; i < count; ++i) {
+    float* p = dst + int64_t{i} * s.plane;
+    const float* img = src + int64_t{i} * s.h * s.w;
+    zero_avx512(p, head);
+    for (int y = 0; y < s.h; ++y) {
+      float* row = p + head + int64_t{y} * s.pw;
+      const float* in = img + int64_t{y} * s.w;
+      int x = 0;
+      for (; x + kLanes <= s.w; x += kLanes) _mm512_storeu_ps(row + x, _mm512_loadu_ps(in + x));
+      const int r = s.w - x;  // 0..15 floats left, then the two zeros
+      const __m512 v = _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << r) - 1u), in + x);
+      const int lanes = std::min(r + 2, kLanes);
+      _mm512_mask_storeu_ps(row + x, static_cast<__mmask16>((1u << lanes) - 1u), v);
+      if (r + 2 > kLanes) row[s.w + 1] = 0.0f;
+    }
+    zero_avx512(p + used, s.plane - used);
+  }
+}
+
+void pad_generic(const Conv3x3Shape& s, const float* src, int count, float* dst) {
+  for (int i = 0; i < count; ++i) {
+    float* p = dst + int64_t{i} * s.plane + s.lead;
+    const float* img = src + int64_t{i} * s.h * s.w;
+    std::memset(p - s.lead, 0, sizeof(float) * (s.lead + s.pw + 1));
+    for (int y = 0; y < s.h; ++y) {
+      float* row = p + int64_t{y + 1} * s.pw + 1;
+      std::memcpy(row, img + int64_t{y} * s.w, sizeof(float) * s.w);
+      row[s.w] = row[s.w + 1] = 0.0f;  // right pad, next row's left pad
+    }
+    const int64_t used = int64_t{s.h + 1} * s.pw + 1;
+    std::memset(p + used, 0, sizeof(float) * (s.plane - s.lead - used));
+  }
+}
+
 // The AVX-512 build where the CPU has it, unless DLTUNE_CONV3X3_GENERIC is set (the tests run
 // the baseline build that way too).
 bool avx512() {
@@ -174,9 +274,9 @@ bool avx512() {
 }
 
 void run_correlate(const Conv3x3Shape& s, const float* packed, int cin, int cout8, const float* in,
-                   float* flat) {
-  if (avx512()) return correlate_avx512(s, packed, cin, cout8, in, flat);
-  correlate_generic(s, packed, cin, cout8, in, flat);
+                   const Sink& sink) {
+  if (avx512()) return correlate_avx512(s, packed, cin, cout8, in, sink);
+  correlate_generic(s, packed, cin, cout8, in, sink);
 }
 
 }  // namespace
@@ -222,47 +322,19 @@ void conv3x3_pack(const Conv3x3Shape& s, const float* w, float* packed_fwd, floa
 }
 
 void conv3x3_pad(const Conv3x3Shape& s, const float* src, int count, float* dst) {
-  for (int i = 0; i < count; ++i) {
-    float* p = dst + int64_t{i} * s.plane + s.lead;
-    const float* img = src + int64_t{i} * s.h * s.w;
-    std::memset(p - s.lead, 0, sizeof(float) * (s.lead + s.pw + 1));
-    for (int y = 0; y < s.h; ++y) {
-      float* row = p + int64_t{y + 1} * s.pw + 1;
-      std::memcpy(row, img + int64_t{y} * s.w, sizeof(float) * s.w);
-      row[s.w] = row[s.w + 1] = 0.0f;  // right pad, next row's left pad
-    }
-    const int64_t used = int64_t{s.h + 1} * s.pw + 1;
-    std::memset(p + used, 0, sizeof(float) * (s.plane - s.lead - used));
-  }
+  if (avx512()) return pad_avx512(s, src, count, dst);
+  pad_generic(s, src, count, dst);
 }
 
 void conv3x3_forward(const Conv3x3Shape& s, const float* packed_fwd, const float* bias,
-                     const float* padded_in, float* flat, float* out) {
-  run_correlate(s, packed_fwd, s.c, s.oc8, padded_in + s.lead, flat);
-  for (int o = 0; o < s.oc; ++o) {
-    const float b = bias != nullptr ? bias[o] : 0.0f;
-    for (int y = 0; y < s.h; ++y) {
-      const float* src = flat + o * s.span16 + int64_t{y} * s.pw;
-      float* dst = out + (int64_t{o} * s.h + y) * s.w;
-      for (int x = 0; x < s.w; ++x) dst[x] = src[x] + b;
-    }
-  }
+                     const float* padded_in, float* out) {
+  run_correlate(s, packed_fwd, s.c, s.oc8, padded_in + s.lead, Sink{out, s.oc, bias, false});
 }
 
 void conv3x3_input_grad(const Conv3x3Shape& s, const float* packed_bwd, const float* padded_dout,
-                        float* flat, float* din, bool accumulate) {
-  run_correlate(s, packed_bwd, s.oc, s.c8, padded_dout + s.lead, flat);
-  for (int c = 0; c < s.c; ++c) {
-    for (int y = 0; y < s.h; ++y) {
-      const float* src = flat + c * s.span16 + int64_t{y} * s.pw;
-      float* dst = din + (int64_t{c} * s.h + y) * s.w;
-      if (accumulate) {
-        for (int x = 0; x < s.w; ++x) dst[x] += src[x];
-      } else {
-        std::memcpy(dst, src, sizeof(float) * s.w);
-      }
-    }
-  }
+                        float* din, bool accumulate) {
+  run_correlate(s, packed_bwd, s.oc, s.c8, padded_dout + s.lead,
+                Sink{din, s.c, nullptr, accumulate});
 }
 
 void conv3x3_weight_grad(const Conv3x3Shape& s, const float* padded_in, const float* padded_dout,

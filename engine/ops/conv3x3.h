@@ -14,6 +14,8 @@
 // of 16 pixels (24 accumulators) loads each input vector once for 8 channels and each weight
 // once (a broadcast) for 48 pixels.
 //   forward:        out (oc, q)  = sum over c, taps of W[oc, c, tap] * in (c, q + off(tap))
+//                   stored straight into out (oc, h, w), one masked store per output row a
+//                   vector touches (the thrown-away columns are never written)
 //   input gradient: the same kernel on the padded output gradient with W transposed (c <-> oc)
 //                   and flipped (tap -> 8 - tap): the transposed convolution of a "same" one.
 //   weight gradient: dW[oc, c, ki, kj] = sum over q of dout (oc, q) * in (c, q + off(ki, kj)),
@@ -44,8 +46,6 @@ struct Conv3x3Shape {
   // Fills the derived fields; false for a shape it cannot take (a dimension < 1).
   bool init(int in_channels, int out_channels, int in_h, int in_w);
   int64_t packed_floats() const { return (int64_t{oc8} * c + int64_t{c8} * oc) * 9; }
-  // Scratch one image's forward or input gradient needs for its flat output.
-  int64_t flat_floats() const { return int64_t{std::max(oc8, c8)} * span16; }
 };
 
 // Whether the CPU runs the AVX-512 kernels (otherwise im2col + GEMM is faster).
@@ -60,14 +60,14 @@ void conv3x3_pack(const Conv3x3Shape& s, const float* w, float* packed_fwd, floa
 void conv3x3_pad(const Conv3x3Shape& s, const float* src, int count, float* dst);
 
 // One image: out (oc, h, w) = bias + the convolution of padded_in (c, s.plane); a null bias
-// adds nothing. flat: s.flat_floats() of scratch.
+// adds nothing.
 void conv3x3_forward(const Conv3x3Shape& s, const float* packed_fwd, const float* bias,
-                     const float* padded_in, float* flat, float* out);
+                     const float* padded_in, float* out);
 
 // One image: din (c, h, w) = (or += when accumulate) the gradient of the input for
 // padded_dout (oc, s.plane), the output gradient padded by conv3x3_pad.
 void conv3x3_input_grad(const Conv3x3Shape& s, const float* packed_bwd, const float* padded_dout,
-                        float* flat, float* din, bool accumulate);
+                        float* din, bool accumulate);
 
 // dw (oc, c, 3, 3) += the weight gradient of `images` images: padded_in (images, c, plane) and
 // padded_dout (images, oc, plane), both from conv3x3_pad.

@@ -41,6 +41,25 @@ void expect_near_all(const std::vector<float>& got, const std::vector<double>& w
   }
 }
 
+// A buffer of n floats with kGuard sentinels on each side: the kernels store with masked vector
+// stores, which the sanitizers do not see, so the test checks itself that nothing outside the
+// tensor was written.
+struct Guarded {
+  static constexpr size_t kGuard = 64;
+  static constexpr float kSentinel = 12345.0f;
+  std::vector<float> all;
+  Guarded(size_t n, float fill) : all(n + 2 * kGuard, kSentinel) {
+    std::fill(all.begin() + kGuard, all.end() - kGuard, fill);
+  }
+  float* data() { return all.data() + kGuard; }
+  std::vector<float> inner() const { return {all.begin() + kGuard, all.end() - kGuard}; }
+  bool guards_intact() const {
+    for (size_t i = 0; i < kGuard; ++i)
+      if (all[i] != kSentinel || all[all.size() - 1 - i] != kSentinel) return false;
+    return true;
+  }
+};
+
 class Conv3x3 : public ::testing::TestWithParam<Case> {};
 
 TEST_P(Conv3x3, MatchesTheDefinition) {
@@ -53,7 +72,7 @@ TEST_P(Conv3x3, MatchesTheDefinition) {
                            w = random_vector(size_t(k.oc) * k.c * 9, &rng),
                            bias = random_vector(k.oc, &rng), dy = random_vector(out_n, &rng);
 
-  std::vector<float> packed(s.packed_floats()), flat(s.flat_floats());
+  std::vector<float> packed(s.packed_floats());
   float* pf = packed.data();
   float* pb = pf + int64_t{s.oc8} * s.c * 9;
   conv3x3_pack(s, w.data(), pf, pb);
@@ -61,14 +80,17 @@ TEST_P(Conv3x3, MatchesTheDefinition) {
   conv3x3_pad(s, x.data(), k.n * k.c, pin.data());
   conv3x3_pad(s, dy.data(), k.n * k.oc, pdy.data());
 
-  std::vector<float> y(out_n), dx(in_n, 0.5f), dw(w.size(), 0.25f);
+  Guarded y(out_n, 0.0f), dx(in_n, 0.5f);
+  std::vector<float> dw(w.size(), 0.25f);
   for (int n = 0; n < k.n; ++n) {
-    conv3x3_forward(s, pf, bias.data(), pin.data() + size_t(n) * k.c * s.plane, flat.data(),
+    conv3x3_forward(s, pf, bias.data(), pin.data() + size_t(n) * k.c * s.plane,
                     y.data() + size_t(n) * k.oc * k.h * k.w);
-    // the first image's gradient is stored over the 0.5s, the others added to them
-    conv3x3_input_grad(s, pb, pdy.data() + size_t(n) * k.oc * s.plane, flat.data(),
+    // odd images' gradients are added to the 0.5s, even images' stored over them
+    conv3x3_input_grad(s, pb, pdy.data() + size_t(n) * k.oc * s.plane,
                        dx.data() + size_t(n) * k.c * k.h * k.w, n % 2 == 1);
   }
+  EXPECT_TRUE(y.guards_intact()) << "forward wrote outside its output";
+  EXPECT_TRUE(dx.guards_intact()) << "input gradient wrote outside its tensor";
   // all images but the last in one call, the last in another: both add to dw's 0.25s
   if (k.n > 1) conv3x3_weight_grad(s, pin.data(), pdy.data(), k.n - 1, dw.data());
   conv3x3_weight_grad(s, pin.data() + size_t(k.n - 1) * k.c * s.plane,
@@ -104,8 +126,8 @@ TEST_P(Conv3x3, MatchesTheDefinition) {
         dx_ref[size_t(n) * k.c * k.h * k.w + i] += 0.5;
     }
   }
-  expect_near_all(y, y_ref, "forward");
-  expect_near_all(dx, dx_ref, "input gradient");
+  expect_near_all(y.inner(), y_ref, "forward");
+  expect_near_all(dx.inner(), dx_ref, "input gradient");
   expect_near_all(dw, dw_ref, "weight gradient");
 }
 
