@@ -18,8 +18,9 @@ std::vector<int> fused_relus(const recipes::Graph& graph, const recipes::GraphIn
   for (int j = 1; j < n; ++j) {
     const auto uj = static_cast<size_t>(j);
     const int i = j - 1;
+    const recipes::OpKind before = graph.nodes[static_cast<size_t>(i)].op;
     if (graph.nodes[uj].op == recipes::OpKind::kRelu && info.inputs[uj] == std::vector<int>{i} &&
-        graph.nodes[static_cast<size_t>(i)].op == recipes::OpKind::kBatchNorm &&
+        (before == recipes::OpKind::kBatchNorm || before == recipes::OpKind::kAdd) &&
         readers[static_cast<size_t>(i)] == 1) {
       fused[uj] = i;
     }

@@ -35,7 +35,7 @@ Result<Model> Model::build(const recipes::Graph& graph, const std::string& name,
     m.in_ptrs_.emplace_back(in.size());
     m.din_.emplace_back(in.size());
   }
-  // ReLUs fused into the batch norm before them (backward_plan.h).
+  // ReLUs fused into the batch norm or add before them (backward_plan.h).
   const std::vector<int> fused = fused_relus(graph, m.info_);
   for (int into : fused) {
     if (into >= 0) {
@@ -151,7 +151,7 @@ void Model::reserve(int max_batch) {
     op.reserve(max_batch);
     // Activations, gradients and the workspace are scratch that every op writes before it
     // reads, so they are not zeroed: pages a smaller batch never uses are never faulted in.
-    // A fused ReLU's output is its batch norm's buffer.
+    // A fused ReLU's output is the buffer of the node it is fused into.
     const size_t n =
         plan_.fused_into[i] >= 0 ? 0 : B * static_cast<size_t>(recipes::numel(info_.outputs[i]));
     acts_[i].resize_uninitialized(n);
@@ -192,7 +192,7 @@ const float* Model::forward(const float* input, int batch, bool training, uint64
   for (size_t i = 0; i < ops_.size(); ++i) {
     auto& ptrs = in_ptrs_[i];
     const auto& srcs = info_.inputs[i];
-    if (plan_.fused_into[i] >= 0) continue;  // its batch norm wrote its output
+    if (plan_.fused_into[i] >= 0) continue;  // the node it is fused into wrote its output
     for (size_t k = 0; k < srcs.size(); ++k) ptrs[k] = srcs[k] < 0 ? input : output_of(srcs[k]);
     ctx.seed = Rng::mix(seed, static_cast<uint64_t>(first_node_) + i);
     if (!profiling_) {
@@ -218,7 +218,8 @@ void Model::backward(const float* input, const float* dout, int batch,
     if (plan_.unread[ui])  // nothing reads this node: its output's gradient is zero
       std::memset(slots_[static_cast<size_t>(slot)].data(), 0,
                   sizeof(float) * static_cast<size_t>(batch * recipes::numel(info_.outputs[ui])));
-    if (plan_.fused_into[ui] >= 0) {  // its batch norm takes the gradient (the same slot)
+    if (plan_.fused_into[ui] >=
+        0) {  // the node it is fused into takes the gradient (the same slot)
       if (ready) ready(i);
       continue;
     }

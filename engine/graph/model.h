@@ -127,7 +127,7 @@ class Model {
  private:
   Model() = default;
   void bind_all();
-  // Node i's output: its own buffer, or a fused ReLU's batch norm's.
+  // Node i's output: its own buffer, or that of the node a fused ReLU is fused into.
   const float* output_of(int i) const {
     const int f = plan_.fused_into[static_cast<size_t>(i)];
     return acts_[static_cast<size_t>(f >= 0 ? f : i)].data();

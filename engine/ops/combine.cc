@@ -1,5 +1,6 @@
 #include "engine/ops/combine.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace dltune::engine {
@@ -10,16 +11,37 @@ void Add::forward(const OpContext&, const float* const* in, float* out, int batc
   const int64_t n = batch * out_numel();
   const float* a = in[0];
   const float* b = in[1];
+  if (relu_ && in_.size() == 2) {  // one pass: a residual block's output
+    for (int64_t i = 0; i < n; ++i) out[i] = std::max(a[i] + b[i], 0.0f);
+    return;
+  }
   for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
   for (size_t k = 2; k < in_.size(); ++k)
     for (int64_t i = 0; i < n; ++i) out[i] += in[k][i];
+  if (relu_)
+    for (int64_t i = 0; i < n; ++i) out[i] = std::max(out[i], 0.0f);
 }
 
-void Add::backward(const OpContext&, const float* const*, const float*, const float* dout,
+void Add::backward(const OpContext&, const float* const*, const float* out, const float* dout,
                    const GradOut* din, int batch) {
   const int64_t n = batch * out_numel();
-  for (size_t k = 0; k < in_.size(); ++k)
-    if (din[k].data) store_grad(din[k].data, dout, n, din[k].accumulate);
+  if (!relu_) {
+    for (size_t k = 0; k < in_.size(); ++k)
+      if (din[k].data) store_grad(din[k].data, dout, n, din[k].accumulate);
+    return;
+  }
+  // The ReLU's gradient, masked by its output, a block at a time (in L1) to every input.
+  constexpr int64_t kBlock = 1024;
+  float g[kBlock];
+  for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
+    const int64_t len = std::min(kBlock, n - i0);
+    for (int64_t i = 0; i < len; ++i) {  // both loads unconditional: a vector blend (Relu's)
+      const float d = dout[i0 + i];
+      g[i] = out[i0 + i] > 0.0f ? d : 0.0f;
+    }
+    for (size_t k = 0; k < in_.size(); ++k)
+      if (din[k].data) store_grad(din[k].data + i0, g, len, din[k].accumulate);
+  }
 }
 
 // ---- Concat --------------------------------------------------------------------------------

@@ -125,12 +125,16 @@ Pass resnet20_pass() {
   return p;
 }
 
-TEST(Models, AReluFusedIntoItsBatchNormChangesNoBit) {
+TEST(Models, AReluFusedIntoItsBatchNormOrAddChangesNoBit) {
   auto g = recipes::builtin_graph("resnet20", {});
   ASSERT_TRUE(g.has_value());
   const std::vector<int> fused = fused_relus(*g, recipes::analyze_graph(*g));
-  // The stem's and each block's first batch norm; the second feeds the residual add.
-  EXPECT_EQ(std::count_if(fused.begin(), fused.end(), [](int f) { return f >= 0; }), 10);
+  // The stem's and each block's first batch norm (the second feeds the residual add), and the
+  // nine blocks' adds.
+  EXPECT_EQ(std::count_if(fused.begin(), fused.end(), [](int f) { return f >= 0; }), 19);
+  EXPECT_EQ(std::count_if(fused.begin(), fused.end(),
+                          [&](int f) { return f >= 0 && g->nodes[f].op == recipes::OpKind::kAdd; }),
+            9);
   const Pass with = resnet20_pass();
   ASSERT_EQ(setenv("DLTUNE_FUSE", "0", 1), 0);
   const Pass without = resnet20_pass();
@@ -138,7 +142,7 @@ TEST(Models, AReluFusedIntoItsBatchNormChangesNoBit) {
   EXPECT_EQ(with.logits, without.logits);
   EXPECT_EQ(with.grads, without.grads);
   EXPECT_EQ(with.dinput, without.dinput);
-  // The fused ReLUs' outputs are not allocated: 10 of (16 x 32 x 32 ...) floats per sample.
+  // The fused ReLUs' outputs are not allocated: 19 of (16 x 32 x 32 ...) floats per sample.
   EXPECT_LT(with.activation_bytes, without.activation_bytes);
 }
 
