@@ -8,9 +8,8 @@
 #include "engine/ops/vec.h"
 
 // Every kernel below is compiled twice, for AVX-512 (x86-64-v4) and for the baseline, and
-// called through the build conv3x3_fast() says this CPU runs. The inner loops run over 16
-// floats, one AVX-512 register each.
-#define DLTUNE_AVX512 __attribute__((target("arch=x86-64-v4")))
+// called through the build use_avx512_kernels() picks (engine/ops/vec.h). The inner loops run
+// over 16 floats, one AVX-512 register each.
 
 namespace dltune::engine {
 namespace {
@@ -265,17 +264,9 @@ void pad_generic(const Conv3x3Shape& s, const float* src, int count, float* dst)
   }
 }
 
-// The AVX-512 build where the CPU has it, unless DLTUNE_CONV3X3_GENERIC is set (the tests run
-// the baseline build that way too).
-bool avx512() {
-  static const bool use =
-      conv3x3_fast() && std::getenv("DLTUNE_CONV3X3_GENERIC") == nullptr;  // NOLINT: read once
-  return use;
-}
-
 void run_correlate(const Conv3x3Shape& s, const float* packed, int cin, int cout8, const float* in,
                    const Sink& sink) {
-  if (avx512()) return correlate_avx512(s, packed, cin, cout8, in, sink);
+  if (use_avx512_kernels()) return correlate_avx512(s, packed, cin, cout8, in, sink);
   correlate_generic(s, packed, cin, cout8, in, sink);
 }
 
@@ -296,14 +287,7 @@ bool Conv3x3Shape::init(int in_channels, int out_channels, int in_h, int in_w) {
   return true;
 }
 
-bool conv3x3_fast() {
-  static const bool fast = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq");
-  }();
-  return fast;
-}
+bool conv3x3_fast() { return cpu_has_avx512(); }
 
 void conv3x3_pack(const Conv3x3Shape& s, const float* w, float* packed_fwd, float* packed_bwd) {
   std::memset(packed_fwd, 0, sizeof(float) * s.oc8 * s.c * 9);
@@ -322,7 +306,7 @@ void conv3x3_pack(const Conv3x3Shape& s, const float* w, float* packed_fwd, floa
 }
 
 void conv3x3_pad(const Conv3x3Shape& s, const float* src, int count, float* dst) {
-  if (avx512()) return pad_avx512(s, src, count, dst);
+  if (use_avx512_kernels()) return pad_avx512(s, src, count, dst);
   pad_generic(s, src, count, dst);
 }
 
@@ -339,7 +323,7 @@ void conv3x3_input_grad(const Conv3x3Shape& s, const float* packed_bwd, const fl
 
 void conv3x3_weight_grad(const Conv3x3Shape& s, const float* padded_in, const float* padded_dout,
                          int images, float* dw) {
-  if (avx512()) return weight_grad_avx512(s, padded_in, padded_dout, images, dw);
+  if (use_avx512_kernels()) return weight_grad_avx512(s, padded_in, padded_dout, images, dw);
   weight_grad_generic(s, padded_in, padded_dout, images, dw);
 }
 
