@@ -29,7 +29,8 @@ bool use_conv3x3() {
 // planes within 2 MiB (the weight gradient streams them once per 8 output channels and input
 // row; VGG's 224x224 planes would come from memory each time).
 bool conv3x3_wins(const Conv3x3Shape& s) {
-  return s.c <= 64 && s.oc <= 64 && int64_t{s.c + s.oc} * s.plane * 4 <= (int64_t{2} << 20);
+  return s.c <= 64 && s.oc <= 64 &&
+         (s.padded_in_floats() + s.padded_dout_floats()) * 4 <= (int64_t{2} << 20);
 }
 
 // Vectors of 16 outputs the weight gradient should sum over before its horizontal sums: the
@@ -59,8 +60,8 @@ Status Conv2d::configure() {
   hwo_ = int64_t{oh_} * ow_;
   direct_ = c_ == 1 && groups_ == 1 && stride_ == 1 && k_ <= 15 &&
             direct_shape_.init(oc_, k_, pad_, h_, w_);
-  conv3x3_ = !direct_ && k_ == 3 && stride_ == 1 && pad_ == 1 && groups_ == 1 && c_ > 1 &&
-             use_conv3x3() && c3_.init(c_, oc_, h_, w_) && conv3x3_wins(c3_);
+  conv3x3_ = !direct_ && k_ == 3 && (stride_ == 1 || stride_ == 2) && pad_ == 1 && groups_ == 1 &&
+             c_ > 1 && use_conv3x3() && c3_.init(c_, oc_, h_, w_, stride_) && conv3x3_wins(c3_);
   pointwise_ = !direct_ && !conv3x3_ && k_ == 1 && stride_ == 1 && pad_ == 0 && groups_ == 1;
   return ok_status();
 }
@@ -69,8 +70,9 @@ void Conv2d::reserve(int max_batch) {
   if (conv3x3_) {
     const int group = conv3x3_group(c3_, max_batch);
     c3_packed_.resize_uninitialized(static_cast<size_t>(c3_.packed_floats()));
-    c3_in_.resize_uninitialized(static_cast<size_t>(int64_t{group} * c_ * c3_.plane));
-    c3_dout_.resize_uninitialized(static_cast<size_t>(int64_t{group} * oc_ * c3_.plane));
+    c3_in_.resize_uninitialized(static_cast<size_t>(group * c3_.padded_in_floats()));
+    c3_dout_.resize_uninitialized(static_cast<size_t>(group * c3_.padded_dout_floats()));
+    c3_scratch_.resize_uninitialized(static_cast<size_t>(c3_.grad_scratch_floats()));
     saved_cols_.resize(0);
     saved_in_ = nullptr;
     return;
@@ -96,7 +98,8 @@ void Conv2d::reserve(int max_batch) {
 int64_t Conv2d::saved_floats(int max_batch) const {
   if (direct_) return direct_shape_.scratch_floats();
   if (conv3x3_) {  // as reserve() sizes its buffers
-    return c3_.packed_floats() + int64_t{conv3x3_group(c3_, max_batch)} * (c_ + oc_) * c3_.plane;
+    return c3_.packed_floats() + c3_.grad_scratch_floats() +
+           conv3x3_group(c3_, max_batch) * (c3_.padded_in_floats() + c3_.padded_dout_floats());
   }
   if (pointwise_) return 0;
   const int64_t per_image = int64_t{groups_} * kg_ * hwo_;  // as reserve() sizes saved_cols_
@@ -212,10 +215,10 @@ void Conv2d::backward_direct(const OpContext& ctx, const float* in, const float*
 
 void Conv2d::forward_3x3(const float* in, float* out, int batch) {
   float* packed = c3_packed_.data();
-  conv3x3_pack(c3_, params_[0], packed, packed + int64_t{c3_.oc8} * c_ * 9);
+  conv3x3_pack(c3_, params_[0], packed);
   const int64_t in_image = int64_t{c_} * h_ * w_, out_image = int64_t{oc_} * hwo_;
   for (int n = 0; n < batch; ++n) {
-    conv3x3_pad(c3_, in + n * in_image, c_, c3_in_.data());
+    conv3x3_pad_input(c3_, in + n * in_image, c_, c3_in_.data());
     conv3x3_forward(c3_, packed, bias(), c3_in_.data(), out + n * out_image);
   }
 }
@@ -224,19 +227,18 @@ void Conv2d::backward_3x3(const OpContext& ctx, const float* in, const float* do
                           bool din_acc, int batch) {
   // The weights are packed again: backward must not rely on which forward ran last.
   float* packed = c3_packed_.data();
-  float* packed_bwd = packed + int64_t{c3_.oc8} * c_ * 9;
-  conv3x3_pack(c3_, params_[0], packed, packed_bwd);
+  conv3x3_pack(c3_, params_[0], packed);
   if (!accumulate_grad(ctx, 0)) std::memset(grads_[0], 0, sizeof(float) * oc_ * c_ * 9);
   const int group = conv3x3_group(c3_, batch);
   const int64_t in_image = int64_t{c_} * h_ * w_, out_image = int64_t{oc_} * hwo_;
   for (int n0 = 0; n0 < batch; n0 += group) {
     const int nb = std::min(group, batch - n0);
-    conv3x3_pad(c3_, in + n0 * in_image, nb * c_, c3_in_.data());
-    conv3x3_pad(c3_, dout + n0 * out_image, nb * oc_, c3_dout_.data());
+    conv3x3_pad_input(c3_, in + n0 * in_image, nb * c_, c3_in_.data());
+    conv3x3_pad_grad(c3_, dout + n0 * out_image, nb * oc_, c3_dout_.data());
     if (din != nullptr) {
       for (int i = 0; i < nb; ++i) {
-        conv3x3_input_grad(c3_, packed_bwd, c3_dout_.data() + int64_t{i} * oc_ * c3_.plane,
-                           din + (n0 + i) * in_image, din_acc);
+        conv3x3_input_grad(c3_, packed, c3_dout_.data() + i * c3_.padded_dout_floats(),
+                           c3_scratch_.data(), din + (n0 + i) * in_image, din_acc);
       }
     }
     conv3x3_weight_grad(c3_, c3_in_.data(), c3_dout_.data(), nb, grads_[0]);

@@ -14,7 +14,7 @@
 // 1x1 layers).
 // A convolution of a single input channel with stride 1 (LeNet's first layer) is computed
 // directly instead (engine/ops/conv_direct.h): no columns, no GEMM.
-// So is a 3x3 convolution with stride 1 and padding 1 on a CPU with AVX-512
+// So is a 3x3 convolution with stride 1 or 2 and padding 1 on a CPU with AVX-512
 // (engine/ops/conv3x3.h): the CIFAR ResNets' layers, where im2col's copies cost more than the
 // GEMMs.
 #pragma once
@@ -34,6 +34,7 @@ class Conv2d final : public Op {
     c3_packed_.resize(0);
     c3_in_.resize(0);
     c3_dout_.resize(0);
+    c3_scratch_.resize(0);
     saved_cols_.resize(0);
     din_tmp_.resize(0);
     saved_in_ = nullptr;
@@ -79,10 +80,11 @@ class Conv2d final : public Op {
   int c_ = 0, h_ = 0, w_ = 0, oh_ = 0, ow_ = 0;  // input and output planes
   bool direct_ = false;              // one input channel, stride 1: engine/ops/conv_direct.h
   bool pointwise_ = false;           // 1x1, stride 1, no padding, one group: no columns
-  bool conv3x3_ = false;             // 3x3, stride 1, padding 1: engine/ops/conv3x3.h
+  bool conv3x3_ = false;             // 3x3, stride 1 or 2, padding 1: engine/ops/conv3x3.h
   Conv3x3Shape c3_;                  // when conv3x3_
   Buffer c3_packed_;                 // Conv3x3Shape::packed_floats()
   Buffer c3_in_, c3_dout_;           // padded planes of a group of images
+  Buffer c3_scratch_;                // the stride-2 input gradient's phases (one image)
   DirectConvShape direct_shape_;     // when direct_
   Buffer direct_scratch_;            // when direct_: DirectConvShape::scratch_floats()
   Buffer din_tmp_;                   // direct_ with an accumulated input gradient

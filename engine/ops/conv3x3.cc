@@ -1,287 +1,87 @@
 #include "engine/ops/conv3x3.h"
 
-#include <cstdlib>
 #include <cstring>
 
-#include <immintrin.h>
-
+#include "engine/ops/conv3x3_kernels.h"
 #include "engine/ops/vec.h"
 
-// Every kernel below is compiled twice, for AVX-512 (x86-64-v4) and for the baseline, and
-// called through the build use_avx512_kernels() picks (engine/ops/vec.h). The inner loops run
-// over 16 floats, one AVX-512 register each.
+// The geometry: where each tap reads, how the weights are packed, which phases a stride-2
+// layer's input gradient has. The loops themselves are in conv3x3_kernels.cc.
 
 namespace dltune::engine {
 namespace {
 
-constexpr int kLanes = 16;
-constexpr int kTile = 8;  // output channels per register tile
+using conv3x3_detail::Correlation;
+using conv3x3_detail::Sink;
 
-typedef float v16 __attribute__((vector_size(64)));
+constexpr int kLanes = 16;
+constexpr int kTile = 8;
 
 int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
-// Where correlate() puts its output channels: out (count, h, w) (= or += when accumulate), each
-// channel plus bias[channel] when bias is not null. Tile channels from `count` on (the zero
-// padding to a multiple of 8) are dropped.
-struct Sink {
-  float* out;
+// The forward tap (ki, kj)'s read, relative to origin + q within one input channel's padded
+// block: at stride 1, pixel (y + ki - 1, x + kj - 1) of the one plane; at stride 2, input
+// (2y + ki - 1, 2x + kj - 1): row phase odd unless ki = 1, one row up when ki = 0; likewise
+// for columns.
+int64_t forward_offset(const Conv3x3Shape& s, int ki, int kj) {
+  if (s.stride == 1) return int64_t{ki - 1} * s.pw + (kj - 1);
+  const int phase = (ki == 1 ? 0 : 2) + (kj == 1 ? 0 : 1);
+  return phase * s.plane + (ki == 0 ? -s.pw : 0) + (kj == 0 ? -1 : 0);
+}
+
+void forward_offsets(const Conv3x3Shape& s, int64_t* off) {
+  for (int t = 0; t < 9; ++t) off[t] = forward_offset(s, t / 3, t % 3);
+}
+
+// The taps reaching input phase p (2 pr + pc) of a stride-2 convolution, as reads of the
+// output gradient: input (2i + pr, 2j + pc) gets W[ki, kj] dout (i + di, j + dj) for
+// 2 (i + di) + ki - 1 = 2i + pr, i.e. ki = 1 (di = 0) for an even row, ki = 0 (di = 1) or
+// ki = 2 (di = 0) for an odd one; columns alike.
+struct PhaseTaps {
   int count;
-  const float* bias;
-  bool accumulate;
+  int tap[4];  // ki * 3 + kj
+  int di[4], dj[4];
+};
+constexpr PhaseTaps kPhaseTaps[4] = {
+    {1, {4}, {0}, {0}},                             // even row, even column
+    {2, {3, 5}, {0, 0}, {1, 0}},                    // even row, odd column
+    {2, {1, 7}, {1, 0}, {0, 0}},                    // odd row, even column
+    {4, {0, 2, 6, 8}, {1, 1, 0, 0}, {1, 0, 1, 0}},  // odd row, odd column
 };
 
-// The lanes lo <= i < hi of v, a vector of flat positions q.. that fall in one output row:
-// channel[at + i] = (or += when accumulate) v[i]. One masked load and store: the lanes they
-// leave out touch no memory (`at` alone may be negative, at + lo is not).
-DLTUNE_AVX512 void store_row_lanes_avx512(float* channel, int64_t at, v16 v, int lo, int hi,
-                                          bool accumulate) {
-  const auto mask = static_cast<__mmask16>(((1u << hi) - 1u) & ~((1u << lo) - 1u));
-  float* dst = reinterpret_cast<float*>(reinterpret_cast<intptr_t>(channel) +
-                                        at * static_cast<intptr_t>(sizeof(float)));
-  __m512 x = reinterpret_cast<__m512>(v);
-  if (accumulate) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(mask, dst));
-  _mm512_mask_storeu_ps(dst, mask, x);
-}
-
-void store_row_lanes_generic(float* channel, int64_t at, v16 v, int lo, int hi, bool accumulate) {
-  for (int i = lo; i < hi; ++i) {
-    float& d = channel[at + i];
-    d = accumulate ? d + v[i] : v[i];
-  }
-}
-
-// 8 output channels x NV vectors of flat positions q0.. of the correlation of `in` (cin padded
-// planes) with wp (cin, 9, 8), written to the sink's channels from `first`: 8 x NV accumulators,
-// each input vector loaded once for the 8 channels, each weight broadcast once for the NV
-// vectors. Flat position q = y pw + x is output pixel (y, x) when x < w and y < h; each vector
-// spans at most ceil(16 / pw) + 1 output rows, each stored with one masked store.
-template <int NV, bool kZmm>
-[[gnu::always_inline]] inline void correlate_tile(const Conv3x3Shape& s, const float* wp, int cin,
-                                                  const float* in, int64_t q0, const Sink& sink,
-                                                  int first) {
-  const int64_t plane = s.plane;
-  const int pw = s.pw;
-  v16 acc[kTile][NV];
-  for (int o = 0; o < kTile; ++o)
-    for (int j = 0; j < NV; ++j) acc[o][j] = v16{};
-  for (int ci = 0; ci < cin; ++ci) {
-    const float* src = in + ci * plane + q0;
-    const float* wc = wp + ci * 9 * kTile;
-    for (int ki = 0; ki < 3; ++ki) {
-      for (int kj = 0; kj < 3; ++kj) {
-        const float* p = src + ki * pw + kj;
-        v16 x[NV];
-        for (int j = 0; j < NV; ++j) x[j] = vload<v16>(p + j * kLanes);
-        const float* wt = wc + (ki * 3 + kj) * kTile;
-        for (int o = 0; o < kTile; ++o) {
-          const float wv = wt[o];
-          for (int j = 0; j < NV; ++j) acc[o][j] += wv * x[j];
-        }
-      }
+// Packs W (oc, c, 3, 3) taps `taps` (count of them) as (cout8/8, cin, count, 8), `transpose`
+// swapping the roles of c and oc.
+void pack_taps(const Conv3x3Shape& s, const float* w, bool transpose, const int* taps, int count,
+               float* dst) {
+  const int cin = transpose ? s.oc : s.c, cout8 = transpose ? s.c8 : s.oc8;
+  const int cout = transpose ? s.c : s.oc;
+  std::memset(dst, 0, sizeof(float) * cout8 * cin * count);
+  for (int co = 0; co < cout; ++co) {
+    for (int ci = 0; ci < cin; ++ci) {
+      const int o = transpose ? ci : co, c = transpose ? co : ci;
+      const float* k = w + (int64_t{o} * s.c + c) * 9;
+      float* d = dst + ((int64_t{co / kTile} * cin + ci) * count) * kTile + co % kTile;
+      for (int t = 0; t < count; ++t) d[t * kTile] = k[taps[t]];
     }
   }
-  const int channels = std::min(kTile, sink.count - first);
-  const int64_t hw = int64_t{s.h} * s.w;
-  for (int j = 0; j < NV; ++j) {
-    const int64_t qv = q0 + j * kLanes;
-    for (int64_t y = qv / pw; y < s.h && y * pw < qv + kLanes; ++y) {
-      const int lo = static_cast<int>(std::max<int64_t>(0, y * pw - qv));
-      const int hi = static_cast<int>(std::min<int64_t>(kLanes, y * pw + s.w - qv));
-      if (hi <= lo) continue;
-      for (int o = 0; o < channels; ++o) {
-        v16 v = acc[o][j];
-        if (sink.bias != nullptr) v += sink.bias[first + o];
-        float* channel = sink.out + (first + o) * hw;
-        if constexpr (kZmm) {
-          store_row_lanes_avx512(channel, qv - 2 * y, v, lo, hi, sink.accumulate);
-        } else {
-          store_row_lanes_generic(channel, qv - 2 * y, v, lo, hi, sink.accumulate);
-        }
-      }
-    }
-  }
-}
-
-// sink <- the correlation of `in` (cin planes) with packed (cout8/8, cin, 9, 8).
-template <bool kZmm>
-[[gnu::always_inline]] inline void correlate(const Conv3x3Shape& s, const float* packed, int cin,
-                                             int cout8, const float* in, const Sink& sink) {
-  const int64_t vectors = s.span16 / kLanes;
-  for (int64_t v = 0; v < vectors; v += 3) {
-    const int64_t q0 = v * kLanes, left = vectors - v;
-    for (int ob = 0; ob < cout8 / kTile; ++ob) {
-      const float* wp = packed + int64_t{ob} * cin * 9 * kTile;
-      if (left >= 3) {
-        correlate_tile<3, kZmm>(s, wp, cin, in, q0, sink, ob * kTile);
-      } else if (left == 2) {
-        correlate_tile<2, kZmm>(s, wp, cin, in, q0, sink, ob * kTile);
-      } else {
-        correlate_tile<1, kZmm>(s, wp, cin, in, q0, sink, ob * kTile);
-      }
-    }
-  }
-}
-
-// dw[o][kj] (OB output channels' taps (ki, 0..2) of one input channel, rows `ostride` apart)
-// += sum over the images and flat positions of dout (o, q) * in (q + kj): OB x 3 accumulators
-// over every image of the group, then one horizontal sum each.
-template <int OB, bool kZmm>
-[[gnu::always_inline]] inline void weight_grad_tile(const float* in, int64_t in_image,
-                                                    const float* dout, int64_t dout_image,
-                                                    int64_t plane, int images, int64_t span16,
-                                                    float* dw, int64_t ostride) {
-  v16 acc[OB][3];
-  for (int o = 0; o < OB; ++o) acc[o][0] = acc[o][1] = acc[o][2] = v16{};
-  for (int n = 0; n < images; ++n) {
-    const float* x = in + n * in_image;
-    const float* d = dout + n * dout_image;
-    for (int64_t q = 0; q < span16; q += kLanes) {
-      const v16 x0 = vload<v16>(x + q), x1 = vload<v16>(x + q + 1), x2 = vload<v16>(x + q + 2);
-      for (int o = 0; o < OB; ++o) {
-        v16 dv = vload<v16>(d + o * plane + q);
-        // One load for the three taps: left alone, GCC folds it into each multiply-add, three
-        // loads per vector, and the loop waits on loads rather than multiply-adds.
-#if defined(__GNUC__) && !defined(__clang__)  // clang checks the constraint in the generic build
-        if constexpr (kZmm) asm("" : "+v"(dv));
-#endif
-        acc[o][0] += dv * x0;
-        acc[o][1] += dv * x1;
-        acc[o][2] += dv * x2;
-      }
-    }
-  }
-  for (int o = 0; o < OB; ++o) {
-    for (int kj = 0; kj < 3; ++kj) {
-      float sum = 0.0f;
-      for (int i = 0; i < kLanes; ++i) sum += acc[o][kj][i];
-      dw[o * ostride + kj] += sum;
-    }
-  }
-}
-
-template <bool kZmm>
-[[gnu::always_inline]] inline void weight_grad(const Conv3x3Shape& s, const float* padded_in,
-                                               const float* padded_dout, int images, float* dw) {
-  const int64_t in_image = int64_t{s.c} * s.plane, dout_image = int64_t{s.oc} * s.plane;
-  // dout (o, q) at its flat index q: 64-byte aligned (the lead)
-  const float* dflat = padded_dout + s.lead + s.pw + 1;
-  const int64_t ostride = int64_t{s.c} * 9;
-  for (int o0 = 0; o0 < s.oc;) {
-    const int left = s.oc - o0;
-    const int ob = left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;
-    for (int c = 0; c < s.c; ++c) {
-      for (int ki = 0; ki < 3; ++ki) {
-        const float* x = padded_in + s.lead + int64_t{c} * s.plane + int64_t{ki} * s.pw;
-        const float* d = dflat + int64_t{o0} * s.plane;
-        float* w = dw + o0 * ostride + c * 9 + ki * 3;
-        switch (ob) {
-          case 8:
-            weight_grad_tile<8, kZmm>(x, in_image, d, dout_image, s.plane, images, s.span16, w,
-                                      ostride);
-            break;
-          case 4:
-            weight_grad_tile<4, kZmm>(x, in_image, d, dout_image, s.plane, images, s.span16, w,
-                                      ostride);
-            break;
-          case 2:
-            weight_grad_tile<2, kZmm>(x, in_image, d, dout_image, s.plane, images, s.span16, w,
-                                      ostride);
-            break;
-          default:
-            weight_grad_tile<1, kZmm>(x, in_image, d, dout_image, s.plane, images, s.span16, w,
-                                      ostride);
-        }
-      }
-    }
-    o0 += ob;
-  }
-}
-
-DLTUNE_AVX512 void correlate_avx512(const Conv3x3Shape& s, const float* packed, int cin, int cout8,
-                                    const float* in, const Sink& sink) {
-  correlate<true>(s, packed, cin, cout8, in, sink);
-}
-
-void correlate_generic(const Conv3x3Shape& s, const float* packed, int cin, int cout8,
-                       const float* in, const Sink& sink) {
-  correlate<false>(s, packed, cin, cout8, in, sink);
-}
-
-DLTUNE_AVX512 void weight_grad_avx512(const Conv3x3Shape& s, const float* padded_in,
-                                      const float* padded_dout, int images, float* dw) {
-  weight_grad<true>(s, padded_in, padded_dout, images, dw);
-}
-
-void weight_grad_generic(const Conv3x3Shape& s, const float* padded_in, const float* padded_dout,
-                         int images, float* dw) {
-  weight_grad<false>(s, padded_in, padded_dout, images, dw);
-}
-
-// conv3x3_pad's two builds. Rows are short (8-32 floats): a memcpy call per row cost more than
-// the copy, so the AVX-512 build copies 16 floats per masked load and store, the row's last
-// store carrying the two zeros of its right and the next row's left padding.
-DLTUNE_AVX512 void zero_avx512(float* p, int64_t n) {
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) _mm512_storeu_ps(p + i, _mm512_setzero_ps());
-  if (i < n)
-    _mm512_mask_storeu_ps(p + i, static_cast<__mmask16>((1u << (n - i)) - 1u), _mm512_setzero_ps());
-}
-
-DLTUNE_AVX512 void pad_avx512(const Conv3x3Shape& s, const float* src, int count, float* dst) {
-  const int64_t head = s.lead + s.pw + 1, used = s.lead + int64_t{s.h + 1} * s.pw + 1;
-  for (int i = 0; i < count; ++i) {
-    float* p = dst + int64_t{i} * s.plane;
-    const float* img = src + int64_t{i} * s.h * s.w;
-    zero_avx512(p, head);
-    for (int y = 0; y < s.h; ++y) {
-      float* row = p + head + int64_t{y} * s.pw;
-      const float* in = img + int64_t{y} * s.w;
-      int x = 0;
-      for (; x + kLanes <= s.w; x += kLanes) _mm512_storeu_ps(row + x, _mm512_loadu_ps(in + x));
-      const int r = s.w - x;  // 0..15 floats left, then the two zeros
-      const __m512 v = _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << r) - 1u), in + x);
-      const int lanes = std::min(r + 2, kLanes);
-      _mm512_mask_storeu_ps(row + x, static_cast<__mmask16>((1u << lanes) - 1u), v);
-      if (r + 2 > kLanes) row[s.w + 1] = 0.0f;
-    }
-    zero_avx512(p + used, s.plane - used);
-  }
-}
-
-void pad_generic(const Conv3x3Shape& s, const float* src, int count, float* dst) {
-  for (int i = 0; i < count; ++i) {
-    float* p = dst + int64_t{i} * s.plane + s.lead;
-    const float* img = src + int64_t{i} * s.h * s.w;
-    std::memset(p - s.lead, 0, sizeof(float) * (s.lead + s.pw + 1));
-    for (int y = 0; y < s.h; ++y) {
-      float* row = p + int64_t{y + 1} * s.pw + 1;
-      std::memcpy(row, img + int64_t{y} * s.w, sizeof(float) * s.w);
-      row[s.w] = row[s.w + 1] = 0.0f;  // right pad, next row's left pad
-    }
-    const int64_t used = int64_t{s.h + 1} * s.pw + 1;
-    std::memset(p + used, 0, sizeof(float) * (s.plane - s.lead - used));
-  }
-}
-
-void run_correlate(const Conv3x3Shape& s, const float* packed, int cin, int cout8, const float* in,
-                   const Sink& sink) {
-  if (use_avx512_kernels()) return correlate_avx512(s, packed, cin, cout8, in, sink);
-  correlate_generic(s, packed, cin, cout8, in, sink);
 }
 
 }  // namespace
 
-bool Conv3x3Shape::init(int in_channels, int out_channels, int in_h, int in_w) {
+bool Conv3x3Shape::init(int in_channels, int out_channels, int in_h, int in_w, int conv_stride) {
   if (in_channels < 1 || out_channels < 1 || in_h < 1 || in_w < 1) return false;
-  c = in_channels, oc = out_channels, h = in_h, w = in_w;
-  pw = w + 2;
-  span = int64_t{h} * pw;
+  if (conv_stride != 1 && conv_stride != 2) return false;
+  c = in_channels, oc = out_channels, h = in_h, w = in_w, stride = conv_stride;
+  oh = (h - 1) / stride + 1;
+  ow = (w - 1) / stride + 1;
+  pw = ow + 1;  // one zero column: the right padding of a row is the left of the next
+  phases = stride == 1 ? 1 : 4;
+  span = int64_t{oh} * pw;
   span16 = round_up(span, kLanes);
-  lead = static_cast<int>((kLanes - (pw + 1) % kLanes) % kLanes);
-  // Reads reach lead + q + 2 pw + 2 for q < span16 (taps), and lead + pw + 1 + span16 (the
-  // flat gradient).
-  plane = round_up(lead + span16 + 2 * int64_t{pw} + 2, kLanes);
+  origin = round_up(pw + 1, kLanes);
+  // Reads reach origin + q + pw + 1 + 15 for q < span16 in vectors of 16 (the stride-1 taps,
+  // the stride-2 input gradient's), and origin - pw - 1 at the least.
+  plane = round_up(origin + span16 + pw + 1, kLanes);
   oc8 = static_cast<int>(round_up(oc, kTile));
   c8 = static_cast<int>(round_up(c, kTile));
   return true;
@@ -289,42 +89,81 @@ bool Conv3x3Shape::init(int in_channels, int out_channels, int in_h, int in_w) {
 
 bool conv3x3_fast() { return cpu_has_avx512(); }
 
-void conv3x3_pack(const Conv3x3Shape& s, const float* w, float* packed_fwd, float* packed_bwd) {
-  std::memset(packed_fwd, 0, sizeof(float) * s.oc8 * s.c * 9);
-  std::memset(packed_bwd, 0, sizeof(float) * s.c8 * s.oc * 9);
-  for (int o = 0; o < s.oc; ++o) {
-    for (int c = 0; c < s.c; ++c) {
-      const float* k = w + (int64_t{o} * s.c + c) * 9;
-      float* f = packed_fwd + ((int64_t{o / kTile} * s.c + c) * 9) * kTile + o % kTile;
-      float* b = packed_bwd + ((int64_t{c / kTile} * s.oc + o) * 9) * kTile + c % kTile;
-      for (int t = 0; t < 9; ++t) {
-        f[t * kTile] = k[t];
-        b[t * kTile] = k[8 - t];  // flipped: tap (ki, kj) of the transpose is (2-ki, 2-kj)
-      }
-    }
+void conv3x3_pack(const Conv3x3Shape& s, const float* w, float* packed) {
+  static constexpr int kAll[9] = {0, 1, 2, 3, 4, 5, 6, 7, 8};
+  pack_taps(s, w, false, kAll, 9, packed);
+  float* bwd = packed + int64_t{s.oc8} * s.c * 9;
+  if (s.stride == 1) return pack_taps(s, w, true, kAll, 9, bwd);
+  for (const PhaseTaps& p : kPhaseTaps) {
+    pack_taps(s, w, true, p.tap, p.count, bwd);
+    bwd += int64_t{s.c8} * s.oc * p.count;
   }
 }
 
-void conv3x3_pad(const Conv3x3Shape& s, const float* src, int count, float* dst) {
-  if (use_avx512_kernels()) return pad_avx512(s, src, count, dst);
-  pad_generic(s, src, count, dst);
+void conv3x3_pad_input(const Conv3x3Shape& s, const float* src, int count, float* dst) {
+  for (int n = 0; n < count; ++n) {
+    const float* img = src + int64_t{n} * s.h * s.w;
+    float* block = dst + int64_t{n} * s.phases * s.plane;
+    if (s.stride == 1) {
+      conv3x3_detail::fill_plane(s, img, s.w, 1, s.h, s.w, block);
+      continue;
+    }
+    for (int pr = 0; pr < 2; ++pr)
+      for (int pc = 0; pc < 2; ++pc)
+        conv3x3_detail::fill_plane(s, img + int64_t{pr} * s.w + pc, 2 * int64_t{s.w}, 2,
+                                   (s.h - pr + 1) / 2, (s.w - pc + 1) / 2,
+                                   block + (2 * pr + pc) * s.plane);
+  }
 }
 
-void conv3x3_forward(const Conv3x3Shape& s, const float* packed_fwd, const float* bias,
+void conv3x3_pad_grad(const Conv3x3Shape& s, const float* src, int count, float* dst) {
+  for (int n = 0; n < count; ++n)
+    conv3x3_detail::fill_plane(s, src + int64_t{n} * s.oh * s.ow, s.ow, 1, s.oh, s.ow,
+                               dst + int64_t{n} * s.plane);
+}
+
+void conv3x3_forward(const Conv3x3Shape& s, const float* packed, const float* bias,
                      const float* padded_in, float* out) {
-  run_correlate(s, packed_fwd, s.c, s.oc8, padded_in + s.lead, Sink{out, s.oc, bias, false});
+  Correlation k;
+  k.packed = packed;
+  k.cin = s.c;
+  k.cout8 = s.oc8;
+  k.taps = 9;
+  k.channel = int64_t{s.phases} * s.plane;
+  forward_offsets(s, k.off);
+  conv3x3_detail::correlate(s, k, padded_in, Sink{out, s.oc, bias, false, s.oh, s.ow});
 }
 
-void conv3x3_input_grad(const Conv3x3Shape& s, const float* packed_bwd, const float* padded_dout,
-                        float* din, bool accumulate) {
-  run_correlate(s, packed_bwd, s.oc, s.c8, padded_dout + s.lead,
-                Sink{din, s.c, nullptr, accumulate});
+void conv3x3_input_grad(const Conv3x3Shape& s, const float* packed, const float* padded_dout,
+                        float* scratch, float* din, bool accumulate) {
+  Correlation k;
+  k.cin = s.oc;
+  k.cout8 = s.c8;
+  k.channel = s.plane;
+  k.packed = packed + int64_t{s.oc8} * s.c * 9;
+  if (s.stride == 1) {  // W[., ., ki, kj] of the transpose reads pixel (y + 1 - ki, x + 1 - kj)
+    k.taps = 9;
+    for (int t = 0; t < 9; ++t) k.off[t] = -forward_offset(s, t / 3, t % 3);
+    conv3x3_detail::correlate(s, k, padded_dout, Sink{din, s.c, nullptr, accumulate, s.h, s.w});
+    return;
+  }
+  const int64_t phase = int64_t{s.c} * s.oh * s.ow;
+  for (int p = 0; p < 4; ++p) {
+    const PhaseTaps& pt = kPhaseTaps[p];
+    k.taps = pt.count;
+    for (int t = 0; t < pt.count; ++t) k.off[t] = int64_t{pt.di[t]} * s.pw + pt.dj[t];
+    conv3x3_detail::correlate(s, k, padded_dout,
+                              Sink{scratch + p * phase, s.c, nullptr, false, s.oh, s.ow});
+    k.packed += int64_t{s.c8} * s.oc * pt.count;
+  }
+  conv3x3_detail::interleave_phases(s, scratch, din, accumulate);
 }
 
 void conv3x3_weight_grad(const Conv3x3Shape& s, const float* padded_in, const float* padded_dout,
                          int images, float* dw) {
-  if (use_avx512_kernels()) return weight_grad_avx512(s, padded_in, padded_dout, images, dw);
-  weight_grad_generic(s, padded_in, padded_dout, images, dw);
+  int64_t off[9];
+  forward_offsets(s, off);
+  conv3x3_detail::weight_grad(s, off, padded_in, padded_dout, images, dw);
 }
 
 }  // namespace dltune::engine

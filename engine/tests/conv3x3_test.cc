@@ -1,7 +1,8 @@
 // engine/ops/conv3x3.h against a direct double-precision evaluation of the definitions
-// (cross-correlation with zero padding 1, its input and weight gradients), on shapes that
-// exercise partial channel tiles (3, 5, 13 channels), rows that do not fill a vector, a 1x1
-// image, and the batched weight gradient. The Conv2d op that uses these kernels is checked
+// (cross-correlation with zero padding 1 and stride 1 or 2, its input and weight gradients), on
+// shapes that exercise partial channel tiles (3, 5, 13 channels), rows that do not fill a
+// vector, odd planes at stride 2 (phases of unequal size), a 1x1 image, and the batched weight
+// gradient. The Conv2d op that uses these kernels is checked
 // against PyTorch by torch_ref_test.
 #include "engine/ops/conv3x3.h"
 
@@ -16,6 +17,7 @@ namespace {
 
 struct Case {
   int n, c, oc, h, w;
+  int stride = 1;
 };
 
 std::vector<float> random_vector(size_t n, std::mt19937* rng) {
@@ -64,60 +66,62 @@ class Conv3x3 : public ::testing::TestWithParam<Case> {};
 
 TEST_P(Conv3x3, MatchesTheDefinition) {
   const Case k = GetParam();
-  std::mt19937 rng(k.c * 131 + k.oc * 17 + k.h * 5 + k.w);
+  std::mt19937 rng(k.c * 131 + k.oc * 17 + k.h * 5 + k.w + k.stride);
   Conv3x3Shape s;
-  ASSERT_TRUE(s.init(k.c, k.oc, k.h, k.w));
-  const size_t in_n = size_t(k.n) * k.c * k.h * k.w, out_n = size_t(k.n) * k.oc * k.h * k.w;
+  ASSERT_TRUE(s.init(k.c, k.oc, k.h, k.w, k.stride));
+  const int oh = (k.h - 1) / k.stride + 1, ow = (k.w - 1) / k.stride + 1;
+  ASSERT_EQ(s.oh, oh);
+  ASSERT_EQ(s.ow, ow);
+  const size_t in_n = size_t(k.n) * k.c * k.h * k.w, out_n = size_t(k.n) * k.oc * oh * ow;
   const std::vector<float> x = random_vector(in_n, &rng),
                            w = random_vector(size_t(k.oc) * k.c * 9, &rng),
                            bias = random_vector(k.oc, &rng), dy = random_vector(out_n, &rng);
 
   std::vector<float> packed(s.packed_floats());
-  float* pf = packed.data();
-  float* pb = pf + int64_t{s.oc8} * s.c * 9;
-  conv3x3_pack(s, w.data(), pf, pb);
-  std::vector<float> pin(size_t(k.n) * k.c * s.plane), pdy(size_t(k.n) * k.oc * s.plane);
-  conv3x3_pad(s, x.data(), k.n * k.c, pin.data());
-  conv3x3_pad(s, dy.data(), k.n * k.oc, pdy.data());
+  conv3x3_pack(s, w.data(), packed.data());
+  std::vector<float> pin(size_t(k.n) * s.padded_in_floats()),
+      pdy(size_t(k.n) * s.padded_dout_floats()), scratch(s.grad_scratch_floats());
+  conv3x3_pad_input(s, x.data(), k.n * k.c, pin.data());
+  conv3x3_pad_grad(s, dy.data(), k.n * k.oc, pdy.data());
 
   Guarded y(out_n, 0.0f), dx(in_n, 0.5f);
   std::vector<float> dw(w.size(), 0.25f);
   for (int n = 0; n < k.n; ++n) {
-    conv3x3_forward(s, pf, bias.data(), pin.data() + size_t(n) * k.c * s.plane,
-                    y.data() + size_t(n) * k.oc * k.h * k.w);
+    conv3x3_forward(s, packed.data(), bias.data(), pin.data() + n * s.padded_in_floats(),
+                    y.data() + size_t(n) * k.oc * oh * ow);
     // odd images' gradients are added to the 0.5s, even images' stored over them
-    conv3x3_input_grad(s, pb, pdy.data() + size_t(n) * k.oc * s.plane,
+    conv3x3_input_grad(s, packed.data(), pdy.data() + n * s.padded_dout_floats(), scratch.data(),
                        dx.data() + size_t(n) * k.c * k.h * k.w, n % 2 == 1);
   }
   EXPECT_TRUE(y.guards_intact()) << "forward wrote outside its output";
   EXPECT_TRUE(dx.guards_intact()) << "input gradient wrote outside its tensor";
   // all images but the last in one call, the last in another: both add to dw's 0.25s
   if (k.n > 1) conv3x3_weight_grad(s, pin.data(), pdy.data(), k.n - 1, dw.data());
-  conv3x3_weight_grad(s, pin.data() + size_t(k.n - 1) * k.c * s.plane,
-                      pdy.data() + size_t(k.n - 1) * k.oc * s.plane, 1, dw.data());
+  conv3x3_weight_grad(s, pin.data() + (k.n - 1) * s.padded_in_floats(),
+                      pdy.data() + (k.n - 1) * s.padded_dout_floats(), 1, dw.data());
 
   std::vector<double> y_ref(out_n), dx_ref(in_n), dw_ref(w.size(), 0.25);
   for (int n = 0; n < k.n; ++n) {
     for (int o = 0; o < k.oc; ++o) {
-      for (int yy = 0; yy < k.h; ++yy) {
-        for (int xx = 0; xx < k.w; ++xx) {
+      for (int yy = 0; yy < oh; ++yy) {
+        for (int xx = 0; xx < ow; ++xx) {
           double acc = bias[o];
-          const double g = dy[((size_t(n) * k.oc + o) * k.h + yy) * k.w + xx];
+          const double g = dy[((size_t(n) * k.oc + o) * oh + yy) * ow + xx];
           for (int c = 0; c < k.c; ++c) {
             for (int ki = 0; ki < 3; ++ki) {
               for (int kj = 0; kj < 3; ++kj) {
+                const int iy = k.stride * yy - 1 + ki, ix = k.stride * xx - 1 + kj;
                 const double wv = w[((size_t(o) * k.c + c) * 3 + ki) * 3 + kj];
-                const double xv = at(x, k, k.c, n, c, yy - 1 + ki, xx - 1 + kj);
+                const double xv = at(x, k, k.c, n, c, iy, ix);
                 acc += wv * xv;
                 dw_ref[((size_t(o) * k.c + c) * 3 + ki) * 3 + kj] += g * xv;
-                const int iy = yy - 1 + ki, ix = xx - 1 + kj;
                 if (iy >= 0 && iy < k.h && ix >= 0 && ix < k.w) {
                   dx_ref[((size_t(n) * k.c + c) * k.h + iy) * k.w + ix] += g * wv;
                 }
               }
             }
           }
-          y_ref[((size_t(n) * k.oc + o) * k.h + yy) * k.w + xx] = acc;
+          y_ref[((size_t(n) * k.oc + o) * oh + yy) * ow + xx] = acc;
         }
       }
     }
@@ -137,15 +141,25 @@ INSTANTIATE_TEST_SUITE_P(Shapes, Conv3x3,
                                            Case{4, 3, 16, 32, 32},
                                            Case{2, 5, 13, 7, 9},  // partial tiles, odd rows
                                            Case{4, 16, 8, 1, 1},  // a 1x1 plane
-                                           Case{3, 8, 24, 3, 20}, Case{1, 13, 5, 11, 6}));
+                                           Case{3, 8, 24, 3, 20}, Case{1, 13, 5, 11, 6},
+                                           // stride 2: resnet20's two, odd and tiny planes
+                                           Case{2, 16, 32, 32, 32, 2}, Case{3, 32, 64, 16, 16, 2},
+                                           Case{2, 5, 13, 7, 9, 2}, Case{3, 8, 11, 10, 5, 2},
+                                           Case{4, 3, 9, 1, 1, 2}, Case{2, 6, 8, 2, 3, 2}));
 
 TEST(Conv3x3Shape, RefusesEmptyShapes) {
   Conv3x3Shape s;
   EXPECT_FALSE(s.init(0, 4, 4, 4));
   EXPECT_FALSE(s.init(4, 4, 0, 4));
+  EXPECT_FALSE(s.init(4, 4, 4, 4, 3));
   EXPECT_TRUE(s.init(1, 1, 1, 1));
-  EXPECT_GE(s.plane, s.lead + s.span16 + 2 * s.pw + 2);
-  EXPECT_EQ((s.lead + s.pw + 1) % 16, 0);
+  EXPECT_GE(s.plane, s.origin + s.span16 + s.pw + 1);
+  EXPECT_GE(s.origin, s.pw + 1);
+  EXPECT_EQ(s.origin % 16, 0);
+  EXPECT_TRUE(s.init(3, 5, 9, 7, 2));
+  EXPECT_EQ(s.oh, 5);
+  EXPECT_EQ(s.ow, 4);
+  EXPECT_EQ(s.phases, 4);
 }
 
 }  // namespace

@@ -1,0 +1,315 @@
+#include "engine/ops/conv3x3_kernels.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include <immintrin.h>
+
+#include "engine/ops/vec.h"
+
+// The inner loops run over 16 floats, one AVX-512 register each; the baseline build runs the
+// same code on GCC's lowering of 64-byte vectors (slow, but exact: the tests run it).
+
+namespace dltune::engine::conv3x3_detail {
+namespace {
+
+constexpr int kLanes = 16;
+constexpr int kTile = 8;  // output channels per register tile
+
+typedef float v16 __attribute__((vector_size(64)));
+
+// The lanes lo <= i < hi of v, a vector of flat positions q.. that fall in one output row:
+// channel[at + i] = (or += when accumulate) v[i]. One masked load and store: the lanes they
+// leave out touch no memory (`at` alone may be negative, at + lo is not).
+DLTUNE_AVX512 void store_row_lanes_avx512(float* channel, int64_t at, v16 v, int lo, int hi,
+                                          bool accumulate) {
+  const auto mask = static_cast<__mmask16>(((1u << hi) - 1u) & ~((1u << lo) - 1u));
+  float* dst = reinterpret_cast<float*>(reinterpret_cast<intptr_t>(channel) +
+                                        at * static_cast<intptr_t>(sizeof(float)));
+  __m512 x = reinterpret_cast<__m512>(v);
+  if (accumulate) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(mask, dst));
+  _mm512_mask_storeu_ps(dst, mask, x);
+}
+
+void store_row_lanes_generic(float* channel, int64_t at, v16 v, int lo, int hi, bool accumulate) {
+  for (int i = lo; i < hi; ++i) {
+    float& d = channel[at + i];
+    d = accumulate ? d + v[i] : v[i];
+  }
+}
+
+// 8 output channels x NV vectors of flat positions q0.. of correlation k (T taps), written to
+// the sink's channels from `first`: 8 x NV accumulators, each input vector loaded once for the
+// 8 channels, each weight broadcast once for the NV vectors. Each vector spans at most
+// ceil(16 / pw) + 1 output rows, each stored with one masked store.
+template <int NV, int T, bool kZmm>
+[[gnu::always_inline]] inline void correlate_tile(const Conv3x3Shape& s, const Correlation& k,
+                                                  const float* wp, const float* in, int64_t q0,
+                                                  const Sink& sink, int first) {
+  int64_t off[T];
+  for (int t = 0; t < T; ++t) off[t] = k.off[t];
+  v16 acc[kTile][NV];
+  for (int o = 0; o < kTile; ++o)
+    for (int j = 0; j < NV; ++j) acc[o][j] = v16{};
+  for (int ci = 0; ci < k.cin; ++ci) {
+    const float* src = in + ci * k.channel + q0;
+    const float* wc = wp + ci * T * kTile;
+#pragma GCC unroll 9  // every tap's offset a constant displacement, as the loop over ki, kj was
+    for (int t = 0; t < T; ++t) {
+      const float* p = src + off[t];
+      v16 x[NV];
+      for (int j = 0; j < NV; ++j) x[j] = vload<v16>(p + j * kLanes);
+      const float* wt = wc + t * kTile;
+      for (int o = 0; o < kTile; ++o) {
+        const float wv = wt[o];
+        for (int j = 0; j < NV; ++j) acc[o][j] += wv * x[j];
+      }
+    }
+  }
+  const int channels = std::min(kTile, sink.count - first);
+  const int64_t hw = int64_t{sink.h} * sink.w, skip = s.pw - sink.w;
+  for (int j = 0; j < NV; ++j) {
+    const int64_t qv = q0 + j * kLanes;
+    for (int64_t y = qv / s.pw; y < sink.h && y * s.pw < qv + kLanes; ++y) {
+      const int lo = static_cast<int>(std::max<int64_t>(0, y * s.pw - qv));
+      const int hi = static_cast<int>(std::min<int64_t>(kLanes, y * s.pw + sink.w - qv));
+      if (hi <= lo) continue;
+      for (int o = 0; o < channels; ++o) {
+        v16 v = acc[o][j];
+        if (sink.bias != nullptr) v += sink.bias[first + o];
+        float* channel = sink.out + (first + o) * hw;
+        if constexpr (kZmm) {
+          store_row_lanes_avx512(channel, qv - y * skip, v, lo, hi, sink.accumulate);
+        } else {
+          store_row_lanes_generic(channel, qv - y * skip, v, lo, hi, sink.accumulate);
+        }
+      }
+    }
+  }
+}
+
+template <int T, bool kZmm>
+[[gnu::always_inline]] inline void correlate_taps(const Conv3x3Shape& s, const Correlation& k,
+                                                  const float* in, const Sink& sink) {
+  const int64_t vectors = s.span16 / kLanes;
+  in += s.origin;
+  for (int64_t v = 0; v < vectors; v += 3) {
+    const int64_t q0 = v * kLanes, left = vectors - v;
+    for (int ob = 0; ob < k.cout8 / kTile; ++ob) {
+      const float* wp = k.packed + int64_t{ob} * k.cin * T * kTile;
+      if (left >= 3) {
+        correlate_tile<3, T, kZmm>(s, k, wp, in, q0, sink, ob * kTile);
+      } else if (left == 2) {
+        correlate_tile<2, T, kZmm>(s, k, wp, in, q0, sink, ob * kTile);
+      } else {
+        correlate_tile<1, T, kZmm>(s, k, wp, in, q0, sink, ob * kTile);
+      }
+    }
+  }
+}
+
+template <bool kZmm>
+[[gnu::always_inline]] inline void correlate_any(const Conv3x3Shape& s, const Correlation& k,
+                                                 const float* in, const Sink& sink) {
+  switch (k.taps) {
+    case 9:
+      return correlate_taps<9, kZmm>(s, k, in, sink);
+    case 4:
+      return correlate_taps<4, kZmm>(s, k, in, sink);
+    case 2:
+      return correlate_taps<2, kZmm>(s, k, in, sink);
+    default:
+      return correlate_taps<1, kZmm>(s, k, in, sink);
+  }
+}
+
+// dw[o][kj] (OB output channels' taps (ki, 0..2) of one input channel, rows `ostride` apart)
+// += sum over the images and flat positions of dout (o, q) * x[kj] (q): OB x 3 accumulators
+// over every image of the group, then one horizontal sum each.
+template <int OB, bool kZmm>
+[[gnu::always_inline]] inline void weight_grad_tile(const float* const* x, int64_t in_image,
+                                                    const float* dout, int64_t dout_image,
+                                                    int64_t plane, int images, int64_t span16,
+                                                    float* dw, int64_t ostride) {
+  v16 acc[OB][3];
+  for (int o = 0; o < OB; ++o) acc[o][0] = acc[o][1] = acc[o][2] = v16{};
+  for (int n = 0; n < images; ++n) {
+    const float* p0 = x[0] + n * in_image;
+    const float* p1 = x[1] + n * in_image;
+    const float* p2 = x[2] + n * in_image;
+    const float* d = dout + n * dout_image;
+    for (int64_t q = 0; q < span16; q += kLanes) {
+      const v16 x0 = vload<v16>(p0 + q), x1 = vload<v16>(p1 + q), x2 = vload<v16>(p2 + q);
+      for (int o = 0; o < OB; ++o) {
+        v16 dv = vload<v16>(d + o * plane + q);
+        // One load for the three taps: left alone, GCC folds it into each multiply-add, three
+        // loads per vector, and the loop waits on loads rather than multiply-adds.
+#if defined(__GNUC__) && !defined(__clang__)  // clang checks the constraint in the generic build
+        if constexpr (kZmm) asm("" : "+v"(dv));
+#endif
+        acc[o][0] += dv * x0;
+        acc[o][1] += dv * x1;
+        acc[o][2] += dv * x2;
+      }
+    }
+  }
+  for (int o = 0; o < OB; ++o) {
+    for (int kj = 0; kj < 3; ++kj) {
+      float sum = 0.0f;
+      for (int i = 0; i < kLanes; ++i) sum += acc[o][kj][i];
+      dw[o * ostride + kj] += sum;
+    }
+  }
+}
+
+template <bool kZmm>
+[[gnu::always_inline]] inline void weight_grad_any(const Conv3x3Shape& s, const int64_t* tap_off,
+                                                   const float* padded_in, const float* padded_dout,
+                                                   int images, float* dw) {
+  const int64_t block = int64_t{s.phases} * s.plane;  // one input channel
+  const int64_t in_image = s.c * block, dout_image = int64_t{s.oc} * s.plane;
+  const float* dflat = padded_dout + s.origin;  // 64-byte aligned
+  const int64_t ostride = int64_t{s.c} * 9;
+  for (int o0 = 0; o0 < s.oc;) {
+    const int left = s.oc - o0;
+    const int ob = left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;
+    for (int c = 0; c < s.c; ++c) {
+      for (int ki = 0; ki < 3; ++ki) {
+        const float* base = padded_in + c * block + s.origin;
+        const float* x[3] = {base + tap_off[ki * 3], base + tap_off[ki * 3 + 1],
+                             base + tap_off[ki * 3 + 2]};
+        const float* d = dflat + int64_t{o0} * s.plane;
+        float* w = dw + o0 * ostride + c * 9 + ki * 3;
+        switch (ob) {
+          case 8:
+            weight_grad_tile<8, kZmm>(x, in_image, d, dout_image, s.plane, images, s.span16, w,
+                                      ostride);
+            break;
+          case 4:
+            weight_grad_tile<4, kZmm>(x, in_image, d, dout_image, s.plane, images, s.span16, w,
+                                      ostride);
+            break;
+          case 2:
+            weight_grad_tile<2, kZmm>(x, in_image, d, dout_image, s.plane, images, s.span16, w,
+                                      ostride);
+            break;
+          default:
+            weight_grad_tile<1, kZmm>(x, in_image, d, dout_image, s.plane, images, s.span16, w,
+                                      ostride);
+        }
+      }
+    }
+    o0 += ob;
+  }
+}
+
+// Plain loops, vectorised by the compiler for each build (-O3). Rows are short (8-32 floats):
+// a memcpy call per row cost more than the copy.
+template <int kStep>
+[[gnu::always_inline]] inline void fill_plane_step(const Conv3x3Shape& s, const float* src,
+                                                   int64_t src_row, int rows, int cols,
+                                                   float* dst) {
+  std::fill(dst, dst + s.origin, 0.0f);
+  for (int i = 0; i < rows; ++i) {
+    float* row = dst + s.origin + int64_t{i} * s.pw;
+    const float* in = src + i * src_row;
+    for (int j = 0; j < cols; ++j) row[j] = in[j * kStep];
+    for (int j = cols; j < s.pw; ++j) row[j] = 0.0f;
+  }
+  std::fill(dst + s.origin + int64_t{rows} * s.pw, dst + s.plane, 0.0f);
+}
+
+[[gnu::always_inline]] inline void fill_plane_any(const Conv3x3Shape& s, const float* src,
+                                                  int64_t src_row, int step, int rows, int cols,
+                                                  float* dst) {
+  if (step == 1) return fill_plane_step<1>(s, src, src_row, rows, cols, dst);
+  fill_plane_step<2>(s, src, src_row, rows, cols, dst);
+}
+
+[[gnu::always_inline]] inline void interleave_any(const Conv3x3Shape& s, const float* phases,
+                                                  float* din, bool accumulate) {
+  const int64_t phase = int64_t{s.c} * s.oh * s.ow;
+  for (int c = 0; c < s.c; ++c) {
+    for (int r = 0; r < s.h; ++r) {
+      const int64_t at = (int64_t{c} * s.oh + r / 2) * s.ow;
+      const float* even = phases + (r % 2) * 2 * phase + at;  // columns 0, 2, ...
+      const float* odd = even + phase;                        // columns 1, 3, ...
+      float* d = din + (int64_t{c} * s.h + r) * s.w;
+      const int pairs = s.w / 2;
+      if (accumulate) {
+        for (int j = 0; j < pairs; ++j) {
+          d[2 * j] += even[j];
+          d[2 * j + 1] += odd[j];
+        }
+        if (s.w % 2 != 0) d[s.w - 1] += even[pairs];
+      } else {
+        for (int j = 0; j < pairs; ++j) {
+          d[2 * j] = even[j];
+          d[2 * j + 1] = odd[j];
+        }
+        if (s.w % 2 != 0) d[s.w - 1] = even[pairs];
+      }
+    }
+  }
+}
+
+// The two builds of each kernel.
+DLTUNE_AVX512 void correlate_avx512(const Conv3x3Shape& s, const Correlation& k, const float* in,
+                                    const Sink& sink) {
+  correlate_any<true>(s, k, in, sink);
+}
+void correlate_generic(const Conv3x3Shape& s, const Correlation& k, const float* in,
+                       const Sink& sink) {
+  correlate_any<false>(s, k, in, sink);
+}
+DLTUNE_AVX512 void weight_grad_avx512(const Conv3x3Shape& s, const int64_t* tap_off,
+                                      const float* padded_in, const float* padded_dout, int images,
+                                      float* dw) {
+  weight_grad_any<true>(s, tap_off, padded_in, padded_dout, images, dw);
+}
+void weight_grad_generic(const Conv3x3Shape& s, const int64_t* tap_off, const float* padded_in,
+                         const float* padded_dout, int images, float* dw) {
+  weight_grad_any<false>(s, tap_off, padded_in, padded_dout, images, dw);
+}
+DLTUNE_AVX512 void fill_plane_avx512(const Conv3x3Shape& s, const float* src, int64_t src_row,
+                                     int step, int rows, int cols, float* dst) {
+  fill_plane_any(s, src, src_row, step, rows, cols, dst);
+}
+void fill_plane_generic(const Conv3x3Shape& s, const float* src, int64_t src_row, int step,
+                        int rows, int cols, float* dst) {
+  fill_plane_any(s, src, src_row, step, rows, cols, dst);
+}
+DLTUNE_AVX512 void interleave_avx512(const Conv3x3Shape& s, const float* phases, float* din,
+                                     bool accumulate) {
+  interleave_any(s, phases, din, accumulate);
+}
+void interleave_generic(const Conv3x3Shape& s, const float* phases, float* din, bool accumulate) {
+  interleave_any(s, phases, din, accumulate);
+}
+
+}  // namespace
+
+void correlate(const Conv3x3Shape& s, const Correlation& k, const float* in, const Sink& sink) {
+  if (use_avx512_kernels()) return correlate_avx512(s, k, in, sink);
+  correlate_generic(s, k, in, sink);
+}
+
+void weight_grad(const Conv3x3Shape& s, const int64_t* tap_off, const float* padded_in,
+                 const float* padded_dout, int images, float* dw) {
+  if (use_avx512_kernels())
+    return weight_grad_avx512(s, tap_off, padded_in, padded_dout, images, dw);
+  weight_grad_generic(s, tap_off, padded_in, padded_dout, images, dw);
+}
+
+void fill_plane(const Conv3x3Shape& s, const float* src, int64_t src_row, int step, int rows,
+                int cols, float* dst) {
+  if (use_avx512_kernels()) return fill_plane_avx512(s, src, src_row, step, rows, cols, dst);
+  fill_plane_generic(s, src, src_row, step, rows, cols, dst);
+}
+
+void interleave_phases(const Conv3x3Shape& s, const float* phases, float* din, bool accumulate) {
+  if (use_avx512_kernels()) return interleave_avx512(s, phases, din, accumulate);
+  interleave_generic(s, phases, din, accumulate);
+}
+
+}  // namespace dltune::engine::conv3x3_detail

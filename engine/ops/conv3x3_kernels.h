@@ -1,0 +1,53 @@
+// The inner kernels of engine/ops/conv3x3.h, which works out the geometry (padded planes,
+// phases, tap offsets) and calls these. Each is compiled twice, for AVX-512 and for the
+// baseline, and runs the build use_avx512_kernels() picks (engine/ops/vec.h).
+#pragma once
+
+#include <cstdint>
+
+#include "engine/ops/conv3x3.h"
+
+namespace dltune::engine::conv3x3_detail {
+
+// One correlation: `cin` input channels, their padded blocks `channel` floats apart, each read
+// at `taps` offsets from origin + q for flat output position q; weights packed
+// (cout8/8, cin, taps, 8). taps is 1, 2, 4 or 9.
+struct Correlation {
+  const float* packed = nullptr;
+  int cin = 0, cout8 = 0, taps = 0;
+  int64_t channel = 0;
+  int64_t off[9] = {};
+};
+
+// Where a correlation's output channels go: out (count, h, w), = or += when accumulate, each
+// channel plus bias[channel] when bias is not null; flat position q = y pw + x is pixel (y, x)
+// when x < w and y < h, and is dropped otherwise, as are tile channels from `count` on (the
+// zero padding to a multiple of 8).
+struct Sink {
+  float* out = nullptr;
+  int count = 0;
+  const float* bias = nullptr;
+  bool accumulate = false;
+  int h = 0, w = 0;
+};
+
+// sink <- the correlation k of `in` (its padded planes, pixel (0, 0) at in + s.origin) over the
+// s.span16 flat positions of rows s.pw apart.
+void correlate(const Conv3x3Shape& s, const Correlation& k, const float* in, const Sink& sink);
+
+// dw (oc, c, 3, 3) += sum over images and flat positions q of dout (o, origin + q) *
+// in (c, origin + q + tap_off[ki * 3 + kj]); padded_in (images, c, s.phases, s.plane),
+// padded_dout (images, oc, s.plane), both zero wherever no pixel is.
+void weight_grad(const Conv3x3Shape& s, const int64_t* tap_off, const float* padded_in,
+                 const float* padded_dout, int images, float* dw);
+
+// dst (s.plane) <- zero, but pixel (i, j) at s.origin + i s.pw + j = src[i src_row + j step]
+// for i < rows, j < cols (cols < s.pw; step 1 or 2).
+void fill_plane(const Conv3x3Shape& s, const float* src, int64_t src_row, int step, int rows,
+                int cols, float* dst);
+
+// din (c, h, w) = (or += when accumulate) the four phases' gradients interleaved:
+// pixel (2i + pr, 2j + pc) <- phases (2 pr + pc, c, oh, ow) at (i, j).
+void interleave_phases(const Conv3x3Shape& s, const float* phases, float* din, bool accumulate);
+
+}  // namespace dltune::engine::conv3x3_detail
