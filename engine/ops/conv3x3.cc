@@ -29,8 +29,42 @@ int64_t forward_offset(const Conv3x3Shape& s, int ki, int kj) {
   return phase * s.plane + (ki == 0 ? -s.pw : 0) + (kj == 0 ? -1 : 0);
 }
 
+// The column it shifts to: x - 1, x or x + 1 (of its phase at stride 2).
+int forward_shift(const Conv3x3Shape& s, int kj) {
+  if (s.stride == 1) return kj - 1;
+  return kj == 0 ? -1 : 0;
+}
+
 void forward_offsets(const Conv3x3Shape& s, int64_t* off) {
   for (int t = 0; t < 9; ++t) off[t] = forward_offset(s, t / 3, t % 3);
+}
+
+// A correlation's taps: the weight each applies (ki * 3 + kj), its read and its column shift.
+// On a tight shape they are sorted by shift (left, none, right: the kernels' order).
+struct TapList {
+  int count = 0;
+  int tap[9] = {};
+  int64_t off[9] = {};
+  int shift[9] = {};
+
+  void add(int t, int64_t o, int sh) {
+    tap[count] = t, off[count] = o, shift[count] = sh;
+    ++count;
+  }
+  TapList in_kernel_order(const Conv3x3Shape& s) const {
+    if (!s.tight) return *this;
+    TapList sorted;
+    for (int want = -1; want <= 1; ++want)
+      for (int i = 0; i < count; ++i)
+        if (shift[i] == want) sorted.add(tap[i], off[i], shift[i]);
+    return sorted;
+  }
+};
+
+TapList forward_taps(const Conv3x3Shape& s) {
+  TapList l;
+  for (int t = 0; t < 9; ++t) l.add(t, forward_offset(s, t / 3, t % 3), forward_shift(s, t % 3));
+  return l.in_kernel_order(s);
 }
 
 // The taps reaching input phase p (2 pr + pc) of a stride-2 convolution, as reads of the
@@ -49,19 +83,47 @@ constexpr PhaseTaps kPhaseTaps[4] = {
     {4, {0, 2, 6, 8}, {1, 1, 0, 0}, {1, 0, 1, 0}},  // odd row, odd column
 };
 
-// Packs W (oc, c, 3, 3) taps `taps` (count of them) as (cout8/8, cin, count, 8), `transpose`
-// swapping the roles of c and oc.
-void pack_taps(const Conv3x3Shape& s, const float* w, bool transpose, const int* taps, int count,
+// The input gradient's taps: at stride 1 (phase 0) W[., ., ki, kj] of the transpose reads pixel
+// (y + 1 - ki, x + 1 - kj); at stride 2 phase p's.
+TapList grad_taps(const Conv3x3Shape& s, int phase) {
+  TapList l;
+  if (s.stride == 1) {
+    for (int t = 0; t < 9; ++t) l.add(t, -forward_offset(s, t / 3, t % 3), 1 - t % 3);
+  } else {
+    const PhaseTaps& p = kPhaseTaps[phase];
+    for (int i = 0; i < p.count; ++i) l.add(p.tap[i], int64_t{p.di[i]} * s.pw + p.dj[i], p.dj[i]);
+  }
+  return l.in_kernel_order(s);
+}
+
+Correlation correlation(const Conv3x3Shape& s, const TapList& l, const float* packed, int cin,
+                        int cout8, int64_t channel) {
+  Correlation k;
+  k.packed = packed;
+  k.cin = cin;
+  k.cout8 = cout8;
+  k.channel = channel;
+  k.taps = l.count;
+  for (int i = 0; i < l.count; ++i) {
+    k.off[i] = l.off[i];
+    if (s.tight) k.left += l.shift[i] < 0 ? 1 : 0, k.right += l.shift[i] > 0 ? 1 : 0;
+  }
+  return k;
+}
+
+// Packs W (oc, c, 3, 3) taps l.tap as (cout8/8, cin, count, 8), `transpose` swapping the
+// roles of c and oc.
+void pack_taps(const Conv3x3Shape& s, const float* w, bool transpose, const TapList& l,
                float* dst) {
   const int cin = transpose ? s.oc : s.c, cout8 = transpose ? s.c8 : s.oc8;
   const int cout = transpose ? s.c : s.oc;
-  std::memset(dst, 0, sizeof(float) * cout8 * cin * count);
+  std::memset(dst, 0, sizeof(float) * cout8 * cin * l.count);
   for (int co = 0; co < cout; ++co) {
     for (int ci = 0; ci < cin; ++ci) {
       const int o = transpose ? ci : co, c = transpose ? co : ci;
       const float* k = w + (int64_t{o} * s.c + c) * 9;
-      float* d = dst + ((int64_t{co / kTile} * cin + ci) * count) * kTile + co % kTile;
-      for (int t = 0; t < count; ++t) d[t * kTile] = k[taps[t]];
+      float* d = dst + ((int64_t{co / kTile} * cin + ci) * l.count) * kTile + co % kTile;
+      for (int t = 0; t < l.count; ++t) d[t * kTile] = k[l.tap[t]];
     }
   }
 }
@@ -74,7 +136,10 @@ bool Conv3x3Shape::init(int in_channels, int out_channels, int in_h, int in_w, i
   c = in_channels, oc = out_channels, h = in_h, w = in_w, stride = conv_stride;
   oh = (h - 1) / stride + 1;
   ow = (w - 1) / stride + 1;
-  pw = ow + 1;  // one zero column: the right padding of a row is the left of the next
+  // Tight: rows of whole vectors, none thrown away; otherwise one zero column between rows
+  // (the right padding of a row is the left of the next).
+  tight = ow <= kLanes && kLanes % ow == 0 && (int64_t{oh} * ow) % kLanes == 0;
+  pw = tight ? ow : ow + 1;
   phases = stride == 1 ? 1 : 4;
   span = int64_t{oh} * pw;
   span16 = round_up(span, kLanes);
@@ -90,13 +155,12 @@ bool Conv3x3Shape::init(int in_channels, int out_channels, int in_h, int in_w, i
 bool conv3x3_fast() { return cpu_has_avx512(); }
 
 void conv3x3_pack(const Conv3x3Shape& s, const float* w, float* packed) {
-  static constexpr int kAll[9] = {0, 1, 2, 3, 4, 5, 6, 7, 8};
-  pack_taps(s, w, false, kAll, 9, packed);
+  pack_taps(s, w, false, forward_taps(s), packed);
   float* bwd = packed + int64_t{s.oc8} * s.c * 9;
-  if (s.stride == 1) return pack_taps(s, w, true, kAll, 9, bwd);
-  for (const PhaseTaps& p : kPhaseTaps) {
-    pack_taps(s, w, true, p.tap, p.count, bwd);
-    bwd += int64_t{s.c8} * s.oc * p.count;
+  for (int p = 0; p < (s.stride == 1 ? 1 : 4); ++p) {
+    const TapList l = grad_taps(s, p);
+    pack_taps(s, w, true, l, bwd);
+    bwd += int64_t{s.c8} * s.oc * l.count;
   }
 }
 
@@ -124,37 +188,26 @@ void conv3x3_pad_grad(const Conv3x3Shape& s, const float* src, int count, float*
 
 void conv3x3_forward(const Conv3x3Shape& s, const float* packed, const float* bias,
                      const float* padded_in, float* out) {
-  Correlation k;
-  k.packed = packed;
-  k.cin = s.c;
-  k.cout8 = s.oc8;
-  k.taps = 9;
-  k.channel = int64_t{s.phases} * s.plane;
-  forward_offsets(s, k.off);
+  const Correlation k =
+      correlation(s, forward_taps(s), packed, s.c, s.oc8, int64_t{s.phases} * s.plane);
   conv3x3_detail::correlate(s, k, padded_in, Sink{out, s.oc, bias, false, s.oh, s.ow});
 }
 
 void conv3x3_input_grad(const Conv3x3Shape& s, const float* packed, const float* padded_dout,
                         float* scratch, float* din, bool accumulate) {
-  Correlation k;
-  k.cin = s.oc;
-  k.cout8 = s.c8;
-  k.channel = s.plane;
-  k.packed = packed + int64_t{s.oc8} * s.c * 9;
-  if (s.stride == 1) {  // W[., ., ki, kj] of the transpose reads pixel (y + 1 - ki, x + 1 - kj)
-    k.taps = 9;
-    for (int t = 0; t < 9; ++t) k.off[t] = -forward_offset(s, t / 3, t % 3);
+  const float* bwd = packed + int64_t{s.oc8} * s.c * 9;
+  if (s.stride == 1) {
+    const Correlation k = correlation(s, grad_taps(s, 0), bwd, s.oc, s.c8, s.plane);
     conv3x3_detail::correlate(s, k, padded_dout, Sink{din, s.c, nullptr, accumulate, s.h, s.w});
     return;
   }
   const int64_t phase = int64_t{s.c} * s.oh * s.ow;
   for (int p = 0; p < 4; ++p) {
-    const PhaseTaps& pt = kPhaseTaps[p];
-    k.taps = pt.count;
-    for (int t = 0; t < pt.count; ++t) k.off[t] = int64_t{pt.di[t]} * s.pw + pt.dj[t];
+    const TapList l = grad_taps(s, p);
+    const Correlation k = correlation(s, l, bwd, s.oc, s.c8, s.plane);
     conv3x3_detail::correlate(s, k, padded_dout,
                               Sink{scratch + p * phase, s.c, nullptr, false, s.oh, s.ow});
-    k.packed += int64_t{s.c8} * s.oc * pt.count;
+    bwd += int64_t{s.c8} * s.oc * l.count;
   }
   conv3x3_detail::interleave_phases(s, scratch, din, accumulate);
 }

@@ -11,10 +11,15 @@ namespace dltune::engine::conv3x3_detail {
 
 // One correlation: `cin` input channels, their padded blocks `channel` floats apart, each read
 // at `taps` offsets from origin + q for flat output position q; weights packed
-// (cout8/8, cin, taps, 8). taps is 1, 2, 4 or 9.
+// (cout8/8, cin, taps, 8). On a tight shape (Conv3x3Shape::tight) the taps come sorted by the
+// column they shift to: the first `left` read pixel (y', x - 1), whose lanes at x = 0 are
+// zeroed (they read the end of the row before), the last `right` read (y', x + 1), zeroed at
+// x = ow - 1; on a loose one left = right = 0. (left, taps - left - right, right) is one of
+// (3, 3, 3), (3, 6, 0), (0, 1, 0), (0, 1, 1), (0, 2, 0), (0, 2, 2), (0, 4, 0), (0, 9, 0).
 struct Correlation {
   const float* packed = nullptr;
   int cin = 0, cout8 = 0, taps = 0;
+  int left = 0, right = 0;
   int64_t channel = 0;
   int64_t off[9] = {};
 };
@@ -37,7 +42,8 @@ void correlate(const Conv3x3Shape& s, const Correlation& k, const float* in, con
 
 // dw (oc, c, 3, 3) += sum over images and flat positions q of dout (o, origin + q) *
 // in (c, origin + q + tap_off[ki * 3 + kj]); padded_in (images, c, s.phases, s.plane),
-// padded_dout (images, oc, s.plane), both zero wherever no pixel is.
+// padded_dout (images, oc, s.plane), both zero wherever no pixel is. On a tight shape the
+// taps kj = 0 (and kj = 2 at stride 1) shift a column and are masked as in Correlation.
 void weight_grad(const Conv3x3Shape& s, const int64_t* tap_off, const float* padded_in,
                  const float* padded_dout, int images, float* dw);
 

@@ -145,7 +145,12 @@ INSTANTIATE_TEST_SUITE_P(Shapes, Conv3x3,
                                            // stride 2: resnet20's two, odd and tiny planes
                                            Case{2, 16, 32, 32, 32, 2}, Case{3, 32, 64, 16, 16, 2},
                                            Case{2, 5, 13, 7, 9, 2}, Case{3, 8, 11, 10, 5, 2},
-                                           Case{4, 3, 9, 1, 1, 2}, Case{2, 6, 8, 2, 3, 2}));
+                                           Case{4, 3, 9, 1, 1, 2}, Case{2, 6, 8, 2, 3, 2},
+                                           // tight planes (rows without a zero between
+                                           // them): 16 and 8 wide, 4x4, 2x8, and at stride 2
+                                           // a 7-wide input (its odd phase a column short)
+                                           Case{2, 9, 10, 16, 16}, Case{3, 4, 6, 4, 4},
+                                           Case{2, 5, 7, 2, 8}, Case{2, 6, 5, 8, 7, 2}));
 
 TEST(Conv3x3Shape, RefusesEmptyShapes) {
   Conv3x3Shape s;
@@ -160,6 +165,14 @@ TEST(Conv3x3Shape, RefusesEmptyShapes) {
   EXPECT_EQ(s.oh, 5);
   EXPECT_EQ(s.ow, 4);
   EXPECT_EQ(s.phases, 4);
+  EXPECT_FALSE(s.tight);  // 4 wide, but 5 x 4 pixels are not whole vectors
+  EXPECT_EQ(s.pw, 5);
+  EXPECT_TRUE(s.init(3, 5, 16, 16, 2));
+  EXPECT_TRUE(s.tight);
+  EXPECT_EQ(s.pw, 8);
+  EXPECT_TRUE(s.init(3, 5, 32, 32));
+  EXPECT_FALSE(s.tight);  // wider than a vector
+  EXPECT_EQ(s.pw, 33);
 }
 
 }  // namespace
