@@ -83,24 +83,35 @@ template <class V, bool kRelu>
   }
 }
 
-// The gradient reaching the batch norm's output: dy, or with a fused ReLU (y its output) the
-// ReLU's gradient where y > 0; one value, or W from i.
+// The gradient reaching the batch norm's output: dy, or with a fused ReLU the ReLU's gradient
+// where its input x a + d > 0, computed as normalize() computed it (the same expression in the
+// same build, so the same bits): one stream fewer than reading the output back. One value, or
+// W from i.
 template <bool kRelu>
-[[gnu::always_inline]] inline float grad_at(const float* dy, const float* y, int64_t i) {
-  if constexpr (kRelu) return y[i] > 0.0f ? dy[i] : 0.0f;
+[[gnu::always_inline]] inline float grad_at(const float* dy, const float* x, float a, float d,
+                                            int64_t i) {
+  if constexpr (kRelu) {
+    const float v = x[i] * a + d;
+    return v > 0.0f ? dy[i] : 0.0f;
+  }
   return dy[i];
 }
 
 template <class V, bool kRelu>
-[[gnu::always_inline]] inline V grad_v(const float* dy, const float* y, int64_t i) {
-  const V d = vload<V>(dy + i);
-  if constexpr (kRelu) return vload<V>(y + i) > 0.0f ? d : V{};
-  return d;
+[[gnu::always_inline]] inline V grad_v(const float* dy, const float* x, float a, float d,
+                                       int64_t i) {
+  const V g = vload<V>(dy + i);
+  if constexpr (kRelu) {
+    const V v = vload<V>(x + i) * a + d;
+    return v > 0.0f ? g : V{};
+  }
+  return g;
 }
 
-// *sum_dy = sum of g[i], *sum_dy_dx = sum of g[i] (x[i] - m), g = grad_at<kRelu>
+// *sum_dy = sum of g[i], *sum_dy_dx = sum of g[i] (x[i] - m), g = grad_at<kRelu> (ya, yd: the
+// forward's a, d)
 template <class V, bool kRelu>
-[[gnu::always_inline]] inline void lane_dy_sums(const float* dy, const float* y, const float* x,
+[[gnu::always_inline]] inline void lane_dy_sums(const float* dy, const float* x, float ya, float yd,
                                                 float m, int64_t n, float* sum_dy,
                                                 float* sum_dy_dx) {
   constexpr int W = kWidth<V>;
@@ -108,14 +119,14 @@ template <class V, bool kRelu>
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
     for (int a = 0; a < kLanes / W; ++a) {
-      const V g = grad_v<V, kRelu>(dy, y, i + a * W);
+      const V g = grad_v<V, kRelu>(dy, x, ya, yd, i + a * W);
       a0[a] += g;
       a1[a] += g * (vload<V>(x + i + a * W) - m);
     }
   }
   float s0 = 0.0f, s1 = 0.0f;
   for (; i < n; ++i) {
-    const float g = grad_at<kRelu>(dy, y, i);
+    const float g = grad_at<kRelu>(dy, x, ya, yd, i);
     s0 += g;
     s1 += g * (x[i] - m);
   }
@@ -123,20 +134,20 @@ template <class V, bool kRelu>
   *sum_dy_dx = reduce(a1, s1);
 }
 
-// dx[i] (+)= a (g[i] - mdy - (x[i] - mean) k), g = grad_at<kRelu>
+// dx[i] (+)= a (g[i] - mdy - (x[i] - mean) k), g = grad_at<kRelu> (a, d: the forward's)
 template <class V, bool kRelu>
-[[gnu::always_inline]] inline void apply_dx(const float* dy, const float* y, const float* x,
-                                            float a, float mdy, float mean, float k, int64_t n,
+[[gnu::always_inline]] inline void apply_dx(const float* dy, const float* x, float a, float d,
+                                            float mdy, float mean, float k, int64_t n,
                                             bool accumulate, float* dx) {
   constexpr int W = kWidth<V>;
   int64_t i = 0;
   for (; i + W <= n; i += W) {
-    V v = a * (grad_v<V, kRelu>(dy, y, i) - mdy - (vload<V>(x + i) - mean) * k);
+    V v = a * (grad_v<V, kRelu>(dy, x, a, d, i) - mdy - (vload<V>(x + i) - mean) * k);
     if (accumulate) v += vload<V>(dx + i);
     vstore(dx + i, v);
   }
   for (; i < n; ++i) {
-    const float v = a * (grad_at<kRelu>(dy, y, i) - mdy - (x[i] - mean) * k);
+    const float v = a * (grad_at<kRelu>(dy, x, a, d, i) - mdy - (x[i] - mean) * k);
     dx[i] = accumulate ? dx[i] + v : v;
   }
 }
@@ -146,37 +157,37 @@ struct BnKernels {
   float (*sum)(const float* x, int64_t n);
   float (*sq_dev)(const float* x, float m, int64_t n);
   void (*normalize[2])(const float* x, float a, float d, int64_t n, float* y);  // [relu]
-  void (*dy_sums[2])(const float* dy, const float* y, const float* x, float m, int64_t n,
+  void (*dy_sums[2])(const float* dy, const float* x, float ya, float yd, float m, int64_t n,
                      float* sum_dy, float* sum_dy_dx);
-  void (*apply_dx[2])(const float* dy, const float* y, const float* x, float a, float mdy,
-                      float mean, float k, int64_t n, bool accumulate, float* dx);
+  void (*apply_dx[2])(const float* dy, const float* x, float a, float d, float mdy, float mean,
+                      float k, int64_t n, bool accumulate, float* dx);
 };
 
 // The instantiations of one build: BN_KERNELS(ATTR, V, suffix) defines suffix-named functions
 // compiled with ATTR (DLTUNE_AVX512 or nothing) for vector type V.
-#define BN_KERNELS(ATTR, V, SUFFIX)                                                                \
-  ATTR float sum_##SUFFIX(const float* x, int64_t n) { return lane_sum<V>(x, n); }                 \
-  ATTR float sq_dev_##SUFFIX(const float* x, float m, int64_t n) {                                 \
-    return lane_sq_dev<V>(x, m, n);                                                                \
-  }                                                                                                \
-  template <bool kRelu>                                                                            \
-  ATTR void normalize_##SUFFIX(const float* x, float a, float d, int64_t n, float* y) {            \
-    normalize<V, kRelu>(x, a, d, n, y);                                                            \
-  }                                                                                                \
-  template <bool kRelu>                                                                            \
-  ATTR void dy_sums_##SUFFIX(const float* dy, const float* y, const float* x, float m, int64_t n,  \
-                             float* s0, float* s1) {                                               \
-    lane_dy_sums<V, kRelu>(dy, y, x, m, n, s0, s1);                                                \
-  }                                                                                                \
-  template <bool kRelu>                                                                            \
-  ATTR void apply_dx_##SUFFIX(const float* dy, const float* y, const float* x, float a, float mdy, \
-                              float mean, float k, int64_t n, bool acc, float* dx) {               \
-    apply_dx<V, kRelu>(dy, y, x, a, mdy, mean, k, n, acc, dx);                                     \
-  }                                                                                                \
-  const BnKernels kBn_##SUFFIX = {sum_##SUFFIX,                                                    \
-                                  sq_dev_##SUFFIX,                                                 \
-                                  {normalize_##SUFFIX<false>, normalize_##SUFFIX<true>},           \
-                                  {dy_sums_##SUFFIX<false>, dy_sums_##SUFFIX<true>},               \
+#define BN_KERNELS(ATTR, V, SUFFIX)                                                         \
+  ATTR float sum_##SUFFIX(const float* x, int64_t n) { return lane_sum<V>(x, n); }          \
+  ATTR float sq_dev_##SUFFIX(const float* x, float m, int64_t n) {                          \
+    return lane_sq_dev<V>(x, m, n);                                                         \
+  }                                                                                         \
+  template <bool kRelu>                                                                     \
+  ATTR void normalize_##SUFFIX(const float* x, float a, float d, int64_t n, float* y) {     \
+    normalize<V, kRelu>(x, a, d, n, y);                                                     \
+  }                                                                                         \
+  template <bool kRelu>                                                                     \
+  ATTR void dy_sums_##SUFFIX(const float* dy, const float* x, float ya, float yd, float m,  \
+                             int64_t n, float* s0, float* s1) {                             \
+    lane_dy_sums<V, kRelu>(dy, x, ya, yd, m, n, s0, s1);                                    \
+  }                                                                                         \
+  template <bool kRelu>                                                                     \
+  ATTR void apply_dx_##SUFFIX(const float* dy, const float* x, float a, float d, float mdy, \
+                              float mean, float k, int64_t n, bool acc, float* dx) {        \
+    apply_dx<V, kRelu>(dy, x, a, d, mdy, mean, k, n, acc, dx);                              \
+  }                                                                                         \
+  const BnKernels kBn_##SUFFIX = {sum_##SUFFIX,                                             \
+                                  sq_dev_##SUFFIX,                                          \
+                                  {normalize_##SUFFIX<false>, normalize_##SUFFIX<true>},    \
+                                  {dy_sums_##SUFFIX<false>, dy_sums_##SUFFIX<true>},        \
                                   {apply_dx_##SUFFIX<false>, apply_dx_##SUFFIX<true>}};
 
 BN_KERNELS(DLTUNE_AVX512, v16, avx512)
@@ -262,17 +273,19 @@ void BatchNorm::forward(const OpContext& ctx, const float* const* in, float* out
   if (training_ && ctx.update_state) state_[2][0] += 1.0f;
 }
 
-void BatchNorm::backward(const OpContext& ctx, const float* const* in, const float* out,
+void BatchNorm::backward(const OpContext& ctx, const float* const* in, const float* /*out*/,
                          const float* dout, const GradOut* din, int batch) {
-  if (relu_) return backward_impl<true>(ctx, in[0], out, dout, din, batch);
-  backward_impl<false>(ctx, in[0], out, dout, din, batch);
+  if (relu_) return backward_impl<true>(ctx, in[0], dout, din, batch);
+  backward_impl<false>(ctx, in[0], dout, din, batch);
 }
 
 template <bool kRelu>
-void BatchNorm::backward_impl(const OpContext& ctx, const float* x, const float* y,
-                              const float* dout, const GradOut* din, int batch) {
-  // dout (B, C, S): the gradient of the output, or with a fused ReLU of the ReLU's output y
+void BatchNorm::backward_impl(const OpContext& ctx, const float* x, const float* dout,
+                              const GradOut* din, int batch) {
+  // dout (B, C, S): the gradient of the output, or with a fused ReLU of the ReLU's output,
+  // whose mask is recomputed from x (forward's a and d below)
   const float* w = params_[0];
+  const float* b = params_[1];
   float* dw = grads_[0];
   float* db = grads_[1];
   float* dx = din[0].data;
@@ -288,7 +301,9 @@ void BatchNorm::backward_impl(const OpContext& ctx, const float* x, const float*
       for (int64_t c = c0; c < c1; ++c) {
         float p0 = 0.0f, p1 = 0.0f;
         const int64_t at = (n * c_ + c) * s_;
-        kern.dy_sums[kRelu](dout + at, y + at, x + at, mean_[static_cast<size_t>(c)], s_, &p0, &p1);
+        const float mean = mean_[static_cast<size_t>(c)];
+        const float a = w[c] * invstd_[static_cast<size_t>(c)], d = b[c] - mean * a;
+        kern.dy_sums[kRelu](dout + at, x + at, a, d, mean, s_, &p0, &p1);
         sum_dy[c - c0] += p0;
         sum_dy_xhat[c - c0] += static_cast<double>(p1) * invstd_[static_cast<size_t>(c)];
       }
@@ -302,16 +317,16 @@ void BatchNorm::backward_impl(const OpContext& ctx, const float* x, const float*
       for (int64_t c = c0; c < c1; ++c) {
         const float mean = mean_[static_cast<size_t>(c)], inv = invstd_[static_cast<size_t>(c)];
         const int64_t at = (n * c_ + c) * s_;
-        const float a = w[c] * inv;
-        if (!training_) {  // frozen statistics: y is affine in x
+        const float a = w[c] * inv, d = b[c] - mean * a;  // as forward
+        if (!training_) {                                 // frozen statistics: y is affine in x
           for (int64_t i = 0; i < s_; ++i)
-            dx[at + i] = (acc ? dx[at + i] : 0.0f) + grad_at<kRelu>(dout + at, y + at, i) * a;
+            dx[at + i] = (acc ? dx[at + i] : 0.0f) + grad_at<kRelu>(dout + at, x + at, a, d, i) * a;
           continue;
         }
         // dx = w inv (dy - sum_dy/N - xhat sum_dy_xhat/N), xhat = (x - mean) inv
         const auto mdy = static_cast<float>(sum_dy[c - c0] / N);
         const float k = static_cast<float>(sum_dy_xhat[c - c0] / N) * inv;  // times (x - mean)
-        kern.apply_dx[kRelu](dout + at, y + at, x + at, a, mdy, mean, k, s_, acc, dx + at);
+        kern.apply_dx[kRelu](dout + at, x + at, a, d, mdy, mean, k, s_, acc, dx + at);
       }
     }
   }

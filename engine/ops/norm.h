@@ -41,8 +41,8 @@ class BatchNorm final : public Op {
   bool training_ = true;  // the mode of the last forward
   bool relu_ = false;     // a ReLU fused in (fuse_relu())
   template <bool kRelu>
-  void backward_impl(const OpContext& ctx, const float* x, const float* y, const float* dout,
-                     const GradOut* din, int batch);
+  void backward_impl(const OpContext& ctx, const float* x, const float* dout, const GradOut* din,
+                     int batch);
 };
 
 class LayerNorm final : public Op {
