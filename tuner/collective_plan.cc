@@ -60,8 +60,8 @@ Result<recipes::Plan> plan_from_outcome(const TuningOutcome& o) {
                            fmt("%.1f", o.tuning_s) + " s" +
                            (o.budget_exhausted ? ", stopped by the budget" : "") +
                            (extrapolated > 0 ? ", " + std::to_string(extrapolated) +
-                                                   " sizes not reached take the nearest decided "
-                                                   "size's choice"
+                                                   " sizes not reached take the cost models' "
+                                                   "best or the nearest decided size's choice"
                                              : "") +
                            "): " + why;
   // What an exhaustive search could still gain at the tuned sizes, each weighted alike, from
@@ -114,7 +114,8 @@ std::string format_outcome(const TuningOutcome& o) {
      << strings::join(o.candidates, ", ") << "\n"
      << "measured " << o.comparisons << " comparisons in " << fmt("%.2f", o.tuning_s) << " s"
      << (o.budget_exhausted
-             ? " (stopped by the budget; sizes not reached take the nearest decided size's choice)"
+             ? " (stopped by the budget; sizes not reached take the cost models' best, or the "
+               "nearest decided size's choice)"
              : "")
      << "\n\n";
   os << "      size  chosen          median_us  runner-up       runner_us  paired\n";
@@ -129,7 +130,8 @@ std::string format_outcome(const TuningOutcome& o) {
     os << line;
   }
   os << "(* predicted by the cost model, not measured at this size; ^ not reached before the "
-        "budget ran out: the nearest decided size's choice; paired = median over rounds of "
+        "budget ran out: the cost models' best or the nearest decided size's choice; paired = "
+        "median over rounds of "
         "runner-up time / chosen time)\n";
   for (const std::string& f : o.failures) os << "failed: " << f << "\n";
   if (o.verify) {

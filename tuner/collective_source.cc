@@ -213,6 +213,8 @@ Result<Comparison> CommCollectiveSource::measure(uint64_t bytes,
   }
   MeasureOptions mo = options_.measure;
   mo.stop = [this] { return budget_exhausted_; };  // agreed in run_trial: same on every rank
+  if (options_.budget_s > 0 && options_.budget_share > 0)
+    mo.max_cost_s = std::min(mo.max_cost_s, options_.budget_s * options_.budget_share);
   Comparison cmp = measure_interleaved(cands, mo);
   if (!fatal_.ok()) return fatal_.error();
   std::vector<double> cost{seconds_since(t0), seconds_since(start_)};

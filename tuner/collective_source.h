@@ -58,6 +58,11 @@ struct SourceOptions {
   MeasureOptions measure = default_measure_options();
   double sample_ms = 2.0;  // a trial repeats the call until it lasts about this long
   double budget_s = 0;     // 0 = none; else no trial starts past this (see above)
+  // Under a budget, the most one comparison may cost as a share of it (0: no cap but
+  // measure.max_cost_s): tune_collectives gives each size an equal share, so that a slow or
+  // lossy fabric, where a few rounds of the small sizes took 30 s each (4 namespace nodes at
+  // 1 Gbit/s), cannot spend the budget before the large sizes are reached.
+  double budget_share = 0;
   std::chrono::milliseconds call_timeout{60000};  // per collective call
   std::map<std::string, CustomCall> custom;       // candidate name -> replacement body
 

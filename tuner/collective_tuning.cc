@@ -178,7 +178,10 @@ Result<TuningOutcome> tune_collectives(comm::Communicator& comm, const TuneOptio
         comm.native_allreduce(&x, &x, 1, comm::DataType::kF32, comm::ReduceOp::kSum).ok();
     out.candidates = default_candidates(out.nodes, native);
   }
-  auto src = CommCollectiveSource::create(comm, sizes->back(), options.source);
+  SourceOptions source_options = options.source;
+  if (source_options.budget_share <= 0)
+    source_options.budget_share = 1.0 / static_cast<double>(sizes->size());
+  auto src = CommCollectiveSource::create(comm, sizes->back(), source_options);
   if (!src) return src.error();
   CommCollectiveSource& source = **src;
   ObservedSource observed(source, options.on_measure, *sizes);

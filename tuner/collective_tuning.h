@@ -55,8 +55,9 @@ struct SizeOutcome {
   double runner_up_us = 0;  // its median
   double paired_ratio =
       0;  // median over rounds of runner-up time / chosen time (> 1: chosen faster)
-  bool extrapolated = false;  // not reached before the budget ran out: the nearest decided
-                              // size's choice, time_us 0 (search.h fill_undecided)
+  bool extrapolated = false;  // not reached before the budget ran out: the cost models' best
+                              // (time_us predicted), or the nearest decided size's choice where
+                              // no models were fitted (time_us 0); search.h
 };
 
 // One candidate's measurement summary at one size (the latest one taken).

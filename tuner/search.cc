@@ -55,8 +55,45 @@ double winner_margin(const Comparison& cmp, int best) {
   return m;
 }
 
-SearchResult stopped_by_budget(SearchResult out) {
+// Sizes with no decision take the best the models predict there (marked extrapolated).
+void fill_from_models(std::vector<SizeChoice>& choices,
+                      const std::map<std::string, PiecewiseCost>& models) {
+  if (models.empty()) return;
+  for (SizeChoice& c : choices) {
+    if (!c.algo.empty() || c.measured) continue;
+    const double x = std::max<double>(1.0, static_cast<double>(c.bytes));
+    double best = std::numeric_limits<double>::infinity();
+    for (const auto& [name, m] : models) {
+      if (const double t = m.predict(x); t < best) {
+        best = t;
+        c.algo = name;
+      }
+    }
+    c.time_s = best;
+    c.extrapolated = true;
+  }
+}
+
+// Fits a model per algorithm to the points measured so far (those with two or more, never
+// failed).
+std::map<std::string, PiecewiseCost> fit_models(
+    const std::map<std::string, std::vector<std::pair<double, double>>>& points,
+    const std::set<std::string>& dead) {
+  std::map<std::string, PiecewiseCost> models;
+  for (const auto& [name, pts] : points) {
+    if (dead.count(name)) continue;
+    if (auto m = PiecewiseCost::fit(pts); m.ok()) models.emplace(name, std::move(*m));
+  }
+  return models;
+}
+
+// The search stopped by the budget: sizes never reached take the models' prediction where
+// there are models (fitted to everything measured so far), else the nearest decided size's
+// choice.
+SearchResult stopped_by_budget(SearchResult out,
+                               const std::map<std::string, PiecewiseCost>& models = {}) {
   out.budget_exhausted = true;
+  fill_from_models(out.choices, models);
   fill_undecided(out.choices);
   DLTUNE_LOG(kInfo, "tuner") << "search stopped by the budget after " << out.comparisons
                              << " comparisons";
@@ -182,7 +219,8 @@ Result<SearchResult> model_based_search(CollectiveSource& source,
                        (sizes[i] <= o.probe_max_bytes || i <= 1);
     if (!probe) continue;
     auto cmp = source.measure(sizes[i], algos);
-    if (!cmp && source.budget_exhausted()) return stopped_by_budget(std::move(out));
+    if (!cmp && source.budget_exhausted())
+      return stopped_by_budget(std::move(out), fit_models(points, dead));
     if (!cmp) return std::move(cmp).error().wrap("probing at " + std::to_string(sizes[i]) + " B");
     record(*cmp, sizes[i], out.choices[i], out);
     for (const CandidateResult& r : cmp->results) {
@@ -194,11 +232,7 @@ Result<SearchResult> model_based_search(CollectiveSource& source,
     }
     last_probe = sizes[i];
   }
-  std::map<std::string, PiecewiseCost> models;
-  for (const auto& [name, pts] : points) {
-    if (dead.count(name)) continue;
-    if (auto m = PiecewiseCost::fit(pts); m.ok()) models.emplace(name, std::move(*m));
-  }
+  std::map<std::string, PiecewiseCost> models = fit_models(points, dead);
   if (models.empty()) return peer_failed("every algorithm failed while probing");
 
   // 2. The remaining sizes, ascending: measure the contenders the models allow, refit the
@@ -241,7 +275,7 @@ Result<SearchResult> model_based_search(CollectiveSource& source,
       }
     }
     if (s.ok()) s = t.backfill(i);
-    if (!s.ok() && source.budget_exhausted()) return stopped_by_budget(std::move(out));
+    if (!s.ok() && source.budget_exhausted()) return stopped_by_budget(std::move(out), models);
     DLTUNE_TRY(s);
   }
   DLTUNE_LOG(kInfo, "tuner") << "model-based search: " << out.comparisons << " comparisons, "

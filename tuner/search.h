@@ -45,8 +45,9 @@ struct SizeChoice {
   std::string algo;           // the chosen algorithm ("" when every candidate failed)
   double time_s = 0;          // measured median, or predicted when not measured
   bool measured = false;      // whether the choice at this size rests on a measurement
-  bool extrapolated = false;  // not reached before the budget ran out: the nearest decided
-                              // size's choice (fill_undecided), time_s 0
+  bool extrapolated = false;  // not reached before the budget ran out: the cost models' best
+                              // (time_s their prediction) where the search had fitted models,
+                              // else the nearest decided size's choice (fill_undecided, time 0)
   std::vector<std::string> candidates;  // what was measured at this size (empty: none)
 };
 

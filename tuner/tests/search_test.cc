@@ -137,8 +137,8 @@ TEST(Search, ModelBasedFindsACliffAtTheLargestSize) {
 }
 
 // The budget is checked after every trial: a search given a fraction of what it needs stops
-// within one trial of it, keeps what it decided, and the sizes it never reached take the
-// nearest decided size's choice, marked extrapolated.
+// within one trial of it, keeps what it decided, and the sizes it never reached take a
+// choice (the models' or the nearest decided size's), marked extrapolated.
 TEST(Search, ABudgetIsRespectedWithinOneTrial) {
   const auto sizes = powers_of_two(4, 256u << 20);
   for (const bool model : {false, true}) {
@@ -171,6 +171,40 @@ TEST(Search, ABudgetIsRespectedWithinOneTrial) {
       EXPECT_TRUE(r->choices.back().extrapolated);  // the largest sizes cost the most
     }
   }
+}
+
+// When the budget stops the model-based search, the sizes it never reached take what the cost
+// models fitted so far predict, not a copy of the nearest measured size's choice: on a fabric
+// whose winner changes above the last size reached, a copy is wrong at every larger size.
+TEST(Search, SizesTheBudgetCutOffTakeTheModelsChoice) {
+  const auto sizes = powers_of_two(4, 256u << 20);
+  SyntheticSource full(two_rank_algos(), 11);
+  auto all = model_based_search(full, names(), sizes);
+  ASSERT_TRUE(all.ok());
+  bool some_differ = false;
+  for (const double fraction : {0.1, 0.2, 0.3, 0.5}) {
+    SCOPED_TRACE(fraction);
+    SyntheticSource src(two_rank_algos(), 11);
+    src.set_budget(full.spent_s() * fraction);
+    auto r = model_based_search(src, names(), sizes);
+    ASSERT_TRUE(r.ok()) << r.error().message();
+    ASSERT_TRUE(r->budget_exhausted);
+    // The same search's decisions with the sizes not reached copied from their neighbours.
+    std::vector<SizeChoice> nearest = r->choices;
+    for (SizeChoice& c : nearest) {
+      if (c.extrapolated) c = SizeChoice{c.bytes, "", 0, false, false, {}};
+    }
+    fill_undecided(nearest);
+    SearchResult copy = *r;
+    copy.choices = nearest;
+    for (size_t i = 0; i < r->choices.size(); ++i) {
+      if (!r->choices[i].extrapolated) continue;
+      EXPECT_GT(r->choices[i].time_s, 0) << "a prediction, not a copy, at " << sizes[i];
+      some_differ = some_differ || r->choices[i].algo != nearest[i].algo;
+    }
+    EXPECT_LE(worst_vs_oracle(src, *r), worst_vs_oracle(src, copy) + 1e-9);
+  }
+  EXPECT_TRUE(some_differ) << "the models never disagreed with the nearest size's choice";
 }
 
 TEST(Search, UndecidedSizesTakeTheNearestDecidedChoice) {
