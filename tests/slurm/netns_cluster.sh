@@ -198,8 +198,11 @@ write_config() {
     echo "JobCompType=jobcomp/none"
     echo "JobAcctGatherType=jobacct_gather/none"
     echo "SlurmctldTimeout=30"
-    echo "SlurmdTimeout=30"
-    echo "MessageTimeout=10"
+    # The daemons' messages share the shaped links with the jobs' traffic: an allreduce sweep
+    # across 4 nodes at 1 Gbit/s delayed slurmctld's pings past 30 s, and Slurm declared the
+    # node down and killed the job ("Node failure on n1").
+    echo "SlurmdTimeout=600"
+    echo "MessageTimeout=60"
     echo "KillWait=2"
     echo "InactiveLimit=0"
     local names=()
