@@ -80,13 +80,13 @@ template <int NV, int kShift>
 // each input vector loaded once for the 8 channels, each weight broadcast once for the NV
 // vectors. A loose shape's vector spans at most ceil(16 / pw) + 1 output rows, each stored
 // with one masked store; a tight one's is stored whole.
-template <int NV, int NL, int N0, int NR, bool kZmm>
+template <int NV, class Split, bool kZmm>
 [[gnu::always_inline]] inline void correlate_tile(const Conv3x3Shape& s, const Correlation& k,
-                                                  const RowMasks& m, const float* wp,
-                                                  const float* in, int64_t q0, const Sink& sink,
-                                                  int first) {
-  constexpr int T = NL + N0 + NR;
-  int64_t off[T];
+                                                  const Split& sp, const RowMasks& m,
+                                                  const float* wp, const float* in, int64_t q0,
+                                                  const Sink& sink, int first) {
+  const int NL = sp.left, N0 = sp.mid, T = sp.left + sp.mid + sp.right;
+  int64_t off[9];
   for (int t = 0; t < T; ++t) off[t] = k.off[t];
   v16 acc[kTile][NV];
   for (int o = 0; o < kTile; ++o)
@@ -130,10 +130,23 @@ template <int NV, int NL, int N0, int NR, bool kZmm>
   }
 }
 
-template <int NL, int N0, int NR, bool kZmm>
+// How a correlation's taps divide by column shift: fixed (the AVX-512 build: every tap loop
+// unrolled, each split its own instantiation) or read at run time (the baseline build, which
+// only the tests and CPUs without AVX-512 run: its eight fixed splits made this file take
+// 95-140 s to compile here, 58 s without them).
+template <int NL, int N0, int NR>
+struct FixedSplit {
+  static constexpr int left = NL, mid = N0, right = NR;
+};
+struct RuntimeSplit {
+  int left, mid, right;
+};
+
+template <class Split, bool kZmm>
 [[gnu::always_inline]] inline void correlate_taps(const Conv3x3Shape& s, const Correlation& k,
-                                                  const float* in, const Sink& sink) {
-  constexpr int T = NL + N0 + NR;
+                                                  const float* in, const Sink& sink,
+                                                  const Split& sp) {
+  const int T = sp.left + sp.mid + sp.right;
   const RowMasks m = row_masks(s);
   const int64_t vectors = s.span16 / kLanes;
   in += s.origin;
@@ -146,11 +159,11 @@ template <int NL, int N0, int NR, bool kZmm>
     for (int ob = 0; ob < k.cout8 / kTile; ++ob) {
       const float* wp = k.packed + int64_t{ob} * k.cin * T * kTile;
       if (nv == 3) {
-        correlate_tile<3, NL, N0, NR, kZmm>(s, k, m, wp, in, q0, sink, ob * kTile);
+        correlate_tile<3, Split, kZmm>(s, k, sp, m, wp, in, q0, sink, ob * kTile);
       } else if (nv == 2) {
-        correlate_tile<2, NL, N0, NR, kZmm>(s, k, m, wp, in, q0, sink, ob * kTile);
+        correlate_tile<2, Split, kZmm>(s, k, sp, m, wp, in, q0, sink, ob * kTile);
       } else {
-        correlate_tile<1, NL, N0, NR, kZmm>(s, k, m, wp, in, q0, sink, ob * kTile);
+        correlate_tile<1, Split, kZmm>(s, k, sp, m, wp, in, q0, sink, ob * kTile);
       }
     }
     v += nv;
@@ -161,23 +174,26 @@ template <bool kZmm>
 [[gnu::always_inline]] inline void correlate_any(const Conv3x3Shape& s, const Correlation& k,
                                                  const float* in, const Sink& sink) {
   const int mid = k.taps - k.left - k.right;
+  if constexpr (!kZmm) {
+    return correlate_taps<RuntimeSplit, kZmm>(s, k, in, sink, RuntimeSplit{k.left, mid, k.right});
+  }
   switch (k.left * 100 + mid * 10 + k.right) {
     case 333:
-      return correlate_taps<3, 3, 3, kZmm>(s, k, in, sink);
+      return correlate_taps<FixedSplit<3, 3, 3>, kZmm>(s, k, in, sink, {});
     case 360:
-      return correlate_taps<3, 6, 0, kZmm>(s, k, in, sink);
+      return correlate_taps<FixedSplit<3, 6, 0>, kZmm>(s, k, in, sink, {});
     case 90:
-      return correlate_taps<0, 9, 0, kZmm>(s, k, in, sink);
+      return correlate_taps<FixedSplit<0, 9, 0>, kZmm>(s, k, in, sink, {});
     case 40:
-      return correlate_taps<0, 4, 0, kZmm>(s, k, in, sink);
+      return correlate_taps<FixedSplit<0, 4, 0>, kZmm>(s, k, in, sink, {});
     case 22:
-      return correlate_taps<0, 2, 2, kZmm>(s, k, in, sink);
+      return correlate_taps<FixedSplit<0, 2, 2>, kZmm>(s, k, in, sink, {});
     case 20:
-      return correlate_taps<0, 2, 0, kZmm>(s, k, in, sink);
+      return correlate_taps<FixedSplit<0, 2, 0>, kZmm>(s, k, in, sink, {});
     case 11:
-      return correlate_taps<0, 1, 1, kZmm>(s, k, in, sink);
+      return correlate_taps<FixedSplit<0, 1, 1>, kZmm>(s, k, in, sink, {});
     case 10:
-      return correlate_taps<0, 1, 0, kZmm>(s, k, in, sink);
+      return correlate_taps<FixedSplit<0, 1, 0>, kZmm>(s, k, in, sink, {});
     default:
       DLTUNE_CHECK(false, "conv3x3: no kernel for this tap split");
   }
