@@ -32,9 +32,10 @@
 // same for every vector.
 //
 // Stride 2 splits each input channel into its four phases (even/odd rows x even/odd columns),
-// each a padded plane of rows pw = ow + 1 apart: tap (ki, kj) of output (y, x) reads input
-// (2y + ki - 1, 2x + kj - 1), which is pixel (y + dy, x + dx) of one phase, dy, dx in {-1, 0}:
-// again one flat offset per tap (into that phase's plane), and the same kernels run. The input
+// each a padded plane of rows pw apart (ow + 1, or ow when tight): tap (ki, kj) of output
+// (y, x) reads input (2y + ki - 1, 2x + kj - 1), which is pixel (y + dy, x + dx) of one phase,
+// dy, dx in {-1, 0}: again one flat offset per tap (into that phase's plane), and the same
+// kernels run. The input
 // gradient of each phase is a correlation of the output gradient with the taps that reach it
 // (1, 2, 2 and 4 of the 9), interleaved into the input gradient afterwards.
 //
