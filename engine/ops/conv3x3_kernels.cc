@@ -170,33 +170,30 @@ template <class Split, bool kZmm>
   }
 }
 
+// Runs correlate_taps with the first of Splits that divides k's taps as k does; false if none.
+template <bool kZmm, class... Splits>
+[[gnu::always_inline]] inline bool correlate_fixed(const Conv3x3Shape& s, const Correlation& k,
+                                                   const float* in, const Sink& sink) {
+  const int mid = k.taps - k.left - k.right;
+  return ((Splits::left == k.left && Splits::mid == mid && Splits::right == k.right &&
+           (correlate_taps<Splits, kZmm>(s, k, in, sink, Splits{}), true)) ||
+          ...);
+}
+
 template <bool kZmm>
 [[gnu::always_inline]] inline void correlate_any(const Conv3x3Shape& s, const Correlation& k,
                                                  const float* in, const Sink& sink) {
-  const int mid = k.taps - k.left - k.right;
   if constexpr (!kZmm) {
-    return correlate_taps<RuntimeSplit, kZmm>(s, k, in, sink, RuntimeSplit{k.left, mid, k.right});
+    const RuntimeSplit sp{k.left, k.taps - k.left - k.right, k.right};
+    return correlate_taps<RuntimeSplit, kZmm>(s, k, in, sink, sp);
   }
-  switch (k.left * 100 + mid * 10 + k.right) {
-    case 333:
-      return correlate_taps<FixedSplit<3, 3, 3>, kZmm>(s, k, in, sink, {});
-    case 360:
-      return correlate_taps<FixedSplit<3, 6, 0>, kZmm>(s, k, in, sink, {});
-    case 90:
-      return correlate_taps<FixedSplit<0, 9, 0>, kZmm>(s, k, in, sink, {});
-    case 40:
-      return correlate_taps<FixedSplit<0, 4, 0>, kZmm>(s, k, in, sink, {});
-    case 22:
-      return correlate_taps<FixedSplit<0, 2, 2>, kZmm>(s, k, in, sink, {});
-    case 20:
-      return correlate_taps<FixedSplit<0, 2, 0>, kZmm>(s, k, in, sink, {});
-    case 11:
-      return correlate_taps<FixedSplit<0, 1, 1>, kZmm>(s, k, in, sink, {});
-    case 10:
-      return correlate_taps<FixedSplit<0, 1, 0>, kZmm>(s, k, in, sink, {});
-    default:
-      DLTUNE_CHECK(false, "conv3x3: no kernel for this tap split");
-  }
+  // Correlation's list of splits: tight stride 1, tight stride-2 forward, loose 9 taps, and the
+  // stride-2 input gradient's phases, loose and tight.
+  const bool ran =
+      correlate_fixed<kZmm, FixedSplit<3, 3, 3>, FixedSplit<3, 6, 0>, FixedSplit<0, 9, 0>,
+                      FixedSplit<0, 4, 0>, FixedSplit<0, 2, 2>, FixedSplit<0, 2, 0>,
+                      FixedSplit<0, 1, 1>, FixedSplit<0, 1, 0>>(s, k, in, sink);
+  DLTUNE_CHECK(ran, "conv3x3: no kernel for this tap split");
 }
 
 // dw[o][kj] (OB output channels' taps (ki, 0..2) of one input channel, rows `ostride` apart)
