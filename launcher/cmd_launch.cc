@@ -198,24 +198,21 @@ int run_launch(const LaunchOptions& o) {
     req.retune = o.retune;
     req.no_tune = o.no_tune || o.dry_run;
     req.dry_run = o.dry_run;
-    // The recipe tuner's trials measure data-parallel candidates: a model that must run as a
-    // pipeline (the recipe fixes stages, or only a pipeline fits) is not tuned, and says why.
+    // The recipe tuner's trials measure the promising pipeline layouts of the memory model
+    // beside data parallelism (only the layouts when data parallelism does not fit), at the
+    // trials' reference batch.
     if (!req.no_tune) {
       launcher::LayoutQuery lq;
       lq.worker = *worker;
       lq.recipe_path = job->recipe_path;
       lq.ranks = job->ranks;
       lq.ranks_per_node = job->shape.ranks_per_node;
+      const tuner::LayoutBatch b = tuner::layout_reference_batch(job->recipe, job->ranks);
+      lq.batch = b.samples;
+      lq.per_replica = b.per_replica;
       auto layouts = launcher::query_layouts(lq);
       if (!layouts) return report_error("launch", layouts.error());
-      const auto& best = (*layouts)["candidates"][0]["layout"];
-      if (best.value("stages", 1) > 1) {
-        req.no_tune = true;
-        req.no_tune_note =
-            "not tuning: the trials measure data-parallel layouts and this model runs as a "
-            "pipeline (" +
-            best.value("reason", std::string()) + "); running the recipe's own settings";
-      }
+      req.layouts = launcher::tuning_layouts(*layouts, &req.data_parallel_fits);
     }
     req.progress = o.dry_run ? nullptr : &progress;
     if (!o.dry_run) {

@@ -1,5 +1,7 @@
 #include "launcher/launch_layout.h"
 
+#include <algorithm>
+
 #include "common/json_input.h"
 #include "common/paths.h"
 #include "launcher/rank_program.h"
@@ -48,6 +50,53 @@ Result<nlohmann::json> query_layouts(const LayoutQuery& q) {
   return *j;
 }
 
+namespace {
+
+// A candidate's "layout" object of the worker's answer. Throws nlohmann::json::exception when
+// a field is missing or mistyped.
+recipes::ParallelLayout layout_from_json(const nlohmann::json& l) {
+  recipes::ParallelLayout p;
+  p.replicas = l.at("replicas").get<int>();
+  p.stages = l.at("stages").get<int>();
+  p.partition = l.at("partition").get<std::vector<std::string>>();
+  p.microbatches = l.at("microbatches").get<int>();
+  p.schedule = recipes::parse_schedule(l.at("schedule").get<std::string>())
+                   .value_or(recipes::PipelineSchedule::kOneFOneB);
+  p.recompute = recipes::parse_recompute(l.at("recompute").get<std::string>())
+                    .value_or(recipes::Recompute::kNone);
+  p.reason = l.at("reason").get<std::string>();
+  p.memory_bytes = l.at("memory_bytes").get<int64_t>();
+  p.predicted_sps = l.at("predicted_sps").get<double>();
+  return p;
+}
+
+}  // namespace
+
+std::vector<recipes::ParallelLayout> tuning_layouts(const nlohmann::json& answer,
+                                                    bool* data_parallel_fits) {
+  std::vector<recipes::ParallelLayout> all;
+  if (answer.contains("candidates") && answer["candidates"].is_array()) {
+    for (const nlohmann::json& c : answer["candidates"]) {
+      try {
+        all.push_back(layout_from_json(c.at("layout")));
+      } catch (const nlohmann::json::exception&) {
+      }
+    }
+  }
+  double best = 0;
+  *data_parallel_fits = false;
+  for (const recipes::ParallelLayout& l : all) {
+    best = std::max(best, l.predicted_sps);
+    if (!l.pipelined()) *data_parallel_fits = true;
+  }
+  std::vector<recipes::ParallelLayout> out;
+  for (const recipes::ParallelLayout& l : all) {
+    if (out.size() >= kTunedLayouts) break;
+    if (l.pipelined() && l.predicted_sps >= kPromisingShare * best) out.push_back(l);
+  }
+  return out;
+}
+
 Status apply_layout(const LayoutQuery& base, recipes::Plan* plan) {
   if (plan->parallel.stages > 1) return ok_status();
   recipes::TrainingPlan& t = plan->training;
@@ -57,19 +106,7 @@ Status apply_layout(const LayoutQuery& base, recipes::Plan* plan) {
   auto j = query_layouts(q);
   if (!j) return j.error();
   try {
-    const nlohmann::json& l = (*j)["candidates"][0]["layout"];
-    recipes::ParallelLayout p;
-    p.replicas = l.at("replicas").get<int>();
-    p.stages = l.at("stages").get<int>();
-    p.partition = l.at("partition").get<std::vector<std::string>>();
-    p.microbatches = l.at("microbatches").get<int>();
-    p.schedule = recipes::parse_schedule(l.at("schedule").get<std::string>())
-                     .value_or(recipes::PipelineSchedule::kOneFOneB);
-    p.recompute = recipes::parse_recompute(l.at("recompute").get<std::string>())
-                      .value_or(recipes::Recompute::kNone);
-    p.reason = l.at("reason").get<std::string>();
-    p.memory_bytes = l.at("memory_bytes").get<int64_t>();
-    p.predicted_sps = l.at("predicted_sps").get<double>();
+    const recipes::ParallelLayout p = layout_from_json((*j)["candidates"][0]["layout"]);
     if (p.stages == 1) {  // data parallel: keep the plan's batch; record the memory
       plan->parallel.microbatches = p.microbatches;
       plan->parallel.memory_bytes = p.memory_bytes;

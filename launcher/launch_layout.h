@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -30,6 +31,16 @@ struct LayoutQuery {
 // Errors: invalid_input with the worker's message when no layout fits or the recipe's layout
 // settings cannot be met; io/internal errors when the worker cannot run.
 Result<nlohmann::json> query_layouts(const LayoutQuery& q);
+
+// The layouts worth measuring in the recipe tuner's trials, from query_layouts()'s answer for
+// the tuner's reference batch: the pipelines (stages > 1) predicted at least kPromisingShare of
+// the best candidate's throughput, at most kTunedLayouts of them, best first (a candidate the
+// answer cannot describe is left out). `data_parallel_fits` (out): whether one candidate is
+// data parallel (one stage), i.e. data parallelism fits a rank's memory.
+inline constexpr double kPromisingShare = 0.75;
+inline constexpr size_t kTunedLayouts = 2;
+std::vector<recipes::ParallelLayout> tuning_layouts(const nlohmann::json& answer,
+                                                    bool* data_parallel_fits);
 
 // Lays `plan` over its job: plan->parallel becomes the best candidate for the plan's batch
 // (weak scaling: per_rank_batch per replica, the global batch following the replica count;

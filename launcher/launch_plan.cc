@@ -310,12 +310,16 @@ Result<PlanChoice> choose_plan(const PlanRequest& r) {
                            (tunes ? "tuning again" : "running the recipe's own settings"));
   }
   std::optional<recipes::TrainingPlan> hint;
+  std::optional<recipes::ParallelLayout> hint_layout;
   std::string hint_source;
   if (hit->kind == tdb::HitKind::kNear) {
     std::string diff;
     for (const auto& d : hit->differences) diff += (diff.empty() ? "" : "; ") + d;
     hint_source = hit->db_path + ": " + diff;
-    if (auto near = recipes::parse_plan(hit->plan.plan_json)) hint = near->training;
+    if (auto near = recipes::parse_plan(hit->plan.plan_json)) {
+      hint = near->training;
+      if (near->parallel.pipelined()) hint_layout = near->parallel;
+    }
     choice.notes.push_back("near hit in " + hint_source +
                            (r.dry_run ? ": a real launch would narrow its search by it and tune "
                                         "for this exact machine and shape"
@@ -326,10 +330,8 @@ Result<PlanChoice> choose_plan(const PlanRequest& r) {
   if (r.no_tune || budget <= 0) {
     choice.plan = recipe_default_plan(r.recipe, r.job);
     choice.source = "default";
-    if (r.no_tune && !r.dry_run) {
-      choice.notes.push_back(r.no_tune_note.empty() ? "--no-tune: running the recipe's own settings"
-                                                    : r.no_tune_note);
-    }
+    if (r.no_tune && !r.dry_run)
+      choice.notes.push_back("--no-tune: running the recipe's own settings");
     return choice;
   }
 
@@ -350,9 +352,13 @@ Result<PlanChoice> choose_plan(const PlanRequest& r) {
   req.budget_s = std::max(0.1, req.deadline - epoch_now());
   req.progress_path = r.work_dir + "/trial_progress.jsonl";
   req.hint = hint;
+  req.hint_layout = hint_layout;
   req.hint_source = hint_source;
+  req.layouts = r.layouts;
+  req.data_parallel_fits = r.data_parallel_fits;
   if (r.progress != nullptr) {
-    r.progress->phase("tuning batch, buckets, overlap");
+    r.progress->phase(r.layouts.empty() ? "tuning batch, buckets, overlap"
+                                        : "tuning batch, buckets, overlap, layout");
     r.progress->status("starting " + std::to_string(r.job.nodes * r.job.ranks_per_node) +
                        " ranks for the trial trainings (" +
                        std::to_string(static_cast<int>(req.budget_s + 0.5)) +

@@ -36,9 +36,11 @@ struct PlanRequest {
   tuner::db::Layers layers;
   bool retune = false;   // measure even when a plan is cached
   bool no_tune = false;  // never measure: the cache, else the recipe's own settings
-  // Why tuning is off when the launch, not the user, turned it off (a pipeline the trials
-  // cannot measure): the note said instead of "--no-tune: running the recipe's own settings".
-  std::string no_tune_note;
+  // Pipeline layouts the trials measure beside data parallelism (the memory model's promising
+  // ones for the reference batch, launcher::tuning_layouts()), and whether data parallelism
+  // fits a rank's memory at all.
+  std::vector<recipes::ParallelLayout> layouts;
+  bool data_parallel_fits = true;
   bool dry_run = false;  // no_tune because nothing may start: notes say what a launch would do
   std::string work_dir;  // scratch for the tuner's files
   Progress* progress = nullptr;

@@ -118,6 +118,11 @@ bool trains_alike(const TrainingPlan& a, const TrainingPlan& b) {
   return x == b;
 }
 
+bool same_layout(const ParallelLayout& a, const ParallelLayout& b) {
+  return a.replicas == b.replicas && a.stages == b.stages && a.partition == b.partition &&
+         a.microbatches == b.microbatches && a.schedule == b.schedule && a.recompute == b.recompute;
+}
+
 std::string_view schedule_name(PipelineSchedule s) {
   switch (s) {
     case PipelineSchedule::kGpipe:

@@ -121,6 +121,10 @@ struct ParallelLayout {
   bool pipelined() const { return stages > 1; }
 };
 
+// Whether `a` and `b` run the same way: the same replicas, stages, cuts, micro-batches, schedule
+// and recomputation (what the tuner knew about them, reason to measured_sps, may differ).
+bool same_layout(const ParallelLayout& a, const ParallelLayout& b);
+
 enum class PlanSource { kTuned, kCache, kDefault };
 std::string_view plan_source_name(PlanSource s);  // "tuned", "cache", "default"
 

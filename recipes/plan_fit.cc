@@ -21,6 +21,8 @@ std::vector<std::string> apply_fixed_settings(const Recipe& recipe, int64_t rank
   TrainingPlan& t = plan->training;
   const TrainingConfig& r = recipe.training;
   ranks = std::max<int64_t>(1, ranks);
+  // A pipeline's batch is per replica (the ranks of one replica share its samples).
+  if (plan->parallel.pipelined()) ranks = std::max(1, plan->parallel.replicas);
   if (r.per_rank_batch > 0) {
     set(&notes, "per_rank_batch", &t.per_rank_batch, r.per_rank_batch,
         std::to_string(r.per_rank_batch), std::to_string(t.per_rank_batch));

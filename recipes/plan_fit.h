@@ -13,7 +13,8 @@
 namespace dltune::recipes {
 
 // Writes every setting `recipe` fixes over `plan` (for `ranks` ranks) and returns one note per
-// field that changed ("training.per_rank_batch: the recipe fixes 32, the plan had 64"):
+// field that changed ("training.per_rank_batch: the recipe fixes 32, the plan had 64"); a plan
+// laid out as a pipeline counts its replicas (parallel.replicas) instead of `ranks`:
 //   batch.per_rank         per_rank_batch (global = per_rank x ranks, weak scaling)
 //   batch.global           global_batch (per_rank = global / ranks, strong scaling)
 //   scaling weak|strong    scaling

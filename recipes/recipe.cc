@@ -168,7 +168,8 @@ std::string recipe_signature(const Recipe& recipe) {
   // for one recipe served every recipe of the same model (another batch, warm-up, bucket ...).
   // Everything below can change the plan the tuner picks, or whether a cached plan is right for
   // this recipe.
-  std::string text = "dltune-recipe-signature v3\n";
+  // v4 adds launch.memory_per_rank: plans carry the layout the memory limit allowed.
+  std::string text = "dltune-recipe-signature v4\n";
   text += "dtype " + recipe.model.dtype + "\n";
   text += "input " + describe_shape(recipe.data.shape) + "\n";
   text += "classes " + std::to_string(recipe.data.classes) + "\n";
@@ -197,6 +198,7 @@ std::string recipe_signature(const Recipe& recipe) {
           std::to_string(pc.microbatches) + " schedule " + pc.schedule + " recompute " +
           pc.recompute + "\n";
   text += "init_from " + t.init_from + "\n";
+  text += "memory_per_rank " + std::to_string(recipe.launch.memory_per_rank) + "\n";
   const CommConfig& c = recipe.comm;
   text += "comm backend " + c.backend + " allreduce " +
           (c.allreduce ? std::string(algorithm_name(*c.allreduce)) : std::string("auto")) +

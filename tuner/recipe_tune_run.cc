@@ -44,9 +44,7 @@ Result<TrialSearch> run_trial_search(const RecipeTuneRequest& req, const RunRank
             {"base", recipes::plan_to_json(base)},
             {"schedule", schedule_to_json(s.schedule)}};
   json list = json::array();
-  for (const RecipeCandidate& k : cands) {
-    list.push_back({{"label", k.label}, {"training", training_json(k.training)}});
-  }
+  for (const RecipeCandidate& k : cands) list.push_back(candidate_json(k, base));
   c["candidates"] = list;
   DLTUNE_TRY_CTX(paths::make_dirs(work_dir), "creating " + work_dir);
   const std::string cpath = work_dir + "/candidates.json";
@@ -111,12 +109,12 @@ void keep_unseen_lr_unscaled(const RecipeTuneRequest& req,
   // The steps of the trainer the winner ran on: its own in the grid, its family's in halving
   // (all their trials when the trainers stay resident, else the longest, rebuilt each round),
   // after the search's warm-up steps.
-  const TrainingPlan& won = cands[o->winner].training;
+  const TrainingPlan& won = cands[o->winner].training;  // the warm-up it must run past
   int64_t all = 0, longest = 0;
   for (const TrialRecord& r : s.trials) {
     if (r.candidate >= cands.size()) continue;
-    const bool same = o->grid ? r.candidate == o->winner
-                              : recipes::trains_alike(cands[r.candidate].training, won);
+    const bool same =
+        o->grid ? r.candidate == o->winner : trains_alike(cands[r.candidate], cands[o->winner]);
     if (!same) continue;
     all += r.steps;
     longest = std::max<int64_t>(longest, r.steps);
@@ -142,8 +140,21 @@ Result<RecipeTuneOutcome> tune_recipe(const RecipeTuneRequest& req, const RunRan
   if (req.recipe_path.empty()) return invalid_input("recipe tuning needs the recipe's path");
   auto cands = generate_candidates(req.recipe, req.job);
   if (!cands) return cands.error();
-  const size_t generated = cands->size();
-  if (req.hint) *cands = narrow_candidates(*cands, *req.hint);
+  if (!req.data_parallel_fits) cands->clear();
+  std::vector<RecipeCandidate> pipelines = layout_candidates(req.recipe, req.job, req.layouts);
+  const size_t generated = cands->size() + pipelines.size();
+  if (req.hint && !cands->empty()) *cands = narrow_candidates(*cands, *req.hint);
+  if (req.hint_layout && req.hint_layout->pipelined()) {
+    std::vector<RecipeCandidate> same;
+    for (const RecipeCandidate& k : pipelines)
+      if (k.layout->stages == req.hint_layout->stages) same.push_back(k);
+    if (!same.empty()) pipelines = std::move(same);
+  }
+  cands->insert(cands->end(), pipelines.begin(), pipelines.end());
+  if (cands->empty())
+    return invalid_input(
+        "no candidate to measure: data parallelism does not fit and no pipeline "
+        "layout was given");
   const size_t searched = cands->size();
   auto s = run_trial_search(req, run_ranks, *cands, work_dir, req.budget_s);
   if (!s) return s.error();
@@ -208,7 +219,7 @@ Result<RecipeTuneOutcome> tune_recipe(const RecipeTuneRequest& req, const RunRan
   out->plan.provenance.budget_s = req.budget_s;
   out->plan.provenance.tuning_s = wall;
   keep_unseen_lr_unscaled(req, used, *s, &*out);
-  if (req.hint && searched < generated) {
+  if ((req.hint || req.hint_layout) && searched < generated) {
     out->plan.provenance.reason += "; searched " + std::to_string(searched) + " of " +
                                    std::to_string(generated) +
                                    " candidates, narrowed by a near hit" +

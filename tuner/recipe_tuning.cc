@@ -44,8 +44,12 @@ int64_t run_steps(const recipes::Recipe& r, int64_t global_batch) {
   return epochs * ((samples + global_batch - 1) / std::max<int64_t>(1, global_batch));
 }
 
+// `t` read as the training of a data-parallel plan for `base`'s job.
 Result<TrainingPlan> training_from_json(const recipes::Plan& base, const json& t) {
-  json p = recipes::plan_to_json(base);
+  recipes::Plan dp = base;
+  dp.parallel = recipes::ParallelLayout{};
+  dp.set_job(base.job);
+  json p = recipes::plan_to_json(dp);
   p["training"] = t;
   auto plan = recipes::plan_from_json(p);
   if (!plan) return plan.error();
@@ -82,6 +86,16 @@ json training_json(const TrainingPlan& t) {
   recipes::Plan p;
   p.training = t;
   return recipes::plan_to_json(p)["training"];
+}
+
+json candidate_json(const RecipeCandidate& k, const recipes::Plan& base) {
+  json j = {{"label", k.label}, {"training", training_json(k.training)}};
+  if (k.layout) {
+    recipes::Plan p = base;
+    p.parallel = *k.layout;
+    j["parallel"] = recipes::plan_to_json(p)["parallel"];
+  }
+  return j;
 }
 
 int64_t recipe_train_samples(const recipes::Recipe& r) {
@@ -243,9 +257,62 @@ Result<std::vector<RecipeCandidate>> generate_candidates(const recipes::Recipe& 
         t.bucket_bytes = bucket;
         t.overlap = overlap;
         apply_lr_rule(r, ranks, &t);
-        out.push_back({candidate_label(t, static_cast<uint64_t>(grad)), t});
+        out.push_back({candidate_label(t, static_cast<uint64_t>(grad)), t, std::nullopt});
       }
     }
+  }
+  return out;
+}
+
+namespace {
+
+// "1x2 stages m8 1f1b", "2x2 stages m4 gpipe recompute".
+std::string layout_label(const recipes::ParallelLayout& l) {
+  std::string s = std::to_string(l.replicas) + "x" + std::to_string(l.stages) + " stages m" +
+                  std::to_string(l.microbatches) + " " +
+                  std::string(recipes::schedule_name(l.schedule));
+  if (l.recompute == recipes::Recompute::kStage) s += " recompute";
+  return s;
+}
+
+}  // namespace
+
+LayoutBatch layout_reference_batch(const recipes::Recipe& r, int ranks) {
+  const int64_t fixed_global = r.training.global_batch;
+  if (fixed_global > 0) return {fixed_global, false};
+  if (r.training.scaling == Scaling::kStrong) return {lr_reference_batch(r, ranks), false};
+  return {reference_per_rank_batch(r, ranks), true};
+}
+
+std::vector<RecipeCandidate> layout_candidates(
+    const recipes::Recipe& r, const recipes::JobShape& job,
+    const std::vector<recipes::ParallelLayout>& layouts) {
+  const int ranks = job.nodes * job.ranks_per_node;
+  const int64_t grad = gradient_bytes(r);
+  const LayoutBatch b = layout_reference_batch(r, ranks);
+  std::vector<RecipeCandidate> out;
+  for (const recipes::ParallelLayout& l : layouts) {
+    if (!l.pipelined() || l.replicas < 1) continue;
+    TrainingPlan t;
+    if (!b.per_replica) {
+      if (b.samples % l.replicas != 0) continue;
+      t.scaling = Scaling::kStrong;
+      t.per_rank_batch = b.samples / l.replicas;
+    } else {
+      t.scaling = Scaling::kWeak;
+      t.per_rank_batch = b.samples;
+    }
+    t.global_batch = t.per_rank_batch * l.replicas;
+    if (t.per_rank_batch < l.microbatches) continue;
+    if (r.comm.bucket_bytes > 0) t.bucket_bytes = r.comm.bucket_bytes;
+    t.overlap = r.comm.overlap != recipes::Overlap::kOff;
+    apply_lr_rule(r, ranks, &t);
+    RecipeCandidate k;
+    k.label = candidate_label(t, static_cast<uint64_t>(std::max<int64_t>(grad, 0))) + ", " +
+              layout_label(l);
+    k.training = t;
+    k.layout = l;
+    out.push_back(std::move(k));
   }
   return out;
 }
@@ -416,12 +483,18 @@ Result<size_t> choose_winner(const std::vector<TrialRecord>& trials) {
   return best;
 }
 
+bool trains_alike(const RecipeCandidate& a, const RecipeCandidate& b) {
+  if (a.layout.has_value() != b.layout.has_value()) return false;
+  if (a.layout && !recipes::same_layout(*a.layout, *b.layout)) return false;
+  return recipes::trains_alike(a.training, b.training);
+}
+
 size_t trial_trainers(const std::vector<RecipeCandidate>& candidates, bool grid) {
   if (grid) return candidates.size();
-  std::vector<const TrainingPlan*> families;  // one member of each
+  std::vector<const RecipeCandidate*> families;  // one member of each
   for (const RecipeCandidate& k : candidates) {
-    auto alike = [&](const TrainingPlan* f) { return recipes::trains_alike(*f, k.training); };
-    if (std::none_of(families.begin(), families.end(), alike)) families.push_back(&k.training);
+    auto alike = [&](const RecipeCandidate* f) { return trains_alike(*f, k); };
+    if (std::none_of(families.begin(), families.end(), alike)) families.push_back(&k);
   }
   return families.size();
 }
@@ -440,9 +513,13 @@ TrialSchedule schedule_for(const RecipeTuneRequest& req, size_t candidates, size
   s.max_steps = req.max_steps > 0 ? std::max(req.max_steps, s.min_steps)
                                   : std::max(s.min_steps, std::min(steps, 108));
   // Every trainer at once: parameters, gradients and momentum (3 x f32) plus slack for
-  // activations; keep them when that stays under 2 GiB.
+  // activations; keep them when that stays under 2 GiB, and under the recipe's
+  // launch.memory_per_rank when it sets one (a model that needs a pipeline to fit would
+  // otherwise hold several trainers where one barely fits).
   const double bytes = 4.0 * static_cast<double>(gradient_bytes) * static_cast<double>(trainers);
   s.keep_trainers = bytes < 2.0 * static_cast<double>(uint64_t{1} << 30);
+  const auto limit = static_cast<double>(req.recipe.launch.memory_per_rank);
+  if (limit > 0 && trainers > 1 && bytes >= limit) s.keep_trainers = false;
   return s;
 }
 
@@ -520,8 +597,9 @@ RecipeTuneOutcome unmeasured_outcome(const RecipeTuneRequest& req,
     o.alternatives.push_back(a);
   }
   o.plan = req.base;
-  o.plan.job = req.job;
+  o.plan.set_job(req.job);
   o.plan.training = candidates.front().training;
+  if (candidates.front().layout) o.plan.parallel = *candidates.front().layout;
   o.plan.provenance.source = recipes::PlanSource::kTuned;
   o.plan.provenance.reason =
       "not measured: the tune.budget ran out before the first trial finished (setting up the "
@@ -620,6 +698,15 @@ Result<RecipeTuneOutcome> outcome_from_trials(const RecipeTuneRequest& req,
   o.plan = req.base;
   o.plan.set_job(req.job);
   o.plan.training = candidates[o.winner].training;
+  if (const auto& l = candidates[o.winner].layout) {
+    o.plan.parallel = *l;
+    o.plan.parallel.measured_sps = last->samples_per_s;
+    char buf[128];
+    std::snprintf(buf, sizeof buf, "; measured %s samples/s in the trials, the fastest of %zu",
+                  fmt_sps(last->samples_per_s).c_str(), candidates.size());
+    o.plan.parallel.reason =
+        l->reason + buf + (candidates.size() == 1 ? " candidate" : " candidates");
+  }
   recipes::Provenance& pv = o.plan.provenance;
   pv.source = recipes::PlanSource::kTuned;
   std::string reason = candidates[o.winner].label + " won " + (o.grid ? "the grid" : "halving") +
@@ -732,9 +819,7 @@ std::vector<db::RecipeTrial> recipe_trial_rows(const RecipeTuneOutcome& o, const
 
 json recipe_outcome_to_json(const RecipeTuneOutcome& o) {
   json cands = json::array();
-  for (const RecipeCandidate& c : o.candidates) {
-    cands.push_back({{"label", c.label}, {"training", training_json(c.training)}});
-  }
+  for (const RecipeCandidate& c : o.candidates) cands.push_back(candidate_json(c, o.plan));
   json alts = json::array();
   for (const RecipeAlternative& a : o.alternatives) {
     alts.push_back({{"label", a.label},
@@ -777,9 +862,19 @@ Result<RecipeTuneOutcome> recipe_outcome_from_json(const json& j) {
   for (const json& c : cands) {
     RecipeCandidate k;
     RT_ASSIGN(k.label, get<std::string>(c, "label", w));
-    auto t = training_from_json(o.plan, c.value("training", json()));
+    auto t = c.contains("parallel") ? Result<TrainingPlan>(TrainingPlan{})
+                                    : training_from_json(o.plan, c.value("training", json()));
     if (!t) return t.error().wrap("recipe outcome: candidate '" + k.label + "'");
     k.training = *t;
+    if (c.contains("parallel")) {  // its training is per replica of that layout
+      json p = recipes::plan_to_json(o.plan);
+      p["parallel"] = c["parallel"];
+      p["training"] = c.value("training", json());
+      auto with = recipes::plan_from_json(p);
+      if (!with) return with.error().wrap("recipe outcome: candidate '" + k.label + "'");
+      k.layout = with->parallel;
+      k.training = with->training;
+    }
     o.candidates.push_back(std::move(k));
   }
   RT_ASSIGN(o.winner, get<size_t>(j, "winner", w));

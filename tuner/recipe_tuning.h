@@ -1,6 +1,9 @@
 // Recipe tuning (`dltune tune RECIPE`, and `dltune launch` on a cache miss): which per-rank
-// batch, scaling mode, gradient bucket size and overlap setting train this recipe fastest on
-// this job shape, found by short trial trainings inside ONE launch of the ranks.
+// batch, scaling mode, gradient bucket size and overlap setting, and which parallel layout
+// (data parallelism, or a pipeline the memory model proposes), train this recipe fastest on
+// this job shape, found by short trial trainings inside ONE launch of the ranks. The trial
+// program never builds a candidate whose layout does not fit a rank's memory (it fails with
+// the memory model's figures instead).
 //
 // Flow: generate_candidates() expands the recipe's free choices into TrainingPlans;
 // tune_recipe() writes them with the base Plan (its collectives, job, placement) and the
@@ -32,7 +35,9 @@
 //
 // The candidates file (version 1):
 //   {"version": 1, "recipe": PATH, "base": PLAN_JSON,
-//    "candidates": [{"label": "b64 weak bucket=1MiB overlap", "training": TRAINING_JSON}],
+//    "candidates": [{"label": "b64 weak bucket=1MiB overlap", "training": TRAINING_JSON,
+//                    optional "parallel": PARALLEL_JSON (a pipeline layout; training is then
+//                    per replica)}],
 //    "schedule": {"grid": false, "eta": 4, "min_steps": 4, "max_steps": 64, "warmup_steps": 1,
 //                 "chunk_steps": 2, "budget_s": 20, "keep_trainers": true}}
 // The trials file rank 0 writes:
@@ -65,7 +70,14 @@ namespace dltune::tuner {
 struct RecipeCandidate {
   std::string label;  // "b64 weak bucket=1MiB overlap"
   recipes::TrainingPlan training;
+  // A pipeline layout (stages > 1) the candidate trains under instead of the base plan's data
+  // parallelism; nullopt: data parallel over every rank. `training` is then per replica.
+  std::optional<recipes::ParallelLayout> layout;
 };
+
+// Whether two candidates train the same model the same way (recipes::trains_alike() on their
+// training, and the same layout): the trial program shares one trainer among them.
+bool trains_alike(const RecipeCandidate& a, const RecipeCandidate& b);
 
 // Training samples the recipe's data yields, as far as the tuner can tell without reading
 // files: synthetic: samples minus the held-out share; mnist 60000 / cifar10 50000 (minus the
@@ -106,6 +118,25 @@ void apply_lr_rule(const recipes::Recipe& recipe, int ranks, recipes::TrainingPl
 Result<std::vector<RecipeCandidate>> generate_candidates(const recipes::Recipe& recipe,
                                                          const recipes::JobShape& job);
 
+// The candidates that train `layouts` (pipelines, stages > 1, from the memory model's layout
+// search for the reference batch; launcher::query_layouts) at the recipe's reference settings:
+// weak scaling keeps reference_per_rank_batch per replica and grows the global batch with the
+// replicas; a recipe that fixes its global batch, or scales strongly, splits that batch over the
+// replicas (a layout whose replicas do not divide it is left out). Bucket and overlap are the
+// recipe's, else the plan's defaults; the lr follows apply_lr_rule(). Labels are the data-parallel
+// label with the layout appended ("b64 weak bucket=4MiB overlap, 1x2 stages m8 1f1b").
+// The batch layout_candidates() trains pipelines at, for the layout search to size them by:
+// weak scaling reference_per_rank_batch per replica; a recipe's fixed global batch, or strong
+// scaling's lr_reference_batch, over all replicas.
+struct LayoutBatch {
+  int64_t samples = 1;
+  bool per_replica = true;
+};
+LayoutBatch layout_reference_batch(const recipes::Recipe& recipe, int ranks);
+std::vector<RecipeCandidate> layout_candidates(const recipes::Recipe& recipe,
+                                               const recipes::JobShape& job,
+                                               const std::vector<recipes::ParallelLayout>& layouts);
+
 // A fallback when every candidate diverged: for a recipe whose optimizer.lr_scaling is auto,
 // the candidates whose lr was scaled up, again with `rule` (labels end in " lr=" and its
 // name); empty when the recipe fixes its rule or no candidate's lr was scaled up.
@@ -130,6 +161,9 @@ nlohmann::json schedule_to_json(const TrialSchedule& s);
 // A candidate's TRAINING_JSON in the candidates file: the "training" object of a plan
 // (recipes::plan_to_json).
 nlohmann::json training_json(const recipes::TrainingPlan& t);
+// A candidate's entry in the candidates file: {"label", "training"}, and with a layout its
+// "parallel" object (as in a plan's JSON, for a plan like `base` with that layout).
+nlohmann::json candidate_json(const RecipeCandidate& k, const recipes::Plan& base);
 Result<TrialSchedule> schedule_from_json(const nlohmann::json& j);
 
 struct TrialRecord {
@@ -186,6 +220,14 @@ struct RecipeTuneRequest {
   // shape): the search is narrowed to the candidates near it (narrow_candidates()).
   std::optional<recipes::TrainingPlan> hint;
   std::string hint_source;  // where the hint came from, for the plan's reason
+  // The near hit's layout, when it was a pipeline: only the layouts with as many stages are
+  // measured (when any is among `layouts`).
+  std::optional<recipes::ParallelLayout> hint_layout;
+  // Pipeline layouts measured beside data parallelism (layout_candidates()), and whether data
+  // parallelism fits a rank's memory at all: when it does not, only the layouts are tried (the
+  // trial program would refuse each data-parallel candidate as not fitting anyway).
+  std::vector<recipes::ParallelLayout> layouts;
+  bool data_parallel_fits = true;
 };
 
 // The candidates near `hint`: the same scaling mode and overlap setting, a per-rank batch

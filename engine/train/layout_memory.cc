@@ -2,10 +2,19 @@
 
 #include <algorithm>
 
+#include "common/rss.h"
 #include "engine/train/schedule.h"
 #include "recipes/model/partition.h"
 
 namespace dltune::engine {
+
+RankMemoryLimit rank_memory_limit(const recipes::Recipe& recipe, int ranks_per_node) {
+  if (recipe.launch.memory_per_rank > 0)
+    return {static_cast<int64_t>(recipe.launch.memory_per_rank), "launch.memory_per_rank"};
+  const int per_node = std::max(1, ranks_per_node);
+  return {rss::memory_limit_bytes() / per_node,
+          "auto: " + std::to_string(per_node) + " ranks' share of the memory this process may use"};
+}
 
 Result<std::vector<StageMemory>> layout_memory(const recipes::Graph& graph, const Layout& l) {
   if (l.replica_batch < 1 || l.microbatches < 1 || l.stages < 1)

@@ -20,6 +20,7 @@
 #include "engine/train/train_config.h"
 #include "recipes/model/graph.h"
 #include "recipes/plan.h"
+#include "recipes/recipe.h"
 
 namespace dltune::engine {
 
@@ -52,6 +53,17 @@ Layout layout_of(const TrainConfig& config, int ranks);
 
 // One rank's terms: its stage's (rank r runs stage r % stages).
 Result<MemoryTerms> rank_memory(const TrainConfig& config, int ranks, int rank);
+
+// The memory one rank of `recipe` may use: launch.memory_per_rank when it sets one, else
+// (auto) what this process may use (rss::memory_limit_bytes(): the cgroup's limit or the
+// machine's memory) over the `ranks_per_node` ranks sharing it. `source` says which, for
+// messages ("launch.memory_per_rank", "auto: 2 ranks' share of the memory this process may
+// use"). bytes is 0 when neither is known.
+struct RankMemoryLimit {
+  int64_t bytes = 0;
+  std::string source;
+};
+RankMemoryLimit rank_memory_limit(const recipes::Recipe& recipe, int ranks_per_node);
 
 // {"parameters": bytes, ..., "total": bytes}.
 nlohmann::json memory_json(const MemoryTerms& t);

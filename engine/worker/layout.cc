@@ -6,7 +6,6 @@
 #include <nlohmann/json.hpp>
 
 #include "common/paths.h"
-#include "common/rss.h"
 #include "common/strings.h"
 #include "engine/train/layout_search.h"
 #include "recipes/model/builtins.h"
@@ -134,18 +133,14 @@ int run_layout_command() {
   }
   std::string source = "--memory";
   rq.memory_limit = o.memory;
-  if (rq.memory_limit <= 0 && r.launch.memory_per_rank > 0) {
-    rq.memory_limit = static_cast<int64_t>(r.launch.memory_per_rank);
-    source = "launch.memory_per_rank";
-  }
   if (o.unlimited) {
     rq.memory_limit = 0;
     source = "--unlimited";
   } else if (rq.memory_limit <= 0) {
-    const int per_node = o.ranks_per_node > 0 ? o.ranks_per_node : o.ranks;
-    rq.memory_limit = rss::memory_limit_bytes() / per_node;
-    source =
-        "auto: " + std::to_string(per_node) + " ranks' share of the memory this process may use";
+    const RankMemoryLimit m =
+        rank_memory_limit(r, o.ranks_per_node > 0 ? o.ranks_per_node : o.ranks);
+    rq.memory_limit = m.bytes;
+    source = m.source;
   }
   auto cands = layout_candidates(r.model.graph, rq);
   if (!cands) return fail(cands.error());

@@ -24,6 +24,7 @@
 #include "common/paths.h"
 #include "common/stats.h"
 #include "common/strings.h"
+#include "engine/train/layout_memory.h"
 #include "engine/train/recipe_config.h"
 #include "engine/train/train_data.h"
 #include "engine/train/trainer.h"
@@ -57,7 +58,8 @@ struct Schedule {
 // and warms one model per batch and learning-rate schedule instead of one per candidate, and a
 // divergence fails the whole family at once. The grid keeps one trainer per candidate.
 struct Family {
-  recipes::TrainingPlan training;  // its first member's (see recipes::trains_alike())
+  recipes::TrainingPlan training;    // its first member's (see recipes::trains_alike())
+  recipes::ParallelLayout parallel;  // its layout (recipes::same_layout() for every member)
   std::unique_ptr<Trainer> trainer;
   double first_loss = 0;  // the ranks' mean loss over the trainer's warm-up steps (0: not yet)
 };
@@ -185,13 +187,22 @@ class Search {
       c.cfg.checkpoint_path.clear();
       c.cfg.trace_path.clear();
       c.global_batch = c.cfg.global_batch_for(ranks());
+      // A candidate that does not fit a rank's memory is never built; it fails with why.
+      if (auto why = does_not_fit(c.cfg, plan.job.ranks_per_node)) {
+        c.failed = true;
+        c.reason = *why;
+      }
       // The grid is the reference: each candidate measured alone, as if it were the only
       // one tried, so there every candidate is a family of its own.
-      auto same = [&](const Family& f) { return recipes::trains_alike(f.training, plan.training); };
+      auto same = [&](const Family& f) {
+        return recipes::trains_alike(f.training, plan.training) &&
+               recipes::same_layout(f.parallel, plan.parallel);
+      };
       const auto it = s_.halving.grid ? families_.end()
                                       : std::find_if(families_.begin(), families_.end(), same);
       c.family = static_cast<size_t>(it - families_.begin());
-      if (it == families_.end()) families_.push_back(Family{plan.training, nullptr, 0});
+      if (it == families_.end())
+        families_.push_back(Family{plan.training, plan.parallel, nullptr, 0});
     }
     cands_.push_back(std::move(c));
     return ok_status();
@@ -201,6 +212,25 @@ class Search {
   json result() const;
 
  private:
+  // Why `cfg` does not fit one rank's memory (rank_memory_limit(): the recipe's
+  // launch.memory_per_rank, else this node's share), by the memory model of its layout's
+  // largest stage; nullopt when it fits (or the model cannot tell: building will say).
+  std::optional<std::string> does_not_fit(const TrainConfig& cfg, int ranks_per_node) const {
+    auto graph = model_graph(cfg);
+    if (!graph) return std::nullopt;
+    auto stages = layout_memory(*graph, layout_of(cfg, ranks()));
+    if (!stages) return std::nullopt;
+    int worst = 0;
+    const int64_t need = worst_total(*stages, &worst);
+    const RankMemoryLimit limit = rank_memory_limit(recipe_, ranks_per_node);
+    if (limit.bytes <= 0 || need <= limit.bytes) return std::nullopt;
+    std::string where = cfg.stages > 1 ? " on stage " + std::to_string(worst) : "";
+    return "does not fit: needs " + strings::format_bytes(static_cast<uint64_t>(need)) +
+           " per rank" + where + ", over the " +
+           strings::format_bytes(static_cast<uint64_t>(limit.bytes)) + " limit (" + limit.source +
+           "); not run";
+  }
+
   int ranks() const { return world_ ? world_->size() : 1; }
   int rank() const { return world_ ? world_->rank() : 0; }
   double now() const { return std::chrono::duration<double>(Clock::now() - t0_).count(); }
@@ -481,7 +511,9 @@ class Search {
   Status measure_buckets(Cand& c) {
     c.buckets_measured = true;
     Trainer* tr = trainer(c);
-    if (!world_ || world_->size() < 2 || tr == nullptr || tr->on_gpu()) return ok_status();
+    // A pipeline's stages hold different buckets, reduced among each stage's replicas only.
+    if (!world_ || world_->size() < 2 || tr == nullptr || tr->on_gpu() || c.cfg.stages > 1)
+      return ok_status();
     int64_t most = 1;
     for (const Bucket& b : tr->buckets()) most = std::max(most, b.end - b.begin);
     auto buf = world_->alloc_shared(static_cast<size_t>(most) * sizeof(float));
@@ -841,6 +873,7 @@ Status run_trials(const TrialOptions& o) {
       return invalid_input(where + ": candidates[" + std::to_string(i) + "] has no 'training'");
     }
     p["training"] = k["training"];
+    if (k.contains("parallel")) p["parallel"] = k["parallel"];  // a pipeline layout
     auto plan = recipes::plan_from_json(p);
     if (!plan) return plan.error().wrap(where + ": candidates[" + std::to_string(i) + "]");
     plans.emplace_back(k.value("label", "candidate " + std::to_string(i)), *plan);

@@ -6,7 +6,8 @@
 //
 // Run on every rank of a job (MPI communicator when launched as a rank, else one rank alone).
 // The ranks step through the candidates without relaunching: a trainer per candidate from
-// engine::train_config_from(recipe, plan with that training, ranks), warm-up steps, then timed
+// engine::train_config_from(recipe, plan with that training and, for a pipeline candidate, its
+// "parallel" layout, ranks), warm-up steps, then timed
 // steps in interleaved chunks; successive halving on throughput (--grid: every candidate once,
 // at the longest trial length), whose decisions are common/halving.h's: the one implementation
 // of the search, unit-tested there and shared with the tuner, in common/ because the engine
@@ -15,10 +16,12 @@
 // error) on every rank alike is recorded with its reason and the search goes on; a step that
 // fails on some ranks only leaves the ranks in different collectives, so the search stops
 // within max(5 s, 10 x the slowest step) and the rank exits at once (exit 1) for the launcher
-// to stop the others. DLTUNE_FAULT_TRIAL_STEP=RANK:N (or *:N) injects a failed step for tests.
-// Synthetic training sets are cut to max(4096, 8 x the largest global batch) samples, and large
-// samples to 256 MiB beyond two global batches (step time does not depend on the set's size;
-// generating it does). Rank 0 writes R.json.
+// to stop the others. A candidate whose layout needs more memory per rank than the recipe's
+// launch.memory_per_rank (else the node's share, engine::rank_memory_limit) is never built: it
+// fails with "does not fit: needs X per rank, over the Y limit". DLTUNE_FAULT_TRIAL_STEP=RANK:N (or
+// *:N) injects a failed step for tests. Synthetic training sets are cut to max(4096, 8 x the
+// largest global batch) samples, and large samples to 256 MiB beyond two global batches (step time
+// does not depend on the set's size; generating it does). Rank 0 writes R.json.
 //
 // The budget: --deadline (the launcher's clock, so that the ranks' start-up counts) or --budget
 // seconds from the start. Building a trainer and its warm-up count too: before each chunk, a

@@ -79,6 +79,29 @@ TEST(PlanFit, AutoSettingsAndLongerWarmupsStayThePlans) {
   EXPECT_EQ(plan, before);
 }
 
+// A plan laid out as a pipeline counts its batch per replica: a cached 2 replicas x 2 stages
+// plan on 4 ranks keeps global = per-rank x 2 under the recipe's fixed per-rank batch (it used
+// to be refused: the global batch was set for 4 ranks).
+TEST(PlanFit, APipelinesBatchIsPerReplica) {
+  Plan plan = default_plan(1, 4, 32, Algorithm::kRing);
+  plan.parallel.replicas = 2;
+  plan.parallel.stages = 2;
+  plan.parallel.partition = {"conv1", "fc1"};
+  plan.parallel.microbatches = 8;
+  plan.training.global_batch = 64;
+  ASSERT_TRUE(validate_plan(plan).ok()) << validate_plan(plan).error().message();
+  const Plan before = plan;
+  EXPECT_TRUE(
+      apply_fixed_settings(recipe_from("training: {batch: {per_rank: 32}}\n"), 4, &plan).empty());
+  EXPECT_EQ(plan, before);
+  const auto notes =
+      apply_fixed_settings(recipe_from("training: {batch: {global: 128}}\n"), 4, &plan);
+  EXPECT_EQ(plan.training.global_batch, 128);
+  EXPECT_EQ(plan.training.per_rank_batch, 64);  // 128 over 2 replicas, not 4 ranks
+  ASSERT_FALSE(notes.empty());
+  EXPECT_TRUE(validate_plan(plan).ok()) << validate_plan(plan).error().message();
+}
+
 TEST(PlanPlausible, AbsurdButValidPlansAreRefusedNamingTheField) {
   struct Case {
     std::function<void(Plan&)> edit;

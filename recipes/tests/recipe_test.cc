@@ -262,6 +262,7 @@ TEST(RecipeSignature, EverySettingAPlanDependsOnChangesIt) {
       {"comm.overlap", "model: lenet", "comm: {overlap: off}\nmodel: lenet"},
       {"comm.allreduce", "model: lenet", "comm: {allreduce: rd}\nmodel: lenet"},
       {"comm.backend", "model: lenet", "comm: {backend: mpi}\nmodel: lenet"},
+      {"launch.memory_per_rank", "model: lenet", "launch: {memory_per_rank: 1GiB}\nmodel: lenet"},
       {"tune.objective", "model: lenet",
        "tune: {objective: time-to-accuracy, target_accuracy: 0.9}\nmodel: lenet"},
   };

@@ -5,6 +5,8 @@
 # 2. parallel: auto with a memory_per_rank only a 2-stage pipeline fits: the launch lays the
 #    model out as a pipeline, trains, and says so (plan, summary); every rank's memory estimate
 #    is within 15 % of its measured peak; the ranks got their plan from the PMIx job data.
+#    Tuned, the trials measure the layout and the plan stores it (cached next time); the trial
+#    program refuses a candidate that does not fit, saying why.
 # 3. The pipeline (2 stages, 4 micro-batches) trains as one rank with 4 micro-batches does: the
 #    same loss at every step (within 1e-5 relative).
 # 4. A stage killed mid-step on 2 replicas x 2 stages: the launch stops within seconds, naming
@@ -80,6 +82,64 @@ for r in mem["ranks"]:
 PY
 cfg=$run/train_config.json
 python3 -c "import json,sys; c=json.load(open(sys.argv[1])); assert c['stages']==2, c" "$cfg" || fail "train_config stages"
+
+# 2b. Tuned (tune.budget 20): the trials measure the pipeline layout (data parallelism does
+# not fit), the plan stores it with its measured throughput, and the next launch takes it from
+# the database.
+tuned=$(recipe tuned 's/budget: 0/budget: 20/' 's/steps: 24/steps: 8/' 's/^name: deep-mlp/name: tuned/')
+"$dltune" launch "$tuned" >"$tmp/tuned.out" 2>&1 || fail "tuned launch: $(cat "$tmp/tuned.out")"
+run_t=$(newest_run)
+python3 - "$run_t" <<'PY' || fail "tuned pipeline plan: $(cat "$tmp/tuned.out")"
+import json, sys
+d = sys.argv[1]
+plan = json.load(open(d + "/plan.json"))
+p, pv = plan["parallel"], plan["provenance"]
+assert pv["source"] == "tuned", pv
+assert p["stages"] == 2 and p["replicas"] == 1 and p["measured_sps"] > 0, p
+assert "measured" in p["reason"] and "in the trials" in p["reason"], p["reason"]
+cands = json.load(open(d + "/tuning/candidates.json"))["candidates"]
+assert cands and all(c["parallel"]["stages"] == 2 for c in cands), cands
+PY
+"$dltune" launch "$tuned" >"$tmp/tuned2.out" 2>&1 || fail "second tuned launch: $(cat "$tmp/tuned2.out")"
+grep -q "plan: cached in" "$tmp/tuned2.out" || fail "the tuned layout was not cached: $(cat "$tmp/tuned2.out")"
+python3 - "$run_t" "$(newest_run)" <<'PY' || fail "the cached plan's layout"
+import json, sys
+a, b = (json.load(open(d + "/plan.json"))["parallel"] for d in sys.argv[1:])
+for k in ("replicas", "stages", "partition", "microbatches", "schedule", "recompute"):
+    assert a[k] == b[k], (k, a, b)
+PY
+
+# 2c. The trial program never builds a candidate that does not fit a rank's memory: it fails
+# with why, and the others are measured.
+one_mem=$(recipe onemem 's/memory_per_rank: 150MiB/memory_per_rank: 220MiB/' 's/ranks: 2/ranks: 1/' \
+  's/ranks_per_node: 2/ranks_per_node: 1/')
+python3 - "$one_mem" "$tmp/cands.json" <<'PY'
+import json, sys
+def training(b):
+    return {"per_rank_batch": b, "global_batch": b, "scaling": "weak", "lr_scale": 1.0,
+            "warmup_steps": 0, "bucket_bytes": 4194304, "overlap": True}
+ring = {"min_bytes": 0, "max_bytes": 2**64 - 1, "algo": "ring", "segment_bytes": 0}
+json.dump({"version": 1, "recipe": sys.argv[1],
+           "base": {"version": 1, "collectives": {"allreduce": [ring]}, "training": training(32),
+                    "job": {"nodes": 1, "ranks_per_node": 1}},
+           "candidates": [{"label": "b32", "training": training(32)},
+                          {"label": "b8192", "training": training(8192)}],
+           "schedule": {"grid": False, "eta": 4, "min_steps": 2, "max_steps": 4, "warmup_steps": 1,
+                        "chunk_steps": 2, "budget_s": 20, "keep_trainers": True}},
+          open(sys.argv[2], "w"))
+PY
+"$(dirname "$dltune")/dltune-worker" trial --recipe "$one_mem" --candidates "$tmp/cands.json" \
+  --out "$tmp/trials.json" --budget 20 >"$tmp/trial.out" 2>&1 || fail "trial: $(cat "$tmp/trial.out")"
+python3 - "$tmp/trials.json" <<'PY' || fail "the trial ran a candidate that does not fit"
+import json, sys
+o = json.load(open(sys.argv[1]))
+by = {t["label"]: t for t in o["trials"]}
+big, small = by["b8192"], by["b32"]
+assert big["failed"] and big["reason"].startswith("does not fit: needs ") and \
+    "over the 220 MiB limit (launch.memory_per_rank)" in big["reason"], big
+assert not small["failed"] and small["samples_per_s"] > 0, small
+assert o["trainers_built"] == 1, o
+PY
 
 # 3. Equivalence with one rank (4 micro-batches each way; no memory limit on one rank).
 pipe=$(recipe pipe 's/  parallel: auto/  parallel: {mode: pipeline, stages: 2, microbatches: 4, schedule: 1f1b}/' \
