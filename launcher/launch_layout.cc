@@ -9,7 +9,9 @@
 
 namespace dltune::launcher {
 
-Result<nlohmann::json> query_layouts(const LayoutQuery& q) {
+namespace {
+
+Result<nlohmann::json> query_once(const LayoutQuery& q, bool measure) {
   auto tmp = TempDir::create_in_tmp("dltune-layout");
   if (!tmp) return tmp.error();
   const std::string out = tmp->path() + "/layout.json";
@@ -33,6 +35,7 @@ Result<nlohmann::json> query_layouts(const LayoutQuery& q) {
   add("--optimizer", q.optimizer);
   if (q.per_replica) argv.push_back("--per-replica");
   if (q.unlimited) argv.push_back("--unlimited");
+  if (measure) argv.push_back("--measure");
   auto rc = cli::run_to_completion(argv, "layout");
   if (!rc) return rc.error();
   auto text = paths::read_file(out);
@@ -49,8 +52,6 @@ Result<nlohmann::json> query_layouts(const LayoutQuery& q) {
     return internal_error("dltune-worker layout ended with code " + std::to_string(*rc));
   return *j;
 }
-
-namespace {
 
 // A candidate's "layout" object of the worker's answer. Throws nlohmann::json::exception when
 // a field is missing or mistyped.
@@ -71,6 +72,17 @@ recipes::ParallelLayout layout_from_json(const nlohmann::json& l) {
 }
 
 }  // namespace
+
+Result<nlohmann::json> query_layouts(const LayoutQuery& q) {
+  auto j = query_once(q, false);
+  if (!j || !q.measure) return j;
+  const nlohmann::json& c = (*j)["candidates"];
+  const bool pipelines = std::any_of(c.begin(), c.end(), [](const nlohmann::json& k) {
+    return k.contains("layout") && k["layout"].value("stages", 1) > 1;
+  });
+  if (c.size() < 2 || !pipelines) return j;
+  return query_once(q, true);
+}
 
 std::vector<recipes::ParallelLayout> tuning_layouts(const nlohmann::json& answer,
                                                     bool* data_parallel_fits) {

@@ -25,6 +25,10 @@ struct LayoutQuery {
   int stages = 0, microbatches = 0;
   std::string schedule, recompute, optimizer;
   bool unlimited = false;  // no memory limit: every layout's terms, fitting or not
+  // When the answer (by FLOPs) holds a pipeline among several layouts, ask again with the
+  // model's nodes timed (`dltune-worker layout --measure`, about a second for the bundled
+  // models): the cuts and the ranking then follow this machine's real costs.
+  bool measure = false;
 };
 
 // The worker's answer (see engine/worker/layout.h): {"candidates": [...], "memory_limit", ...}.

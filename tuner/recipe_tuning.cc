@@ -710,7 +710,8 @@ Result<RecipeTuneOutcome> outcome_from_trials(const RecipeTuneRequest& req,
   recipes::Provenance& pv = o.plan.provenance;
   pv.source = recipes::PlanSource::kTuned;
   std::string reason = candidates[o.winner].label + " won " + (o.grid ? "the grid" : "halving") +
-                       " over " + std::to_string(candidates.size()) + " candidates at " +
+                       " over " + std::to_string(candidates.size()) +
+                       (candidates.size() == 1 ? " candidate at " : " candidates at ") +
                        fmt_sps(last->samples_per_s) + " samples/s" + closest_text(o.alternatives);
   if (failures > 0) reason += "; " + std::to_string(failures) + " failed";
   if (o.extra_cycles > 0) {

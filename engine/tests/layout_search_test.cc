@@ -122,6 +122,35 @@ TEST(LayoutSearch, CutsBalanceTheCost) {
   EXPECT_GE(firsts->at(1), want);
 }
 
+// Measured costs: a node's cost per call (whatever its batch) makes many small micro-batches
+// dearer. Every node costing 1 per sample: 8 micro-batches of 4 (9 slots of 4) beat 2 of 16
+// (3 slots of 16), 36 : 48; with 8 more per call, 9 slots of 12 lose to 3 of 24, 108 : 72. The
+// optimizer's cost per parameter adds the largest stage's update once per step.
+TEST(LayoutSearch, PerCallCostsPriceSmallMicroBatches) {
+  const recipes::Graph g = resnet20();
+  LayoutRequest rq = request(2, 32);
+  rq.fixed.stages = 2;
+  rq.node_cost.assign(g.nodes.size(), 1.0);
+  rq.cost_per_second = 1.0;
+  auto step = [&](int microbatches) {
+    rq.fixed.microbatches = microbatches;
+    auto c = layout_candidates(g, rq);
+    EXPECT_TRUE(c.ok()) << c.error().message();
+    return c.ok() ? c->front().predicted_step_s : 0.0;
+  };
+  EXPECT_NEAR(step(8) / step(2), 36.0 / 48.0, 1e-12);
+  rq.node_fixed_cost.assign(g.nodes.size(), 8.0);
+  EXPECT_NEAR(step(8) / step(2), 108.0 / 72.0, 1e-12);
+  const double without = step(2);
+  rq.optimizer_cost_per_parameter = 1e-3;
+  rq.fixed.microbatches = 2;
+  auto c = layout_candidates(g, rq);
+  ASSERT_TRUE(c.ok());
+  int64_t largest = 0;
+  for (const StageMemory& m : c->front().stages) largest = std::max(largest, m.terms.parameters);
+  EXPECT_NEAR(c->front().predicted_step_s - without, 1e-3 * static_cast<double>(largest / 4), 1e-9);
+}
+
 TEST(LayoutSearch, NothingFitsSaysByHowMuchAndWhatWould) {
   const recipes::Graph g = resnet20();
   LayoutRequest rq = request(2, 64);

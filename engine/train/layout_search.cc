@@ -51,6 +51,8 @@ Result<std::vector<LayoutCandidate>> layout_candidates(const recipes::Graph& gra
   const std::vector<double> cost =
       rq.node_cost.size() == graph.nodes.size() ? rq.node_cost : flop_costs(graph, info);
   const double per_s = rq.cost_per_second > 0 ? rq.cost_per_second : 1e10;
+  const std::vector<double> per_call =
+      rq.node_fixed_cost.size() == cost.size() ? rq.node_fixed_cost : std::vector<double>{};
   const recipes::ParallelConfig& fx = rq.fixed;
   const int cut_count = static_cast<int>(recipes::cut_points(info).size());
   std::vector<int> stage_counts;
@@ -90,6 +92,14 @@ Result<std::vector<LayoutCandidate>> layout_candidates(const recipes::Graph& gra
       recompute_options = {false};
     else
       recompute_options = {false, true};
+    // Each node's cost for one micro-batch of this layout.
+    const int64_t mb_samples =
+        (replica_batch + std::min<int64_t>(l.microbatches, replica_batch) - 1) /
+        std::min<int64_t>(l.microbatches, replica_batch);
+    std::vector<double> mb_cost(cost.size());
+    for (size_t i = 0; i < cost.size(); ++i)
+      mb_cost[i] =
+          cost[i] * static_cast<double>(mb_samples) + (per_call.empty() ? 0.0 : per_call[i]);
     for (bool rc : recompute_options) {
       l.recompute = rc;
       Attempt a;
@@ -115,10 +125,10 @@ Result<std::vector<LayoutCandidate>> layout_candidates(const recipes::Graph& gra
       };
       std::vector<int> firsts{0};
       if (S > 1) {
-        auto p = recipes::balanced_partition(info, cost, S, stage_fits);
+        auto p = recipes::balanced_partition(info, mb_cost, S, stage_fits);
         if (!p) {
           // No cut fits: measure the balanced cut anyway, to say by how much it misses.
-          auto q = recipes::balanced_partition(info, cost, S);
+          auto q = recipes::balanced_partition(info, mb_cost, S);
           if (!q) return q.error();
           firsts = *q;
         } else {
@@ -133,19 +143,20 @@ Result<std::vector<LayoutCandidate>> layout_candidates(const recipes::Graph& gra
       // Predicted step: the slowest stage's micro-batch time x (M + S - 1), plus the largest
       // stage's gradient allreduce among the replicas.
       const int64_t M = std::min<int64_t>(l.microbatches, replica_batch);
-      const double mb = static_cast<double>((replica_batch + M - 1) / M);
-      double slowest = 0, grads = 0;
+      double slowest = 0, grads = 0, update = 0;
       for (int s = 0; s < S; ++s) {
         const int b = firsts[static_cast<size_t>(s)];
         const int e =
             s + 1 < S ? firsts[static_cast<size_t>(s) + 1] : static_cast<int>(cost.size());
         double c = 0;
-        for (int i = b; i < e; ++i) c += cost[static_cast<size_t>(i)];
+        for (int i = b; i < e; ++i) c += mb_cost[static_cast<size_t>(i)];
         slowest = std::max(slowest, c * (rc ? 4.0 / 3.0 : 1.0));  // recompute: one more forward
-        grads =
-            std::max(grads, static_cast<double>((*mem)[static_cast<size_t>(s)].terms.gradients));
+        const MemoryTerms& t = (*mem)[static_cast<size_t>(s)].terms;
+        grads = std::max(grads, static_cast<double>(t.gradients));
+        update = std::max(update, static_cast<double>(t.parameters) / sizeof(float) *
+                                      rq.optimizer_cost_per_parameter);
       }
-      const double step = slowest * mb / per_s * static_cast<double>(M + S - 1) +
+      const double step = (slowest * static_cast<double>(M + S - 1) + update) / per_s +
                           (R > 1 ? 2.0 * grads * (R - 1) / R / rq.allreduce_bytes_per_s : 0.0);
       LayoutCandidate& c = a.cand;
       c.layout.replicas = R;

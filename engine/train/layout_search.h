@@ -1,19 +1,19 @@
 // Choosing how a model is laid over the ranks: replicas x stages, the cuts, micro-batches,
 // schedule and recomputation (HyPar-Flow, AxoNN, OC-DNN), from the memory model and a cost per
-// graph node (measured forward + backward seconds per sample, or FLOPs).
+// graph node (measured forward + backward seconds per sample and per call, or FLOPs).
 //
 // How it decides. For a job of `ranks` ranks, every stage count S that divides the ranks (and
 // the recipe allows) gives R = ranks / S replicas, each training global / R samples per step.
 // For each S the stages are cut by dynamic programming over the graph's cut points so the
-// slowest stage is as fast as possible (recipes::balanced_partition), vetoing cuts whose stage
-// does not fit the memory limit; micro-batches default to min(replica batch, 4 S) (the 1F1B
-// bubble (S-1)/(M+S-1) below 20 %), the schedule to 1F1B, and recomputation is switched on only
-// where the stage would not fit without it. A candidate's predicted step time is its slowest
-// stage's cost times (M + S - 1) micro-batch slots, plus the gradient allreduce of its largest
-// stage over its R replicas at `allreduce_bytes_per_s`; its throughput global / step time.
-// Every candidate that fits is returned, best first; when none fits, the error says by how much
-// the closest one misses and what would fit (fewer samples per replica, more stages,
-// recomputation).
+// slowest stage (its nodes' cost at S's micro-batch size) is as fast as possible
+// (recipes::balanced_partition), vetoing cuts whose stage does not fit the memory limit;
+// micro-batches default to min(replica batch, 4 S) (the 1F1B bubble (S-1)/(M+S-1) below 20 %), the
+// schedule to 1F1B, and recomputation is switched on only where the stage would not fit without it.
+// A candidate's predicted step time is its slowest stage's cost times (M + S - 1) micro-batch
+// slots, plus the largest stage's optimizer update, plus the gradient allreduce of its largest
+// stage over its R replicas at `allreduce_bytes_per_s`; its throughput global / step time. Every
+// candidate that fits is returned, best first; when none fits, the error says by how much the
+// closest one misses and what would fit (fewer samples per replica, more stages, recomputation).
 #pragma once
 
 #include <cstdint>
@@ -36,9 +36,14 @@ struct LayoutRequest {
   std::string optimizer = "sgd";
   recipes::ParallelConfig fixed;  // the recipe's training.parallel (auto fields are free)
   // Cost per graph node for one sample's forward + backward (seconds or FLOPs); empty: 3 x the
-  // node's forward FLOPs.
+  // node's forward FLOPs. With measured costs, node_fixed_cost is each node's cost per call
+  // whatever its batch (kernel launches, packing weights: what makes small micro-batches
+  // dearer per sample); a stage's micro-batch of m samples costs sum(fixed + m x cost).
   std::vector<double> node_cost;
-  double cost_per_second = 0;  // node_cost units per second (0: 1e10 FLOP/s)
+  std::vector<double> node_fixed_cost;  // empty: none
+  double cost_per_second = 0;           // cost units per second (0: 1e10 FLOP/s)
+  // The optimizer's cost per parameter per step (a stage updates its own), in the same units.
+  double optimizer_cost_per_parameter = 0;
   double allreduce_bytes_per_s = 2e9;
 };
 

@@ -3,7 +3,7 @@
 // `launch --dry-run` and `launch` (it links no engine ops itself).
 //
 //   dltune-worker layout --recipe R.yaml --ranks N [--ranks-per-node K] [--batch B]
-//                        [--per-replica] [--memory BYTES] --out FILE
+//                        [--per-replica] [--memory BYTES] [--measure] --out FILE
 //
 // Writes {"ranks", "memory_limit", "memory_source", "candidates": [{"layout": {replicas,
 // stages, partition, microbatches, schedule, recompute, reason, memory_bytes, predicted_sps},
@@ -11,7 +11,10 @@
 // layout fits, {"error": "..."} and exit code 2. --batch: samples per step (all replicas, or
 // with --per-replica each replica's), default the recipe's; --memory: bytes per rank, default
 // the recipe's launch.memory_per_rank, else auto (the cgroup's or the machine's memory over
-// the ranks per node).
+// the ranks per node). --measure: the cuts and predictions use each node's seconds timed here
+// (the model trained alone at two batches; a per-sample and a per-call cost each, and the
+// optimizer's cost per parameter) instead of FLOPs; the answer's "costs" says which it used
+// and, when timing was not possible (the whole model too large for this process), why.
 #pragma once
 
 #include <CLI/CLI.hpp>

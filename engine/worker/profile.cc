@@ -54,6 +54,7 @@ Result<TrainConfig> builtin_config(const std::string& name, int batch) {
   } else {
     c.data = "synthetic-imagenet";
   }
+  c.per_rank_batch = batch;  // (it was left at the default 64 whatever --batch said)
   c.train_size = std::max(256, 4 * batch);
   c.heldout_size = 0;
   return c;
@@ -77,32 +78,59 @@ double median(std::vector<double> v) { return v.empty() ? 0 : stats::median(v); 
 
 Status profile(const ProfileOptions& o) {
   if (o.batch < 1) return invalid_input("--batch must be at least 1");
-  if (o.steps < 1 || o.warmup < 0) return invalid_input("--steps must be >= 1 and --warmup >= 0");
   if (o.model.empty() == o.recipe.empty()) return invalid_input("give --model or --recipe");
-  auto cfg = o.model.empty() ? recipe_config(o.recipe, o.batch) : builtin_config(o.model, o.batch);
+  auto cfg = profile_config(o.model, o.recipe, o.batch);
   if (!cfg) return cfg.error();
-  cfg->steps = o.warmup + o.steps + 1;
-  cfg->threads = o.threads;
-  cfg->eval_every = 0;
-  cfg->checkpoint_every = 0;
-  set_blas_threads(cfg->threads);
+  auto p = profile_nodes(*cfg, o.steps, o.warmup, o.threads);
+  if (!p) return p.error();
+  nlohmann::json j;
+  j["model"] = o.model.empty() ? o.recipe : o.model;
+  j["batch"] = o.batch;
+  j["steps"] = o.steps;
+  j["threads"] = o.threads;
+  j["forward_s"] = p->forward_s;
+  j["backward_s"] = p->backward_s;
+  j["optimizer_s"] = p->optimizer_s;
+  j["input_s"] = p->input_s;
+  j["step_s"] = p->step_s;
+  const std::string text = j.dump() + "\n";
+  if (o.out.empty()) {
+    std::fputs(text.c_str(), stdout);
+    return ok_status();
+  }
+  return paths::write_file_atomic(o.out, text);
+}
+
+}  // namespace
+
+Result<TrainConfig> profile_config(const std::string& model, const std::string& recipe, int batch) {
+  return model.empty() ? recipe_config(recipe, batch) : builtin_config(model, batch);
+}
+
+Result<NodeProfile> profile_nodes(TrainConfig cfg, int steps, int warmup, int threads) {
+  if (steps < 1 || warmup < 0) return invalid_input("--steps must be >= 1 and --warmup >= 0");
+  cfg.steps = warmup + steps + 1;
+  cfg.threads = threads;
+  cfg.eval_every = 0;
+  cfg.checkpoint_every = 0;
+  set_blas_threads(cfg.threads);
   Dataset train;
-  DLTUNE_TRY(load_train_data(*cfg, &train, nullptr, cfg->train_size));
-  auto trainer = Trainer::create(*cfg, nullptr, train, nullptr);
+  DLTUNE_TRY(load_train_data(cfg, &train, nullptr, cfg.train_size));
+  auto trainer = Trainer::create(cfg, nullptr, train, nullptr);
   if (!trainer) return trainer.error();
   Model& model = (*trainer)->model();
   model.set_profiling(true);
   const size_t n = static_cast<size_t>(model.num_nodes());
   std::vector<std::vector<double>> fwd(n), bwd(n);
   std::vector<double> step_s, compute_s, nodes_s;
-  for (int s = 0; s < o.warmup + o.steps; ++s) {
+  for (int s = 0; s < warmup + steps; ++s) {
     const std::vector<double> f0 = model.forward_seconds(), b0 = model.backward_seconds();
     const auto t0 = std::chrono::steady_clock::now();
     auto loss = (*trainer)->step(false);
     if (!loss) return loss.error();
     const double wall =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (s < o.warmup) continue;
+    if (s < warmup) continue;
     double in_nodes = 0;
     for (size_t i = 0; i < n; ++i) {
       fwd[i].push_back(model.forward_seconds()[i] - f0[i]);
@@ -113,34 +141,22 @@ Status profile(const ProfileOptions& o) {
     compute_s.push_back((*trainer)->last().compute_s);
     nodes_s.push_back(in_nodes);
   }
-  nlohmann::json j;
-  j["model"] = o.model.empty() ? o.recipe : o.model;
-  j["batch"] = o.batch;
-  j["steps"] = o.steps;
-  j["threads"] = o.threads;
-  j["forward_s"] = nlohmann::json::array();
-  j["backward_s"] = nlohmann::json::array();
+  NodeProfile p;
+  p.batch = static_cast<int>(cfg.per_rank_batch);
   for (size_t i = 0; i < n; ++i) {
-    j["forward_s"].push_back(median(fwd[i]));
-    j["backward_s"].push_back(median(bwd[i]));
+    p.forward_s.push_back(median(fwd[i]));
+    p.backward_s.push_back(median(bwd[i]));
   }
   std::vector<double> opt, input;
   for (size_t k = 0; k < step_s.size(); ++k) {
     opt.push_back(std::max(0.0, step_s[k] - compute_s[k]));
     input.push_back(std::max(0.0, compute_s[k] - nodes_s[k]));
   }
-  j["optimizer_s"] = median(opt);
-  j["input_s"] = median(input);
-  j["step_s"] = median(step_s);
-  const std::string text = j.dump() + "\n";
-  if (o.out.empty()) {
-    std::fputs(text.c_str(), stdout);
-    return ok_status();
-  }
-  return paths::write_file_atomic(o.out, text);
+  p.optimizer_s = median(opt);
+  p.input_s = median(input);
+  p.step_s = median(step_s);
+  return p;
 }
-
-}  // namespace
 
 CLI::App* add_profile_command(CLI::App& app) {
   ProfileOptions& o = opts();
