@@ -374,8 +374,9 @@ Status rerun_in_allocation(int nodes, int ntasks) {
   return errno_error("running " + *salloc);
 }
 
-std::string SrunTaskFailure::describe() const {
-  const std::string who = "rank " + std::to_string(rank) + " on " + host;
+std::string SrunTaskFailure::describe(const PlanEnv* plan_env) const {
+  const std::string who =
+      (plan_env ? rank_label(*plan_env, rank) : "rank " + std::to_string(rank)) + " on " + host;
   if (exit_code >= 0) return who + " exited with code " + std::to_string(exit_code);
   const int st = exit_status();
   return st > 128 ? who + " was killed by signal " + std::to_string(st - 128) + " (" + signal + ")"
@@ -438,6 +439,7 @@ Result<LaunchOutcome> run_slurm(const LaunchSpec& spec_in) {
   if (!rendezvous) return std::move(rendezvous).error().wrap("PyTorch's rendezvous");
   for (const auto& [k, v] : *rendezvous) env.set(k, v);
   std::optional<TempDir> plan_dir;
+  PlanEnv pe;  // the plan's stages name a failed rank's stage
   if (!spec.plan_blob.empty()) {
     auto dir = TempDir::create_in_tmp("dltune-plan-");
     if (!dir) return std::move(dir).error();
@@ -445,7 +447,7 @@ Result<LaunchOutcome> run_slurm(const LaunchSpec& spec_in) {
     const int per_node = spec.nodes > 0 && spec.nranks % spec.nodes == 0
                              ? spec.nranks / spec.nodes
                              : spec.nranks / std::max(1, allocation_nodes());
-    const PlanEnv pe = plan_env_for(spec.plan_blob, spec.nranks, per_node);
+    pe = plan_env_for(spec.plan_blob, spec.nranks, per_node);
     for (const std::string& n : pe.notes) {
       if (spec.warn) {
         spec.warn("--plan: " + n);
@@ -532,13 +534,13 @@ Result<LaunchOutcome> run_slurm(const LaunchSpec& spec_in) {
     const std::string who = out.message.substr(0, out.message.find(" called"));
     for (const auto& f : failures) {
       if ("rank " + std::to_string(f.rank) == who) {
-        out.message.insert(who.size(), " on " + f.host);
+        out.message.replace(0, who.size(), rank_label(pe, f.rank) + " on " + f.host);
         break;
       }
     }
   } else if (strings::starts_with(out.message, "srun ")) {
     if (auto first = first_failure(failures)) {
-      out.message = first->describe();
+      out.message = first->describe(&pe);
       out.exit_code = first->exit_status();
     }
   }

@@ -11,6 +11,7 @@
 
 #include "common/result.h"
 #include "launcher/launch_spec.h"
+#include "launcher/plan_env.h"
 
 namespace dltune::launcher {
 
@@ -59,8 +60,10 @@ struct SrunTaskFailure {
   int rank = -1;       // the first task named on the line
   int exit_code = -1;  // when "Exited with exit code C"
   std::string signal;  // "Killed", "Terminated", ... otherwise
-  // "rank 2 on n1 exited with code 3" / "rank 0 on n2 was killed by signal 9 (Killed)".
-  std::string describe() const;
+  // "rank 2 on n1 exited with code 3" / "rank 0 on n2 was killed by signal 9 (Killed)"; with
+  // the job's PlanEnv, a pipeline's rank is named with its stage ("rank 3 (stage 1 of replica
+  // 1) on n2 ...", rank_label()).
+  std::string describe(const PlanEnv* plan_env = nullptr) const;
   // The exit code mpirun would give: exit_code, else 128 + the signal's number (1 when the
   // signal's name is not one strsignal() gives).
   int exit_status() const;

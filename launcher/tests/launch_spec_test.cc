@@ -105,6 +105,10 @@ TEST(SrunTest, ParsesTaskStatusLines) {
   EXPECT_EQ(b->rank, 0);
   EXPECT_EQ(b->signal, "Killed");
   EXPECT_EQ(b->describe(), "rank 0 on vm-n2 was killed by signal 9 (Killed)");
+  // A pipeline's rank with its stage (rank r runs stage r % S of replica r / S).
+  PlanEnv pe;
+  pe.stages = 2;
+  EXPECT_EQ(a->describe(&pe), "rank 2 (stage 0 of replica 1) on n1 exited with code 3");
   EXPECT_EQ(b->exit_status(), 128 + 9);  // as mpirun reports a rank killed by SIGKILL
   EXPECT_EQ(parse_srun_failure("srun: error: n1: task 1: Segmentation fault")->exit_status(),
             128 + 11);

@@ -3,6 +3,7 @@
 # munged, slurmctld and two slurmd on loopback): the slurm backend is the default, the job spans
 # both nodes (one rank each), and it trains to the end with a run directory. Exit 77 (skip)
 # without Slurm / munge or root.
+# A pipeline stage killed under srun stops the launch, naming the rank and its stage.
 # Usage: slurm_launch_test.sh DLTUNE_BINARY SOURCE_DIR
 set -u
 dltune=$1
@@ -73,5 +74,30 @@ assert l["nodes"] == 2, l
 PY
 [ "$(on_n2)" -gt "$before" ] || fail "no task of the --nodes 2 launch ran on n2"
 
-cat "$tmp/out" "$tmp/out5"
+# A pipeline stage killed mid-run under srun: the launch stops, naming the rank and its stage.
+sed -e 's/  parallel: auto/  parallel: {mode: pipeline, stages: 2, microbatches: 4}/' \
+  -e 's/memory_per_rank: 150MiB/memory_per_rank: auto/' -e 's/steps: 24/steps: 400/' \
+  "$src/tests/launch/data/deep-mlp.yaml" >"$tmp/pipe.yaml"
+salloc --quiet -N 2 -n 2 "$dltune" launch "$tmp/pipe.yaml" --no-tune >"$tmp/out6" 2>&1 &
+launcher_pid=$!
+victim=
+for _ in $(seq 1 600); do
+  run_p=$(ls -dt "$DLTUNE_RUNS_DIR"/deep-mlp-*/ 2>/dev/null | head -1)
+  if [ -n "$run_p" ] && [ "$(grep -c '"event": *"step"' "$run_p/metrics.jsonl" 2>/dev/null)" -ge 6 ] 2>/dev/null; then
+    for p in $(pgrep -f "dltune-worker train"); do
+      if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "SLURM_PROCID=1"; then victim=$p; fi
+    done
+    [ -n "$victim" ] && break
+  fi
+  sleep 0.2
+done
+[ -n "$victim" ] || { kill $launcher_pid; fail "the pipeline never reached step 6 with rank 1 running: $(cat "$tmp/out6")"; }
+kill -9 "$victim"
+wait $launcher_pid
+rc=$?
+[ $rc != 0 ] || fail "the slurm launch survived a killed stage"
+grep -q "rank 1 (stage 1 of replica 0) on n" "$tmp/out6" ||
+  fail "the slurm failure does not name the rank and its stage: $(cat "$tmp/out6")"
+
+cat "$tmp/out" "$tmp/out5" "$tmp/out6"
 echo "slurm launch: all checks passed"
