@@ -44,4 +44,33 @@ Status save_checkpoint(const std::string& path, const Checkpoint& ck, std::span<
 // (invalid_input) name the path and what is wrong ("truncated", "checksum mismatch", ...).
 Result<Checkpoint> load_checkpoint(const std::string& path);
 
+// Reading a checkpoint without holding it (a pipeline stage resumes only its own tensors, and
+// the whole model may not fit a rank): the header first, then the payload streamed once in
+// 1 MiB chunks through the checksum, each wanted piece copied straight to its destination.
+
+// A checkpoint's metadata (`meta`, whose vectors stay empty) and the float count of each
+// payload part.
+struct CheckpointInfo {
+  Checkpoint meta;
+  size_t params = 0, state = 0;
+  std::vector<size_t> slots;
+  size_t payload_offset = 0;  // bytes before the payload
+  std::string sha256;         // the payload's, from the metadata
+};
+// Floats [offset, offset + count) of payload part `part` (0 the parameters, 1 + k optimizer slot
+// k, 1 + slots.size() the model state), to be copied to dst.
+struct CheckpointPiece {
+  size_t part = 0, offset = 0, count = 0;
+  float* dst = nullptr;
+};
+// The header and metadata of `path`, with the payload's size checked against the file's (not
+// its checksum). Errors: as load_checkpoint().
+Result<CheckpointInfo> read_checkpoint_info(const std::string& path);
+// Reads the payload of `path` (described by `info`) once, verifying its checksum and copying
+// each piece as it passes. Errors: invalid_input for a piece outside its part (nothing read);
+// as load_checkpoint() otherwise: after a checksum mismatch the destinations hold the corrupt
+// file's values, so the caller must not use them.
+Status read_checkpoint_pieces(const std::string& path, const CheckpointInfo& info,
+                              std::vector<CheckpointPiece> pieces);
+
 }  // namespace dltune::engine

@@ -96,7 +96,9 @@ Result<MemoryTerms> rank_memory(const TrainConfig& config, int ranks, int rank) 
   if (!graph) return graph.error();
   auto stages = layout_memory(*graph, layout_of(config, ranks));
   if (!stages) return stages.error();
-  return (*stages)[static_cast<size_t>(rank % static_cast<int>(stages->size()))].terms;
+  MemoryTerms t = (*stages)[static_cast<size_t>(rank % static_cast<int>(stages->size()))].terms;
+  if (rank != 0) t.checkpoint = 0;  // only rank 0 receives the other stages' checkpoint runs
+  return t;
 }
 
 nlohmann::json memory_json(const MemoryTerms& t) {

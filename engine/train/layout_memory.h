@@ -51,7 +51,8 @@ int64_t worst_total(const std::vector<StageMemory>& stages, int* index = nullptr
 // shard of the global batch).
 Layout layout_of(const TrainConfig& config, int ranks);
 
-// One rank's terms: its stage's (rank r runs stage r % stages).
+// One rank's terms: its stage's (rank r runs stage r % stages), without the checkpoint receive
+// buffer on every rank but 0 (layout_memory() counts it on stage 0: its worst rank).
 Result<MemoryTerms> rank_memory(const TrainConfig& config, int ranks, int rank);
 
 // The memory one rank of `recipe` may use: launch.memory_per_rank when it sets one, else

@@ -159,24 +159,29 @@ Status Trainer::save_pipeline(const std::string& path) const {
 
 Status Trainer::resume_pipeline(const std::string& path) {
   const PipelineStage& p = *pipe_;
-  auto ck = load_checkpoint(path);
-  if (!ck) return ck.error();
-  DLTUNE_TRY(check_checkpoint(*ck, path, p.full_info.parameters, p.full_info.state_floats));
+  // Only this stage's tensors are kept: the file is streamed once past them (a model that
+  // only fits as a pipeline must not be read whole into one rank).
+  auto info = read_checkpoint_info(path);
+  if (!info) return info.error();
+  DLTUNE_TRY(check_checkpoint(*info, path, p.full_info.parameters, p.full_info.state_floats));
   const auto params = by_name(p.full_info.params), state = by_name(p.full_info.state);
   const auto slots = opt_->state();
+  std::vector<CheckpointPiece> pieces;
   for (const auto& t : model_->info().params) {
     const std::string owner = copy_owner(p.def(), t.name);
     const recipes::TensorInfo& whole = *params.at(owner.empty() ? t.name : owner);
-    const auto count = static_cast<size_t>(recipes::numel(t.shape)) * sizeof(float);
-    std::memcpy(model_->params() + t.offset, ck->params.data() + whole.offset, count);
+    const auto at = static_cast<size_t>(whole.offset);
+    const auto count = static_cast<size_t>(recipes::numel(t.shape));
+    pieces.push_back({0, at, count, model_->params() + t.offset});
     for (size_t k = 0; k < slots.size(); ++k)
-      std::memcpy(slots[k]->data() + t.offset, ck->slots[k].data() + whole.offset, count);
+      pieces.push_back({1 + k, at, count, slots[k]->data() + t.offset});
   }
   for (const auto& t : model_->info().state)
-    std::memcpy(model_->state() + t.offset, ck->state.data() + state.at(t.name)->offset,
-                static_cast<size_t>(recipes::numel(t.shape)) * sizeof(float));
-  opt_->set_steps(ck->optimizer_steps);
-  step_ = ck->step;
+    pieces.push_back({1 + slots.size(), static_cast<size_t>(state.at(t.name)->offset),
+                      static_cast<size_t>(recipes::numel(t.shape)), model_->state() + t.offset});
+  DLTUNE_TRY(read_checkpoint_pieces(path, *info, std::move(pieces)));
+  opt_->set_steps(info->meta.optimizer_steps);
+  step_ = info->meta.step;
   return ok_status();
 }
 

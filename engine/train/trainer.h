@@ -183,7 +183,7 @@ class Trainer {
   // The checkpoint's fields but the tensors; whether a loaded checkpoint fits this run (the
   // whole model's `params` and `state` floats), else invalid_input naming `path`.
   Checkpoint checkpoint_header() const;
-  Status check_checkpoint(const Checkpoint& ck, const std::string& path, int64_t params,
+  Status check_checkpoint(const CheckpointInfo& info, const std::string& path, int64_t params,
                           int64_t state) const;
   // Waits for the step's bucket allreduces (overlap), or runs them now; over grad_comm_.
   Status wait_buckets();

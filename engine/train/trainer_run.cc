@@ -72,22 +72,21 @@ Status Trainer::save(const std::string& path) const {
                          {model_->state(), static_cast<size_t>(model_->num_state())});
 }
 
-Status Trainer::check_checkpoint(const Checkpoint& ck, const std::string& path, int64_t params,
-                                 int64_t state) const {
+Status Trainer::check_checkpoint(const CheckpointInfo& info, const std::string& path,
+                                 int64_t params, int64_t state) const {
   const std::string where = "checkpoint '" + path + "'";
+  const Checkpoint& ck = info.meta;
   if (ck.model != config_.model)
     return invalid_input(where + " is of model '" + ck.model + "', not '" + config_.model + "'");
-  if (static_cast<int64_t>(ck.params.size()) != params ||
-      static_cast<int64_t>(ck.state.size()) != state)
-    return invalid_input(where + " holds " + std::to_string(ck.params.size()) + " parameters and " +
-                         std::to_string(ck.state.size()) + " state values, the model has " +
+  if (static_cast<int64_t>(info.params) != params || static_cast<int64_t>(info.state) != state)
+    return invalid_input(where + " holds " + std::to_string(info.params) + " parameters and " +
+                         std::to_string(info.state) + " state values, the model has " +
                          std::to_string(params) + " and " + std::to_string(state));
-  if (ck.optimizer != opt_->kind() || ck.slots.size() != opt_->state().size())
+  if (ck.optimizer != opt_->kind() || info.slots.size() != opt_->state().size())
     return invalid_input(where + " was written by optimizer " + ck.optimizer + ", this run uses " +
                          opt_->kind());
-  for (const auto& s : ck.slots)
-    if (s.size() != ck.params.size())
-      return invalid_input(where + " has optimizer state of the wrong size");
+  for (size_t n : info.slots)
+    if (n != info.params) return invalid_input(where + " has optimizer state of the wrong size");
   if (ck.seed != config_.seed || ck.global_batch != global_batch_)
     return invalid_input(where + " was written with seed " + std::to_string(ck.seed) +
                          " and global batch " + std::to_string(ck.global_batch) +
@@ -97,18 +96,19 @@ Status Trainer::check_checkpoint(const Checkpoint& ck, const std::string& path, 
 
 Status Trainer::resume(const std::string& path) {
   if (pipe_) return resume_pipeline(path);
-  auto ck = load_checkpoint(path);
-  if (!ck) return ck.error();
-  DLTUNE_TRY(check_checkpoint(*ck, path, model_->num_params(), model_->num_state()));
+  auto info = read_checkpoint_info(path);
+  if (!info) return info.error();
+  DLTUNE_TRY(check_checkpoint(*info, path, model_->num_params(), model_->num_state()));
+  // Straight into the model's and optimizer's buffers (no copy of the file in memory).
   const auto slots = opt_->state();
-  std::memcpy(model_->params(), ck->params.data(), ck->params.size() * sizeof(float));
-  if (!ck->state.empty())
-    std::memcpy(model_->state(), ck->state.data(), ck->state.size() * sizeof(float));
+  std::vector<CheckpointPiece> pieces = {{0, 0, info->params, model_->params()}};
   for (size_t i = 0; i < slots.size(); ++i)
-    std::memcpy(slots[i]->data(), ck->slots[i].data(), ck->slots[i].size() * sizeof(float));
-  opt_->set_steps(ck->optimizer_steps);
+    pieces.push_back({1 + i, 0, info->slots[i], slots[i]->data()});
+  pieces.push_back({1 + slots.size(), 0, info->state, model_->state()});
+  DLTUNE_TRY(read_checkpoint_pieces(path, *info, std::move(pieces)));
+  opt_->set_steps(info->meta.optimizer_steps);
   if (gpu_) DLTUNE_TRY(upload_state_gpu());
-  step_ = ck->step;
+  step_ = info->meta.step;
   return ok_status();
 }
 
