@@ -86,25 +86,16 @@ Result<nlohmann::json> query_layouts(const LayoutQuery& q) {
 
 std::vector<recipes::ParallelLayout> tuning_layouts(const nlohmann::json& answer,
                                                     bool* data_parallel_fits) {
-  std::vector<recipes::ParallelLayout> all;
-  if (answer.contains("candidates") && answer["candidates"].is_array()) {
-    for (const nlohmann::json& c : answer["candidates"]) {
-      try {
-        all.push_back(layout_from_json(c.at("layout")));
-      } catch (const nlohmann::json::exception&) {
-      }
-    }
-  }
-  double best = 0;
   *data_parallel_fits = false;
-  for (const recipes::ParallelLayout& l : all) {
-    best = std::max(best, l.predicted_sps);
-    if (!l.pipelined()) *data_parallel_fits = true;
-  }
   std::vector<recipes::ParallelLayout> out;
-  for (const recipes::ParallelLayout& l : all) {
-    if (out.size() >= kTunedLayouts) break;
-    if (l.pipelined() && l.predicted_sps >= kPromisingShare * best) out.push_back(l);
+  if (!answer.contains("candidates") || !answer["candidates"].is_array()) return out;
+  for (const nlohmann::json& c : answer["candidates"]) {
+    try {
+      const recipes::ParallelLayout l = layout_from_json(c.at("layout"));
+      if (!l.pipelined()) *data_parallel_fits = true;
+      if (l.pipelined() && c.value("measure", false)) out.push_back(l);
+    } catch (const nlohmann::json::exception&) {
+    }
   }
   return out;
 }

@@ -36,13 +36,11 @@ struct LayoutQuery {
 // settings cannot be met; io/internal errors when the worker cannot run.
 Result<nlohmann::json> query_layouts(const LayoutQuery& q);
 
-// The layouts worth measuring in the recipe tuner's trials, from query_layouts()'s answer for
-// the tuner's reference batch: the pipelines (stages > 1) predicted at least kPromisingShare of
-// the best candidate's throughput, at most kTunedLayouts of them, best first (a candidate the
-// answer cannot describe is left out). `data_parallel_fits` (out): whether one candidate is
-// data parallel (one stage), i.e. data parallelism fits a rank's memory.
-inline constexpr double kPromisingShare = 0.75;
-inline constexpr size_t kTunedLayouts = 2;
+// The pipeline layouts the recipe tuner's trials measure, from query_layouts()'s answer for the
+// tuner's reference batch: those the worker marks "measure" (engine layouts_to_measure():
+// promising against the best predicted), best first; a candidate the answer cannot describe is
+// left out. `data_parallel_fits` (out): whether one candidate is data parallel (one stage),
+// i.e. data parallelism fits a rank's memory.
 std::vector<recipes::ParallelLayout> tuning_layouts(const nlohmann::json& answer,
                                                     bool* data_parallel_fits);
 

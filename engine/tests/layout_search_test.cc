@@ -151,6 +151,23 @@ TEST(LayoutSearch, PerCallCostsPriceSmallMicroBatches) {
   EXPECT_NEAR(c->front().predicted_step_s - without, 1e-3 * static_cast<double>(largest / 4), 1e-9);
 }
 
+// The trials measure data parallelism where it fits and the pipelines predicted within
+// kPromisingShare of the best, at most kMeasuredPipelines of them.
+TEST(LayoutSearch, TheTrialsMeasureDataParallelismAndPromisingPipelines) {
+  auto cand = [](int stages, double sps) {
+    LayoutCandidate c;
+    c.layout.stages = stages;
+    c.layout.predicted_sps = sps;
+    return c;
+  };
+  EXPECT_EQ(layouts_to_measure({cand(2, 400), cand(4, 310), cand(1, 200), cand(2, 290)}),
+            (std::vector<size_t>{0, 1, 2}));  // 290 < 0.75 x 400
+  EXPECT_EQ(layouts_to_measure({cand(2, 400), cand(4, 399), cand(8, 398)}),
+            (std::vector<size_t>{0, 1}));
+  EXPECT_EQ(layouts_to_measure({cand(1, 100), cand(2, 80)}), (std::vector<size_t>{0, 1}));
+  EXPECT_EQ(layouts_to_measure({cand(1, 100), cand(2, 70)}), (std::vector<size_t>{0}));
+}
+
 TEST(LayoutSearch, NothingFitsSaysByHowMuchAndWhatWould) {
   const recipes::Graph g = resnet20();
   LayoutRequest rq = request(2, 64);

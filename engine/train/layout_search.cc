@@ -30,6 +30,23 @@ struct Attempt {
 
 }  // namespace
 
+std::vector<size_t> layouts_to_measure(const std::vector<LayoutCandidate>& candidates) {
+  double best = 0;
+  for (const LayoutCandidate& c : candidates) best = std::max(best, c.layout.predicted_sps);
+  std::vector<size_t> out;
+  size_t pipelines = 0;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    const recipes::ParallelLayout& l = candidates[i].layout;
+    if (!l.pipelined()) {
+      out.push_back(i);
+    } else if (pipelines < kMeasuredPipelines && l.predicted_sps >= kPromisingShare * best) {
+      out.push_back(i);
+      ++pipelines;
+    }
+  }
+  return out;
+}
+
 std::string describe_layout(const recipes::ParallelLayout& l) {
   std::string s = std::to_string(l.replicas) + (l.replicas == 1 ? " replica x " : " replicas x ") +
                   std::to_string(l.stages) + (l.stages == 1 ? " stage" : " stages");

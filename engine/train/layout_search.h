@@ -61,6 +61,14 @@ struct LayoutCandidate {
 Result<std::vector<LayoutCandidate>> layout_candidates(const recipes::Graph& graph,
                                                        const LayoutRequest& request);
 
+// Which of `candidates` (layout_candidates()'s answer, best first) the recipe tuner's trials
+// measure: data parallelism where it fits, and the pipelines predicted at least
+// kPromisingShare of the best candidate's throughput, at most kMeasuredPipelines of them, in
+// order. Indices into `candidates`.
+inline constexpr double kPromisingShare = 0.75;
+inline constexpr size_t kMeasuredPipelines = 2;
+std::vector<size_t> layouts_to_measure(const std::vector<LayoutCandidate>& candidates);
+
 // "2 replicas x 3 stages (from conv1, layer2.0, layer3.0), 8 micro-batches, 1f1b, recompute".
 std::string describe_layout(const recipes::ParallelLayout& l);
 

@@ -1,5 +1,6 @@
 #include "engine/worker/layout.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
@@ -26,78 +27,41 @@ struct LayoutOptions {
 };
 LayoutOptions g_layout;
 
-// Per-node costs measured on this process (--measure): the model trained alone at two batches,
-// b = min(the replica batch, kProfileBatch) and max(1, b / 8), each node's seconds fitted as
-// fixed + b x per_sample (clamped at zero: a noisy pair never makes a node free or
-// negative). The whole model must fit on this process: when its data-parallel memory at b is
+// Per-node costs measured on this process (--measure, engine/train/node_costs.h). The whole
+// model must fit on this process: when its data-parallel memory at the larger timed batch is
 // over half of what the process may use, the costs stay FLOPs and `source` says why.
-constexpr int64_t kProfileBatch = 64;
-constexpr int kProfileSteps = 3, kProfileWarmup = 1;
-
 struct Costs {
-  std::vector<double> per_sample, per_call;
-  double optimizer_per_parameter = 0;
+  NodeCosts measured;  // empty: FLOPs
   std::string source = "FLOPs";
 };
 
 Costs measured_costs(const LayoutOptions& o, const recipes::Graph& graph, int64_t replica_batch) {
   Costs c;
-  const int64_t hi = std::max<int64_t>(1, std::min(replica_batch, kProfileBatch));
-  const int64_t lo = std::max<int64_t>(1, hi / 8);
-  Layout whole;
-  whole.replica_batch = hi;
-  auto mem = layout_memory(graph, whole);
-  const int64_t room = rss::memory_limit_bytes() / 2;
   if (!o.model.empty() && !o.input.empty()) {
     c.source = "FLOPs (--measure times a built-in model at its own input only)";
     return c;
   }
-  if (!mem || worst_total(*mem) > room) {
+  Layout whole;
+  whole.replica_batch = std::max<int64_t>(1, std::min<int64_t>(replica_batch, 64));
+  auto mem = layout_memory(graph, whole);
+  if (!mem || worst_total(*mem) > rss::memory_limit_bytes() / 2) {
     c.source = "FLOPs (the whole model needs " +
                (mem ? strings::format_bytes(static_cast<uint64_t>(worst_total(*mem)))
                     : std::string("more memory than it can tell")) +
-               " at batch " + std::to_string(hi) + ", too much to time it in one process here)";
+               " at batch " + std::to_string(whole.replica_batch) +
+               ", too much to time it in one process here)";
     return c;
   }
-  std::vector<NodeProfile> p;
-  for (int64_t b : {lo, hi}) {
-    if (!p.empty() && b == p.front().batch) break;
-    auto cfg = profile_config(o.model, o.recipe, static_cast<int>(b));
-    auto one = cfg ? profile_nodes(*cfg, kProfileSteps, kProfileWarmup, 1)
-                   : Result<NodeProfile>(cfg.error());
-    if (!one || one->forward_s.size() != graph.nodes.size()) {
-      c.source = "FLOPs (timing the model failed: " +
-                 (one ? std::string("its nodes differ from the graph's") : one.error().message()) +
-                 ")";
-      return c;
-    }
-    p.push_back(std::move(*one));
+  auto cfg = profile_config(o.model, o.recipe, static_cast<int>(whole.replica_batch));
+  auto costs =
+      cfg ? measure_node_costs(*cfg, graph, replica_batch) : Result<NodeCosts>(cfg.error());
+  if (!costs) {
+    c.source = "FLOPs (timing the model failed: " + costs.error().message() + ")";
+    return c;
   }
-  const size_t n = graph.nodes.size();
-  c.per_sample.assign(n, 0.0);
-  c.per_call.assign(n, 0.0);
-  const NodeProfile& big = p.back();
-  for (size_t i = 0; i < n; ++i) {
-    const double t_hi = big.forward_s[i] + big.backward_s[i];
-    if (p.size() == 1) {
-      c.per_sample[i] = t_hi / static_cast<double>(big.batch);
-      continue;
-    }
-    const double t_lo = p.front().forward_s[i] + p.front().backward_s[i];
-    double slope = (t_hi - t_lo) / static_cast<double>(big.batch - p.front().batch);
-    double fixed = t_lo - slope * static_cast<double>(p.front().batch);
-    if (slope < 0 || fixed < 0) {  // noise: all of it per sample
-      slope = t_hi / static_cast<double>(big.batch);
-      fixed = 0;
-    }
-    c.per_sample[i] = slope;
-    c.per_call[i] = fixed;
-  }
-  const recipes::GraphInfo info = recipes::analyze_graph(graph);
-  if (info.ok() && info.parameters > 0)
-    c.optimizer_per_parameter = big.optimizer_s / static_cast<double>(info.parameters);
-  c.source = "measured here (batches " + std::to_string(p.front().batch) + " and " +
-             std::to_string(big.batch) + ", one thread)";
+  c.measured = std::move(*costs);
+  c.source = "measured here (batches " + std::to_string(c.measured.small_batch) + " and " +
+             std::to_string(c.measured.large_batch) + ", one thread)";
   return c;
 }
 
@@ -226,10 +190,10 @@ int run_layout_command() {
     const int R = std::max(1, o.ranks);  // the largest replica batch: data parallelism's
     const int64_t replica = rq.batch_per_replica ? rq.global_batch : (rq.global_batch + R - 1) / R;
     costs = measured_costs(o, r.model.graph, replica);
-    rq.node_cost = costs.per_sample;
-    rq.node_fixed_cost = costs.per_call;
-    rq.optimizer_cost_per_parameter = costs.optimizer_per_parameter;
-    if (!costs.per_sample.empty()) rq.cost_per_second = 1.0;
+    rq.node_cost = costs.measured.per_sample;
+    rq.node_fixed_cost = costs.measured.per_call;
+    rq.optimizer_cost_per_parameter = costs.measured.optimizer_per_parameter;
+    if (!rq.node_cost.empty()) rq.cost_per_second = 1.0;
   }
   auto cands = layout_candidates(r.model.graph, rq);
   if (!cands) return fail(cands.error());
@@ -238,7 +202,12 @@ int run_layout_command() {
                         {"memory_source", source},
                         {"costs", costs.source},
                         {"candidates", nlohmann::json::array()}};
-  for (const LayoutCandidate& c : *cands) out["candidates"].push_back(layout_json(c));
+  const std::vector<size_t> measured = layouts_to_measure(*cands);
+  for (size_t i = 0; i < cands->size(); ++i) {
+    nlohmann::json c = layout_json((*cands)[i]);
+    c["measure"] = std::find(measured.begin(), measured.end(), i) != measured.end();
+    out["candidates"].push_back(std::move(c));
+  }
   if (Status st = paths::write_file_atomic(o.out, out.dump(2) + "\n"); !st) return fail(st.error());
   return 0;
 }

@@ -74,8 +74,6 @@ Result<TrainConfig> recipe_config(const std::string& path, int batch) {
   return c;
 }
 
-double median(std::vector<double> v) { return v.empty() ? 0 : stats::median(v); }
-
 Status profile(const ProfileOptions& o) {
   if (o.batch < 1) return invalid_input("--batch must be at least 1");
   if (o.model.empty() == o.recipe.empty()) return invalid_input("give --model or --recipe");
@@ -105,57 +103,6 @@ Status profile(const ProfileOptions& o) {
 
 Result<TrainConfig> profile_config(const std::string& model, const std::string& recipe, int batch) {
   return model.empty() ? recipe_config(recipe, batch) : builtin_config(model, batch);
-}
-
-Result<NodeProfile> profile_nodes(TrainConfig cfg, int steps, int warmup, int threads) {
-  if (steps < 1 || warmup < 0) return invalid_input("--steps must be >= 1 and --warmup >= 0");
-  cfg.steps = warmup + steps + 1;
-  cfg.threads = threads;
-  cfg.eval_every = 0;
-  cfg.checkpoint_every = 0;
-  set_blas_threads(cfg.threads);
-  Dataset train;
-  DLTUNE_TRY(load_train_data(cfg, &train, nullptr, cfg.train_size));
-  auto trainer = Trainer::create(cfg, nullptr, train, nullptr);
-  if (!trainer) return trainer.error();
-  Model& model = (*trainer)->model();
-  model.set_profiling(true);
-  const size_t n = static_cast<size_t>(model.num_nodes());
-  std::vector<std::vector<double>> fwd(n), bwd(n);
-  std::vector<double> step_s, compute_s, nodes_s;
-  for (int s = 0; s < warmup + steps; ++s) {
-    const std::vector<double> f0 = model.forward_seconds(), b0 = model.backward_seconds();
-    const auto t0 = std::chrono::steady_clock::now();
-    auto loss = (*trainer)->step(false);
-    if (!loss) return loss.error();
-    const double wall =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (s < warmup) continue;
-    double in_nodes = 0;
-    for (size_t i = 0; i < n; ++i) {
-      fwd[i].push_back(model.forward_seconds()[i] - f0[i]);
-      bwd[i].push_back(model.backward_seconds()[i] - b0[i]);
-      in_nodes += fwd[i].back() + bwd[i].back();
-    }
-    step_s.push_back(wall);
-    compute_s.push_back((*trainer)->last().compute_s);
-    nodes_s.push_back(in_nodes);
-  }
-  NodeProfile p;
-  p.batch = static_cast<int>(cfg.per_rank_batch);
-  for (size_t i = 0; i < n; ++i) {
-    p.forward_s.push_back(median(fwd[i]));
-    p.backward_s.push_back(median(bwd[i]));
-  }
-  std::vector<double> opt, input;
-  for (size_t k = 0; k < step_s.size(); ++k) {
-    opt.push_back(std::max(0.0, step_s[k] - compute_s[k]));
-    input.push_back(std::max(0.0, compute_s[k] - nodes_s[k]));
-  }
-  p.optimizer_s = median(opt);
-  p.input_s = median(input);
-  p.step_s = median(step_s);
-  return p;
 }
 
 CLI::App* add_profile_command(CLI::App& app) {

@@ -15,9 +15,9 @@
 #pragma once
 
 #include <string>
-#include <vector>
 
 #include "common/result.h"
+#include "engine/train/node_costs.h"
 #include "engine/train/train_config.h"
 
 namespace CLI {
@@ -29,21 +29,9 @@ namespace dltune::engine {
 CLI::App* add_profile_command(CLI::App& app);
 int run_profile_command();
 
-// The figures of one profile (the command's JSON): per graph node, the median over the timed
-// steps of one step's forward and backward seconds; the optimizer's and the input's share.
-struct NodeProfile {
-  int batch = 0;
-  std::vector<double> forward_s, backward_s;
-  double optimizer_s = 0, input_s = 0, step_s = 0;
-};
-
 // What the profile trains at `batch` on one rank: the built-in `model` on synthetic data of its
 // input (GPT: a text file), or the `recipe`'s model and data (exactly one of the two given).
 // Errors: an unknown model, a recipe that does not load.
 Result<TrainConfig> profile_config(const std::string& model, const std::string& recipe, int batch);
-
-// Trains `config` on one rank alone, W = `warmup` untimed steps then `steps` timed, with the
-// model's per-node timing on. Errors: invalid_input for steps < 1 or warmup < 0; the trainer's.
-Result<NodeProfile> profile_nodes(TrainConfig config, int steps, int warmup, int threads);
 
 }  // namespace dltune::engine

@@ -76,6 +76,7 @@ assert timed["costs"].startswith("measured here (batches 4 and 32"), timed["cost
 shape = lambda j: sorted((c["layout"]["replicas"], c["layout"]["stages"]) for c in j["candidates"])
 assert shape(flops) == shape(timed) == [(1, 4), (2, 2)], (shape(flops), shape(timed))
 assert all(c["layout"]["predicted_sps"] > 0 for c in timed["candidates"]), timed
+assert timed["candidates"][0]["measure"], timed  # the best predicted is measured by the trials
 PY
 
 # 2. parallel: auto picks the pipeline.

@@ -1,0 +1,51 @@
+// One rank's compute per graph node, measured, and the per-node costs the layout search cuts
+// and ranks by (engine/train/layout_search.h).
+//
+// How the costs are fitted. The model is trained alone at two batches, b and b / 8; each node's
+// forward + backward seconds are taken as fixed + per_sample x batch through the two points.
+// The fixed part is what a node costs per call whatever its batch (reading a linear layer's
+// weights, packing them, starting kernels): it is why many small micro-batches cost more per
+// sample than one large batch, which FLOPs cannot see. A pair made inconsistent by noise (a
+// negative slope or intercept) is taken as all per sample. The optimizer's seconds per step
+// divided by the model's parameters give its cost per parameter.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "engine/train/train_config.h"
+#include "recipes/model/graph.h"
+
+namespace dltune::engine {
+
+// The figures of one profile (`dltune-worker profile`'s JSON): per graph node, the median over
+// the timed steps of one step's forward and backward seconds; the optimizer's and the input's
+// share of a step (seconds).
+struct NodeProfile {
+  int batch = 0;
+  std::vector<double> forward_s, backward_s;
+  double optimizer_s = 0, input_s = 0, step_s = 0;
+};
+
+// Trains `config` (its per_rank_batch) on one rank alone, `warmup` untimed steps then `steps`
+// timed, with the model's per-node timing on, on `threads` BLAS threads. Errors: invalid_input
+// for steps < 1 or warmup < 0; the data's and the trainer's.
+Result<NodeProfile> profile_nodes(TrainConfig config, int steps, int warmup, int threads);
+
+// Seconds per node for the layout search (LayoutRequest::node_cost, node_fixed_cost,
+// optimizer_cost_per_parameter, in seconds: cost_per_second 1).
+struct NodeCosts {
+  std::vector<double> per_sample, per_call;
+  double optimizer_per_parameter = 0;
+  int small_batch = 0, large_batch = 0;  // the two batches timed
+};
+
+// The costs of `config`'s model (`graph`, as model_graph(config) gives it) around
+// `replica_batch` samples: b = min(replica_batch, 64) and max(1, b / 8), each timed for
+// `steps` steps after one warm-up, one thread, and fitted as above. Errors: the profile's, and
+// internal_error when the profile's nodes are not the graph's.
+Result<NodeCosts> measure_node_costs(const TrainConfig& config, const recipes::Graph& graph,
+                                     int64_t replica_batch, int steps = 3);
+
+}  // namespace dltune::engine
