@@ -14,11 +14,7 @@
 namespace dltune::comm {
 namespace {
 
-using std::chrono::microseconds;
-
 constexpr auto kYieldFor = SpinWait::kYieldPhase;  // then sleep between polls
-constexpr microseconds kMinSleep{10};
-constexpr microseconds kMaxSleep{250};
 // A request whose deadline passed but whose completion is under way elsewhere is checked
 // again this often.
 constexpr auto kRecheck = std::chrono::milliseconds(1);
@@ -75,8 +71,7 @@ size_t wait_first(std::span<Request::State* const> states, Deadline deadline) {
         sched_yield();
         continue;
       }
-      const auto nap =
-          std::clamp(std::chrono::duration_cast<microseconds>(waited / 16), kMinSleep, kMaxSleep);
+      const auto nap = SpinWait::nap_for(waited);
       wake = std::min(wake, now + nap);
     }
     std::unique_lock lock(w.mu);

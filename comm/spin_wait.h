@@ -3,9 +3,10 @@
 // of its own, and a disaster when ranks outnumber cores (4 ranks on 2 cores: the peer we wait
 // for may need our core to run). So: poll with the CPU's pause hint for a while (long when the
 // node-local group fits on the machine's CPUs, a few polls when it does not), then yield the
-// core on every poll, and after a millisecond of that sleep 20 us between polls. The clock is
-// read only every few thousand pauses or few dozen yields (a clock read costs about as much as
-// a pause on the machines we measured).
+// core on every poll, and after a millisecond of that sleep between polls, a sixteenth of the
+// time waited (10 to 250 us). The clock is read only every few thousand pauses or few dozen
+// yields (a clock read costs about as much as a pause on the machines we measured), and on
+// every poll of the sleep phase (nothing beside a sleep).
 //
 //   SpinWait spin(local_size);
 //   while (!ready()) {
@@ -13,6 +14,7 @@
 //   }
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <ctime>
@@ -51,13 +53,15 @@ class SpinWait {
       return (polls_ & 4095) != 0 || Clock::now() <= deadline;
     }
     if (sleeping_) {
-      nap();
-    } else {
-      sched_yield();
+      // The clock costs nothing beside a sleep: read it every poll to size the nap.
+      const Clock::time_point now = Clock::now();
+      nap(now - yield_since_);
+      return now <= deadline;
     }
+    sched_yield();
     if ((polls_ & 63) != 0) return true;
     const Clock::time_point now = Clock::now();
-    sleeping_ = sleeping_ || waited_long(&yield_since_, now);
+    sleeping_ = waited_long(&yield_since_, now);
     return now <= deadline;
   }
 
@@ -68,6 +72,18 @@ class SpinWait {
   // a whole core of two from three computing ranks). A wait that is already this long loses
   // at most one nap, a few percent.
   static constexpr std::chrono::microseconds kYieldPhase{1000};
+
+  // The sleep phase's nap between polls: a sixteenth of the time waited so far, between these
+  // bounds. A wait loses at most about 6 % to its last nap, and a long one (a peer computing
+  // on a core this rank shares: tens of milliseconds) polls a few thousand times a second
+  // instead of 50,000: every poll is a wake-up and a context switch taken from the ranks that
+  // compute. request.cc's waits use the same rule.
+  static constexpr std::chrono::microseconds kMinNap{10};
+  static constexpr std::chrono::microseconds kMaxNap{250};
+  static std::chrono::microseconds nap_for(Clock::duration waited) {
+    return std::clamp(std::chrono::duration_cast<std::chrono::microseconds>(waited / 16), kMinNap,
+                      kMaxNap);
+  }
 
   // CPUs online on this machine (cached; at least 1).
   static int online_cpus() {
@@ -92,9 +108,9 @@ class SpinWait {
     return now - *since >= kYieldPhase;
   }
 
-  // One poll interval of the sleep phase: 20 us.
-  static void nap() {
-    const timespec ts{0, 20000};
+  // One poll interval of the sleep phase (nap_for()); `waited`: since the yield phase began.
+  static void nap(Clock::duration waited) {
+    const timespec ts{0, static_cast<long>(nap_for(waited).count() * 1000)};
     nanosleep(&ts, nullptr);
   }
 
