@@ -5,6 +5,7 @@
 
 #include "launcher/predict_inputs.h"
 #include "launcher/slurm_backend.h"
+#include "recipes/model/partition.h"
 
 #include "predict/machine_comm.h"
 
@@ -65,12 +66,23 @@ std::string node_machines_note(const NodeMachines& m, int nodes, int ranks_per_n
 
 LaunchPrediction LaunchPredictor::predict(const recipes::Plan& plan, bool with_curve) {
   LaunchPrediction out;
-  if (plan.parallel.stages > 1) {  // predict/step.h's pipeline model is not the engine's
-    out.why_not = "the models predict data-parallel plans only; this plan is a " +
-                  std::to_string(plan.parallel.stages) + "-stage pipeline";
-    return out;
+  const recipes::ParallelLayout& layout = plan.parallel;
+  // A pipeline's node times are profiled at its micro-batch (small batches cost more per
+  // sample); data parallelism's at the per-rank batch.
+  const int64_t replica_batch = std::max<int64_t>(1, plan.training.per_rank_batch);
+  const int64_t batch = layout.pipelined() ? (replica_batch + layout.microbatches - 1) /
+                                                 std::max(1, layout.microbatches)
+                                           : replica_batch;
+  std::vector<int> cuts;
+  if (layout.pipelined()) {
+    const recipes::GraphInfo info = recipes::analyze_graph(recipe_.model.graph);
+    auto firsts = recipes::partition_nodes(recipe_.model.graph, info, layout.partition);
+    if (!firsts || static_cast<int>(firsts->size()) != layout.stages) {
+      out.why_not = "the plan's stage cuts do not match the recipe's model";
+      return out;
+    }
+    cuts.assign(firsts->begin() + 1, firsts->end());
   }
-  const int64_t batch = std::max<int64_t>(1, plan.training.per_rank_batch);
   auto model = predict::model_costs(recipe_.model.graph, recipe_.name);
   if (!model) {
     out.why_not = model.error().message();
@@ -115,6 +127,25 @@ LaunchPrediction LaunchPredictor::predict(const recipes::Plan& plan, bool with_c
     out.comm_note += " (no one-node sweep: the inter-node fit carries the node-local part)";
   }
   out.single_sps = predict::single_device_sps(r.compute);
+  if (layout.pipelined()) {
+    predict::PipelineLayout pl;
+    pl.stages = layout.stages;
+    pl.microbatches = layout.microbatches;
+    pl.replica_batch = static_cast<double>(replica_batch);
+    pl.cuts = cuts;
+    auto p = predict::predict_pipeline_layout(r, nodes, pl);
+    if (!p) {
+      out.why_not = p.error().message();
+      return out;
+    }
+    out.job = *p;
+    out.ok = true;
+    out.curve_note =
+        "no scaling curve: the curve is drawn for data parallelism, and this plan "
+        "is a " +
+        std::to_string(layout.stages) + "-stage pipeline";
+    return out;
+  }
   r.nodes = {nodes};
   auto at_job = predict::predict_scaling(r);
   if (!at_job) {

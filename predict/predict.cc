@@ -47,10 +47,15 @@ Prediction data_prediction(const PredictRequest& r, int n) {
   return p;
 }
 
-Prediction pipeline_prediction(const PredictRequest& r, int n, int stages) {
+Prediction pipeline_prediction(const PredictRequest& r, int n, int stages,
+                               const PipelineLayout* own = nullptr) {
   PipelineOptions o;
   o.stages = stages;
-  o.micro_batches = 4 * stages;  // GPipe's M >= 4 S
+  o.micro_batches = own ? own->microbatches : 4 * stages;  // GPipe's M >= 4 S
+  if (own) {
+    o.replica_batch = own->replica_batch;
+    o.cuts = own->cuts;
+  }
   o.ranks = n * r.per_node;
   o.per_node = r.per_node;
   double unused = 0;
@@ -115,6 +120,24 @@ double CommSource::send(double bytes, bool across_nodes, int per_node) const {
   // One rank alone on its node's links when it crosses nodes.
   const double beta = across_nodes ? l.beta_s_per_b / std::max(1, per_node) : l.beta_s_per_b;
   return l.alpha_s + bytes * beta;
+}
+
+Result<Prediction> predict_pipeline_layout(const PredictRequest& r, int nodes,
+                                           const PipelineLayout& l) {
+  if (nodes < 1 || r.per_node < 1 || r.nodes_per_machine < 1)
+    return invalid_input("a node count, ranks per node and nodes per machine must be >= 1");
+  const int ranks = nodes * r.per_node;
+  if (l.stages < 1 || ranks % l.stages != 0 || l.microbatches < 1 || !(l.replica_batch > 0))
+    return invalid_input("a pipeline of " + std::to_string(l.stages) + " stages on " +
+                         std::to_string(ranks) + " ranks");
+  Prediction p = pipeline_prediction(r, nodes, l.stages, &l);
+  p.nodes = nodes;
+  p.ranks = ranks;
+  const double global = l.replica_batch * (ranks / l.stages);
+  p.throughput_sps = p.step_s > 0 ? global / p.step_s : 0;
+  const double single = single_device_sps(r.compute);
+  p.scaling_efficiency = single > 0 ? p.throughput_sps / (ranks * single) : 0;
+  return p;
 }
 
 double single_device_sps(const ComputeProfile& c) {

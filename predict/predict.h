@@ -88,6 +88,20 @@ double single_device_sps(const ComputeProfile& compute);
 // Errors (invalid_input): no node count, a node count < 1, per_node < 1, nodes_per_machine < 1.
 Result<std::vector<Prediction>> predict_scaling(const PredictRequest& request);
 
+// A plan's own pipeline layout (a launch's): S stages cut before the graph nodes `cuts`
+// (S - 1 indices), M micro-batches of a replica's `replica_batch` samples, R = ranks / S.
+struct PipelineLayout {
+  int stages = 2, microbatches = 1;
+  double replica_batch = 1;
+  std::vector<int> cuts;
+};
+// That layout's step at `nodes` nodes (request.nodes is ignored), with predict_scaling()'s
+// sharing of cores, collectives and sends. request.compute is best profiled at the micro-batch
+// size (node times scale linearly from its batch). Errors: as predict_scaling(); invalid_input
+// when the stages do not divide the ranks.
+Result<Prediction> predict_pipeline_layout(const PredictRequest& request, int nodes,
+                                           const PipelineLayout& layout);
+
 // {"predictions": [{"nodes", "ranks", "step_ms", "compute_ms", "exposed_comm_ms",
 // "throughput_sps", "scaling_efficiency", "algorithm", "layout", "comm_ms", "buckets"}]}
 nlohmann::json predictions_to_json(const std::vector<Prediction>& p);

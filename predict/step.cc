@@ -95,12 +95,14 @@ StepPrediction pipeline_step(const ModelCosts& model, const ComputeProfile& c,
   const int R = std::max(1, o.ranks / S);
   // A replica's batch is the data-parallel global batch over the replicas; a micro-batch is
   // 1/M of it. Node times scale linearly from the profiled per-rank batch.
-  const double replica_batch = static_cast<double>(c.batch) * o.ranks / R;
+  const double replica_batch =
+      o.replica_batch > 0 ? o.replica_batch : static_cast<double>(c.batch) * o.ranks / R;
   const double micro = replica_batch / M;
   const double scale = micro / std::max(1, c.batch) * o.compute_scale;
   std::vector<double> cost(c.forward_s.size());
   for (size_t i = 0; i < cost.size(); ++i) cost[i] = (c.forward_s[i] + c.backward_s[i]) * scale;
-  const std::vector<int> cuts = balanced_cuts(cost, S);
+  const std::vector<int> cuts =
+      static_cast<int>(o.cuts.size()) == S - 1 ? o.cuts : balanced_cuts(cost, S);
   // Stage bounds and the slowest stage.
   std::vector<int> starts = {0};
   starts.insert(starts.end(), cuts.begin(), cuts.end());

@@ -11,8 +11,8 @@
 // hides what fits under backward, values between interpolate. Each step also reduces one scalar
 // (the loss and stop flag) after the update.
 //
-// Pipeline and hybrid layouts are a model, not dltune's engine (the lead's pipeline stages are
-// not merged yet): S stages of a contiguous cut balanced on the nodes' compute, R = ranks / S
+// Pipeline and hybrid layouts: S stages of a contiguous cut (a plan's own, or balanced on the
+// nodes' compute for `dltune predict --parallel`), R = ranks / S
 // replicas, each replica's batch (the data-parallel global batch / R) in M micro-batches run as
 // GPipe does: (M + S - 1) slots of the slowest stage's forward and backward of one
 // micro-batch, so a bubble of (S - 1) / (M + S - 1), plus the activations and their gradients
@@ -22,6 +22,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "predict/compute.h"
 #include "predict/fabric.h"
@@ -68,6 +69,11 @@ struct PipelineOptions {
   int per_node = 1;  // ranks per node: a replica's consecutive stages share a node when
                      // they fit in one
   double compute_scale = 1;
+  // A plan's own layout, when given: each replica's samples per step (0: the data-parallel
+  // global batch over the replicas, as below) and the first node of stages 1..S-1 (empty: cuts
+  // balanced on the nodes' compute).
+  double replica_batch = 0;
+  std::vector<int> cuts;
 };
 
 // `rank_compute` is at the data-parallel per-rank batch B (the global batch is B x ranks).

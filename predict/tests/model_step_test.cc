@@ -145,6 +145,36 @@ TEST(Step, PipelineBubbleIsGpipes) {
   EXPECT_NE(s.layout.find("4 stages x 1 replicas"), std::string::npos);
 }
 
+// A plan's own pipeline: its cuts and its replica batch, not the model's balanced choice. Two
+// stages cut after the first node (the stem alone on stage 0): stage 1 holds the rest of the
+// work, so the step is (M + 1) slots of nearly the whole model's micro-batch time.
+TEST(Predict, APlansOwnPipelineKeepsItsCutsAndBatch) {
+  PredictRequest r;
+  r.model = costs("resnet20");
+  r.compute = profile_from_throughput(r.model, 8, 320, 0, "test");  // at the micro-batch
+  r.per_node = 4;
+  PipelineLayout l;
+  l.stages = 2;
+  l.microbatches = 8;
+  l.replica_batch = 64;  // micro-batches of 8: the profile's batch
+  l.cuts = {1};
+  auto p = predict_pipeline_layout(r, 1, l);
+  ASSERT_TRUE(p.ok()) << p.error().message();
+  double rest = 0;
+  for (size_t i = 1; i < r.compute.forward_s.size(); ++i)
+    rest += r.compute.forward_s[i] + r.compute.backward_s[i];
+  EXPECT_GE(p->compute_s, 9 * rest * 0.999);
+  EXPECT_NEAR(p->throughput_sps, 64.0 * 2 / p->step_s, 1e-9);  // 2 replicas of 64
+  EXPECT_NE(p->layout.find("2 stages x 2 replicas, 8 micro-batches"), std::string::npos)
+      << p->layout;
+  l.cuts.clear();  // balanced: faster than the stem-only cut
+  auto balanced = predict_pipeline_layout(r, 1, l);
+  ASSERT_TRUE(balanced.ok());
+  EXPECT_LT(balanced->step_s, p->step_s * 0.7);
+  l.stages = 3;  // 3 does not divide 4 ranks
+  EXPECT_FALSE(predict_pipeline_layout(r, 1, l).ok());
+}
+
 TEST(Predict, EfficiencyIsOneAloneAndFallsWithTheNetwork) {
   PredictRequest r;
   r.model = costs("resnet50");
