@@ -82,12 +82,16 @@ shape_dev() {
       rate "$rate" limit 100000
   else
     # Token bucket: a burst of 1 ms at the rate (at least 64 KiB, a TSO segment), and a queue
-    # of 10 ms before drops.
+    # of 200 ms before drops. With 10 ms, 8 ranks' bursts into one link lost packets (33 and 44
+    # drops on two nodes' links in one 4-node sweep at 1 Gbit/s), and a lost tail segment costs
+    # TCP a retransmission timeout of 200 ms or more, doubling when it repeats: single
+    # collectives took 20-50 s, and one sweep's collective outlasted the communicator's timeout.
+    # A queue keeps the rate and only adds delay while the link is oversubscribed.
     local bits bytes
     bits=$(tc_rate_bits "$rate")
     bytes=$(( bits / 8 / 1000 ))
     [ "$bytes" -ge 65536 ] || bytes=65536
-    tc -n "$ns" qdisc add dev "$dev" root tbf rate "$rate" burst "$bytes" latency 10ms
+    tc -n "$ns" qdisc add dev "$dev" root tbf rate "$rate" burst "$bytes" latency 200ms
   fi
 }
 
