@@ -195,8 +195,10 @@ Result<std::vector<LayoutCandidate>> layout_candidates(const recipes::Graph& gra
   for (Attempt& a : attempts)
     if (a.fits) out.push_back(std::move(a.cand));
   if (!out.empty()) {
+    // By throughput, not step time: with the batch fixed per replica (weak scaling), layouts
+    // with fewer replicas take fewer samples per step.
     std::stable_sort(out.begin(), out.end(), [](const auto& x, const auto& y) {
-      return x.predicted_step_s < y.predicted_step_s;
+      return x.layout.predicted_sps > y.layout.predicted_sps;
     });
     for (LayoutCandidate& c : out) {
       c.layout.reason =

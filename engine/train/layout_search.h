@@ -54,7 +54,8 @@ struct LayoutCandidate {
   double predicted_step_s = 0;
 };
 
-// The fitting candidates, best predicted first. Errors: invalid_input when the graph has
+// The fitting candidates, best predicted throughput first (data parallelism first where the
+// recipe leaves the layout open and it fits). Errors: invalid_input when the graph has
 // problems or the recipe's fixed settings cannot be met; resource_exhausted-style
 // invalid_input ("does not fit") when no layout fits the memory limit, saying by how much and
 // what would fit.
