@@ -156,6 +156,7 @@ Status read_checkpoint_pieces(const std::string& path, const CheckpointInfo& inf
         p.count > part_size[p.part] - p.offset || (p.count > 0 && p.dst == nullptr))
       return invalid_input(where + ": a wanted piece lies outside its part");
   }
+  std::erase_if(pieces, [](const CheckpointPiece& p) { return p.count == 0; });  // nothing to copy
   // By first byte in the payload: a chunk's pieces are found from where the last chunk's
   // started.
   std::sort(pieces.begin(), pieces.end(), [&](const auto& a, const auto& b) {
