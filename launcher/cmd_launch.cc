@@ -210,7 +210,7 @@ int run_launch(const LaunchOptions& o) {
       const tuner::LayoutBatch b = tuner::layout_reference_batch(job->recipe, job->ranks);
       lq.batch = b.samples;
       lq.per_replica = b.per_replica;
-      lq.measure = true;
+      lq.measure = launcher::LayoutQuery::Measure::kForTrials;
       auto layouts = launcher::query_layouts(lq);
       if (!layouts) return report_error("launch", layouts.error());
       req.layouts = launcher::tuning_layouts(*layouts, &req.data_parallel_fits);
@@ -253,7 +253,9 @@ int run_launch(const LaunchOptions& o) {
     lq.recipe_path = job->recipe_path;
     lq.ranks = job->ranks;
     lq.ranks_per_node = job->shape.ranks_per_node;
-    lq.measure = !o.dry_run;  // a dry run starts nothing: FLOPs
+    // A dry run starts nothing: FLOPs.
+    lq.measure = o.dry_run ? launcher::LayoutQuery::Measure::kNever
+                           : launcher::LayoutQuery::Measure::kForChoice;
     if (Status st = launcher::apply_layout(lq, &choice.plan); !st)
       return report_error("launch", st.error());
     if (choice.plan.parallel.stages > 1)

@@ -75,12 +75,16 @@ recipes::ParallelLayout layout_from_json(const nlohmann::json& l) {
 
 Result<nlohmann::json> query_layouts(const LayoutQuery& q) {
   auto j = query_once(q, false);
-  if (!j || !q.measure) return j;
+  if (!j || q.measure == LayoutQuery::Measure::kNever) return j;
   const nlohmann::json& c = (*j)["candidates"];
-  const bool pipelines = std::any_of(c.begin(), c.end(), [](const nlohmann::json& k) {
-    return k.contains("layout") && k["layout"].value("stages", 1) > 1;
-  });
+  auto stages = [](const nlohmann::json& k) {
+    return k.contains("layout") ? k["layout"].value("stages", 1) : 1;
+  };
+  const bool pipelines =
+      std::any_of(c.begin(), c.end(), [&](const auto& k) { return stages(k) > 1; });
+  const bool data = std::any_of(c.begin(), c.end(), [&](const auto& k) { return stages(k) == 1; });
   if (c.size() < 2 || !pipelines) return j;
+  if (q.measure == LayoutQuery::Measure::kForChoice && data) return j;
   return query_once(q, true);
 }
 

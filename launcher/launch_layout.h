@@ -25,10 +25,13 @@ struct LayoutQuery {
   int stages = 0, microbatches = 0;
   std::string schedule, recompute, optimizer;
   bool unlimited = false;  // no memory limit: every layout's terms, fitting or not
-  // When the answer (by FLOPs) holds a pipeline among several layouts, ask again with the
-  // model's nodes timed (`dltune-worker layout --measure`, about a second for the bundled
-  // models): the cuts and the ranking then follow this machine's real costs.
-  bool measure = false;
+  // When to ask again with the model's nodes timed (`dltune-worker layout --measure`, about a
+  // second for the bundled models) after the FLOP-based answer: never; kForTrials when it
+  // holds a pipeline among several layouts (the timings decide which ones the trials
+  // measure); kForChoice only when, in addition, no data-parallel layout fits (data
+  // parallelism goes first untimed where it fits, so only then do the timings pick).
+  enum class Measure { kNever, kForTrials, kForChoice };
+  Measure measure = Measure::kNever;
 };
 
 // The worker's answer (see engine/worker/layout.h): {"candidates": [...], "memory_limit", ...}.

@@ -1,7 +1,6 @@
 #include "engine/worker/profile.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -10,11 +9,9 @@
 #include <nlohmann/json.hpp>
 
 #include "common/paths.h"
-#include "common/stats.h"
 #include "common/strings.h"
 #include "engine/train/recipe_config.h"
 #include "engine/train/train_data.h"
-#include "engine/train/trainer.h"
 #include "recipes/model/builtins.h"
 #include "recipes/plan.h"
 #include "recipes/recipe.h"
