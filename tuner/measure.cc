@@ -39,6 +39,7 @@ double run_trial(const Candidate& c, CandidateResult& r, const MeasureOptions& o
   cost += std::max(0.0, *t);
   if (!(*t >= 0) || *t > o.trial_timeout_s) {
     r.failed = true;
+    r.too_slow = true;
     r.failure = "a trial took " + std::to_string(*t) + " s, over the " +
                 std::to_string(o.trial_timeout_s) + " s trial timeout";
     return -1;

@@ -45,7 +45,9 @@ struct CandidateResult {
   stats::Summary summary;       // of the measured (post-warm-up) samples, in seconds
   std::vector<double> samples;  // in round order
   bool failed = false;
-  std::string failure;  // why, when failed: the trial's error or the timeout
+  std::string failure;    // why, when failed: the trial's error or the timeout
+  bool too_slow = false;  // failed by MeasureOptions::trial_timeout_s (a larger message, only
+                          // slower, is not worth trying)
   // Median over rounds of (reference time / this candidate's time): > 1 means faster than the
   // reference candidate. 1.0 for the reference itself; 0 when failed.
   double paired_speedup = 0;

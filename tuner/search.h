@@ -64,6 +64,9 @@ struct SearchResult {
 // marked extrapolated. Nothing changes when no size has a decision.
 void fill_undecided(std::vector<SizeChoice>& choices);
 
+// An algorithm that goes over the trial timeout (CandidateResult::too_slow) at one size is not
+// measured at larger sizes by either search: its time only grows with the message.
+
 // Measures every algorithm at every size. Errors: no algorithms or sizes, or a source error
 // other than the budget (which ends the search with what it has, the rest fill_undecided()).
 Result<SearchResult> exhaustive_search(CollectiveSource& source,
