@@ -24,6 +24,15 @@ namespace {
 constexpr size_t kBlockBytes = 8192;  // the accumulator stays in L1
 
 Status shm_in_place(SharedSegment& seg, size_t offset, const Call& c) {
+  DLTUNE_TRY(shm_enter(seg, c));
+  const auto [lo, hi] = shm_slice(c.count, c.esize, seg.local_size(), seg.local_rank());
+  shm_reduce_slice(seg, offset, c, lo, hi, /*to_all=*/true);
+  return seg.barrier(c.deadline);
+}
+
+}  // namespace
+
+Status shm_enter(SharedSegment& seg, const Call& c) {
   const int n = seg.local_size();
   const int me = seg.local_rank();
   seg.publish(c.count);
@@ -36,10 +45,20 @@ Status shm_in_place(SharedSegment& seg, size_t offset, const Call& c) {
                            ": do all ranks pass the same count?");
     }
   }
-  const size_t per_line = std::max<size_t>(1, 64 / c.esize);
-  const size_t lines = (c.count + per_line - 1) / per_line;
-  const size_t lo = std::min(c.count, block_begin(lines, n, me) * per_line);
-  const size_t hi = std::min(c.count, block_begin(lines, n, me + 1) * per_line);
+  return ok_status();
+}
+
+std::pair<size_t, size_t> shm_slice(size_t count, size_t esize, int parts, int k) {
+  const size_t per_line = std::max<size_t>(1, 64 / esize);
+  const size_t lines = (count + per_line - 1) / per_line;
+  const auto p = static_cast<size_t>(parts), i = static_cast<size_t>(k);
+  return {std::min(count, block_begin(lines, p, i) * per_line),
+          std::min(count, block_begin(lines, p, i + 1) * per_line)};
+}
+
+void shm_reduce_slice(SharedSegment& seg, size_t offset, const Call& c, size_t lo, size_t hi,
+                      bool to_all) {
+  const int n = seg.local_size();
   const size_t block = kBlockBytes / c.esize;
   alignas(64) unsigned char acc[kBlockBytes];
   const void* srcs[64];
@@ -49,12 +68,13 @@ Status shm_in_place(SharedSegment& seg, size_t offset, const Call& c) {
     const size_t at = offset + b * c.esize;
     for (int k = 0; k < n; ++k) srcs[k] = seg.region(k) + at;
     reduce_many(c.type, c.op, acc, srcs, n, m);
-    for (int k = 0; k < n; ++k) std::memcpy(seg.region(k) + at, acc, m * c.esize);
+    if (to_all) {
+      for (int k = 0; k < n; ++k) std::memcpy(seg.region(k) + at, acc, m * c.esize);
+    } else {
+      std::memcpy(seg.region(seg.local_rank()) + at, acc, m * c.esize);
+    }
   }
-  return seg.barrier(c.deadline);
 }
-
-}  // namespace
 
 Status shm(const Call& c) {
   const size_t bytes = c.count * c.esize;

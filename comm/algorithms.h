@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 
 #include "comm/allreduce.h"
 #include "comm/communicator.h"
@@ -74,6 +75,20 @@ inline constexpr size_t kShmSmallSharedMaxBytes = 1024;  // in place in a Shared
 // different counts, kTimeout when a local rank does not arrive by c.deadline, and the
 // staging segment's allocation errors on the first call.
 Status shm_small(const Call& c);
+
+// The pieces of the shared-memory allreduce (comm/algo_shm.cc), also used by hierarchical's
+// multi-leader form. `seg` holds one region per local rank, the vector at `offset` in each.
+// shm_enter: publishes c.count and waits at the segment's barrier; errors: kTimeout at
+// c.deadline, invalid input when the local ranks' counts differ.
+Status shm_enter(SharedSegment& seg, const Call& c);
+// Local rank k's slice [lo, hi) of `count` elements of `esize` bytes cut into `parts` near-equal
+// slices on 64-byte boundaries (no two ranks write one cache line); empty slices are possible.
+std::pair<size_t, size_t> shm_slice(size_t count, size_t esize, int parts, int k);
+// Reduces elements [lo, hi) over every local rank's region and writes the result into every
+// region (to_all) or only this rank's. Precondition: shm_enter() returned OK since the regions
+// were last written.
+void shm_reduce_slice(SharedSegment& seg, size_t offset, const Call& c, size_t lo, size_t hi,
+                      bool to_all);
 
 // Binomial reduce of the call to rank 0 (result in c.recv on rank 0 only; other ranks' recv
 // is scratch afterwards).

@@ -29,7 +29,7 @@ struct AllreduceOptions {
   Algorithm algorithm = Algorithm::kRing;
   // Ring: pipelining segment in bytes; each ring step's chunk is sent in segments of at most
   // this size so that reduction of one segment overlaps the transfer of the next. 0 = whole
-  // chunks (plain ring).
+  // chunks (plain ring). Hierarchical passes it to its ring among nodes.
   size_t segment_bytes = size_t{1} << 20;
   // Hierarchical: the node-local algorithm (kShm, kTree, kRing, kRecursiveDoubling or
   // kRabenseifner) and the flat algorithm among node leaders (any but kHierarchical/kShm).

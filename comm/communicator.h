@@ -172,6 +172,12 @@ class Communicator {
   // use; collective over this communicator on first call.
   virtual Communicator& local() = 0;
   virtual Communicator* leaders() = 0;
+  // The rail: the ranks with this rank's local index on every node (local rank k of each node),
+  // nodes in the leaders' order, when this communicator spans several nodes that each hold the
+  // same number (> 1) of its ranks; else nullptr, as on transports without rails. Hierarchical
+  // allreduce runs its cross-node phase on every rail at once, each on its slice of the vector.
+  // Created with local() and leaders().
+  virtual Communicator* rail() { return nullptr; }
   // Number of nodes this communicator spans (1 when local() is the whole communicator).
   virtual int node_count() = 0;
 

@@ -8,6 +8,7 @@
 
 #if DLTUNE_HAVE_MPI
 #include <climits>
+#include <cstring>
 #include <string>
 
 #include "comm/mpi_impl.h"
@@ -91,9 +92,19 @@ MpiCommunicator::~MpiCommunicator() {
   cancel_outstanding();
   local_.reset();
   leaders_.reset();
+  rail_.reset();
   MPI_Comm_free(&p2p_);
   MPI_Comm_free(&comm_);
 }
+
+namespace {
+
+bool told_to_yield() {
+  const char* v = std::getenv("OMPI_MCA_mpi_yield_when_idle");
+  return v != nullptr && (std::strcmp(v, "1") == 0 || std::strcmp(v, "true") == 0);
+}
+
+}  // namespace
 
 Status MpiCommunicator::make_subs(bool top) {
   if (size_ == 1) return ok_status();
@@ -103,9 +114,12 @@ Status MpiCommunicator::make_subs(bool top) {
   int local_size = 0, local_rank = 0;
   MPI_Comm_size(loc, &local_size);
   MPI_Comm_rank(loc, &local_rank);
-  // More ranks on this node than CPUs: a waiting rank may hold the core its peer needs, so
-  // wait_all() yields after a few polls instead of after ~100 us of spinning.
-  if (local_size > SpinWait::online_cpus()) spin_polls_ = kOversubscribedSpinPolls;
+  // More ranks on this node than CPUs, or Open MPI told to yield while it waits (the launcher
+  // sets it past the host's CPUs; simulated nodes sharing one host's cores set it too): a
+  // waiting rank may hold the core its peer needs, so wait_all() yields after a few polls
+  // instead of after ~100 us of spinning.
+  if (local_size > SpinWait::online_cpus() || told_to_yield())
+    spin_polls_ = kOversubscribedSpinPolls;
   if (local_size == size_) {
     MPI_Comm_free(&loc);
   } else {
@@ -125,6 +139,19 @@ Status MpiCommunicator::make_subs(bool top) {
     if (!sub) return std::move(sub).error().wrap("the node-leader communicator");
     leaders_ = std::move(*sub);
     leaders_->spin_polls_ = spin_polls_;
+  }
+  // Rails (Communicator::rail()): local rank k of every node, when all nodes hold as many ranks.
+  // Ordered by rank, as the leaders are, so rail and leader orders of the nodes agree.
+  int sizes[2] = {local_size, -local_size};  // max and -min of the nodes' sizes
+  MPI_Allreduce(MPI_IN_PLACE, sizes, 2, MPI_INT, MPI_MAX, comm_);
+  if (top && nodes_ > 1 && local_size > 1 && sizes[0] == -sizes[1]) {
+    MPI_Comm rail = MPI_COMM_NULL;
+    rc = MPI_Comm_split(comm_, local_rank, rank_, &rail);
+    if (rc != MPI_SUCCESS) return internal_error("MPI_Comm_split: " + mpi_error_string(rc));
+    auto sub = create(rail);
+    if (!sub) return std::move(sub).error().wrap("the rail communicator");
+    rail_ = std::move(*sub);
+    rail_->spin_polls_ = spin_polls_;
   }
   return ok_status();
 }

@@ -36,7 +36,8 @@ class MpiCommunicator final : public Communicator {
   static Result<std::unique_ptr<MpiCommunicator>> create(MPI_Comm comm);
   ~MpiCommunicator() override;
 
-  // Splits off the node-local and node-leader communicators (collective).
+  // Splits off the node-local and node-leader communicators, and with `top` the rails
+  // (collective).
   Status make_subs(bool top);
 
   int rank() const override { return rank_; }
@@ -50,6 +51,7 @@ class MpiCommunicator final : public Communicator {
                   int recv_tag, void* recv_data, size_t recv_bytes, Deadline deadline) override;
   Communicator& local() override { return local_ ? *local_ : *this; }
   Communicator* leaders() override { return size_ == 1 ? this : leaders_.get(); }
+  Communicator* rail() override { return rail_.get(); }
   int node_count() override { return size_ == 1 ? 1 : nodes_; }
   Status native_allreduce(const void* send, void* recv, size_t count, DataType type,
                           ReduceOp op) override;
@@ -79,6 +81,7 @@ class MpiCommunicator final : public Communicator {
   uint64_t spin_polls_;  // polls of a blocking wait before it starts yielding
   std::unique_ptr<MpiCommunicator> local_;
   std::unique_ptr<MpiCommunicator> leaders_;
+  std::unique_ptr<MpiCommunicator> rail_;
   std::mutex outstanding_mu_;
   std::vector<std::weak_ptr<MpiRequestState>> outstanding_;
   size_t prune_at_ = 64;

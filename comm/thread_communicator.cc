@@ -306,7 +306,8 @@ int ThreadCommunicator::node_count() {
 
 // Node-local group: the members on this rank's node, in this communicator's order. Leaders:
 // the first member of each node, nodes in order of their first member (as MPI's
-// split_type + split by rank give).
+// split_type + split by rank give). Rail k: the k-th member of each node, in the same node
+// order, when every node has the same number (> 1) of members.
 Communicator& ThreadCommunicator::local() {
   if (!subs_made_) {
     subs_made_ = true;
@@ -336,8 +337,36 @@ Communicator& ThreadCommunicator::local() {
                                                leader_members, leader_rank, ranks_per_node_);
       leaders_->set_timeout(timeout());
     }
+    // Rails: members grouped by node, in node order; uniform node sizes only.
+    std::vector<std::vector<int>> by_node(nodes.size());
+    for (int w : members_) {
+      const auto n =
+          static_cast<size_t>(std::find(nodes.begin(), nodes.end(), node_of(w)) - nodes.begin());
+      by_node[n].push_back(w);
+    }
+    const bool uniform = std::all_of(by_node.begin(), by_node.end(), [&](const auto& v) {
+      return v.size() == local_members.size();
+    });
+    if (nodes.size() > 1 && local_members.size() > 1 && uniform) {
+      std::vector<int> rail_members;
+      int rail_rank = 0;
+      for (const auto& node : by_node) {
+        if (node[static_cast<size_t>(local_rank)] == world(rank_))
+          rail_rank = static_cast<int>(rail_members.size());
+        rail_members.push_back(node[static_cast<size_t>(local_rank)]);
+      }
+      rail_ = std::make_unique<ThreadCommunicator>(fabric_,
+                                                   fabric_->context_for(context_, -3, local_rank),
+                                                   rail_members, rail_rank, ranks_per_node_);
+      rail_->set_timeout(timeout());
+    }
   }
   return local_ ? *local_ : *this;
+}
+
+Communicator* ThreadCommunicator::rail() {
+  local();
+  return rail_.get();
 }
 
 Communicator* ThreadCommunicator::leaders() {

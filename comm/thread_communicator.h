@@ -44,6 +44,7 @@ class ThreadCommunicator final : public Communicator {
                   int recv_tag, void* recv_data, size_t recv_bytes, Deadline deadline) override;
   Communicator& local() override;
   Communicator* leaders() override;
+  Communicator* rail() override;
   int node_count() override;
 
   // Sub-communicator of the group: `members` are ranks of the world group, this rank is
@@ -68,6 +69,7 @@ class ThreadCommunicator final : public Communicator {
   int ranks_per_node_;  // of the world group; 0 = all one node
   std::unique_ptr<ThreadCommunicator> local_;
   std::unique_ptr<ThreadCommunicator> leaders_;
+  std::unique_ptr<ThreadCommunicator> rail_;
   bool subs_made_ = false;
   long long splits_ = 0;  // split() calls so far (every rank counts the same)
 };

@@ -70,14 +70,18 @@ double tree(double n, int nodes, int g, const Fabric& f) {
   return t + (in_steps + out_steps) * n * f.intra.gamma_s_per_b;
 }
 
+// comm/algo_hier.cc's multi-leader form: the shared-memory reduce-scatter and allgather (the
+// node-local allreduce's two barriers and traffic, split around the network phase), and between
+// them a ring across nodes on every rail at once, each rank carrying its 1/G of the vector on
+// its share of the node's links. With one rank per node it is a plain ring among the nodes; on
+// one node (no rails) the single-leader form: the node-local allreduce, then a binomial
+// broadcast from local rank 0.
 double hier(double n, int nodes, int g, const Fabric& f) {
-  double t = shm_seconds(n, g, f);
-  if (nodes > 1) {
-    const double share = (nodes - 1.0) / nodes;
-    t += 2.0 * (nodes - 1) * f.inter.alpha_s + 2 * share * n * inter_beta(f, g, 1) +
-         share * n * f.inter.gamma_s_per_b;
-  }
-  return t + log2_ceil(g) * (f.intra.alpha_s + n * f.intra.beta_s_per_b);
+  const double local = shm_seconds(n, g, f);
+  if (nodes <= 1) return local + log2_ceil(g) * (f.intra.alpha_s + n * f.intra.beta_s_per_b);
+  const double share = (nodes - 1.0) / nodes, slice = n / g;
+  return local + 2.0 * (nodes - 1) * f.inter.alpha_s + 2 * share * slice * inter_beta(f, g, g) +
+         share * slice * f.inter.gamma_s_per_b;
 }
 
 double hier_pipelined(double n, int nodes, int g, const Fabric& f) {

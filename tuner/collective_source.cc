@@ -27,8 +27,10 @@ Result<CollectiveCandidate> parse_candidate(const std::string& name) {
   if (!algo) return std::move(algo).error().wrap("candidate '" + name + "'");
   c.algo = *algo;
   if (slash == std::string::npos) return c;
-  if (c.algo != comm::Algorithm::kRing) {
-    return invalid_input("candidate '" + name + "': only ring takes a segment size (ring/BYTES)");
+  if (c.algo != comm::Algorithm::kRing && c.algo != comm::Algorithm::kHierarchical) {
+    return invalid_input("candidate '" + name +
+                         "': only ring and hier take a segment size (ring/BYTES, hier/BYTES: the "
+                         "ring among nodes)");
   }
   auto seg = strings::parse_int(name.substr(slash + 1));
   if (!seg || *seg <= 0 || static_cast<uint64_t>(*seg) > kMaxSegment) {
@@ -41,7 +43,8 @@ Result<CollectiveCandidate> parse_candidate(const std::string& name) {
 
 std::string candidate_name(const CollectiveCandidate& c) {
   std::string name(comm::algorithm_name(c.algo));
-  if (c.algo == comm::Algorithm::kRing && c.segment_bytes > 0) {
+  if ((c.algo == comm::Algorithm::kRing || c.algo == comm::Algorithm::kHierarchical) &&
+      c.segment_bytes > 0) {
     name += "/" + std::to_string(c.segment_bytes);
   }
   return name;
@@ -50,7 +53,14 @@ std::string candidate_name(const CollectiveCandidate& c) {
 std::vector<std::string> default_candidates(int nodes, bool with_native) {
   std::vector<std::string> out = {"ring", "ring/262144",  "ring/1048576",
                                   "rd",   "rabenseifner", "tree"};
-  out.push_back(nodes > 1 ? "hier" : "shm");
+  // Across nodes, hierarchical with a plain and a segmented ring among nodes: on 4 simulated
+  // nodes x 2 ranks at 1 Gbit/s the segments made the flat ring 14 % faster at 16 MiB.
+  if (nodes > 1) {
+    out.push_back("hier");
+    out.push_back("hier/262144");
+  } else {
+    out.push_back("shm");
+  }
   if (with_native) out.push_back("native");
   return out;
 }

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """The hierarchical-against-flat table of a `dltune tune --collectives --verify --json` run:
-per size the best flat algorithm (ring in any segmentation, rd, rabenseifner, tree) and hier,
+per size the best flat algorithm (ring in any segmentation, rd, rabenseifner, tree) and the best
+hierarchical one (hier, hier/SEGMENT),
 from the exhaustive comparison (same interleaved rounds), the tuner's choice and how close it
 came to the best measured. Ends with
-  hier_vs_flat_best=R   best flat time / hier time at the largest size
+  hier_vs_flat_best=R   best flat time / best hier time at the largest size
   hier_ahead_from=SIZE  the smallest size from which hier beats every flat algorithm at every
                         larger size (none when it never does)
   chosen_worst=R        the tuner's choice against the best measured, worst size (verify)
@@ -33,16 +34,18 @@ def main():
         rows.setdefault(m["bytes"], {})[m["candidate"]] = m["median_us"]
     verify = {r["bytes"]: r for r in (o.get("verify") or {}).get("sizes", [])}
     print(f"{o.get('nodes')} nodes x {o.get('ranks', 0) // max(1, o.get('nodes', 1))} ranks")
-    print(f"{'size':>8} {'best flat':>16} {'flat us':>10} {'hier us':>10} {'flat/hier':>9}"
-          f" {'chosen':>14} {'vs best':>8}")
+    print(f"{'size':>8} {'best flat':>16} {'flat us':>10} {'best hier':>12} {'hier us':>10}"
+          f" {'flat/hier':>9} {'chosen':>14} {'vs best':>8}")
     ahead_from, last_ratio, worst = None, None, 1.0
     for b in sorted(rows):
         r = rows[b]
         flat = {k: v for k, v in r.items() if k.split("/")[0] not in ("hier", "native", "shm")}
-        if "hier" not in r or not flat:
+        hier = {k: v for k, v in r.items() if k.split("/")[0] == "hier"}
+        if not hier or not flat:
             continue
         name, t = min(flat.items(), key=lambda kv: kv[1])
-        ratio = t / r["hier"]
+        hname, ht = min(hier.items(), key=lambda kv: kv[1])
+        ratio = t / ht
         last_ratio = ratio
         if ratio > 1 and ahead_from is None:
             ahead_from = b
@@ -52,7 +55,7 @@ def main():
         vs = v.get("vs_oracle", 0)
         if vs:
             worst = min(worst, vs)
-        print(f"{size(b):>8} {name:>16} {t:10.1f} {r['hier']:10.1f} {ratio:9.2f}"
+        print(f"{size(b):>8} {name:>16} {t:10.1f} {hname:>12} {ht:10.1f} {ratio:9.2f}"
               f" {v.get('chosen', '-'):>14} {vs:8.2f}")
     print(f"hier_vs_flat_best={last_ratio:.2f}" if last_ratio else "hier_vs_flat_best=na")
     print(f"hier_ahead_from={size(ahead_from) if ahead_from else 'none'}")

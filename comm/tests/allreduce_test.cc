@@ -4,6 +4,7 @@
 // variants are covered at the smaller counts), to keep the suite fast under sanitizers.
 #include "comm/allreduce.h"
 
+#include <algorithm>
 #include <tuple>
 
 #include <gtest/gtest.h>
@@ -131,6 +132,70 @@ TEST(Hierarchical, InnerOuterCombinations) {
         if (HasFatalFailure()) return;
       }
     }
+  }
+}
+
+// Rails: local rank k of every node, nodes in order, only where every node has as many ranks.
+TEST(Hierarchical, RailsHoldLocalRankKOfEveryNode) {
+  for (auto [ranks, per_node] :
+       {std::pair{6, 2}, std::pair{8, 4}, std::pair{5, 2}, std::pair{4, 4}, std::pair{4, 1}}) {
+    SCOPED_TRACE(std::to_string(ranks) + " ranks, " + std::to_string(per_node) + " per node");
+    const bool uniform = ranks % per_node == 0 && per_node > 1 && ranks > per_node;
+    Status s = spawn(
+        ranks,
+        [&](Communicator& c) -> Status {
+          Communicator* rail = c.rail();
+          if (!uniform) {
+            return rail == nullptr ? ok_status() : internal_error("a rail where none can be");
+          }
+          if (rail == nullptr) return internal_error("no rail");
+          const int local_rank = c.rank() % per_node, node = c.rank() / per_node;
+          if (rail->size() != ranks / per_node || rail->rank() != node)
+            return internal_error("rail rank " + std::to_string(rail->rank()) + " of " +
+                                  std::to_string(rail->size()));
+          // The rail's members are exactly local rank k of each node: their world ranks sum to
+          // k * nodes + per_node * (0 + 1 + ... + nodes - 1).
+          int64_t mine = c.rank(), sum = 0;
+          AllreduceOptions o;
+          o.algorithm = Algorithm::kRing;
+          DLTUNE_TRY(allreduce(*rail, &mine, &sum, 1, DataType::kI64, ReduceOp::kSum, o));
+          const int64_t nodes = ranks / per_node;
+          const int64_t want = local_rank * nodes + per_node * nodes * (nodes - 1) / 2;
+          return sum == want ? ok_status() : internal_error("rail sum " + std::to_string(sum));
+        },
+        per_node, std::chrono::seconds(30));
+    EXPECT_TRUE(s.ok()) << s.error().message();
+  }
+}
+
+// The multi-leader form on buffers in node-shared memory (the engine's gradient buffers) and
+// with counts that leave some local ranks an empty slice: the serial sum, the same bits on
+// every rank.
+TEST(Hierarchical, MultiLeaderOnSharedBuffers) {
+  for (size_t count : {size_t{1}, size_t{17}, size_t{1027}, size_t{70001}}) {
+    SCOPED_TRACE(count);
+    const int ranks = 8, per_node = 4;
+    const auto want = testing::reference<float>(ranks, count, ReduceOp::kSum);
+    Status s = spawn(
+        ranks,
+        [&](Communicator& c) -> Status {
+          auto buf = c.alloc_shared(count * sizeof(float));
+          if (!buf) return buf.error();
+          float* p = buf->as<float>();
+          const auto in = testing::make_input<float>(c.rank(), count);
+          std::copy(in.begin(), in.end(), p);
+          AllreduceOptions o;
+          o.algorithm = Algorithm::kHierarchical;
+          DLTUNE_TRY(allreduce(c, p, p, count, DataType::kF32, ReduceOp::kSum, o));
+          for (size_t i = 0; i < count; ++i) {
+            if (p[i] != want[i])
+              return internal_error("element " + std::to_string(i) + ": " + std::to_string(p[i]) +
+                                    " against " + std::to_string(want[i]));
+          }
+          return ok_status();
+        },
+        per_node, std::chrono::seconds(30));
+    EXPECT_TRUE(s.ok()) << s.error().message();
   }
 }
 

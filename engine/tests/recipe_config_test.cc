@@ -259,6 +259,16 @@ TEST(RecipeConfig, PlanAlgorithmsBecomeInclusiveRanges) {
   ASSERT_EQ(merged->algorithms.size(), 2u);  // same algorithm, same segment: one range
   EXPECT_EQ(merged->range_for(4096).segment_bytes, uint64_t{1} << 20);
 
+  // Hierarchical keeps its segment (its ring among nodes); other algorithms have none.
+  p.collectives[recipes::Collective::kAllreduce] = {
+      {0, 4096, Algorithm::kRecursiveDoubling, 4096},
+      {4096, recipes::kPlanMaxBytes, Algorithm::kHierarchical, 262144}};
+  auto hier = train_config_from(r, p, 2);
+  ASSERT_TRUE(hier.ok()) << hier.error().message();
+  EXPECT_EQ(hier->range_for(0).segment_bytes, 0u);
+  EXPECT_EQ(hier->algorithm_for(4096), "hier");
+  EXPECT_EQ(hier->range_for(4096).segment_bytes, 262144u);
+
   p.collectives.clear();  // no rules: ring everywhere
   auto none = train_config_from(r, p, 2);
   ASSERT_TRUE(none.ok()) << none.error().message();

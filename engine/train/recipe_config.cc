@@ -225,7 +225,10 @@ Result<TrainConfig> train_config_from(const recipes::Recipe& recipe, const recip
                    "algorithm '" + name + "' is not one the CPU engine runs");
       // Plan ranges are [min, max); engine ranges are "at most max_bytes".
       const uint64_t max = r.max_bytes == recipes::kPlanMaxBytes ? UINT64_MAX : r.max_bytes - 1;
-      const uint64_t segment = r.algo == recipes::Algorithm::kRing ? r.segment_bytes : 0;
+      const uint64_t segment =
+          r.algo == recipes::Algorithm::kRing || r.algo == recipes::Algorithm::kHierarchical
+              ? r.segment_bytes
+              : 0;
       if (!c.algorithms.empty() && c.algorithms.back().algorithm == name &&
           c.algorithms.back().segment_bytes == segment)
         c.algorithms.back().max_bytes = max;

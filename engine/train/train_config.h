@@ -22,7 +22,7 @@ struct AlgorithmRange {
   uint64_t max_bytes = UINT64_MAX;
   std::string algorithm = "ring";
   // The ring's pipelining segment in bytes (the plan's ring/SEGMENT choice); 0: comm's default
-  // (comm::AllreduceOptions::segment_bytes). Only the ring uses it.
+  // (comm::AllreduceOptions::segment_bytes). Only the ring uses it (hier: its ring among nodes).
   uint64_t segment_bytes = 0;
 };
 

@@ -70,6 +70,12 @@ TEST(CollectiveCandidate, ParsesNamesAndSegments) {
   ASSERT_TRUE(parse_candidate("rd").ok());
   EXPECT_EQ(candidate_name(*parse_candidate("ring")), "ring");
   EXPECT_FALSE(parse_candidate("rd/4096").ok());
+  auto h = parse_candidate("hier/262144");  // the ring among nodes takes segments too
+  ASSERT_TRUE(h.ok());
+  EXPECT_EQ(h->algo, comm::Algorithm::kHierarchical);
+  EXPECT_EQ(h->segment_bytes, 262144u);
+  EXPECT_EQ(candidate_name(*h), "hier/262144");
+  EXPECT_FALSE(parse_candidate("shm/4096").ok());
   EXPECT_FALSE(parse_candidate("ring/0").ok());
   EXPECT_FALSE(parse_candidate("ring/x").ok());
   EXPECT_FALSE(parse_candidate("rign").ok());
@@ -84,6 +90,7 @@ TEST(CollectiveCandidate, DefaultsDependOnTheJobShape) {
   auto two = default_candidates(2, false);
   EXPECT_EQ(std::find(two.begin(), two.end(), "shm"), two.end());
   EXPECT_NE(std::find(two.begin(), two.end(), "hier"), two.end());
+  EXPECT_NE(std::find(two.begin(), two.end(), "hier/262144"), two.end());
   EXPECT_EQ(std::find(two.begin(), two.end(), "native"), two.end());
 }
 
