@@ -34,7 +34,7 @@ struct ModelOptions {
   // The memory model's query (show): samples per step, ranks and a fixed layout.
   int64_t batch = 1;
   int ranks = 1, stages = 0, microbatches = 0;
-  std::string optimizer, schedule, recompute;
+  std::string optimizer, schedule, recompute, offload;
 };
 
 // The memory model's terms for `o` (dltune-worker layout: the launcher links no engine ops):
@@ -58,6 +58,7 @@ Result<nlohmann::json> memory_terms(const ModelOptions& o) {
   q.microbatches = o.microbatches;
   q.schedule = o.schedule;
   q.recompute = o.recompute;
+  q.offload = o.offload;
   q.optimizer = o.optimizer;
   q.unlimited = true;
   auto j = launcher::query_layouts(q);
@@ -229,6 +230,9 @@ int run_show(const ModelOptions& o) {
                 mem("gradients").c_str(), mem("optimizer").c_str(), mem("state").c_str(),
                 mem("activations").c_str(), mem("workspace").c_str(), mem("communication").c_str(),
                 mem("checkpoint").c_str(), mem("total").c_str());
+    if (t.value("offloaded_to_host", 0) > 0)
+      std::printf("  %-8s optimizer state in host memory, not in the total: %s\n", "",
+                  mem("offloaded_to_host").c_str());
   }
   return 0;
 }
@@ -282,6 +286,8 @@ void setup_model(CLI::App& app, int* exit_code) {
       ->check(CLI::Range(1, 1 << 20));
   show->add_option("--schedule", opts->schedule, "gpipe | 1f1b | async");
   show->add_option("--recompute", opts->recompute, "none | stage");
+  show->add_option("--offload", opts->offload,
+                   "none | optimizer (the GPU engine's optimizer state in host memory)");
   show->add_option("--optimizer", opts->optimizer, "sgd | adamw (default sgd)");
   show->callback([exit_code, opts] { *exit_code = run_show(*opts); });
 

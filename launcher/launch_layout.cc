@@ -32,6 +32,7 @@ Result<nlohmann::json> query_once(const LayoutQuery& q, bool measure) {
   add_n("--microbatches", q.microbatches);
   add("--schedule", q.schedule);
   add("--recompute", q.recompute);
+  add("--offload", q.offload);
   add("--optimizer", q.optimizer);
   if (q.per_replica) argv.push_back("--per-replica");
   if (q.unlimited) argv.push_back("--unlimited");
@@ -65,6 +66,8 @@ recipes::ParallelLayout layout_from_json(const nlohmann::json& l) {
                    .value_or(recipes::PipelineSchedule::kOneFOneB);
   p.recompute = recipes::parse_recompute(l.at("recompute").get<std::string>())
                     .value_or(recipes::Recompute::kNone);
+  p.offload = recipes::parse_offload(l.value("offload", std::string("none")))
+                  .value_or(recipes::Offload::kNone);
   p.reason = l.at("reason").get<std::string>();
   p.memory_bytes = l.at("memory_bytes").get<int64_t>();
   p.predicted_sps = l.at("predicted_sps").get<double>();

@@ -24,6 +24,7 @@ struct LayoutQuery {
   // Fixed layout settings (0 / "" = the recipe's, else free) and the optimizer ("" = recipe's).
   int stages = 0, microbatches = 0;
   std::string schedule, recompute, optimizer;
+  std::string offload;     // "" (the recipe's), none or optimizer
   bool unlimited = false;  // no memory limit: every layout's terms, fitting or not
   // When to ask again with the model's nodes timed (`dltune-worker layout --measure`, about a
   // second for the bundled models) after the FLOP-based answer: never; kForTrials when it

@@ -120,7 +120,8 @@ bool trains_alike(const TrainingPlan& a, const TrainingPlan& b) {
 
 bool same_layout(const ParallelLayout& a, const ParallelLayout& b) {
   return a.replicas == b.replicas && a.stages == b.stages && a.partition == b.partition &&
-         a.microbatches == b.microbatches && a.schedule == b.schedule && a.recompute == b.recompute;
+         a.microbatches == b.microbatches && a.schedule == b.schedule &&
+         a.recompute == b.recompute && a.offload == b.offload;
 }
 
 std::string_view schedule_name(PipelineSchedule s) {
@@ -142,6 +143,14 @@ std::optional<PipelineSchedule> parse_schedule(std::string_view s) {
 }
 
 std::string_view recompute_name(Recompute r) { return r == Recompute::kStage ? "stage" : "none"; }
+
+std::string_view offload_name(Offload o) { return o == Offload::kOptimizer ? "optimizer" : "none"; }
+
+std::optional<Offload> parse_offload(std::string_view s) {
+  if (s == "none") return Offload::kNone;
+  if (s == "optimizer") return Offload::kOptimizer;
+  return std::nullopt;
+}
 
 std::optional<Recompute> parse_recompute(std::string_view s) {
   if (s == "none") return Recompute::kNone;

@@ -96,14 +96,18 @@ struct JobShape {
 // partition[s] (a node name of the model graph) up to the next stage's first node; partition[0]
 // is the graph's first node. A replica's share of the global batch runs as `microbatches`
 // micro-batches under `schedule`; with recompute kStage a stage keeps only its inputs per
-// micro-batch and runs its forward again before the backward. Plain data parallelism is
-// R = ranks, S = 1.
+// micro-batch and runs its forward again before the backward; with offload kOptimizer (GPU
+// engine) the optimizer state lives in pinned host memory and streams through the device for
+// each update. Plain data parallelism is R = ranks, S = 1.
 enum class PipelineSchedule { kGpipe, kOneFOneB, kAsync };
 std::string_view schedule_name(PipelineSchedule s);  // "gpipe", "1f1b", "async"
 std::optional<PipelineSchedule> parse_schedule(std::string_view s);
 enum class Recompute { kNone, kStage };
 std::string_view recompute_name(Recompute r);  // "none", "stage"
 std::optional<Recompute> parse_recompute(std::string_view s);
+enum class Offload { kNone, kOptimizer };
+std::string_view offload_name(Offload o);  // "none", "optimizer"
+std::optional<Offload> parse_offload(std::string_view s);
 
 struct ParallelLayout {
   int replicas = 1;
@@ -112,6 +116,7 @@ struct ParallelLayout {
   int microbatches = 1;
   PipelineSchedule schedule = PipelineSchedule::kOneFOneB;
   Recompute recompute = Recompute::kNone;
+  Offload offload = Offload::kNone;
   // What the tuner knew: why this layout, the memory model's bytes per rank, the throughput it
   // predicted and the one its trials measured (0 = not measured).
   std::string reason;
@@ -122,7 +127,7 @@ struct ParallelLayout {
 };
 
 // Whether `a` and `b` run the same way: the same replicas, stages, cuts, micro-batches, schedule
-// and recomputation (what the tuner knew about them, reason to measured_sps, may differ).
+// recomputation and offload (what the tuner knew about them, reason to measured_sps, may differ).
 bool same_layout(const ParallelLayout& a, const ParallelLayout& b);
 
 enum class PlanSource { kTuned, kCache, kDefault };

@@ -145,7 +145,7 @@ void read_placement(Reader& r, const json& j, std::vector<RankPlacement>* out) {
 void read_parallel(Reader& r, const json& j, ParallelLayout* p) {
   if (!r.object(j, "parallel",
                 {"replicas", "stages", "partition", "microbatches", "schedule", "recompute",
-                 "reason", "memory_bytes", "predicted_sps", "measured_sps"},
+                 "offload", "reason", "memory_bytes", "predicted_sps", "measured_sps"},
                 {"replicas", "stages"}))
     return;
   r.read(j, "replicas", "parallel", &p->replicas);
@@ -168,14 +168,19 @@ void read_parallel(Reader& r, const json& j, ParallelLayout* p) {
   std::string recompute = std::string(recompute_name(p->recompute));
   r.read(j, "schedule", "parallel", &schedule);
   r.read(j, "recompute", "parallel", &recompute);
+  std::string offload = std::string(offload_name(p->offload));  // absent in older plans: none
+  r.read(j, "offload", "parallel", &offload);
   if (!r.ok()) return;
   auto s = parse_schedule(schedule);
   if (!s)
     return r.fail("parallel.schedule", "expected gpipe, 1f1b or async, got '" + schedule + "'");
   auto rc = parse_recompute(recompute);
   if (!rc) return r.fail("parallel.recompute", "expected none or stage, got '" + recompute + "'");
+  auto off = parse_offload(offload);
+  if (!off) return r.fail("parallel.offload", "expected none or optimizer, got '" + offload + "'");
   p->schedule = *s;
   p->recompute = *rc;
+  p->offload = *off;
 }
 
 void read_plan(Reader& r, const json& j, Plan* plan) {
@@ -291,30 +296,35 @@ json plan_to_json(const Plan& plan) {
   for (const RankPlacement& p : plan.placement)
     placement.push_back(
         {{"local_rank", p.local_rank}, {"cpus", p.cpus}, {"gpu", p.gpu}, {"nic", p.nic}});
-  return {{"version", plan.version},
-          {"collectives", colls},
-          {"training",
-           {{"per_rank_batch", t.per_rank_batch},
-            {"global_batch", t.global_batch},
-            {"scaling", scaling_name(t.scaling)},
-            {"lr_scale", t.lr_scale},
-            {"warmup_steps", t.warmup_steps},
-            {"bucket_bytes", t.bucket_bytes},
-            {"overlap", t.overlap}}},
-          {"placement", placement},
-          {"job", {{"nodes", plan.job.nodes}, {"ranks_per_node", plan.job.ranks_per_node}}},
-          {"parallel",
-           {{"replicas", plan.parallel.replicas},
-            {"stages", plan.parallel.stages},
-            {"partition", plan.parallel.partition},
-            {"microbatches", plan.parallel.microbatches},
-            {"schedule", schedule_name(plan.parallel.schedule)},
-            {"recompute", recompute_name(plan.parallel.recompute)},
-            {"reason", plan.parallel.reason},
-            {"memory_bytes", plan.parallel.memory_bytes},
-            {"predicted_sps", plan.parallel.predicted_sps},
-            {"measured_sps", plan.parallel.measured_sps}}},
-          {"provenance", provenance_json(plan.provenance)}};
+  json out = {{"version", plan.version},
+              {"collectives", colls},
+              {"training",
+               {{"per_rank_batch", t.per_rank_batch},
+                {"global_batch", t.global_batch},
+                {"scaling", scaling_name(t.scaling)},
+                {"lr_scale", t.lr_scale},
+                {"warmup_steps", t.warmup_steps},
+                {"bucket_bytes", t.bucket_bytes},
+                {"overlap", t.overlap}}},
+              {"placement", placement},
+              {"job", {{"nodes", plan.job.nodes}, {"ranks_per_node", plan.job.ranks_per_node}}},
+              {"parallel",
+               {{"replicas", plan.parallel.replicas},
+                {"stages", plan.parallel.stages},
+                {"partition", plan.parallel.partition},
+                {"microbatches", plan.parallel.microbatches},
+                {"schedule", schedule_name(plan.parallel.schedule)},
+                {"recompute", recompute_name(plan.parallel.recompute)},
+                {"reason", plan.parallel.reason},
+                {"memory_bytes", plan.parallel.memory_bytes},
+                {"predicted_sps", plan.parallel.predicted_sps},
+                {"measured_sps", plan.parallel.measured_sps}}},
+              {"provenance", provenance_json(plan.provenance)}};
+  // Only when offloaded: a plan without offload keeps the bytes it had before the key existed
+  // (stored and signed plans compare equal).
+  if (plan.parallel.offload != Offload::kNone)
+    out["parallel"]["offload"] = offload_name(plan.parallel.offload);
+  return out;
 }
 
 Result<Plan> plan_from_json(const json& j) {

@@ -197,6 +197,9 @@ std::string recipe_signature(const Recipe& recipe) {
   text += "parallel " + pc.mode + " stages " + std::to_string(pc.stages) + " microbatches " +
           std::to_string(pc.microbatches) + " schedule " + pc.schedule + " recompute " +
           pc.recompute + "\n";
+  // Written only when set, so that the signatures (and cached plans) of recipes that leave it
+  // auto stay what v4 gave them.
+  if (pc.offload != "auto") text += "offload " + pc.offload + "\n";
   text += "init_from " + t.init_from + "\n";
   text += "memory_per_rank " + std::to_string(recipe.launch.memory_per_rank) + "\n";
   const CommConfig& c = recipe.comm;

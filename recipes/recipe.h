@@ -102,6 +102,10 @@ struct ParallelConfig {
   int64_t microbatches = 0;        // 0 = auto
   std::string schedule = "auto";   // auto | gpipe | 1f1b | async
   std::string recompute = "auto";  // auto | none | stage
+  // auto | none | optimizer: the GPU engine keeps the optimizer state in pinned host memory and
+  // streams it through the device for the update (engine/gpu/offload.h); auto offloads only
+  // where the layout would not fit the device otherwise. CPU runs never offload.
+  std::string offload = "auto";
 };
 
 struct TrainingConfig {

@@ -65,7 +65,8 @@ json training_json(const TrainingConfig& t) {
                    {"stages", auto_or(t.parallel.stages)},
                    {"microbatches", auto_or(t.parallel.microbatches)},
                    {"schedule", t.parallel.schedule},
-                   {"recompute", t.parallel.recompute}};
+                   {"recompute", t.parallel.recompute},
+                   {"offload", t.parallel.offload}};
   return j;
 }
 

@@ -79,13 +79,15 @@ void parse_parallel(YamlReader& r, const Fields& parent, ParallelConfig* p) {
     return;
   }
   Fields f;
-  if (!r.fields(e->value, e->path, {"mode", "stages", "microbatches", "schedule", "recompute"}, &f))
+  if (!r.fields(e->value, e->path,
+                {"mode", "stages", "microbatches", "schedule", "recompute", "offload"}, &f))
     return;
   r.get_choice(f, "mode", modes, &p->mode);
   r.get_int_or_auto(f, "stages", &p->stages);
   r.get_int_or_auto(f, "microbatches", &p->microbatches);
   r.get_choice(f, "schedule", {"auto", "gpipe", "1f1b", "async"}, &p->schedule);
   r.get_choice(f, "recompute", {"auto", "none", "stage"}, &p->recompute);
+  r.get_choice(f, "offload", {"auto", "none", "optimizer"}, &p->offload);
   if (p->mode == "data") {
     for (const char* key : {"stages", "schedule", "recompute"})
       if (const Fields::Entry* k = f.find(key)) {

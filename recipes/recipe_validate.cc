@@ -221,6 +221,14 @@ void check_launch(const Recipe& r, Checks& out) {
                    "pipeline stages run on the CPU engine only for now; use comm.backend auto or "
                    "mpi, or one stage",
                    {"training.parallel", "comm.backend"}});
+  if (p.offload == "optimizer" && r.comm.backend != "nccl")
+    out.push_back({"training.parallel.offload",
+                   "offload optimizer moves the GPU engine's optimizer state to host memory; "
+                   "this recipe trains on the CPU (comm.backend " +
+                       r.comm.backend +
+                       "), whose state is in host memory already: use nccl or "
+                       "leave offload auto",
+                   {"training.parallel", "comm.backend"}});
   const int64_t replica_batch = r.training.per_rank_batch > 0 ? r.training.per_rank_batch : 0;
   if (p.microbatches > 0 && replica_batch > 0 && p.microbatches > replica_batch)
     out.push_back({"training.parallel.microbatches",

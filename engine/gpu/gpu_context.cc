@@ -22,6 +22,20 @@ Result<int> gpu_device_count() {
   return n;
 }
 
+Result<uint64_t> device_memory_bytes(int device) {
+  auto n = gpu_device_count();
+  if (!n) return n.error();
+  if (device < 0 || device >= *n)
+    return invalid_input("GPU " + std::to_string(device) +
+                         " does not exist: " + std::to_string(*n) + " visible device(s)");
+  cudaDeviceProp prop{};
+  if (cudaError_t e = cudaGetDeviceProperties(&prop, device); e != cudaSuccess) {
+    (void)cudaGetLastError();
+    return cuda_error(e, "cudaGetDeviceProperties");
+  }
+  return static_cast<uint64_t>(prop.totalGlobalMem);
+}
+
 // ---- DeviceBuffer --------------------------------------------------------------------------
 
 Result<DeviceBuffer> DeviceBuffer::alloc(size_t bytes) {

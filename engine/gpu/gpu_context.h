@@ -31,6 +31,10 @@ bool gpu_built();
 // error string>" (no driver, no device, CUDA_VISIBLE_DEVICES empty). GPU tests skip with it.
 Result<int> gpu_device_count();
 
+// Total memory of visible device `device` in bytes (cudaGetDeviceProperties' totalGlobalMem).
+// Errors: as gpu_device_count(); invalid_input for an index out of range.
+Result<uint64_t> device_memory_bytes(int device);
+
 // Owning device memory (cudaMalloc / cudaFree). Move-only; an empty buffer holds nullptr.
 class DeviceBuffer {
  public:

@@ -4,11 +4,13 @@
 #include "engine/gpu/gpu_context.h"
 #include "engine/gpu/gpu_layers.h"
 #include "engine/gpu/gpu_ops.h"
+#include "engine/gpu/offload.h"
 
 namespace dltune::engine::gpu {
 
 bool gpu_built() { return false; }
 Result<int> gpu_device_count() { return unsupported(kNoCudaBuild); }
+Result<uint64_t> device_memory_bytes(int) { return unsupported(kNoCudaBuild); }
 
 Result<DeviceBuffer> DeviceBuffer::alloc(size_t) { return unsupported(kNoCudaBuild); }
 DeviceBuffer::~DeviceBuffer() = default;
@@ -34,6 +36,20 @@ void GpuContext::comm_waits_for_compute() {}
 void GpuContext::compute_waits_for_comm() {}
 Status GpuContext::synchronize_comm() { return unsupported(kNoCudaBuild); }
 void* GpuContext::scratch(size_t) { return nullptr; }
+
+struct OffloadedState::Impl {};
+OffloadedState::OffloadedState(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+OffloadedState::~OffloadedState() = default;
+Result<std::unique_ptr<OffloadedState>> OffloadedState::create(GpuContext&, int, int64_t, int64_t) {
+  return unsupported(kNoCudaBuild);
+}
+int OffloadedState::vectors() const { return 0; }
+int64_t OffloadedState::size() const { return 0; }
+int64_t OffloadedState::chunk() const { return 0; }
+int64_t OffloadedState::chunks() const { return 0; }
+float* OffloadedState::host(int) { return nullptr; }
+int64_t OffloadedState::device_bytes() const { return 0; }
+void OffloadedState::update(const ChunkUpdate&) {}
 
 Result<std::unique_ptr<Op>> make_gpu_op(const recipes::Node&, GpuContext&) {
   return unsupported(kNoCudaBuild);

@@ -23,7 +23,15 @@ Result<MemoryTerms> estimate_memory(const recipes::Graph& graph, const MemoryQue
   MemoryTerms m;
   m.parameters = info.parameters * F;
   m.gradients = info.parameters * F;
-  m.optimizer = (q.optimizer == "adamw" ? 2 : 1) * info.parameters * F;
+  const int64_t vectors = q.optimizer == "adamw" ? 2 : 1;  // state vectors of the optimizer
+  if (q.offload_optimizer) {
+    m.offloaded = vectors * info.parameters * F;
+    // The staging buffers (engine/gpu/offload.h): two per vector, one when a chunk holds all.
+    const int64_t buffers = info.parameters > kOffloadChunkFloats ? 2 : 1;
+    m.optimizer = buffers * vectors * std::min(info.parameters, kOffloadChunkFloats) * F;
+  } else {
+    m.optimizer = vectors * info.parameters * F;
+  }
   m.state = info.state_floats * F;
   // One batch's activations, op state and workspace, as Model::reserve() allocates them.
   int64_t acts = 0, saved = 0, ws = 0;

@@ -4,7 +4,11 @@
 //
 //   parameters     4 B per trainable float of the stage (a tied copy counted where it lives)
 //   gradients      the same again (one flat buffer; node-shared memory under data parallelism)
-//   optimizer      SGD's velocity (1x parameters) or AdamW's two moments (2x)
+//   optimizer      SGD's velocity (1x parameters) or AdamW's two moments (2x); offloaded (GPU:
+//                  the state in pinned host memory, engine/gpu/offload.h) only the device's
+//                  staging buffers, two chunks per state vector (one when a chunk holds it
+//                  all), with the state itself in `offloaded` (host memory, outside the
+//                  rank's device total)
 //   state          batch-norm running statistics
 //   activations    per micro-batch kept for backward: every node's output (B x its shape) and
 //                  what each op saves for its backward (masks, argmax, statistics, attention
@@ -41,12 +45,20 @@ struct MemoryQuery {
   bool recompute = false;  // keep only stage inputs; recompute the forward before the backward
   std::string optimizer = "sgd";                   // sgd | adamw
   bool boundary_in = false, boundary_out = false;  // a pipeline stage receives / sends tensors
+  bool offload_optimizer = false;                  // GPU: the optimizer state in host memory
 };
+
+// The floats of each state vector that one staging buffer of the optimizer offload holds: the
+// state streams through the device in chunks of this size, two buffers per vector (one
+// updating while the other copies). 4 Mi floats: 16 MiB, hundreds of microseconds of PCIe
+// per copy, enough to hide the launch and event overheads.
+inline constexpr int64_t kOffloadChunkFloats = int64_t{4} << 20;
 
 struct MemoryTerms {
   int64_t parameters = 0, gradients = 0, optimizer = 0, state = 0;
   int64_t activations = 0, workspace = 0, communication = 0;
   int64_t checkpoint = 0;  // a pipeline's checkpoint staging (engine/train/layout_memory.h)
+  int64_t offloaded = 0;   // optimizer state in pinned host memory: not part of total()
   int64_t total() const {
     return parameters + gradients + optimizer + state + activations + workspace + communication +
            checkpoint;

@@ -212,6 +212,48 @@ TEST(LayoutSearch, NothingFitsSaysByHowMuchAndWhatWould) {
   EXPECT_LE(smaller->front().layout.memory_bytes, one.memory_limit) << t;
 }
 
+// On the GPU engine a model whose optimizer state is what does not fit (VGG-16 with AdamW: 1.1
+// GB of moments) trains with the state in host memory; offload is chosen only where needed,
+// fixed settings are kept, and the refusal on the CPU or with offload none says what would fit.
+TEST(LayoutSearch, OffloadOnlyWhereNeededAndOnlyOnTheGpu) {
+  const recipes::Graph g = *recipes::builtin_graph("vgg16", {});
+  LayoutRequest rq = request(1, 2);
+  rq.optimizer = "adamw";
+  rq.gpu = true;
+  auto free = layout_candidates(g, rq);
+  ASSERT_TRUE(free.ok()) << free.error().message();
+  EXPECT_EQ(free->front().layout.offload, recipes::Offload::kNone);
+  const int64_t resident = free->front().layout.memory_bytes;
+  const MemoryTerms& t = free->front().stages.front().terms;
+  rq.memory_limit = resident - t.optimizer / 2;  // half the moments too many
+  auto tight = layout_candidates(g, rq);
+  ASSERT_TRUE(tight.ok()) << tight.error().message();
+  const recipes::ParallelLayout& l = tight->front().layout;
+  EXPECT_EQ(l.offload, recipes::Offload::kOptimizer);
+  EXPECT_LE(l.memory_bytes, rq.memory_limit);
+  EXPECT_EQ(tight->front().stages.front().terms.offloaded, t.optimizer);
+  EXPECT_NE(l.reason.find("optimizer state in host memory"), std::string::npos) << l.reason;
+  // The round trip of the moments over the host link costs time in the prediction.
+  EXPECT_LT(l.predicted_sps, free->front().layout.predicted_sps);
+  rq.fixed.offload = "none";
+  auto refused = layout_candidates(g, rq);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message().find("training.parallel.offload auto or optimizer"),
+            std::string::npos)
+      << refused.error().message();
+  rq.fixed.offload = "auto";
+  rq.gpu = false;  // the CPU engine keeps its state in host memory: nothing to offload
+  auto cpu = layout_candidates(g, rq);
+  ASSERT_FALSE(cpu.ok());
+  EXPECT_EQ(cpu.error().message().find("offload"), std::string::npos) << cpu.error().message();
+  rq.gpu = true;
+  rq.memory_limit = 0;
+  rq.fixed.offload = "optimizer";  // fixed: kept even where it is not needed
+  auto fixed = layout_candidates(g, rq);
+  ASSERT_TRUE(fixed.ok());
+  EXPECT_EQ(fixed->front().layout.offload, recipes::Offload::kOptimizer);
+}
+
 TEST(LayoutSearch, FixedSettingsAreKeptOrRefused) {
   const recipes::Graph g = resnet20();
   LayoutRequest rq = request(4, 32);

@@ -7,6 +7,7 @@
 
 #include "engine/graph/model.h"
 #include "recipes/model/builtins.h"
+#include "recipes/model/graph.h"
 
 namespace dltune::engine {
 namespace {
@@ -55,6 +56,32 @@ TEST(MemoryModel, InFlightMicrobatchesAndRecomputation) {
   // Recomputation keeps one set of activations (the inputs stay in the input buffer).
   EXPECT_EQ(c.activations, a.activations);
   EXPECT_LT(c.total(), b.total());
+}
+
+// Offloaded (GPU), the optimizer state leaves the device total for host memory, and the device
+// keeps the staging buffers of engine/gpu/offload.h: two chunks per vector for a model larger
+// than a chunk (VGG-16's 138 M parameters), one vector's worth for a smaller one (resnet20).
+TEST(MemoryModel, OffloadMovesTheOptimizerStateToTheHost) {
+  for (const char* name : {"vgg16", "resnet20"}) {
+    SCOPED_TRACE(name);
+    auto g = recipes::builtin_graph(name, {});
+    ASSERT_TRUE(g.has_value());
+    const int64_t n = recipes::analyze_graph(*g).parameters;
+    MemoryQuery q;
+    q.microbatch = 2;
+    q.optimizer = "adamw";
+    MemoryQuery off = q;
+    off.offload_optimizer = true;
+    const MemoryTerms a = *estimate_memory(*g, q), b = *estimate_memory(*g, off);
+    EXPECT_EQ(a.offloaded, 0);
+    EXPECT_EQ(b.offloaded, a.optimizer);
+    EXPECT_EQ(a.optimizer, 2 * n * 4);
+    const int64_t staging = n > kOffloadChunkFloats ? 2 * 2 * kOffloadChunkFloats * 4 : 2 * n * 4;
+    EXPECT_EQ(b.optimizer, staging);
+    EXPECT_EQ(a.total() - b.total(), a.optimizer - staging);
+    EXPECT_EQ(b.parameters, a.parameters);
+    EXPECT_EQ(b.activations, a.activations);
+  }
 }
 
 }  // namespace

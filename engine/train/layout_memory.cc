@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/rss.h"
+#include "engine/gpu/gpu_context.h"
 #include "engine/train/schedule.h"
 #include "recipes/model/partition.h"
 
@@ -11,6 +12,15 @@ namespace dltune::engine {
 RankMemoryLimit rank_memory_limit(const recipes::Recipe& recipe, int ranks_per_node) {
   if (recipe.launch.memory_per_rank > 0)
     return {static_cast<int64_t>(recipe.launch.memory_per_rank), "launch.memory_per_rank"};
+  if (recipe.comm.backend == "nccl") {  // the GPU engine: the rank's memory is its GPU's
+    auto gpu = gpu::device_memory_bytes(0);
+    if (!gpu)
+      return {0, "auto: unknown (the GPU engine trains in its GPU's memory, and " +
+                     gpu.error().message() + ")"};
+    return {static_cast<int64_t>(*gpu), "auto: the memory of GPU 0 (" +
+                                            memory_text(static_cast<int64_t>(*gpu)) +
+                                            "; one GPU per rank)"};
+  }
   const int per_node = std::max(1, ranks_per_node);
   return {rss::memory_limit_bytes() / per_node,
           "auto: " + std::to_string(per_node) + " ranks' share of the memory this process may use"};
@@ -28,6 +38,7 @@ Result<std::vector<StageMemory>> layout_memory(const recipes::Graph& graph, cons
   q.microbatch = chunk;
   q.local_batch = l.replica_batch;
   q.optimizer = l.optimizer;
+  q.offload_optimizer = l.offload_optimizer;
   std::vector<StageMemory> out;
   if (l.stages == 1) {
     auto t = estimate_memory(graph, q);
@@ -88,6 +99,7 @@ Layout layout_of(const TrainConfig& c, int ranks) {
       recipes::parse_schedule(c.pipeline_schedule).value_or(recipes::PipelineSchedule::kOneFOneB);
   l.recompute = c.recompute;
   l.optimizer = c.optimizer;
+  l.offload_optimizer = c.offload_optimizer;
   return l;
 }
 
@@ -110,7 +122,8 @@ nlohmann::json memory_json(const MemoryTerms& t) {
           {"workspace", t.workspace},
           {"communication", t.communication},
           {"checkpoint", t.checkpoint},
-          {"total", t.total()}};
+          {"total", t.total()},
+          {"offloaded_to_host", t.offloaded}};
 }
 
 std::string terms_text(const MemoryTerms& t) {
@@ -119,7 +132,9 @@ std::string terms_text(const MemoryTerms& t) {
          ", activations " + memory_text(t.activations) + ", workspace " + memory_text(t.workspace) +
          ", communication " + memory_text(t.communication) +
          (t.checkpoint > 0 ? ", checkpoint staging " + memory_text(t.checkpoint) : "") +
-         ": total " + memory_text(t.total());
+         ": total " + memory_text(t.total()) +
+         (t.offloaded > 0 ? " (optimizer state " + memory_text(t.offloaded) + " in host memory)"
+                          : "");
 }
 
 }  // namespace dltune::engine

@@ -32,6 +32,7 @@ struct Layout {
   recipes::PipelineSchedule schedule = recipes::PipelineSchedule::kOneFOneB;
   bool recompute = false;
   std::string optimizer = "sgd";
+  bool offload_optimizer = false;  // GPU: the optimizer state in host memory
 };
 
 struct StageMemory {
@@ -56,10 +57,12 @@ Layout layout_of(const TrainConfig& config, int ranks);
 Result<MemoryTerms> rank_memory(const TrainConfig& config, int ranks, int rank);
 
 // The memory one rank of `recipe` may use: launch.memory_per_rank when it sets one, else
-// (auto) what this process may use (rss::memory_limit_bytes(): the cgroup's limit or the
-// machine's memory) over the `ranks_per_node` ranks sharing it. `source` says which, for
-// messages ("launch.memory_per_rank", "auto: 2 ranks' share of the memory this process may
-// use"). bytes is 0 when neither is known.
+// (auto) on the GPU engine (comm.backend nccl) the memory of GPU 0 as this process sees it (the
+// launcher makes one GPU visible per rank), else what this process may use
+// (rss::memory_limit_bytes(): the cgroup's limit or the machine's memory) over the
+// `ranks_per_node` ranks sharing it. `source` says which, for messages ("launch.memory_per_rank",
+// "auto: 2 ranks' share of the memory this process may use"). bytes is 0 when none is known
+// (a GPU recipe where no GPU is visible: source says why).
 struct RankMemoryLimit {
   int64_t bytes = 0;
   std::string source;

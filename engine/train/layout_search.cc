@@ -56,6 +56,7 @@ std::string describe_layout(const recipes::ParallelLayout& l) {
          (l.recompute == recipes::Recompute::kStage ? ", recompute" : "");
   else if (l.microbatches > 1)
     s += ", " + std::to_string(l.microbatches) + " micro-batches";
+  if (l.offload == recipes::Offload::kOptimizer) s += ", optimizer state in host memory";
   return s;
 }
 
@@ -109,6 +110,17 @@ Result<std::vector<LayoutCandidate>> layout_candidates(const recipes::Graph& gra
       recompute_options = {false};
     else
       recompute_options = {false, true};
+    std::vector<bool> offload_options;
+    if (fx.offload == "optimizer")
+      offload_options = {true};
+    else if (fx.offload == "none" || !rq.gpu)
+      offload_options = {false};
+    else
+      offload_options = {false, true};
+    // What to try, cheapest first, until one fits: as is, offloaded, recomputed, both.
+    std::vector<std::pair<bool, bool>> variants;  // (recompute, offload)
+    for (bool rc : recompute_options)
+      for (bool off : offload_options) variants.push_back({rc, off});
     // Each node's cost for one micro-batch of this layout.
     const int64_t mb_samples =
         (replica_batch + std::min<int64_t>(l.microbatches, replica_batch) - 1) /
@@ -117,8 +129,9 @@ Result<std::vector<LayoutCandidate>> layout_candidates(const recipes::Graph& gra
     for (size_t i = 0; i < cost.size(); ++i)
       mb_cost[i] =
           cost[i] * static_cast<double>(mb_samples) + (per_call.empty() ? 0.0 : per_call[i]);
-    for (bool rc : recompute_options) {
+    for (const auto& [rc, off] : variants) {
       l.recompute = rc;
+      l.offload_optimizer = off;
       Attempt a;
       // Cut for balance among the cuts whose stages fit; without a limit, for balance alone.
       auto stage_fits = [&](int begin, int end) {
@@ -131,6 +144,7 @@ Result<std::vector<LayoutCandidate>> layout_candidates(const recipes::Graph& gra
         q.local_batch = replica_batch;
         q.optimizer = rq.optimizer;
         q.recompute = rc;
+        q.offload_optimizer = off;
         q.in_flight = rc ? 1 : static_cast<int>(M);  // a stage's worst case (stage 0 under 1F1B
                                                      // holds min(S, M)); checked exactly below
         if (!rc && l.schedule != recipes::PipelineSchedule::kGpipe)
@@ -160,7 +174,7 @@ Result<std::vector<LayoutCandidate>> layout_candidates(const recipes::Graph& gra
       // Predicted step: the slowest stage's micro-batch time x (M + S - 1), plus the largest
       // stage's gradient allreduce among the replicas.
       const int64_t M = std::min<int64_t>(l.microbatches, replica_batch);
-      double slowest = 0, grads = 0, update = 0;
+      double slowest = 0, grads = 0, update = 0, offloaded = 0;
       for (int s = 0; s < S; ++s) {
         const int b = firsts[static_cast<size_t>(s)];
         const int e =
@@ -172,9 +186,11 @@ Result<std::vector<LayoutCandidate>> layout_candidates(const recipes::Graph& gra
         grads = std::max(grads, static_cast<double>(t.gradients));
         update = std::max(update, static_cast<double>(t.parameters) / sizeof(float) *
                                       rq.optimizer_cost_per_parameter);
+        offloaded = std::max(offloaded, static_cast<double>(t.offloaded));
       }
       const double step = (slowest * static_cast<double>(M + S - 1) + update) / per_s +
-                          (R > 1 ? 2.0 * grads * (R - 1) / R / rq.allreduce_bytes_per_s : 0.0);
+                          (R > 1 ? 2.0 * grads * (R - 1) / R / rq.allreduce_bytes_per_s : 0.0) +
+                          2.0 * offloaded / rq.host_copy_bytes_per_s;
       LayoutCandidate& c = a.cand;
       c.layout.replicas = R;
       c.layout.stages = S;
@@ -182,13 +198,14 @@ Result<std::vector<LayoutCandidate>> layout_candidates(const recipes::Graph& gra
       c.layout.microbatches = static_cast<int>(M);
       c.layout.schedule = l.schedule;
       c.layout.recompute = rc ? recipes::Recompute::kStage : recipes::Recompute::kNone;
+      c.layout.offload = off ? recipes::Offload::kOptimizer : recipes::Offload::kNone;
       c.layout.memory_bytes = a.worst;
       c.layout.predicted_sps = step > 0 ? static_cast<double>(global) / step : 0;
       c.stages = std::move(*mem);
       c.replica_batch = replica_batch;
       c.predicted_step_s = step;
       attempts.push_back(std::move(a));
-      if (attempts.back().fits) break;  // recomputation only where it is needed
+      if (attempts.back().fits) break;  // offload and recomputation only where needed
     }
   }
   std::vector<LayoutCandidate> out;
@@ -241,6 +258,7 @@ Result<std::vector<LayoutCandidate>> layout_candidates(const recipes::Graph& gra
     l.microbatches = bl.microbatches;
     l.schedule = bl.schedule;
     l.recompute = bl.recompute == recipes::Recompute::kStage;
+    l.offload_optimizer = bl.offload == recipes::Offload::kOptimizer;
     l.optimizer = rq.optimizer;
     int64_t lo = 0, hi = best->cand.replica_batch;  // lo fits (0: nothing), hi does not
     while (hi - lo > 1) {
@@ -270,6 +288,9 @@ Result<std::vector<LayoutCandidate>> layout_candidates(const recipes::Graph& gra
   else if (rq.ranks <= cut_count)
     fixes.push_back("more ranks (more pipeline stages)");
   if (fx.recompute == "none") fixes.push_back("training.parallel.recompute auto or stage");
+  if (rq.gpu && fx.offload == "none")
+    fixes.push_back("training.parallel.offload auto or optimizer (the optimizer state, " +
+                    memory_text(t.optimizer) + ", to host memory)");
   fixes.push_back("a larger launch.memory_per_rank");
   return invalid_input(what + strings::join(fixes, "; or "));
 }

@@ -8,11 +8,14 @@
 // slowest stage (its nodes' cost at S's micro-batch size) is as fast as possible
 // (recipes::balanced_partition), vetoing cuts whose stage does not fit the memory limit;
 // micro-batches default to min(replica batch, 4 S) (the 1F1B bubble (S-1)/(M+S-1) below 20 %), the
-// schedule to 1F1B, and recomputation is switched on only where the stage would not fit without it.
+// schedule to 1F1B, and recomputation is switched on only where the stage would not fit without it;
+// on the GPU engine the optimizer state moves to host memory (offload) likewise, tried before
+// recomputation (its copies overlap nothing but cost no compute).
 // A candidate's predicted step time is its slowest stage's cost times (M + S - 1) micro-batch
 // slots, plus the largest stage's optimizer update, plus the gradient allreduce of its largest
-// stage over its R replicas at `allreduce_bytes_per_s`; its throughput global / step time. Every
-// candidate that fits is returned, best first; when none fits, the error says by how much the
+// stage over its R replicas at `allreduce_bytes_per_s`, plus, offloaded, the optimizer state's
+// round trip over the host link at `host_copy_bytes_per_s`; its throughput global / step time.
+// Every candidate that fits is returned, best first; when none fits, the error says by how much the
 // closest one misses and what would fit (fewer samples per replica, more stages, recomputation).
 #pragma once
 
@@ -45,6 +48,10 @@ struct LayoutRequest {
   // The optimizer's cost per parameter per step (a stage updates its own), in the same units.
   double optimizer_cost_per_parameter = 0;
   double allreduce_bytes_per_s = 2e9;
+  // The GPU engine (comm.backend nccl): the optimizer state may be offloaded to host memory
+  // (fixed.offload auto or optimizer), its copies at this rate each way (PCIe 4 x16: ~20 GB/s).
+  bool gpu = false;
+  double host_copy_bytes_per_s = 2e10;
 };
 
 struct LayoutCandidate {
@@ -70,7 +77,8 @@ inline constexpr double kPromisingShare = 0.75;
 inline constexpr size_t kMeasuredPipelines = 2;
 std::vector<size_t> layouts_to_measure(const std::vector<LayoutCandidate>& candidates);
 
-// "2 replicas x 3 stages (from conv1, layer2.0, layer3.0), 8 micro-batches, 1f1b, recompute".
+// "2 replicas x 3 stages (from conv1, layer2.0, layer3.0), 8 micro-batches, 1f1b, recompute"
+// (", optimizer state in host memory" when offloaded).
 std::string describe_layout(const recipes::ParallelLayout& l);
 
 }  // namespace dltune::engine

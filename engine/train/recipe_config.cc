@@ -134,6 +134,7 @@ Result<TrainConfig> train_config_from(const recipes::Recipe& recipe, const recip
   c.microbatches = pl.microbatches;
   c.pipeline_schedule = std::string(recipes::schedule_name(pl.schedule));
   c.recompute = pl.recompute == recipes::Recompute::kStage;
+  c.offload_optimizer = pl.offload == recipes::Offload::kOptimizer;
 
   // Batch: per replica (every rank under data parallelism).
   const int replicas = pl.replicas;
@@ -214,6 +215,10 @@ Result<TrainConfig> train_config_from(const recipes::Recipe& recipe, const recip
   c.overlap = tp.overlap;
   // Recipes have no device key: `comm.backend: nccl` means the ranks compute on their GPUs.
   if (recipe.comm.backend == "nccl") c.device = "gpu";
+  if (c.offload_optimizer && c.device != "gpu")
+    return bad(recipe, "plan.parallel.offload",
+               "optimizer offload needs the GPU engine (comm.backend nccl); this recipe trains on "
+               "the CPU, whose optimizer state is in host memory already");
   c.algorithms.clear();
   if (auto it = plan.collectives.find(recipes::Collective::kAllreduce);
       it != plan.collectives.end() && !it->second.empty()) {

@@ -60,6 +60,10 @@ Status validate(const TrainConfig& c) {
   if (c.steps < 0) return bad("steps", "must be non-negative");
   if (c.device != "cpu" && c.device != "gpu")
     return bad("device", "expected cpu or gpu, got '" + c.device + "'");
+  if (c.offload_optimizer && c.device != "gpu")
+    return bad("offload_optimizer",
+               "offloads the GPU engine's optimizer state to host memory; device '" + c.device +
+                   "' keeps it there already");
   if (c.threads < 1 || c.threads > 1024) return bad("threads", "must be in 1..1024");
   if (c.bucket_bytes < 4) return bad("bucket_bytes", "must be at least 4");
   if (c.algorithms.empty()) return bad("algorithms", "needs at least one range");
@@ -122,6 +126,7 @@ Result<TrainConfig> parse_train_config(const std::string& text) {
                                 "partition",
                                 "pipeline_schedule",
                                 "recompute",
+                                "offload_optimizer",
                                 "lr",
                                 "momentum",
                                 "weight_decay",
@@ -175,6 +180,7 @@ Result<TrainConfig> parse_train_config(const std::string& text) {
   DLTUNE_TRY(get(j, "partition", c.partition));
   DLTUNE_TRY(get(j, "pipeline_schedule", c.pipeline_schedule));
   DLTUNE_TRY(get(j, "recompute", c.recompute));
+  DLTUNE_TRY(get(j, "offload_optimizer", c.offload_optimizer));
   DLTUNE_TRY(get(j, "lr", c.lr));
   DLTUNE_TRY(get(j, "momentum", c.momentum));
   DLTUNE_TRY(get(j, "weight_decay", c.weight_decay));
@@ -270,6 +276,7 @@ std::string to_json(const TrainConfig& c) {
             {"partition", c.partition},
             {"pipeline_schedule", c.pipeline_schedule},
             {"recompute", c.recompute},
+            {"offload_optimizer", c.offload_optimizer},
             {"optimizer", c.optimizer},
             {"lr", c.lr},
             {"momentum", c.momentum},

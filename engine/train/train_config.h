@@ -60,6 +60,9 @@ struct TrainConfig {
   std::vector<std::string> partition;
   std::string pipeline_schedule = "1f1b";
   bool recompute = false;
+  // GPU only: the optimizer state in pinned host memory, streamed through the device for each
+  // update (engine/gpu/offload.h); the plan's parallel.offload.
+  bool offload_optimizer = false;
   int per_rank_batch = 64;        // weak scaling: global batch = per_rank_batch * ranks
   std::string optimizer = "sgd";  // sgd (momentum) | adamw (decoupled weight decay)
   double lr = 0.01;

@@ -6,7 +6,9 @@
 // backward, the later chunks adding to the gradients; the buckets' allreduces start during the
 // last chunk's backward. Then clipping by the global norm, and SGD or AdamW, all on the device;
 // the host sees only the per-row losses. The optimizer's state lives on the device too (`slots`,
-// in Optimizer::state() order); the host optimizer keeps the step count (AdamW's bias
+// in Optimizer::state() order), or with config.offload_optimizer in pinned host memory,
+// streamed through the device chunk by chunk for the update (`offloaded`, engine/gpu/offload.h:
+// the same kernels on each chunk); the host optimizer keeps the step count (AdamW's bias
 // correction) and receives the moments only for checkpoints (sync_host_params).
 #include <algorithm>
 #include <chrono>
@@ -15,6 +17,7 @@
 #include "comm/allreduce.h"
 #include "engine/gpu/gpu_model.h"
 #include "engine/gpu/gpu_ops.h"
+#include "engine/gpu/offload.h"
 #include "engine/train/trainer.h"
 
 namespace dltune::engine {
@@ -25,7 +28,8 @@ struct Trainer::Gpu {
   std::unique_ptr<gpu::GpuContext> ctx;
   std::unique_ptr<gpu::GpuModel> model;
   gpu::DeviceBuffer input, labels, dlogits, rows, small, norm;
-  std::vector<gpu::DeviceBuffer> slots;  // optimizer state, opt_->state() order
+  std::vector<gpu::DeviceBuffer> slots;            // optimizer state, opt_->state() order
+  std::unique_ptr<gpu::OffloadedState> offloaded;  // instead of slots, offloaded
   std::vector<double> host_rows;
 };
 
@@ -61,8 +65,15 @@ Status Trainer::setup_gpu(int max_batch) {
   DLTUNE_TRY(alloc(g->rows, sizeof(double) * rows));
   DLTUNE_TRY(alloc(g->small, 64));
   DLTUNE_TRY(alloc(g->norm, sizeof(double) * gpu::clip_scratch_doubles()));
-  g->slots.resize(opt_->state().size());
-  for (auto& s : g->slots) DLTUNE_TRY(alloc(s, sizeof(float) * n));
+  if (config_.offload_optimizer) {
+    auto off = gpu::OffloadedState::create(*g->ctx, static_cast<int>(opt_->state().size()),
+                                           static_cast<int64_t>(n));
+    if (!off) return off.error().wrap("offloading the optimizer state to host memory");
+    g->offloaded = std::move(*off);
+  } else {
+    g->slots.resize(opt_->state().size());
+    for (auto& s : g->slots) DLTUNE_TRY(alloc(s, sizeof(float) * n));
+  }
   g->host_rows.resize(rows);
   gpu_ = std::move(g);
   // Every rank starts from rank 0's parameters and state (the host broadcast ran before, or,
@@ -89,20 +100,28 @@ Status Trainer::sync_host_params() const {
   DLTUNE_TRY(gpu_->model->copy_params_to(model_->params()));
   DLTUNE_TRY(gpu_->model->copy_state_to(model_->state()));
   const auto slots = opt_->state();
+  const size_t bytes = sizeof(float) * static_cast<size_t>(model_->num_params());
   for (size_t i = 0; i < slots.size() && i < gpu_->slots.size(); ++i)
-    gpu_->ctx->to_host(slots[i]->data(), gpu_->slots[i].data(),
-                       sizeof(float) * static_cast<size_t>(model_->num_params()));
-  return gpu_->ctx->synchronize();
+    gpu_->ctx->to_host(slots[i]->data(), gpu_->slots[i].data(), bytes);
+  DLTUNE_TRY(gpu_->ctx->synchronize());
+  if (gpu_->offloaded)  // current: the last update's stores are behind the synchronize
+    for (size_t i = 0; i < slots.size(); ++i)
+      std::memcpy(slots[i]->data(), gpu_->offloaded->host(static_cast<int>(i)), bytes);
+  return ok_status();
 }
 
 Status Trainer::upload_state_gpu() {
   DLTUNE_TRY(gpu_->model->copy_params_from_host(model_->params()));
   DLTUNE_TRY(gpu_->model->copy_state_from_host(model_->state()));
   const auto slots = opt_->state();
+  const size_t bytes = sizeof(float) * static_cast<size_t>(model_->num_params());
   for (size_t i = 0; i < slots.size() && i < gpu_->slots.size(); ++i)
-    gpu_->ctx->to_device(gpu_->slots[i].data(), slots[i]->data(),
-                         sizeof(float) * static_cast<size_t>(model_->num_params()));
-  return gpu_->ctx->synchronize();
+    gpu_->ctx->to_device(gpu_->slots[i].data(), slots[i]->data(), bytes);
+  DLTUNE_TRY(gpu_->ctx->synchronize());  // no update in flight: the host state may be written
+  if (gpu_->offloaded)
+    for (size_t i = 0; i < slots.size(); ++i)
+      std::memcpy(gpu_->offloaded->host(static_cast<int>(i)), slots[i]->data(), bytes);
+  return ok_status();
 }
 
 Result<const float*> Trainer::eval_logits_gpu(const float* images, int b) {
@@ -228,14 +247,24 @@ Result<double> Trainer::compute_gpu(int B, uint64_t seed, bool traced, StepTimes
     gpu::clip_grad_norm(ctx, m.grads(), n, config_.clip_grad_norm, gpu_->norm.as<double>());
   const auto lr = static_cast<float>(learning_rate(config_, global_batch_, step_));
   opt_->set_steps(opt_->steps() + 1);  // as the host optimizer's step() counts
-  if (config_.optimizer == "adamw")
-    gpu::adamw_step(ctx, m.params(), m.grads(), gpu_->slots[0].floats(), gpu_->slots[1].floats(), n,
-                    lr, static_cast<float>(config_.beta1), static_cast<float>(config_.beta2),
-                    static_cast<float>(config_.eps), static_cast<float>(config_.weight_decay),
-                    opt_->steps());
-  else
-    gpu::sgd_step(ctx, m.params(), m.grads(), gpu_->slots[0].floats(), n, lr,
-                  static_cast<float>(config_.momentum), static_cast<float>(config_.weight_decay));
+  // Elements [begin, begin + count) with the state vectors at `state` (on the device).
+  auto update = [&](int64_t begin, int64_t count, float* const* state) {
+    if (config_.optimizer == "adamw")
+      gpu::adamw_step(ctx, m.params() + begin, m.grads() + begin, state[0], state[1], count, lr,
+                      static_cast<float>(config_.beta1), static_cast<float>(config_.beta2),
+                      static_cast<float>(config_.eps), static_cast<float>(config_.weight_decay),
+                      opt_->steps());
+    else
+      gpu::sgd_step(ctx, m.params() + begin, m.grads() + begin, state[0], count, lr,
+                    static_cast<float>(config_.momentum), static_cast<float>(config_.weight_decay));
+  };
+  if (gpu_->offloaded) {
+    gpu_->offloaded->update(update);
+  } else {
+    float* state[2] = {gpu_->slots[0].floats(),
+                       gpu_->slots.size() > 1 ? gpu_->slots[1].floats() : nullptr};
+    update(0, n, state);
+  }
   DLTUNE_TRY_CTX(ctx.synchronize(), "step " + std::to_string(step_) + " on the GPU");
   tm.update_end = Clock::now();
   double loss = 0.0;

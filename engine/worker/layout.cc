@@ -19,7 +19,7 @@ namespace dltune::engine {
 namespace {
 
 struct LayoutOptions {
-  std::string recipe, model, input, out, optimizer, schedule, recompute;
+  std::string recipe, model, input, out, optimizer, schedule, recompute, offload;
   int stages = 0, microbatches = 0;
   int ranks = 1, ranks_per_node = 0;
   int64_t batch = 0, memory = 0;
@@ -77,6 +77,7 @@ nlohmann::json layout_json(const LayoutCandidate& c) {
             {"microbatches", l.microbatches},
             {"schedule", recipes::schedule_name(l.schedule)},
             {"recompute", recipes::recompute_name(l.recompute)},
+            {"offload", recipes::offload_name(l.offload)},
             {"reason", l.reason},
             {"memory_bytes", l.memory_bytes},
             {"predicted_sps", l.predicted_sps}}},
@@ -99,6 +100,7 @@ CLI::App* add_layout_command(CLI::App& app) {
       ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--schedule", o.schedule, "gpipe | 1f1b | async");
   cmd->add_option("--recompute", o.recompute, "none | stage");
+  cmd->add_option("--offload", o.offload, "none | optimizer (GPU: the optimizer state in host)");
   cmd->add_option("--optimizer", o.optimizer, "sgd | adamw (default: the recipe's, else sgd)");
   cmd->add_option("--ranks", o.ranks, "ranks of the job")
       ->required()
@@ -146,6 +148,7 @@ int run_layout_command() {
   LayoutRequest rq;
   rq.ranks = o.ranks;
   rq.fixed = t.parallel;
+  rq.gpu = r.comm.backend == "nccl";
   if (o.stages > 0) rq.fixed.stages = o.stages;
   if (o.microbatches > 0) rq.fixed.microbatches = o.microbatches;
   if (!o.schedule.empty()) {
@@ -158,6 +161,11 @@ int run_layout_command() {
     if (!recipes::parse_recompute(o.recompute))
       return fail(invalid_input("--recompute: expected none or stage, got '" + o.recompute + "'"));
     rq.fixed.recompute = o.recompute;
+  }
+  if (!o.offload.empty()) {
+    if (!recipes::parse_offload(o.offload))
+      return fail(invalid_input("--offload: expected none or optimizer, got '" + o.offload + "'"));
+    rq.fixed.offload = o.offload;
   }
   rq.optimizer = o.optimizer.empty() ? t.optimizer.kind : o.optimizer;
   if (rq.optimizer != "sgd" && rq.optimizer != "adamw")

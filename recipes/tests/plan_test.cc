@@ -82,6 +82,15 @@ TEST(PlanJson, LayoutsDefaultToDataParallelAndAreChecked) {
   ASSERT_TRUE(pipe.ok()) << pipe.error().message();
   EXPECT_EQ(pipe->parallel.schedule, PipelineSchedule::kAsync);
   EXPECT_TRUE(pipe->parallel.pipelined());
+  EXPECT_EQ(pipe->parallel.offload, Offload::kNone);  // absent: none
+  EXPECT_FALSE(plan_to_json(*pipe)["parallel"].contains("offload"));
+  json off = j;
+  off["parallel"]["offload"] = "optimizer";
+  auto offloaded = plan_from_json(off);
+  ASSERT_TRUE(offloaded.ok()) << offloaded.error().message();
+  EXPECT_EQ(offloaded->parallel.offload, Offload::kOptimizer);
+  EXPECT_EQ(plan_to_json(*offloaded)["parallel"]["offload"], "optimizer");
+  EXPECT_FALSE(same_layout(offloaded->parallel, pipe->parallel));
   struct Bad {
     const char* key;
     json value;
@@ -90,7 +99,8 @@ TEST(PlanJson, LayoutsDefaultToDataParallelAndAreChecked) {
   for (const Bad& b : {Bad{"stages", 3, "must equal the job's 2 ranks"},
                        Bad{"partition", json::array({"conv1"}), "one per stage"},
                        Bad{"microbatches", 65, "in 1..per_rank_batch"},
-                       Bad{"schedule", "zigzag", "expected gpipe, 1f1b or async"}}) {
+                       Bad{"schedule", "zigzag", "expected gpipe, 1f1b or async"},
+                       Bad{"offload", "params", "expected none or optimizer"}}) {
     json k = j;
     k["parallel"][b.key] = b.value;
     auto r = plan_from_json(k);

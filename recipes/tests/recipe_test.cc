@@ -263,6 +263,7 @@ TEST(RecipeSignature, EverySettingAPlanDependsOnChangesIt) {
       {"comm.allreduce", "model: lenet", "comm: {allreduce: rd}\nmodel: lenet"},
       {"comm.backend", "model: lenet", "comm: {backend: mpi}\nmodel: lenet"},
       {"launch.memory_per_rank", "model: lenet", "launch: {memory_per_rank: 1GiB}\nmodel: lenet"},
+      {"training.parallel.offload", "steps: 300", "steps: 300, parallel: {offload: none}"},
       {"tune.objective", "model: lenet",
        "tune: {objective: time-to-accuracy, target_accuracy: 0.9}\nmodel: lenet"},
   };

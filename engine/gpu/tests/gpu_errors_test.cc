@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -18,6 +20,7 @@
 #include "engine/gpu/gpu_layers.h"
 #include "engine/gpu/gpu_model.h"
 #include "engine/ops/elementwise.h"
+#include "engine/train/layout_memory.h"
 #include "engine/train/train_config.h"
 #include "engine/train/train_data.h"
 #include "engine/train/trainer.h"
@@ -180,6 +183,99 @@ void gpu_trains_like_cpu_or_says_why(TrainConfig c, const Dataset& train, const 
   auto a = (*resumed)->step(), b = (*gpu)->step();
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_NEAR(*b, *a, 1e-3 * std::max(1.0, std::abs(*a))) << c.model << " after resuming";
+}
+
+TEST(GpuTrainConfig, OffloadIsForTheGpuOnly) {
+  auto cpu = parse_train_config(R"({"offload_optimizer": true})");
+  ASSERT_FALSE(cpu.ok());
+  EXPECT_NE(cpu.error().message().find("offload_optimizer"), std::string::npos)
+      << cpu.error().message();
+  auto gpu = parse_train_config(R"({"device": "gpu", "offload_optimizer": true})");
+  ASSERT_TRUE(gpu.ok()) << gpu.error().message();
+  EXPECT_TRUE(gpu->offload_optimizer);
+  auto back = parse_train_config(to_json(*gpu));
+  ASSERT_TRUE(back.ok());
+  EXPECT_TRUE(back->offload_optimizer);
+}
+
+std::string file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// The optimizer state in pinned host memory runs the device-resident optimizer's kernels chunk
+// by chunk, so training is bit for bit the same: equal losses, equal checkpoints (parameters
+// and moments), and a resumed offloaded trainer continues exactly. Without a GPU, the offloaded
+// trainer is refused with the device's reason like any GPU trainer.
+TEST(GpuTrainer, OffloadedOptimizerStateTrainsBitForBitOrSaysWhy) {
+  for (const char* optimizer : {"sgd", "adamw"}) {
+    SCOPED_TRACE(optimizer);
+    TrainConfig c;
+    c.model = "mlp";
+    c.device = "gpu";
+    c.optimizer = optimizer;
+    c.lr = std::string(optimizer) == "adamw" ? 1e-3 : 0.05;
+    c.steps = 6;
+    c.train_size = 256;
+    c.heldout_size = 0;
+    c.global_batch = 32;
+    auto data = load_dataset(c.data, true, c.train_size, c.seed);
+    ASSERT_TRUE(data.ok());
+    TrainConfig o = c;
+    o.offload_optimizer = true;
+    auto resident = Trainer::create(c, nullptr, *data, nullptr);
+    auto offloaded = Trainer::create(o, nullptr, *data, nullptr);
+    if (auto n = gpu::gpu_device_count(); !n.ok()) {
+      ASSERT_FALSE(offloaded.ok());
+      EXPECT_EQ(offloaded.error().message(), "device 'gpu': " + n.error().message());
+      return;
+    }
+    ASSERT_TRUE(resident.ok()) << resident.error().message();
+    ASSERT_TRUE(offloaded.ok()) << offloaded.error().message();
+    for (int s = 0; s < 3; ++s) {
+      auto a = (*resident)->step(), b = (*offloaded)->step();
+      ASSERT_TRUE(a.ok() && b.ok()) << (b.ok() ? "" : b.error().message());
+      EXPECT_EQ(*b, *a) << "step " << s;
+    }
+    TempDir dir;
+    ASSERT_FALSE(dir.path.empty());
+    ASSERT_TRUE((*resident)->save(dir.path + "/resident.bin").ok());
+    ASSERT_TRUE((*offloaded)->save(dir.path + "/offloaded.bin").ok());
+    const std::string ra = file_bytes(dir.path + "/resident.bin");
+    EXPECT_FALSE(ra.empty());
+    EXPECT_TRUE(ra == file_bytes(dir.path + "/offloaded.bin"))
+        << "the checkpoints (parameters, moments) differ";
+    auto again = Trainer::create(o, nullptr, *data, nullptr);
+    ASSERT_TRUE(again.ok()) << again.error().message();
+    ASSERT_TRUE((*again)->resume(dir.path + "/offloaded.bin").ok());
+    for (int s = 3; s < 6; ++s) {
+      auto a = (*resident)->step(), b = (*again)->step();
+      ASSERT_TRUE(a.ok() && b.ok()) << (b.ok() ? "" : b.error().message());
+      EXPECT_EQ(*b, *a) << "step " << s << " after resuming offloaded";
+    }
+  }
+}
+
+// memory_per_rank auto: a GPU recipe's rank has its GPU's memory (one GPU per rank); without a
+// GPU the limit is unknown (0) and says why; a fixed limit wins; CPU recipes share the host's.
+TEST(GpuMemory, AGpuRanksLimitIsItsGpusMemoryOrSaysWhy) {
+  recipes::Recipe r;
+  r.comm.backend = "nccl";
+  const RankMemoryLimit gpu = rank_memory_limit(r, 8);
+  if (auto bytes = gpu::device_memory_bytes(0); bytes.ok()) {
+    EXPECT_EQ(gpu.bytes, static_cast<int64_t>(*bytes));
+    EXPECT_NE(gpu.source.find("GPU 0"), std::string::npos) << gpu.source;
+  } else {
+    EXPECT_EQ(gpu.bytes, 0);
+    EXPECT_NE(gpu.source.find(bytes.error().message()), std::string::npos) << gpu.source;
+  }
+  r.launch.memory_per_rank = 1 << 30;
+  EXPECT_EQ(rank_memory_limit(r, 8).bytes, 1 << 30);
+  r.launch.memory_per_rank = 0;
+  r.comm.backend = "mpi";
+  const RankMemoryLimit cpu = rank_memory_limit(r, 2);
+  EXPECT_GT(cpu.bytes, 0);
+  EXPECT_NE(cpu.source.find("2 ranks' share"), std::string::npos) << cpu.source;
 }
 
 TEST(GpuTrainer, ResNetWithAdamWClippingAndMicroBatches) {

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/gpu/gpu_ops.h"
+#include "engine/gpu/offload.h"
 #include "engine/gpu/tests/gpu_test_util.h"
 #include "engine/graph/rng.h"
 #include "engine/ops/loss.h"
@@ -207,6 +208,48 @@ TEST(GpuModel, RejectsAnotherLayout) {
   auto st = (*gpu)->copy_params_from(*cpu);
   ASSERT_FALSE(st.ok());
   EXPECT_EQ(st.error().kind(), ErrorKind::kInvalidInput);
+}
+
+// The offloaded optimizer state (engine/gpu/offload.h) streams through 64-float chunks, with a
+// last chunk of 40, over 3 AdamW steps: the parameters and both moments come out bit for bit as
+// the same kernel gives on the whole device-resident vectors.
+TEST(OffloadedState, ChunkedUpdatesMatchTheWholeVectorBitForBit) {
+  DLTUNE_GPU_OR_SKIP(ctx);
+  const int64_t n = 1000;
+  Rng rng(11);
+  std::vector<float> w(n), m0(n), v0(n);
+  for (int64_t i = 0; i < n; ++i) {
+    w[i] = static_cast<float>(rng.normal());
+    m0[i] = 0.1f * static_cast<float>(rng.normal());
+    v0[i] = 0.01f * static_cast<float>(rng.uniform());
+  }
+  auto off = OffloadedState::create(*ctx, 2, n, 64);
+  ASSERT_TRUE(off.ok()) << off.error().message();
+  EXPECT_EQ((*off)->chunks(), 16);
+  EXPECT_EQ((*off)->device_bytes(), 2 * 2 * 64 * 4);
+  std::copy(m0.begin(), m0.end(), (*off)->host(0));
+  std::copy(v0.begin(), v0.end(), (*off)->host(1));
+  DeviceBuffer wa = testing::upload(*ctx, w), wb = testing::upload(*ctx, w);
+  DeviceBuffer ma = testing::upload(*ctx, m0), va = testing::upload(*ctx, v0);
+  for (int step = 1; step <= 3; ++step) {
+    std::vector<float> g(n);
+    for (float& x : g) x = static_cast<float>(rng.normal());
+    DeviceBuffer grad = testing::upload(*ctx, g);
+    adamw_step(*ctx, wa.floats(), grad.floats(), ma.floats(), va.floats(), n, 1e-2f, 0.9f, 0.999f,
+               1e-8f, 0.01f, step);
+    (*off)->update([&](int64_t begin, int64_t count, float* const* state) {
+      adamw_step(*ctx, wb.floats() + begin, grad.floats() + begin, state[0], state[1], count, 1e-2f,
+                 0.9f, 0.999f, 1e-8f, 0.01f, step);
+    });
+    ASSERT_TRUE(ctx->synchronize().ok());
+  }
+  EXPECT_EQ(testing::download(*ctx, wb.floats(), n), testing::download(*ctx, wa.floats(), n));
+  EXPECT_EQ(std::vector<float>((*off)->host(0), (*off)->host(0) + n),
+            testing::download(*ctx, ma.floats(), n));
+  EXPECT_EQ(std::vector<float>((*off)->host(1), (*off)->host(1) + n),
+            testing::download(*ctx, va.floats(), n));
+  EXPECT_FALSE(OffloadedState::create(*ctx, 0, n).ok());
+  EXPECT_FALSE(OffloadedState::create(*ctx, 1, 0).ok());
 }
 
 // Evaluation uses the running statistics the training steps left, on both sides.
