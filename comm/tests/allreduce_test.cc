@@ -168,11 +168,12 @@ TEST(Hierarchical, RailsHoldLocalRankKOfEveryNode) {
   }
 }
 
-// The multi-leader form on buffers in node-shared memory (the engine's gradient buffers) and
-// with counts that leave some local ranks an empty slice: the serial sum, the same bits on
-// every rank.
+// The multi-leader form on buffers in node-shared memory (the engine's gradient buffers), with
+// counts that leave some local ranks an empty slice, and megabytes: the serial sum, the same
+// bits on every rank.
 TEST(Hierarchical, MultiLeaderOnSharedBuffers) {
-  for (size_t count : {size_t{1}, size_t{17}, size_t{1027}, size_t{70001}}) {
+  for (size_t count : {size_t{1}, size_t{17}, size_t{1027}, size_t{70001}, size_t{600001},
+                       (size_t{1} << 20) + 5}) {
     SCOPED_TRACE(count);
     const int ranks = 8, per_node = 4;
     const auto want = testing::reference<float>(ranks, count, ReduceOp::kSum);
