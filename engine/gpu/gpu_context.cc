@@ -1,6 +1,7 @@
 // The CUDA implementation of gpu_context.h (compiled only when DLTUNE_HAVE_CUDA).
 #include "engine/gpu/gpu_context.h"
 
+#include <atomic>
 #include <mutex>
 #include <optional>
 
@@ -38,6 +39,14 @@ Result<uint64_t> device_memory_bytes(int device) {
 
 // ---- DeviceBuffer --------------------------------------------------------------------------
 
+namespace {
+std::atomic<uint64_t> g_in_use{0}, g_peak{0};  // DeviceBuffer bytes
+}  // namespace
+
+uint64_t device_bytes_in_use() { return g_in_use.load(); }
+uint64_t device_peak_bytes() { return g_peak.load(); }
+void reset_device_peak() { g_peak.store(g_in_use.load()); }
+
 Result<DeviceBuffer> DeviceBuffer::alloc(size_t bytes) {
   DeviceBuffer b;
   if (bytes == 0) return b;
@@ -59,11 +68,18 @@ Result<DeviceBuffer> DeviceBuffer::alloc(size_t bytes) {
   }
   b.ptr_ = p;
   b.bytes_ = bytes;
+  const uint64_t now = g_in_use.fetch_add(bytes) + bytes;
+  uint64_t peak = g_peak.load();
+  while (now > peak && !g_peak.compare_exchange_weak(peak, now)) {
+  }
   return b;
 }
 
 DeviceBuffer::~DeviceBuffer() {
-  if (ptr_) cudaFree(ptr_);
+  if (ptr_) {
+    cudaFree(ptr_);
+    g_in_use.fetch_sub(bytes_);
+  }
 }
 
 // ---- GpuContext ------------------------------------------------------------------------------

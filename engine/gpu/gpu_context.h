@@ -35,6 +35,14 @@ Result<int> gpu_device_count();
 // Errors: as gpu_device_count(); invalid_input for an index out of range.
 Result<uint64_t> device_memory_bytes(int device);
 
+// Bytes of device memory held in DeviceBuffers by this process now, and the most held at once
+// since the last reset_device_peak() (or the start): what the engine itself allocates, the
+// figure the memory model estimates (libraries' own workspaces and the CUDA context are not in
+// it). 0 without CUDA.
+uint64_t device_bytes_in_use();
+uint64_t device_peak_bytes();
+void reset_device_peak();
+
 // Owning device memory (cudaMalloc / cudaFree). Move-only; an empty buffer holds nullptr.
 class DeviceBuffer {
  public:

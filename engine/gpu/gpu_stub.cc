@@ -11,6 +11,9 @@ namespace dltune::engine::gpu {
 bool gpu_built() { return false; }
 Result<int> gpu_device_count() { return unsupported(kNoCudaBuild); }
 Result<uint64_t> device_memory_bytes(int) { return unsupported(kNoCudaBuild); }
+uint64_t device_bytes_in_use() { return 0; }
+uint64_t device_peak_bytes() { return 0; }
+void reset_device_peak() {}
 
 Result<DeviceBuffer> DeviceBuffer::alloc(size_t) { return unsupported(kNoCudaBuild); }
 DeviceBuffer::~DeviceBuffer() = default;

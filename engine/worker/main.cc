@@ -31,6 +31,7 @@
 #include "common/log.h"
 #include "common/paths.h"
 #include "common/rss.h"
+#include "engine/gpu/gpu_context.h"
 #include "engine/graph/blas_kernels.h"
 #include "engine/train/layout_memory.h"
 #include "engine/train/train_data.h"
@@ -108,15 +109,21 @@ Result<TrainConfig> load_config(const Options& o, const comm::Bootstrap* boot) {
 // model's terms for its stage against its resident peak above `rss_before` (the resident set
 // with the data loaded, plus the peers' node-shared pages it mapped; -1: the peak could not be
 // restarted after loading the data, so nothing is measured). On rank 0:
-//   {"ranks": [{"rank", "stage", "estimate_bytes", "measured_bytes", "error"}], "max_error"}
-// where error = |estimate - measured| / measured. GPU ranks report the estimate only (their
-// training memory is on the device).
+//   {"ranks": [{"rank", "stage", "estimate_bytes", "measured_bytes", "error"}], "max_error",
+//    "measured": what was measured}
+// where error = |estimate - measured| / measured. On the GPU the training memory is on the
+// device: the measurement is the peak of the engine's device buffers (gpu::device_peak_bytes,
+// reset before the trainer was built), rank 0's only (the world communicator is NCCL's, which
+// reduces device memory; every GPU rank runs the same data-parallel layout).
 Result<nlohmann::json> memory_report(const TrainConfig& cfg, comm::Communicator* world,
                                      int64_t rss_before) {
   const int ranks = world ? world->size() : 1, rank = world ? world->rank() : 0;
-  const bool measured = rss_before >= 0 && cfg.device != "gpu";
+  const bool gpu = cfg.device == "gpu";
+  const bool measured = gpu || rss_before >= 0;
   std::vector<double> peak(static_cast<size_t>(ranks), 0.0);
-  if (measured) {
+  if (gpu) {
+    peak[static_cast<size_t>(rank)] = static_cast<double>(gpu::device_peak_bytes());
+  } else if (measured) {
     peak[static_cast<size_t>(rank)] = static_cast<double>(rss::peak_bytes() - rss_before);
     if (world && ranks > 1)  // host memory: the communicator is MPI's here, never NCCL's
       DLTUNE_TRY_CTX(comm::allreduce(*world, peak.data(), peak.data(), peak.size(),
@@ -141,7 +148,10 @@ Result<nlohmann::json> memory_report(const TrainConfig& cfg, comm::Communicator*
     }
     out["ranks"].push_back(std::move(row));
   }
-  if (measured) out["max_error"] = worst;
+  if (measured) {
+    out["max_error"] = worst;
+    out["measured"] = gpu ? "peak of the engine's GPU buffers (rank 0)" : "resident set peak";
+  }
   return out;
 }
 
@@ -187,6 +197,7 @@ Status train(const Options& o) {
   // The training's own memory: the peak above what the process held with its data loaded.
   const bool peak_restarted = rss::restart_peak();
   const int64_t rss_before = rss::current_bytes(), shmem_before = rss::shmem_bytes();
+  gpu::reset_device_peak();  // the GPU training's own device memory, likewise
   say("building " + cfg->model + " and its optimizer");
   auto trainer = Trainer::create(*cfg, world.get(), train_data, &heldout);
   if (!trainer) return trainer.error();
