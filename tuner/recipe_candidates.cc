@@ -22,6 +22,35 @@ int64_t ceil_pow2(int64_t v) {
   return p;
 }
 
+// The bucket sizes and overlap settings worth trying where `replicas` ranks reduce gradients
+// of at most `largest` bytes (a stage's share of the model's `grad`): the recipe's where it
+// fixes them; for one replica (nothing reduced: bucket and overlap change nothing it does) the
+// plan's defaults (4 MiB, overlap on), not a search (AlexNet on one rank spent its whole 120 s
+// budget telling 8 such twins apart); else 1, 4 and 16 MiB below `largest` and one bucket for
+// everything, with overlap on and off.
+struct CommChoices {
+  std::vector<uint64_t> buckets;
+  std::vector<bool> overlaps;
+};
+CommChoices comm_choices(const recipes::Recipe& r, int replicas, int64_t largest, int64_t grad) {
+  CommChoices c;
+  if (r.comm.bucket_bytes > 0) {
+    c.buckets.push_back(r.comm.bucket_bytes);
+  } else if (replicas == 1) {
+    c.buckets.push_back(TrainingPlan{}.bucket_bytes);
+  } else {
+    for (uint64_t b : {1 * kMiB, 4 * kMiB, 16 * kMiB}) {
+      if (b < static_cast<uint64_t>(largest)) c.buckets.push_back(b);
+    }
+    c.buckets.push_back(static_cast<uint64_t>(ceil_pow2(grad)));  // one bucket
+  }
+  if (r.comm.overlap != recipes::Overlap::kOff) c.overlaps.push_back(true);
+  if (r.comm.overlap != recipes::Overlap::kOn) c.overlaps.push_back(false);
+  if (replicas == 1 && r.comm.overlap == recipes::Overlap::kAuto)
+    c.overlaps = {TrainingPlan{}.overlap};
+  return c;
+}
+
 int64_t run_steps(const recipes::Recipe& r, int64_t global_batch) {
   if (r.training.steps > 0) return r.training.steps;
   const int64_t samples = std::max<int64_t>(1, recipe_train_samples(r));
@@ -158,25 +187,7 @@ Result<std::vector<RecipeCandidate>> generate_candidates(const recipes::Recipe& 
                          " training samples) for " + std::to_string(ranks) + " ranks");
   }
 
-  // One rank reduces nothing: bucket and overlap change nothing it does, so they are not
-  // searched (AlexNet on one rank spent its whole 120 s budget telling 8 such twins apart). The
-  // recipe's settings, else the plan's defaults (4 MiB, overlap on), stand.
-  std::vector<uint64_t> buckets;
-  if (r.comm.bucket_bytes > 0) {
-    buckets.push_back(r.comm.bucket_bytes);
-  } else if (ranks == 1) {
-    buckets.push_back(TrainingPlan{}.bucket_bytes);
-  } else {
-    for (uint64_t b : {1 * kMiB, 4 * kMiB, 16 * kMiB}) {
-      if (b < static_cast<uint64_t>(grad)) buckets.push_back(b);
-    }
-    buckets.push_back(static_cast<uint64_t>(ceil_pow2(grad)));  // one bucket
-  }
-  std::vector<bool> overlaps;
-  if (r.comm.overlap != recipes::Overlap::kOff) overlaps.push_back(true);
-  if (r.comm.overlap != recipes::Overlap::kOn) overlaps.push_back(false);
-  if (ranks == 1 && r.comm.overlap == recipes::Overlap::kAuto) overlaps = {TrainingPlan{}.overlap};
-
+  const auto [buckets, overlaps] = comm_choices(r, ranks, grad, grad);
   std::vector<RecipeCandidate> out;
   std::set<std::tuple<int64_t, int64_t, uint64_t, bool>> seen;
   for (const auto& [per_rank, global, scaling] : batches) {
@@ -237,15 +248,23 @@ std::vector<RecipeCandidate> layout_candidates(
     }
     t.global_batch = t.per_rank_batch * l.replicas;
     if (t.per_rank_batch < l.microbatches) continue;
-    if (r.comm.bucket_bytes > 0) t.bucket_bytes = r.comm.bucket_bytes;
-    t.overlap = r.comm.overlap != recipes::Overlap::kOff;
     apply_lr_rule(r, ranks, &t);
-    RecipeCandidate k;
-    k.label = candidate_label(t, static_cast<uint64_t>(std::max<int64_t>(grad, 0))) + ", " +
-              layout_label(l);
-    k.training = t;
-    k.layout = l;
-    out.push_back(std::move(k));
+    // The replicas of each stage reduce its gradients as data parallelism does, so their
+    // buckets and overlap are searched too (a family: they share one trainer in the trials).
+    const int64_t stage_grad = (std::max<int64_t>(grad, 0) + l.stages - 1) / l.stages;
+    const auto [buckets, overlaps] = comm_choices(r, l.replicas, stage_grad, grad);
+    for (uint64_t bucket : buckets) {
+      for (bool overlap : overlaps) {
+        RecipeCandidate k;
+        k.training = t;
+        k.training.bucket_bytes = bucket;
+        k.training.overlap = overlap;
+        k.label = candidate_label(k.training, static_cast<uint64_t>(std::max<int64_t>(grad, 0))) +
+                  ", " + layout_label(l);
+        k.layout = l;
+        out.push_back(std::move(k));
+      }
+    }
   }
   return out;
 }

@@ -50,7 +50,9 @@ TEST(RecipeLayouts, PipelinesTrainTheReferenceBatchPerReplica) {
   const LayoutBatch wb = layout_reference_batch(weak, 4);
   EXPECT_TRUE(wb.per_replica);
   const auto k = layout_candidates(weak, job, {layout(2, 2, 8), layout(4, 1, 1), layout(1, 4, 16)});
-  ASSERT_EQ(k.size(), 2u);  // the data-parallel entry is not a pipeline candidate
+  // The data-parallel entry is not a pipeline candidate; 2x2's replicas reduce their stage's
+  // gradients (LeNet's 0.86 MB a stage: one bucket) with overlap on and off; 1x4 reduces nothing.
+  ASSERT_EQ(k.size(), 3u);
   for (const RecipeCandidate& c : k) {
     ASSERT_TRUE(c.layout.has_value());
     EXPECT_EQ(c.training.per_rank_batch, wb.samples);
@@ -62,10 +64,17 @@ TEST(RecipeLayouts, PipelinesTrainTheReferenceBatchPerReplica) {
     EXPECT_TRUE(recipes::validate_plan(p).ok()) << validate_plan(p).error().message();
   }
   EXPECT_NE(k[0].label.find(", 2x2 stages m8 1f1b"), std::string::npos) << k[0].label;
-  EXPECT_NE(k[1].label.find(", 1x4 stages m16 1f1b"), std::string::npos) << k[1].label;
+  EXPECT_NE(k[1].label.find(", 2x2 stages m8 1f1b"), std::string::npos) << k[1].label;
+  EXPECT_TRUE(k[0].training.overlap);
+  EXPECT_FALSE(k[1].training.overlap);
+  EXPECT_EQ(k[0].training.bucket_bytes, 2u << 20);  // one bucket for everything
+  EXPECT_NE(k[0].label.find("bucket=one"), std::string::npos) << k[0].label;
+  EXPECT_NE(k[2].label.find(", 1x4 stages m16 1f1b"), std::string::npos) << k[2].label;
+  EXPECT_TRUE(k[2].training.overlap);  // one replica: the plan's defaults, not a search
+  EXPECT_EQ(k[2].training.bucket_bytes, recipes::TrainingPlan{}.bucket_bytes);
   // Linear lr rule against lr_reference_batch 128: global 128 keeps lr, global 64 halves it.
   EXPECT_DOUBLE_EQ(k[0].training.lr_scale, 1.0);
-  EXPECT_DOUBLE_EQ(k[1].training.lr_scale, 0.5);
+  EXPECT_DOUBLE_EQ(k[2].training.lr_scale, 0.5);
 
   // A fixed global batch is split over the replicas; a layout whose replicas do not divide it,
   // or with more micro-batches than its replica's samples, is left out.
@@ -78,11 +87,11 @@ TEST(RecipeLayouts, PipelinesTrainTheReferenceBatchPerReplica) {
   l4.partition = {"conv1", "fc1"};
   l4.replicas = 3;
   const auto s = layout_candidates(fixed, {1, 6}, {l4, layout(2, 3, 8), layout(1, 6, 97)});
-  ASSERT_EQ(s.size(), 2u);
+  ASSERT_EQ(s.size(), 4u);  // each with overlap on and off
   EXPECT_EQ(s[0].training.per_rank_batch, 32);
-  EXPECT_EQ(s[1].training.per_rank_batch, 48);
-  EXPECT_EQ(s[1].training.global_batch, 96);
-  EXPECT_EQ(s[1].training.scaling, Scaling::kStrong);
+  EXPECT_EQ(s[2].training.per_rank_batch, 48);
+  EXPECT_EQ(s[2].training.global_batch, 96);
+  EXPECT_EQ(s[2].training.scaling, Scaling::kStrong);
 }
 
 TEST(RecipeLayouts, ALayoutIsAFamilyOfItsOwn) {
@@ -160,7 +169,7 @@ TEST_F(TuneLayouts, TheMeasuredWinnersLayoutIsThePlans) {
   ASSERT_TRUE(o.ok()) << o.error().message();
   int with_layout = 0;
   for (const json& k : file_["candidates"]) with_layout += k.contains("parallel") ? 1 : 0;
-  EXPECT_EQ(with_layout, 2);
+  EXPECT_EQ(with_layout, 3);                  // 2x2 with overlap on and off, 1x4
   EXPECT_GT(file_["candidates"].size(), 2u);  // data parallelism is measured too
   const recipes::Plan& p = o->plan;
   ASSERT_TRUE(recipes::validate_plan(p).ok()) << validate_plan(p).error().message();
@@ -189,7 +198,7 @@ TEST_F(TuneLayouts, OnlyLayoutsWhenDataParallelismDoesNotFitAndANearHitNarrowsTh
   req.data_parallel_fits = false;
   auto o = tune_recipe(req, trials(), dir_);
   ASSERT_TRUE(o.ok()) << o.error().message();
-  ASSERT_EQ(file_["candidates"].size(), 2u);
+  ASSERT_EQ(file_["candidates"].size(), 3u);
   for (const json& k : file_["candidates"]) EXPECT_TRUE(k.contains("parallel"));
 
   req.hint_layout = layout(2, 4, 8);  // a near hit ran 4 stages: only 1x4 is measured
@@ -198,7 +207,7 @@ TEST_F(TuneLayouts, OnlyLayoutsWhenDataParallelismDoesNotFitAndANearHitNarrowsTh
   ASSERT_TRUE(o.ok()) << o.error().message();
   ASSERT_EQ(file_["candidates"].size(), 1u);
   EXPECT_EQ(o->plan.parallel.stages, 4);
-  EXPECT_NE(o->plan.provenance.reason.find("searched 1 of 2 candidates, narrowed by a near hit"),
+  EXPECT_NE(o->plan.provenance.reason.find("searched 1 of 3 candidates, narrowed by a near hit"),
             std::string::npos)
       << o->plan.provenance.reason;
 
