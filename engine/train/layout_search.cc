@@ -129,7 +129,8 @@ Result<std::vector<LayoutCandidate>> layout_candidates(const recipes::Graph& gra
     for (size_t i = 0; i < cost.size(); ++i)
       mb_cost[i] =
           cost[i] * static_cast<double>(mb_samples) + (per_call.empty() ? 0.0 : per_call[i]);
-    for (const auto& [rc, off] : variants) {
+    for (const auto& variant : variants) {
+      const bool rc = variant.first, off = variant.second;  // plain names: lambdas capture them
       l.recompute = rc;
       l.offload_optimizer = off;
       Attempt a;
