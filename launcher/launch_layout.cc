@@ -99,8 +99,11 @@ std::vector<recipes::ParallelLayout> tuning_layouts(const nlohmann::json& answer
   for (const nlohmann::json& c : answer["candidates"]) {
     try {
       const recipes::ParallelLayout l = layout_from_json(c.at("layout"));
-      if (!l.pipelined()) *data_parallel_fits = true;
-      if (l.pipelined() && c.value("measure", false)) out.push_back(l);
+      // Data parallelism that fits only with the optimizer state offloaded (GPU) is a layout
+      // of its own: plain data parallelism does not fit.
+      const bool offloaded = l.offload != recipes::Offload::kNone;
+      if (!l.pipelined() && !offloaded) *data_parallel_fits = true;
+      if ((l.pipelined() || offloaded) && c.value("measure", false)) out.push_back(l);
     } catch (const nlohmann::json::exception&) {
     }
   }
@@ -119,6 +122,7 @@ Status apply_layout(const LayoutQuery& base, recipes::Plan* plan) {
     const recipes::ParallelLayout p = layout_from_json((*j)["candidates"][0]["layout"]);
     if (p.stages == 1) {  // data parallel: keep the plan's batch; record the memory
       plan->parallel.microbatches = p.microbatches;
+      plan->parallel.offload = p.offload;
       plan->parallel.memory_bytes = p.memory_bytes;
       plan->parallel.reason = p.reason;
       return recipes::validate_plan(*plan);

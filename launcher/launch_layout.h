@@ -40,11 +40,12 @@ struct LayoutQuery {
 // settings cannot be met; io/internal errors when the worker cannot run.
 Result<nlohmann::json> query_layouts(const LayoutQuery& q);
 
-// The pipeline layouts the recipe tuner's trials measure, from query_layouts()'s answer for the
-// tuner's reference batch: those the worker marks "measure" (engine layouts_to_measure():
-// promising against the best predicted), best first; a candidate the answer cannot describe is
-// left out. `data_parallel_fits` (out): whether one candidate is data parallel (one stage),
-// i.e. data parallelism fits a rank's memory.
+// The layouts the recipe tuner's trials measure beside plain data parallelism, from
+// query_layouts()'s answer for the tuner's reference batch: the pipelines and the offloaded
+// data parallelism (GPU) the worker marks "measure" (engine layouts_to_measure(): promising
+// against the best predicted), best first; a candidate the answer cannot describe is left out.
+// `data_parallel_fits` (out): whether one candidate is data parallel (one stage) without
+// offload, i.e. plain data parallelism fits a rank's memory.
 std::vector<recipes::ParallelLayout> tuning_layouts(const nlohmann::json& answer,
                                                     bool* data_parallel_fits);
 

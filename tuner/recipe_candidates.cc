@@ -210,12 +210,13 @@ Result<std::vector<RecipeCandidate>> generate_candidates(const recipes::Recipe& 
 
 namespace {
 
-// "1x2 stages m8 1f1b", "2x2 stages m4 gpipe recompute".
+// "1x2 stages m8 1f1b", "2x2 stages m4 gpipe recompute", "4x1 stages m1 1f1b offload".
 std::string layout_label(const recipes::ParallelLayout& l) {
   std::string s = std::to_string(l.replicas) + "x" + std::to_string(l.stages) + " stages m" +
                   std::to_string(l.microbatches) + " " +
                   std::string(recipes::schedule_name(l.schedule));
   if (l.recompute == recipes::Recompute::kStage) s += " recompute";
+  if (l.offload == recipes::Offload::kOptimizer) s += " offload";
   return s;
 }
 
@@ -236,7 +237,9 @@ std::vector<RecipeCandidate> layout_candidates(
   const LayoutBatch b = layout_reference_batch(r, ranks);
   std::vector<RecipeCandidate> out;
   for (const recipes::ParallelLayout& l : layouts) {
-    if (!l.pipelined() || l.replicas < 1) continue;
+    // Plain data parallelism is the batch candidates' (no layout); data parallelism with the
+    // optimizer state offloaded (GPU) is a layout of its own.
+    if ((!l.pipelined() && l.offload == recipes::Offload::kNone) || l.replicas < 1) continue;
     TrainingPlan t;
     if (!b.per_replica) {
       if (b.samples % l.replicas != 0) continue;

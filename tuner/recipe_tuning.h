@@ -118,13 +118,16 @@ void apply_lr_rule(const recipes::Recipe& recipe, int ranks, recipes::TrainingPl
 Result<std::vector<RecipeCandidate>> generate_candidates(const recipes::Recipe& recipe,
                                                          const recipes::JobShape& job);
 
-// The candidates that train `layouts` (pipelines, stages > 1, from the memory model's layout
-// search for the reference batch; launcher::query_layouts) at the recipe's reference settings:
-// weak scaling keeps reference_per_rank_batch per replica and grows the global batch with the
-// replicas; a recipe that fixes its global batch, or scales strongly, splits that batch over the
-// replicas (a layout whose replicas do not divide it is left out). Bucket and overlap are the
-// recipe's, else the plan's defaults; the lr follows apply_lr_rule(). Labels are the data-parallel
-// label with the layout appended ("b64 weak bucket=4MiB overlap, 1x2 stages m8 1f1b").
+// The candidates that train `layouts` (pipelines, stages > 1, and data parallelism with the
+// optimizer state offloaded, from the memory model's layout search for the reference batch;
+// launcher::query_layouts; plain data parallelism is left out) at the recipe's reference
+// settings: weak scaling keeps reference_per_rank_batch per replica and grows the global batch
+// with the replicas; a recipe that fixes its global batch, or scales strongly, splits that
+// batch over the replicas (a layout whose replicas do not divide it is left out). Bucket and
+// overlap: where replicas reduce, the variants data parallelism searches (the recipe's where
+// it fixes them), else the plan's defaults; the lr follows apply_lr_rule(). Labels are the
+// data-parallel label with the layout appended ("b64 weak bucket=4MiB overlap, 1x2 stages m8
+// 1f1b").
 // The batch layout_candidates() trains pipelines at, for the layout search to size them by:
 // weak scaling reference_per_rank_batch per replica; a recipe's fixed global batch, or strong
 // scaling's lr_reference_batch, over all replicas.
@@ -223,9 +226,10 @@ struct RecipeTuneRequest {
   // The near hit's layout, when it was a pipeline: only the layouts with as many stages are
   // measured (when any is among `layouts`).
   std::optional<recipes::ParallelLayout> hint_layout;
-  // Pipeline layouts measured beside data parallelism (layout_candidates()), and whether data
-  // parallelism fits a rank's memory at all: when it does not, only the layouts are tried (the
-  // trial program would refuse each data-parallel candidate as not fitting anyway).
+  // Layouts measured beside plain data parallelism (layout_candidates(): pipelines, and data
+  // parallelism with the optimizer state offloaded), and whether plain data parallelism fits a
+  // rank's memory at all: when it does not, only the layouts are tried (the trial program would
+  // refuse each plain data-parallel candidate as not fitting anyway).
   std::vector<recipes::ParallelLayout> layouts;
   bool data_parallel_fits = true;
 };

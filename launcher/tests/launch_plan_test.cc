@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include "launcher/launch_layout.h"
 #include "recipes/plan.h"
 #include "topology/topology.h"
 #include "tuner/db/store.h"
@@ -176,6 +177,33 @@ TEST_F(LaunchPlan, ACachedPlanThatDoesNotFitIsSkippedWithAWarning) {
     EXPECT_NE(skipped.find("running the recipe's own settings"), std::string::npos) << skipped;
     std::printf("  %s\n", skipped.c_str());
   }
+}
+
+// The layouts the recipe tuner measures beside plain data parallelism, from the worker's
+// answer: the pipelines and the offloaded data parallelism it marks "measure"; plain data
+// parallelism only says that it fits.
+TEST(TuningLayouts, PipelinesAndOffloadedDataParallelismButNotPlainDataParallelism) {
+  auto entry = [](int replicas, int stages, const char* offload, bool measure) {
+    nlohmann::json l = {
+        {"replicas", replicas}, {"stages", stages},   {"partition", nlohmann::json::array()},
+        {"microbatches", 1},    {"schedule", "1f1b"}, {"recompute", "none"},
+        {"offload", offload},   {"reason", "r"},      {"memory_bytes", 1},
+        {"predicted_sps", 1.0}};
+    if (stages > 1) l["partition"] = {"a", "b"};
+    return nlohmann::json{{"layout", l}, {"measure", measure}};
+  };
+  bool fits = true;
+  auto none = launcher::tuning_layouts(
+      {{"candidates", {entry(2, 1, "optimizer", true), entry(1, 2, "none", true)}}}, &fits);
+  EXPECT_FALSE(fits);  // only with the optimizer state offloaded
+  ASSERT_EQ(none.size(), 2u);
+  EXPECT_EQ(none[0].offload, recipes::Offload::kOptimizer);
+  EXPECT_EQ(none[0].stages, 1);
+  EXPECT_EQ(none[1].stages, 2);
+  auto plain = launcher::tuning_layouts(
+      {{"candidates", {entry(2, 1, "none", true), entry(1, 2, "none", false)}}}, &fits);
+  EXPECT_TRUE(fits);
+  EXPECT_TRUE(plain.empty());  // plain data parallelism is the batch candidates'; 1x2 unmarked
 }
 
 }  // namespace

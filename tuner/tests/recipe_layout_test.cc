@@ -94,6 +94,26 @@ TEST(RecipeLayouts, PipelinesTrainTheReferenceBatchPerReplica) {
   EXPECT_EQ(s[2].training.scaling, Scaling::kStrong);
 }
 
+// Data parallelism that fits only with the optimizer state offloaded (GPU) is a layout of its
+// own, with the bucket and overlap variants of any replicated layout; plain data parallelism
+// is the batch candidates'.
+TEST(RecipeLayouts, OffloadedDataParallelismIsALayoutCandidate) {
+  const auto weak = recipe("    per_rank: 64\n", "weak");
+  ParallelLayout off = layout(4, 1, 1);
+  off.partition.clear();
+  off.offload = recipes::Offload::kOptimizer;
+  ParallelLayout plain = off;
+  plain.offload = recipes::Offload::kNone;
+  const auto k = layout_candidates(weak, {1, 4}, {off, plain});
+  ASSERT_EQ(k.size(), 4u);  // LeNet's 1.7 MB of gradients: 1 MiB and one bucket, overlap on/off
+  for (const RecipeCandidate& c : k) {
+    ASSERT_TRUE(c.layout.has_value());
+    EXPECT_EQ(c.layout->offload, recipes::Offload::kOptimizer);
+    EXPECT_EQ(c.training.global_batch, 4 * 64);
+    EXPECT_NE(c.label.find("4x1 stages m1 1f1b offload"), std::string::npos) << c.label;
+  }
+}
+
 TEST(RecipeLayouts, ALayoutIsAFamilyOfItsOwn) {
   RecipeCandidate dp;
   dp.training.per_rank_batch = 64;
