@@ -12,9 +12,10 @@
 //       barrier each rank copies its region out: an allgather in shared memory.
 // Inter-node traffic is one vector per node, as with one leader, but no rank idles while the
 // leaders work and the node-local phases move half the bytes of a node-local allreduce plus a
-// broadcast. (On 4 simulated nodes x 2 ranks over 1 Gbit/s links, 16 MiB: the single-leader
-// form took 270 ms against flat ring's 255 ms, link-bound at 1.75 vectors per node link
-// against hierarchical's 1.5; the local phases and the idle second rank ate the difference.)
+// broadcast. Measured on 4 simulated nodes x 2 ranks (bench/predict/README.md), 16 MiB: at
+// 10 Gbit/s 88 ms against the best flat ring's 102 (ahead from 4 MiB); at 1 Gbit/s, where the
+// ring already runs at 94 % of the link, 259-268 ms against 248-250, as the single-leader
+// form's 270 (the two shared cores, not the links, decide there).
 // No two ranks write the same bytes between barriers: in (1) rank k reads slice k of every
 // region and writes it in its own; in (3) it writes slice k, which only it reads, into the
 // others.
