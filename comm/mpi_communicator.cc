@@ -141,10 +141,13 @@ Status MpiCommunicator::make_subs(bool top) {
     leaders_->spin_polls_ = spin_polls_;
   }
   // Rails (Communicator::rail()): local rank k of every node, when all nodes hold as many ranks.
-  // Ordered by rank, as the leaders are, so rail and leader orders of the nodes agree.
+  // Ordered by rank, as the leaders are, so rail and leader orders of the nodes agree. Only the
+  // top communicator of several nodes has them (top and nodes_ agree on every rank, so the
+  // collective below is entered by all or none).
+  if (!top || nodes_ <= 1) return ok_status();
   int sizes[2] = {local_size, -local_size};  // max and -min of the nodes' sizes
   MPI_Allreduce(MPI_IN_PLACE, sizes, 2, MPI_INT, MPI_MAX, comm_);
-  if (top && nodes_ > 1 && local_size > 1 && sizes[0] == -sizes[1]) {
+  if (local_size > 1 && sizes[0] == -sizes[1]) {
     MPI_Comm rail = MPI_COMM_NULL;
     rc = MPI_Comm_split(comm_, local_rank, rank_, &rail);
     if (rc != MPI_SUCCESS) return internal_error("MPI_Comm_split: " + mpi_error_string(rc));

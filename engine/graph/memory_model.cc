@@ -26,9 +26,8 @@ Result<MemoryTerms> estimate_memory(const recipes::Graph& graph, const MemoryQue
   const int64_t vectors = q.optimizer == "adamw" ? 2 : 1;  // state vectors of the optimizer
   if (q.offload_optimizer) {
     m.offloaded = vectors * info.parameters * F;
-    // The staging buffers (engine/gpu/offload.h): two per vector, one when a chunk holds all.
-    const int64_t buffers = info.parameters > kOffloadChunkFloats ? 2 : 1;
-    m.optimizer = buffers * vectors * std::min(info.parameters, kOffloadChunkFloats) * F;
+    m.optimizer = offload_buffers(info.parameters) * vectors *
+                  std::min(info.parameters, kOffloadChunkFloats) * F;  // engine/gpu/offload.h
   } else {
     m.optimizer = vectors * info.parameters * F;
   }

@@ -53,6 +53,11 @@ struct MemoryQuery {
 // updating while the other copies). 4 Mi floats: 16 MiB, hundreds of microseconds of PCIe
 // per copy, enough to hide the launch and event overheads.
 inline constexpr int64_t kOffloadChunkFloats = int64_t{4} << 20;
+// Staging buffers per state vector for n floats in chunks of `chunk`: two (one updating while
+// the other copies), one when a single chunk holds the whole vector.
+inline int64_t offload_buffers(int64_t n, int64_t chunk = kOffloadChunkFloats) {
+  return n > chunk ? 2 : 1;
+}
 
 struct MemoryTerms {
   int64_t parameters = 0, gradients = 0, optimizer = 0, state = 0;

@@ -21,6 +21,14 @@ std::vector<double> flop_costs(const recipes::Graph& g, const recipes::GraphInfo
   return cost;
 }
 
+// The values of an optional memory-saving setting (recomputation, offload) to try: the recipe's
+// when it fixes one (`on` or "none"), else without it and then with it where it is possible.
+std::vector<bool> off_then_on(const std::string& fixed, const char* on, bool possible) {
+  if (fixed == on) return {true};
+  if (fixed == "none" || !possible) return {false};
+  return {false, true};
+}
+
 struct Attempt {
   bool fits = false;
   int64_t worst = 0;  // the largest stage's bytes (fitting or not)
@@ -103,24 +111,10 @@ Result<std::vector<LayoutCandidate>> layout_candidates(const recipes::Graph& gra
                                           : (S == 1 ? 1 : std::min<int64_t>(replica_batch, 4 * S)));
     l.schedule =
         recipes::parse_schedule(fx.schedule).value_or(recipes::PipelineSchedule::kOneFOneB);
-    std::vector<bool> recompute_options;
-    if (fx.recompute == "stage")
-      recompute_options = {true};
-    else if (fx.recompute == "none" || S == 1)
-      recompute_options = {false};
-    else
-      recompute_options = {false, true};
-    std::vector<bool> offload_options;
-    if (fx.offload == "optimizer")
-      offload_options = {true};
-    else if (fx.offload == "none" || !rq.gpu)
-      offload_options = {false};
-    else
-      offload_options = {false, true};
     // What to try, cheapest first, until one fits: as is, offloaded, recomputed, both.
     std::vector<std::pair<bool, bool>> variants;  // (recompute, offload)
-    for (bool rc : recompute_options)
-      for (bool off : offload_options) variants.push_back({rc, off});
+    for (bool rc : off_then_on(fx.recompute, "stage", S > 1))
+      for (bool off : off_then_on(fx.offload, "optimizer", rq.gpu)) variants.push_back({rc, off});
     // Each node's cost for one micro-batch of this layout.
     const int64_t mb_samples =
         (replica_batch + std::min<int64_t>(l.microbatches, replica_batch) - 1) /

@@ -102,6 +102,18 @@ TEST(GpuTrainConfig, DeviceKey) {
   EXPECT_NE(bad.error().message().find("key 'device'"), std::string::npos);
 }
 
+// True where this process sees no usable GPU; `trainer`, a GPU trainer just created, must then
+// have been refused with the device's reason (checked here).
+bool refused_without_gpu(const Result<std::unique_ptr<Trainer>>& trainer) {
+  auto n = gpu::gpu_device_count();
+  if (n.ok()) return false;
+  EXPECT_FALSE(trainer.ok());
+  if (!trainer.ok()) {
+    EXPECT_EQ(trainer.error().message(), "device 'gpu': " + n.error().message());
+  }
+  return true;
+}
+
 // Without a GPU the trainer refuses device gpu with the reason; with one, its losses follow the
 // CPU trainer's for the same seed (dropout-free mlp, 5 steps).
 TEST(GpuTrainer, DeviceGpuTrainsLikeCpuOrSaysWhy) {
@@ -116,11 +128,7 @@ TEST(GpuTrainer, DeviceGpuTrainsLikeCpuOrSaysWhy) {
   ASSERT_TRUE(cpu.ok());
   c.device = "gpu";
   auto gpu = Trainer::create(c, nullptr, *data, nullptr);
-  if (auto n = gpu::gpu_device_count(); !n.ok()) {
-    ASSERT_FALSE(gpu.ok());
-    EXPECT_EQ(gpu.error().message(), "device 'gpu': " + n.error().message());
-    return;
-  }
+  if (refused_without_gpu(gpu)) return;
   ASSERT_TRUE(gpu.ok()) << gpu.error().message();
   for (int s = 0; s < 5; ++s) {
     auto a = (*cpu)->step(), b = (*gpu)->step();
@@ -154,11 +162,7 @@ void gpu_trains_like_cpu_or_says_why(TrainConfig c, const Dataset& train, const 
   ASSERT_TRUE(cpu.ok()) << cpu.error().message();
   c.device = "gpu";
   auto gpu = Trainer::create(c, nullptr, train, heldout);
-  if (auto n = gpu::gpu_device_count(); !n.ok()) {
-    ASSERT_FALSE(gpu.ok());
-    EXPECT_EQ(gpu.error().message(), "device 'gpu': " + n.error().message());
-    return;
-  }
+  if (refused_without_gpu(gpu)) return;
   ASSERT_TRUE(gpu.ok()) << gpu.error().message();
   for (int s = 0; s < steps; ++s) {
     auto a = (*cpu)->step(), b = (*gpu)->step();
@@ -225,11 +229,7 @@ TEST(GpuTrainer, OffloadedOptimizerStateTrainsBitForBitOrSaysWhy) {
     o.offload_optimizer = true;
     auto resident = Trainer::create(c, nullptr, *data, nullptr);
     auto offloaded = Trainer::create(o, nullptr, *data, nullptr);
-    if (auto n = gpu::gpu_device_count(); !n.ok()) {
-      ASSERT_FALSE(offloaded.ok());
-      EXPECT_EQ(offloaded.error().message(), "device 'gpu': " + n.error().message());
-      return;
-    }
+    if (refused_without_gpu(offloaded)) return;
     ASSERT_TRUE(resident.ok()) << resident.error().message();
     ASSERT_TRUE(offloaded.ok()) << offloaded.error().message();
     for (int s = 0; s < 3; ++s) {
