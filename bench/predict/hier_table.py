@@ -34,8 +34,12 @@ def main():
         rows.setdefault(m["bytes"], {})[m["candidate"]] = m["median_us"]
     verify = {r["bytes"]: r for r in (o.get("verify") or {}).get("sizes", [])}
     print(f"{o.get('nodes')} nodes x {o.get('ranks', 0) // max(1, o.get('nodes', 1))} ranks")
+    print("every candidate in the same ranks, interleaved round by round after warm-up calls;"
+          " flat: dltune's ring (any segment), rd, rabenseifner, tree; native: Open MPI's"
+          " MPI_Allreduce in those ranks (with the cluster's mpi_yield_when_idle=1), shown,"
+          " not in 'best flat'")
     print(f"{'size':>8} {'best flat':>16} {'flat us':>10} {'best hier':>12} {'hier us':>10}"
-          f" {'flat/hier':>9} {'chosen':>14} {'vs best':>8}")
+          f" {'flat/hier':>9} {'native us':>10} {'chosen':>14} {'vs best':>8}")
     ahead_from, last_ratio, worst = None, None, 1.0
     for b in sorted(rows):
         r = rows[b]
@@ -55,8 +59,9 @@ def main():
         vs = v.get("vs_oracle", 0)
         if vs:
             worst = min(worst, vs)
+        native = f"{r['native']:10.1f}" if "native" in r else f"{'-':>10}"
         print(f"{size(b):>8} {name:>16} {t:10.1f} {hname:>12} {ht:10.1f} {ratio:9.2f}"
-              f" {v.get('chosen', '-'):>14} {vs:8.2f}")
+              f" {native} {v.get('chosen', '-'):>14} {vs:8.2f}")
     print(f"hier_vs_flat_best={last_ratio:.2f}" if last_ratio else "hier_vs_flat_best=na")
     print(f"hier_ahead_from={size(ahead_from) if ahead_from else 'none'}")
     print(f"chosen_worst={worst:.2f}")
