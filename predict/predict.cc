@@ -47,21 +47,28 @@ Prediction data_prediction(const PredictRequest& r, int n) {
   return p;
 }
 
-Prediction pipeline_prediction(const PredictRequest& r, int n, int stages,
-                               const PipelineLayout* own = nullptr) {
+// The pipeline of `stages` stages at n nodes: a plan's own layout, or the engine's default
+// (engine/train/layout_search.h): the balanced cut, min(4 S, the replica's batch) micro-batches
+// (the 1F1B bubble (S-1)/(M+S-1) below 20 %). Errors: the model cannot be cut in `stages`.
+Result<Prediction> pipeline_prediction(const PredictRequest& r, int n, int stages,
+                                       const PipelineLayout* own = nullptr) {
   PipelineOptions o;
   o.stages = stages;
-  o.micro_batches = own ? own->microbatches : 4 * stages;  // GPipe's M >= 4 S
   if (own) {
+    o.micro_batches = own->microbatches;
     o.replica_batch = own->replica_batch;
     o.cuts = own->cuts;
+  } else {
+    const int64_t replica_batch =
+        static_cast<int64_t>(r.compute.batch) * n * r.per_node / std::max(1, stages);
+    o.micro_batches = static_cast<int>(std::clamp<int64_t>(replica_batch, 1, 4 * stages));
   }
   o.ranks = n * r.per_node;
   o.per_node = r.per_node;
   double unused = 0;
   sharing(r, n, &o.compute_scale, &unused);
   const int g = r.per_node;
-  const StepPrediction s = pipeline_step(
+  auto step = pipeline_step(
       r.model, r.compute,
       [&](double bytes, int replicas) {
         // Replicas of a stage are `stages` ranks apart: spread over nodes like the ranks.
@@ -69,6 +76,8 @@ Prediction pipeline_prediction(const PredictRequest& r, int n, int stages,
         return r.comm.allreduce(bytes, rn, std::max(1, replicas / rn));
       },
       [&](double bytes, bool across) { return r.comm.send(bytes, across, g); }, o);
+  if (!step) return std::move(step).error();
+  const StepPrediction& s = *step;
   Prediction p;
   p.step_s = s.step_s;
   p.compute_s = s.compute_s;
@@ -77,6 +86,7 @@ Prediction pipeline_prediction(const PredictRequest& r, int n, int stages,
   p.algorithm = s.algorithm;
   p.layout = s.layout;
   p.bubble = s.bubble;
+  for (int k : s.cuts) p.partition.push_back(r.model.node_names[static_cast<size_t>(k)]);
   return p;
 }
 
@@ -130,7 +140,9 @@ Result<Prediction> predict_pipeline_layout(const PredictRequest& r, int nodes,
   if (l.stages < 1 || ranks % l.stages != 0 || l.microbatches < 1 || !(l.replica_batch > 0))
     return invalid_input("a pipeline of " + std::to_string(l.stages) + " stages on " +
                          std::to_string(ranks) + " ranks");
-  Prediction p = pipeline_prediction(r, nodes, l.stages, &l);
+  auto pp = pipeline_prediction(r, nodes, l.stages, &l);
+  if (!pp) return std::move(pp).error();
+  Prediction p = std::move(*pp);
   p.nodes = nodes;
   p.ranks = ranks;
   const double global = l.replica_batch * (ranks / l.stages);
@@ -165,15 +177,17 @@ Result<std::vector<Prediction>> predict_scaling(const PredictRequest& r) {
       cands.push_back(data_prediction(r, n));
     }
     if (r.parallel != Parallel::kData) {
+      // Stage counts the model cannot be cut into (too few places where one tensor crosses)
+      // are skipped, as the engine's layout search skips them.
       for (int s = 2; s <= std::min(p, r.model.nodes()); s *= 2) {
         if (p % s != 0) continue;
         const bool one_replica = s == p;
         if (r.parallel == Parallel::kPipeline && !one_replica) continue;
         if (r.parallel == Parallel::kHybrid && one_replica) continue;
-        cands.push_back(pipeline_prediction(r, n, s));
+        if (auto c = pipeline_prediction(r, n, s)) cands.push_back(std::move(*c));
       }
       if (r.parallel == Parallel::kPipeline && cands.empty() && p > 1 && r.model.nodes() >= p) {
-        cands.push_back(pipeline_prediction(r, n, p));  // p not a power of two
+        if (auto c = pipeline_prediction(r, n, p)) cands.push_back(std::move(*c));  // p not 2^k
       }
     }
     if (cands.empty()) cands.push_back(data_prediction(r, n));  // nothing else fits p
@@ -205,6 +219,7 @@ nlohmann::json predictions_to_json(const std::vector<Prediction>& ps) {
                         {"layout", p.layout},
                         {"buckets", p.buckets}};
     if (p.bubble > 0) j["bubble"] = p.bubble;
+    if (!p.partition.empty()) j["partition"] = p.partition;
     arr.push_back(std::move(j));
   }
   return {{"predictions", std::move(arr)}};

@@ -5,7 +5,9 @@
 // For each node count N (ranks p = N x G): the data-parallel step of predict/step.h with the
 // cheapest allreduce per bucket (or the one forced), and with --parallel pipeline / hybrid /
 // auto the analytic pipeline layouts of predict/step.h (auto: the fastest of data and every
-// stage count 2, 4, ... that divides p; pipeline: one replica; hybrid: two replicas or more).
+// stage count 2, 4, ... that divides p and that the model can be cut into; pipeline: one
+// replica; hybrid: two replicas or more), cut and micro-batched as the engine's layout search
+// does by default.
 // Throughput is the global batch (B per rank) over the step; scaling efficiency is throughput
 // over p x one device's throughput, one device being the same compute alone (no communication,
 // no sharing of cores).
@@ -80,6 +82,7 @@ struct Prediction {
   std::string algorithm, layout;
   int buckets = 0;
   double bubble = 0;
+  std::vector<std::string> partition;  // a pipeline's: the first node of stages 1..S-1
 };
 
 // One rank's throughput alone: batch / its compute step.
@@ -103,7 +106,8 @@ Result<Prediction> predict_pipeline_layout(const PredictRequest& request, int no
                                            const PipelineLayout& layout);
 
 // {"predictions": [{"nodes", "ranks", "step_ms", "compute_ms", "exposed_comm_ms",
-// "throughput_sps", "scaling_efficiency", "algorithm", "layout", "comm_ms", "buckets"}]}
+// "throughput_sps", "scaling_efficiency", "algorithm", "layout", "comm_ms", "buckets"}]}, and
+// for pipelines "bubble" and "partition" (the first node of stages 1..S-1).
 nlohmann::json predictions_to_json(const std::vector<Prediction>& p);
 // The table `dltune predict` prints.
 std::string format_predictions(const std::vector<Prediction>& p);

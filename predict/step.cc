@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <map>
 
+#include "recipes/model/partition.h"
+
 namespace dltune::predict {
 namespace {
 
@@ -14,38 +16,6 @@ std::string main_algorithm(const std::map<std::string, double>& bytes) {
     if (b > most) most = b, best = name;
   }
   return best;
-}
-
-// The contiguous split of node costs into `parts` stages that minimises the slowest stage
-// (binary search on the bound, greedy fill); returns the stage boundaries (first node of each
-// stage after the first).
-std::vector<int> balanced_cuts(const std::vector<double>& cost, int parts) {
-  const double total = [&] {
-    double s = 0;
-    for (double c : cost) s += c;
-    return s;
-  }();
-  double lo = *std::max_element(cost.begin(), cost.end()), hi = std::max(lo, total);
-  auto fits = [&](double bound, std::vector<int>* cuts) {
-    int used = 1;
-    double cur = 0;
-    for (size_t i = 0; i < cost.size(); ++i) {
-      if (cur + cost[i] > bound && cur > 0) {
-        ++used;
-        if (cuts) cuts->push_back(static_cast<int>(i));
-        cur = 0;
-      }
-      cur += cost[i];
-    }
-    return used <= parts;
-  };
-  for (int it = 0; it < 60; ++it) {
-    const double mid = (lo + hi) / 2;
-    (fits(mid, nullptr) ? hi : lo) = mid;
-  }
-  std::vector<int> cuts;
-  fits(hi, &cuts);
-  return cuts;
 }
 
 }  // namespace
@@ -88,9 +58,9 @@ StepPrediction data_parallel_step(const ModelCosts& model, const ComputeProfile&
   return p;
 }
 
-StepPrediction pipeline_step(const ModelCosts& model, const ComputeProfile& c,
-                             const std::function<CommTime(double, int)>& stage_allreduce,
-                             const SendCost& send, const PipelineOptions& o) {
+Result<StepPrediction> pipeline_step(const ModelCosts& model, const ComputeProfile& c,
+                                     const std::function<CommTime(double, int)>& stage_allreduce,
+                                     const SendCost& send, const PipelineOptions& o) {
   const int S = std::max(1, o.stages), M = std::max(1, o.micro_batches);
   const int R = std::max(1, o.ranks / S);
   // A replica's batch is the data-parallel global batch over the replicas; a micro-batch is
@@ -101,11 +71,17 @@ StepPrediction pipeline_step(const ModelCosts& model, const ComputeProfile& c,
   const double scale = micro / std::max(1, c.batch) * o.compute_scale;
   std::vector<double> cost(c.forward_s.size());
   for (size_t i = 0; i < cost.size(); ++i) cost[i] = (c.forward_s[i] + c.backward_s[i]) * scale;
-  const std::vector<int> cuts =
-      static_cast<int>(o.cuts.size()) == S - 1 ? o.cuts : balanced_cuts(cost, S);
-  // Stage bounds and the slowest stage.
+  // Stage bounds [starts[s], starts[s + 1]): the plan's, or the engine's balanced cut.
   std::vector<int> starts = {0};
-  starts.insert(starts.end(), cuts.begin(), cuts.end());
+  if (static_cast<int>(o.cuts.size()) == S - 1) {
+    starts.insert(starts.end(), o.cuts.begin(), o.cuts.end());
+  } else {
+    auto firsts = recipes::balanced_partition(model.info, cost, S);
+    if (!firsts) {
+      return std::move(firsts).error().wrap(model.name + " in " + std::to_string(S) + " stages");
+    }
+    starts = std::move(*firsts);
+  }
   starts.push_back(static_cast<int>(cost.size()));
   double slowest = 0, slowest_params = 0, max_send = 0;
   for (size_t s = 0; s + 1 < starts.size(); ++s) {
@@ -138,6 +114,7 @@ StepPrediction pipeline_step(const ModelCosts& model, const ComputeProfile& c,
   p.bubble = (used_stages - 1.0) / slots;
   p.layout = "pipeline " + std::to_string(used_stages) + " stages x " + std::to_string(R) +
              " replicas, " + std::to_string(M) + " micro-batches";
+  p.cuts.assign(starts.begin() + 1, starts.end() - 1);
   return p;
 }
 

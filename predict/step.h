@@ -11,18 +11,21 @@
 // hides what fits under backward, values between interpolate. Each step also reduces one scalar
 // (the loss and stop flag) after the update.
 //
-// Pipeline and hybrid layouts: S stages of a contiguous cut (a plan's own, or balanced on the
-// nodes' compute for `dltune predict --parallel`), R = ranks / S
-// replicas, each replica's batch (the data-parallel global batch / R) in M micro-batches run as
-// GPipe does: (M + S - 1) slots of the slowest stage's forward and backward of one
-// micro-batch, so a bubble of (S - 1) / (M + S - 1), plus the activations and their gradients
-// sent point-to-point at every cut in each slot, then the stage's gradients reduced among its
+// Pipeline and hybrid layouts: S stages of a contiguous cut (a plan's own, or, for `dltune
+// predict --parallel`, the engine's balanced cut: recipes::balanced_partition over the places
+// where one tensor crosses, on the nodes' compute at the micro-batch), R = ranks / S replicas,
+// each replica's batch (the data-parallel global batch / R) in M micro-batches run as GPipe
+// does: (M + S - 1) slots of the slowest stage's forward and backward of one micro-batch, so a
+// bubble of (S - 1) / (M + S - 1), plus the activations and their gradients sent
+// point-to-point at every cut in each slot, then the stage's gradients reduced among its
 // replicas after backward (no overlap) and its share of the update. Memory is not checked.
 #pragma once
 
 #include <functional>
 #include <string>
 #include <vector>
+
+#include "common/result.h"
 
 #include "predict/compute.h"
 #include "predict/fabric.h"
@@ -48,8 +51,9 @@ struct StepPrediction {
   double comm_s = 0;          // allreduce time in all (hidden or not)
   std::string algorithm;      // the allreduce algorithm carrying most of the bytes
   int buckets = 0;
-  std::string layout;  // "data", "pipeline 4 stages x 2 replicas, 16 micro-batches"
-  double bubble = 0;   // pipeline only
+  std::string layout;     // "data", "pipeline 4 stages x 2 replicas, 16 micro-batches"
+  double bubble = 0;      // pipeline only
+  std::vector<int> cuts;  // pipeline only: the first node of stages 1..S-1
 };
 
 struct DataParallelOptions {
@@ -78,7 +82,9 @@ struct PipelineOptions {
 
 // `rank_compute` is at the data-parallel per-rank batch B (the global batch is B x ranks).
 // `stage_allreduce(bytes, replicas)` reduces one stage's gradients among its replicas.
-StepPrediction pipeline_step(
+// Errors (invalid_input): without the plan's cuts, a model with fewer than S - 1 places where
+// one tensor crosses (the engine could not run it either), saying so.
+Result<StepPrediction> pipeline_step(
     const ModelCosts& model, const ComputeProfile& rank_compute,
     const std::function<CommTime(double bytes, int replicas)>& stage_allreduce,
     const SendCost& send, const PipelineOptions& o);

@@ -1,10 +1,13 @@
 // predict/model_costs.h, compute.h, step.h and predict.h on the built-in models: the engine's
 // bucket order, the compute sources, the overlap of buckets with backward, the pipeline
 // model's bubble, and the scaling predictions' invariants.
+#include <algorithm>
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "recipes/model/builtins.h"
+#include "recipes/model/partition.h"
 
 #include "predict/compute.h"
 #include "predict/devices.h"
@@ -132,17 +135,71 @@ TEST(Step, PipelineBubbleIsGpipes) {
   o.micro_batches = 16;
   o.ranks = 4;
   o.per_node = 4;
-  const StepPrediction s = pipeline_step(
+  auto step = pipeline_step(
       m, c,
       [](double, int) {
         return CommTime{"ring", 0};
       },
       [](double, bool) { return 0.0; }, o);
+  ASSERT_TRUE(step.ok()) << step.error().message();
+  const StepPrediction& s = *step;
   EXPECT_NEAR(s.bubble, 3.0 / 19.0, 1e-12);
   // Four stages with no communication: at best a quarter of the replica's work per stage.
   const double replica_work = c.forward_total() * 4 + c.backward_total() * 4;
   EXPECT_GE(s.step_s, replica_work / 4 * 19.0 / 16.0 * 0.999);
   EXPECT_NE(s.layout.find("4 stages x 1 replicas"), std::string::npos);
+}
+
+// Without a plan's cuts, the stages are cut where the engine can cut them (one tensor crossing:
+// between ResNet blocks, never inside one), balanced on compute; a stage count beyond the
+// model's cut points is an error, and predict_scaling() leaves it out.
+TEST(Step, PipelineCutsOnlyWhereOneTensorCrosses) {
+  const ModelCosts m = costs("resnet20");
+  const ComputeProfile c = profile_from_throughput(m, 32, 320, 0, "test");
+  const std::vector<int> allowed = recipes::cut_points(m.info);
+  ASSERT_GE(allowed.size(), 3u);
+  auto no_comm = [](double, int) { return CommTime{"ring", 0}; };
+  auto no_send = [](double, bool) { return 0.0; };
+  PipelineOptions o;
+  o.stages = 4;
+  o.micro_batches = 16;
+  o.ranks = 4;
+  o.per_node = 4;
+  auto s = pipeline_step(m, c, no_comm, no_send, o);
+  ASSERT_TRUE(s.ok()) << s.error().message();
+  ASSERT_EQ(s->cuts.size(), 3u);
+  for (int k : s->cuts)
+    EXPECT_NE(std::find(allowed.begin(), allowed.end(), k), allowed.end()) << m.node_names[k];
+  // A slot is the slowest stage's micro-batch (8 of the profile's 32 samples): at least a
+  // quarter of the work, and, the nine blocks being nearly equal, at most three of them.
+  double work = 0;
+  for (size_t i = 0; i < c.forward_s.size(); ++i) work += c.forward_s[i] + c.backward_s[i];
+  const double slot = (s->compute_s - (c.optimizer_s + c.other_s) / 4) / 19.0;
+  EXPECT_GE(slot, work * 8 / 32 / 4 * 0.999);
+  EXPECT_LE(slot, work * 8 / 32 / 3 * 1.1);
+  o.stages = o.ranks = static_cast<int>(allowed.size()) + 2;  // more stages than cut points
+  o.per_node = o.ranks;
+  auto too_many = pipeline_step(m, c, no_comm, no_send, o);
+  ASSERT_FALSE(too_many.ok());
+  EXPECT_NE(too_many.error().message().find("where one tensor crosses"), std::string::npos)
+      << too_many.error().message();
+  // The scaling prediction's pipeline names its cuts, all of them allowed ones.
+  PredictRequest r;
+  r.model = m;
+  r.compute = c;
+  r.per_node = 4;
+  r.nodes = {1};
+  r.parallel = Parallel::kPipeline;
+  auto p = predict_scaling(r);
+  ASSERT_TRUE(p.ok()) << p.error().message();
+  ASSERT_EQ((*p)[0].partition.size(), 3u) << (*p)[0].layout;
+  for (const std::string& name : (*p)[0].partition) {
+    const auto it = std::find(m.node_names.begin(), m.node_names.end(), name);
+    ASSERT_NE(it, m.node_names.end()) << name;
+    const int k = static_cast<int>(it - m.node_names.begin());
+    EXPECT_NE(std::find(allowed.begin(), allowed.end(), k), allowed.end()) << name;
+  }
+  EXPECT_EQ(predictions_to_json(*p)["predictions"][0]["partition"].size(), 3u);
 }
 
 // A plan's own pipeline: its cuts and its replica batch, not the model's balanced choice. Two
