@@ -200,8 +200,8 @@ int run_launch(const LaunchOptions& o) {
     req.dry_run = o.dry_run;
     // The recipe tuner's trials measure the promising pipeline layouts of the memory model
     // beside data parallelism (only the layouts when data parallelism does not fit), at the
-    // trials' reference batch.
-    if (!req.no_tune) {
+    // trials' reference batch; asked only when the trials run.
+    req.trial_layouts = [&]() -> Result<launcher::TrialLayouts> {
       launcher::LayoutQuery lq;
       lq.worker = *worker;
       lq.recipe_path = job->recipe_path;
@@ -212,9 +212,11 @@ int run_launch(const LaunchOptions& o) {
       lq.per_replica = b.per_replica;
       lq.measure = launcher::LayoutQuery::Measure::kForTrials;
       auto layouts = launcher::query_layouts(lq);
-      if (!layouts) return report_error("launch", layouts.error());
-      req.layouts = launcher::tuning_layouts(*layouts, &req.data_parallel_fits);
-    }
+      if (!layouts) return std::move(layouts).error();
+      launcher::TrialLayouts t;
+      t.layouts = launcher::tuning_layouts(*layouts, &t.data_parallel_fits);
+      return t;
+    };
     req.progress = o.dry_run ? nullptr : &progress;
     if (!o.dry_run) {
       auto rd = launcher::create_run_dir(env::get(env::kRunsDir), job->recipe.name);

@@ -335,6 +335,12 @@ Result<PlanChoice> choose_plan(const PlanRequest& r) {
     return choice;
   }
 
+  TrialLayouts layouts;
+  if (r.trial_layouts) {
+    auto l = r.trial_layouts();
+    if (!l) return std::move(l).error();
+    layouts = std::move(*l);
+  }
   const auto t0 = std::chrono::steady_clock::now();
   const double start = epoch_now();
   const double reserve = std::min(kReserveS, kReserveShare * budget);
@@ -354,11 +360,11 @@ Result<PlanChoice> choose_plan(const PlanRequest& r) {
   req.hint = hint;
   req.hint_layout = hint_layout;
   req.hint_source = hint_source;
-  req.layouts = r.layouts;
-  req.data_parallel_fits = r.data_parallel_fits;
+  req.layouts = layouts.layouts;
+  req.data_parallel_fits = layouts.data_parallel_fits;
   if (r.progress != nullptr) {
-    r.progress->phase(r.layouts.empty() ? "tuning batch, buckets, overlap"
-                                        : "tuning batch, buckets, overlap, layout");
+    r.progress->phase(layouts.layouts.empty() ? "tuning batch, buckets, overlap"
+                                              : "tuning batch, buckets, overlap, layout");
     r.progress->status("starting " + std::to_string(r.job.nodes * r.job.ranks_per_node) +
                        " ranks for the trial trainings (" +
                        std::to_string(static_cast<int>(req.budget_s + 0.5)) +

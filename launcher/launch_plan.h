@@ -28,6 +28,11 @@ using RankRunner =
 
 struct PlanChoice;
 
+struct TrialLayouts {
+  std::vector<recipes::ParallelLayout> layouts;
+  bool data_parallel_fits = true;
+};
+
 struct PlanRequest {
   recipes::Recipe recipe;
   std::string recipe_path;  // the file the ranks re-read for trials
@@ -36,11 +41,12 @@ struct PlanRequest {
   tuner::db::Layers layers;
   bool retune = false;   // measure even when a plan is cached
   bool no_tune = false;  // never measure: the cache, else the recipe's own settings
-  // Pipeline layouts the trials measure beside data parallelism (the memory model's promising
-  // ones for the reference batch, launcher::tuning_layouts()), and whether data parallelism
-  // fits a rank's memory at all.
-  std::vector<recipes::ParallelLayout> layouts;
-  bool data_parallel_fits = true;
+  // The pipeline layouts the trials measure beside data parallelism (the memory model's
+  // promising ones for the reference batch, launcher::tuning_layouts()), and whether data
+  // parallelism fits a rank's memory at all. Asked only when trials are about to run (a
+  // worker process that may time the model; a cached plan needs none); unset: data
+  // parallelism only. Its error stops the choice.
+  std::function<Result<TrialLayouts>()> trial_layouts;
   bool dry_run = false;  // no_tune because nothing may start: notes say what a launch would do
   std::string work_dir;  // scratch for the tuner's files
   Progress* progress = nullptr;

@@ -104,9 +104,12 @@ python3 -c "import json,sys; c=json.load(open(sys.argv[1])); assert c['stages']=
 
 # 2b. Tuned (tune.budget 20): the trials measure the pipeline layout (data parallelism does
 # not fit), the plan stores it with its measured throughput, and the next launch takes it from
-# the database.
-tuned=$(recipe tuned 's/budget: 0/budget: 20/' 's/steps: 24/steps: 8/' 's/^name: deep-mlp/name: tuned/')
-"$dltune" launch "$tuned" >"$tmp/tuned.out" 2>&1 || fail "tuned launch: $(cat "$tmp/tuned.out")"
+# the database. The limit comes from --set over a file where data parallelism fits: the trials'
+# layouts must follow the recipe as run, not the file.
+tuned=$(recipe tuned 's/budget: 0/budget: 20/' 's/steps: 24/steps: 8/' 's/^name: deep-mlp/name: tuned/' \
+  's/memory_per_rank: 150MiB/memory_per_rank: 1GiB/')
+limit=(--set launch.memory_per_rank=150MiB)
+"$dltune" launch "$tuned" "${limit[@]}" >"$tmp/tuned.out" 2>&1 || fail "tuned launch: $(cat "$tmp/tuned.out")"
 run_t=$(newest_run)
 python3 - "$run_t" <<'PY' || fail "tuned pipeline plan: $(cat "$tmp/tuned.out")"
 import json, sys
@@ -119,7 +122,8 @@ assert "measured" in p["reason"] and "in the trials" in p["reason"], p["reason"]
 cands = json.load(open(d + "/tuning/candidates.json"))["candidates"]
 assert cands and all(c["parallel"]["stages"] == 2 for c in cands), cands
 PY
-"$dltune" launch "$tuned" >"$tmp/tuned2.out" 2>&1 || fail "second tuned launch: $(cat "$tmp/tuned2.out")"
+"$dltune" launch "$tuned" "${limit[@]}" >"$tmp/tuned2.out" 2>&1 ||
+  fail "second tuned launch: $(cat "$tmp/tuned2.out")"
 grep -q "plan: cached in" "$tmp/tuned2.out" || fail "the tuned layout was not cached: $(cat "$tmp/tuned2.out")"
 python3 - "$run_t" "$(newest_run)" <<'PY' || fail "the cached plan's layout"
 import json, sys
