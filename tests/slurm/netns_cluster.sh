@@ -29,6 +29,8 @@
 #        half-started cluster.
 #   DIR/env.sh     exports SLURM_CONF (source it before calling `exec`'s commands by hand)
 #   DIR/link.json  {"nodes", "rate", "delay_us", "delay_applied", "qdisc", "subnet", "hub"}
+#   DIR/cpu_group  the cpu cgroup the nodes' daemons and ranks run in (below); absent when this
+#        host offers none, and the ranks then share the cores as the kernel's autogroups say.
 #   DIR/log/       daemon logs.
 # Exit status: 0 done; 77 a missing package (slurm, munge, iproute2) or not root (tests skip);
 # 1 failure (start cleans up after itself and prints the log tails); 2 bad arguments.
@@ -129,6 +131,43 @@ shape_all() {
     "$nodes" "$rate" "$us" "$applied" "$qdisc" "$SUBNET" "$HUB_ADDR" >"$dir/link.json"
 }
 
+# The nodes' CPU share. The simulated nodes share this host's cores. Left in the root cpu
+# group, every session is an autogroup of its own (kernel.sched_autogroup_enabled) and the kernel
+# shares the cores between sessions, not ranks: with 2 nodes x 2 ranks on 2 cores, one rank's
+# session held it alone and got a core while the other three shared the second, so it reached
+# each allreduce about 90 ms of a 240 ms step before them, and a core idled at every step's end.
+# Real nodes of one size give their ranks equal shares. So the slurmds (and so their steps and
+# ranks) move into one cpu cgroup of their own, dlt<PID>-nodes, where every task gets the same
+# share (autogroups apply to the root group only). cgroup v1's cpu hierarchy or v2 with the cpu
+# controller; none writable: the cluster runs as before (no DIR/cpu_group).
+cpu_group_root() {
+  if [ -w /sys/fs/cgroup/cpu ] && [ -f /sys/fs/cgroup/cpu/cgroup.procs ]; then
+    echo /sys/fs/cgroup/cpu
+  elif [ -f /sys/fs/cgroup/cgroup.subtree_control ] &&
+      grep -qw cpu /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null; then
+    echo /sys/fs/cgroup
+  fi
+}
+
+cpu_group_join() {  # cpu_group_join DIR: the slurmds of DIR's cluster into their own cpu group
+  local dir=$1 root group f
+  root=$(cpu_group_root)
+  [ -n "$root" ] || return 0
+  group=$root/dlt$$-nodes
+  mkdir "$group" 2>/dev/null || return 0
+  echo "$group" >"$dir/cpu_group"
+  for f in "$dir"/slurmd-*.pid; do
+    [ -s "$f" ] && echo "$(cat "$f")" >"$group/cgroup.procs"
+  done
+}
+
+cpu_group_remove() {  # cpu_group_remove GROUP: once its processes are gone (they were killed)
+  local group=$1
+  [ -d "$group" ] || return 0
+  for _ in $(seq 1 40); do rmdir "$group" 2>/dev/null && return 0; sleep 0.05; done
+  echo "netns_cluster.sh: could not remove the cpu group $group (processes left in it)" >&2
+}
+
 # A cluster whose starting shell was killed (SIGKILL, a CI timeout) could not run its trap:
 # delete the namespaces of such clusters, those named dlt<PID>-... whose PID is gone and that
 # hold no process.
@@ -141,6 +180,17 @@ remove_stale() {
     [ -z "$(ip netns pids "$ns" 2>/dev/null)" ] || continue
     echo "netns_cluster.sh: removing $ns, left by a cluster whose shell ($pid) is gone" >&2
     ip netns del "$ns" 2>/dev/null || true
+  done
+  local root group
+  root=$(cpu_group_root)
+  [ -n "$root" ] || return 0
+  for group in "$root"/dlt*-nodes; do
+    [ -d "$group" ] || continue
+    pid=${group##*/dlt}
+    pid=${pid%%-*}
+    kill -0 "$pid" 2>/dev/null && continue
+    [ -z "$(cat "$group/cgroup.procs" 2>/dev/null)" ] || continue
+    rmdir "$group" 2>/dev/null || true
   done
 }
 
@@ -274,6 +324,7 @@ start() {
       "hostname n$i && exec /usr/sbin/slurmd -f '$SLURM_CONF' -N n$i"
   done
   wait_for 30 all_idle
+  cpu_group_join "$dir"
   trap - ERR
 }
 
@@ -303,6 +354,7 @@ stop() {
     fi
   done
   for ns in $(ns_list "$dir"); do ip netns del "$ns" 2>/dev/null || true; done
+  [ -s "$dir/cpu_group" ] && cpu_group_remove "$(cat "$dir/cpu_group")"
   rm -rf "$dir"
 }
 

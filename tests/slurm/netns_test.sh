@@ -9,8 +9,10 @@
 #    (intra from the one-node sweep, inter from the two-node one);
 #  - the sweep's bytes crossed the shaped links (tc's counters on the nodes' veths);
 #  - `dltune predict` uses the stored models for the nodes and exits 2 where it has none;
-#  - stopping the cluster leaves no namespace, daemon or directory behind (a trap stops it on
-#    failure too).
+#  - the nodes' ranks run in the cluster's own cpu cgroup (equal shares of the host's cores,
+#    not the kernel's per-session autogroups), where the host offers one;
+#  - stopping the cluster leaves no namespace, daemon, cpu group or directory behind (a trap
+#    stops it on failure too).
 # Exit 77 (skip) without root, Slurm, munge or iproute2.
 # Usage: netns_test.sh DLTUNE_BINARY SOURCE_DIR
 set -u
@@ -37,6 +39,17 @@ ip -o addr show | grep -q "10\.213\.0\." && fail "a cluster address is in the ho
 bash "$script" node "$cluster" 2 ip -o addr show dev eth0 | grep -q "10\.213\.0\.2/24" ||
   fail "node 2 has no address of its own"
 bash "$script" node "$cluster" 1 ip route | grep -q default && fail "node 1 has a route out"
+group=$(cat "$cluster/cpu_group" 2>/dev/null)
+if [ -n "$group" ]; then
+  [ -d "$group" ] || fail "the cpu group $group does not exist"
+  tasks=$(timeout 60 bash "$script" exec "$cluster" srun -N 2 -n 2 \
+    sh -c 'grep -E "^[0-9]+:(cpu|cpu,cpuacct|cpuacct,cpu|):" /proc/self/cgroup' 2>&1) ||
+    fail "srun on both nodes: $tasks"
+  [ "$(grep -c -- "/${group##*/}\$" <<<"$tasks")" -eq 2 ] ||
+    fail "the tasks are not in the nodes' cpu group $group: $tasks"
+else
+  echo "note: this host offers no writable cpu cgroup; the ranks share the cores by autogroup"
+fi
 
 export DLTUNE_DB=$tmp/db.sqlite DLTUNE_RUNS_DIR=$tmp/runs DLTUNE_NO_PROGRESS=1 DLTUNE_SITE_DB=
 sent() { bash "$script" node "$cluster" 1 tc -s qdisc show dev eth0 | awk '/Sent/ {print $2; exit}'; }
@@ -97,4 +110,5 @@ for ns in $namespaces; do
   ip netns list | grep -qw "$ns" && fail "stop left namespace $ns"
 done
 pgrep -f "slurmd -f $cluster/" >/dev/null && fail "stop left a slurmd"
+[ -n "$group" ] && [ -e "$group" ] && fail "stop left the cpu group $group"
 echo "netns cluster: all checks passed"
