@@ -157,7 +157,11 @@ cpu_group_join() {  # cpu_group_join DIR: the slurmds of DIR's cluster into thei
   mkdir "$group" 2>/dev/null || return 0
   echo "$group" >"$dir/cpu_group"
   for f in "$dir"/slurmd-*.pid; do
-    [ -s "$f" ] && echo "$(cat "$f")" >"$group/cgroup.procs"
+    [ -s "$f" ] || continue
+    if ! echo "$(cat "$f")" 2>/dev/null >"$group/cgroup.procs"; then
+      echo "netns_cluster.sh: could not move slurmd $(cat "$f") into $group; its ranks share" \
+        "the cores as the kernel's autogroups say" >&2
+    fi
   done
 }
 
