@@ -213,9 +213,7 @@ int run_launch(const LaunchOptions& o) {
       lq.measure = launcher::LayoutQuery::Measure::kForTrials;
       auto layouts = launcher::query_layouts(lq);
       if (!layouts) return std::move(layouts).error();
-      launcher::TrialLayouts t;
-      t.layouts = launcher::tuning_layouts(*layouts, &t.data_parallel_fits);
-      return t;
+      return launcher::tuning_layouts(*layouts);
     };
     req.progress = o.dry_run ? nullptr : &progress;
     if (!o.dry_run) {

@@ -91,10 +91,9 @@ Result<nlohmann::json> query_layouts(const LayoutQuery& q) {
   return query_once(q, true);
 }
 
-std::vector<recipes::ParallelLayout> tuning_layouts(const nlohmann::json& answer,
-                                                    bool* data_parallel_fits) {
-  *data_parallel_fits = false;
-  std::vector<recipes::ParallelLayout> out;
+TrialLayouts tuning_layouts(const nlohmann::json& answer) {
+  TrialLayouts out;
+  out.data_parallel_fits = false;
   if (!answer.contains("candidates") || !answer["candidates"].is_array()) return out;
   for (const nlohmann::json& c : answer["candidates"]) {
     try {
@@ -102,8 +101,8 @@ std::vector<recipes::ParallelLayout> tuning_layouts(const nlohmann::json& answer
       // Data parallelism that fits only with the optimizer state offloaded (GPU) is a layout
       // of its own: plain data parallelism does not fit.
       const bool offloaded = l.offload != recipes::Offload::kNone;
-      if (!l.pipelined() && !offloaded) *data_parallel_fits = true;
-      if ((l.pipelined() || offloaded) && c.value("measure", false)) out.push_back(l);
+      if (!l.pipelined() && !offloaded) out.data_parallel_fits = true;
+      if ((l.pipelined() || offloaded) && c.value("measure", false)) out.layouts.push_back(l);
     } catch (const nlohmann::json::exception&) {
     }
   }

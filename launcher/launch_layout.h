@@ -44,10 +44,13 @@ Result<nlohmann::json> query_layouts(const LayoutQuery& q);
 // query_layouts()'s answer for the tuner's reference batch: the pipelines and the offloaded
 // data parallelism (GPU) the worker marks "measure" (engine layouts_to_measure(): promising
 // against the best predicted), best first; a candidate the answer cannot describe is left out.
-// `data_parallel_fits` (out): whether one candidate is data parallel (one stage) without
-// offload, i.e. plain data parallelism fits a rank's memory.
-std::vector<recipes::ParallelLayout> tuning_layouts(const nlohmann::json& answer,
-                                                    bool* data_parallel_fits);
+// `data_parallel_fits`: whether one candidate is data parallel (one stage) without offload,
+// i.e. plain data parallelism fits a rank's memory.
+struct TrialLayouts {
+  std::vector<recipes::ParallelLayout> layouts;
+  bool data_parallel_fits = true;
+};
+TrialLayouts tuning_layouts(const nlohmann::json& answer);
 
 // Lays `plan` over its job: plan->parallel becomes the best candidate for the plan's batch
 // (weak scaling: per_rank_batch per replica, the global batch following the replica count;

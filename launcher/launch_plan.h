@@ -12,6 +12,7 @@
 
 #include "common/progress.h"
 #include "common/result.h"
+#include "launcher/launch_layout.h"
 #include "recipes/plan.h"
 #include "recipes/recipe.h"
 #include "topology/topology.h"
@@ -27,11 +28,6 @@ using RankRunner =
     std::function<Status(const std::string& phase, const std::vector<std::string>& argv)>;
 
 struct PlanChoice;
-
-struct TrialLayouts {
-  std::vector<recipes::ParallelLayout> layouts;
-  bool data_parallel_fits = true;
-};
 
 struct PlanRequest {
   recipes::Recipe recipe;

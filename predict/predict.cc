@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "recipes/model/partition.h"
+
 namespace dltune::predict {
 namespace {
 
@@ -48,8 +50,8 @@ Prediction data_prediction(const PredictRequest& r, int n) {
 }
 
 // The pipeline of `stages` stages at n nodes: a plan's own layout, or the engine's default
-// (engine/train/layout_search.h): the balanced cut, min(4 S, the replica's batch) micro-batches
-// (the 1F1B bubble (S-1)/(M+S-1) below 20 %). Errors: the model cannot be cut in `stages`.
+// (engine/train/layout_search.h): the balanced cut and recipes::default_microbatches().
+// Errors: the model cannot be cut in `stages`.
 Result<Prediction> pipeline_prediction(const PredictRequest& r, int n, int stages,
                                        const PipelineLayout* own = nullptr) {
   PipelineOptions o;
@@ -61,7 +63,7 @@ Result<Prediction> pipeline_prediction(const PredictRequest& r, int n, int stage
   } else {
     const int64_t replica_batch =
         static_cast<int64_t>(r.compute.batch) * n * r.per_node / std::max(1, stages);
-    o.micro_batches = static_cast<int>(std::clamp<int64_t>(replica_batch, 1, 4 * stages));
+    o.micro_batches = recipes::default_microbatches(stages, replica_batch);
   }
   o.ranks = n * r.per_node;
   o.per_node = r.per_node;

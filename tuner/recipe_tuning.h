@@ -118,6 +118,15 @@ void apply_lr_rule(const recipes::Recipe& recipe, int ranks, recipes::TrainingPl
 Result<std::vector<RecipeCandidate>> generate_candidates(const recipes::Recipe& recipe,
                                                          const recipes::JobShape& job);
 
+// The batch layout_candidates() trains pipelines at, for the layout search to size them by:
+// weak scaling reference_per_rank_batch per replica; a recipe's fixed global batch, or strong
+// scaling's lr_reference_batch, over all replicas.
+struct LayoutBatch {
+  int64_t samples = 1;
+  bool per_replica = true;
+};
+LayoutBatch layout_reference_batch(const recipes::Recipe& recipe, int ranks);
+
 // The candidates that train `layouts` (pipelines, stages > 1, and data parallelism with the
 // optimizer state offloaded, from the memory model's layout search for the reference batch;
 // launcher::query_layouts; plain data parallelism is left out) at the recipe's reference
@@ -128,14 +137,6 @@ Result<std::vector<RecipeCandidate>> generate_candidates(const recipes::Recipe& 
 // it fixes them), else the plan's defaults; the lr follows apply_lr_rule(). Labels are the
 // data-parallel label with the layout appended ("b64 weak bucket=4MiB overlap, 1x2 stages m8
 // 1f1b").
-// The batch layout_candidates() trains pipelines at, for the layout search to size them by:
-// weak scaling reference_per_rank_batch per replica; a recipe's fixed global batch, or strong
-// scaling's lr_reference_batch, over all replicas.
-struct LayoutBatch {
-  int64_t samples = 1;
-  bool per_replica = true;
-};
-LayoutBatch layout_reference_batch(const recipes::Recipe& recipe, int ranks);
 std::vector<RecipeCandidate> layout_candidates(const recipes::Recipe& recipe,
                                                const recipes::JobShape& job,
                                                const std::vector<recipes::ParallelLayout>& layouts);

@@ -37,7 +37,9 @@ def main():
     print("every candidate in the same ranks, interleaved round by round after warm-up calls;"
           " flat: dltune's ring (any segment), rd, rabenseifner, tree; native: Open MPI's"
           " MPI_Allreduce in those ranks (with the cluster's mpi_yield_when_idle=1), shown,"
-          " not in 'best flat'")
+          " not in 'best flat'; every rank in the cluster's cpu cgroup (equal core shares)."
+          " Open MPI's own default here, spinning (each node's slurmd reports more CPUs than the"
+          " host's shared cores), is not run: it took 42 s per 8 KiB call")
     print(f"{'size':>8} {'best flat':>16} {'flat us':>10} {'best hier':>12} {'hier us':>10}"
           f" {'flat/hier':>9} {'native us':>10} {'chosen':>14} {'vs best':>8}")
     ahead_from, last_ratio, worst = None, None, 1.0

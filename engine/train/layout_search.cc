@@ -106,9 +106,8 @@ Result<std::vector<LayoutCandidate>> layout_candidates(const recipes::Graph& gra
     l.replica_batch = replica_batch;
     l.stages = S;
     l.optimizer = rq.optimizer;
-    l.microbatches = static_cast<int>(fx.microbatches > 0
-                                          ? fx.microbatches
-                                          : (S == 1 ? 1 : std::min<int64_t>(replica_batch, 4 * S)));
+    l.microbatches = fx.microbatches > 0 ? static_cast<int>(fx.microbatches)
+                                         : recipes::default_microbatches(S, replica_batch);
     l.schedule =
         recipes::parse_schedule(fx.schedule).value_or(recipes::PipelineSchedule::kOneFOneB);
     // What to try, cheapest first, until one fits: as is, offloaded, recomputed, both.

@@ -192,18 +192,18 @@ TEST(TuningLayouts, PipelinesAndOffloadedDataParallelismButNotPlainDataParalleli
     if (stages > 1) l["partition"] = {"a", "b"};
     return nlohmann::json{{"layout", l}, {"measure", measure}};
   };
-  bool fits = true;
   auto none = launcher::tuning_layouts(
-      {{"candidates", {entry(2, 1, "optimizer", true), entry(1, 2, "none", true)}}}, &fits);
-  EXPECT_FALSE(fits);  // only with the optimizer state offloaded
-  ASSERT_EQ(none.size(), 2u);
-  EXPECT_EQ(none[0].offload, recipes::Offload::kOptimizer);
-  EXPECT_EQ(none[0].stages, 1);
-  EXPECT_EQ(none[1].stages, 2);
+      {{"candidates", {entry(2, 1, "optimizer", true), entry(1, 2, "none", true)}}});
+  EXPECT_FALSE(none.data_parallel_fits);  // only with the optimizer state offloaded
+  ASSERT_EQ(none.layouts.size(), 2u);
+  EXPECT_EQ(none.layouts[0].offload, recipes::Offload::kOptimizer);
+  EXPECT_EQ(none.layouts[0].stages, 1);
+  EXPECT_EQ(none.layouts[1].stages, 2);
   auto plain = launcher::tuning_layouts(
-      {{"candidates", {entry(2, 1, "none", true), entry(1, 2, "none", false)}}}, &fits);
-  EXPECT_TRUE(fits);
-  EXPECT_TRUE(plain.empty());  // plain data parallelism is the batch candidates'; 1x2 unmarked
+      {{"candidates", {entry(2, 1, "none", true), entry(1, 2, "none", false)}}});
+  EXPECT_TRUE(plain.data_parallel_fits);
+  EXPECT_TRUE(
+      plain.layouts.empty());  // plain data parallelism is the batch candidates'; 1x2 unmarked
 }
 
 }  // namespace

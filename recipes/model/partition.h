@@ -12,6 +12,7 @@
 // executor keeps the copies equal (both start from the owner's values and sum their gradients).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -44,6 +45,13 @@ Result<Stage> make_stage(const Graph& graph, const GraphInfo& info, int begin, i
 std::vector<std::string> partition_names(const Graph& graph, const std::vector<int>& firsts);
 Result<std::vector<int>> partition_nodes(const Graph& graph, const GraphInfo& info,
                                          const std::vector<std::string>& names);
+
+// Micro-batches when a recipe leaves them open: min(4 S, the replica's batch), so the 1F1B
+// bubble (S-1)/(M+S-1) stays below 20 % while a micro-batch keeps a sample; 1 for one stage.
+inline int default_microbatches(int stages, int64_t replica_batch) {
+  if (stages <= 1) return 1;
+  return static_cast<int>(std::clamp<int64_t>(replica_batch, 1, int64_t{4} * stages));
+}
 
 // Balanced cuts: S stages over the cut points minimising the largest stage's cost (the sum of
 // `cost` over its nodes: measured forward + backward seconds, or FLOPs), by dynamic

@@ -207,6 +207,21 @@ std::string file_bytes(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
+// The small MLP on the GPU engine with `optimizer` (SGD at lr 0.05, AdamW at 1e-3), 256
+// training samples, no held-out set.
+TrainConfig gpu_mlp(const std::string& optimizer, int global_batch, int64_t steps) {
+  TrainConfig c;
+  c.model = "mlp";
+  c.device = "gpu";
+  c.optimizer = optimizer;
+  c.lr = optimizer == "adamw" ? 1e-3 : 0.05;
+  c.steps = steps;
+  c.train_size = 256;
+  c.heldout_size = 0;
+  c.global_batch = global_batch;
+  return c;
+}
+
 // The optimizer state in pinned host memory runs the device-resident optimizer's kernels chunk
 // by chunk, so training is bit for bit the same: equal losses, equal checkpoints (parameters
 // and moments), and a resumed offloaded trainer continues exactly. Without a GPU, the offloaded
@@ -214,15 +229,7 @@ std::string file_bytes(const std::string& path) {
 TEST(GpuTrainer, OffloadedOptimizerStateTrainsBitForBitOrSaysWhy) {
   for (const char* optimizer : {"sgd", "adamw"}) {
     SCOPED_TRACE(optimizer);
-    TrainConfig c;
-    c.model = "mlp";
-    c.device = "gpu";
-    c.optimizer = optimizer;
-    c.lr = std::string(optimizer) == "adamw" ? 1e-3 : 0.05;
-    c.steps = 6;
-    c.train_size = 256;
-    c.heldout_size = 0;
-    c.global_batch = 32;
+    TrainConfig c = gpu_mlp(optimizer, 32, 6);
     auto data = load_dataset(c.data, true, c.train_size, c.seed);
     ASSERT_TRUE(data.ok());
     TrainConfig o = c;
@@ -283,16 +290,8 @@ TEST(GpuMemory, AGpuRanksLimitIsItsGpusMemoryOrSaysWhy) {
 TEST(GpuMemory, TheModelEstimatesTheEnginesDevicePeak) {
   for (const bool offload : {false, true}) {
     SCOPED_TRACE(offload ? "offloaded" : "resident");
-    TrainConfig c;
-    c.model = "mlp";
-    c.device = "gpu";
-    c.optimizer = "adamw";
-    c.lr = 1e-3;
+    TrainConfig c = gpu_mlp("adamw", 64, 2);
     c.offload_optimizer = offload;
-    c.global_batch = 64;
-    c.train_size = 256;
-    c.heldout_size = 0;
-    c.steps = 2;
     auto data = load_dataset(c.data, true, c.train_size, c.seed);
     ASSERT_TRUE(data.ok());
     gpu::reset_device_peak();
