@@ -10,6 +10,10 @@
 // always measured, with at least its two best predicted algorithms; and wherever a measured
 // winner turns out much slower than its model predicted (ModelSearchOptions::surprise), the
 // size is measured again with the algorithms the models, refit with that time, now rate best.
+// Last, because times across a network are not smooth in the size (a protocol switch, a TCP
+// window) and no model fitted between probes sees a dip or a spike there, the search spends a
+// bounded fraction more (ModelSearchOptions::refine_fraction) measuring, at each size, the
+// algorithms it left out against its choice, smallest (cheapest) sizes first.
 #pragma once
 
 #include <cstdint>
@@ -82,6 +86,9 @@ struct ModelSearchOptions {
   double confirm_speedup = 1.15;        // a winner this much faster twice in a row is trusted ...
   int confirm_stride = 2;               // ... and then only every 2nd larger size is measured
   double surprise = 1.5;  // a measured winner this much slower than predicted: ask again
+  // Then up to this fraction of the search's cost more is spent on the algorithms it did not
+  // measure, the smallest sizes first (see model_based_search). 0 turns this off.
+  double refine_fraction = 0.5;
 };
 
 // The model-based strategy described above. Errors and the budget as for exhaustive_search.

@@ -42,10 +42,11 @@ Quality quality(const RecordedSweep& sweep, const SearchResult& r) {
 // size. Otherwise (a loaded machine, where the recorded best flips between neighbouring sizes
 // with the machine's phases and some candidates are bimodal, so that replaying a size's
 // rounds in another order can crown another algorithm): the model-based search's choices are
-// within 10 % of the exhaustive search's as a geometric mean over the sizes. (Its worst size
-// is printed, not bounded: on the 2-rank recording it is 6x, at 8 KiB, where shm took 0.7 us
-// in half the rounds and 4-8 us in the others, and the models, fitted on its slow rounds at
-// the neighbouring sizes, leave it out.) Replays of recorded rounds are deterministic.
+// within 10 % of the exhaustive search's as a geometric mean over the sizes, and its worst size
+// within 5 % of the exhaustive search's worst. (Before the search's refinement, the worst was
+// 6x on the 2-rank recording, at 8 KiB, where shm took 0.7 us in half the rounds and 4-8 us in
+// the others, and the models, fitted on its slow rounds at the neighbouring sizes, left it
+// out; the refinement measures it there.) Replays of recorded rounds are deterministic.
 void check_searches(const RecordedSweep& sweep, double max_cost_fraction, bool strict) {
   RecordedSource ex_src(sweep, 1);
   auto ex = exhaustive_search(ex_src, sweep.algos, sweep.sizes);
@@ -73,6 +74,7 @@ void check_searches(const RecordedSweep& sweep, double max_cost_fraction, bool s
           << sweep.oracle(c.bytes);
     }
     EXPECT_LE(mq.geomean, 1.10 * eq.geomean) << "seed " << seed;
+    EXPECT_LE(mq.worst, 1.05 * eq.worst) << "seed " << seed;
     EXPECT_LT(src.spent_s() / ex_src.spent_s(), max_cost_fraction) << "seed " << seed;
   }
 }
@@ -109,7 +111,9 @@ TEST(SearchOnRecordedSweeps, ThisMachineOnTwoAndFourRanks) {
     RecordedSweep no_shm = *sweep;
     std::erase(no_shm.algos, "shm");
     ASSERT_EQ(no_shm.algos.size(), sweep->algos.size() - 1);
-    check_searches(no_shm, 0.60, /*strict=*/false);
+    // Without shm the search pruned little on 4 ranks (0.43 of exhaustive's cost); its
+    // refinement adds up to half of that again and finds the 1.2x that it missed (0.64).
+    check_searches(no_shm, 0.70, /*strict=*/false);
   }
 }
 

@@ -21,9 +21,11 @@ struct SyntheticAlgo {
   double bw_bytes_per_s;  // below the knee
   double bw_after_knee;   // at and above knee_bytes
   double knee_bytes = 32.0 * (1 << 20);
+  double dip_bytes = 0;   // one size where the time is dip_factor times the line's (a dip
+  double dip_factor = 1;  // or spike of a network stack: a protocol switch, a TCP window)
   double true_time(double n) const {
     const double bw = n >= knee_bytes ? bw_after_knee : bw_bytes_per_s;
-    return alpha_s + n / bw;
+    return (alpha_s + n / bw) * (n == dip_bytes ? dip_factor : 1.0);
   }
 };
 
@@ -59,6 +61,18 @@ inline std::map<std::string, SyntheticAlgo> late_cliff_algos() {
   a["shm"].knee_bytes = 192.0 * (1 << 20);
   a["shm"].bw_after_knee = 1.8e9;
   a["rabenseifner"].bw_after_knee = 2.0e9;
+  return a;
+}
+
+// Times that are not smooth in the size, as across simulated nodes: tree, slow everywhere the
+// probes look, is the fastest at 64 KiB alone (a dip between probes), and shm, the fastest
+// everywhere else, is 3x slower at 512 KiB alone (a spike at a size its models call safe).
+inline std::map<std::string, SyntheticAlgo> uneven_algos() {
+  auto a = two_rank_algos();
+  a["tree"].dip_bytes = 64.0 * 1024;
+  a["tree"].dip_factor = 0.3;
+  a["shm"].dip_bytes = 512.0 * 1024;
+  a["shm"].dip_factor = 3.0;
   return a;
 }
 
