@@ -25,7 +25,8 @@ json outcome_to_json(const TuningOutcome& o) {
                           {"runner_up", s.runner_up},
                           {"runner_up_us", s.runner_up_us},
                           {"paired_ratio", s.paired_ratio},
-                          {"extrapolated", s.extrapolated}});
+                          {"extrapolated", s.extrapolated},
+                          {"measured_candidates", s.measured_candidates}});
   }
   j["measurements"] = json::array();
   for (const MeasuredPoint& p : o.measurements) {
@@ -46,6 +47,7 @@ json outcome_to_json(const TuningOutcome& o) {
     v["exhaustive_s"] = o.verify->exhaustive_s;
     v["cost_fraction"] = o.verify->cost_fraction;
     v["worst_vs_oracle"] = o.verify->worst_vs_oracle;
+    v["worst_where_searched_all"] = o.verify->worst_where_searched_all;
     v["sizes"] = json::array();
     for (const VerifyRow& r : o.verify->rows) {
       v["sizes"].push_back({{"bytes", r.bytes},
@@ -53,7 +55,8 @@ json outcome_to_json(const TuningOutcome& o) {
                             {"chosen_us", r.chosen_us},
                             {"oracle", r.oracle},
                             {"oracle_us", r.oracle_us},
-                            {"vs_oracle", r.vs_oracle}});
+                            {"vs_oracle", r.vs_oracle},
+                            {"searched_all", r.searched_all}});
     }
     j["verify"] = std::move(v);
   }
@@ -67,10 +70,12 @@ void read_verify(const json& v, TuningOutcome& o) {
   rep.exhaustive_s = v.at("exhaustive_s").get<double>();
   rep.cost_fraction = v.at("cost_fraction").get<double>();
   rep.worst_vs_oracle = v.at("worst_vs_oracle").get<double>();
+  rep.worst_where_searched_all = v.value("worst_where_searched_all", 1.0);
   for (const json& r : v.at("sizes")) {
     rep.rows.push_back({r.at("bytes").get<uint64_t>(), r.at("chosen").get<std::string>(),
                         r.at("oracle").get<std::string>(), r.at("chosen_us").get<double>(),
-                        r.at("oracle_us").get<double>(), r.at("vs_oracle").get<double>()});
+                        r.at("oracle_us").get<double>(), r.at("vs_oracle").get<double>(),
+                        r.value("searched_all", false)});
   }
   o.verify = std::move(rep);
 }
@@ -89,6 +94,7 @@ void read_outcome(const json& j, TuningOutcome& o) {
                        s.at("runner_up").get<std::string>(), s.at("runner_up_us").get<double>(),
                        s.at("paired_ratio").get<double>()});
     o.sizes.back().extrapolated = s.value("extrapolated", false);
+    o.sizes.back().measured_candidates = s.value("measured_candidates", std::vector<std::string>{});
   }
   for (const json& p : j.at("measurements")) {
     o.measurements.push_back({p.at("bytes").get<uint64_t>(), p.at("candidate").get<std::string>(),

@@ -39,6 +39,7 @@ SizeOutcome size_outcome(const SizeChoice& c, const SourceRecord* rec) {
   s.time_us = c.time_s * 1e6;
   s.measured = c.measured;
   s.extrapolated = c.extrapolated;
+  s.measured_candidates = c.candidates;
   if (rec == nullptr || c.algo.empty() || !c.measured) return s;
   const CandidateResult* chosen = rec->comparison.find(c.algo);
   if (chosen == nullptr) return s;
@@ -114,7 +115,17 @@ VerifyReport verify_report(const TuningOutcome& o, const SearchResult& ex,
       // "vs_oracle 1.998" beside a chosen time 4x the oracle's).
       row.vs_oracle = c == b || row.chosen_us <= 0 ? 1.0 : row.oracle_us / row.chosen_us;
     }
+    const std::vector<std::string>& searched = o.sizes[i].measured_candidates;
+    row.searched_all = !ex.choices[i].candidates.empty();
+    for (const std::string& name : ex.choices[i].candidates) {
+      const CandidateResult* r = rec ? rec->comparison.find(name) : nullptr;
+      if (r != nullptr && r->failed) continue;  // nothing to compare against
+      if (std::find(searched.begin(), searched.end(), name) == searched.end())
+        row.searched_all = false;
+    }
     v.worst_vs_oracle = std::min(v.worst_vs_oracle, row.vs_oracle);
+    if (row.searched_all)
+      v.worst_where_searched_all = std::min(v.worst_where_searched_all, row.vs_oracle);
     v.rows.push_back(std::move(row));
   }
   return v;

@@ -58,6 +58,7 @@ struct SizeOutcome {
   bool extrapolated = false;  // not reached before the budget ran out: the cost models' best
                               // (time_us predicted), or the nearest decided size's choice where
                               // no models were fitted (time_us 0); search.h
+  std::vector<std::string> measured_candidates{};  // what the search measured here, in order
 };
 
 // One candidate's measurement summary at one size (the latest one taken).
@@ -77,11 +78,18 @@ struct VerifyRow {
   std::string chosen, oracle;
   double chosen_us = 0, oracle_us = 0;
   double vs_oracle = 0;  // oracle_us / chosen_us, the two medians above (1.0 = as good)
+  // The search, too, measured every candidate that exhaustive search measured here, so its
+  // choice was exhaustive search's choice one run earlier: where vs_oracle < 1 at such a size,
+  // two exhaustive runs disagree, and the gap is the machine's run-to-run spread, not pruning.
+  bool searched_all = false;
 };
 struct VerifyReport {
   double exhaustive_s = 0;     // exhaustive search's measurement time
   double cost_fraction = 0;    // the search's time / exhaustive_s
   double worst_vs_oracle = 0;  // the smallest vs_oracle over sizes
+  // The smallest vs_oracle over the rows with searched_all (1.0 when there are none): how far
+  // apart two exhaustive runs' choices fall here, the floor under worst_vs_oracle.
+  double worst_where_searched_all = 1.0;
   std::vector<VerifyRow> rows;
 };
 

@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
-"""The hierarchical-against-flat table of a `dltune tune --collectives --verify --json` run:
+"""hier_table.py [--choices] FILE
+
+The hierarchical-against-flat table of a `dltune tune --collectives --verify --json` run:
 per size the best flat algorithm (ring in any segmentation, rd, rabenseifner, tree) and the best
 hierarchical one (hier, hier/SEGMENT),
 from the exhaustive comparison (same interleaved rounds), the tuner's choice and how close it
@@ -8,6 +10,13 @@ came to the best measured. Ends with
   hier_ahead_from=SIZE  the smallest size from which hier beats every flat algorithm at every
                         larger size (none when it never does)
   chosen_worst=R        the tuner's choice against the best measured, worst size (verify)
+  spread_floor=R        the same, over the sizes where the tuner's search measured every
+                        candidate too ('=' in the table): there its choice was an exhaustive
+                        search's one run earlier, so this is how far two exhaustive runs
+                        disagree on this machine, the floor under chosen_worst
+With --choices (for a run with --strategy exhaustive): per size, the first exhaustive run's
+choice against the verifying run's best, and
+  exhaustive_worst=R    its worst size: how far apart two exhaustive searches' choices fall
 """
 import json
 import sys
@@ -20,13 +29,31 @@ def size(b):
     return f"{b}B"
 
 
+def choices(o):
+    print(f"{'size':>8} {'first run':>14} {'its us':>10} {'2nd run best':>14} {'best us':>10}"
+          f" {'vs best':>8}   (both us from the second run)")
+    worst = None
+    for v in (o.get("verify") or {}).get("sizes", []):
+        vs = v.get("vs_oracle", 0)
+        if vs:
+            worst = min(worst if worst is not None else 1.0, vs)
+        print(f"{size(v['bytes']):>8} {v['chosen']:>14} {v['chosen_us']:10.1f} {v['oracle']:>14}"
+              f" {v['oracle_us']:10.1f} {vs:8.2f}")
+    print(f"exhaustive_worst={worst:.2f}" if worst is not None else "exhaustive_worst=na")
+
+
 def main():
+    args = sys.argv[1:]
+    only_choices = bool(args) and args[0] == "--choices"
     try:
-        d = json.load(open(sys.argv[1]))
-    except (OSError, ValueError) as e:
+        d = json.load(open(args[-1]))
+    except (OSError, ValueError, IndexError) as e:
         print(f"no sweep: {e}")
         return
     o = d.get("outcome", d)
+    if only_choices:
+        choices(o)
+        return
     rows = {}
     for m in o.get("measurements", []):
         if m.get("failed"):
@@ -42,7 +69,7 @@ def main():
           " host's shared cores), is not run: it took 42 s per 8 KiB call")
     print(f"{'size':>8} {'best flat':>16} {'flat us':>10} {'best hier':>12} {'hier us':>10}"
           f" {'flat/hier':>9} {'native us':>10} {'chosen':>14} {'vs best':>8}")
-    ahead_from, last_ratio, worst = None, None, 1.0
+    ahead_from, last_ratio, worst, floor = None, None, 1.0, None
     for b in sorted(rows):
         r = rows[b]
         flat = {k: v for k, v in r.items() if k.split("/")[0] not in ("hier", "native", "shm")}
@@ -61,12 +88,18 @@ def main():
         vs = v.get("vs_oracle", 0)
         if vs:
             worst = min(worst, vs)
+            if v.get("searched_all"):
+                floor = min(floor if floor is not None else 1.0, vs)
         native = f"{r['native']:10.1f}" if "native" in r else f"{'-':>10}"
         print(f"{size(b):>8} {name:>16} {t:10.1f} {hname:>12} {ht:10.1f} {ratio:9.2f}"
-              f" {native} {v.get('chosen', '-'):>14} {vs:8.2f}")
+              f" {native} {v.get('chosen', '-'):>14} {vs:8.2f}"
+              f"{' =' if v.get('searched_all') else ''}")
     print(f"hier_vs_flat_best={last_ratio:.2f}" if last_ratio else "hier_vs_flat_best=na")
     print(f"hier_ahead_from={size(ahead_from) if ahead_from else 'none'}")
+    print("(= the tuner's search measured every candidate at that size too: its choice there was"
+          " an exhaustive search's, one run before the verifying one)")
     print(f"chosen_worst={worst:.2f}")
+    print(f"spread_floor={floor:.2f}" if floor is not None else "spread_floor=na")
 
 
 main()

@@ -13,15 +13,19 @@
 #             step time the launch predicted before it ran against the one it measured.
 #  hier       the collective sweep's hierarchical against flat table on 2 and 4 namespace
 #             nodes x 2 ranks (tests/slurm/netns_cluster.sh: 10 Gbit/s links; `dltune tune
-#             --collectives --verify`: the tuner's choice against the best measured).
+#             --collectives --verify`: the tuner's choice against the best measured); then the
+#             same with `--strategy exhaustive`: exhaustive search's own choices against a
+#             second exhaustive run, the floor that run-to-run spread puts under any search.
 #  nodes      the same recipes as `local` on 2 and 4 namespace nodes x 2 ranks.
 # Needs root for `hier` and `nodes` (their links: LINK_RATE, default 10gbit). The last line:
 #   summary: mape_local=F mape_nodes=F nccl_tests_err_max=F published_err_max=F
-#            hier_vs_flat_best=R hier_ahead_from=BYTES
+#            hier_vs_flat_best=R hier_ahead_from=BYTES chosen_worst=R exhaustive_worst=R
 # (mape: mean |predicted / measured - 1| of the step time; err: the largest relative error,
 # published in efficiency points / 100; hier_vs_flat_best: the best flat algorithm's time over
 # hier's at the largest size on 4 nodes; hier_ahead_from: the smallest size from which hier is
-# ahead of every flat algorithm at every larger size; na for a part not run).
+# ahead of every flat algorithm at every larger size; chosen_worst: the tuner's choice against
+# the best measured in the verifying run, worst size, on 4 nodes; exhaustive_worst: the same
+# for exhaustive search's choices; na for a part not run).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$root/build
@@ -152,6 +156,14 @@ if has hier || has nodes; then
           --budget 120 --retune --json >"$tmp/hier$nodes.json" 2>"$tmp/hier$nodes.err" ||
           echo "tune across $nodes nodes failed: $(tail -3 "$tmp/hier$nodes.err")"
         python3 "$root/bench/predict/hier_table.py" "$tmp/hier$nodes.json" | tee "$tmp/hier$nodes.txt"
+        echo "== the floor: exhaustive search's choices against a second exhaustive run, $nodes nodes"
+        bash "$root/tests/slurm/netns_cluster.sh" exec "$cluster" salloc --quiet -N "$nodes" -n "$ranks" \
+          "$dltune" tune --collectives -n "$ranks" --min-bytes 4KiB --max-bytes 16MiB --verify \
+          --strategy exhaustive --budget 600 --retune --json >"$tmp/floor$nodes.json" \
+          2>"$tmp/floor$nodes.err" ||
+          echo "exhaustive tune across $nodes nodes failed: $(tail -3 "$tmp/floor$nodes.err")"
+        python3 "$root/bench/predict/hier_table.py" "$tmp/floor$nodes.json" >"$tmp/floor$nodes.txt"
+        python3 "$root/bench/predict/hier_table.py" --choices "$tmp/floor$nodes.json"
         echo
       fi
       if has nodes; then
@@ -174,6 +186,8 @@ if has hier || has nodes; then
     if has hier; then
       hier=$(sed -n 's/^hier_vs_flat_best=//p' "$tmp/hier4.txt")
       ahead=$(sed -n 's/^hier_ahead_from=//p' "$tmp/hier4.txt")
+      chosen=$(sed -n 's/^chosen_worst=//p' "$tmp/hier4.txt")
+      floor=$(sed -n 's/^chosen_worst=//p' "$tmp/floor4.txt")
     fi
   else
     echo "no namespace cluster (needs root, Slurm, munge, iproute2): hier and nodes skipped"
@@ -182,4 +196,5 @@ if has hier || has nodes; then
 fi
 
 echo "summary: mape_local=$mape_local mape_nodes=$mape_nodes nccl_tests_err_max=$nccl" \
-  "published_err_max=$published hier_vs_flat_best=${hier:-na} hier_ahead_from=${ahead:-na}"
+  "published_err_max=$published hier_vs_flat_best=${hier:-na} hier_ahead_from=${ahead:-na}" \
+  "chosen_worst=${chosen:-na} exhaustive_worst=${floor:-na}"

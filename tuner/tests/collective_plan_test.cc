@@ -87,12 +87,16 @@ TEST(CollectivePlan, MeasurementRowsAreValidEvenWithHostileReasons) {
 
 TEST(CollectivePlan, OutcomeJsonRoundTrip) {
   TuningOutcome o = sample_outcome();
-  o.verify = VerifyReport{10.0, 0.15, 0.97, {{4, "rd", "rd", 1.0, 1.0, 1.0}}};
+  o.verify = VerifyReport{10.0, 0.15, 0.97, 0.98, {{4, "rd", "rd", 1.0, 1.0, 1.0, true}}};
+  o.sizes[0].measured_candidates = {"rd", "ring/262144"};
   auto back = outcome_from_json(outcome_to_json(o));
   ASSERT_TRUE(back.ok());
   EXPECT_EQ(outcome_to_json(*back), outcome_to_json(o));
   ASSERT_TRUE(back->verify.has_value());
   EXPECT_DOUBLE_EQ(back->verify->worst_vs_oracle, 0.97);
+  EXPECT_DOUBLE_EQ(back->verify->worst_where_searched_all, 0.98);
+  EXPECT_TRUE(back->verify->rows.at(0).searched_all);
+  EXPECT_EQ(back->sizes[0].measured_candidates, o.sizes[0].measured_candidates);
   EXPECT_FALSE(outcome_from_json(nlohmann::json::object()).ok());
   auto j = outcome_to_json(o);
   j["sizes"][0]["bytes"] = "four";
@@ -101,8 +105,10 @@ TEST(CollectivePlan, OutcomeJsonRoundTrip) {
 
 TEST(CollectivePlan, TablesNameChoicesRunnersUpAndVerification) {
   TuningOutcome o = sample_outcome();
-  o.verify = VerifyReport{10.0, 0.15, 0.97, {{4, "rd", "ring", 1.0, 0.97, 0.97}}};
+  o.verify = VerifyReport{10.0, 0.15, 0.97, 0.97, {{4, "rd", "ring", 1.0, 0.97, 0.97, true}}};
   const std::string t = format_outcome(o);
+  EXPECT_NE(t.find("0.970 =\n"), std::string::npos) << t;
+  EXPECT_NE(t.find("run-to-run spread; worst there 0.970"), std::string::npos) << t;
   EXPECT_NE(t.find("runner-up"), std::string::npos);
   EXPECT_NE(t.find("1.900x"), std::string::npos);
   EXPECT_NE(t.find("ring/262144"), std::string::npos);

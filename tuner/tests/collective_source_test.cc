@@ -300,6 +300,10 @@ TEST(TuneCollectives, VerifyComparesWithTheOracle) {
     EXPECT_EQ(r.oracle, "rd");
     EXPECT_DOUBLE_EQ(r.vs_oracle, 1.0);
   }
+  // The smallest size is a probe: the search measured both candidates there as well.
+  EXPECT_EQ(t.sizes.front().measured_candidates.size(), 2u);
+  EXPECT_TRUE(t.verify->rows.front().searched_all);
+  EXPECT_DOUBLE_EQ(t.verify->worst_where_searched_all, 1.0);
   EXPECT_GT(t.verify->exhaustive_s, 0);
   EXPECT_GT(t.verify->cost_fraction, 0);
   EXPECT_DOUBLE_EQ(t.verify->worst_vs_oracle, 1.0);
