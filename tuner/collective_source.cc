@@ -10,6 +10,15 @@
 namespace dltune::tuner {
 namespace {
 
+Status check_size(uint64_t bytes, uint64_t max_bytes) {
+  if (bytes < 4 || bytes % 4 != 0 || bytes > max_bytes) {
+    return invalid_input("message size " + std::to_string(bytes) +
+                         " B must be a positive multiple of 4 of at most " +
+                         strings::format_bytes(max_bytes));
+  }
+  return ok_status();
+}
+
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) {
@@ -202,13 +211,18 @@ Result<double> CommCollectiveSource::run_trial(const Prepared& p, size_t count) 
   return agreed[0];
 }
 
+Status CommCollectiveSource::warm_up(uint64_t bytes, const std::vector<std::string>& algos) {
+  DLTUNE_TRY(check_size(bytes, buf_.bytes()));
+  if (!fatal_.ok()) return fatal_;
+  if (budget_exhausted_) return budget_spent();
+  auto prepared = prepare(bytes, algos);  // two calls of each, failures agreed and kept
+  if (!prepared) return std::move(prepared).error();
+  return ok_status();
+}
+
 Result<Comparison> CommCollectiveSource::measure(uint64_t bytes,
                                                  const std::vector<std::string>& algos) {
-  if (bytes < 4 || bytes % 4 != 0 || bytes > buf_.bytes()) {
-    return invalid_input("message size " + std::to_string(bytes) +
-                         " B must be a positive multiple of 4 of at most " +
-                         strings::format_bytes(buf_.bytes()));
-  }
+  DLTUNE_TRY(check_size(bytes, buf_.bytes()));
   if (!fatal_.ok()) return fatal_.error();
   if (budget_exhausted_) return budget_spent();
   const auto t0 = Clock::now();

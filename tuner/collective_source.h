@@ -97,6 +97,15 @@ class CommCollectiveSource final : public CollectiveSource {
   // ranks failing (kPeerFailed / kTimeout).
   Result<Comparison> measure(uint64_t bytes, const std::vector<std::string>& algos) override;
 
+  // Collective over the communicator, like measure(): runs each of `algos` twice at `bytes`,
+  // untimed and unrecorded, so that a search that follows measures the transport as a job's
+  // steady state finds it (socket buffers grown, connections and segments set up by the
+  // largest messages) rather than fresh. On 4 namespace nodes, without it, two exhaustive
+  // searches in a row disagreed at 256 KiB by 0.72-0.87 (tree fast in the fresh first run
+  // only); bench/predict/README.md. A candidate that fails here is not an error (the search
+  // records its failure). Errors: as measure() (budget spent, the agreement failing).
+  Status warm_up(uint64_t bytes, const std::vector<std::string>& algos);
+
   // Every measure() that completed, in order.
   const std::vector<SourceRecord>& records() const { return records_; }
   // Tags later records (e.g. 0 = the search, 1 = its verification).

@@ -4,6 +4,7 @@
 #include "tuner/collective_source.h"
 
 #include <chrono>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -19,16 +20,20 @@ namespace dltune::tuner {
 namespace {
 
 // Runs tune_collectives on `ranks` threads; returns every rank's outcome as JSON text.
-std::vector<std::string> tune_on_threads(int ranks, const TuneOptions& options) {
+std::vector<std::string> tune_on_threads(int ranks, const TuneOptions& options,
+                                         int ranks_per_node = 0) {
   std::vector<std::string> out(static_cast<size_t>(ranks));
   std::mutex mu;
-  Status s = comm::spawn(ranks, [&](comm::Communicator& c) -> Status {
-    auto o = tune_collectives(c, options);
-    if (!o) return o.error();
-    std::lock_guard<std::mutex> lock(mu);
-    out[static_cast<size_t>(c.rank())] = outcome_to_json(*o).dump();
-    return ok_status();
-  });
+  Status s = comm::spawn(
+      ranks,
+      [&](comm::Communicator& c) -> Status {
+        auto o = tune_collectives(c, options);
+        if (!o) return o.error();
+        std::lock_guard<std::mutex> lock(mu);
+        out[static_cast<size_t>(c.rank())] = outcome_to_json(*o).dump();
+        return ok_status();
+      },
+      ranks_per_node);
   EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.error().message());
   return out;
 }
@@ -119,6 +124,69 @@ TEST(CommCollectiveSource, RejectsBadSizesAndCustomNames) {
     return ok_status();
   });
   EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.error().message());
+}
+
+// warm_up runs each candidate twice at the size asked for, records nothing, and takes a
+// failing candidate in its stride (on every rank alike); bad sizes are errors.
+TEST(CommCollectiveSource, WarmUpRunsEachCandidateTwiceAndRecordsNothing) {
+  std::mutex mu;
+  std::map<size_t, int> calls;  // element count -> calls of "ring/4096", summed over ranks
+  Status s = comm::spawn(2, [&](comm::Communicator& c) -> Status {
+    SourceOptions o;
+    o.custom["ring/4096"] = [&](comm::Communicator&, float*, size_t n) -> Status {
+      std::lock_guard<std::mutex> lock(mu);
+      ++calls[n];
+      return ok_status();
+    };
+    o.custom["tree"] = [](comm::Communicator&, float*, size_t) -> Status {
+      return internal_error("broken on purpose");
+    };
+    auto src = CommCollectiveSource::create(c, 4096, o);
+    if (!src) return src.error();
+    EXPECT_FALSE((*src)->warm_up(6, {"ring"}).ok());
+    EXPECT_FALSE((*src)->warm_up(8192, {"ring"}).ok());
+    Status w = (*src)->warm_up(4096, {"rd", "ring/4096", "tree"});
+    EXPECT_TRUE(w.ok()) << (w.ok() ? "" : w.error().message());
+    EXPECT_TRUE((*src)->records().empty());
+    EXPECT_FALSE((*src)->budget_exhausted());
+    return ok_status();
+  });
+  ASSERT_TRUE(s.ok()) << (s.ok() ? "" : s.error().message());
+  EXPECT_EQ(calls, (std::map<size_t, int>{{1024, 4}}));  // 2 calls x 2 ranks, 4096 B
+}
+
+// Across nodes, before the search measures anything, every candidate but Open MPI's own runs
+// at the largest size: the first calls a candidate sees are of the largest size. On one node
+// there is no warm-up: the first call is the search's, at the smallest size.
+TEST(TuneCollectives, AcrossNodesTheNetworkIsWarmedAtTheLargestSizeFirst) {
+  for (const int ranks_per_node : {2, 0}) {
+    SCOPED_TRACE(ranks_per_node == 0 ? "one node" : "two nodes");
+    std::mutex mu;
+    std::vector<size_t> order;  // element counts of "tree" calls on rank 0, in order
+    TuneOptions o = small_options("model");
+    o.candidates = {"rd", "tree"};
+    o.source.custom["tree"] = [&](comm::Communicator& c, float* buf, size_t n) -> Status {
+      if (c.rank() == 0) {
+        std::lock_guard<std::mutex> lock(mu);
+        order.push_back(n);
+      }
+      comm::AllreduceOptions ao;
+      ao.algorithm = comm::Algorithm::kTree;
+      return comm::allreduce(c, buf, buf, n, comm::DataType::kF32, comm::ReduceOp::kSum, ao);
+    };
+    auto outs = tune_on_threads(4, o, ranks_per_node);
+    ASSERT_FALSE(outs[0].empty());
+    EXPECT_EQ(parse(outs[0]).nodes, ranks_per_node == 0 ? 1 : 2);
+    ASSERT_GE(order.size(), 3u);
+    const size_t largest = o.max_bytes / 4;
+    if (ranks_per_node > 0) {
+      EXPECT_EQ(order[0], largest);
+      EXPECT_EQ(order[1], largest);
+      EXPECT_EQ(order[2], 1u);  // then the search, from the smallest size (4 B)
+    } else {
+      EXPECT_EQ(order[0], 1u);
+    }
+  }
 }
 
 // The slow rank decides: a delay on one rank only shows on every rank, identically. The delay
