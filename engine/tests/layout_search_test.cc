@@ -254,6 +254,49 @@ TEST(LayoutSearch, OffloadOnlyWhereNeededAndOnlyOnTheGpu) {
   EXPECT_EQ(fixed->front().layout.offload, recipes::Offload::kOptimizer);
 }
 
+// The GPU engine runs no pipeline stages yet: where only a pipeline would fit, the search on
+// the GPU offers data parallelism with the optimizer state offloaded, or refuses, saying so and
+// pointing at the CPU engine; fixed stages or a pipeline mode are refused up front.
+TEST(LayoutSearch, TheGpuEngineGetsNoPipelines) {
+  const recipes::Graph g = *recipes::builtin_graph("vgg16", {});  // 1.1 GB of AdamW moments
+  LayoutRequest rq = request(2, 2);
+  rq.optimizer = "adamw";
+  auto free = layout_candidates(g, rq);
+  ASSERT_TRUE(free.ok());
+  ASSERT_EQ(free->front().layout.stages, 1);
+  const int64_t data_parallel = free->front().layout.memory_bytes;
+  const int64_t moments = free->front().stages.front().terms.optimizer;
+  // On the CPU, a limit half the moments under data parallelism's footprint gives a pipeline.
+  rq.memory_limit = data_parallel - moments / 2;
+  auto cpu = layout_candidates(g, rq);
+  ASSERT_TRUE(cpu.ok()) << cpu.error().message();
+  EXPECT_GT(cpu->front().layout.stages, 1);
+  // On the GPU, the same limit gives data parallelism with the momentum in host memory.
+  rq.gpu = true;
+  auto gpu = layout_candidates(g, rq);
+  ASSERT_TRUE(gpu.ok()) << gpu.error().message();
+  for (const LayoutCandidate& c : *gpu) EXPECT_EQ(c.layout.stages, 1);
+  EXPECT_EQ(gpu->front().layout.offload, recipes::Offload::kOptimizer);
+  // Without offload nothing fits on the GPU, and the advice names the CPU engine, not stages.
+  rq.fixed.offload = "none";
+  auto refused = layout_candidates(g, rq);
+  ASSERT_FALSE(refused.ok());
+  const std::string m = refused.error().message();
+  EXPECT_NE(m.find("the CPU engine (comm.backend auto or mpi)"), std::string::npos) << m;
+  EXPECT_EQ(m.find("more pipeline stages"), std::string::npos) << m;
+  EXPECT_EQ(m.find("recompute"), std::string::npos) << m;
+  rq.fixed.offload = "auto";
+  for (const char* mode : {"pipeline", "hybrid"}) {
+    rq.fixed.mode = mode;
+    auto r = layout_candidates(g, rq);
+    ASSERT_FALSE(r.ok()) << mode;
+    EXPECT_NE(r.error().message().find("CPU engine only"), std::string::npos) << mode;
+  }
+  rq.fixed.mode = "auto";
+  rq.fixed.stages = 2;
+  EXPECT_FALSE(layout_candidates(g, rq).ok());
+}
+
 TEST(LayoutSearch, FixedSettingsAreKeptOrRefused) {
   const recipes::Graph g = resnet20();
   LayoutRequest rq = request(4, 32);

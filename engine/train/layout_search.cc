@@ -81,8 +81,15 @@ Result<std::vector<LayoutCandidate>> layout_candidates(const recipes::Graph& gra
       rq.node_fixed_cost.size() == cost.size() ? rq.node_fixed_cost : std::vector<double>{};
   const recipes::ParallelConfig& fx = rq.fixed;
   const int cut_count = static_cast<int>(recipes::cut_points(info).size());
+  // The GPU engine runs no pipeline stages yet (recipe_validate.cc refuses them fixed): data
+  // parallelism only, its state offloaded where memory is short.
+  if (rq.gpu && (fx.stages > 1 || fx.mode == "pipeline" || fx.mode == "hybrid"))
+    return invalid_input(
+        "training.parallel: pipeline stages run on the CPU engine only for now; "
+        "the GPU engine (comm.backend nccl) trains data parallel, with "
+        "training.parallel.offload where the memory is short");
   std::vector<int> stage_counts;
-  for (int S = 1; S <= rq.ranks && S <= cut_count + 1; ++S) {
+  for (int S = 1; S <= rq.ranks && S <= cut_count + 1 && (S == 1 || !rq.gpu); ++S) {
     if (rq.ranks % S != 0) continue;
     if (fx.stages > 0 && S != fx.stages) continue;
     if (fx.mode == "data" && S != 1) continue;
@@ -277,11 +284,16 @@ Result<std::vector<LayoutCandidate>> layout_candidates(const recipes::Graph& gra
   else
     fixes.push_back("no batch size (the parameters and optimizer state alone need " +
                     memory_text(static_cast<int64_t>(fixed)) + ")");
-  if (fx.stages > 0 || fx.mode == "data")
+  if (rq.gpu)  // no stages on the GPU engine yet, so no recomputation either (per stage)
+    fixes.push_back(
+        "the CPU engine (comm.backend auto or mpi), whose pipeline stages hold "
+        "fewer parameters each");
+  else if (fx.stages > 0 || fx.mode == "data")
     fixes.push_back("training.parallel stages auto (more stages hold fewer parameters each)");
   else if (rq.ranks <= cut_count)
     fixes.push_back("more ranks (more pipeline stages)");
-  if (fx.recompute == "none") fixes.push_back("training.parallel.recompute auto or stage");
+  if (fx.recompute == "none" && !rq.gpu)
+    fixes.push_back("training.parallel.recompute auto or stage");
   if (rq.gpu && fx.offload == "none")
     fixes.push_back("training.parallel.offload auto or optimizer (the optimizer state, " +
                     memory_text(t.optimizer) + ", to host memory)");

@@ -50,6 +50,8 @@ struct LayoutRequest {
   double allreduce_bytes_per_s = 2e9;
   // The GPU engine (comm.backend nccl): the optimizer state may be offloaded to host memory
   // (fixed.offload auto or optimizer), its copies at this rate each way (PCIe 4 x16: ~20 GB/s).
+  // It runs no pipeline stages yet: only data-parallel layouts are offered, and fixed stages
+  // or a pipeline or hybrid mode are an error.
   bool gpu = false;
   double host_copy_bytes_per_s = 2e10;
 };

@@ -60,6 +60,20 @@ grep -q "too much. What would fit: " "$tmp/check.err" || fail "no advice: $(cat 
 [ -z "$(ls -A "$DLTUNE_RUNS_DIR" 2>/dev/null)" ] || fail "a refused launch left a run directory"
 "$dltune" recipe check "$mlp" >"$tmp/check2.out" 2>&1 || fail "check of deep-mlp: $(cat "$tmp/check2.out")"
 grep -q "  layout: 1 replica x 2 stages" "$tmp/check2.out" || fail "check names no layout: $(cat "$tmp/check2.out")"
+# The same recipe on the GPU engine, which runs no pipeline stages yet: data parallel with the
+# optimizer state in host memory where that fits, else refused pointing at the CPU engine;
+# never planned as a pipeline that the ranks would then refuse.
+gpu=$(recipe gpu '$a comm:\n  backend: nccl')
+"$dltune" recipe check "$gpu" >"$tmp/check3.out" 2>&1 || fail "GPU check: $(cat "$tmp/check3.out")"
+grep -q "  layout: 2 replicas x 1 stage, optimizer state in host memory" "$tmp/check3.out" ||
+  fail "GPU check's layout: $(cat "$tmp/check3.out")"
+gpu=$(recipe gpu2 '$a comm:\n  backend: nccl' 's/memory_per_rank: 150MiB/memory_per_rank: 120MiB/')
+"$dltune" recipe check "$gpu" >"$tmp/check4.out" 2>&1
+rc=$?
+[ $rc = 2 ] || fail "GPU check at 120 MiB exited $rc: $(cat "$tmp/check4.out")"
+grep -q "no layout of 2 ranks fits 120 MiB per rank: the smallest, 2 replicas x 1 stage" "$tmp/check4.out" &&
+  grep -q "or the CPU engine (comm.backend auto or mpi)" "$tmp/check4.out" ||
+  fail "GPU check message: $(cat "$tmp/check4.out")"
 
 # 1b. The layout search with the model's nodes timed here (what a tuned launch asks for): the
 # answer says so, and the layouts are those of the FLOP-based answer, ranked by the timings.
