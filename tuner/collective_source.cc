@@ -211,10 +211,15 @@ Result<double> CommCollectiveSource::run_trial(const Prepared& p, size_t count) 
   return agreed[0];
 }
 
-Status CommCollectiveSource::warm_up(uint64_t bytes, const std::vector<std::string>& algos) {
+Status CommCollectiveSource::ready_for(uint64_t bytes) const {
   DLTUNE_TRY(check_size(bytes, buf_.bytes()));
   if (!fatal_.ok()) return fatal_;
   if (budget_exhausted_) return budget_spent();
+  return ok_status();
+}
+
+Status CommCollectiveSource::warm_up(uint64_t bytes, const std::vector<std::string>& algos) {
+  DLTUNE_TRY(ready_for(bytes));
   auto prepared = prepare(bytes, algos);  // two calls of each, failures agreed and kept
   if (!prepared) return std::move(prepared).error();
   return ok_status();
@@ -222,9 +227,7 @@ Status CommCollectiveSource::warm_up(uint64_t bytes, const std::vector<std::stri
 
 Result<Comparison> CommCollectiveSource::measure(uint64_t bytes,
                                                  const std::vector<std::string>& algos) {
-  DLTUNE_TRY(check_size(bytes, buf_.bytes()));
-  if (!fatal_.ok()) return fatal_.error();
-  if (budget_exhausted_) return budget_spent();
+  DLTUNE_TRY(ready_for(bytes));
   const auto t0 = Clock::now();
   std::vector<double> elapsed{seconds_since(start_)};
   DLTUNE_TRY(agree_max(elapsed));

@@ -127,6 +127,9 @@ class CommCollectiveSource final : public CollectiveSource {
   // Records the agreed elapsed time; true (and budget_exhausted()) once it reaches the budget.
   bool past_budget(double agreed_elapsed_s);
   Error budget_spent() const;
+  // Whether a comparison or warm-up at `bytes` may start: the size fits the buffer, no earlier
+  // agreement failed, the budget is not spent.
+  Status ready_for(uint64_t bytes) const;
 
   comm::Communicator& comm_;
   comm::SharedBuffer buf_;

@@ -1,6 +1,7 @@
 #include "tuner/collective_tuning.h"
 
 #include <algorithm>
+#include <iterator>
 #include <map>
 #include <utility>
 
@@ -201,9 +202,9 @@ Result<TuningOutcome> tune_collectives(comm::Communicator& comm, const TuneOptio
   // and where it spins on shared cores one call can take seconds; collective_source.h). On one
   // node shared memory has no such state, and two exhaustive runs agree without it.
   std::vector<std::string> warm;
-  for (const std::string& c : out.candidates) {
-    if (c != "native" && out.nodes > 1) warm.push_back(c);
-  }
+  if (out.nodes > 1)
+    std::copy_if(out.candidates.begin(), out.candidates.end(), std::back_inserter(warm),
+                 [](const std::string& c) { return c != "native"; });
   if (Status w = warm.empty() ? ok_status() : source.warm_up(sizes->back(), warm);
       !w.ok() && !source.budget_exhausted())
     return std::move(w).error().wrap("warming up the network");

@@ -202,8 +202,8 @@ TEST(TuningLayouts, PipelinesAndOffloadedDataParallelismButNotPlainDataParalleli
   auto plain = launcher::tuning_layouts(
       {{"candidates", {entry(2, 1, "none", true), entry(1, 2, "none", false)}}});
   EXPECT_TRUE(plain.data_parallel_fits);
-  EXPECT_TRUE(
-      plain.layouts.empty());  // plain data parallelism is the batch candidates'; 1x2 unmarked
+  // Plain data parallelism is the batch candidates'; the 1x2 pipeline is unmarked.
+  EXPECT_TRUE(plain.layouts.empty());
 }
 
 }  // namespace
