@@ -30,6 +30,10 @@ def size(b):
 
 
 def choices(o):
+    print("two exhaustive searches in the same ranks, one after the other, as the table above ran"
+          " its candidates (interleaved round by round after warm-up calls; native: Open MPI's"
+          " MPI_Allreduce with the cluster's mpi_yield_when_idle=1; every rank in the cluster's"
+          " cpu cgroup): the first run's choice scored in the second")
     print(f"{'size':>8} {'first run':>14} {'its us':>10} {'2nd run best':>14} {'best us':>10}"
           f" {'vs best':>8}   (both us from the second run)")
     worst = None
