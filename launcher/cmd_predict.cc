@@ -11,10 +11,15 @@
 // --topo, then --intra / --inter, else this machine's tuning database (measured sweeps at the
 // shapes it has, level fits elsewhere). --json: {"predictions": [{"nodes", "ranks", "step_ms",
 // "compute_ms", "exposed_comm_ms", "throughput_sps", "scaling_efficiency", "algorithm", ...}],
-// ...}. Bad input (an unknown device or model, a node count < 1, a topology file that does not
-// parse, no model for a shape asked) exits 2 with one sentence.
+// ..., "note"}; "note" (for a device's compute) says that pipeline rows are a what-if, as the
+// GPU engine trains data-parallel layouts only. Bad input (an unknown device or model, a node
+// count < 1, a topology file that does not parse, no model for a shape asked) exits 2 with one
+// sentence.
+#include <algorithm>
 #include <cstdio>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -30,6 +35,21 @@ struct PredictCli {
   bool json = false;
 };
 
+// Set when the compute is a device's (--device, --single-sps) and a prediction lays the model
+// out in pipeline stages, which dltune's GPU engine does not run: those rows are what the
+// hardware could do, not a plan `dltune launch` would carry out there.
+std::string gpu_pipeline_note(const launcher::PredictOptions& o,
+                              const std::vector<predict::Prediction>& ps) {
+  if (o.device.empty() && o.single_sps <= 0) return "";
+  const bool pipelined = std::any_of(ps.begin(), ps.end(), [](const predict::Prediction& p) {
+    return !p.partition.empty() || p.bubble > 0;
+  });
+  if (!pipelined) return "";
+  return "pipeline layouts here are a what-if for the hardware: dltune's GPU engine trains "
+         "data-parallel layouts only (optimizer state offloaded where needed); its pipeline "
+         "stages run on the CPU engine";
+}
+
 int run_predict(const PredictCli& c) {
   launcher::PredictOptions o = c.o;
   auto nodes = launcher::parse_node_list(c.nodes);
@@ -40,6 +60,7 @@ int run_predict(const PredictCli& c) {
   auto p = predict::predict_scaling(in->request);
   if (!p) return report_error("predict", p.error());
   const auto& r = in->request;
+  const std::string note = gpu_pipeline_note(o, *p);
   if (c.json) {
     nlohmann::json j = predict::predictions_to_json(*p);
     j["model"] = in->model_name;
@@ -50,6 +71,7 @@ int run_predict(const PredictCli& c) {
     j["compute_source"] = in->compute_note;
     j["comm_source"] = in->comm_note;
     j["overlap"] = in->overlap_note;
+    if (!note.empty()) j["note"] = note;
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
   }
@@ -60,6 +82,7 @@ int run_predict(const PredictCli& c) {
               in->comm_note.empty() ? "none needed" : in->comm_note.c_str());
   std::printf("  overlap        %s\n\n", in->overlap_note.c_str());
   std::printf("%s", predict::format_predictions(*p).c_str());
+  if (!note.empty()) std::printf("\nnote: %s\n", note.c_str());
   return 0;
 }
 

@@ -113,7 +113,7 @@ Result<StepPrediction> pipeline_step(const ModelCosts& model, const ComputeProfi
   p.algorithm = R > 1 ? ar.algo : "none";
   p.bubble = (used_stages - 1.0) / slots;
   p.layout = "pipeline " + std::to_string(used_stages) + " stages x " + std::to_string(R) +
-             " replicas, " + std::to_string(M) + " micro-batches";
+             (R == 1 ? " replica, " : " replicas, ") + std::to_string(M) + " micro-batches";
   p.cuts.assign(starts.begin() + 1, starts.end() - 1);
   return p;
 }

@@ -147,7 +147,7 @@ TEST(Step, PipelineBubbleIsGpipes) {
   // Four stages with no communication: at best a quarter of the replica's work per stage.
   const double replica_work = c.forward_total() * 4 + c.backward_total() * 4;
   EXPECT_GE(s.step_s, replica_work / 4 * 19.0 / 16.0 * 0.999);
-  EXPECT_NE(s.layout.find("4 stages x 1 replicas"), std::string::npos);
+  EXPECT_NE(s.layout.find("4 stages x 1 replica,"), std::string::npos);
 }
 
 // Without a plan's cuts, the stages are cut where the engine can cut them (one tensor crossing:

@@ -63,8 +63,18 @@ PY
 # The pipeline model: one replica of 8 stages.
 "$dltune" predict gpt-tiny --nodes 2 --per-node 4 --device a100 --inter 25 --parallel pipeline \
   --json >"$tmp/pipe.json" 2>"$tmp/err" || fail "--parallel pipeline exited $?: $(cat "$tmp/err")"
-grep -q '"layout": "pipeline 8 stages x 1 replicas' "$tmp/pipe.json" ||
+grep -q '"layout": "pipeline 8 stages x 1 replica,' "$tmp/pipe.json" ||
   fail "--parallel pipeline: $(cat "$tmp/pipe.json")"
+# On a device the pipeline rows say that the GPU engine would not run them; data-parallel rows
+# and this machine's own compute (whose CPU engine runs pipelines) carry no such note.
+grep -q '"note": "pipeline layouts here are a what-if.*GPU engine trains data-parallel' \
+  "$tmp/pipe.json" || fail "--parallel pipeline on a device: no note: $(cat "$tmp/pipe.json")"
+! grep -q '"note"' "$tmp/h100.json" || fail "a data-parallel prediction has a note"
+"$dltune" predict lenet --nodes 1 --per-node 2 --batch 16 --profile-steps 2 --intra 10 \
+  --parallel pipeline --json >"$tmp/here_pipe.json" 2>"$tmp/err" ||
+  fail "a pipeline on this machine's compute exited $?: $(cat "$tmp/err")"
+grep -q '"layout": "pipeline 2 stages' "$tmp/here_pipe.json" && ! grep -q '"note"' "$tmp/here_pipe.json" ||
+  fail "a pipeline on this machine's compute: $(cat "$tmp/here_pipe.json")"
 
 # Bad input: exit 2 and one sentence naming what is wrong.
 bad() {  # bad WHAT-TO-FIND ARGS...
