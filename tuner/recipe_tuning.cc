@@ -136,6 +136,8 @@ json trials_to_json(const std::vector<TrialRecord>& ts) {
     if (t.compute_s) e["compute_s"] = *t.compute_s;
     if (t.exposed_comm_s) e["exposed_comm_s"] = *t.exposed_comm_s;
     if (!t.allreduce_s.empty()) e["allreduce_s"] = t.allreduce_s;
+    if (t.memory_estimate_bytes) e["memory_estimate_bytes"] = *t.memory_estimate_bytes;
+    if (t.memory_peak_bytes) e["memory_peak_bytes"] = *t.memory_peak_bytes;
     a.push_back(std::move(e));
   }
   return a;
@@ -172,6 +174,13 @@ Result<std::vector<TrialRecord>> trials_from_json(const json& j) {
         if (!v.is_number()) return invalid_input("trials[].allreduce_s: expected numbers");
         t.allreduce_s.push_back(v.get<double>());
       }
+    }
+    for (auto [key, field] : {std::pair{"memory_estimate_bytes", &t.memory_estimate_bytes},
+                              {"memory_peak_bytes", &t.memory_peak_bytes}}) {
+      if (!e.contains(key)) continue;
+      RT_ASSIGN(*field, get<int64_t>(e, key, w));
+      if (**field <= 0)
+        return invalid_input(std::string("trials[].") + key + ": expected bytes > 0");
     }
     if (e.contains("skipped")) RT_ASSIGN(t.skipped, get<bool>(e, "skipped", w));
     if (e.contains("chunks")) {
@@ -527,6 +536,8 @@ std::vector<db::RecipeTrial> recipe_trial_rows(const RecipeTuneOutcome& o, const
     r.compute_s = t.compute_s;
     r.exposed_comm_s = t.exposed_comm_s;
     r.allreduce_s = t.allreduce_s;
+    r.memory_estimate_bytes = t.memory_estimate_bytes;
+    r.memory_peak_bytes = t.memory_peak_bytes;
     r.failed = t.failed;
     r.reason = db::clean_text(t.reason);
     r.provenance = provenance;

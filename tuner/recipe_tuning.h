@@ -183,6 +183,10 @@ struct TrialRecord {
   // gradient bucket's allreduce alone (seconds, the slowest rank's median, in bucket order).
   std::optional<double> compute_s, exposed_comm_s;
   std::vector<double> allreduce_s;
+  // Its trainer's training memory, when the trial program measured it: the memory model's
+  // estimate for the rank with the largest one, and that rank's measured peak (resident, or
+  // the GPU engine's device peak), bytes.
+  std::optional<int64_t> memory_estimate_bytes, memory_peak_bytes;
   bool failed = false;
   std::string reason;
   bool skipped = false;  // not measured: the budget ran out before its first trial

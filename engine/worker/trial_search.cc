@@ -86,6 +86,8 @@ Record Search::record_of(size_t i, int round) {
     r.comm_s = c.split_comm_s / c.split_steps;
   }
   r.allreduce_s = c.allreduce_s;
+  r.memory_estimate = families_[c.family].memory_estimate;
+  r.memory_peak = families_[c.family].memory_peak;
   c.split_compute_s = c.split_comm_s = 0;
   c.split_steps = 0;
   return r;
@@ -289,6 +291,8 @@ json Search::result() const {
     if (r.compute_s >= 0) t["compute_s"] = r.compute_s;
     if (r.comm_s >= 0) t["exposed_comm_s"] = r.comm_s;
     if (!r.allreduce_s.empty()) t["allreduce_s"] = r.allreduce_s;
+    if (r.memory_estimate > 0) t["memory_estimate_bytes"] = r.memory_estimate;
+    if (r.memory_peak > 0) t["memory_peak_bytes"] = r.memory_peak;
     trials.push_back(std::move(t));
   }
   // The winner: among the candidates that reached the last round and never failed, the most

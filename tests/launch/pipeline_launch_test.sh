@@ -5,8 +5,9 @@
 # 2. parallel: auto with a memory_per_rank only a 2-stage pipeline fits: the launch lays the
 #    model out as a pipeline, trains, and says so (plan, summary); every rank's memory estimate
 #    is within 15 % of its measured peak; the ranks got their plan from the PMIx job data.
-#    Tuned, the trials measure the layout and the plan stores it (cached next time); the trial
-#    program refuses a candidate that does not fit, saying why.
+#    Tuned, the trials measure the layout and the plan stores it (cached next time); each trial's
+#    measured peak memory is stored beside its estimate (within 15 %); the trial program
+#    refuses a candidate that does not fit, saying why.
 # 3. The pipeline (2 stages, 4 micro-batches) trains as one rank with 4 micro-batches does: the
 #    same loss at every step (within 1e-5 relative).
 # 4. A stage killed mid-step on 2 replicas x 2 stages: the launch stops within seconds, naming
@@ -135,7 +136,17 @@ assert p["stages"] == 2 and p["replicas"] == 1 and p["measured_sps"] > 0, p
 assert "measured" in p["reason"] and "in the trials" in p["reason"], p["reason"]
 cands = json.load(open(d + "/tuning/candidates.json"))["candidates"]
 assert cands and all(c["parallel"]["stages"] == 2 for c in cands), cands
+# Each measured trial's memory: the estimate beside the measured peak, within 15 %.
+trials = [t for t in json.load(open(d + "/tuning/trials.json"))["trials"] if not t["failed"]]
+assert trials, "no trial was measured"
+for t in trials:
+    est, peak = t["memory_estimate_bytes"], t["memory_peak_bytes"]
+    assert 0 < est <= 150 << 20 and abs(est - peak) <= 0.15 * peak, ("trial memory", t)
 PY
+# ... and the database keeps them with the trial.
+"$dltune" db show >"$tmp/dbshow.out" 2>&1 || fail "db show: $(cat "$tmp/dbshow.out")"
+grep -q "1x2 stage .*samples/s; memory [0-9.]* MiB estimated, [0-9.]* MiB measured" "$tmp/dbshow.out" ||
+  fail "the trial's memory is not in the database: $(cat "$tmp/dbshow.out")"
 "$dltune" launch "$tuned" "${limit[@]}" >"$tmp/tuned2.out" 2>&1 ||
   fail "second tuned launch: $(cat "$tmp/tuned2.out")"
 grep -q "plan: cached in" "$tmp/tuned2.out" || fail "the tuned layout was not cached: $(cat "$tmp/tuned2.out")"

@@ -131,6 +131,10 @@ TEST_F(TuneCli, TunesARecipeAndThenHitsTheCache) {
       EXPECT_GE(t.at("exposed_comm_s").get<double>(), 0) << t.dump();
       ASSERT_FALSE(t.at("allreduce_s").empty()) << t.dump();
       for (const auto& b : t.at("allreduce_s")) EXPECT_GT(b.get<double>(), 0) << t.dump();
+      // Its trainer's memory: the model's estimate beside the measured peak (their agreement
+      // is launch_pipeline_test's to check).
+      EXPECT_GT(t.at("memory_estimate_bytes").get<int64_t>(), 0) << t.dump();
+      EXPECT_GT(t.at("memory_peak_bytes").get<int64_t>(), 0) << t.dump();
       ++measured;
     }
   }
@@ -168,7 +172,7 @@ TEST_F(TuneCli, TunesARecipeAndThenHitsTheCache) {
   auto stored = recipes::parse_plan(plans->front().plan_json);
   ASSERT_TRUE(stored.ok());
   EXPECT_EQ(*stored, *plan);
-  // Every measured trial is stored with its step split.
+  // Every measured trial is stored with its step split and its memory.
   auto rows = db->recipe_trials();
   ASSERT_TRUE(rows.ok()) << rows.error().message();
   int split = 0;
@@ -177,6 +181,7 @@ TEST_F(TuneCli, TunesARecipeAndThenHitsTheCache) {
     EXPECT_TRUE(r.compute_s.has_value() && *r.compute_s > 0);
     EXPECT_TRUE(r.exposed_comm_s.has_value());
     EXPECT_FALSE(r.allreduce_s.empty());
+    EXPECT_TRUE(r.memory_estimate_bytes.has_value() && r.memory_peak_bytes.has_value());
     ++split;
   }
   EXPECT_EQ(split, measured);

@@ -47,6 +47,9 @@ json trial_json(const RecipeTrial& t) {
   if (t.compute_s) j["compute_s"] = *t.compute_s;
   if (t.exposed_comm_s) j["exposed_comm_s"] = *t.exposed_comm_s;
   if (!t.allreduce_s.empty()) j["allreduce_s"] = t.allreduce_s;
+  // The training memory (local only, as the step split).
+  if (t.memory_estimate_bytes) j["memory_estimate_bytes"] = *t.memory_estimate_bytes;
+  if (t.memory_peak_bytes) j["memory_peak_bytes"] = *t.memory_peak_bytes;
   return j;
 }
 
@@ -144,6 +147,11 @@ std::string trial_line(const json& t) {
     std::snprintf(buf, sizeof buf, " (median %.1f, IQR %.1f)",
                   t["median_samples_per_s"].get<double>(), t["iqr_samples_per_s"].get<double>());
     line += buf;
+  }
+  if (t.contains("memory_estimate_bytes") && t.contains("memory_peak_bytes")) {
+    line += "; memory " + strings::format_bytes(t["memory_estimate_bytes"].get<uint64_t>()) +
+            " estimated, " + strings::format_bytes(t["memory_peak_bytes"].get<uint64_t>()) +
+            " measured";
   }
   return line + "\n";
 }

@@ -113,6 +113,10 @@ struct RecipeTrial {
   // Local detail: bundles do not carry it, and merges do not compare it.
   std::optional<double> compute_s, exposed_comm_s;
   std::vector<double> allreduce_s;
+  // The training memory (schema v6; nullopt when the trial program did not measure it): the
+  // memory model's estimate for the rank with the largest one, and that rank's measured peak,
+  // bytes. Local detail as the step split.
+  std::optional<int64_t> memory_estimate_bytes, memory_peak_bytes;
   bool failed = false;
   std::string reason;
   Provenance provenance;

@@ -92,7 +92,15 @@ ALTER TABLE recipe_trials ADD COLUMN allreduce_s TEXT;
 PRAGMA user_version = 5;
 )sql";
 
-constexpr const char* kSteps[] = {kCreateV1, kV1ToV2, kV2ToV3, kV3ToV4, kV4ToV5};
+// v5 -> v6: each recipe trial's training memory, the memory model's estimate beside the
+// measured peak (NULL where a trial program did not report them).
+constexpr const char* kV5ToV6 = R"sql(
+ALTER TABLE recipe_trials ADD COLUMN memory_estimate_bytes INTEGER;
+ALTER TABLE recipe_trials ADD COLUMN memory_peak_bytes INTEGER;
+PRAGMA user_version = 6;
+)sql";
+
+constexpr const char* kSteps[] = {kCreateV1, kV1ToV2, kV2ToV3, kV3ToV4, kV4ToV5, kV5ToV6};
 static_assert(sizeof(kSteps) / sizeof(kSteps[0]) == kSchemaVersion);
 
 Result<bool> has_foreign_tables(Connection& conn) {

@@ -22,7 +22,7 @@
 
 namespace dltune::tuner::db {
 
-inline constexpr int kSchemaVersion = 5;
+inline constexpr int kSchemaVersion = 6;
 
 // The schema version stored in `conn` (0 for a new, empty file).
 Result<int> schema_version(Connection& conn);

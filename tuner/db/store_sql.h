@@ -21,13 +21,15 @@
   ", collective, algorithm, segment_bytes, bytes, median_us, p10_us, " \
   "p90_us, iqr_us, samples, failed, reason, " DLTUNE_DB_PROV_COLS
 
-// Recipe trials (schema v3, signed_by v4, the step split v5); plan_id is written but not part of
-// the read-back columns.
+// Recipe trials (schema v3, signed_by v4, the step split v5, the memory v6); plan_id is written
+// but not part of the read-back columns.
 #define DLTUNE_DB_TRIAL_COLS                                                                  \
   DLTUNE_DB_KEY_COLS                                                                          \
   ", round, candidate, label, per_rank_batch, global_batch, scaling, bucket_bytes, overlap, " \
   "lr_scale, steps, samples_per_s, step_s, median_sps, iqr_sps, failed, "                     \
-  "reason, " DLTUNE_DB_PROV_COLS ", compute_s, exposed_comm_s, allreduce_s"
+  "reason, " DLTUNE_DB_PROV_COLS                                                              \
+  ", compute_s, exposed_comm_s, allreduce_s, "                                                \
+  "memory_estimate_bytes, memory_peak_bytes"
 // A Filter bound to ?1..?6 (bind_filter).
 #define DLTUNE_DB_FILTER_WHERE                                                   \
   " WHERE (?1 IS NULL OR fingerprint = ?1) AND (?2 IS NULL OR family = ?2) AND " \
@@ -46,7 +48,7 @@ PlanRecord read_plan(const Statement& st);
 Measurement read_measurement(const Statement& st);
 RecipeTrial read_trial(const Statement& st);
 void bind_filter(Statement& st, const Filter& f);
-// Every value of a trial but its plan_id bound in DLTUNE_DB_TRIAL_COLS order to ?1..?34.
+// Every value of a trial but its plan_id bound in DLTUNE_DB_TRIAL_COLS order to ?1..?36.
 void bind_trial(Statement& st, const RecipeTrial& t);
 // True when both hold the same rows (every field), in any order.
 bool same_trials(std::vector<RecipeTrial> a, std::vector<RecipeTrial> b);

@@ -1,5 +1,5 @@
-// Recipe trials in the tuning database (schema v3, their step split v5): reading, writing with
-// their plan, and the row helpers merge and prune share.
+// Recipe trials in the tuning database (schema v3, their step split v5, their memory v6):
+// reading, writing with their plan, and the row helpers merge and prune share.
 #include <algorithm>
 #include <string>
 #include <tuple>
@@ -45,6 +45,8 @@ RecipeTrial read_trial(const Statement& st) {
       }
     }
   }
+  if (!st.is_null(34)) t.memory_estimate_bytes = st.integer(34);
+  if (!st.is_null(35)) t.memory_peak_bytes = st.integer(35);
   return t;
 }
 
@@ -89,6 +91,13 @@ void bind_trial(Statement& st, const RecipeTrial& t) {
     st.bind(34, nlohmann::json(t.allreduce_s).dump());
   } else {
     st.bind_null(34);
+  }
+  for (auto [i, v] : {std::pair{35, t.memory_estimate_bytes}, {36, t.memory_peak_bytes}}) {
+    if (v) {
+      st.bind(i, *v);
+    } else {
+      st.bind_null(i);
+    }
   }
 }
 
@@ -135,10 +144,10 @@ Status TuningDb::write_trials(const Key& plan_key, std::span<const RecipeTrial* 
         "INSERT INTO recipe_trials(" DLTUNE_DB_TRIAL_COLS
         ", plan_id) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, "
         "?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, "
-        "?34, ?35)");
+        "?34, ?35, ?36, ?37)");
     if (!st) return std::move(st).error();
     detail::bind_trial(*st, *t);
-    st->bind(35, plan_id);
+    st->bind(37, plan_id);
     DLTUNE_TRY(st->run());
     row_written(++*n);
   }

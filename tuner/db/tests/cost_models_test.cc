@@ -97,6 +97,8 @@ TEST(TrialSplit, StoredWithTheTrialAndReadBack) {
   with.compute_s = 0.08;
   with.exposed_comm_s = 0.015;
   with.allreduce_s = {0.004, 0.006, 0.0125};
+  with.memory_estimate_bytes = int64_t{104016428};
+  with.memory_peak_bytes = int64_t{97123456};
   ASSERT_TRUE(db->put_results(&plan, {}, std::vector<RecipeTrial>{with, without}).ok());
   auto back = db->recipe_trials();
   ASSERT_TRUE(back.ok());
@@ -104,8 +106,12 @@ TEST(TrialSplit, StoredWithTheTrialAndReadBack) {
   EXPECT_EQ((*back)[0].compute_s, 0.08);
   EXPECT_EQ((*back)[0].exposed_comm_s, 0.015);
   EXPECT_EQ((*back)[0].allreduce_s, (std::vector<double>{0.004, 0.006, 0.0125}));
+  EXPECT_EQ((*back)[0].memory_estimate_bytes, int64_t{104016428});
+  EXPECT_EQ((*back)[0].memory_peak_bytes, int64_t{97123456});
   EXPECT_FALSE((*back)[1].compute_s.has_value());
   EXPECT_TRUE((*back)[1].allreduce_s.empty());
+  EXPECT_FALSE((*back)[1].memory_estimate_bytes.has_value());
+  EXPECT_FALSE((*back)[1].memory_peak_bytes.has_value());
 }
 
 }  // namespace
