@@ -140,7 +140,26 @@ void Model::init_params(uint64_t seed) {
   }
 }
 
+void Model::share_scratch_of(Model& owner) {
+  DLTUNE_CHECK(owner.plan_.slot_floats == plan_.slot_floats, "share_scratch_of: another graph");
+  scratch_owner_ = &owner;
+  slots_.clear();
+  workspace_.resize(0);
+}
+
+void Model::ensure_reserved() {
+  if (!released_) return;
+  released_ = false;
+  const int m = max_batch_;
+  max_batch_ = 0;
+  reserve(m);
+}
+
 void Model::reserve(int max_batch) {
+  if (scratch_owner_) {
+    scratch_owner_->ensure_reserved();
+    scratch_owner_->reserve(max_batch);
+  }
   if (max_batch <= max_batch_) return;
   max_batch_ = max_batch;
   acts_.resize(ops_.size());
@@ -158,12 +177,14 @@ void Model::reserve(int max_batch) {
     bytes += static_cast<int64_t>(n * sizeof(float));
     ws = std::max(ws, op.workspace_floats(max_batch));
   }
-  slots_.resize(plan_.slot_floats.size());
-  for (size_t s = 0; s < slots_.size(); ++s) {
-    slots_[s].resize_uninitialized(B * static_cast<size_t>(plan_.slot_floats[s]));
-    bytes += static_cast<int64_t>(slots_[s].size() * sizeof(float));
+  if (!scratch_owner_) {
+    slots_.resize(plan_.slot_floats.size());
+    for (size_t s = 0; s < slots_.size(); ++s) {
+      slots_[s].resize_uninitialized(B * static_cast<size_t>(plan_.slot_floats[s]));
+      bytes += static_cast<int64_t>(slots_[s].size() * sizeof(float));
+    }
+    workspace_.resize_uninitialized(static_cast<size_t>(std::max<int64_t>(ws, 1)));
   }
-  workspace_.resize_uninitialized(static_cast<size_t>(std::max<int64_t>(ws, 1)));
   for (const auto& op : ops_)
     bytes += op->saved_floats(max_batch) * static_cast<int64_t>(sizeof(float));
   activation_bytes_ = bytes + static_cast<int64_t>(workspace_.size() * sizeof(float));
@@ -179,16 +200,12 @@ void Model::release() {
 
 const float* Model::forward(const float* input, int batch, bool training, uint64_t seed,
                             bool update_state) {
-  if (released_) {
-    released_ = false;
-    const int m = max_batch_;
-    max_batch_ = 0;
-    reserve(m);
-  }
+  ensure_reserved();
+  if (scratch_owner_) scratch_owner_->ensure_reserved();
   DLTUNE_CHECK(batch > 0 && batch <= max_batch_, "batch " + std::to_string(batch) +
                                                      " outside (0, " + std::to_string(max_batch_) +
                                                      "]: call reserve() first");
-  OpContext ctx{workspace_.data(), training, 0, false, update_state};
+  OpContext ctx{workspace(), training, 0, false, update_state};
   for (size_t i = 0; i < ops_.size(); ++i) {
     auto& ptrs = in_ptrs_[i];
     const auto& srcs = info_.inputs[i];
@@ -209,14 +226,16 @@ const float* Model::forward(const float* input, int batch, bool training, uint64
 void Model::backward(const float* input, const float* dout, int batch,
                      const std::function<void(int)>& ready, bool accumulate, float* dinput) {
   zero_own_grads_once();
-  OpContext ctx{workspace_.data(), true, 0, accumulate, true};
+  if (scratch_owner_) scratch_owner_->ensure_reserved();
+  std::vector<Buffer>& slots = this->slots();
+  OpContext ctx{workspace(), true, 0, accumulate, true};
   bool input_written = false;
   for (int i = num_nodes() - 1; i >= 0; --i) {
     const auto ui = static_cast<size_t>(i);
     const int slot = plan_.slot[ui];
-    const float* dy = slot < 0 ? dout : slots_[static_cast<size_t>(slot)].data();
+    const float* dy = slot < 0 ? dout : slots[static_cast<size_t>(slot)].data();
     if (plan_.unread[ui])  // nothing reads this node: its output's gradient is zero
-      std::memset(slots_[static_cast<size_t>(slot)].data(), 0,
+      std::memset(slots[static_cast<size_t>(slot)].data(), 0,
                   sizeof(float) * static_cast<size_t>(batch * recipes::numel(info_.outputs[ui])));
     if (plan_.fused_into[ui] >=
         0) {  // the node it is fused into takes the gradient (the same slot)
@@ -236,7 +255,7 @@ void Model::backward(const float* input, const float* dout, int batch,
       }
       ptrs[k] = output_of(src);
       const int s = plan_.slot[static_cast<size_t>(src)];
-      din[k] = GradOut{slots_[static_cast<size_t>(s)].data(), plan_.din_accumulate[ui][k]};
+      din[k] = GradOut{slots[static_cast<size_t>(s)].data(), plan_.din_accumulate[ui][k]};
     }
     const auto t0 =
         profiling_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};

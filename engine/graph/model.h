@@ -71,6 +71,12 @@ class Model {
   // state, all on one set of weights. Frees this model's own buffers. `owner` must outlive it.
   // Precondition: both were built from the same graph.
   void share_parameters_of(Model& owner);
+  // Makes this model use `owner`'s activation-gradient slots and workspace, which only live
+  // within one forward or backward call: models that run one at a time on one thread (a
+  // pipeline stage's micro-batches in flight) need one set, as the memory model counts it.
+  // reserve() then reserves the owner too and allocates neither. `owner` must outlive it.
+  // Precondition: both were built from the same graph.
+  void share_scratch_of(Model& owner);
   // Dropout seeds and parameter initialisation use node indices first_node + i: a pipeline
   // stage's sub-graph then draws what the whole model would (0 for a whole model).
   void set_first_node(int first_node) { first_node_ = first_node; }
@@ -114,7 +120,8 @@ class Model {
   // Floating-point operations of one forward pass per sample (multiply-add = 2).
   double forward_flops_per_sample() const { return info_.flops_per_sample; }
   // Bytes reserve(max_batch) allocates for activations, their gradients, the workspace and the
-  // ops' own state (what engine/graph/memory_model.h estimates for one in-flight batch).
+  // ops' own state (what engine/graph/memory_model.h estimates for one in-flight batch); with
+  // share_scratch_of(), without the gradients and the workspace (the owner's).
   int64_t activation_bytes() const { return activation_bytes_; }
 
   // Per-node timing: while on, forward and backward add each node's wall time (seconds) to
@@ -150,6 +157,10 @@ class Model {
   int first_node_ = 0;
   int max_batch_ = 0;
   bool released_ = false;
+  void ensure_reserved();           // after release(): allocates again for max_batch()
+  Model* scratch_owner_ = nullptr;  // share_scratch_of()
+  std::vector<Buffer>& slots() { return scratch_owner_ ? scratch_owner_->slots_ : slots_; }
+  float* workspace() { return (scratch_owner_ ? scratch_owner_->workspace_ : workspace_).data(); }
   int64_t activation_bytes_ = 0;
   std::vector<Buffer> acts_;   // acts_[i]: output of node i, (B, out_shape(i))
   std::vector<Buffer> slots_;  // activation gradients (BackwardPlan::slot)

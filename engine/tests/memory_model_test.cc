@@ -3,6 +3,8 @@
 // networks and transformers; parameters, gradients and optimizer state follow the layout.
 #include "engine/graph/memory_model.h"
 
+#include <vector>
+
 #include <gtest/gtest.h>
 
 #include "engine/graph/model.h"
@@ -56,6 +58,66 @@ TEST(MemoryModel, InFlightMicrobatchesAndRecomputation) {
   // Recomputation keeps one set of activations (the inputs stay in the input buffer).
   EXPECT_EQ(c.activations, a.activations);
   EXPECT_LT(c.total(), b.total());
+}
+
+// A pipeline stage's micro-batches in flight: one model each, all on one set of weights and
+// (share_scratch_of) one set of activation-gradient slots and workspace. What the models
+// allocate together is what the memory model counts for that many in flight, and the models
+// compute what one model computes.
+TEST(MemoryModel, ModelsInFlightShareOneWorkspace) {
+  recipes::BuiltinOptions o;
+  o.blocks = 2, o.width = 32, o.heads = 4, o.context = 16;
+  for (const char* name : {"resnet20", "gpt-tiny"}) {
+    SCOPED_TRACE(name);
+    auto g = recipes::builtin_graph(
+        name, std::string(name) == "gpt-tiny" ? o : recipes::BuiltinOptions{});
+    ASSERT_TRUE(g.has_value());
+    const int batch = 4, in_flight = 3;
+    auto owner = Model::build(*g, name);
+    ASSERT_TRUE(owner.ok());
+    owner->init_params(7);
+    owner->reserve(batch);
+    int64_t bytes = owner->activation_bytes();
+    std::vector<Model> extra;
+    for (int i = 1; i < in_flight; ++i) {
+      auto m = Model::build(*g, name, &*owner);
+      ASSERT_TRUE(m.ok());
+      extra.push_back(std::move(*m));
+    }
+    for (Model& m : extra) {
+      m.share_scratch_of(*owner);
+      m.reserve(batch);
+      bytes += m.activation_bytes();
+    }
+    MemoryQuery q;
+    q.microbatch = batch;
+    q.in_flight = in_flight;
+    auto est = estimate_memory(*g, q);
+    ASSERT_TRUE(est.ok()) << est.error().message();
+    EXPECT_EQ(est->activations + est->workspace, bytes);
+    // Forward on every model, then backward on each: the same output and input gradient as the
+    // owner alone, although the backwards share the owner's scratch.
+    const int64_t in = recipes::numel(g->input), out = owner->output_numel();
+    std::vector<float> x(static_cast<size_t>(batch * in)), dy(static_cast<size_t>(batch * out));
+    for (size_t i = 0; i < x.size(); ++i)
+      x[i] = g->input_kind == recipes::InputKind::kTokens ? static_cast<float>(i % 7)
+                                                          : 0.01f * static_cast<float>(i % 13);
+    for (size_t i = 0; i < dy.size(); ++i) dy[i] = 0.001f * static_cast<float>(i % 11) - 0.005f;
+    const float* y0 = owner->forward(x.data(), batch, true, 3);
+    const std::vector<float> want_y(y0, y0 + batch * out);
+    std::vector<std::vector<float>> ys;
+    for (Model& m : extra) {
+      const float* y = m.forward(x.data(), batch, true, 3, /*update_state=*/false);
+      ys.emplace_back(y, y + batch * out);
+    }
+    for (const auto& y : ys) EXPECT_EQ(y, want_y);
+    owner->backward(x.data(), dy.data(), batch);
+    const std::vector<float> want_g(owner->grads(), owner->grads() + owner->num_params());
+    for (Model& m : extra) {
+      m.backward(x.data(), dy.data(), batch);  // writes the shared gradients again
+      EXPECT_EQ(std::vector<float>(owner->grads(), owner->grads() + owner->num_params()), want_g);
+    }
+  }
 }
 
 // Offloaded (GPU), the optimizer state leaves the device total for host memory, and the device
