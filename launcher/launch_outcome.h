@@ -78,6 +78,9 @@ MetricsLog read_metrics(const std::string& path);
 //   (null with "bound_note" when it cannot be computed), the exposed time beyond the
 //   allreduce (waiting for the slowest rank), the collectives' estimated regret at the job's
 //   buckets;
+// - "memory": the memory model against the run's measured peak, for the rank with the largest
+//   estimate (rank, stage, estimate_bytes, measured_bytes or null, what was measured) and the
+//   largest relative error over the ranks (max_error); null when the worker reported none;
 // - "confidence" (the plan's: the winner against its closest rival, with the ~95 % interval),
 //   "regret" (the training choices'), "budget" (tune.budget and what it cut);
 // - the database, "ranks_shared_cores" (more ranks per machine than cores), and "warnings": what

@@ -241,6 +241,25 @@ json step_time_json(const RunFacts& f) {
           {"outside_steps_s", outside}};
 }
 
+// The worker's memory report (engine/worker/main.cc memory_report()) in brief: the rank whose
+// estimate is largest (the one that decides whether the layout fits), its estimate and its
+// measured peak, and the largest error over the ranks. null when the worker reported none.
+json memory_json(const json& worker) {
+  const json m = worker.value("memory", json::object());
+  const json ranks = m.value("ranks", json::array());
+  if (!ranks.is_array() || ranks.empty()) return nullptr;
+  const json* top = nullptr;
+  for (const json& r : ranks)
+    if (top == nullptr || num(r, "estimate_bytes") > num(*top, "estimate_bytes")) top = &r;
+  const bool measured = top->contains("measured_bytes");
+  return {{"rank", top->value("rank", 0)},
+          {"stage", top->value("stage", 0)},
+          {"estimate_bytes", num(*top, "estimate_bytes")},
+          {"measured_bytes", or_null(measured, num(*top, "measured_bytes"))},
+          {"measured", m.value("measured", "")},
+          {"max_error", or_null(m.contains("max_error"), num(m, "max_error"))}};
+}
+
 json allreduce_json(const RunFacts& f, const json& step_time) {
   json ar;
   ar["gradient_bytes"] = f.gradient_bytes;
@@ -332,6 +351,7 @@ json make_summary(const RunFacts& f, const MetricsLog& log, const RunDir& dir) {
   s["global_batch"] = num(w, "global_batch");
   s["step_time"] = step_time_json(f);
   s["allreduce"] = allreduce_json(f, s["step_time"]);
+  s["memory"] = memory_json(w);
   const recipes::Provenance& pv = f.choice.plan.provenance;
   s["plan_source"] = f.choice.source;
   s["plan"] = recipes::plan_to_json(f.choice.plan);
@@ -415,6 +435,19 @@ std::vector<std::pair<std::string, std::string>> summary_rows(const json& s) {
            " was waiting for the slowest rank (" + ms(ar["wait_s_per_step"].get<double>()) + ")";
     }
     row("allreduce", a);
+  }
+  if (const json m = s.value("memory", json()); m.is_object()) {
+    std::string text = bytes_text(num(m, "estimate_bytes")) + " per rank estimated (rank " +
+                       std::to_string(m.value("rank", 0)) + ", stage " +
+                       std::to_string(m.value("stage", 0)) + ")";
+    if (m["measured_bytes"].is_number()) {
+      text += ", " + bytes_text(num(m, "measured_bytes")) + " measured (" +
+              m.value("measured", "") + "); the model's error at most " +
+              fixed(100 * num(m, "max_error"), 1) + " % over the ranks measured";
+    } else {
+      text += "; not measured (the resident high-water mark could not be restarted)";
+    }
+    row("memory", text);
   }
   const double acc = num(s, "heldout_accuracy", -1);
   if (s.contains("unigram_entropy_bits") && s["heldout_bits_per_byte"].is_number()) {

@@ -130,6 +130,47 @@ TEST(LaunchOutcome, RanksSharingCoresAreSaid) {
   EXPECT_TRUE(s["warnings"].empty()) << s.dump(1);
 }
 
+// The memory line: the stage with the largest estimate (what decides whether the layout fits)
+// beside its measured peak, and the largest error over the ranks; none without a report, and
+// "not measured" when the worker could not measure.
+TEST(LaunchOutcome, TheMemoryModelStandsBesideTheMeasuredPeak) {
+  FakeRun run(100, 2.31, 0.05);
+  EXPECT_TRUE(run.summary()["memory"].is_null());
+  EXPECT_EQ(format_summary(run.summary()).find("memory  "), std::string::npos);
+  run.facts.worker["memory"] = {{"ranks",
+                                 {{{"rank", 0},
+                                   {"stage", 0},
+                                   {"estimate_bytes", 100 << 20},
+                                   {"measured_bytes", 101 << 20},
+                                   {"error", 0.0099}},
+                                  {{"rank", 1},
+                                   {"stage", 1},
+                                   {"estimate_bytes", 120 << 20},
+                                   {"measured_bytes", 126 << 20},
+                                   {"error", 0.0476}}}},
+                                {"max_error", 0.0476},
+                                {"measured", "resident set peak"}};
+  auto m = run.summary()["memory"];
+  EXPECT_EQ(m["rank"], 1);
+  EXPECT_EQ(m["stage"], 1);
+  EXPECT_EQ(m["estimate_bytes"].get<double>(), 120 << 20);
+  EXPECT_EQ(m["measured_bytes"].get<double>(), 126 << 20);
+  EXPECT_NEAR(m["max_error"].get<double>(), 0.0476, 1e-12);
+  std::string text = format_summary(run.summary());
+  EXPECT_NE(text.find("memory             120 MiB per rank estimated (rank 1, stage 1), 126 MiB "
+                      "measured"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("at most 4.8 % over the ranks measured"), std::string::npos) << text;
+  for (auto& r : run.facts.worker["memory"]["ranks"]) r.erase("measured_bytes");
+  run.facts.worker["memory"].erase("max_error");
+  run.facts.worker["memory"].erase("measured");
+  m = run.summary()["memory"];
+  EXPECT_TRUE(m["measured_bytes"].is_null() && m["max_error"].is_null()) << m.dump();
+  text = format_summary(run.summary());
+  EXPECT_NE(text.find("(rank 1, stage 1); not measured"), std::string::npos) << text;
+}
+
 // The step-time split adds up, every part over the same timed steps: the step is the global
 // batch over the throughput; what is neither compute nor exposed communication is "other";
 // start-up, the first step, evaluations and checkpoints are reported once, never spread over

@@ -113,7 +113,14 @@ assert len(mem["ranks"]) == 2 and {r["stage"] for r in mem["ranks"]} == {0, 1}, 
 for r in mem["ranks"]:
     assert r["estimate_bytes"] <= 150 << 20, r
     assert r["error"] <= 0.15, ("memory model vs measured peak", r)
+# The summary gives the largest stage's estimate beside its measured peak.
+sm = s["memory"]
+top = max(mem["ranks"], key=lambda r: r["estimate_bytes"])
+assert sm["rank"] == top["rank"] and sm["estimate_bytes"] == top["estimate_bytes"], (sm, top)
+assert sm["measured_bytes"] == top["measured_bytes"] and sm["max_error"] == mem["max_error"], sm
 PY
+grep -q "memory .* MiB per rank estimated (rank 0, stage 0), .* MiB measured (resident set" \
+  "$tmp/out1" "$tmp/err1" || fail "the summary has no memory line: $(cat "$tmp/out1")"
 cfg=$run/train_config.json
 python3 -c "import json,sys; c=json.load(open(sys.argv[1])); assert c['stages']==2, c" "$cfg" || fail "train_config stages"
 
