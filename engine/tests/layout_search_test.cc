@@ -80,6 +80,9 @@ TEST(LayoutSearch, DataParallelWhereItFitsPipelineWhereOnlyThatFits) {
   EXPECT_LE(l.memory_bytes, rq.memory_limit);
   EXPECT_EQ(tight->front().replica_batch, 64);  // weak scaling: 64 samples per replica
   EXPECT_NE(l.reason.find("only layout that fits"), std::string::npos) << l.reason;
+  // Unmeasured, the prediction says it rests on an assumed FLOP rate.
+  EXPECT_NE(l.reason.find("samples/s from FLOPs at an assumed 10 GFLOP/s"), std::string::npos)
+      << l.reason;
 }
 
 TEST(LayoutSearch, RecomputationOnlyWhereItIsNeeded) {
@@ -120,6 +123,11 @@ TEST(LayoutSearch, CutsBalanceTheCost) {
   const std::vector<int> cuts = recipes::cut_points(info);
   const int want = *std::lower_bound(cuts.begin(), cuts.end(), 3);
   EXPECT_GE(firsts->at(1), want);
+  rq.cost_per_second = 1.0;  // measured costs are seconds (dltune-worker layout --measure)
+  c = layout_candidates(g, rq);
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  EXPECT_NE(c->front().layout.reason.find("samples/s from its nodes timed here"), std::string::npos)
+      << c->front().layout.reason;
 }
 
 // Measured costs: a node's cost per call (whatever its batch) makes many small micro-batches

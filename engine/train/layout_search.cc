@@ -76,7 +76,7 @@ Result<std::vector<LayoutCandidate>> layout_candidates(const recipes::Graph& gra
     return invalid_input("a layout needs at least one rank and one sample per step");
   const std::vector<double> cost =
       rq.node_cost.size() == graph.nodes.size() ? rq.node_cost : flop_costs(graph, info);
-  const double per_s = rq.cost_per_second > 0 ? rq.cost_per_second : 1e10;
+  const double per_s = rq.cost_per_second > 0 ? rq.cost_per_second : kAssumedFlopsPerSecond;
   const std::vector<double> per_call =
       rq.node_fixed_cost.size() == cost.size() ? rq.node_fixed_cost : std::vector<double>{};
   const recipes::ParallelConfig& fx = rq.fixed;
@@ -218,11 +218,19 @@ Result<std::vector<LayoutCandidate>> layout_candidates(const recipes::Graph& gra
     std::stable_sort(out.begin(), out.end(), [](const auto& x, const auto& y) {
       return x.layout.predicted_sps > y.layout.predicted_sps;
     });
+    // Where the prediction comes from: FLOPs at an assumed rate only rank the layouts (a
+    // machine's real rate is often several times higher); timed nodes are this machine's.
+    const std::string basis =
+        !rq.node_cost.empty() ? " from its nodes timed here"
+        : rq.cost_per_second > 0
+            ? ""
+            : " from FLOPs at an assumed " +
+                  std::to_string(static_cast<int>(kAssumedFlopsPerSecond / 1e9)) + " GFLOP/s";
     for (LayoutCandidate& c : out) {
       c.layout.reason =
           describe_layout(c.layout) + ": " + memory_text(c.layout.memory_bytes) + " per rank" +
           (rq.memory_limit > 0 ? " of " + memory_text(rq.memory_limit) : "") + ", predicted " +
-          std::to_string(static_cast<int64_t>(c.layout.predicted_sps)) + " samples/s";
+          std::to_string(static_cast<int64_t>(c.layout.predicted_sps)) + " samples/s" + basis;
     }
     // Unmeasured, the model's ranking is a guess: where the recipe leaves the layout open and
     // plain data parallelism fits, it goes first (the trials measure the others).
