@@ -28,9 +28,10 @@ struct LayoutQuery {
   bool unlimited = false;  // no memory limit: every layout's terms, fitting or not
   // When to ask again with the model's nodes timed (`dltune-worker layout --measure`, about a
   // second for the bundled models) after the FLOP-based answer: never; kForTrials when it
-  // holds a pipeline among several layouts (the timings decide which ones the trials
-  // measure); kForChoice only when, in addition, no data-parallel layout fits (data
-  // parallelism goes first untimed where it fits, so only then do the timings pick).
+  // holds a pipeline (the timings place its cuts, predict its throughput and decide which
+  // layouts the trials measure); kForChoice only when, in addition, no data-parallel layout
+  // fits (data parallelism goes first untimed where it fits, so only then do the timings
+  // pick).
   enum class Measure { kNever, kForTrials, kForChoice };
   Measure measure = Measure::kNever;
 };
