@@ -15,6 +15,7 @@
 #include "launcher/launch_prediction.h"
 #include "launcher/run_dir.h"
 #include "recipes/recipe.h"
+#include "tuner/recipe_tuning.h"
 
 namespace dltune::launcher {
 
@@ -92,7 +93,7 @@ MetricsLog read_metrics(const std::string& path);
 //   steps ended at or above kNoLearningLossShare of its first logged loss.
 inline constexpr int kNoLearningMinSteps = 100;
 inline constexpr double kNoLearningLossShare = 0.95;
-inline constexpr int64_t kTrialMinTrustedSteps = 10;
+inline constexpr int64_t kTrialMinTrustedSteps = tuner::kSettledTrialSteps;
 inline constexpr double kTrialMismatch = 2.0;
 // Above this estimated collective regret (0.5: an exhaustive search could cut the allreduce
 // time by a third), the summary warns that the sweep was too noisy or too short to trust.

@@ -258,6 +258,8 @@ TrialSchedule schedule_for(const RecipeTuneRequest& req, size_t candidates, size
   s.grid = req.grid;
   s.budget_s = req.budget_s;
   if (req.min_steps > 0) s.min_steps = req.min_steps;
+  if (candidates == 1 && req.min_steps <= 0)
+    s.min_steps = std::max(s.min_steps, kSettledTrialSteps);
   // The longest trial (the grid's length): min_steps grown eta-fold for every round halving
   // runs (common/halving.h: each keeps the best 1/eta, rounded up, at least two, until a round
   // compares two), at most 108.

@@ -295,9 +295,15 @@ Result<RecipeTuneOutcome> outcome_from_trials(const RecipeTuneRequest& req,
 // size and overlap differ; the worker's trial search shares one trainer among them).
 size_t trial_trainers(const std::vector<RecipeCandidate>& candidates, bool grid);
 
+// Timed steps after which a trial's step time has settled past the warm-up: a lone candidate
+// (nothing to compare it with: its trial only measures its throughput for the plan) runs at
+// least this many, and the launch summary warns about a plan whose winner ran fewer.
+inline constexpr int kSettledTrialSteps = 10;
+
 // The schedule tune_recipe uses for `candidates` candidates needing `trainers` trainers
 // (trial_trainers()) of a model with `gradient_bytes` of gradients, and the request. The
-// trainers stay resident between rounds when all of them fit in 2 GiB.
+// trainers stay resident between rounds when all of them fit in 2 GiB. A lone candidate's
+// trial runs kSettledTrialSteps steps (unless the request sets min_steps).
 TrialSchedule schedule_for(const RecipeTuneRequest& req, size_t candidates, size_t trainers,
                            int64_t gradient_bytes);
 

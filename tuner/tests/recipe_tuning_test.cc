@@ -608,6 +608,14 @@ TEST(RecipeSchedule, HalvingReachesOneSurvivorAndKeepsSmallModelsResident) {
   auto back = schedule_from_json(schedule_to_json(s));
   ASSERT_TRUE(back.ok());
   EXPECT_EQ(back->max_steps, 64);
+  // A lone candidate (say, the only layout that fits) is compared with nothing: its trial
+  // measures its throughput for as long as a step time takes to settle; a request's own
+  // min_steps still rules.
+  const TrialSchedule one = schedule_for(req, 1, 1, 431080 * 4);
+  EXPECT_EQ(one.min_steps, kSettledTrialSteps);
+  EXPECT_EQ(one.max_steps, kSettledTrialSteps);
+  req.min_steps = 2;
+  EXPECT_EQ(schedule_for(req, 1, 1, 431080 * 4).min_steps, 2);
 }
 
 // Halving builds one trainer per family (the same batch, scaling, learning rate and warmup);
