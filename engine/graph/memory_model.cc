@@ -60,6 +60,7 @@ Result<MemoryTerms> estimate_memory(const recipes::Graph& graph, const MemoryQue
   if (!q.boundary_out) m.communication += (pipeline ? local : B) * output;
   if (q.boundary_in) m.communication += 2 * local * input;
   if (q.boundary_out) m.communication += local * output;
+  m.runtime = q.gpu ? 0 : kCpuBlasBytes;
   return m;
 }
 

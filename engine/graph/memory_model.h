@@ -22,15 +22,15 @@
 //                  stage's boundary buffers for the whole step (received inputs and their
 //                  gradients: 2 x local batch x input; received output gradients: local batch x
 //                  output); what a stage sends lives in its activations
+//   runtime        the CPU engine's BLAS library's GEMM packing buffers, kCpuBlasBytes (none on
+//                  the GPU engine, whose memory is the device's)
 //
 // The activation, workspace and op terms are exactly what Model::reserve() allocates for one
 // in-flight batch, and what a stage's models in flight allocate together (tests check both);
 // the whole is checked against the measured peak resident memory of trainings (bench/parallel,
-// tests). Not counted: about 1 MiB that every rank's measured peak holds beyond the model, on
-// one rank without communication too (the BLAS library's packing buffers, we believe), and the
-// collectives' private scratch on replicated layouts (the ring: one segment, at most 1 MiB;
-// recursive doubling, trees and Rabenseifner: the largest bucket), which measured 0.7-1 MiB
-// more with the ring. Within 2 % on stages of 100 MiB, 5-15 % on resnet20's stages of 8-18 MiB.
+// tests). Not counted: the collectives' private scratch on replicated layouts (the ring: one
+// segment, at most 1 MiB; recursive doubling, trees and Rabenseifner: the largest bucket),
+// which measured 0.7-1 MiB more with the ring.
 #pragma once
 
 #include <cstdint>
@@ -51,7 +51,14 @@ struct MemoryQuery {
   std::string optimizer = "sgd";                   // sgd | adamw
   bool boundary_in = false, boundary_out = false;  // a pipeline stage receives / sends tensors
   bool offload_optimizer = false;                  // GPU: the optimizer state in host memory
+  bool gpu = false;  // the GPU engine: device memory (no BLAS runtime term)
 };
+
+// OpenBLAS's GEMM packing buffers: what a process's resident set grows by at its first large
+// single-precision product (Debian 12's openblas-pthread, this machine: 1.3-1.7 MiB for
+// 1024- and 2048-square products on one or two threads, 0.15-0.25 MiB below 256; the engine's
+// one-rank trainings measure 0.8-1.4 MiB above the other terms). Once per process.
+inline constexpr int64_t kCpuBlasBytes = int64_t{5} << 18;  // 1.25 MiB
 
 // The floats of each state vector that one staging buffer of the optimizer offload holds: the
 // state streams through the device in chunks of this size, two buffers per vector (one
@@ -68,10 +75,11 @@ struct MemoryTerms {
   int64_t parameters = 0, gradients = 0, optimizer = 0, state = 0;
   int64_t activations = 0, workspace = 0, communication = 0;
   int64_t checkpoint = 0;  // a pipeline's checkpoint staging (engine/train/layout_memory.h)
+  int64_t runtime = 0;     // the CPU engine's BLAS buffers (kCpuBlasBytes)
   int64_t offloaded = 0;   // optimizer state in pinned host memory: not part of total()
   int64_t total() const {
     return parameters + gradients + optimizer + state + activations + workspace + communication +
-           checkpoint;
+           checkpoint + runtime;
   }
 };
 

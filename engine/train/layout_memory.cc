@@ -39,6 +39,7 @@ Result<std::vector<StageMemory>> layout_memory(const recipes::Graph& graph, cons
   q.local_batch = l.replica_batch;
   q.optimizer = l.optimizer;
   q.offload_optimizer = l.offload_optimizer;
+  q.gpu = l.gpu;
   std::vector<StageMemory> out;
   if (l.stages == 1) {
     auto t = estimate_memory(graph, q);
@@ -100,6 +101,7 @@ Layout layout_of(const TrainConfig& c, int ranks) {
   l.recompute = c.recompute;
   l.optimizer = c.optimizer;
   l.offload_optimizer = c.offload_optimizer;
+  l.gpu = c.device == "gpu";
   return l;
 }
 
@@ -122,6 +124,7 @@ nlohmann::json memory_json(const MemoryTerms& t) {
           {"workspace", t.workspace},
           {"communication", t.communication},
           {"checkpoint", t.checkpoint},
+          {"runtime", t.runtime},
           {"total", t.total()},
           {"offloaded_to_host", t.offloaded}};
 }
@@ -132,7 +135,8 @@ std::string terms_text(const MemoryTerms& t) {
          ", activations " + memory_text(t.activations) + ", workspace " + memory_text(t.workspace) +
          ", communication " + memory_text(t.communication) +
          (t.checkpoint > 0 ? ", checkpoint staging " + memory_text(t.checkpoint) : "") +
-         ": total " + memory_text(t.total()) +
+         (t.runtime > 0 ? ", BLAS buffers " + memory_text(t.runtime) : "") + ": total " +
+         memory_text(t.total()) +
          (t.offloaded > 0 ? " (optimizer state " + memory_text(t.offloaded) + " in host memory)"
                           : "");
 }

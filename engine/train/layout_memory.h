@@ -33,6 +33,7 @@ struct Layout {
   bool recompute = false;
   std::string optimizer = "sgd";
   bool offload_optimizer = false;  // GPU: the optimizer state in host memory
+  bool gpu = false;                // the GPU engine (device memory)
 };
 
 struct StageMemory {

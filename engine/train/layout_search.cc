@@ -113,6 +113,7 @@ Result<std::vector<LayoutCandidate>> layout_candidates(const recipes::Graph& gra
     l.replica_batch = replica_batch;
     l.stages = S;
     l.optimizer = rq.optimizer;
+    l.gpu = rq.gpu;
     l.microbatches = fx.microbatches > 0 ? static_cast<int>(fx.microbatches)
                                          : recipes::default_microbatches(S, replica_batch);
     l.schedule =
@@ -146,6 +147,7 @@ Result<std::vector<LayoutCandidate>> layout_candidates(const recipes::Graph& gra
         q.optimizer = rq.optimizer;
         q.recompute = rc;
         q.offload_optimizer = off;
+        q.gpu = rq.gpu;
         q.in_flight = rc ? 1 : static_cast<int>(M);  // a stage's worst case (stage 0 under 1F1B
                                                      // holds min(S, M)); checked exactly below
         if (!rc && l.schedule != recipes::PipelineSchedule::kGpipe)
@@ -269,6 +271,7 @@ Result<std::vector<LayoutCandidate>> layout_candidates(const recipes::Graph& gra
     l.recompute = bl.recompute == recipes::Recompute::kStage;
     l.offload_optimizer = bl.offload == recipes::Offload::kOptimizer;
     l.optimizer = rq.optimizer;
+    l.gpu = rq.gpu;
     int64_t lo = 0, hi = best->cand.replica_batch;  // lo fits (0: nothing), hi does not
     while (hi - lo > 1) {
       l.replica_batch = lo + (hi - lo) / 2;
