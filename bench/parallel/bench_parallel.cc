@@ -181,19 +181,29 @@ double bubble(const Args& a, const Dataset& data) {
   l.partition = candidates(c, S, 0).back().layout.partition;
   for (const auto& k : candidates(c, S, 0))
     if (k.layout.stages == S) l.partition = k.layout.partition;
-  std::vector<double> idle;
+  std::vector<double> idle;                                            // the bottleneck's
+  std::vector<std::vector<double>> per_stage(static_cast<size_t>(S));  // each stage's
   for (int r = 0; r < a.rounds; ++r) {
     const Measured m = train(with_layout(c, l), S, a.steps, data);
     double least = 1;
-    for (int s = 0; s < S; ++s)
-      least = std::min(least, 1 - m.busy[static_cast<size_t>(s)] / m.sched[static_cast<size_t>(s)]);
+    for (int s = 0; s < S; ++s) {
+      const double i = 1 - m.busy[static_cast<size_t>(s)] / m.sched[static_cast<size_t>(s)];
+      per_stage[static_cast<size_t>(s)].push_back(i);
+      least = std::min(least, i);
+    }
     idle.push_back(least);
   }
   const double theory = static_cast<double>(S - 1) / (M + S - 1);
+  // The schedule's bubble is the bottleneck stage's idle time: a lighter stage idles longer
+  // also because it waits for the heavier one, which the theory's equal stages leave out.
+  std::string stages;
+  for (int s = 0; s < S; ++s)
+    stages +=
+        (s ? ", " : "") + std::to_string(median(per_stage[static_cast<size_t>(s)])).substr(0, 5);
   std::printf(
-      "bubble: 1F1B, %d stages, %d micro-batches: bottleneck stage idle %.3f (median of %d), "
-      "theory %.3f\n",
-      S, M, median(idle), a.rounds, theory);
+      "bubble: 1F1B, %d stages, %d micro-batches: bottleneck stage idle %.3f (median of %d; "
+      "each stage: %s), theory %.3f\n",
+      S, M, median(idle), a.rounds, stages.c_str(), theory);
   return median(idle) / theory;
 }
 
