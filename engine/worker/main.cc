@@ -30,12 +30,11 @@
 #include "common/env.h"
 #include "common/log.h"
 #include "common/paths.h"
-#include "common/rss.h"
-#include "engine/gpu/gpu_context.h"
 #include "engine/graph/blas_kernels.h"
 #include "engine/train/layout_memory.h"
 #include "engine/train/train_data.h"
 #include "engine/train/trainer.h"
+#include "engine/train/training_memory.h"
 #include "engine/worker/forward.h"
 #include "engine/worker/layout.h"
 #include "engine/worker/profile.h"
@@ -106,9 +105,9 @@ Result<TrainConfig> load_config(const Options& o, const comm::Bootstrap* boot) {
 }
 
 // Every rank's estimated and measured training memory (collective over `world`): the memory
-// model's terms for its stage against its resident peak above `rss_before` (the resident set
-// with the data loaded, plus the peers' node-shared pages it mapped; -1: the peak could not be
-// restarted after loading the data, so nothing is measured). On rank 0:
+// model's terms for its stage against `peak`, this rank's MemoryBaseline::peak_bytes() (its
+// resident peak above the baseline taken with the data loaded; -1: nothing is measured). On
+// rank 0:
 //   {"ranks": [{"rank", "stage", "estimate_bytes", "measured_bytes", "error"}], "max_error",
 //    "measured": what was measured}
 // where error = |estimate - measured| / measured. On the GPU the training memory is on the
@@ -116,15 +115,13 @@ Result<TrainConfig> load_config(const Options& o, const comm::Bootstrap* boot) {
 // reset before the trainer was built), rank 0's only (the world communicator is NCCL's, which
 // reduces device memory; every GPU rank runs the same data-parallel layout).
 Result<nlohmann::json> memory_report(const TrainConfig& cfg, comm::Communicator* world,
-                                     int64_t rss_before) {
+                                     int64_t my_peak) {
   const int ranks = world ? world->size() : 1, rank = world ? world->rank() : 0;
   const bool gpu = cfg.device == "gpu";
-  const bool measured = gpu || rss_before >= 0;
+  const bool measured = gpu || my_peak >= 0;
   std::vector<double> peak(static_cast<size_t>(ranks), 0.0);
-  if (gpu) {
-    peak[static_cast<size_t>(rank)] = static_cast<double>(gpu::device_peak_bytes());
-  } else if (measured) {
-    peak[static_cast<size_t>(rank)] = static_cast<double>(rss::peak_bytes() - rss_before);
+  if (measured) peak[static_cast<size_t>(rank)] = static_cast<double>(my_peak);
+  if (measured && !gpu) {
     if (world && ranks > 1)  // host memory: the communicator is MPI's here, never NCCL's
       DLTUNE_TRY_CTX(comm::allreduce(*world, peak.data(), peak.data(), peak.size(),
                                      comm::DataType::kF64, comm::ReduceOp::kSum, {}),
@@ -195,9 +192,7 @@ Status train(const Options& o) {
   Dataset train_data, heldout;
   DLTUNE_TRY(load_train_data(*cfg, &train_data, &heldout));
   // The training's own memory: the peak above what the process held with its data loaded.
-  const bool peak_restarted = rss::restart_peak();
-  const int64_t rss_before = rss::current_bytes(), shmem_before = rss::shmem_bytes();
-  gpu::reset_device_peak();  // the GPU training's own device memory, likewise
+  const MemoryBaseline memory_base = MemoryBaseline::take(/*trim=*/false);
   say("building " + cfg->model + " and its optimizer");
   auto trainer = Trainer::create(*cfg, world.get(), train_data, &heldout);
   if (!trainer) return trainer.error();
@@ -214,11 +209,7 @@ Status train(const Options& o) {
     return sum.error();
   }
   const int stop_signal = (*trainer)->stop_code();  // agreed over the ranks
-  // Peers' node-shared gradient pages this rank mapped count in its resident set but are
-  // theirs (each rank's own share is in its estimate): left out of the measurement.
-  const int64_t peers_shared = std::max<int64_t>(
-      0, rss::shmem_bytes() - shmem_before - (*trainer)->node_shared_gradient_bytes());
-  auto memory = memory_report(*cfg, world.get(), peak_restarted ? rss_before + peers_shared : -1);
+  auto memory = memory_report(*cfg, world.get(), memory_base.peak_bytes(**trainer));
   if (!memory) return memory.error();
   if ((*trainer)->rank() == 0) {
     nlohmann::json j = {{"model", cfg->model},

@@ -25,14 +25,13 @@
 #include "common/halving_cost.h"
 #include "common/log.h"
 #include "common/paths.h"
-#include "common/rss.h"
 #include "common/stats.h"
 #include "common/strings.h"
-#include "engine/gpu/gpu_context.h"
 #include "engine/train/layout_memory.h"
 #include "engine/train/recipe_config.h"
 #include "engine/train/train_data.h"
 #include "engine/train/trainer.h"
+#include "engine/train/training_memory.h"
 #include "engine/worker/trial_search.h"
 #include "recipes/plan.h"
 #include "recipes/recipe.h"
@@ -56,12 +55,6 @@ struct Family {
   // (Search::measure_memory()): the memory model's estimate for the rank with the largest one
   // and that rank's measured peak, bytes; -1: not measured.
   int64_t memory_estimate = -1, memory_peak = -1;
-};
-
-// This rank's memory just before a trainer is built: the baseline of its measured peak.
-struct MemoryBase {
-  bool restarted = false;  // the resident high-water mark was restarted (else nothing is measured)
-  int64_t rss = 0, shmem = 0;
 };
 
 struct Cand {
@@ -214,16 +207,11 @@ class Search {
   // the ranks (the slowest rank's end) so that the cost model decides alike everywhere.
   Status build(Cand& c);
 
-  // Returns freed heap pages to the system (so that a trainer freed earlier cannot lend its
-  // resident pages to the next one unseen), then restarts the resident high-water mark and the
-  // engine's device peak: the baseline of the next trainer's measured memory.
-  static MemoryBase memory_base();
   // After `c`'s family trainer was built and warmed up, on every rank (collective): each rank's
   // memory-model estimate for its stage (rank_memory()) and its measured peak above `base`
-  // (resident memory, less the node-shared gradient pages of its peers that it maps; on the
-  // GPU the engine's device peak). The family keeps the pair of the rank with the largest
+  // (MemoryBaseline::peak_bytes()). The family keeps the pair of the rank with the largest
   // estimate, the one that decides whether the layout fits.
-  Status measure_memory(Cand& c, const MemoryBase& base);
+  Status measure_memory(Cand& c, const MemoryBaseline& base);
 
   // One step of `c` on its family's trainer. A loss that is not finite is a divergence: its
   // learning rate (scaled with its global batch) makes this model diverge, and a configuration

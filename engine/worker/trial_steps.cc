@@ -4,10 +4,6 @@
 // times. The rounds that call them: trial_search.cc.
 #include "engine/worker/trial_search_impl.h"
 
-#if defined(__GLIBC__)
-#include <malloc.h>
-#endif
-
 namespace dltune::engine::trial_detail {
 
 Result<const Dataset*> Search::data_for(const TrainConfig& c) {
@@ -49,7 +45,7 @@ Status Search::build(Cand& c) {
               {"label", c.label},
               {"round", halving_->rounds()}});
   std::string why;
-  MemoryBase base;
+  MemoryBaseline base;
   try {
     set_blas_threads(c.cfg.threads);
     auto d = data_for(c.cfg);
@@ -57,7 +53,7 @@ Status Search::build(Cand& c) {
       why = d.error().message();
     } else {
       DLTUNE_LOG(kInfo, "tuner") << "data ready after " << now() - t << " s";
-      base = memory_base();
+      base = MemoryBaseline::take(/*trim=*/true);  // earlier trainers' pages leave first
       auto tr = Trainer::create(c.cfg, world_, **d, nullptr);
       if (!tr) {
         why = tr.error().message();
@@ -92,31 +88,11 @@ Status Search::build(Cand& c) {
   return ok_status();
 }
 
-MemoryBase Search::memory_base() {
-#if defined(__GLIBC__)
-  malloc_trim(0);
-#endif
-  MemoryBase b;
-  b.restarted = rss::restart_peak();
-  b.rss = rss::current_bytes();
-  b.shmem = rss::shmem_bytes();
-  gpu::reset_device_peak();
-  return b;
-}
-
-Status Search::measure_memory(Cand& c, const MemoryBase& base) {
+Status Search::measure_memory(Cand& c, const MemoryBaseline& base) {
   const auto n = static_cast<size_t>(ranks()), me = static_cast<size_t>(rank());
   std::vector<double> v(2 * n, 0.0);  // rank r: [2r] its estimate, [2r + 1] its peak (0: none)
   if (auto est = rank_memory(c.cfg, ranks(), rank())) v[2 * me] = static_cast<double>(est->total());
-  Trainer* tr = trainer(c);
-  if (tr->on_gpu()) {
-    v[2 * me + 1] = static_cast<double>(gpu::device_peak_bytes());
-  } else if (base.restarted) {
-    const int64_t peers_shared =
-        std::max<int64_t>(0, rss::shmem_bytes() - base.shmem - tr->node_shared_gradient_bytes());
-    v[2 * me + 1] =
-        static_cast<double>(std::max<int64_t>(0, rss::peak_bytes() - base.rss - peers_shared));
-  }
+  v[2 * me + 1] = static_cast<double>(std::max<int64_t>(0, base.peak_bytes(*trainer(c))));
   DLTUNE_TRY_CTX(reduce_sum(v), std::string("gathering the ranks' memory"));
   size_t worst = 0;
   for (size_t r = 1; r < n; ++r)
