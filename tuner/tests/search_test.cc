@@ -71,6 +71,16 @@ TEST(CostModel, OptimisticTimeLeavesRoomForACliffBetweenPoints) {
   EXPECT_DOUBLE_EQ(m->optimistic(4194304), m->predict(4194304));
 }
 
+// Exhaustive search over `algos` with one noise seed: the cost and the choices the model-based
+// search is held to.
+SearchResult exhaustive_reference(const std::map<std::string, testing::SyntheticAlgo>& algos,
+                                  unsigned seed, const std::vector<uint64_t>& sizes) {
+  SyntheticSource src(algos, seed);
+  auto ex = exhaustive_search(src, names(), sizes);
+  EXPECT_TRUE(ex.ok());
+  return ex.ok() ? std::move(*ex) : SearchResult{};
+}
+
 // The model-based search over `algos` with one noise seed, checked as every quality test checks
 // it: within 5 % of the oracle at every size, at under 40 % of exhaustive search's cost.
 SearchResult checked_model_search(const std::map<std::string, testing::SyntheticAlgo>& algos,
@@ -104,26 +114,24 @@ TEST(Search, ExhaustiveFindsTheOracleDespiteSlowPhases) {
 
 TEST(Search, ModelBasedMatchesTheOracleAtAFractionOfTheCost) {
   const auto sizes = powers_of_two(4, 256u << 20);
-  SyntheticSource exhaustive_src(two_rank_algos(), 1);
-  auto ex = exhaustive_search(exhaustive_src, names(), sizes);
-  ASSERT_TRUE(ex.ok());
+  const SearchResult ex = exhaustive_reference(two_rank_algos(), 1, sizes);
+  ASSERT_FALSE(ex.choices.empty());
   for (unsigned seed : {1u, 2u, 3u, 4u, 5u}) {
-    const SearchResult mb = checked_model_search(two_rank_algos(), seed, sizes, ex->cost_s);
+    const SearchResult mb = checked_model_search(two_rank_algos(), seed, sizes, ex.cost_s);
     ASSERT_FALSE(mb.choices.empty());
     // The refinement measures nearly everything at the small sizes; the saving is at the large.
-    EXPECT_LT(mb.choices.back().candidates.size(), ex->choices.back().candidates.size());
+    EXPECT_LT(mb.choices.back().candidates.size(), ex.choices.back().candidates.size());
   }
 }
 
 TEST(Search, ModelBasedFindsACrossoverAboveTheProbes) {
   const auto sizes = powers_of_two(4, 256u << 20);
-  SyntheticSource exhaustive_src(testing::cliff_algos(), 9);
-  auto ex = exhaustive_search(exhaustive_src, names(), sizes);
-  ASSERT_TRUE(ex.ok());
-  ASSERT_EQ(exhaustive_src.oracle(16u << 20), "shm");
-  ASSERT_EQ(exhaustive_src.oracle(64u << 20), "ring");
+  const SyntheticSource truth(testing::cliff_algos(), 9);
+  ASSERT_EQ(truth.oracle(16u << 20), "shm");
+  ASSERT_EQ(truth.oracle(64u << 20), "ring");
+  const double ex_cost = exhaustive_reference(testing::cliff_algos(), 9, sizes).cost_s;
   for (unsigned seed : {11u, 12u, 13u})
-    checked_model_search(testing::cliff_algos(), seed, sizes, ex->cost_s);
+    checked_model_search(testing::cliff_algos(), seed, sizes, ex_cost);
 }
 
 // The refinement measures, smallest sizes first, the algorithms the models left out: a dip or
@@ -131,14 +139,13 @@ TEST(Search, ModelBasedFindsACrossoverAboveTheProbes) {
 // same search misses both (so the test can tell).
 TEST(Search, ModelBasedFindsDipsAndSpikesBetweenTheProbes) {
   const auto sizes = powers_of_two(4, 256u << 20);
-  SyntheticSource exhaustive_src(testing::uneven_algos(), 5);
-  auto ex = exhaustive_search(exhaustive_src, names(), sizes);
-  ASSERT_TRUE(ex.ok());
-  ASSERT_EQ(exhaustive_src.oracle(64u << 10), "tree");
-  ASSERT_NE(exhaustive_src.oracle(512u << 10), "shm");
-  ASSERT_EQ(exhaustive_src.oracle(256u << 10), "shm");
+  const SyntheticSource truth(testing::uneven_algos(), 5);
+  ASSERT_EQ(truth.oracle(64u << 10), "tree");
+  ASSERT_NE(truth.oracle(512u << 10), "shm");
+  ASSERT_EQ(truth.oracle(256u << 10), "shm");
+  const double ex_cost = exhaustive_reference(testing::uneven_algos(), 5, sizes).cost_s;
   for (unsigned seed : {31u, 32u, 33u}) {
-    checked_model_search(testing::uneven_algos(), seed, sizes, ex->cost_s);
+    checked_model_search(testing::uneven_algos(), seed, sizes, ex_cost);
     SyntheticSource blind_src(testing::uneven_algos(), seed);
     auto missed = model_based_search(blind_src, names(), sizes, without_refinement());
     ASSERT_TRUE(missed.ok());
@@ -151,11 +158,10 @@ TEST(Search, ModelBasedFindsDipsAndSpikesBetweenTheProbes) {
 // the largest size shows is found.
 TEST(Search, ModelBasedFindsACliffAtTheLargestSize) {
   const auto sizes = powers_of_two(4, 256u << 20);
-  SyntheticSource exhaustive_src(testing::late_cliff_algos(), 9);
-  auto ex = exhaustive_search(exhaustive_src, names(), sizes);
-  ASSERT_TRUE(ex.ok());
-  ASSERT_EQ(exhaustive_src.oracle(128u << 20), "shm");
-  ASSERT_EQ(exhaustive_src.oracle(256u << 20), "ring");
+  const SyntheticSource truth(testing::late_cliff_algos(), 9);
+  ASSERT_EQ(truth.oracle(128u << 20), "shm");
+  ASSERT_EQ(truth.oracle(256u << 20), "ring");
+  const double ex_cost = exhaustive_reference(testing::late_cliff_algos(), 9, sizes).cost_s;
   for (unsigned seed : {21u, 22u, 23u}) {
     SyntheticSource src(testing::late_cliff_algos(), seed);
     auto mb = model_based_search(src, names(), sizes);
@@ -167,7 +173,7 @@ TEST(Search, ModelBasedFindsACliffAtTheLargestSize) {
     // The cliff costs a second comparison at the largest size, which is about half of all
     // exhaustive search costs on this 6-algorithm machine (the real one has 9 or more
     // candidates: bench/tuner measures the fraction there).
-    EXPECT_LT(mb->cost_s / ex->cost_s, 0.60) << "seed " << seed;
+    EXPECT_LT(mb->cost_s / ex_cost, 0.60) << "seed " << seed;
   }
 }
 
