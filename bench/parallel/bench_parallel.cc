@@ -1,6 +1,6 @@
 // bench/parallel: pipelines, layouts and the memory model on this machine (ranks as threads of
-// one process, comm::spawn, as the equivalence tests run them; rounds interleaved so a load
-// that drifts weighs on every side alike).
+// one process, comm::spawn, as the equivalence tests run them, one BLAS thread each as
+// dltune-worker's ranks; rounds interleaved so a load that drifts weighs on every side alike).
 //
 // 1. fits_only_pipelined: a deep MLP whose data-parallel footprint on 2 ranks exceeds a
 //    memory_per_rank that its 2-stage pipeline fits (the limit halfway between the two
@@ -39,6 +39,7 @@
 #include "common/paths.h"
 #include "common/strings.h"
 #include "engine/data/dataset.h"
+#include "engine/graph/tensor.h"
 #include "engine/train/layout_search.h"
 #include "engine/train/node_costs.h"
 #include "engine/train/trainer.h"
@@ -352,6 +353,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "dltune-bench-parallel: --steps and --rounds must be at least 1\n");
     return 2;
   }
+  // One BLAS thread per rank, as dltune-worker runs its ranks (train_config threads 1); without
+  // it OpenBLAS would run every rank's products on all cores at once.
+  set_blas_threads(1);
+  std::printf(
+      "bench/parallel: ranks as threads of one process (comm::spawn), one BLAS thread each, "
+      "rounds interleaved; memory: ranks as processes (dltune run + dltune-worker train)\n");
   const Dataset data = synthetic_digits(1024, 11);
   auto fmt = [](double v) { return v < 0 ? std::string("na") : std::to_string(v).substr(0, 5); };
   const int fits = a.want("fits") ? fits_only_pipelined(a, data) : -1;
