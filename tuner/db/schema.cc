@@ -111,7 +111,17 @@ Result<bool> has_foreign_tables(Connection& conn) {
   return st->integer(0) > 0;
 }
 
+// A version this dltune can read or migrate: 0 (a new file) to kSchemaVersion. Anything else is
+// refused before it can index kSteps: a negative PRAGMA user_version, written by anyone with
+// write access to a shared file, would otherwise select memory past the array as SQL.
 Status check_known(Connection& conn, int version) {
+  if (version < 0) {
+    return invalid_input("'" + conn.path() + "' has database schema version " +
+                         std::to_string(version) +
+                         ", which no dltune writes; it is damaged or not a dltune tuning "
+                         "database (dltune's versions run from 1 to " +
+                         std::to_string(kSchemaVersion) + ")");
+  }
   if (version > kSchemaVersion) {
     return invalid_input("'" + conn.path() + "' has database schema version " +
                          std::to_string(version) + ", newer than this dltune supports (" +
@@ -135,6 +145,7 @@ Result<int> schema_version(Connection& conn) {
   if (!st) return std::move(st).error();
   auto row = st->step();
   if (!row) return std::move(row).error();
+  // user_version is a signed 32-bit integer in the file header: the cast loses nothing.
   return static_cast<int>(st->integer(0));
 }
 
@@ -142,7 +153,8 @@ Status migrate(Connection& conn, int target) {
   DLTUNE_CHECK(target >= 1 && target <= kSchemaVersion);
   auto before = schema_version(conn);
   if (!before) return std::move(before).error();
-  if (*before >= target) return check_known(conn, *before);
+  DLTUNE_TRY(check_known(conn, *before));
+  if (*before >= target) return ok_status();
   // Another process may migrate at the same time: re-read the version under the write lock.
   while (true) {
     auto tx = Transaction::begin(conn);
@@ -151,6 +163,7 @@ Status migrate(Connection& conn, int target) {
     if (!v) return std::move(v).error();
     DLTUNE_TRY(check_known(conn, *v));
     if (*v >= target) return tx->commit();
+    DLTUNE_CHECK(*v >= 0 && *v < kSchemaVersion);  // check_known bounds the index into kSteps
     DLTUNE_TRY_CTX(conn.exec(kSteps[*v]),
                    "migrating '" + conn.path() + "' from schema version " + std::to_string(*v));
     DLTUNE_TRY(tx->commit());

@@ -29,8 +29,8 @@ Result<int> schema_version(Connection& conn);
 
 // Brings a writable database up to `target` (default: kSchemaVersion) one step at a time.
 // Concurrent callers serialise on the write lock; a step already done by another process is
-// skipped. Fails with invalid_input when the file is newer than this dltune knows, or holds
-// tables that are not ours; the database is unchanged on failure.
+// skipped. Fails with invalid_input when the file's version is negative or newer than this
+// dltune knows, or when it holds tables that are not ours; the database is unchanged on failure.
 Status migrate(Connection& conn, int target = kSchemaVersion);
 
 // For a read-only database: ok when it is at kSchemaVersion; a database at an older version

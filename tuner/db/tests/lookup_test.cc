@@ -89,6 +89,27 @@ TEST(Lookup, SitesInOrderAndNeverWritten) {
   EXPECT_EQ(file_digest(dir.file("s2.db")), before2);
 }
 
+// One bad site file must not break every user's launch: a site database with a negative schema
+// number is skipped with one warning naming it, and the next layer still serves (issue 43).
+TEST(Lookup, SiteWithNegativeSchemaIsSkippedWithOneWarning) {
+  TempDir dir;
+  const Key key = sample_key();
+  make_db(dir.file("bad.db"), {plan_with(key, 111)}, "siteBad");
+  {
+    auto conn = Connection::open(dir.file("bad.db"), OpenMode::kReadWrite);
+    ASSERT_TRUE(conn.ok());
+    ASSERT_TRUE(conn->exec("PRAGMA user_version = -1").ok());
+  }
+  make_db(dir.file("good.db"), {plan_with(key, 222)}, "siteGood");
+  auto r = lookup_plan({dir.file("user.db"), {dir.file("bad.db"), dir.file("good.db")}}, key);
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ(r->kind, HitKind::kExact);
+  EXPECT_EQ(r->site, "siteGood");
+  ASSERT_EQ(r->warnings.size(), 1u);
+  EXPECT_NE(r->warnings[0].find("bad.db"), std::string::npos) << r->warnings[0];
+  EXPECT_NE(r->warnings[0].find("schema version -1"), std::string::npos) << r->warnings[0];
+}
+
 TEST(Lookup, ExactInSiteBeatsNearInUser) {
   TempDir dir;
   const Key key = sample_key();

@@ -91,6 +91,30 @@ TEST(Schema, RejectsNewerVersionAndForeignDatabases) {
   EXPECT_EQ(text.error().exit_code(), 2) << text.error().message();
 }
 
+// A negative schema number (anyone with write access to a shared file can set one) is refused
+// with a message, read-only and read-write alike: it once indexed the migration steps below
+// zero and ran whatever bytes lay there as SQL (hangs, SIGSEGV, SIGBUS; issue 43).
+TEST(Schema, RejectsNegativeVersions) {
+  TempDir dir;
+  for (const long long version : {-1LL, -2LL, -3LL, -27LL, -100000LL, -2147483648LL}) {
+    SCOPED_TRACE(version);
+    const std::string path = dir.file("neg" + std::to_string(-version) + ".db");
+    {
+      auto conn = Connection::open(path, OpenMode::kReadWrite);
+      ASSERT_TRUE(conn.ok());
+      ASSERT_TRUE(conn->exec("PRAGMA user_version = " + std::to_string(version)).ok());
+    }
+    for (const OpenMode mode : {OpenMode::kReadWrite, OpenMode::kReadOnly}) {
+      auto db = TuningDb::open(path, mode);
+      ASSERT_FALSE(db.ok());
+      EXPECT_EQ(db.error().exit_code(), 2) << db.error().message();
+      EXPECT_NE(db.error().message().find("schema version " + std::to_string(version)),
+                std::string::npos)
+          << db.error().message();
+    }
+  }
+}
+
 TEST(Store, PlanAndMeasurementsRoundTrip) {
   TempDir dir;
   auto db = TuningDb::open(dir.file("a.db"), OpenMode::kReadWrite);
