@@ -31,8 +31,11 @@ Status run_algorithm(Algorithm a, const Call& c) {
       return shm(c);
     case Algorithm::kNative:
       return c.comm.native_allreduce(c.send, c.recv, c.count, c.type, c.op);
+    default:  // NCCL's: an NCCL communicator runs them (comm/nccl_communicator.h)
+      break;
   }
-  return internal_error("unknown algorithm");
+  return unsupported("allreduce algorithm '" + std::string(algorithm_name(a)) +
+                     "' is NCCL's: it runs on an NCCL communicator, not on host memory");
 }
 
 }  // namespace detail

@@ -44,33 +44,7 @@ std::string_view op_name(ReduceOp op) {
   return "?";
 }
 
-const std::vector<Algorithm>& all_algorithms() {
-  static const std::vector<Algorithm> kAll = {
-      Algorithm::kRing,  Algorithm::kRecursiveDoubling, Algorithm::kRabenseifner,
-      Algorithm::kTree,  Algorithm::kHierarchical,      Algorithm::kShm,
-      Algorithm::kNative};
-  return kAll;
-}
-
-std::string_view algorithm_name(Algorithm algo) {
-  switch (algo) {
-    case Algorithm::kRing:
-      return "ring";
-    case Algorithm::kRecursiveDoubling:
-      return "rd";
-    case Algorithm::kRabenseifner:
-      return "rabenseifner";
-    case Algorithm::kTree:
-      return "tree";
-    case Algorithm::kHierarchical:
-      return "hier";
-    case Algorithm::kShm:
-      return "shm";
-    case Algorithm::kNative:
-      return "native";
-  }
-  return "?";
-}
+const std::vector<Algorithm>& all_algorithms() { return host_algorithms(); }
 
 Result<Algorithm> parse_algorithm(std::string_view name) {
   std::string names;

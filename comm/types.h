@@ -1,4 +1,5 @@
-// Element types and reduction operators shared by every collective, and the Algorithm names.
+// Element types and reduction operators shared by every collective, and the algorithms comm/
+// runs.
 #pragma once
 
 #include <cstddef>
@@ -7,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/collectives.h"
 #include "common/result.h"
 
 namespace dltune::comm {
@@ -21,22 +23,13 @@ std::string_view dtype_name(DataType type);
 // "sum", "max", "min".
 std::string_view op_name(ReduceOp op);
 
-// The allreduce algorithms, named on the command line and in plans and JSON as
-// "ring", "rd", "rabenseifner", "tree", "hier", "shm", "native".
-enum class Algorithm {
-  kRing,               // Baidu-style segmented ring: reduce-scatter + allgather
-  kRecursiveDoubling,  // pairwise exchange of whole vectors, non-powers of two folded
-  kRabenseifner,       // recursive-halving reduce-scatter + recursive-doubling allgather
-  kTree,               // binomial-tree reduce to rank 0, then binomial broadcast
-  kHierarchical,       // node-local phase, a flat algorithm among node leaders, local bcast
-  kShm,                // node-local shared-memory reduction (one node only)
-  kNative,             // the transport's own allreduce (MPI_Allreduce); unsupported elsewhere
-};
+// The allreduce algorithms: the shared vocabulary (common/collectives.h); comm/ runs the host
+// ones ("ring", "rd", "rabenseifner", "tree", "hier", "shm", "native").
+using dltune::Algorithm;
+using dltune::algorithm_name;
 
-// Every algorithm, in the order above.
+// The algorithms comm/ runs, in enum order (host_algorithms()).
 const std::vector<Algorithm>& all_algorithms();
-// The algorithm's short name ("ring", "rd", ...).
-std::string_view algorithm_name(Algorithm algo);
 // Parses a short name (case-sensitive). Error (invalid input): "unknown algorithm 'x'; expected
 // one of ring, rd, rabenseifner, tree, hier, shm, native" with a "did you mean" hint.
 Result<Algorithm> parse_algorithm(std::string_view name);

@@ -35,6 +35,9 @@ inline constexpr EnvVar kTrustedKeys{
     "check bundle signatures against"};
 inline constexpr EnvVar kPlan{"DLTUNE_PLAN", "",
                               "path of the plan (JSON) a rank executes when not given by PMIx"};
+inline constexpr EnvVar kRecipe{"DLTUNE_RECIPE", "",
+                                "path of the recipe as run (YAML) a dltune rank trains when not "
+                                "given by PMIx"};
 inline constexpr EnvVar kRunsDir{"DLTUNE_RUNS_DIR", "runs",
                                  "where `dltune launch` creates run directories"};
 inline constexpr EnvVar kTopoXml{"DLTUNE_TOPO_XML", "",

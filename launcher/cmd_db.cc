@@ -13,9 +13,12 @@
 #include "common/paths.h"
 #include "common/strings.h"
 #include "launcher/commands.h"
+#include "recipes/plan.h"
 #include "recipes/recipe.h"
+#include "topology/topology.h"
 #include "tuner/db/admin.h"
 #include "tuner/db/bundle.h"
+#include "tuner/db/key.h"
 #include "tuner/db/lookup.h"
 #include "tuner/db/rules_export.h"
 #include "tuner/db/signing.h"
@@ -350,17 +353,40 @@ Status run_rules(const DbOptions& o) {
   return paths::write_file_atomic(o.output, r->text);
 }
 
-Status run_lookup(const DbOptions& o) {
-  tdb::Key key;
-  key.fingerprint = o.fingerprint;
-  key.family = o.family;
-  key.recipe = o.recipe;
-  key.versions = {o.mpi, o.pmix, o.nccl,
-                  o.dltune_version.empty() ? DLTUNE_VERSION : o.dltune_version};
+// The key `db lookup` asks for: this machine's (its topology's fingerprint and family, unless
+// --fingerprint names another machine; this build's MPI, PMIx and dltune versions; NCCL's with
+// --nccl) with every part the command line gives replacing its own.
+Result<tdb::Key> lookup_key(const DbOptions& o) {
   auto shape = tdb::parse_shape(o.shape);
   if (!shape) return std::move(shape).error().wrap("--shape");
+  tdb::Key key;
+  if (o.fingerprint.empty()) {
+    auto topo = topology::discover_default();
+    if (!topo) {
+      return topo.error().wrap(
+          "finding this machine's fingerprint (give --fingerprint and --family to look up "
+          "another machine's plan)");
+    }
+    key = tdb::make_key(*topo, *shape, o.recipe, !o.nccl.empty());
+  } else {
+    key.versions = tdb::current_versions(!o.nccl.empty());
+  }
   key.shape = *shape;
+  key.recipe = o.recipe;
+  if (!o.fingerprint.empty()) key.fingerprint = o.fingerprint;
+  if (!o.family.empty()) key.family = o.family;
+  if (!o.mpi.empty()) key.versions.mpi = o.mpi;
+  if (!o.pmix.empty()) key.versions.pmix = o.pmix;
+  if (!o.nccl.empty()) key.versions.nccl = o.nccl;
+  if (!o.dltune_version.empty()) key.versions.dltune = o.dltune_version;
   DLTUNE_TRY(tdb::validate_key(key));
+  return key;
+}
+
+Status run_lookup(const DbOptions& o) {
+  auto k = lookup_key(o);
+  if (!k) return k.error();
+  const tdb::Key& key = *k;
   auto l = layers(o);
   if (!l) return std::move(l).error();
   auto r = tdb::lookup_plan(*l, key);
@@ -379,10 +405,26 @@ Status run_lookup(const DbOptions& o) {
                    ? nlohmann::json(nullptr)
                    : parse_json_bounded(r->plan.plan_json, {.max_bytes = tdb::kMaxPlanBytes})
                          .value_or(nlohmann::json(nullptr))}};
+  if (!o.output.empty()) {  // the plan itself, for `dltune run --plan`
+    if (r->kind == tdb::HitKind::kMiss) {
+      return not_found("no plan for this key (" + key.fingerprint.substr(0, 12) + "..., shape " +
+                       std::to_string(key.shape.nodes) + "x" +
+                       std::to_string(key.shape.ranks_per_node) + "); nothing written to " +
+                       o.output);
+    }
+    auto plan = recipes::parse_plan(r->plan.plan_json);
+    if (!plan) return plan.error().wrap("the stored plan");
+    DLTUNE_TRY(paths::write_file_atomic(o.output, recipes::serialize_plan(*plan) + "\n"));
+  }
   if (o.json) {
     std::printf("%s\n", j.dump().c_str());
   } else if (r->kind == tdb::HitKind::kMiss) {
-    std::printf("miss\n");
+    std::printf(
+        "miss (key: fingerprint %s, shape %lldx%lld, MPI '%s', PMIx '%s', NCCL '%s', "
+        "dltune %s)\n",
+        key.fingerprint.c_str(), static_cast<long long>(key.shape.nodes),
+        static_cast<long long>(key.shape.ranks_per_node), key.versions.mpi.c_str(),
+        key.versions.pmix.c_str(), key.versions.nccl.c_str(), key.versions.dltune.c_str());
   } else {
     std::string line = std::string(tdb::hit_kind_name(r->kind)) + " hit in " +
                        (r->from_site ? "site" : "user") + " database " + r->db_path;
@@ -484,14 +526,19 @@ void setup_db(CLI::App& app, int* exit_code) {
 
   auto* lookup = add(db, "lookup", "Look a plan up the way a launch does (user, then sites)",
                      exit_code, o, run_lookup);
-  lookup->add_option("--fingerprint", o->fingerprint, "Topology fingerprint (hex)")->required();
-  lookup->add_option("--family", o->family, "Topology family, for near hits");
   lookup->add_option("--shape", o->shape, "Job shape: NODESxRANKS_PER_NODE or RANKS")->required();
+  lookup->add_option("--fingerprint", o->fingerprint,
+                     "Topology fingerprint (hex; default: this machine's)");
+  lookup->add_option("--family", o->family,
+                     "Topology family, for near hits (default: this machine's, without "
+                     "--fingerprint)");
   lookup->add_option("--recipe", o->recipe, "Recipe signature (hex; none for collectives)");
-  lookup->add_option("--mpi", o->mpi, "MPI version");
-  lookup->add_option("--pmix", o->pmix, "PMIx version");
-  lookup->add_option("--nccl", o->nccl, "NCCL version");
+  lookup->add_option("--mpi", o->mpi, "MPI version (default: this build's)");
+  lookup->add_option("--pmix", o->pmix, "PMIx version (default: this build's)");
+  lookup->add_option("--nccl", o->nccl, "NCCL version (default: none, a CPU job's plan)");
   lookup->add_option("--dltune-version", o->dltune_version, "dltune version (default: this one)");
+  lookup->add_option("-o,--output", o->output,
+                     "Write the plan found to this file (a Plan for `dltune run --plan`)");
   lookup->add_flag("--json", o->json, "Print as JSON");
 }
 

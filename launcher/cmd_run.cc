@@ -10,6 +10,7 @@
 #include "launcher/commands.h"
 #include "launcher/launch_spec.h"
 #include "launcher/local_backend.h"
+#include "launcher/plan_env.h"
 #include "launcher/slurm_backend.h"
 
 namespace dltune::cli {
@@ -23,6 +24,7 @@ struct RunOptions {
   std::string backend;
   double timeout_s = 0;
   std::string plan_file;
+  std::string recipe_file;
   std::vector<std::string> command;
 };
 
@@ -56,9 +58,15 @@ Result<launcher::LaunchSpec> make_spec(const RunOptions& o, launcher::Backend ba
   }
   spec.kill_grace_ms = static_cast<int>(*grace);
   if (!o.plan_file.empty()) {
-    auto plan = paths::read_file(o.plan_file);
-    if (!plan) return std::move(plan).error().wrap("--plan");
-    spec.plan_blob = std::move(*plan);
+    auto plan = launcher::read_plan_file(o.plan_file);  // exit 2 before any rank starts
+    if (!plan) return plan.error();
+    spec.plan_blob = std::move(plan->text);
+    spec.plan = std::move(plan->plan);
+  }
+  if (!o.recipe_file.empty()) {
+    auto recipe = paths::read_file(o.recipe_file);
+    if (!recipe) return std::move(recipe).error().wrap("--recipe");
+    spec.recipe_blob = std::move(*recipe);
   }
   if (spec.nodes > 0 && spec.nranks % spec.nodes != 0) {
     return invalid_input(std::to_string(spec.nranks) + " ranks do not divide evenly over " +
@@ -131,6 +139,9 @@ void setup_run(CLI::App& app, int* exit_code) {
                   "A plan file (JSON) handed to every rank, and applied to what they run: Open "
                   "MPI coll/tuned rules, dltune's NCCL tuner plugin, the plan's CPU binding, GPU "
                   "and NIC (unless --bind is given)");
+  cmd->add_option("--recipe", opts->recipe_file,
+                  "A recipe as run (YAML) handed to every rank with the plan: dltune-worker "
+                  "trains it (PMIx job data, else the file DLTUNE_RECIPE names)");
   cmd->add_option("command", opts->command, "PROGRAM [ARGS...] (after --)");
   cmd->positionals_at_end();
   cmd->footer(

@@ -33,9 +33,9 @@
 #include "topology/topology.h"
 #include "tuner/collective_plan.h"
 #include "tuner/collective_tuning.h"
+#include "tuner/db/key.h"
 #include "tuner/db/lookup.h"
 #include "tuner/db/store.h"
-#include "tuner/key.h"
 
 namespace dltune::cli {
 namespace {
@@ -223,7 +223,7 @@ int run_tune(const TuneCliOptions& o) {
   if (!layers) return report_error("tune", layers.error());
   auto topo = topology::discover_default();
   if (!topo) return report_error("tune", topo.error().wrap("discovering this machine"));
-  const tdb::Key key = tuner::make_key(*topo, tdb::JobShape{1, o.ranks}, "", false);
+  const tdb::Key key = tuner::db::make_key(*topo, tdb::JobShape{1, o.ranks}, "", false);
   if (!o.retune && !o.verify) {
     if (auto code = try_cache(o, *layers, key)) return *code;
   }
@@ -250,7 +250,7 @@ int run_tune(const TuneCliOptions& o) {
   tdb::Key stored_key = key;
   if (out->nodes > 0 && out->ranks % out->nodes == 0) {
     stored_key =
-        tuner::make_key(*topo, tdb::JobShape{out->nodes, out->ranks / out->nodes}, "", false);
+        tuner::db::make_key(*topo, tdb::JobShape{out->nodes, out->ranks / out->nodes}, "", false);
   }
   if (Status s = store(*layers, stored_key, *out, *plan); !s.ok()) {
     return report_error("tune", s.error().wrap("storing the plan in " + layers->user_db));

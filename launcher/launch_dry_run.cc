@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/env.h"
+#include "common/run_layout.h"
 #include "common/strings.h"
 #include "tuner/recipe_tuning.h"
 
@@ -78,10 +79,12 @@ void print_dry_run(const DryRun& d) {
   const Job& job = *d.job;
   const PlanChoice& choice = *d.choice;
   const std::string run_dir = env::get(env::kRunsDir) + "/" + job.recipe.name + "-<UTC time>";
-  // As a launch runs them: the plan reaches the ranks as the job's plan (PMIx job data).
-  std::vector<std::string> cmd = launch_prefix(job, run_dir + "/train_config.json");
-  const std::vector<std::string> ranks = {d.worker, "train", "--summary",
-                                          run_dir + "/worker_summary.json"};
+  // As a launch runs them: the plan and the recipe as run reach the ranks as the job's (PMIx
+  // job data), the rest is the run directory's.
+  std::vector<std::string> cmd =
+      launch_prefix(job, run_dir + "/" + run_layout::kPlan, run_dir + "/" + run_layout::kRecipe,
+                    !choice.plan.placement.empty());
+  const std::vector<std::string> ranks = {d.worker, "train", "--run-dir", run_dir};
   cmd.insert(cmd.end(), ranks.begin(), ranks.end());
   const bool tunes = choice.source != "cache" && !d.no_tune && job.recipe.tune.budget_seconds > 0;
   size_t candidates = 0;
@@ -99,7 +102,8 @@ void print_dry_run(const DryRun& d) {
                         {"candidates", candidates},
                         {"sweep_bytes", {lo, hi}},
                         {"plan", recipes::plan_to_json(choice.plan)},
-                        {"train_config", nlohmann::json::parse(engine::to_json(*d.config))},
+                        {"steps", d.steps},
+                        {"checkpoint_every", d.checkpoint_every},
                         {"run_dir", run_dir},
                         {"command", cmd},
                         {"notes", choice.notes}};
@@ -126,10 +130,12 @@ void print_dry_run(const DryRun& d) {
                 d.no_tune ? "--no-tune" : "tune.budget is 0");
   }
   std::printf("%s", describe_plan(choice.plan, "  ").c_str());
+  std::printf("  run: %lld steps, a checkpoint every %lld\n", static_cast<long long>(d.steps),
+              static_cast<long long>(d.checkpoint_every));
   std::printf("ranks:   %s\n", quote_argv(cmd).c_str());
   std::printf(
-      "         (a launch creates %s and writes train_config.json there: the settings above as "
-      "the engine reads them; --json prints them)\n",
+      "         (a launch creates %s and writes the plan and the recipe as run there; the ranks "
+      "read them from it; --json prints the plan)\n",
       run_dir.c_str());
 }
 

@@ -2,13 +2,12 @@
 // the recipe (and its --set overrides), the machine and the ranks, where the plan would come
 // from (cached; or tuned first: within which budget, over which collective sizes and how many
 // candidates; or the recipe's own settings with --no-tune), the plan in words, and the exact
-// command the ranks would run. --json: one {"event":"dry_run"} object with the same facts, the
-// plan and the engine's training configuration.
+// command the ranks would run. --json: one {"event":"dry_run"} object with the same facts: the
+// plan as the ranks would get it, the run's steps and checkpoint interval.
 #pragma once
 
 #include <string>
 
-#include "engine/train/train_config.h"
 #include "launcher/launch_job.h"
 #include "launcher/launch_plan.h"
 
@@ -17,9 +16,10 @@ namespace dltune::launcher {
 struct DryRun {
   const Job* job = nullptr;
   const PlanChoice* choice = nullptr;
-  const engine::TrainConfig* config = nullptr;
-  std::string worker;    // the rank program's path
-  bool no_tune = false;  // --no-tune was given
+  int64_t steps = 0;             // the run's length under the plan (recipes::training_steps)
+  int64_t checkpoint_every = 0;  // recipes::checkpoint_interval
+  std::string worker;            // the rank program's path
+  bool no_tune = false;          // --no-tune was given
   bool json = false;
   int cores_per_node = 0;  // of this machine (0 = unknown)
 };

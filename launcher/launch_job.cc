@@ -10,11 +10,11 @@
 #include "common/paths.h"
 #include "common/stats.h"
 #include "common/strings.h"
-#include "engine/train/recipe_config.h"
 #include "launcher/launch_outcome.h"
 #include "launcher/launch_spec.h"
 #include "launcher/rank_program.h"
 #include "launcher/slurm_backend.h"
+#include "recipes/recipe_overrides.h"
 
 namespace dltune::launcher {
 namespace {
@@ -84,12 +84,13 @@ Result<Job> make_job(const JobOptions& o, const topology::Topology& topo) {
 }
 
 Status run_ranks(const Job& job, const std::string& phase, const std::vector<std::string>& argv,
-                 int* exit_code, const std::string& plan_file) {
+                 int* exit_code, const std::string& plan_file, const std::string& recipe_file,
+                 bool placed) {
   // Each launch runs in a `dltune run` child: libpmix's server cannot be started twice in one
   // process, and a launch does several (collective sweep, trials, training).
   auto self = cli::sibling_program("dltune");  // this binary
   if (!self) return self.error();
-  std::vector<std::string> cmd = launch_prefix(job, plan_file);
+  std::vector<std::string> cmd = launch_prefix(job, plan_file, recipe_file, placed);
   cmd[0] = *self;
   cmd.insert(cmd.end(), argv.begin(), argv.end());
   auto rc = cli::run_to_completion(cmd, "launch");
@@ -113,15 +114,17 @@ std::string quote_argv(const std::vector<std::string>& argv) {
   return s;
 }
 
-std::vector<std::string> launch_prefix(const Job& job, const std::string& plan_file) {
+std::vector<std::string> launch_prefix(const Job& job, const std::string& plan_file,
+                                       const std::string& recipe_file, bool placed) {
   std::vector<std::string> p = {"dltune", "run", "-n", std::to_string(job.ranks)};
   if (job.backend == Backend::kSlurm) {
     p.insert(p.end(), {"--nodes", std::to_string(job.shape.nodes), "--backend", "slurm"});
   } else {
     p.insert(p.end(), {"--backend", "local"});
   }
-  p.insert(p.end(), {"--bind", job.recipe.launch.binding});
+  if (!placed) p.insert(p.end(), {"--bind", job.recipe.launch.binding});
   if (!plan_file.empty()) p.insert(p.end(), {"--plan", plan_file});
+  if (!recipe_file.empty()) p.insert(p.end(), {"--recipe", recipe_file});
   p.push_back("--");
   return p;
 }
@@ -153,55 +156,74 @@ Job baseline_job(const Job& job) {
   return one;
 }
 
+recipes::Plan baseline_plan(const recipes::Plan& plan) {
+  recipes::Plan one = plan;
+  const recipes::TrainingPlan& t = plan.training;
+  const int64_t replicas = std::max(1, plan.parallel.replicas);
+  const int64_t replica_batch = t.scaling == recipes::Scaling::kWeak
+                                    ? t.per_rank_batch
+                                    : (t.global_batch + replicas - 1) / replicas;
+  one.training.scaling = recipes::Scaling::kWeak;
+  one.training.per_rank_batch = replica_batch;
+  one.training.global_batch = replica_batch;
+  one.parallel.stages = 1;
+  one.parallel.partition.clear();
+  one.parallel.recompute = recipes::Recompute::kNone;
+  one.set_job({1, 1});
+  one.placement.clear();
+  return one;
+}
+
 Result<Baseline> measure_baseline(const Job& job, const std::string& worker,
-                                  const engine::TrainConfig& cfg, double step_s, const RunDir& dir,
+                                  const recipes::Plan& plan, double step_s, const RunDir& dir,
                                   Progress* progress) {
   const Job one = baseline_job(job);
-  engine::TrainConfig c = cfg;
-  c.scaling = engine::Scaling::kWeak;
-  c.per_rank_batch = cfg.per_rank_batch;
-  // A pipeline's baseline is one rank training a replica's batch whole (its micro-batches kept,
-  // which bound its activations as the stages' did).
-  c.stages = 1;
-  c.partition.clear();
-  c.recompute = false;
-  c.heldout_size = 0;
-  c.eval_every = 0;
-  c.log_every = 1;
-  // Step time does not depend on the learning rate, but a rate scaled for the job's global
-  // batch can make one rank's loss NaN, which ends a training run. 1e-12 keeps every update
-  // a normal float (no denormal slow path) while the weights stay put.
-  c.lr = 1e-12;
-  c.min_lr = 0;
-  c.checkpoint_path.clear();
-  c.trace_path.clear();
-  c.metrics_path = dir.file("baseline_metrics.jsonl");
-  const std::string cfg_path = dir.file("baseline_config.json");
+  const recipes::Plan one_plan = baseline_plan(plan);
+  const std::string plan_path = dir.file("baseline_plan.json");
+  const std::string recipe_path = dir.file("baseline_recipe.yaml");
+  const std::string metrics = dir.file("baseline_metrics.jsonl");
   const std::string out = dir.file("baseline_summary.json");
+  DLTUNE_TRY_CTX(paths::write_file_atomic(plan_path, recipes::serialize_plan(one_plan)),
+                 "writing " + plan_path);
   const double guess_s = step_s > 0 ? step_s : 0.05;
   int64_t steps = std::max<int64_t>(kBaselineMinSteps,
                                     static_cast<int64_t>(std::ceil(kBaselineFirstS / guess_s)));
   Baseline b;
   b.bind = job.recipe.launch.binding;
   for (;;) {
-    c.steps = steps;
-    std::remove(c.metrics_path.c_str());  // the metrics writer appends
-    DLTUNE_TRY_CTX(paths::write_file_atomic(cfg_path, engine::to_json(c)), "writing " + cfg_path);
+    // Step time does not depend on the learning rate, but a rate scaled for the job's global
+    // batch can make one rank's loss NaN, which ends a training run. 1e-12 keeps every update
+    // a normal float (no denormal slow path) while the weights stay put.
+    std::vector<std::string> sets = {"training.steps=" + std::to_string(steps),
+                                     "training.optimizer.lr=1e-12"};
+    if (job.recipe.data.samples > 0) sets.push_back("data.heldout=0");  // synthetic: no eval
+    std::vector<recipes::Override> overrides;
+    for (const std::string& text : sets) {
+      auto ov = recipes::parse_override(text);
+      if (!ov) return ov.error();
+      overrides.push_back(std::move(*ov));
+    }
+    auto yaml = recipes::recipe_yaml_as_run(job.recipe_path, job.recipe, overrides);
+    if (!yaml) return yaml.error().wrap("the baseline's recipe");
+    DLTUNE_TRY_CTX(paths::write_file_atomic(recipe_path, *yaml), "writing " + recipe_path);
+    std::remove(metrics.c_str());  // the metrics writer appends
     {
-      MetricsFollower follow(c.metrics_path, static_cast<long>(steps), progress);
+      MetricsFollower follow(metrics, static_cast<long>(steps), progress);
       DLTUNE_TRY(run_ranks(one, "the 1-rank baseline",
-                           {worker, "train", "--plan", cfg_path, "--summary", out}));
+                           {worker, "train", "--metrics", metrics, "--summary", out}, nullptr,
+                           plan_path, recipe_path));
     }
     auto text = paths::read_file(out);
     if (!text) return text.error();
     auto j = nlohmann::json::parse(*text, nullptr, false);
     const double sps = j.is_object() ? j.value("throughput_sps", 0.0) : 0.0;
     if (!(sps > 0)) return internal_error(out + " holds no throughput");
-    const std::vector<double> times = step_times(c.metrics_path);
+    const std::vector<double> times = step_times(metrics);
     b.sps = sps;
     b.steps = steps;
     b.rel_ci = stats::mean_rel_ci_batched(times);
-    const double run_s = static_cast<double>(steps) * c.per_rank_batch / sps;
+    const double run_s =
+        static_cast<double>(steps) * static_cast<double>(one_plan.training.global_batch) / sps;
     if (b.rel_ci <= kBaselineRelCi || 4 * run_s > kBaselineMaxS) break;
     steps *= 4;
   }

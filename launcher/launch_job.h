@@ -6,7 +6,6 @@
 
 #include "common/progress.h"
 #include "common/result.h"
-#include "engine/train/train_config.h"
 #include "launcher/launch_spec.h"
 #include "launcher/run_dir.h"
 #include "recipes/plan.h"
@@ -50,15 +49,20 @@ Result<Job> make_job(const JobOptions& options, const topology::Topology& topo);
 // child's exit code (0, 1, 130, 143). Errors: peer_failed "PHASE failed ..." when a rank failed
 // (the child printed which), kInternal "PHASE was interrupted" for 130 / 143, not_found when
 // this binary cannot be found.
-// With `plan_file`, the ranks get that file's text as the job's plan (PMIx job data, `dltune
-// run --plan`): no shared filesystem is needed for it.
+// With `plan_file` and `recipe_file`, the ranks get those files' text as the job's plan and
+// recipe (PMIx job data, `dltune run --plan P --recipe R`): no shared filesystem is needed for
+// them; `placed`: the plan has a placement, which binds the ranks (else launch.binding does).
 Status run_ranks(const Job& job, const std::string& phase, const std::vector<std::string>& argv,
-                 int* exit_code = nullptr, const std::string& plan_file = "");
+                 int* exit_code = nullptr, const std::string& plan_file = "",
+                 const std::string& recipe_file = "", bool placed = false);
 
 // argv as a shell would need it typed ('quoted' where needed).
 std::string quote_argv(const std::vector<std::string>& argv);
-// The `dltune run` command equivalent to how run_ranks() starts the job, up to the "--".
-std::vector<std::string> launch_prefix(const Job& job, const std::string& plan_file = "");
+// The `dltune run` command equivalent to how run_ranks() starts the job, up to the "--". The
+// ranks bind as the plan places them when `placed` (the plan in `plan_file` has a placement:
+// `dltune run` applies it), else by the recipe's launch.binding.
+std::vector<std::string> launch_prefix(const Job& job, const std::string& plan_file = "",
+                                       const std::string& recipe_file = "", bool placed = false);
 
 // The scaling efficiency's 1-rank baseline.
 struct Baseline {
@@ -73,7 +77,8 @@ inline constexpr double kBaselineFirstS = 3;      // the first run's length at t
 inline constexpr double kBaselineMaxS = 40;       // no run longer than this
 
 // Samples/s of the same per-rank batch on one rank alone, for the scaling efficiency, measured
-// as the job's ranks run: started as `worker train` by `dltune run -n 1` with the job's backend
+// as the job's ranks run: the job's recipe as run (job.recipe_path) and its `plan` laid over one
+// rank (baseline_plan()), started as `worker train` by `dltune run -n 1` with the job's backend
 // and binding (so on the cores of the job's rank 0), warmed as the job is (its first step is not
 // timed), and long enough that the ~95 % interval of its mean step time (batch means, so that
 // the machine's slow phases count) is within kBaselineRelCi: it first runs
@@ -84,8 +89,13 @@ inline constexpr double kBaselineMaxS = 40;       // no run longer than this
 // lr is scaled for the whole job's batch) still gives its step time. Errors: a run failed (its
 // exit code) or wrote no throughput. `progress` (optional) shows each run's steps.
 Result<Baseline> measure_baseline(const Job& job, const std::string& worker,
-                                  const engine::TrainConfig& config, double step_s,
-                                  const RunDir& dir, Progress* progress = nullptr);
+                                  const recipes::Plan& plan, double step_s, const RunDir& dir,
+                                  Progress* progress = nullptr);
+
+// `plan` laid over one rank for the baseline: a 1x1 job, one replica of one stage training a
+// replica's batch whole (its micro-batches kept, which bound its activations as the stages'
+// did), weak scaling, no placement (the baseline binds as the job's binding says).
+recipes::Plan baseline_plan(const recipes::Plan& plan);
 
 // The job measure_baseline() runs: `job` with one rank on one node (under Slurm, `dltune run
 // -n 1 --nodes 1` inside the job's allocation: one rank cannot spread over its nodes).

@@ -9,17 +9,17 @@
 #include "common/log.h"
 #include "common/paths.h"
 #include "common/strings.h"
-#include "engine/train/recipe_config.h"
 #include "launcher/cost_fits.h"
 #include "launcher/event_follower.h"
 #include "launcher/launch_dry_run.h"
 #include "launcher/launch_progress.h"
 #include "launcher/rank_program.h"
+#include "recipes/datasets.h"
 #include "recipes/plan_fit.h"
 #include "tuner/collective_plan.h"
 #include "tuner/collective_tuning.h"
+#include "tuner/db/key.h"
 #include "tuner/db/store.h"
-#include "tuner/key.h"
 #include "tuner/recipe_tuning.h"
 
 namespace dltune::launcher {
@@ -111,7 +111,7 @@ Result<recipes::Plan> fit_cached_plan(const PlanRequest& r, const std::string& p
   }
   DLTUNE_TRY(recipes::validate_plan(*plan));
   const recipes::TrainingConfig& t = r.recipe.training;
-  const int64_t samples = tuner::recipe_train_samples(r.recipe);
+  const int64_t samples = recipes::train_samples(r.recipe).value_or(0);
   if (samples > 0 && plan->training.global_batch > samples) {
     return invalid_input("its global batch " + std::to_string(plan->training.global_batch) +
                          " exceeds the recipe's " + std::to_string(samples) + " training samples");
@@ -121,11 +121,15 @@ Result<recipes::Plan> fit_cached_plan(const PlanRequest& r, const std::string& p
                          " exceeds training.batch.max_global " +
                          std::to_string(t.max_global_batch));
   }
-  auto cfg = engine::train_config_from(r.recipe, *plan, static_cast<int>(ranks));
-  if (!cfg) return std::move(cfg).error();
-  if (plan->training.warmup_steps > cfg->steps) {
+  // The layout is laid over the ranks after this (launch_layout.h): checked as data parallel.
+  recipes::Plan as_laid = *plan;
+  if (!as_laid.parallel.pipelined()) as_laid.set_job(r.job);
+  DLTUNE_TRY(recipes::check_plan_for_recipe(r.recipe, as_laid, ranks));
+  auto steps = recipes::training_steps(r.recipe, plan->training.global_batch);
+  if (!steps) return std::move(steps).error();
+  if (plan->training.warmup_steps > *steps) {
     return invalid_input("its warm-up of " + std::to_string(plan->training.warmup_steps) +
-                         " steps is longer than the run's " + std::to_string(cfg->steps));
+                         " steps is longer than the run's " + std::to_string(*steps));
   }
   return plan;
 }
@@ -144,7 +148,7 @@ bool covers(const std::vector<tdb::Measurement>& rows, const std::vector<uint64_
 // The collective half: the cached collective plan of this shape (when its measurements cover
 // the job's buckets), or a sweep now, ended by `deadline` (epoch seconds).
 Result<recipes::Plan> collective_plan(const PlanRequest& r, PlanChoice& choice, double deadline) {
-  const tdb::Key key = tuner::make_key(r.topo, db_shape(r.job), "", false);
+  const tdb::Key key = tuner::db::make_key(r.topo, db_shape(r.job), "", false);
   const std::vector<uint64_t> buckets = job_bucket_sizes(r.recipe);
   if (!r.retune) {
     auto hit = tdb::lookup_plan(r.layers, key);
@@ -167,7 +171,7 @@ Result<recipes::Plan> collective_plan(const PlanRequest& r, PlanChoice& choice, 
     }
   }
   if (r.job.nodes * r.job.ranks_per_node < 2) {
-    return recipe_default_plan(r.recipe, r.job);  // one rank: nothing to reduce
+    return recipes::recipe_default_plan(r.recipe, r.job);  // one rank: nothing to reduce
   }
   auto prog = cli::sibling_program("dltune-tune-rank");
   if (!prog) return prog.error();
@@ -204,7 +208,7 @@ Result<recipes::Plan> collective_plan(const PlanRequest& r, PlanChoice& choice, 
     tell(r,
          "collectives: the budget left no time to measure them; using the recipe's settings "
          "(a larger tune.budget measures them)");
-    return recipe_default_plan(r.recipe, r.job);
+    return recipes::recipe_default_plan(r.recipe, r.job);
   }
   auto plan = tuner::plan_from_outcome(*outcome);
   if (!plan) return internal_error(plan.error().message());
@@ -253,38 +257,10 @@ std::pair<uint64_t, uint64_t> sweep_range(const std::vector<uint64_t>& buckets) 
   return {lo, hi};
 }
 
-recipes::Plan recipe_default_plan(const recipes::Recipe& recipe, const recipes::JobShape& job) {
-  const auto& t = recipe.training;
-  const int64_t ranks = std::max<int64_t>(1, int64_t{job.nodes} * job.ranks_per_node);
-  int64_t per_rank = t.per_rank_batch;
-  if (per_rank <= 0 && t.global_batch > 0) per_rank = std::max<int64_t>(1, t.global_batch / ranks);
-  if (per_rank <= 0) per_rank = 32;
-  const recipes::Algorithm algo = recipe.comm.allreduce.value_or(recipes::Algorithm::kRing);
-  recipes::Plan plan = recipes::default_plan(job.nodes, job.ranks_per_node, per_rank, algo);
-  auto& tp = plan.training;
-  if (t.scaling == recipes::Scaling::kStrong && t.global_batch > 0) {
-    tp.scaling = recipes::Scaling::kStrong;
-    tp.global_batch = t.global_batch;
-    tp.per_rank_batch = std::max<int64_t>(1, t.global_batch / ranks);
-  } else {
-    tp.scaling = recipes::Scaling::kWeak;
-    tp.per_rank_batch = per_rank;
-    tp.global_batch = per_rank * ranks;
-  }
-  const int64_t ref = t.optimizer.lr_reference_batch;
-  tp.lr_scale = recipes::lr_scale_for(t.optimizer.lr_scaling, tp.global_batch, ref);
-  tp.warmup_steps = t.schedule.warmup_steps;
-  if (recipe.comm.bucket_bytes > 0) tp.bucket_bytes = recipe.comm.bucket_bytes;
-  tp.overlap = recipe.comm.overlap != recipes::Overlap::kOff;
-  plan.provenance.source = recipes::PlanSource::kDefault;
-  plan.provenance.reason = "the recipe's own settings (not tuned)";
-  return plan;
-}
-
 Result<PlanChoice> choose_plan(const PlanRequest& r) {
   PlanChoice choice;
   const std::string sig = recipes::recipe_signature(r.recipe);
-  const tdb::Key key = tuner::make_key(r.topo, db_shape(r.job), sig, false);
+  const tdb::Key key = tuner::db::make_key(r.topo, db_shape(r.job), sig, false);
   auto hit = tdb::lookup_plan(r.layers, key);
   if (!hit) return std::move(hit).error().wrap("looking the plan up");
   for (const std::string& w : hit->warnings) choice.notes.push_back(w);
@@ -299,7 +275,7 @@ Result<PlanChoice> choose_plan(const PlanRequest& r) {
       choice.from_site = hit->from_site;
       choice.site = hit->site;
       choice.notes.insert(choice.notes.end(), adjusted.begin(), adjusted.end());
-      const tdb::Key ckey = tuner::make_key(r.topo, db_shape(r.job), "", false);
+      const tdb::Key ckey = tuner::db::make_key(r.topo, db_shape(r.job), "", false);
       choice.collective_measurements = stored_measurements(hit->db_path, ckey);
       choice.level_fits = stored_level_fits(hit->db_path, ckey.fingerprint);
       return choice;
@@ -328,7 +304,7 @@ Result<PlanChoice> choose_plan(const PlanRequest& r) {
   }
   const double budget = r.recipe.tune.budget_seconds;
   if (r.no_tune || budget <= 0) {
-    choice.plan = recipe_default_plan(r.recipe, r.job);
+    choice.plan = recipes::recipe_default_plan(r.recipe, r.job);
     choice.source = "default";
     if (r.no_tune && !r.dry_run)
       choice.notes.push_back("--no-tune: running the recipe's own settings");

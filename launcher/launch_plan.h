@@ -81,12 +81,6 @@ std::vector<uint64_t> job_bucket_sizes(const recipes::Recipe& recipe);
 // bucket (at least 64 KiB) to the first power of two at or above the largest (at most 256 MiB).
 std::pair<uint64_t, uint64_t> sweep_range(const std::vector<uint64_t>& buckets);
 
-// The recipe's own choices as a plan ("default" provenance): its batch (per-rank, or global /
-// ranks; 32 per rank when `auto`), scaling (weak unless strong is asked for), lr scaled from
-// lr_reference_batch by optimizer.lr_scaling's rule (auto: linear), its bucket (4 MiB when
-// auto), overlap (on when auto) and allreduce algorithm (ring when auto).
-recipes::Plan recipe_default_plan(const recipes::Recipe& recipe, const recipes::JobShape& job);
-
 // Looks up, tunes or falls back as described above. Tuning keeps the budget: the sweep gets
 // kCollectiveShare of it and the trials the rest, each given a deadline on the launcher's
 // clock (the ranks' start-up counts), so that the whole tuning phase ends within tune.budget

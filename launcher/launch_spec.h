@@ -2,11 +2,13 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "common/result.h"
+#include "recipes/plan.h"
 #include "topology/topology.h"
 
 namespace dltune::launcher {
@@ -26,9 +28,13 @@ struct LaunchSpec {
   topology::BindPolicy bind = topology::BindPolicy::kAuto;  // --bind
   bool bind_from_user = false;  // --bind / DLTUNE_BIND given: the plan's placement yields to it
   bool tag_output = false;      // prefix every output line with "[rank] "
-  std::string plan_blob;        // the job's plan, given to every rank ("" = none)
-  double timeout_s = 0;         // > 0: stop the job and fail after this many seconds
-  int kill_grace_ms = 2000;     // SIGTERM -> SIGKILL delay when stopping ranks
+  // The job's plan (`dltune run --plan`), read before anything starts, and its text as every
+  // rank gets it (PMIx job data, DLTUNE_PLAN); "" / nullopt = none.
+  std::optional<recipes::Plan> plan;
+  std::string plan_blob;
+  std::string recipe_blob;   // the recipe as run, given to dltune's ranks ("" = none)
+  double timeout_s = 0;      // > 0: stop the job and fail after this many seconds
+  int kill_grace_ms = 2000;  // SIGTERM -> SIGKILL delay when stopping ranks
   std::vector<std::pair<std::string, std::string>> extra_env;  // added to every rank
   // slurm: each local rank's CPUs (the plan's placement), bound with srun's mask_cpu
   std::vector<std::vector<int>> local_cpus;

@@ -98,7 +98,7 @@ EnvBlock rank_environment(const LaunchSpec& spec, int rank, const TempDir& tmp,
     env.set(k, v);
   }
   // --plan's file replaces an inherited DLTUNE_PLAN; the runtimes' settings the user made win.
-  for (const auto& [k, v] : job_env) env.set(k, v, k == "DLTUNE_PLAN");
+  for (const auto& [k, v] : job_env) env.set(k, v, k == "DLTUNE_PLAN" || k == "DLTUNE_RECIPE");
   if (topo != nullptr && place != nullptr) {
     for (const auto& [k, v] : topology::rank_env(*topo, *place)) env.set(k, v, false);
   }
@@ -125,11 +125,9 @@ Result<EnvList> job_environment(const LaunchSpec& spec, const PlanEnv& plan_env,
     if (kv.first == "MASTER_PORT" && port == 0) continue;  // the user's
     env.push_back(std::move(kv));
   }
-  if (!spec.plan_blob.empty()) {
-    auto files = write_plan_files(plan_env, spec.plan_blob, tmp.path());
-    if (!files) return std::move(files).error();
-    env.insert(env.end(), files->begin(), files->end());
-  }
+  auto files = write_plan_files(plan_env, spec.plan_blob, spec.recipe_blob, tmp.path());
+  if (!files) return std::move(files).error();
+  env.insert(env.end(), files->begin(), files->end());
   return env;
 }
 
@@ -172,8 +170,8 @@ Result<LaunchOutcome> run_local(const LaunchSpec& spec) {
     if (auto s = TempDir::create("/dev/shm", "dltune-")) shm = std::move(*s);
   }
   PlanEnv plan_env;
-  if (!spec.plan_blob.empty()) {
-    plan_env = plan_env_for(spec.plan_blob, spec.nranks, spec.nranks);
+  if (spec.plan) {
+    plan_env = plan_env_for(*spec.plan, spec.nranks, spec.nranks);
     for (const std::string& n : plan_env.notes) warn(spec, "--plan: " + n);
   }
   std::optional<topology::Topology> topo;
@@ -191,7 +189,7 @@ Result<LaunchOutcome> run_local(const LaunchSpec& spec) {
   if (!server) return std::move(server).error().wrap("starting the PMIx server");
   PmixServer& srv = **server;
   const std::string nspace = unique_nspace();
-  DLTUNE_TRY_CTX(srv.register_job({nspace, spec.nranks, host, spec.plan_blob}),
+  DLTUNE_TRY_CTX(srv.register_job({nspace, spec.nranks, host, spec.plan_blob, spec.recipe_blob}),
                  "registering the job with the PMIx server");
   DLTUNE_LOG(kDebug, "launch") << "PMIx server up, job registered at " << ms() << " ms";
 

@@ -2,58 +2,37 @@
 
 #include <climits>
 
-#include <nlohmann/json.hpp>
 #include <unistd.h>
 
-#include "common/json_input.h"
 #include "common/paths.h"
 #include "tuner/db/ompi_rules.h"
 
 namespace dltune::launcher {
 namespace {
 
-// The plan's "placement" entries as topology placements; empty (with a note) when they do not
-// describe `ranks_per_node` local ranks 0..n-1.
-std::vector<topology::RankPlacement> placement_of(const nlohmann::json& plan, int ranks_per_node,
+std::string shape(int64_t nodes, int64_t ranks_per_node) {
+  return std::to_string(nodes) + "x" + std::to_string(ranks_per_node);
+}
+
+// The plan's placement as topology placements; empty (with a note) when it does not describe
+// `ranks_per_node` local ranks.
+std::vector<topology::RankPlacement> placement_of(const recipes::Plan& plan, int ranks_per_node,
                                                   std::vector<std::string>* notes) {
   std::vector<topology::RankPlacement> out;
-  const auto it = plan.find("placement");
-  if (it == plan.end() || !it->is_array() || it->empty()) return out;
-  if (static_cast<int>(it->size()) != ranks_per_node) {
-    notes->push_back("the plan places " + std::to_string(it->size()) +
+  if (plan.placement.empty()) return out;
+  if (static_cast<int>(plan.placement.size()) != ranks_per_node) {
+    notes->push_back("the plan places " + std::to_string(plan.placement.size()) +
                      " rank(s) per node, the job has " + std::to_string(ranks_per_node) +
                      ": its placement is not used");
     return out;
   }
-  for (size_t i = 0; i < it->size(); ++i) {
-    const nlohmann::json& e = (*it)[i];
+  for (const recipes::RankPlacement& p : plan.placement) {
     topology::RankPlacement rp;
-    rp.local_rank = static_cast<int>(i);
-    bool ok = e.is_object() && e.value("local_rank", -1) == static_cast<int>(i);
-    if (ok && e.contains("cpus")) {
-      ok = e["cpus"].is_array();
-      for (const auto& c : ok ? e["cpus"] : nlohmann::json::array()) {
-        if (!c.is_number_integer() || c.get<int64_t>() < 0 || c.get<int64_t>() >= CPU_SETSIZE) {
-          ok = false;
-          break;
-        }
-        rp.cpus.push_back(c.get<int>());
-      }
-    }
-    if (ok && e.contains("gpu")) {
-      ok = e["gpu"].is_number_integer();
-      if (ok) rp.gpu = e["gpu"].get<int>();
-    }
-    if (ok && e.contains("nic")) {
-      ok = e["nic"].is_string();
-      if (ok) rp.nic = e["nic"].get<std::string>();
-    }
-    if (!ok) {
-      notes->push_back("the plan's placement[" + std::to_string(i) +
-                       "] is malformed: its placement is not used");
-      return {};
-    }
-    rp.cpuset = topology::cpu_list(rp.cpus);
+    rp.local_rank = p.local_rank;
+    rp.cpus = p.cpus;
+    rp.cpuset = topology::cpu_list(p.cpus);
+    rp.gpu = p.gpu;
+    rp.nic = p.nic;
     out.push_back(std::move(rp));
   }
   return out;
@@ -61,37 +40,43 @@ std::vector<topology::RankPlacement> placement_of(const nlohmann::json& plan, in
 
 }  // namespace
 
-PlanEnv plan_env_for(const std::string& plan_json, int nranks, int ranks_per_node) {
-  PlanEnv pe;
-  const auto plan = parse_json_bounded(plan_json).value_or(nlohmann::json());
-  if (!plan.is_object()) {
-    pe.notes.push_back(
-        "the plan is not a JSON object: it is handed to the ranks as it is, and no Open MPI "
-        "rules, NCCL settings or placement are derived from it");
-    return pe;
+Result<PlanFile> read_plan_file(const std::string& path) {
+  auto text = paths::read_file(path);
+  if (!text) return invalid_input("--plan " + path + ": " + text.error().message());
+  auto plan = recipes::parse_plan(*text);
+  if (!plan) {
+    return invalid_input("--plan " + path + " is not a dltune plan (" + plan.error().message() +
+                         "); give a plan.json of a run directory, or one `dltune db lookup -o` "
+                         "wrote");
   }
-  auto coll = tuner::db::parse_plan_collectives(plan_json);
-  if (!coll) {
-    pe.notes.push_back("no Open MPI rules: " + coll.error().message());
-  } else if (!coll->empty()) {
-    std::vector<std::string> rule_notes;
-    auto rules = tuner::db::rules_from_plan(*coll, nranks, &rule_notes);
-    if (rules) {
-      pe.ompi_rules = tuner::db::format_ompi_rules(*rules);
-    } else {
-      pe.notes.push_back("no Open MPI rules: " + rules.error().message());
-    }
+  return PlanFile{std::move(*plan), std::move(*text)};
+}
+
+PlanEnv plan_env_for(const recipes::Plan& plan, int nranks, int ranks_per_node) {
+  PlanEnv pe;
+  const recipes::JobShape& j = plan.job;
+  const int nodes = ranks_per_node > 0 ? std::max(1, nranks / ranks_per_node) : 1;
+  if (int64_t{j.nodes} * j.ranks_per_node != nranks || j.nodes != nodes) {
+    pe.notes.push_back("the plan was tuned for a " + shape(j.nodes, j.ranks_per_node) +
+                       " job (nodes x ranks per node), this one is " +
+                       shape(nodes, ranks_per_node) +
+                       ": its collective rules are applied by message size as they are, and "
+                       "may not be this job's best (tune this shape: dltune tune "
+                       "--collectives -n " +
+                       std::to_string(nranks) + ")");
+  }
+  std::vector<std::string> rule_notes;
+  auto rules = tuner::db::rules_from_plan(tuner::db::plan_collectives(plan), nranks, &rule_notes);
+  if (rules) {
+    pe.ompi_rules = tuner::db::format_ompi_rules(*rules);
+    // What Open MPI runs where it lacks the plan's algorithm, as `db rules` says it.
+    for (const std::string& n : rule_notes) pe.notes.push_back("Open MPI: " + n);
+  } else if (!plan.collectives.empty()) {
+    pe.notes.push_back("no Open MPI rules: " + rules.error().message());
   }
   pe.placement = placement_of(plan, ranks_per_node, &pe.notes);
-  const nlohmann::json* st = nullptr;
-  if (plan.contains("stages"))
-    st = &plan["stages"];
-  else if (plan.contains("parallel") && plan["parallel"].is_object() &&
-           plan["parallel"].contains("stages"))
-    st = &plan["parallel"]["stages"];
-  if (st && st->is_number_integer() && st->get<int64_t>() > 1 && st->get<int64_t>() <= nranks &&
-      nranks % st->get<int64_t>() == 0)
-    pe.stages = st->get<int>();
+  const int stages = plan.parallel.stages;
+  if (stages > 1 && stages <= nranks && nranks % stages == 0) pe.stages = stages;
   return pe;
 }
 
@@ -114,8 +99,14 @@ std::string nccl_tuner_plugin_path() {
 }
 
 Result<EnvList> write_plan_files(const PlanEnv& pe, const std::string& plan_json,
-                                 const std::string& dir) {
+                                 const std::string& recipe_yaml, const std::string& dir) {
   EnvList env;
+  if (!recipe_yaml.empty()) {
+    const std::string recipe_path = dir + "/recipe.yaml";
+    DLTUNE_TRY_CTX(paths::write_file_atomic(recipe_path, recipe_yaml), "writing the recipe");
+    env.emplace_back("DLTUNE_RECIPE", recipe_path);
+  }
+  if (plan_json.empty()) return env;
   const std::string plan_path = dir + "/plan.json";
   DLTUNE_TRY_CTX(paths::write_file_atomic(plan_path, plan_json), "writing the plan");
   env.emplace_back("DLTUNE_PLAN", plan_path);

@@ -325,8 +325,11 @@ Status PmixServer::register_job(const PmixJobSpec& job) {
 
   const uint32_t n = static_cast<uint32_t>(job.nranks);
   const size_t fixed = 9;
-  const bool with_plan = !job.plan_blob.empty();
-  InfoArray info(fixed + (with_plan ? 1 : 0) + n);
+  const std::pair<std::string_view, const std::string*> blobs[] = {
+      {comm::kPlanKey, &job.plan_blob}, {comm::kRecipeKey, &job.recipe_blob}};
+  size_t with_blobs = 0;
+  for (const auto& b : blobs) with_blobs += b.second->empty() ? 0 : 1;
+  InfoArray info(fixed + with_blobs + n);
   PMIX_INFO_LOAD(&info[0], PMIX_NODE_MAP, node_map.get(), PMIX_REGEX);
   PMIX_INFO_LOAD(&info[1], PMIX_PROC_MAP, proc_map.get(), PMIX_REGEX);
   load_u32(info[2], PMIX_JOB_SIZE, n);
@@ -337,11 +340,12 @@ Status PmixServer::register_job(const PmixJobSpec& job) {
   load_u32(info[7], PMIX_NUM_NODES, 1);
   load_string(info[8], PMIX_JOBID, job.nspace);
   size_t next = fixed;
-  if (with_plan) {
+  for (const auto& [name, blob] : blobs) {
+    if (blob->empty()) continue;
     pmix_byte_object_t bo;
-    bo.bytes = const_cast<char*>(job.plan_blob.data());  // PMIX_INFO_LOAD copies
-    bo.size = job.plan_blob.size();
-    const std::string key(comm::kPlanKey);
+    bo.bytes = const_cast<char*>(blob->data());  // PMIX_INFO_LOAD copies
+    bo.size = blob->size();
+    const std::string key(name);
     PMIX_INFO_LOAD(&info[next], key.c_str(), &bo, PMIX_BYTE_OBJECT);
     ++next;
   }

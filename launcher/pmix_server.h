@@ -38,8 +38,9 @@ struct RankPmixState {
 struct PmixJobSpec {
   std::string nspace;  // unique per launch
   int nranks = 1;
-  std::string hostname;   // this node's name
-  std::string plan_blob;  // published as the job-level key comm::kPlanKey ("" = none)
+  std::string hostname;     // this node's name
+  std::string plan_blob;    // published as the job-level key comm::kPlanKey ("" = none)
+  std::string recipe_blob;  // published as the job-level key comm::kRecipeKey ("" = none)
 };
 
 class PmixServer {

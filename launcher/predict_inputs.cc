@@ -15,9 +15,9 @@
 #include "recipes/model/builtins.h"
 #include "recipes/yaml_reader.h"
 #include "topology/topology.h"
+#include "tuner/db/key.h"
 #include "tuner/db/lookup.h"
 #include "tuner/db/store.h"
-#include "tuner/key.h"
 
 #include "predict/devices.h"
 #include "predict/machine_comm.h"
@@ -112,7 +112,8 @@ Result<CommChoice> comm_source(const PredictOptions& o, const std::optional<pred
   } else if (!devices) {
     auto topology = topology::discover_default();
     if (topology) {
-      const std::string fp = tuner::make_key(*topology, tdb::JobShape{1, 1}, "", false).fingerprint;
+      const std::string fp =
+          tuner::db::make_key(*topology, tdb::JobShape{1, 1}, "", false).fingerprint;
       std::vector<tdb::Measurement> rows;
       std::vector<predict::LevelFit> fits;
       std::string where;

@@ -59,7 +59,14 @@ Result<RunDir> open_run_dir(const std::string& path) {
   auto abs = absolute(path);
   if (!abs) return abs.error();
   RunDir rd{*abs};
-  for (const std::string& f : {rd.recipe(), rd.plan(), rd.train_config()}) {
+  if (paths::exists(rd.file("train_config.json"))) {
+    return invalid_input("--resume " + path +
+                         ": this run directory was written by an older dltune, whose ranks read "
+                         "train_config.json; resume it with that version, or start the recipe "
+                         "again with `dltune launch " +
+                         rd.recipe() + "`");
+  }
+  for (const std::string& f : {rd.recipe(), rd.plan()}) {
     if (!paths::exists(f)) {
       return invalid_input("--resume " + path + ": not a dltune run directory (" + f +
                            " is missing)");

@@ -1,35 +1,26 @@
-// The run directory of one `dltune launch` (DESIGN.md "The run directory"):
-//
-//   <runs>/<recipe>-<UTC timestamp>/
-//     recipe.yaml         the recipe as run (a byte copy of the file)
-//     plan.json           the Plan (recipes/plan.h) the ranks executed
-//     train_config.json   the engine TrainConfig derived from recipe + plan (what the ranks read)
-//     launch.json         how it was launched: ranks, nodes, backend, the exact command
-//     metrics.jsonl       rank 0's step / eval events (engine/metrics.h)
-//     checkpoints/        the training checkpoint (checkpoint.bin)
-//     trace.json          Chrome trace of compute and communication per rank
-//     summary.json        the outcome (DESIGN.md "Machine-readable outputs")
-//     report.html         the self-contained report
+// The run directory of one `dltune launch`: its fixed layout is common/run_layout.h (the ranks
+// write into it too); this is how the launcher creates, names and reopens one.
 #pragma once
 
 #include <string>
 
 #include "common/result.h"
+#include "common/run_layout.h"
 
 namespace dltune::launcher {
 
 struct RunDir {
   std::string path;  // absolute
   std::string file(const std::string& name) const { return path + "/" + name; }
-  std::string recipe() const { return file("recipe.yaml"); }
-  std::string plan() const { return file("plan.json"); }
-  std::string train_config() const { return file("train_config.json"); }
-  std::string launch() const { return file("launch.json"); }
-  std::string metrics() const { return file("metrics.jsonl"); }
-  std::string checkpoint() const { return file("checkpoints/checkpoint.bin"); }
-  std::string trace() const { return file("trace.json"); }
-  std::string summary() const { return file("summary.json"); }
-  std::string report() const { return file("report.html"); }
+  std::string recipe() const { return file(run_layout::kRecipe); }
+  std::string plan() const { return file(run_layout::kPlan); }
+  std::string launch() const { return file(run_layout::kLaunch); }
+  std::string metrics() const { return file(run_layout::kMetrics); }
+  std::string checkpoint() const { return file(run_layout::kCheckpoint); }
+  std::string trace() const { return file(run_layout::kTrace); }
+  std::string worker_summary() const { return file(run_layout::kWorkerSummary); }
+  std::string summary() const { return file(run_layout::kSummary); }
+  std::string report() const { return file(run_layout::kReport); }
 };
 
 // Creates `<runs_dir>/<name>-<YYYYmmddTHHMMSSZ>` (with "-2", "-3", ... appended when a run of
@@ -52,8 +43,10 @@ class RunDirGuard {
   std::string path_;
 };
 
-// An existing run directory for --resume: it must hold recipe.yaml, plan.json and
-// train_config.json. Errors (invalid_input, exit 2): not a directory, or a missing file, named.
+// An existing run directory for --resume: it must hold recipe.yaml and plan.json. Errors
+// (invalid_input, exit 2): not a directory, or a missing file, named; a directory an older dltune
+// wrote (train_config.json, whose ranks read an engine configuration instead of the plan) is
+// refused with what to do instead.
 Result<RunDir> open_run_dir(const std::string& path);
 
 }  // namespace dltune::launcher

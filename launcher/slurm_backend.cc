@@ -440,14 +440,11 @@ Result<LaunchOutcome> run_slurm(const LaunchSpec& spec_in) {
   for (const auto& [k, v] : *rendezvous) env.set(k, v);
   std::optional<TempDir> plan_dir;
   PlanEnv pe;  // the plan's stages name a failed rank's stage
-  if (!spec.plan_blob.empty()) {
-    auto dir = TempDir::create_in_tmp("dltune-plan-");
-    if (!dir) return std::move(dir).error();
-    plan_dir = std::move(*dir);
+  if (spec.plan) {
     const int per_node = spec.nodes > 0 && spec.nranks % spec.nodes == 0
                              ? spec.nranks / spec.nodes
                              : spec.nranks / std::max(1, allocation_nodes());
-    pe = plan_env_for(spec.plan_blob, spec.nranks, per_node);
+    pe = plan_env_for(*spec.plan, spec.nranks, per_node);
     for (const std::string& n : pe.notes) {
       if (spec.warn) {
         spec.warn("--plan: " + n);
@@ -455,9 +452,18 @@ Result<LaunchOutcome> run_slurm(const LaunchSpec& spec_in) {
         DLTUNE_LOG(kWarn, "launch") << "--plan: " << n;
       }
     }
-    auto files = write_plan_files(pe, spec.plan_blob, plan_dir->path());
+  }
+  if (!spec.plan_blob.empty() || !spec.recipe_blob.empty()) {
+    // The files the ranks read (DLTUNE_PLAN, DLTUNE_RECIPE): srun's PMIx server has no job
+    // data of dltune's.
+    auto dir = TempDir::create_in_tmp("dltune-plan-");
+    if (!dir) return std::move(dir).error();
+    plan_dir = std::move(*dir);
+    auto files = write_plan_files(pe, spec.plan_blob, spec.recipe_blob, plan_dir->path());
     if (!files) return std::move(files).error();
-    for (const auto& [k, v] : *files) env.set(k, v, k == "DLTUNE_PLAN");
+    for (const auto& [k, v] : *files) env.set(k, v, k == "DLTUNE_PLAN" || k == "DLTUNE_RECIPE");
+  }
+  if (!spec.plan_blob.empty()) {
     // The plan's CPU binding through srun; its GPU and NIC variables need the nodes' topology,
     // which the SPANK plugin (srun --dltune) applies on each node.
     if (!spec.bind_from_user && !pe.placement.empty() && spec.nodes == 0) {

@@ -14,9 +14,9 @@
 #include "recipes/plan.h"
 #include "recipes/recipe.h"
 #include "topology/topology.h"
+#include "tuner/db/key.h"
 #include "tuner/db/lookup.h"
 #include "tuner/db/store.h"
-#include "tuner/key.h"
 
 namespace dltune::cli {
 namespace {
@@ -127,8 +127,8 @@ int run_tune_recipe(const TuneRecipeOptions& o) {
   if (!layers) return report_error("tune", layers.error());
   auto topo = topology::discover_default();
   if (!topo) return report_error("tune", topo.error().wrap("discovering this machine"));
-  const tdb::Key key =
-      tuner::make_key(*topo, tdb::JobShape{1, ranks}, recipes::recipe_signature(*recipe), false);
+  const tdb::Key key = tuner::db::make_key(*topo, tdb::JobShape{1, ranks},
+                                           recipes::recipe_signature(*recipe), false);
   if (!o.retune && !o.grid) {
     auto hit = cached(*layers, key);
     if (!hit) return report_error("tune", hit.error());
@@ -167,7 +167,7 @@ int run_tune_recipe(const TuneRecipeOptions& o) {
         budget;
   }
   req.grid = o.grid;
-  const tdb::Key coll_key = tuner::make_key(*topo, tdb::JobShape{1, ranks}, "", false);
+  const tdb::Key coll_key = tuner::db::make_key(*topo, tdb::JobShape{1, ranks}, "", false);
   auto coll = cached(*layers, coll_key);
   if (!coll) return report_error("tune", coll.error());
   if (*coll) {

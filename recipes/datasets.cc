@@ -1,5 +1,9 @@
 #include "recipes/datasets.h"
 
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+
 #include "common/strings.h"
 
 namespace dltune::recipes {
@@ -32,7 +36,75 @@ const DatasetSource kCifar10 = {DataKind::kCifar10,
                                  {"data_batch_5.bin", 30730000, false},
                                  {"test_batch.bin", 30730000, true}}};
 
+Result<int64_t> file_size(const std::string& path) {
+  std::ifstream f(path, std::ios::binary | std::ios::ate);
+  if (!f) return io_error("cannot read data file '" + path + "'");
+  return static_cast<int64_t>(f.tellg());
+}
+
+// Samples in the training files of mnist / cifar10 data, from their headers and sizes.
+Result<int64_t> training_file_samples(const DataConfig& d) {
+  if (d.kind == DataKind::kMnist) {
+    const std::string path = d.path + "/train-images-idx3-ubyte";
+    std::ifstream f(path, std::ios::binary);
+    unsigned char h[8];
+    if (!f || !f.read(reinterpret_cast<char*>(h), sizeof h))
+      return io_error("cannot read the header of MNIST file '" + path + "'");
+    return (int64_t{h[4]} << 24) | (int64_t{h[5]} << 16) | (int64_t{h[6]} << 8) | h[7];
+  }
+  int64_t n = 0;
+  for (int i = 1; i <= 5; ++i) {
+    auto size = file_size(d.path + "/data_batch_" + std::to_string(i) + ".bin");
+    if (!size) return size.error();
+    n += *size / 3073;
+  }
+  return n;
+}
+
 }  // namespace
+
+int64_t heldout_count(int64_t size, double fraction) {
+  return static_cast<int64_t>(std::llround(static_cast<double>(size) * fraction));
+}
+
+Result<int64_t> train_samples(const Recipe& recipe) {
+  const DataConfig& d = recipe.data;
+  switch (d.kind) {
+    case DataKind::kSyntheticDigits:
+    case DataKind::kSyntheticImagenet:
+    case DataKind::kSyntheticCifar:
+      return d.samples - heldout_count(d.samples, d.heldout_fraction);
+    case DataKind::kText: {
+      auto size = file_size(d.path);
+      if (!size) return size.error();
+      // The windows of the file's training part (engine/data/dataset.h read_text).
+      return text_windows(*size - text_heldout_bytes(*size, d.heldout_fraction), d.context);
+    }
+    case DataKind::kMnist:
+    case DataKind::kCifar10: {
+      auto n = training_file_samples(d);
+      if (!n) return n.error();
+      // The share held out is split off the training files unless the test files are the
+      // held-out set.
+      return d.heldout_test_files ? *n : *n - heldout_count(*n, d.heldout_fraction);
+    }
+  }
+  return internal_error("unknown data kind");
+}
+
+Result<int64_t> training_steps(const Recipe& recipe, int64_t global_batch) {
+  if (recipe.training.steps > 0) return recipe.training.steps;
+  if (global_batch < 1) return invalid_input("a global batch of " + std::to_string(global_batch));
+  auto n = train_samples(recipe);
+  if (!n) return n.error();
+  if (*n < 1) return invalid_input("recipe '" + recipe.name + "': data: has no training samples");
+  return recipe.training.epochs * ((*n + global_batch - 1) / global_batch);
+}
+
+int64_t checkpoint_interval(const Recipe& recipe, int64_t steps) {
+  if (recipe.training.checkpoint_every > 0) return recipe.training.checkpoint_every;
+  return std::max<int64_t>(1, steps / 4);
+}
 
 const DatasetSource* dataset_source(DataKind kind) {
   if (kind == DataKind::kMnist) return &kMnist;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "common/result.h"
 #include "recipes/recipe.h"
 
 namespace dltune::recipes {
@@ -44,5 +45,25 @@ std::vector<DatasetFile> dataset_files(const DataConfig& data);
 // gunzip them into DIR; recipes/README.md lists the checksums, and `dltune data check` verifies
 // the files"); "" for kinds without a source.
 std::string dataset_fetch_hint(DataKind kind, const std::string& dir);
+
+// The samples held out of `size` for a share `fraction` (rounded to the nearest whole sample).
+int64_t heldout_count(int64_t size, double fraction);
+
+// Training samples `recipe`'s data yields: synthetic, its samples minus the held-out share;
+// text, the windows of the file's training part; mnist / cifar10, read from the training
+// files' headers and sizes, minus the held-out share unless `heldout: test`. The one count the
+// tuner, the launcher and the ranks use (an epoch's steps follow from it). Errors (io_error,
+// naming the file): data files that cannot be read.
+Result<int64_t> train_samples(const Recipe& recipe);
+
+// The run's length in steps at `global_batch` samples per step: training.steps, else epochs x
+// ceil(train samples / global batch). Errors: as train_samples(); invalid_input when the data
+// has no training sample or global_batch < 1.
+Result<int64_t> training_steps(const Recipe& recipe, int64_t global_batch);
+
+// Steps between checkpoints of a run of `steps` steps: training.checkpoint_every when the
+// recipe sets it, else a quarter of the run (at least 1), so that a stopped run loses at most
+// a quarter of its work.
+int64_t checkpoint_interval(const Recipe& recipe, int64_t steps);
 
 }  // namespace dltune::recipes

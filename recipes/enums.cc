@@ -7,18 +7,6 @@
 namespace dltune::recipes {
 namespace {
 
-constexpr std::array<std::pair<Algorithm, std::string_view>, 9> kAlgorithms{{
-    {Algorithm::kRing, "ring"},
-    {Algorithm::kRecursiveDoubling, "rd"},
-    {Algorithm::kRabenseifner, "rabenseifner"},
-    {Algorithm::kTree, "tree"},
-    {Algorithm::kHierarchical, "hier"},
-    {Algorithm::kSharedMemory, "shm"},
-    {Algorithm::kNative, "native"},
-    {Algorithm::kNcclRing, "nccl_ring"},
-    {Algorithm::kNcclTree, "nccl_tree"},
-}};
-
 constexpr std::array<std::pair<Collective, std::string_view>, 4> kCollectives{{
     {Collective::kAllreduce, "allreduce"},
     {Collective::kBroadcast, "broadcast"},
@@ -62,10 +50,6 @@ std::vector<std::string> names_of(const std::array<std::pair<E, std::string_view
 }
 
 }  // namespace
-
-std::string_view algorithm_name(Algorithm a) { return name_of(kAlgorithms, a); }
-std::optional<Algorithm> parse_algorithm(std::string_view s) { return value_of(kAlgorithms, s); }
-std::vector<std::string> algorithm_names() { return names_of(kAlgorithms); }
 
 std::string_view collective_name(Collective c) { return name_of(kCollectives, c); }
 std::optional<Collective> parse_collective(std::string_view s) { return value_of(kCollectives, s); }

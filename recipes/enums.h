@@ -1,4 +1,5 @@
-// Names shared by the Recipe and the Plan: collective algorithms, collectives, scaling modes.
+// Names shared by the Recipe and the Plan: collective algorithms (common/collectives.h),
+// collectives, scaling modes.
 //
 // Each enum has a stable lower-case spelling (the one recipes, plans, the database and
 // `dltune bench --json` use); *_name() gives it and parse_*() reads it back.
@@ -10,32 +11,25 @@
 #include <string_view>
 #include <vector>
 
+#include "common/collectives.h"
+
 namespace dltune::recipes {
 
-// A collective algorithm (DESIGN.md, comm/): the spelling is what plans and benches print.
-enum class Algorithm {
-  kRing,               // "ring": Baidu-style ring (reduce-scatter + allgather on a ring)
-  kRecursiveDoubling,  // "rd"
-  kRabenseifner,       // "rabenseifner": recursive-halving reduce-scatter + allgather
-  kTree,               // "tree": binomial tree reduce + broadcast
-  kHierarchical,       // "hier": node-local, then cross-node, then node-local
-  kSharedMemory,       // "shm": node-local shared-memory reduction
-  kNative,             // "native": MPI_Allreduce / the transport's own
-  kNcclRing,           // "nccl_ring" (GPU path)
-  kNcclTree,           // "nccl_tree" (GPU path)
-};
+// A collective algorithm (and NCCL's protocol): the one vocabulary of common/collectives.h.
+using dltune::Algorithm;
+using dltune::algorithm_name;
+using dltune::algorithm_names;
+using dltune::choice_name;
+using dltune::is_nccl;
+using dltune::NcclProtocol;
+using dltune::parse_algorithm;
+using dltune::parse_choice;
 
 enum class Collective { kAllreduce, kBroadcast, kAllgather, kReduceScatter };
 
 // How the global batch follows the rank count: strong keeps the global batch fixed (per-rank
 // batch shrinks with more ranks), weak keeps the per-rank batch fixed (global grows).
 enum class Scaling { kAuto, kStrong, kWeak };
-
-std::string_view algorithm_name(Algorithm a);
-// Returns nullopt for anything not spelled exactly as algorithm_name() prints it.
-std::optional<Algorithm> parse_algorithm(std::string_view s);
-// Every algorithm name, in enum order (for "allowed: ..." messages).
-std::vector<std::string> algorithm_names();
 
 std::string_view collective_name(Collective c);  // "allreduce", "broadcast", ...
 std::optional<Collective> parse_collective(std::string_view s);

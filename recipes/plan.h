@@ -6,6 +6,8 @@
 //   "version": 1,
 //   "collectives": {
 //     "allreduce": [ {"min_bytes": 0, "max_bytes": 4096, "algo": "rd", "segment_bytes": 0},
+//                    ("algo": any of common/collectives.h's names, NCCL's with an optional
+//                     protocol: "nccl_ring_ll128")
 //                    {"min_bytes": 4096, "max_bytes": 18446744073709551615, "algo": "ring",
 //                     "segment_bytes": 1048576} ],
 //     "broadcast": [ ... same shape ... ] },
@@ -47,13 +49,15 @@ namespace dltune::recipes {
 inline constexpr int kPlanVersion = 1;
 inline constexpr uint64_t kPlanMaxBytes = UINT64_MAX;
 
-// One rule: messages of [min_bytes, max_bytes) bytes use `algo`, pipelined in segments of
+// One rule: messages of [min_bytes, max_bytes) bytes use `algo` (with NCCL's `protocol` for an
+// NCCL algorithm: its JSON "algo" is then "nccl_ring_ll128"), pipelined in segments of
 // segment_bytes (0 = unsegmented).
 struct SizeRange {
   uint64_t min_bytes = 0;
   uint64_t max_bytes = kPlanMaxBytes;
   Algorithm algo = Algorithm::kRing;
   uint64_t segment_bytes = 0;
+  NcclProtocol protocol = NcclProtocol::kAny;
   bool operator==(const SizeRange&) const = default;
 };
 

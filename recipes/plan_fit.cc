@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "recipes/datasets.h"
+
 namespace dltune::recipes {
 namespace {
 
@@ -63,6 +65,116 @@ std::vector<std::string> apply_fixed_settings(const Recipe& recipe, int64_t rank
     }
   }
   return notes;
+}
+
+Plan recipe_default_plan(const Recipe& recipe, const JobShape& job) {
+  const auto& t = recipe.training;
+  const int64_t ranks = std::max<int64_t>(1, int64_t{job.nodes} * job.ranks_per_node);
+  int64_t per_rank = t.per_rank_batch;
+  if (per_rank <= 0 && t.global_batch > 0) per_rank = std::max<int64_t>(1, t.global_batch / ranks);
+  if (per_rank <= 0) per_rank = 32;
+  const Algorithm algo = recipe.comm.allreduce.value_or(Algorithm::kRing);
+  Plan plan = default_plan(job.nodes, job.ranks_per_node, per_rank, algo);
+  auto& tp = plan.training;
+  if (t.scaling == Scaling::kStrong && t.global_batch > 0) {
+    tp.scaling = Scaling::kStrong;
+    tp.global_batch = t.global_batch;
+    tp.per_rank_batch = std::max<int64_t>(1, t.global_batch / ranks);
+  } else {
+    tp.scaling = Scaling::kWeak;
+    tp.per_rank_batch = per_rank;
+    tp.global_batch = per_rank * ranks;
+  }
+  const int64_t ref = t.optimizer.lr_reference_batch;
+  tp.lr_scale = lr_scale_for(t.optimizer.lr_scaling, tp.global_batch, ref);
+  tp.warmup_steps = t.schedule.warmup_steps;
+  if (recipe.comm.bucket_bytes > 0) tp.bucket_bytes = recipe.comm.bucket_bytes;
+  tp.overlap = recipe.comm.overlap != Overlap::kOff;
+  if (t.parallel.microbatches > 0)
+    plan.parallel.microbatches = static_cast<int>(t.parallel.microbatches);
+  plan.provenance.source = PlanSource::kDefault;
+  plan.provenance.reason = "the recipe's own settings (not tuned)";
+  return plan;
+}
+
+namespace {
+
+Error bad(const Recipe& r, const std::string& key, const std::string& what) {
+  return invalid_input("recipe '" + r.name + "': " + key + ": " + what);
+}
+
+Status check_batch(const Recipe& recipe, const Plan& plan) {
+  const TrainingPlan& tp = plan.training;
+  const int64_t replicas = plan.parallel.replicas;
+  if (tp.scaling == Scaling::kWeak) {
+    if (tp.per_rank_batch < 1) return bad(recipe, "plan.training.per_rank_batch", "must be >= 1");
+    if (tp.global_batch != tp.per_rank_batch * replicas)
+      return bad(recipe, "plan.training.global_batch",
+                 std::to_string(tp.global_batch) + " is not per_rank_batch " +
+                     std::to_string(tp.per_rank_batch) + " x " + std::to_string(replicas) +
+                     " replicas");
+  } else if (tp.global_batch < replicas) {
+    return bad(recipe, "plan.training.global_batch",
+               "global batch " + std::to_string(tp.global_batch) + " gives some of the " +
+                   std::to_string(replicas) + " replicas no samples");
+  }
+  const int64_t max_global = recipe.training.max_global_batch;
+  if (max_global > 0 && tp.global_batch > max_global)
+    return bad(recipe, "training.batch.max_global",
+               "the plan's global batch " + std::to_string(tp.global_batch) + " exceeds it (" +
+                   std::to_string(max_global) + ")");
+  return ok_status();
+}
+
+Status check_engine_settings(const Recipe& recipe, const Plan& plan) {
+  if (recipe.model.dtype != "f32")
+    return bad(recipe, "model.dtype",
+               "the engine trains f32 only, got '" + recipe.model.dtype + "'");
+  if (recipe.model.graph.nodes.empty()) return bad(recipe, "model", "has no layers");
+  const DataConfig& d = recipe.data;
+  const bool synthetic = d.kind == DataKind::kSyntheticDigits ||
+                         d.kind == DataKind::kSyntheticImagenet ||
+                         d.kind == DataKind::kSyntheticCifar;
+  if (synthetic && d.samples - heldout_count(d.samples, d.heldout_fraction) < 1)
+    return bad(recipe, "data.samples", "leaves no training samples after the held-out share");
+  const OptimizerConfig& o = recipe.training.optimizer;
+  if (o.kind != "sgd" && o.kind != "adamw")
+    return bad(recipe, "training.optimizer.kind",
+               "the engine runs sgd and adamw, not '" + o.kind + "'");
+  if (recipe.training.schedule.kind == ScheduleKind::kStep &&
+      recipe.training.schedule.step_size < 1)
+    return bad(recipe, "training.schedule.step_size", "must be at least 1");
+  if (!(plan.training.lr_scale > 0.0))
+    return bad(recipe, "plan.training.lr_scale", "must be positive");
+  const bool gpu = recipe.comm.backend == "nccl";
+  if (plan.parallel.offload == Offload::kOptimizer && !gpu)
+    return bad(recipe, "plan.parallel.offload",
+               "optimizer offload needs the GPU engine (comm.backend nccl); this recipe trains on "
+               "the CPU, whose optimizer state is in host memory already");
+  if (auto it = plan.collectives.find(Collective::kAllreduce); it != plan.collectives.end()) {
+    for (size_t i = 0; i < it->second.size(); ++i) {
+      const Algorithm a = it->second[i].algo;
+      if (!gpu && is_nccl(a))
+        return bad(
+            recipe, "plan.collectives.allreduce[" + std::to_string(i) + "]",
+            "algorithm '" + std::string(algorithm_name(a)) + "' is not one the CPU engine runs");
+    }
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+Status check_plan_for_recipe(const Recipe& recipe, const Plan& plan, int64_t ranks) {
+  if (ranks < 1) return invalid_input("a job of " + std::to_string(ranks) + " ranks");
+  if (Status st = validate_plan(plan); !st) return std::move(st).error().wrap("plan");
+  const ParallelLayout& pl = plan.parallel;
+  if (int64_t{pl.replicas} * pl.stages != ranks)
+    return bad(recipe, "plan.parallel",
+               std::to_string(pl.replicas) + " replicas x " + std::to_string(pl.stages) +
+                   " stages is not the job's " + std::to_string(ranks) + " ranks");
+  DLTUNE_TRY(check_batch(recipe, plan));
+  return check_engine_settings(recipe, plan);
 }
 
 }  // namespace dltune::recipes

@@ -91,11 +91,13 @@ void read_ranges(Reader& r, const json& j, const std::string& path, std::vector<
     r.read(j[i], "segment_bytes", at, &range.segment_bytes);
     r.read(j[i], "algo", at, &algo);
     if (!r.ok()) return;
-    auto a = parse_algorithm(algo);
+    auto a = parse_choice(algo);
     if (!a)
       return r.fail(at + ".algo", "unknown algorithm '" + algo +
-                                      "'; allowed: " + strings::join(algorithm_names(), ", "));
-    range.algo = *a;
+                                      "'; allowed: " + strings::join(algorithm_names(), ", ") +
+                                      " (NCCL's with _ll, _ll128 or _simple for a protocol)");
+    range.algo = a->first;
+    range.protocol = a->second;
     out->push_back(range);
   }
 }
@@ -287,7 +289,7 @@ json plan_to_json(const Plan& plan) {
     for (const SizeRange& r : ranges)
       list.push_back({{"min_bytes", r.min_bytes},
                       {"max_bytes", r.max_bytes},
-                      {"algo", algorithm_name(r.algo)},
+                      {"algo", choice_name(r.algo, r.protocol)},
                       {"segment_bytes", r.segment_bytes}});
     colls[std::string(collective_name(c))] = list;
   }

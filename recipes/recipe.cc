@@ -142,14 +142,26 @@ Result<std::string> resolve_recipe_path(const std::string& path_or_name) {
                    " (bundled: " + strings::join(names, ", ") + ")");
 }
 
-Result<Recipe> load_recipe(const std::string& path_or_name) {
-  auto path = resolve_recipe_path(path_or_name);
-  if (!path) return std::move(path).error();
-  ParseOutcome parsed = parse_recipe_file(*path);
+namespace {
+
+Result<Recipe> recipe_or_problems(ParseOutcome parsed) {
   if (parsed.ok()) return std::move(parsed.recipe);
   std::vector<std::string> lines;
   for (const Problem& p : parsed.problems) lines.push_back(p.to_string());
   return invalid_input(strings::join(lines, "\n"));
+}
+
+}  // namespace
+
+Result<Recipe> load_recipe(const std::string& path_or_name) {
+  auto path = resolve_recipe_path(path_or_name);
+  if (!path) return std::move(path).error();
+  return recipe_or_problems(parse_recipe_file(*path));
+}
+
+Result<Recipe> load_recipe_text(std::string_view yaml_text, const std::string& file,
+                                const std::string& base_dir) {
+  return recipe_or_problems(parse_recipe(yaml_text, file, base_dir));
 }
 
 namespace {

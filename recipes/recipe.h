@@ -203,6 +203,10 @@ std::vector<Problem> validate_recipe(const Recipe& recipe, const SourceMap* wher
 Result<std::string> resolve_recipe_path(const std::string& path_or_name);
 // Resolves, parses and validates. Error (invalid_input): every problem, one per line.
 Result<Recipe> load_recipe(const std::string& path_or_name);
+// Parses and validates YAML text (a recipe as run, handed to a rank), as parse_recipe() does.
+// Error (invalid_input): every problem, one per line.
+Result<Recipe> load_recipe_text(std::string_view yaml_text, const std::string& file,
+                                const std::string& base_dir);
 
 // The SHA-256 (64 hex characters) of everything a tuned plan depends on (the tuning key's
 // recipe part): model layers, dtype, input shape and class count; the data (kind, samples,

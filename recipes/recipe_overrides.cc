@@ -90,6 +90,10 @@ Status apply(YAML::Node& root, const Override& o) {
     return invalid_input("the value is not YAML (" + e.msg + ")");
   }
   cur[parts.back()] = unmarked(value);
+  // A run's length is given one way: setting steps replaces the file's epochs and vice versa
+  // (issue 42: `--set training.steps=40` on an epochs-based recipe).
+  if (path == "training" && (parts.back() == "steps" || parts.back() == "epochs"))
+    cur.remove(parts.back() == "steps" ? "epochs" : "steps");
   return ok_status();
 }
 

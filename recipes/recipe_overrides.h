@@ -33,8 +33,10 @@ Result<Override> parse_override(std::string_view text);
 // applied in order. Setting a key below a shorthand scalar expands it first: `data: mnist`
 // becomes {kind: mnist}, `model: lenet` {builtin: lenet}, `training.schedule: cosine`
 // {kind: cosine}, `training.batch: auto` {}. Other keys missing on the way are created as
-// mappings. Problems: those of the file, with an override's own problems named by it (see
-// above); an override below a value that is not a mapping is one problem naming it.
+// mappings. Setting training.steps removes the file's training.epochs, and setting
+// training.epochs its training.steps (a run's length is given one way). Problems: those of the
+// file, with an override's own problems named by it (see above); an override below a value that is
+// not a mapping is one problem naming it.
 ParseOutcome parse_recipe_with_overrides(const std::string& path, const std::vector<Override>& o);
 
 // Resolves, parses with overrides and validates, as load_recipe() does. Error (invalid_input):

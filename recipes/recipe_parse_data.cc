@@ -31,8 +31,10 @@ void read_data_path(YamlReader& r, const Fields& f, const YAML::Node& node, cons
   d->path = p.lexically_normal().string();
 }
 
-// `heldout`: a fraction in (0, 0.5], or `test` (the test files of mnist / cifar10).
-void read_heldout(YamlReader& r, const Fields::Entry& e, bool has_test_files, DataConfig* d) {
+// `heldout`: a fraction in (0, 0.5], or `test` (the test files of mnist / cifar10), or 0 (no
+// held-out evaluation) for synthetic data, whose samples are all generated alike.
+void read_heldout(YamlReader& r, const Fields::Entry& e, bool has_test_files, bool synthetic,
+                  DataConfig* d) {
   if (e.value.IsScalar() && e.value.Scalar() == "test") {
     if (!has_test_files)
       r.report(e,
@@ -47,8 +49,13 @@ void read_heldout(YamlReader& r, const Fields::Entry& e, bool has_test_files, Da
   const std::string& s = e.value.IsScalar() ? e.value.Scalar() : std::string();
   if (e.value.IsScalar() && e.value.Tag() == "?" && !s.empty())
     fraction = std::strtod(s.c_str(), &end);
-  if (end == nullptr || end != s.c_str() + s.size() || !(fraction > 0 && fraction <= 0.5)) {
-    r.report(e, "expected a fraction in (0, 0.5] or 'test', " + describe_value(e.value));
+  const bool none = synthetic && fraction == 0;
+  if (end == nullptr || end != s.c_str() + s.size() ||
+      !((fraction > 0 || none) && fraction <= 0.5)) {
+    r.report(e, std::string(synthetic ? "expected a fraction in [0, 0.5] (0: no held-out "
+                                        "evaluation), "
+                                      : "expected a fraction in (0, 0.5] or 'test', ") +
+                    describe_value(e.value));
     return;
   }
   d->heldout_fraction = fraction;
@@ -113,7 +120,8 @@ void parse_data(YamlReader& r, const YAML::Node& node, const std::string& base_d
     }
   }
   if (!synthetic) read_data_path(r, f, node, kind, base_dir, d);
-  if (const Fields::Entry* e = f.find("heldout")) read_heldout(r, *e, !synthetic && !text, d);
+  if (const Fields::Entry* e = f.find("heldout"))
+    read_heldout(r, *e, !synthetic && !text, synthetic, d);
 }
 
 }  // namespace dltune::recipes::internal

@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "common/strings.h"
+#include "recipes/datasets.h"
 #include "tuner/recipe_tuning.h"
 
 namespace dltune::tuner {
@@ -51,36 +52,12 @@ CommChoices comm_choices(const recipes::Recipe& r, int replicas, int64_t largest
   return c;
 }
 
+// The run's steps at `global_batch` (recipes::training_steps); 1 where the data cannot say.
 int64_t run_steps(const recipes::Recipe& r, int64_t global_batch) {
-  if (r.training.steps > 0) return r.training.steps;
-  const int64_t samples = std::max<int64_t>(1, recipe_train_samples(r));
-  const int64_t epochs = std::max<int64_t>(1, r.training.epochs);
-  return epochs * ((samples + global_batch - 1) / std::max<int64_t>(1, global_batch));
+  return std::max<int64_t>(1, recipes::training_steps(r, global_batch).value_or(1));
 }
 
 }  // namespace
-
-int64_t recipe_train_samples(const recipes::Recipe& r) {
-  const double keep = 1.0 - r.data.heldout_fraction;
-  switch (r.data.kind) {
-    case recipes::DataKind::kSyntheticDigits:
-    case recipes::DataKind::kSyntheticImagenet:
-    case recipes::DataKind::kSyntheticCifar:
-      return static_cast<int64_t>(static_cast<double>(r.data.samples) * keep);
-    case recipes::DataKind::kText: {
-      std::error_code ec;
-      const auto bytes = static_cast<int64_t>(std::filesystem::file_size(r.data.path, ec));
-      if (ec) return 0;
-      return recipes::text_windows(
-          bytes - recipes::text_heldout_bytes(bytes, r.data.heldout_fraction), r.data.context);
-    }
-    case recipes::DataKind::kMnist:
-      return r.data.heldout_test_files ? 60000 : static_cast<int64_t>(60000 * keep);
-    case recipes::DataKind::kCifar10:
-      return r.data.heldout_test_files ? 50000 : static_cast<int64_t>(50000 * keep);
-  }
-  return 0;
-}
 
 int64_t reference_per_rank_batch(const recipes::Recipe& r, int ranks) {
   if (r.training.per_rank_batch > 0) return r.training.per_rank_batch;
@@ -139,7 +116,7 @@ Result<std::vector<RecipeCandidate>> generate_candidates(const recipes::Recipe& 
   if (grad <= 0) {
     return invalid_input("model: its layer shapes do not check (run 'dltune recipe check')");
   }
-  const int64_t samples = recipe_train_samples(r);
+  const int64_t samples = recipes::train_samples(r).value_or(0);
   const int64_t max_global =
       r.training.max_global_batch > 0 ? std::min(r.training.max_global_batch, samples) : samples;
   auto fits = [&](int64_t global) { return global >= ranks && global <= max_global; };

@@ -42,7 +42,7 @@ Result<TrialSearch> run_trial_search(const RecipeTuneRequest& req, const RunRank
   json c = {{"version", 1},
             {"recipe", req.recipe_path},
             {"base", recipes::plan_to_json(base)},
-            {"schedule", schedule_to_json(s.schedule)}};
+            {"schedule", halving::schedule_to_json(s.schedule)}};
   json list = json::array();
   for (const RecipeCandidate& k : cands) list.push_back(candidate_json(k, base));
   c["candidates"] = list;
@@ -119,7 +119,8 @@ void keep_unseen_lr_unscaled(const RecipeTuneRequest& req,
     all += r.steps;
     longest = std::max<int64_t>(longest, r.steps);
   }
-  const int64_t steps = s.schedule.warmup_steps + (s.schedule.keep_trainers ? all : longest);
+  const int64_t steps =
+      s.schedule.halving.warmup_steps + (s.schedule.halving.keep_built ? all : longest);
   if (steps >= t.warmup_steps + kStepsPastWarmup) return;
   const double scaled = t.lr_scale;
   apply_lr_rule(req.recipe, req.job.nodes * req.job.ranks_per_node, &t, recipes::LrScaling::kNone);

@@ -83,122 +83,6 @@ json candidate_json(const RecipeCandidate& k, const recipes::Plan& base) {
   return j;
 }
 
-json schedule_to_json(const TrialSchedule& s) {
-  return {{"grid", s.grid},
-          {"eta", s.eta},
-          {"min_steps", s.min_steps},
-          {"max_steps", s.max_steps},
-          {"warmup_steps", s.warmup_steps},
-          {"chunk_steps", s.chunk_steps},
-          {"budget_s", s.budget_s},
-          {"keep_trainers", s.keep_trainers}};
-}
-
-Result<TrialSchedule> schedule_from_json(const json& j) {
-  TrialSchedule s;
-  const char* w = "schedule";
-  RT_ASSIGN(s.grid, get<bool>(j, "grid", w));
-  RT_ASSIGN(s.eta, get<int>(j, "eta", w));
-  RT_ASSIGN(s.min_steps, get<int>(j, "min_steps", w));
-  RT_ASSIGN(s.max_steps, get<int>(j, "max_steps", w));
-  RT_ASSIGN(s.warmup_steps, get<int>(j, "warmup_steps", w));
-  RT_ASSIGN(s.chunk_steps, get<int>(j, "chunk_steps", w));
-  RT_ASSIGN(s.budget_s, get<double>(j, "budget_s", w));
-  RT_ASSIGN(s.keep_trainers, get<bool>(j, "keep_trainers", w));
-  if (s.eta < 2 || s.min_steps < 1 || s.max_steps < s.min_steps || s.warmup_steps < 0 ||
-      s.chunk_steps < 1 || !(s.budget_s > 0)) {
-    return invalid_input(
-        "schedule: needs eta >= 2, 1 <= min_steps <= max_steps, warmup_steps >= 0, "
-        "chunk_steps >= 1 and budget_s > 0");
-  }
-  return s;
-}
-
-json trials_to_json(const std::vector<TrialRecord>& ts) {
-  json a = json::array();
-  for (const TrialRecord& t : ts) {
-    json e = {{"candidate", t.candidate},
-              {"label", t.label},
-              {"round", t.round},
-              {"steps", t.steps},
-              {"samples_per_s", t.samples_per_s},
-              {"step_s", t.step_s},
-              {"failed", t.failed},
-              {"reason", t.reason}};
-    if (t.skipped) e["skipped"] = true;
-    if (!t.chunks.empty()) {
-      json c = json::array();
-      for (const auto& [n, sec] : t.chunks) c.push_back({n, sec});
-      e["chunks"] = c;
-    }
-    if (t.median_sps) e["median_samples_per_s"] = *t.median_sps;
-    if (t.iqr_sps) e["iqr_samples_per_s"] = *t.iqr_sps;
-    if (t.compute_s) e["compute_s"] = *t.compute_s;
-    if (t.exposed_comm_s) e["exposed_comm_s"] = *t.exposed_comm_s;
-    if (!t.allreduce_s.empty()) e["allreduce_s"] = t.allreduce_s;
-    if (t.memory_estimate_bytes) e["memory_estimate_bytes"] = *t.memory_estimate_bytes;
-    if (t.memory_peak_bytes) e["memory_peak_bytes"] = *t.memory_peak_bytes;
-    a.push_back(std::move(e));
-  }
-  return a;
-}
-
-Result<std::vector<TrialRecord>> trials_from_json(const json& j) {
-  if (!j.is_array()) return invalid_input("trials: expected an array");
-  std::vector<TrialRecord> out;
-  for (const json& e : j) {
-    TrialRecord t;
-    const char* w = "trials[]";
-    RT_ASSIGN(t.candidate, get<size_t>(e, "candidate", w));
-    RT_ASSIGN(t.label, get<std::string>(e, "label", w));
-    RT_ASSIGN(t.round, get<int>(e, "round", w));
-    RT_ASSIGN(t.steps, get<int>(e, "steps", w));
-    RT_ASSIGN(t.samples_per_s, get<double>(e, "samples_per_s", w));
-    RT_ASSIGN(t.step_s, get<double>(e, "step_s", w));
-    RT_ASSIGN(t.failed, get<bool>(e, "failed", w));
-    RT_ASSIGN(t.reason, get<std::string>(e, "reason", w));
-    if (e.contains("median_samples_per_s")) {
-      RT_ASSIGN(t.median_sps, get<double>(e, "median_samples_per_s", w));
-    }
-    if (e.contains("iqr_samples_per_s")) {
-      RT_ASSIGN(t.iqr_sps, get<double>(e, "iqr_samples_per_s", w));
-    }
-    if (e.contains("compute_s")) RT_ASSIGN(t.compute_s, get<double>(e, "compute_s", w));
-    if (e.contains("exposed_comm_s")) {
-      RT_ASSIGN(t.exposed_comm_s, get<double>(e, "exposed_comm_s", w));
-    }
-    if (e.contains("allreduce_s")) {
-      if (!e["allreduce_s"].is_array())
-        return invalid_input("trials[].allreduce_s: expected an array");
-      for (const json& v : e["allreduce_s"]) {
-        if (!v.is_number()) return invalid_input("trials[].allreduce_s: expected numbers");
-        t.allreduce_s.push_back(v.get<double>());
-      }
-    }
-    for (auto [key, field] : {std::pair{"memory_estimate_bytes", &t.memory_estimate_bytes},
-                              {"memory_peak_bytes", &t.memory_peak_bytes}}) {
-      if (!e.contains(key)) continue;
-      RT_ASSIGN(*field, get<int64_t>(e, key, w));
-      if (**field <= 0)
-        return invalid_input(std::string("trials[].") + key + ": expected bytes > 0");
-    }
-    if (e.contains("skipped")) RT_ASSIGN(t.skipped, get<bool>(e, "skipped", w));
-    if (e.contains("chunks")) {
-      json chunks;
-      RT_ASSIGN(chunks, get<json>(e, "chunks", w));
-      if (!chunks.is_array()) return invalid_input("trials[]: 'chunks' must be a list");
-      for (const json& c : chunks) {
-        if (!c.is_array() || c.size() != 2 || !c[0].is_number_integer() || !c[1].is_number()) {
-          return invalid_input("trials[]: each of 'chunks' must be [steps, seconds]");
-        }
-        t.chunks.emplace_back(c[0].get<int>(), c[1].get<double>());
-      }
-    }
-    out.push_back(std::move(t));
-  }
-  return out;
-}
-
 Result<size_t> choose_winner(const std::vector<TrialRecord>& trials) {
   std::set<size_t> failed;  // failed or never measured
   bool any_failed = false;
@@ -254,7 +138,8 @@ size_t trial_trainers(const std::vector<RecipeCandidate>& candidates, bool grid)
 
 TrialSchedule schedule_for(const RecipeTuneRequest& req, size_t candidates, size_t trainers,
                            int64_t gradient_bytes) {
-  TrialSchedule s;
+  TrialSchedule t;
+  halving::Options& s = t.halving;
   s.grid = req.grid;
   s.budget_s = req.budget_s;
   if (req.min_steps > 0) s.min_steps = req.min_steps;
@@ -272,10 +157,10 @@ TrialSchedule schedule_for(const RecipeTuneRequest& req, size_t candidates, size
   // launch.memory_per_rank when it sets one (a model that needs a pipeline to fit would
   // otherwise hold several trainers where one barely fits).
   const double bytes = 4.0 * static_cast<double>(gradient_bytes) * static_cast<double>(trainers);
-  s.keep_trainers = bytes < 2.0 * static_cast<double>(uint64_t{1} << 30);
+  s.keep_built = bytes < 2.0 * static_cast<double>(uint64_t{1} << 30);
   const auto limit = static_cast<double>(req.recipe.launch.memory_per_rank);
-  if (limit > 0 && trainers > 1 && bytes >= limit) s.keep_trainers = false;
-  return s;
+  if (limit > 0 && trainers > 1 && bytes >= limit) s.keep_built = false;
+  return t;
 }
 
 namespace {

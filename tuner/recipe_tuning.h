@@ -58,6 +58,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/halving_json.h"
 #include "common/result.h"
 #include "recipes/plan.h"
 #include "recipes/recipe.h"
@@ -78,11 +79,6 @@ struct RecipeCandidate {
 // Whether two candidates train the same model the same way (recipes::trains_alike() on their
 // training, and the same layout): the trial program shares one trainer among them.
 bool trains_alike(const RecipeCandidate& a, const RecipeCandidate& b);
-
-// Training samples the recipe's data yields, as far as the tuner can tell without reading
-// files: synthetic: samples minus the held-out share; mnist 60000 / cifar10 50000 (minus the
-// held-out share unless the test files are held out).
-int64_t recipe_train_samples(const recipes::Recipe& recipe);
 
 // The per-rank batch the search centres on: the recipe's per-rank batch, else its global
 // batch / ranks, else the model's usual batch (64; cifar-cnn 128; alexnet 128).
@@ -151,51 +147,24 @@ std::vector<RecipeCandidate> fallback_lr_candidates(const std::vector<RecipeCand
 
 // ---- The search schedule and its results
 
-struct TrialSchedule {
-  bool grid = false;
-  int eta = 4;
-  int min_steps = 4;   // timed steps of a first-round trial
-  int max_steps = 64;  // longest trial; the grid's trial length
-  int warmup_steps = 1;
-  int chunk_steps = 2;  // steps per interleaved slice
-  double budget_s = 60;
-  bool keep_trainers = true;  // keep each live candidate's trainer between chunks and rounds
-};
-nlohmann::json schedule_to_json(const TrialSchedule& s);
+// The trial search's schedule: halving's options (min_steps: timed steps of a first-round
+// trial; max_steps: the longest trial, the grid's; keep_built: each live candidate's trainer
+// kept between chunks and rounds) and the steps per interleaved slice. One struct with the
+// trial program, and one JSON form (common/halving.h schedule_to_json / schedule_from_json).
+using TrialSchedule = halving::Schedule;
+using halving::schedule_from_json;
+using halving::schedule_to_json;
+using halving::trials_from_json;
+using halving::trials_to_json;
 // A candidate's TRAINING_JSON in the candidates file: the "training" object of a plan
 // (recipes::plan_to_json).
 nlohmann::json training_json(const recipes::TrainingPlan& t);
 // A candidate's entry in the candidates file: {"label", "training"}, and with a layout its
 // "parallel" object (as in a plan's JSON, for a plan like `base` with that layout).
 nlohmann::json candidate_json(const RecipeCandidate& k, const recipes::Plan& base);
-Result<TrialSchedule> schedule_from_json(const nlohmann::json& j);
 
-struct TrialRecord {
-  size_t candidate = 0;
-  std::string label;
-  int round = 0;
-  int steps = 0;
-  double samples_per_s = 0;
-  double step_s = 0;
-  std::optional<double> median_sps, iqr_sps;  // when the trial program reports them
-  // The step split, when the trial program reports it: compute (input, forward, backward)
-  // and exposed communication per step (this rank's means over the trial's steps), and each
-  // gradient bucket's allreduce alone (seconds, the slowest rank's median, in bucket order).
-  std::optional<double> compute_s, exposed_comm_s;
-  std::vector<double> allreduce_s;
-  // Its trainer's training memory, when the trial program measured it: the memory model's
-  // estimate for the rank with the largest one, and that rank's measured peak (resident, or
-  // the GPU engine's device peak), bytes.
-  std::optional<int64_t> memory_estimate_bytes, memory_peak_bytes;
-  bool failed = false;
-  std::string reason;
-  bool skipped = false;  // not measured: the budget ran out before its first trial
-  // (steps, seconds) of each interleaving cycle, in order: cycle k of every candidate of a
-  // round ran back to back (plan_confidence.h pairs them); empty from older trial programs.
-  std::vector<std::pair<int, double>> chunks;
-};
-nlohmann::json trials_to_json(const std::vector<TrialRecord>& t);
-Result<std::vector<TrialRecord>> trials_from_json(const nlohmann::json& j);
+// One candidate's trial, as the trial program reports it (common/halving_json.h).
+using halving::TrialRecord;
 
 // The winner of a set of trials: among candidates that never failed, were measured (not
 // skipped) and reached the latest round, the most samples per second over all its trials

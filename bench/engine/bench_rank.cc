@@ -83,7 +83,7 @@ int main(int argc, char** argv) {
   c.train_size = 4096;
   c.heldout_size = 0;
   c.bucket_bytes = 1 << 20;
-  if (argc >= 7) c.algorithms = {AlgorithmRange{UINT64_MAX, argv[6]}};
+  if (argc >= 7) c.algorithms = {AlgorithmRange{UINT64_MAX, *comm::parse_algorithm(argv[6])}};
   if (argc == 8) c.overlap = std::string(argv[7]) == "overlap";
   // Data of the model's shape, as bench_engine.py's recipes give it.
   if (c.model == "resnet20") c.data = "synthetic-cifar";

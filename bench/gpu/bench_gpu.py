@@ -102,22 +102,32 @@ def text_file(directory, context):
     return path, min(0.4, (context + 1 + 2 * max(1, context // 16)) / size)
 
 
-def worker_config(model, batch, steps, extra, device, work):
-    cfg = {"model": model, "data": "synthetic", "global_batch": batch, "steps": steps,
-           "seed": 1, "device": device, "heldout_size": 0, "log_every": steps,
-           "train_size": 8192}
-    cfg.update({k: v for k, v in extra.items() if k != "text"})
-    if cfg["data"] == "synthetic-imagenet":
-        cfg["train_size"] = 2 * batch
+def worker_recipe(model, batch, steps, extra, device, work):
+    """The recipe a case trains (YAML), as `dltune launch` would hand it to its ranks: the
+    built-in `model` on synthetic data (no held-out evaluation) or a text file, `steps` steps
+    of a global batch of `batch`, on the GPU engine (comm.backend nccl) or the CPU's."""
+    opt = {k: v for k, v in extra.items() if k in ("lr", "momentum", "weight_decay",
+                                                    "clip_grad_norm")}
+    opt["kind"] = extra.get("optimizer", "sgd")
+    shape = extra.get("input")
+    model_keys = {"builtin": model}
     if "text" in extra:
         path, split = text_file(work, extra["text"])
-        cfg["data"] = "text:" + path
-        cfg["heldout_split"] = split
-        cfg.pop("train_size")
-        cfg.pop("heldout_size")
-    if device == "cpu":
-        cfg["threads"] = min(8, os.cpu_count() or 1)
-    return cfg
+        model_keys["context"] = extra["text"]
+        data = {"kind": "text", "path": path, "context": extra["text"], "heldout": split}
+    elif extra.get("data") == "synthetic-imagenet":
+        data = {"kind": "synthetic-imagenet", "samples": 2 * batch, "heldout": 0,
+                "shape": shape, "classes": extra.get("classes", 1000)}
+    else:
+        kind = "synthetic-cifar" if extra.get("data") == "synthetic-cifar" else "synthetic-digits"
+        data = {"kind": kind, "samples": 8192, "heldout": 0}
+    training = {"steps": steps, "batch": {"global": batch}, "scaling": "strong",
+                "optimizer": opt, "seed": 1}
+    if "microbatches" in extra:
+        training["parallel"] = {"microbatches": extra["microbatches"]}
+    recipe = {"name": "bench-" + model, "model": model_keys, "data": data,
+              "training": training, "comm": {"backend": "nccl" if device == "gpu" else "auto"}}
+    return json.dumps(recipe)  # JSON is YAML
 
 
 class Dltune:
@@ -134,14 +144,13 @@ class Dltune:
         self.work = work
 
     def train(self, model, batch, steps, extra, device, timeout):
-        cfg = worker_config(model, batch, steps, extra, device, self.work)
-        plan = os.path.join(self.work, "plan.json")
+        recipe = os.path.join(self.work, "recipe.yaml")
         summary = os.path.join(self.work, "summary.json")
-        with open(plan, "w") as f:
-            json.dump(cfg, f)
+        with open(recipe, "w") as f:
+            f.write(worker_recipe(model, batch, steps, extra, device, self.work))
         if os.path.exists(summary):
             os.remove(summary)
-        p = subprocess.run([self.worker, "train", "--plan", plan, "--summary", summary],
+        p = subprocess.run([self.worker, "train", "--recipe", recipe, "--summary", summary],
                            capture_output=True, text=True, env=self.env, timeout=timeout)
         if p.returncode != 0:
             raise RuntimeError(f"dltune-worker ({device}) exited {p.returncode}: "

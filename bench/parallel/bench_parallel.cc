@@ -43,6 +43,7 @@
 #include "engine/train/layout_search.h"
 #include "engine/train/node_costs.h"
 #include "engine/train/trainer.h"
+#include "recipes/plan.h"
 
 namespace dltune::engine {
 namespace {
@@ -69,25 +70,42 @@ TrainConfig mlp(const std::vector<int>& widths, int64_t per_replica_batch) {
     nodes.push_back({{"name", "relu" + std::to_string(i)}, {"op", "relu"}});
   }
   nodes.push_back({{"name", "head"}, {"op", "linear"}, {"out", 10}});
-  nlohmann::json j = {{"model", "mlp"},
-                      {"graph", {{"input", {1, 28, 28}}, {"nodes", nodes}}},
-                      {"per_rank_batch", per_replica_batch},
-                      {"scaling", "weak"},
-                      {"lr", 0.01},
-                      {"overlap", true}};
-  auto c = parse_train_config(j.dump());
-  if (!c) {
-    std::fprintf(stderr, "bench: %s\n", c.error().message().c_str());
+  auto g = recipes::graph_from_json({{"input", {1, 28, 28}}, {"nodes", nodes}});
+  if (!g) {
+    std::fprintf(stderr, "bench: %s\n", g.error().message().c_str());
     std::exit(1);
   }
-  return *c;
+  TrainConfig c;
+  c.model = "mlp";
+  c.graph = std::move(*g);
+  c.per_rank_batch = static_cast<int>(per_replica_batch);
+  c.scaling = Scaling::kWeak;
+  c.lr = 0.01;
+  c.overlap = true;
+  return c;
+}
+
+// The same MLP as a recipe (as `dltune launch` hands it to its ranks): 3 steps at a per-replica
+// batch of 64 on 512 synthetic digits.
+std::string mlp_recipe(const std::vector<int>& widths) {
+  std::string r =
+      "name: mlp\ndata: {kind: synthetic-digits, samples: 569, heldout: 0.1}\nmodel:\n"
+      "  nodes:\n";
+  for (size_t i = 0; i < widths.size(); ++i) {
+    r += "    - {name: fc" + std::to_string(i) + ", op: linear, out: " + std::to_string(widths[i]) +
+         (i == 0 ? ", flatten: true" : "") + "}\n";
+    r += "    - {name: relu" + std::to_string(i) + ", op: relu}\n";
+  }
+  return r + "    - {name: head, op: linear, out: 10}\n" +
+         "training:\n  steps: 3\n  batch: {per_rank: 64}\n  scaling: weak\n"
+         "  optimizer: {kind: sgd, lr: 0.01}\n";
 }
 
 TrainConfig with_layout(TrainConfig c, const recipes::ParallelLayout& l) {
   c.stages = l.stages;
   c.partition = l.partition;
   c.microbatches = l.microbatches;
-  c.pipeline_schedule = std::string(recipes::schedule_name(l.schedule));
+  c.pipeline_schedule = l.schedule;
   c.recompute = l.recompute == recipes::Recompute::kStage;
   return c;
 }
@@ -271,37 +289,41 @@ double async_vs_1f1b(const Args& a, const Dataset& data) {
   return median(ratio);
 }
 
-// 5. The ranks as processes: `dltune run -n R --plan CFG -- dltune-worker train --summary S`.
+// 5. The ranks as processes: `dltune run -n R --plan P --recipe R -- dltune-worker train
+// --summary S`, as `dltune launch` runs them.
 double mem_err_max(const Args& a) {
   const std::string tmp = "/tmp/dltune-bench-parallel-" + std::to_string(getpid());
   (void)paths::make_dirs(tmp);
   const std::string worker = a.dltune.substr(0, a.dltune.rfind('/') + 1) + "dltune-worker";
-  TrainConfig base = mlp({2048, 2048, 2048, 2048}, 64);
-  base.steps = 3;
-  base.data = "synthetic";
-  base.train_size = 512;
-  base.heldout_size = 0;
+  const std::string recipe = tmp + "/mlp.yaml";
+  (void)paths::write_file_atomic(recipe, mlp_recipe({2048, 2048, 2048, 2048}));
   struct Case {
     const char* name;
     int ranks, stages;
-    const char* schedule;
+    recipes::PipelineSchedule schedule;
     bool recompute;
   };
+  using recipes::PipelineSchedule;
   double worst = 0;
-  for (const Case& k :
-       {Case{"dp1", 1, 1, "1f1b", false}, Case{"dp2", 2, 1, "1f1b", false},
-        Case{"s2-1f1b", 2, 2, "1f1b", false}, Case{"s2-gpipe", 2, 2, "gpipe", false},
-        Case{"s2-recompute", 2, 2, "1f1b", true}}) {
-    TrainConfig c = base;
-    c.stages = k.stages;
-    c.microbatches = k.stages > 1 ? 8 : 1;
-    c.pipeline_schedule = k.schedule;
-    c.recompute = k.recompute;
-    if (k.stages > 1) c.partition = {"fc0", "fc2"};
-    const std::string cfg = tmp + "/" + k.name + ".json", out = tmp + "/" + k.name + ".out.json";
-    (void)paths::write_file_atomic(cfg, to_json(c));
-    const std::string cmd = a.dltune + " run -n " + std::to_string(k.ranks) + " --plan " + cfg +
-                            " -- " + worker + " train --summary " + out + " > " + tmp + "/log 2>&1";
+  for (const Case& k : {Case{"dp1", 1, 1, PipelineSchedule::kOneFOneB, false},
+                        Case{"dp2", 2, 1, PipelineSchedule::kOneFOneB, false},
+                        Case{"s2-1f1b", 2, 2, PipelineSchedule::kOneFOneB, false},
+                        Case{"s2-gpipe", 2, 2, PipelineSchedule::kGpipe, false},
+                        Case{"s2-recompute", 2, 2, PipelineSchedule::kOneFOneB, true}}) {
+    recipes::Plan p = recipes::default_plan(1, k.ranks, 64, recipes::Algorithm::kRing);
+    recipes::ParallelLayout& l = p.parallel;
+    l.stages = k.stages;
+    l.replicas = k.ranks / k.stages;
+    l.microbatches = k.stages > 1 ? 8 : 1;
+    l.schedule = k.schedule;
+    l.recompute = k.recompute ? recipes::Recompute::kStage : recipes::Recompute::kNone;
+    if (k.stages > 1) l.partition = {"fc0", "fc2"};
+    p.training.global_batch = 64 * l.replicas;
+    const std::string plan = tmp + "/" + k.name + ".plan", out = tmp + "/" + k.name + ".out.json";
+    (void)paths::write_file_atomic(plan, recipes::serialize_plan(p));
+    const std::string cmd = a.dltune + " run -n " + std::to_string(k.ranks) + " --plan " + plan +
+                            " --recipe " + recipe + " -- " + worker + " train --summary " + out +
+                            " > " + tmp + "/log 2>&1";
     if (std::system(cmd.c_str()) != 0) {
       std::fprintf(stderr, "bench: %s failed (see %s/log)\n", k.name, tmp.c_str());
       std::exit(1);

@@ -49,7 +49,7 @@ class SingletonImpl final : public Bootstrap::Impl {
     }
     return it->second;
   }
-  Result<std::string> job_plan() const override { return std::string(); }
+  Result<std::string> job_value(std::string_view) const override { return std::string(); }
   Status finalize() override { return ok_status(); }
 
  private:
@@ -126,16 +126,34 @@ Result<std::string> Bootstrap::get(int rank, std::string_view key) const {
   return impl_->get(rank, key);
 }
 
-Result<std::string> Bootstrap::plan_blob() const {
-  auto plan = impl_->job_plan();
-  if (!plan) return plan;
-  if (!plan->empty()) return plan;
-  if (auto path = env::get_if_set(env::kPlan)) {
+namespace {
+
+// The job-level value under `key`, else the content of the file the environment variable
+// `file_var` names, else "".
+Result<std::string> job_blob(const Bootstrap::Impl& impl, std::string_view key,
+                             const EnvVar& file_var, const char* what) {
+  auto value = impl.job_value(key);
+  if (!value) return value;
+  if (!value->empty()) return value;
+  if (auto path = env::get_if_set(file_var)) {
     auto text = paths::read_file(*path);
-    if (!text) return std::move(text).error().wrap("reading the plan named by DLTUNE_PLAN");
+    if (!text) {
+      return std::move(text).error().wrap(std::string("reading the ") + what + " named by " +
+                                          std::string(file_var.name));
+    }
     return text;
   }
   return std::string();
+}
+
+}  // namespace
+
+Result<std::string> Bootstrap::plan_blob() const {
+  return job_blob(*impl_, kPlanKey, env::kPlan, "plan");
+}
+
+Result<std::string> Bootstrap::recipe_blob() const {
+  return job_blob(*impl_, kRecipeKey, env::kRecipe, "recipe");
 }
 
 Status Bootstrap::finalize() { return impl_ ? impl_->finalize() : ok_status(); }

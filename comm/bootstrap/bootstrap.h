@@ -27,8 +27,10 @@
 
 namespace dltune::comm {
 
-// The job-level key under which the local launcher publishes the plan blob.
+// The job-level keys under which the local launcher publishes the job's Plan (JSON,
+// recipes/plan.h) and the recipe as run (YAML text, data paths absolute).
 inline constexpr std::string_view kPlanKey = "dltune.plan";
+inline constexpr std::string_view kRecipeKey = "dltune.recipe";
 
 class Bootstrap {
  public:
@@ -74,6 +76,9 @@ class Bootstrap {
   // the content of the file named by DLTUNE_PLAN (srun), else "" (no plan given).
   // Failure: kNotFound / kIo when DLTUNE_PLAN names a file that cannot be read.
   Result<std::string> plan_blob() const;
+  // The recipe as run the launcher gave this job: the job-level value kRecipeKey, else the
+  // content of the file named by DLTUNE_RECIPE, else "". Failure: as plan_blob().
+  Result<std::string> recipe_blob() const;
 
   // Disconnects from the server (also done by the destructor). Idempotent.
   Status finalize();

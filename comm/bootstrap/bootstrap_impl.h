@@ -32,8 +32,8 @@ class Bootstrap::Impl {
   virtual Status commit() = 0;
   virtual Status fence(std::chrono::milliseconds timeout) = 0;
   virtual Result<std::string> get(int rank, std::string_view key) const = 0;
-  // The job-level plan value; "" when the server has none.
-  virtual Result<std::string> job_plan() const = 0;
+  // The job-level value under `key` (kPlanKey, kRecipeKey); "" when the server has none.
+  virtual Result<std::string> job_value(std::string_view key) const = 0;
   virtual Status finalize() = 0;
 
  protected:

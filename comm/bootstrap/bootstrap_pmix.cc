@@ -152,14 +152,14 @@ class PmixImpl final : public Bootstrap::Impl {
     return bytes_of(*v);
   }
 
-  Result<std::string> job_plan() const override {
+  Result<std::string> job_value(std::string_view key) const override {
     pmix_proc_t job;
     PMIX_LOAD_PROCID(&job, me_.nspace, PMIX_RANK_WILDCARD);
     InfoArray info(1);
     bool optional = true;
     PMIX_INFO_LOAD(&info[0], PMIX_OPTIONAL, &optional, PMIX_BOOL);
     pmix_value_t* raw = nullptr;
-    const std::string k(kPlanKey);
+    const std::string k(key);
     pmix_status_t rc = PMIx_Get(&job, k.c_str(), info.data(), info.size(), &raw);
     ValuePtr v(raw);
     if (rc != PMIX_SUCCESS || !v) return std::string();

@@ -130,10 +130,6 @@ Result<Dataset> read_cifar10(const std::vector<std::string>& paths) {
   return d;
 }
 
-int64_t heldout_count(int64_t size, double fraction) {
-  return static_cast<int64_t>(std::llround(static_cast<double>(size) * fraction));
-}
-
 Result<Dataset> split_heldout(Dataset& d, int64_t count, uint64_t seed) {
   if (count < 1 || count >= d.size)
     return invalid_input("dataset '" + d.name + "': cannot hold out " + std::to_string(count) +

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "recipes/datasets.h"
 #include "recipes/model/graph.h"
 
 namespace dltune::engine {
@@ -73,8 +74,9 @@ Result<Dataset> read_cifar10(const std::vector<std::string>& paths);
 std::string encode_mnist_images(const std::vector<uint8_t>& pixels, int n, int rows, int cols);
 std::string encode_mnist_labels(const std::vector<uint8_t>& labels);
 
-// The number of samples a held-out share `fraction` takes from `size`: round(size x fraction).
-int64_t heldout_count(int64_t size, double fraction);
+// The number of samples a held-out share `fraction` takes from `size`: round(size x fraction)
+// (the recipes' own count, which the tuner and the launcher use too).
+using recipes::heldout_count;
 
 // Moves `count` samples of `d`, chosen by a seeded shuffle (a pure function of seed and d.size),
 // into the returned held-out set; `d` keeps the others in their original order. For file data

@@ -1,4 +1,4 @@
-// Single-rank training: config parsing, learning-rate schedules, SGD, checkpoints and exact
+// Single-rank training: config validation, learning-rate schedules, SGD, checkpoints and exact
 // resume.
 #include <cmath>
 
@@ -17,60 +17,52 @@
 namespace dltune::engine {
 namespace {
 
-TEST(TrainConfig, JsonRoundTripAndErrors) {
+TEST(TrainConfig, RangesAndValidation) {
   TrainConfig c;
   c.model = "mlp";
-  c.scaling = Scaling::kWeak;
-  c.algorithms = {{65536, "rd"}, {UINT64_MAX, "ring", 262144}};
-  auto back = parse_train_config(to_json(c));
-  ASSERT_TRUE(back.ok()) << back.error().message();
-  EXPECT_EQ(back->model, "mlp");
-  EXPECT_EQ(back->scaling, Scaling::kWeak);
-  EXPECT_EQ(back->algorithm_for(100), "rd");
-  EXPECT_EQ(back->range_for(100).segment_bytes, 0u);
-  EXPECT_EQ(back->algorithm_for(1 << 20), "ring");
-  EXPECT_EQ(back->range_for(1 << 20).segment_bytes, 262144u);
+  c.algorithms = {{65536, Algorithm::kRecursiveDoubling}, {UINT64_MAX, Algorithm::kRing, 262144}};
+  ASSERT_TRUE(validate(c).ok());
+  EXPECT_EQ(c.algorithm_for(100), Algorithm::kRecursiveDoubling);
+  EXPECT_EQ(c.range_for(100).segment_bytes, 0u);
+  EXPECT_EQ(c.algorithm_for(1 << 20), Algorithm::kRing);
+  EXPECT_EQ(c.range_for(1 << 20).segment_bytes, 262144u);
 
   struct {
-    const char* json;
+    void (*change)(TrainConfig&);
     const char* expect;
-  } bad[] = {{"[1]", "not a JSON object"},
-             {R"({"lrr": 1})", "unknown key 'lrr'"},
-             {R"({"lr": -1})", "key 'lr': must be positive"},
-             {R"({"lr": "x"})", "key 'lr': wrong type"},
-             {R"({"scaling": "medium"})", "expected strong or weak"},
-             {R"({"schedule": "poly"})", "expected constant, step or cosine"},
-             {R"({"algorithms": [{"max_bytes": 10, "algorithm": "ring"},
-                                 {"max_bytes": 5, "algorithm": "rd"}]})",
+  } bad[] = {{[](TrainConfig& t) { t.lr = -1; }, "'lr': must be positive"},
+             {[](TrainConfig& t) { t.scaling = Scaling::kAuto; }, "must be strong or weak"},
+             {[](TrainConfig& t) {
+                t.algorithms = {{10, Algorithm::kRing}, {5, Algorithm::kRecursiveDoubling}};
+              },
               "sorted"},
-             {R"({"algorithms": [{"algorithm": "ring", "segment_bytes": -4}]})",
-              "segment_bytes must be a non-negative integer"}};
+             {[](TrainConfig& t) { t.stages = 2; }, "one first node per stage"}};
   for (const auto& b : bad) {
-    auto r = parse_train_config(b.json);
-    ASSERT_FALSE(r.ok()) << b.json;
-    EXPECT_EQ(r.error().kind(), ErrorKind::kInvalidInput);
-    EXPECT_NE(r.error().message().find(b.expect), std::string::npos) << r.error().message();
+    TrainConfig t = c;
+    b.change(t);
+    auto st = validate(t);
+    ASSERT_FALSE(st.ok()) << b.expect;
+    EXPECT_EQ(st.error().kind(), ErrorKind::kInvalidInput);
+    EXPECT_NE(st.error().message().find(b.expect), std::string::npos) << st.error().message();
   }
 }
 
-TEST(Schedule, LinearScalingWarmupStepCosine) {
+TEST(Schedule, WarmupFromZeroThenStepOrCosine) {
   TrainConfig c;
-  c.lr = 0.1;
-  c.linear_scaling = true;
-  c.reference_batch = 256;
+  c.lr = 0.4;  // the peak: the plan's lr_scale already applied
   c.warmup_steps = 10;
   c.steps = 110;
-  // Goyal et al.: global batch 1024 -> 0.4, reached linearly from 0.1 over the warmup.
-  EXPECT_DOUBLE_EQ(learning_rate(c, 1024, 0), 0.1);
-  EXPECT_NEAR(learning_rate(c, 1024, 5), 0.25, 1e-12);
-  EXPECT_NEAR(learning_rate(c, 1024, 10), 0.4, 1e-12);
-  c.schedule = "step";
+  // Linear warm-up from 0: step s < 10 runs at 0.4 x (s + 1) / 10.
+  EXPECT_NEAR(learning_rate(c, 0), 0.04, 1e-12);
+  EXPECT_NEAR(learning_rate(c, 4), 0.2, 1e-12);
+  EXPECT_NEAR(learning_rate(c, 10), 0.4, 1e-12);
+  c.schedule = recipes::ScheduleKind::kStep;
   c.step_size = 30;
-  EXPECT_NEAR(learning_rate(c, 1024, 39), 0.4, 1e-12);
-  EXPECT_NEAR(learning_rate(c, 1024, 40), 0.04, 1e-12);
-  c.schedule = "cosine";
-  EXPECT_NEAR(learning_rate(c, 1024, 60), 0.2, 1e-12);
-  EXPECT_NEAR(learning_rate(c, 1024, 110), 0.0, 1e-12);
+  EXPECT_NEAR(learning_rate(c, 39), 0.4, 1e-12);
+  EXPECT_NEAR(learning_rate(c, 40), 0.04, 1e-12);
+  c.schedule = recipes::ScheduleKind::kCosine;
+  EXPECT_NEAR(learning_rate(c, 60), 0.2, 1e-12);
+  EXPECT_NEAR(learning_rate(c, 110), 0.0, 1e-12);
 }
 
 TEST(Sgd, MomentumAndWeightDecayMatchTheFormula) {
@@ -289,10 +281,11 @@ TEST(Trainer, RejectsMismatchedModelAndData) {
   EXPECT_NE(t.error().message().find("expects inputs 3x32x32"), std::string::npos)
       << t.error().message();
   c.model = "lenet5";
-  c.algorithms = {{UINT64_MAX, "butterfly"}};
+  c.algorithms = {{UINT64_MAX, Algorithm::kNcclRing}};  // NCCL's, on the CPU engine
   t = Trainer::create(c, nullptr, data, nullptr);
   ASSERT_FALSE(t.ok());
-  EXPECT_NE(t.error().message().find("butterfly"), std::string::npos);
+  EXPECT_NE(t.error().message().find("nccl_ring is NCCL's"), std::string::npos)
+      << t.error().message();
 }
 
 TEST(Trainer, LossDecreasesOnSyntheticDigits) {

@@ -96,8 +96,7 @@ Layout layout_of(const TrainConfig& c, int ranks) {
   l.stages = c.stages;
   l.partition = c.partition;
   l.microbatches = c.microbatches;
-  l.schedule =
-      recipes::parse_schedule(c.pipeline_schedule).value_or(recipes::PipelineSchedule::kOneFOneB);
+  l.schedule = c.pipeline_schedule;
   l.recompute = c.recompute;
   l.optimizer = c.optimizer;
   l.offload_optimizer = c.offload_optimizer;

@@ -90,7 +90,7 @@ Status Trainer::setup_pipeline(const recipes::Graph& full) {
     p.infos.push_back(recipes::analyze_graph(def->graph));
     p.defs.push_back(std::move(*def));
   }
-  p.schedule = *recipes::parse_schedule(config_.pipeline_schedule);  // validate() checked it
+  p.schedule = config_.pipeline_schedule;
   p.recompute = config_.recompute;
   const recipes::GraphInfo& mine = p.infos[static_cast<size_t>(p.stage)];
   p.in_numel = recipes::numel(p.def().graph.input);
@@ -345,7 +345,7 @@ Result<double> Trainer::compute_pipeline(int B, uint64_t step_seed, bool traced,
       for (int64_t i = 0; i < model_->num_params(); ++i) gw[i] *= static_cast<float>(coef);
     }
   }
-  const double lr = learning_rate(config_, global_batch_, step_);
+  const double lr = learning_rate(config_, step_);
   opt_->step(model_->params(), model_->grads(), static_cast<float>(lr));
   tm.update_end = Clock::now();
   return loss;

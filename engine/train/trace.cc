@@ -62,10 +62,11 @@ Status TraceWriter::close() {
   return ok_status();
 }
 
-std::string bucket_event_name(size_t index, const std::string& algorithm, uint64_t bytes) {
+std::string bucket_event_name(size_t index, std::string_view algorithm, uint64_t bytes) {
   char mb[32];
   std::snprintf(mb, sizeof mb, "%.1f MB", static_cast<double>(bytes) / 1e6);
-  return "allreduce bucket " + std::to_string(index) + " (" + algorithm + ", " + mb + ")";
+  return "allreduce bucket " + std::to_string(index) + " (" + std::string(algorithm) + ", " + mb +
+         ")";
 }
 
 Status merge_traces(const std::string& trace_path, int ranks) {

@@ -59,7 +59,7 @@ class TraceWriter {
 };
 
 // "allreduce bucket 3 (ring, 1.2 MB)".
-std::string bucket_event_name(size_t index, const std::string& algorithm, uint64_t bytes);
+std::string bucket_event_name(size_t index, std::string_view algorithm, uint64_t bytes);
 
 // Merges <trace_path>.rank0 .. .rank<ranks-1> into trace_path as
 // {"traceEvents": [...], "displayTimeUnit": "ms"}, with a process_name metadata event

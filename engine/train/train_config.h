@@ -1,8 +1,9 @@
-// TrainConfig: everything a rank needs to train, as plain data with a JSON form.
+// TrainConfig: everything a rank needs to train, as plain data in the engine's own terms.
 //
-// The tuner's Plan (recipes/plan.h) maps onto this; ranks never re-decide anything in it.
-// JSON keys are the member names; unknown keys are rejected (a typo must not silently fall
-// back to a default).
+// A rank builds it from the recipe as run and the Plan of its job (train_config_from in
+// engine/train/recipe_config.h: the one mapping, also the tuner's trials'); it never crosses a
+// process boundary (the Plan does). Tests and benchmarks that drive the engine directly fill it
+// in code.
 #pragma once
 
 #include <cstdint>
@@ -10,17 +11,21 @@
 #include <vector>
 
 #include "common/result.h"
+#include "recipes/enums.h"
 #include "recipes/model/graph.h"
+#include "recipes/plan.h"
+#include "recipes/recipe.h"
 
 namespace dltune::engine {
 
-enum class Scaling { kStrong, kWeak };
+// The plan's scaling mode (kStrong or kWeak; never kAuto in a configuration).
+using Scaling = recipes::Scaling;
 
-// Messages of at most max_bytes use `algorithm` (a comm algorithm name: ring, rd, rabenseifner,
-// tree, hier, shm, native). Ranges are sorted by max_bytes; the last one also covers larger.
+// Messages of at most max_bytes use `algorithm` (one comm/ runs on host memory; on the GPU
+// engine NCCL picks per call). Ranges are sorted by max_bytes; the last one also covers larger.
 struct AlgorithmRange {
   uint64_t max_bytes = UINT64_MAX;
-  std::string algorithm = "ring";
+  Algorithm algorithm = Algorithm::kRing;
   // The ring's pipelining segment in bytes (the plan's ring/SEGMENT choice); 0: comm's default
   // (comm::AllreduceOptions::segment_bytes). Only the ring uses it (hier: its ring among nodes).
   uint64_t segment_bytes = 0;
@@ -54,11 +59,11 @@ struct TrainConfig {
   // The pipeline (a Plan's parallel layout): ranks = replicas x stages; rank r runs stage
   // r % stages of replica r / stages; partition holds each stage's first node (stages > 1). A
   // replica trains global_batch / replicas samples per step in `microbatches` micro-batches
-  // under `pipeline_schedule` (gpipe | 1f1b | async), recomputing each stage's forward before
+  // under `pipeline_schedule`, recomputing each stage's forward before
   // its backward with `recompute`.
   int stages = 1;
   std::vector<std::string> partition;
-  std::string pipeline_schedule = "1f1b";
+  recipes::PipelineSchedule pipeline_schedule = recipes::PipelineSchedule::kOneFOneB;
   bool recompute = false;
   // GPU only: the optimizer state in pinned host memory, streamed through the device for each
   // update (engine/gpu/offload.h); the plan's parallel.offload.
@@ -71,16 +76,14 @@ struct TrainConfig {
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // adamw
   double clip_grad_norm = 0.0;  // > 0: scale gradients to at most this global L2 norm
   std::string init_from;        // a safetensors file of the model's parameters; "" = seeded init
-  std::string schedule = "constant";  // constant | step | cosine
-  int64_t step_size = 1000;           // step schedule: multiply by gamma every step_size steps
+  // The learning-rate schedule after the warm-up: constant, step (x gamma every step_size steps)
+  // or cosine (down to min_lr at `steps`). `lr` is the peak rate, the plan's lr_scale applied.
+  recipes::ScheduleKind schedule = recipes::ScheduleKind::kConstant;
+  int64_t step_size = 1000;
   double gamma = 0.1;
-  double min_lr = 0.0;          // cosine schedule: the rate reached at `steps`
-  bool linear_scaling = false;  // Goyal et al.: lr * global_batch / reference_batch
-  int reference_batch = 256;
-  int64_t warmup_steps = 0;  // gradual warmup from lr to the scaled lr
-  // Warmup starts near 0 instead of the base lr: step s < warmup_steps runs at
-  // peak * (s + 1) / warmup_steps (the recipe's "linear warmup from 0 to lr").
-  bool warmup_from_zero = false;
+  double min_lr = 0.0;
+  // Linear warm-up from 0: step s < warmup_steps runs at lr * (s + 1) / warmup_steps.
+  int64_t warmup_steps = 0;
   int64_t steps = 100;
   uint64_t seed = 1;
   // Where the rank computes: "cpu" (BLAS) or "gpu" (cuBLAS / cuDNN on the rank's first
@@ -105,7 +108,7 @@ struct TrainConfig {
     return scaling == Scaling::kStrong ? global_batch : per_rank_batch * (ranks / stages);
   }
   // The algorithm name for a message of `bytes`.
-  const std::string& algorithm_for(uint64_t bytes) const { return range_for(bytes).algorithm; }
+  Algorithm algorithm_for(uint64_t bytes) const { return range_for(bytes).algorithm; }
   // The first range whose max_bytes is >= bytes (the last range when none is).
   const AlgorithmRange& range_for(uint64_t bytes) const;
   // Whether the data source has a held-out part to evaluate on (file data always does;
@@ -117,17 +120,13 @@ struct TrainConfig {
 // Errors (not_found): an unknown built-in name, listing the built-ins.
 Result<recipes::Graph> model_graph(const TrainConfig& config);
 
-// Checks ranges and names (not the algorithm names: comm does); invalid_input naming the key.
+// Checks ranges and names (not the algorithm names: comm does); invalid_input naming the field:
+// "train config: 'lr': must be positive".
 Status validate(const TrainConfig& config);
-// Parses a JSON object; missing keys keep their defaults. Errors (invalid_input) name the key:
-// "train config: key 'lr': expected a positive number".
-Result<TrainConfig> parse_train_config(const std::string& json_text);
-std::string to_json(const TrainConfig& config);
 
-// The learning rate at `step` (0-based) for a global batch: the base lr, scaled linearly when
-// linear_scaling, reached by linear warmup from the base lr over warmup_steps, then decayed by
-// the schedule (step: gamma^(floor((step - warmup)/step_size)); cosine: to min_lr at `steps`).
-// With warmup_from_zero the warmup ramps from 0 instead of the base lr.
-double learning_rate(const TrainConfig& config, int global_batch, int64_t step);
+// The learning rate at `step` (0-based): lr reached by linear warm-up from 0 over
+// warmup_steps, then decayed by the schedule (step: gamma^(floor((step - warmup) /
+// step_size)); cosine: to min_lr at `steps`).
+double learning_rate(const TrainConfig& config, int64_t step);
 
 }  // namespace dltune::engine

@@ -168,9 +168,12 @@ Status Trainer::make_buckets() {
         config_.range_for(static_cast<uint64_t>(b.end - b.begin) * sizeof(float));
     b.algorithm = r.algorithm;
     b.segment_bytes = r.segment_bytes;
-    if (nccl_) continue;  // NCCL picks its own algorithm (options fixed at its creation)
-    auto algo = comm::parse_algorithm(b.algorithm);
-    if (!algo) return algo.error().wrap("train config: key 'algorithms'");
+    if (nccl_) continue;  // NCCL picks its own algorithm per call (its tuner plugin: the plan)
+    if (is_nccl(b.algorithm))
+      return invalid_input(
+          "train config: 'algorithms': " + std::string(algorithm_name(b.algorithm)) +
+          " is NCCL's; the CPU engine runs ring, rd, rabenseifner, tree, hier, "
+          "shm or native");
   }
   return ok_status();
 }
@@ -200,7 +203,7 @@ Status Trainer::set_communication(uint64_t bucket_bytes, bool overlap) {
 
 comm::AllreduceOptions Trainer::bucket_options(const Bucket& b) {
   comm::AllreduceOptions opts;
-  opts.algorithm = *comm::parse_algorithm(b.algorithm);  // checked by make_buckets()
+  opts.algorithm = b.algorithm;  // a host algorithm: make_buckets() checked it
   if (b.segment_bytes != 0) opts.segment_bytes = static_cast<size_t>(b.segment_bytes);
   return opts;
 }
@@ -277,7 +280,7 @@ Result<double> Trainer::compute_cpu(int B, uint64_t seed, bool traced, StepTimes
   tm.reduce_end = Clock::now();
   if (config_.clip_grad_norm > 0.0)
     clip_grad_norm(model_->grads(), model_->num_params(), config_.clip_grad_norm);
-  const double lr = learning_rate(config_, global_batch_, step_);
+  const double lr = learning_rate(config_, step_);
   opt_->step(model_->params(), model_->grads(), static_cast<float>(lr));
   tm.update_end = Clock::now();
   return loss;
@@ -324,7 +327,7 @@ Result<double> Trainer::step(bool want_loss) {
                          : compute_cpu(B, seed, traced, tm);
   if (!computed) return computed.error();
   const double loss = *computed;
-  const double lr = learning_rate(config_, global_batch_, step_);
+  const double lr = learning_rate(config_, step_);
   const auto tf = tm.forward_end, t1 = tm.backward_end, t2 = tm.reduce_end, t3 = tm.update_end;
   const double per_sample_predictions = static_cast<double>(predictions_);
   double mean = loss / (B * per_sample_predictions);
@@ -355,8 +358,8 @@ Result<double> Trainer::step(bool want_loss) {
       for (size_t i = 0; i < buckets_.size(); ++i) {  // the comm thread ran them in order
         const auto begin = std::max(bucket_issued_[i], prev_end);
         const uint64_t bytes = static_cast<uint64_t>(buckets_[i].end - buckets_[i].begin) * 4;
-        trace_->complete(bucket_event_name(i, buckets_[i].algorithm, bytes), kTraceComm, begin,
-                         bucket_done_[i], step_);
+        trace_->complete(bucket_event_name(i, algorithm_name(buckets_[i].algorithm), bytes),
+                         kTraceComm, begin, bucket_done_[i], step_);
         prev_end = bucket_done_[i];
       }
     }

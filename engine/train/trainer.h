@@ -56,7 +56,7 @@ struct PipelineStage;  // pipeline.h
 
 struct Bucket {
   int64_t begin = 0, end = 0;  // parameter index range [begin, end)
-  std::string algorithm;
+  Algorithm algorithm = Algorithm::kRing;
   uint64_t segment_bytes = 0;  // the ring's segment (0: comm's default)
   int tensors = 0;             // parameter tensors in it (its gradients are final when all are)
 };

@@ -245,7 +245,7 @@ Result<double> Trainer::compute_gpu(int B, uint64_t seed, bool traced, StepTimes
   tm.reduce_end = Clock::now();
   if (config_.clip_grad_norm > 0.0)
     gpu::clip_grad_norm(ctx, m.grads(), n, config_.clip_grad_norm, gpu_->norm.as<double>());
-  const auto lr = static_cast<float>(learning_rate(config_, global_batch_, step_));
+  const auto lr = static_cast<float>(learning_rate(config_, step_));
   opt_->set_steps(opt_->steps() + 1);  // as the host optimizer's step() counts
   // Elements [begin, begin + count) with the state vectors at `state` (on the device).
   auto update = [&](int64_t begin, int64_t count, float* const* state) {

@@ -113,9 +113,7 @@ Status Trainer::resume(const std::string& path) {
 }
 
 Error Trainer::diverged_error(double loss) const {
-  const double peak = config_.linear_scaling ? config_.lr * global_batch_ /
-                                                   static_cast<double>(config_.reference_batch)
-                                             : config_.lr;
+  const double peak = config_.lr;
   char buf[400];
   std::snprintf(buf, sizeof buf,
                 "training diverged: the loss is %s at step %lld (learning rate %.4g in that step, "
@@ -123,8 +121,7 @@ Error Trainer::diverged_error(double loss) const {
                 "warmup, or scale lr less with the global batch (optimizer.lr_scaling: sqrt or "
                 "none)",
                 std::isnan(loss) ? "NaN" : "infinite", static_cast<long long>(step_),
-                learning_rate(config_, global_batch_, step_ - 1), peak,
-                static_cast<long long>(global_batch_));
+                learning_rate(config_, step_ - 1), peak, static_cast<long long>(global_batch_));
   return invalid_input(buf);
 }
 

@@ -1,16 +1,20 @@
 // dltune-worker: the rank program the launcher starts (also runs by hand as a single rank).
 //
-//   dltune-worker train [--plan CONFIG.json] [--model M] [--data SRC] [--steps N] ...
+//   dltune-worker train [--recipe FILE|NAME [--set KEY=VALUE]...] [--plan PLAN.json]
+//                       [--run-dir DIR] [--metrics F] [--checkpoint F] [--resume CKPT]
+//                       [--summary F]
 //
-// The plan is a TrainConfig JSON (engine/train_config.h); without --plan, the job's plan blob
-// (PMIx job data from `dltune run --plan`, or the file DLTUNE_PLAN names) is used when there is
-// one, else the defaults. Command line options override plan values. Under a launcher (Open
-// MPI / PMIx / Slurm environment) the ranks talk over the MPI communicator, or, with device gpu
-// in a build with NCCL, over NCCL (bootstrapped through PMIx; the plan's last algorithm range
-// picks the NCCL options when it names one: "nccl", "nccl:ring/ll"); by hand it is rank 0 of 1 with
-// no communication. Rank 0 prints a one-line JSON summary on stdout at the end. Exit: 0 success, 1
-// training or communication failure, 2 bad input; 130 / 143 when SIGINT / SIGTERM stopped training
-// (every rank finishes the same step and the checkpoint, when set, is saved first).
+// A rank trains the recipe as run under the Plan of its job (engine/worker/rank_job.h: given
+// by PMIx job data under `dltune launch` / `dltune run --plan P --recipe R`, else by the files
+// DLTUNE_PLAN / DLTUNE_RECIPE name, else by --plan / --recipe; no plan: the recipe's own
+// settings). Under a launcher (Open MPI / PMIx / Slurm environment) the ranks talk over the MPI
+// communicator, or, on the GPU engine in a build with NCCL, over NCCL (bootstrapped through
+// PMIx; NCCL picks its algorithm per call, steered per message size by dltune's NCCL tuner
+// plugin, which reads the same Plan); by hand it is rank 0 of 1 with no communication. Rank 0
+// prints a one-line JSON summary on stdout at the end (or writes it to --summary, or to the run
+// directory). Exit: 0 success, 1 training or communication failure, 2 bad input; 130 / 143 when
+// SIGINT / SIGTERM stopped training (every rank finishes the same step and the checkpoint, when
+// set, is saved first).
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -38,6 +42,7 @@
 #include "engine/worker/forward.h"
 #include "engine/worker/layout.h"
 #include "engine/worker/profile.h"
+#include "engine/worker/rank_job.h"
 #include "engine/worker/trial.h"
 
 namespace dltune::engine {
@@ -56,53 +61,9 @@ void install_stop_handlers() {
 }
 
 struct Options {
-  std::string plan, model, data, metrics, checkpoint, resume, summary;
-  int64_t steps = -1, global_batch = -1, per_rank_batch = -1, threads = -1;
-  std::string scaling, device;
-  bool no_overlap = false;
+  RankJobOptions job;
+  std::string resume;
 };
-
-// `boot`: the job's PMIx bootstrap when launched as a rank (its plan blob is the plan when
-// --plan is not given), else null.
-Result<TrainConfig> load_config(const Options& o, const comm::Bootstrap* boot) {
-  TrainConfig c;
-  std::string text;
-  std::string source = o.plan;
-  if (!o.plan.empty()) {
-    auto t = paths::read_file(o.plan);
-    if (!t) return not_found("plan file: " + t.error().message());
-    text = *t;
-  } else if (boot != nullptr) {  // the launcher's plan (PMIx job data), else DLTUNE_PLAN's file
-    auto t = boot->plan_blob();
-    if (!t) return t.error().wrap("reading the job's plan");
-    text = *t;
-    source = "the job's plan";
-  } else if (auto p = env::get_if_set(env::kPlan)) {
-    auto t = paths::read_file(*p);
-    if (!t) return t.error().wrap("reading DLTUNE_PLAN");
-    text = *t;
-  }
-  if (!text.empty()) {
-    auto parsed = parse_train_config(text);
-    if (!parsed)
-      return parsed.error().wrap("plan '" + (source.empty() ? "DLTUNE_PLAN" : source) + "'");
-    c = *parsed;
-  }
-  if (!o.model.empty()) c.model = o.model;
-  if (!o.data.empty()) c.data = o.data;
-  if (!o.metrics.empty()) c.metrics_path = o.metrics;
-  if (!o.checkpoint.empty()) c.checkpoint_path = o.checkpoint;
-  if (o.steps >= 0) c.steps = o.steps;
-  if (o.global_batch > 0) c.global_batch = static_cast<int>(o.global_batch);
-  if (o.per_rank_batch > 0) c.per_rank_batch = static_cast<int>(o.per_rank_batch);
-  if (o.threads > 0) c.threads = static_cast<int>(o.threads);
-  if (o.scaling == "weak") c.scaling = Scaling::kWeak;
-  if (o.scaling == "strong") c.scaling = Scaling::kStrong;
-  if (o.no_overlap) c.overlap = false;
-  if (!o.device.empty()) c.device = o.device;
-  DLTUNE_TRY(validate(c));
-  return c;
-}
 
 // Every rank's estimated and measured training memory (collective over `world`): the memory
 // model's terms for its stage against `peak`, this rank's MemoryBaseline::peak_bytes() (its
@@ -162,14 +123,17 @@ Status train(const Options& o) {
     if (!b) return b.error().wrap("joining the job");
     boot = std::make_unique<comm::Bootstrap>(std::move(*b));
   }
-  auto cfg = load_config(o, boot.get());
-  if (!cfg) return cfg.error();
+  auto job =
+      load_rank_job(o.job, boot.get(), boot ? boot->size() : 1, boot ? boot->num_nodes() : 1);
+  if (!job) return job.error();
+  const TrainConfig* cfg = &job->config;
   set_blas_threads(cfg->threads);
   std::unique_ptr<comm::Communicator> world;
   if (boot && cfg->device == "gpu" && comm::nccl_available()) {
-    const std::string& choice = cfg->algorithms.back().algorithm;
-    auto opts = comm::parse_nccl_choice(choice.rfind("nccl", 0) == 0 ? choice : "nccl");
-    if (!opts) return opts.error().wrap("train config: key 'algorithms'");
+    // NCCL's own choice per call: the plan's GPU rules reach it per message size through
+    // dltune's NCCL tuner plugin (NCCL_TUNER_PLUGIN and DLTUNE_PLAN, set by the launcher).
+    auto opts = comm::parse_nccl_choice("nccl");
+    if (!opts) return opts.error();
     auto nccl = comm::NcclCommunicator::create(*boot, 0, *opts);
     if (!nccl) return nccl.error().wrap("starting the NCCL communicator");
     world = std::move(*nccl);
@@ -226,10 +190,11 @@ Status train(const Options& o) {
                         {"comm_s", sum->comm_s},
                         {"wall_seconds", sum->wall_s},
                         {"memory", *memory}};
-    if (o.summary.empty()) {
+    if (job->summary_path.empty()) {
       std::printf("%s\n", j.dump().c_str());
     } else {
-      DLTUNE_TRY_CTX(paths::write_file_atomic(o.summary, j.dump() + "\n"), "--summary");
+      DLTUNE_TRY_CTX(paths::write_file_atomic(job->summary_path, j.dump() + "\n"),
+                     "writing the summary");
     }
   }
   trainer->reset();
@@ -252,25 +217,18 @@ int main(int argc, char** argv) {
   CLI::App app{"dltune-worker: the dltune training rank program"};
   app.require_subcommand(1);
   Options o;
-  auto* train = app.add_subcommand("train", "train a model (one rank of a job, or alone)");
-  train->add_option("--plan", o.plan, "TrainConfig JSON (default: the job's plan, if any)");
-  train->add_option("--model", o.model, "a built-in model (dltune model list)");
-  train->add_option("--data", o.data,
-                    "synthetic | synthetic-cifar | synthetic-imagenet | mnist:DIR | cifar10:DIR | "
-                    "text:FILE");
-  train->add_option("--steps", o.steps, "training steps");
-  train->add_option("--global-batch", o.global_batch, "global batch (strong scaling)");
-  train->add_option("--per-rank-batch", o.per_rank_batch, "per-rank batch (weak scaling)");
-  train->add_option("--scaling", o.scaling, "strong | weak")
-      ->check(CLI::IsMember({"strong", "weak"}));
-  train->add_option("--threads", o.threads, "BLAS threads per rank (default 1)");
-  train->add_option("--device", o.device, "cpu | gpu (default: the plan's, else cpu)")
-      ->check(CLI::IsMember({"cpu", "gpu"}));
-  train->add_flag("--no-overlap", o.no_overlap, "allreduce after backward instead of during");
-  train->add_option("--metrics", o.metrics, "append JSON-lines metrics to this file");
-  train->add_option("--checkpoint", o.checkpoint, "checkpoint file (written atomically)");
+  auto* train = app.add_subcommand("train", "train a recipe (one rank of a job, or alone)");
+  train->add_option("--recipe", o.job.recipe,
+                    "recipe file or bundled recipe name (default: the job's recipe)");
+  train->add_option("--set", o.job.sets, "change a key of --recipe's file (as dltune launch)");
+  train->add_option("--plan", o.job.plan,
+                    "Plan file (default: the job's plan, else the recipe's own settings)");
+  train->add_option("--run-dir", o.job.run_dir,
+                    "write metrics, checkpoint, trace and summary into this run directory");
+  train->add_option("--metrics", o.job.metrics, "append JSON-lines metrics to this file");
+  train->add_option("--checkpoint", o.job.checkpoint, "checkpoint file (written atomically)");
   train->add_option("--resume", o.resume, "resume from this checkpoint");
-  train->add_option("--summary", o.summary,
+  train->add_option("--summary", o.job.summary,
                     "write rank 0's JSON summary to this file instead of standard output");
   auto* trial = dltune::engine::add_trial_command(app);
   auto* forward = dltune::engine::add_forward_command(app);

@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "comm/mpi_communicator.h"
-#include "common/halving.h"
+#include "common/halving_json.h"
 #include "common/paths.h"
 #include "engine/worker/trial_search.h"
 #include "recipes/plan.h"
@@ -32,27 +32,6 @@ struct TrialOptions {
 };
 TrialOptions g_opts;
 
-Result<TrialSchedule> read_schedule(const json& j) {
-  TrialSchedule s;
-  halving::Options& h = s.halving;
-  if (!j.is_object()) return invalid_input("'schedule' must be an object");
-  try {
-    h.grid = j.value("grid", false);
-    h.eta = j.value("eta", h.eta);
-    h.min_steps = j.value("min_steps", h.min_steps);
-    h.max_steps = j.value("max_steps", h.max_steps);
-    h.warmup_steps = j.value("warmup_steps", h.warmup_steps);
-    s.chunk_steps = j.value("chunk_steps", s.chunk_steps);
-    h.budget_s = j.value("budget_s", h.budget_s);
-    h.keep_built = j.value("keep_trainers", h.keep_built);
-  } catch (const std::exception& e) {
-    return invalid_input(std::string("'schedule': ") + e.what());
-  }
-  if (Status st = halving::validate(h); !st) return st.error().wrap("'schedule'");
-  if (s.chunk_steps < 1) return invalid_input("'schedule' needs chunk_steps >= 1");
-  return s;
-}
-
 Status run_trials(const TrialOptions& o) {
   auto recipe = recipes::load_recipe(o.recipe);
   if (!recipe) return recipe.error();
@@ -66,7 +45,7 @@ Status run_trials(const TrialOptions& o) {
       c["candidates"].empty() || !c.contains("schedule")) {
     return invalid_input(where + ": needs 'base', a non-empty 'candidates' list and 'schedule'");
   }
-  auto sched = read_schedule(c["schedule"]);
+  auto sched = halving::schedule_from_json(c["schedule"]);
   if (!sched) return sched.error().wrap(where);
   if (o.budget_s > 0) sched->halving.budget_s = o.budget_s;
   if (o.grid) sched->halving.grid = true;

@@ -4,6 +4,7 @@
 // one candidate: trial_steps.cc.
 #include "engine/worker/trial_search.h"
 
+#include "common/halving_json.h"
 #include "engine/worker/trial_search_impl.h"
 
 namespace dltune::engine {
@@ -279,20 +280,24 @@ Status Search::extend_final(const std::vector<size_t>& order, int len) {
 }
 
 json Search::result() const {
-  json trials = json::array();
+  std::vector<halving::TrialRecord> trials;
   for (const Record& r : records_) {
-    json chunks = json::array();
-    for (const auto& [n, sec] : r.chunks) chunks.push_back({n, sec});
-    json t = {{"candidate", r.candidate}, {"label", cands_[r.candidate].label},
-              {"round", r.round},         {"steps", r.steps},
-              {"samples_per_s", r.sps},   {"step_s", r.step_s},
-              {"failed", r.failed},       {"skipped", r.skipped},
-              {"reason", r.reason},       {"chunks", chunks}};
-    if (r.compute_s >= 0) t["compute_s"] = r.compute_s;
-    if (r.comm_s >= 0) t["exposed_comm_s"] = r.comm_s;
-    if (!r.allreduce_s.empty()) t["allreduce_s"] = r.allreduce_s;
-    if (r.memory_estimate > 0) t["memory_estimate_bytes"] = r.memory_estimate;
-    if (r.memory_peak > 0) t["memory_peak_bytes"] = r.memory_peak;
+    halving::TrialRecord t;
+    t.candidate = r.candidate;
+    t.label = cands_[r.candidate].label;
+    t.round = r.round;
+    t.steps = r.steps;
+    t.samples_per_s = r.sps;
+    t.step_s = r.step_s;
+    t.failed = r.failed;
+    t.skipped = r.skipped;
+    t.reason = r.reason;
+    t.chunks = r.chunks;
+    if (r.compute_s >= 0) t.compute_s = r.compute_s;
+    if (r.comm_s >= 0) t.exposed_comm_s = r.comm_s;
+    t.allreduce_s = r.allreduce_s;
+    if (r.memory_estimate > 0) t.memory_estimate_bytes = r.memory_estimate;
+    if (r.memory_peak > 0) t.memory_peak_bytes = r.memory_peak;
     trials.push_back(std::move(t));
   }
   // The winner: among the candidates that reached the last round and never failed, the most
@@ -310,7 +315,7 @@ json Search::result() const {
           {"trial_s", trial_s_},
           {"setup_s", setup_s_},
           {"trainers_built", trainers_built_},
-          {"trials", trials}};
+          {"trials", halving::trials_to_json(trials)}};
 }
 
 }  // namespace trial_detail

@@ -10,19 +10,15 @@
 #include <nlohmann/json.hpp>
 
 #include "comm/communicator.h"
-#include "common/halving.h"
+#include "common/halving_json.h"
 #include "common/result.h"
 #include "recipes/plan.h"
 #include "recipes/recipe.h"
 
 namespace dltune::engine {
 
-// The candidates file's schedule: the search's options (its keep_trainers is halving's
-// keep_built) and the steps of each interleaved chunk of a trial.
-struct TrialSchedule {
-  halving::Options halving;
-  int chunk_steps = 2;
-};
+// The candidates file's schedule (common/halving_json.h, as the tuner writes it).
+using TrialSchedule = halving::Schedule;
 
 class TrialSearch {
  public:

@@ -259,13 +259,12 @@ Status Search::measure_buckets(Cand& c) {
   if (!buf) return buf.error().wrap("measuring the buckets' allreduce");
   std::vector<double> times;
   for (const Bucket& b : tr->buckets()) {
-    auto algo = comm::parse_algorithm(b.algorithm);
-    if (!algo) {
+    if (is_nccl(b.algorithm)) {  // NCCL's: not one this host communicator runs
       times.push_back(0);
       continue;
     }
     comm::AllreduceOptions o;
-    o.algorithm = *algo;
+    o.algorithm = b.algorithm;
     if (b.segment_bytes > 0) o.segment_bytes = b.segment_bytes;
     const size_t count = static_cast<size_t>(b.end - b.begin);
     std::vector<double> one;

@@ -343,7 +343,7 @@ TEST(LaunchOutcome, UncertainCollectiveChoicesAreWarnedAbout) {
   EXPECT_NE(warnings().find("the collective choices are uncertain"), std::string::npos)
       << warnings();
   EXPECT_NE(warnings().find("allreduce 4.0x faster"), std::string::npos) << warnings();
-  run.facts.choice.plan = recipes::default_plan(1, 2, 64, recipes::Algorithm::kSharedMemory);
+  run.facts.choice.plan = recipes::default_plan(1, 2, 64, recipes::Algorithm::kShm);
   run.facts.choice.plan.training.bucket_bytes = 1 << 20;
   EXPECT_EQ(warnings().find("collective choices"), std::string::npos) << warnings();
 }

@@ -14,8 +14,8 @@
 #include "launcher/launch_layout.h"
 #include "recipes/plan.h"
 #include "topology/topology.h"
+#include "tuner/db/key.h"
 #include "tuner/db/store.h"
-#include "tuner/key.h"
 
 #include "dltune/config.h"
 
@@ -62,7 +62,7 @@ class LaunchPlan : public ::testing::Test {
     return r;
   }
   tdb::Key key_for(const recipes::Recipe& recipe) {
-    return tuner::make_key(topo_, {1, 2}, recipes::recipe_signature(recipe), false);
+    return tuner::db::make_key(topo_, {1, 2}, recipes::recipe_signature(recipe), false);
   }
   // Stores `plan_json` under `key` as a row written by another program would be: no checks.
   void plant(const tdb::Key& key, const std::string& plan_json) {

@@ -82,7 +82,7 @@ TEST(LaunchProgress, TheAllreducePlanInWords) {
   EXPECT_EQ(allreduce_in_words(plan), "ring every size");
   auto& ranges = plan.collectives[recipes::Collective::kAllreduce];
   ranges = {{0, 1 << 20, recipes::Algorithm::kRabenseifner, 0},
-            {1 << 20, recipes::kPlanMaxBytes, recipes::Algorithm::kSharedMemory, 0}};
+            {1 << 20, recipes::kPlanMaxBytes, recipes::Algorithm::kShm, 0}};
   EXPECT_EQ(allreduce_in_words(plan), "rabenseifner below 1 MiB, shm from 1 MiB");
   plan.collectives.clear();
   EXPECT_EQ(allreduce_in_words(plan), "");

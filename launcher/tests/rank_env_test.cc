@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "common/paths.h"
 #include "launcher/plan_env.h"
 
 namespace dltune::launcher {
@@ -101,12 +102,26 @@ TEST(RankEnvTest, AFreePortIsFreeAndOnlyOnThisMachinesAddresses) {
   EXPECT_FALSE(free_tcp_port("not-an-address").ok());
 }
 
+// A whole plan (recipes/plan.h) around `collectives` and `placement` JSON, for a `shape` job.
+std::string plan_text(const std::string& collectives, const std::string& placement,
+                      const std::string& job = R"({"nodes":2,"ranks_per_node":2})") {
+  return R"({"version":1,"collectives":)" + collectives + R"(,"placement":)" + placement +
+         R"(,"training":{"per_rank_batch":8,"global_batch":32,"scaling":"weak"},"job":)" + job +
+         "}";
+}
+
+recipes::Plan plan_of(const std::string& text) {
+  auto p = recipes::parse_plan(text);
+  EXPECT_TRUE(p.ok()) << p.error().message();
+  return p.ok() ? *p : recipes::Plan{};
+}
+
 TEST(PlanEnvTest, RulesAndPlacementFromThePlan) {
-  const std::string plan =
-      R"({"version":1,"collectives":{"allreduce":[{"min_bytes":0,"max_bytes":4096,"algo":"rd"},)"
-      R"({"min_bytes":4096,"max_bytes":18446744073709551615,"algo":"ring"}]},)"
-      R"("placement":[{"local_rank":0,"cpus":[0,1],"gpu":-1,"nic":"mlx5_0"},)"
-      R"({"local_rank":1,"cpus":[2,3],"gpu":1,"nic":""}]})";
+  const recipes::Plan plan =
+      plan_of(plan_text(R"({"allreduce":[{"min_bytes":0,"max_bytes":4096,"algo":"rd"},)"
+                        R"({"min_bytes":4096,"max_bytes":18446744073709551615,"algo":"ring"}]})",
+                        R"([{"local_rank":0,"cpus":[0,1],"gpu":-1,"nic":"mlx5_0"},)"
+                        R"({"local_rank":1,"cpus":[2,3],"gpu":1,"nic":""}])"));
   PlanEnv pe = plan_env_for(plan, 4, 2);
   EXPECT_TRUE(pe.notes.empty()) << pe.notes[0];
   EXPECT_NE(pe.ompi_rules.find("4 # comm size"), std::string::npos) << pe.ompi_rules;
@@ -115,28 +130,53 @@ TEST(PlanEnvTest, RulesAndPlacementFromThePlan) {
   EXPECT_EQ(pe.placement[0].cpuset, "0-1");
   EXPECT_EQ(pe.placement[0].nic, "mlx5_0");
   EXPECT_EQ(pe.placement[1].gpu, 1);
-  // Made for another number of ranks per node: not used, and said.
+  // Made for another job shape: applied with a note naming both shapes; a placement for
+  // another number of ranks per node is not used, and said.
   PlanEnv other = plan_env_for(plan, 3, 3);
   EXPECT_TRUE(other.placement.empty());
-  ASSERT_EQ(other.notes.size(), 1u);
-  EXPECT_NE(other.notes[0].find("places 2 rank(s) per node, the job has 3"), std::string::npos);
-  // Not a plan: handed over as it is, nothing derived.
-  PlanEnv text = plan_env_for("just text", 2, 2);
-  EXPECT_TRUE(text.ompi_rules.empty());
-  EXPECT_EQ(text.notes.size(), 1u);
-  // A plan without collectives Open MPI knows, or a malformed placement.
-  PlanEnv bad = plan_env_for(R"({"placement":[{"local_rank":0,"cpus":["x"]}]})", 1, 1);
-  EXPECT_TRUE(bad.ompi_rules.empty());
-  EXPECT_TRUE(bad.placement.empty());
-  EXPECT_EQ(bad.notes.size(), 1u);
+  ASSERT_EQ(other.notes.size(), 2u);
+  EXPECT_NE(other.notes[0].find("tuned for a 2x2 job (nodes x ranks per node), this one is 1x3"),
+            std::string::npos)
+      << other.notes[0];
+  EXPECT_NE(other.notes[1].find("places 2 rank(s) per node, the job has 3"), std::string::npos);
+  EXPECT_FALSE(other.ompi_rules.empty());
+  // Where Open MPI lacks the plan's algorithm, the note says what it runs instead.
+  const recipes::Plan shm = plan_of(plan_text(
+      R"({"allreduce":[{"min_bytes":0,"max_bytes":18446744073709551615,"algo":"shm"}]})", "[]"));
+  PlanEnv approx = plan_env_for(shm, 4, 2);
+  ASSERT_EQ(approx.notes.size(), 1u);
+  EXPECT_NE(approx.notes[0].find("Open MPI: allreduce: shm (reduction in node-shared memory) has "
+                                 "no coll/tuned equivalent; using recursive_doubling"),
+            std::string::npos)
+      << approx.notes[0];
+}
+
+TEST(PlanEnvTest, WhatIsNotAPlanIsRefused) {
+  char dir[] = "/tmp/dltune-plan-env-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string path = std::string(dir) + "/p.json";
+  for (const char* text : {"just text", R"({"hello":1})", R"({"model":"lenet","steps":10})",
+                           R"({"placement":[{"local_rank":0,"cpus":["x"]}]})"}) {
+    ASSERT_TRUE(paths::write_file_atomic(path, text).ok());
+    auto p = read_plan_file(path);
+    ASSERT_FALSE(p.ok()) << text;
+    EXPECT_EQ(p.error().exit_code(), 2) << text;
+    EXPECT_NE(p.error().message().find("is not a dltune plan"), std::string::npos)
+        << p.error().message();
+  }
+  auto missing = read_plan_file(std::string(dir) + "/none.json");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().exit_code(), 2);
+  (void)std::system(("rm -rf " + std::string(dir)).c_str());
 }
 
 TEST(PlanEnvTest, WritesThePlanAndTheRules) {
   char dir[] = "/tmp/dltune-plan-env-XXXXXX";
   ASSERT_NE(mkdtemp(dir), nullptr);
   const std::string plan =
-      R"({"collectives":{"allreduce":[{"min_bytes":0,"max_bytes":18446744073709551615,"algo":"rd"}]}})";
-  auto env = write_plan_files(plan_env_for(plan, 2, 2), plan, dir);
+      plan_text(R"({"allreduce":[{"min_bytes":0,"max_bytes":18446744073709551615,"algo":"rd"}]})",
+                "[]", R"({"nodes":1,"ranks_per_node":4})");
+  auto env = write_plan_files(plan_env_for(plan_of(plan), 4, 4), plan, "", dir);
   ASSERT_TRUE(env.ok()) << env.error().message();
   const std::map<std::string, std::string> m(env->begin(), env->end());
   EXPECT_EQ(m.at("DLTUNE_PLAN"), std::string(dir) + "/plan.json");

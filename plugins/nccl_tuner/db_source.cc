@@ -9,8 +9,8 @@
 
 #include "topology/isolated_load.h"
 #include "topology/topology.h"
+#include "tuner/db/key.h"
 #include "tuner/db/lookup.h"
-#include "tuner/key.h"
 
 namespace dltune::plugins {
 namespace {
@@ -71,7 +71,7 @@ Result<DbPlan> plan_from_db(size_t n_ranks, size_t n_nodes) {
   if (!topo) return std::move(topo).error().wrap("reading this node's topology");
   const tuner::db::JobShape shape{static_cast<int64_t>(n_nodes),
                                   static_cast<int64_t>(n_ranks / n_nodes)};
-  const tuner::db::Key key = tuner::make_key(*topo, shape, "", /*with_nccl=*/true);
+  const tuner::db::Key key = tuner::db::make_key(*topo, shape, "", /*with_nccl=*/true);
   auto hit = tuner::db::lookup_plan(*layers, key);
   if (!hit) return std::move(hit).error().wrap("looking the plan up in " + layers->user_db);
   const std::string what = "fingerprint " + key.fingerprint.substr(0, 12) + ", " +

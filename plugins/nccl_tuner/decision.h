@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "recipes/plan.h"
 
 namespace dltune::plugins {
 
@@ -24,20 +25,21 @@ struct NcclRule {
   int proto = -1;          // NcclProto, or -1: the cheapest protocol NCCL offers for `algo`
 };
 
-// Parses a dltune algorithm name of the GPU path: "nccl_<algo>[_<proto>]" with algo one of
-// tree, ring, collnet_direct, collnet_chain, nvls, nvls_tree, pat and proto one of ll, ll128,
-// simple (e.g. "nccl_ring_ll128", "nccl_tree"), or the NCCL communicator's choice name of the
-// same ("nccl:ring/ll128", "nccl:tree/"). Errors name the bad part.
+// Parses a plan's NCCL algorithm name (common/collectives.h parse_choice):
+// "nccl_<algo>[_<proto>]" with algo one of tree, ring, collnet_direct, collnet_chain, nvls,
+// nvls_tree, pat and proto one of ll, ll128, simple (e.g. "nccl_ring_ll128", "nccl_tree"), or
+// the NCCL communicator's choice name of the same ("nccl:ring/ll128", "nccl:tree/"). Errors
+// say what is expected.
 Result<NcclRule> parse_nccl_algo(const std::string& name);
 
 class Decision {
  public:
-  // Builds the rules from a Plan's JSON text (recipes/plan.h shape: "collectives" maps a
-  // collective name to size ranges with "algo"; "job" gives nodes and ranks_per_node). Ranges
-  // whose algorithm is not an NCCL one ("ring", "shm", ...) are skipped: they are dltune's
-  // own CPU algorithms. When the plan's job shape is present and differs from
-  // (n_ranks, n_nodes), the plan was measured for another shape and no rule is kept.
-  // Errors: text that is not JSON, or a malformed collectives section.
+  // The rules of `plan`: each range of each collective whose algorithm is NCCL's; ranges of
+  // dltune's host algorithms ("ring", "shm", ...) are skipped. A plan made for another job
+  // shape than (n_ranks, n_nodes) yields no rule (note() says why).
+  static Decision from_plan(const recipes::Plan& plan, size_t n_ranks, size_t n_nodes);
+  // The plan read from its JSON text by recipes::parse_plan (the Plan's one reader), then
+  // from_plan(). Errors: parse_plan's (text that is not a Plan).
   static Result<Decision> from_plan_json(const std::string& json, size_t n_ranks, size_t n_nodes);
   static Decision from_rules(std::vector<NcclRule> rules) {
     Decision d;

@@ -7,9 +7,9 @@
 
 #include "common/paths.h"
 #include "common/strings.h"
+#include "tuner/db/key.h"
 #include "tuner/db/lookup.h"
 #include "tuner/db/ompi_rules.h"
-#include "tuner/key.h"
 
 namespace dltune::plugins::slurm {
 
@@ -19,8 +19,8 @@ Result<StepFiles> prepare_step(const topology::Topology& topo, const StepInputs&
   for (const std::string& s : strings::split(in.site_dbs, ':')) {
     if (!s.empty()) layers.site_dbs.push_back(s);
   }
-  const tuner::db::Key key = tuner::make_key(topo, tuner::db::JobShape{in.nodes, in.local_tasks},
-                                             "", /*with_nccl=*/!topo.gpus.empty());
+  const tuner::db::Key key = tuner::db::make_key(
+      topo, tuner::db::JobShape{in.nodes, in.local_tasks}, "", /*with_nccl=*/!topo.gpus.empty());
   auto hit = tuner::db::lookup_plan(layers, key);
   if (!hit) return std::move(hit).error().wrap("looking up the plan");
   StepFiles out;

@@ -57,7 +57,7 @@ TEST_P(Equivalence, SameParametersAsOneRank) {
   Status st = comm::spawn(k.ranks, [&](comm::Communicator& c) -> Status {
     TrainConfig cfg = config();
     cfg.overlap = k.overlap;
-    cfg.algorithms = {{UINT64_MAX, k.algo, k.segment}};
+    cfg.algorithms = {{UINT64_MAX, *parse_algorithm(k.algo), k.segment}};
     auto t = Trainer::create(cfg, &c, data, nullptr);
     if (!t) return t.error();
     for (int i = 0; i < kSteps; ++i) {

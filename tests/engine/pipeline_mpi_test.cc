@@ -137,7 +137,7 @@ TEST_P(PipelineOverMpi, SameParametersAndLossesAsOneRank) {
   cfg.stages = S;
   cfg.partition = partition(cfg, S);
   cfg.microbatches = k.microbatches();
-  cfg.pipeline_schedule = k.schedule;
+  cfg.pipeline_schedule = *recipes::parse_schedule(k.schedule);
   cfg.recompute = k.recompute;
   cfg.bucket_bytes = 4 << 10;  // several buckets per stage
   auto t = Trainer::create(cfg, &c, ref.net.train, nullptr);

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 #include <unistd.h>
 
 #include "comm/thread_communicator.h"
@@ -16,10 +17,15 @@ namespace dltune::engine::pipeline_testing {
 
 namespace {
 
+// A net from {"model": NAME, "graph": GRAPH} (the graph in recipes/model/graph.h's JSON form).
 Net from_json(const char* json, int global_batch, double lr) {
-  auto c = parse_train_config(json);
-  EXPECT_TRUE(c.ok()) << c.error().message();
-  Net n{*c, synthetic_digits(96, 3), synthetic_digits(40, 4)};
+  const auto j = nlohmann::json::parse(json);
+  TrainConfig c;
+  c.model = j.at("model").get<std::string>();
+  auto g = recipes::graph_from_json(j.at("graph"));
+  EXPECT_TRUE(g.ok()) << g.error().message();
+  if (g.ok()) c.graph = std::move(*g);
+  Net n{c, synthetic_digits(96, 3), synthetic_digits(40, 4)};
   n.config.global_batch = global_batch;
   n.config.lr = lr;
   return n;

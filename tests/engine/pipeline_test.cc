@@ -53,7 +53,7 @@ TEST_P(PipelineEquivalence, SameParametersAndLossesAsOneRank) {
     cfg.stages = k.stages;
     cfg.partition = partition(cfg, k.stages);
     cfg.microbatches = k.microbatches;
-    cfg.pipeline_schedule = k.schedule;
+    cfg.pipeline_schedule = *recipes::parse_schedule(k.schedule);
     cfg.recompute = k.recompute;
     cfg.bucket_bytes = 4 << 10;  // several buckets per stage
     auto t = Trainer::create(cfg, &c, n.train, nullptr);
@@ -174,7 +174,7 @@ TEST(PipelineCheckpoint, MovesBetweenLayouts) {
     cfg.stages = 3;
     cfg.partition = partition(cfg, 3);
     cfg.microbatches = M;
-    cfg.pipeline_schedule = "gpipe";
+    cfg.pipeline_schedule = recipes::PipelineSchedule::kGpipe;
     auto t = Trainer::create(cfg, &c, n.train, nullptr);
     if (!t) return t.error();
     DLTUNE_TRY((*t)->resume(path));

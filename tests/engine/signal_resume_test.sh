@@ -23,20 +23,40 @@ fail() {
 run() { "$MPIRUN" --allow-run-as-root --oversubscribe --mca pml ob1 -np 2 "$WORKER" train "$@"; }
 
 STEPS=150
-cat >"$DIR/config.json" <<EOF
-{"model": "lenet5", "data": "synthetic", "train_size": 2048, "heldout_size": 0,
- "scaling": "weak", "per_rank_batch": 32, "lr": 0.02, "steps": $STEPS, "seed": 7,
- "bucket_bytes": 65536, "log_every": 1}
+# The recipe and the plan, as `dltune launch` hands them to its ranks (here as files: mpirun
+# has no dltune job data): lenet on synthetic digits, 32 samples per rank.
+recipe() {  # LR STEPS
+  cat <<EOF
+name: signal
+model: lenet5
+data: {kind: synthetic-digits, samples: 2048, heldout: 0}
+training:
+  steps: $2
+  checkpoint_every: $2
+  batch: {per_rank: 32}
+  scaling: weak
+  optimizer: {kind: sgd, lr: $1, momentum: 0.9, weight_decay: 0.0005}
+  seed: 7
+EOF
+}
+recipe 0.02 "$STEPS" >"$DIR/recipe.yaml"
+cat >"$DIR/plan.json" <<EOF
+{"version": 1,
+ "collectives": {"allreduce": [{"min_bytes": 0, "max_bytes": 18446744073709551615,
+                                "algo": "ring", "segment_bytes": 0}]},
+ "training": {"per_rank_batch": 32, "global_batch": 64, "scaling": "weak",
+              "bucket_bytes": 65536},
+ "job": {"nodes": 1, "ranks_per_node": 2}}
 EOF
 
 # 1. Uninterrupted reference.
-run --plan "$DIR/config.json" --checkpoint "$DIR/ref.ckpt" --metrics "$DIR/ref.jsonl" \
+run --recipe "$DIR/recipe.yaml" --plan "$DIR/plan.json" --checkpoint "$DIR/ref.ckpt" --metrics "$DIR/ref.jsonl" \
   >"$DIR/ref.out" 2>&1 || { cat "$DIR/ref.out"; fail "the reference run failed"; }
 
 # 2. The same job, SIGTERM to one rank once it is 10 steps in.
 "$MPIRUN" --allow-run-as-root --oversubscribe --mca pml ob1 -np 2 "$WORKER" train \
-  --plan "$DIR/config.json" --checkpoint "$DIR/run.ckpt" --metrics "$DIR/run.jsonl" \
-  >"$DIR/run.out" 2>&1 &
+  --recipe "$DIR/recipe.yaml" --plan "$DIR/plan.json" --checkpoint "$DIR/run.ckpt" \
+  --metrics "$DIR/run.jsonl" >"$DIR/run.out" 2>&1 &
 MPI_PID=$!  # mpirun itself: the ranks are its children
 for _ in $(seq 600); do
   [[ -f $DIR/run.jsonl ]] && (($(grep -c '"event":"step"' "$DIR/run.jsonl") >= 10)) && break
@@ -57,7 +77,7 @@ STOPPED=$(grep -c '"event":"step"' "$DIR/run.jsonl")
 grep -aqE "\"step\":$STOPPED[,}]" "$DIR/run.ckpt" || fail "checkpoint is not at step $STOPPED"
 
 # 3. Resume to the end: same checkpoint bytes as the reference, one continuous metrics file.
-run --plan "$DIR/config.json" --checkpoint "$DIR/run.ckpt" --metrics "$DIR/run.jsonl" \
+run --recipe "$DIR/recipe.yaml" --plan "$DIR/plan.json" --checkpoint "$DIR/run.ckpt" --metrics "$DIR/run.jsonl" \
   --resume "$DIR/run.ckpt" >"$DIR/resume.out" 2>&1 || {
   cat "$DIR/resume.out"
   fail "the resumed run failed"
@@ -69,11 +89,9 @@ steps_of() { grep -o '"event":"step".*' "$1" | grep -o '"step":[0-9]*' | cut -d:
 
 # 4. A learning rate that makes the loss NaN: both ranks stop at the same step with exit 2, and
 # the error is said once (by rank 0), not once per rank.
-sed -e 's/"lr": 0.02/"lr": 1e20/' -e "s/\"steps\": $STEPS/\"steps\": 40/" \
-  "$DIR/config.json" >"$DIR/hot.json"
-grep -q '"lr": 1e20' "$DIR/hot.json" || fail "could not write the diverging config"
+recipe 1e20 40 >"$DIR/hot.yaml"
 set +e
-run --plan "$DIR/hot.json" >"$DIR/hot.out" 2>&1
+run --recipe "$DIR/hot.yaml" --plan "$DIR/plan.json" >"$DIR/hot.out" 2>&1
 RC=$?
 set -e
 [[ $RC -eq 2 ]] || { cat "$DIR/hot.out"; fail "the diverging job exited $RC, expected 2"; }

@@ -41,7 +41,8 @@ grep -q "trial trainings of [0-9]* candidates" "$tmp/out" || fail "dry run candi
 grep -q "no-tune" "$tmp/out" && fail "dry run talks of --no-tune without it: $(cat "$tmp/out")"
 grep -q '^{' "$tmp/out" && fail "dry run dumps raw JSON: $(cat "$tmp/out")"
 grep -q "^ranks:   dltune run -n 2" "$tmp/out" || fail "dry run command: $(cat "$tmp/out")"
-grep -q "a launch creates .* and writes train_config.json there" "$tmp/out" || fail "dry run run dir: $(cat "$tmp/out")"
+grep -q "a launch creates .* and writes the plan and the recipe as run there" "$tmp/out" || fail "dry run run dir: $(cat "$tmp/out")"
+grep -q -- "--plan .*plan.json'* --recipe .*recipe.yaml'* -- .*dltune-worker train --run-dir" "$tmp/out" || fail "dry run rank command: $(cat "$tmp/out")"
 "$dltune" launch quickstart --dry-run --no-tune >"$tmp/out" 2>&1 || fail "--dry-run --no-tune exited $?"
 grep -q "the recipe's own settings (--no-tune)" "$tmp/out" || fail "dry run --no-tune: $(cat "$tmp/out")"
 "$dltune" launch quickstart --dry-run --json >"$tmp/out" 2>&1 || fail "--dry-run --json exited $?"
@@ -54,8 +55,8 @@ python3 -c "import json,sys; e=json.loads(open(sys.argv[1]).read()); assert e['e
 "$dltune" launch quickstart --dry-run --set training.steps=40 --set training.checkpoint_every=20 \
   --set data.samples=3000 >"$tmp/out" 2>&1 || fail "--set exited $?: $(cat "$tmp/out")"
 "$dltune" launch quickstart --dry-run --json --set training.steps=40 --set training.checkpoint_every=20 >"$tmp/out" 2>&1
-python3 -c "import json,sys; e=json.loads(open(sys.argv[1]).read()); assert e['train_config']['steps']==40, e['train_config']" "$tmp/out" ||
-  fail "--set training.steps=40 did not reach the training configuration: $(cat "$tmp/out")"
+python3 -c "import json,sys; e=json.loads(open(sys.argv[1]).read()); assert e['steps']==40 and e['checkpoint_every']==20, e" "$tmp/out" ||
+  fail "--set training.steps=40 did not reach the run: $(cat "$tmp/out")"
 # A value that conflicts with the file's other keys is refused as the file's would be.
 "$dltune" launch quickstart --dry-run --set training.steps=12 >/dev/null 2>"$tmp/err"
 [ $? -eq 2 ] || fail "--set training.steps=12 (below quickstart's warm-up) did not exit 2"

@@ -32,11 +32,29 @@ s = lines.index(next(l for l in lines if l.startswith("summary: ")))
 assert all(len(l) <= 100 for l in lines[s:] if " " in l.strip()), [l for l in lines[s:] if len(l) > 100]
 PY
 run1=$(newest_run)
-for f in recipe.yaml plan.json train_config.json launch.json metrics.jsonl summary.json \
+for f in recipe.yaml plan.json launch.json metrics.jsonl summary.json \
          trace.json report.html checkpoints/checkpoint.bin; do
   [ -s "$run1/$f" ] || fail "run directory lacks $f"
 done
-cmp -s "$tiny" "$run1/recipe.yaml" || fail "recipe.yaml is not the recipe as run"
+# The ranks ran the Plan and the recipe as run: no engine configuration of their own.
+[ ! -e "$run1/train_config.json" ] || fail "the run directory holds a train_config.json"
+python3 - "$run1/plan.json" "$run1/launch.json" <<'PY' || fail "plan.json / launch.json"
+import json, sys
+plan, launch = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+assert plan["collectives"]["allreduce"], plan
+assert plan["job"] == {"nodes": 1, "ranks_per_node": 2}, plan["job"]
+cmd = launch["command"]
+assert cmd[1:3] == ["train", "--run-dir"] and "TrainConfig" not in " ".join(cmd), cmd
+PY
+"$dltune" recipe show "$tiny" --json >"$tmp/shown-file.json" || fail "recipe show $tiny"
+"$dltune" recipe show "$run1/recipe.yaml" --json >"$tmp/shown-run.json" || fail "recipe show recipe.yaml"
+python3 - "$tmp/shown-file.json" "$tmp/shown-run.json" <<'PY' || fail "recipe.yaml is not the recipe as run"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+for r in (a, b):
+    r.pop("source_path", None)
+assert a == b, (a, b)
+PY
 [ "$(field "$run1/summary.json" "['plan_source']")" = tuned ] || fail "summary plan_source"
 [ "$(field "$run1/summary.json" "['steps']")" = 80 ] || fail "summary steps"
 [ "$(field "$run1/summary.json" "['ranks']")" = 2 ] || fail "summary ranks"

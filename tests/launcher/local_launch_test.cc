@@ -83,32 +83,67 @@ TEST_F(LocalLaunchTest, ProbesSeeTheirIdentityAndEveryPeer) {
   }
 }
 
+// A whole plan for a 1 x `ranks` job, ring allreduce everywhere, with `extra` JSON members.
+std::string one_node_plan(int ranks, const std::string& extra = "") {
+  return R"({"version":1,"collectives":{"allreduce":[{"min_bytes":0,)"
+         R"("max_bytes":18446744073709551615,"algo":"ring","segment_bytes":0}]},)"
+         R"("training":{"per_rank_batch":16,"global_batch":)" +
+         std::to_string(16 * ranks) + R"(,"scaling":"weak"},)" + extra +
+         R"("job":{"nodes":1,"ranks_per_node":)" + std::to_string(ranks) + "}}";
+}
+
 TEST_F(LocalLaunchTest, PlanReachesEveryRankAndOutputIsTagged) {
   const std::string plan_path = tmpdir_ + "-plan.json";
-  std::ofstream(plan_path) << R"({"algo":"ring"})";
+  const std::string plan = one_node_plan(3);
+  std::ofstream(plan_path) << plan;
   auto r = dltune({"-n", "3", "--plan", plan_path, "--tag-output", "--bind", "core"},
                   {binary("pmix_probe")});
-  unlink(plan_path.c_str());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (int rank = 0; rank < 3; ++rank) {
     const std::string want =
         "[" + std::to_string(rank) + "] probe rank=" + std::to_string(rank) + " size=3";
     EXPECT_NE(r.out.find(want), std::string::npos) << r.out;
   }
-  EXPECT_NE(r.out.find(R"(plan={"algo":"ring"})"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("plan=" + plan), std::string::npos) << r.out;  // the very file
+
+  // What is not a plan is refused with exit 2 before any rank starts (a program that would
+  // print shows nothing), and a missing file too.
+  for (const char* text : {R"({"hello":1})", R"({"model":"mlp","steps":7})", "not json"}) {
+    std::ofstream(plan_path) << text;
+    auto bad = dltune({"-n", "2", "--plan", plan_path}, {"/bin/sh", "-c", "echo started"});
+    EXPECT_EQ(bad.exit_code, 2) << text << ": " << bad.err;
+    EXPECT_EQ(bad.out.find("started"), std::string::npos) << bad.out;
+    EXPECT_NE(bad.err.find("is not a dltune plan"), std::string::npos) << bad.err;
+  }
+  unlink(plan_path.c_str());
+  auto missing = dltune({"-n", "2", "--plan", plan_path}, {"/bin/true"});
+  EXPECT_EQ(missing.exit_code, 2) << missing.err;
+  // A plan tuned for another shape is applied with a warning naming both shapes.
+  std::ofstream(plan_path) << one_node_plan(2);
+  auto other = dltune({"-n", "3", "--plan", plan_path}, {"/bin/true"});
+  EXPECT_EQ(other.exit_code, 0) << other.err;
+  EXPECT_NE(other.err.find("tuned for a 1x2 job (nodes x ranks per node), this one is 1x3"),
+            std::string::npos)
+      << other.err;
+  unlink(plan_path.c_str());
 }
 
-// The training rank program takes its plan from the job (PMIx job data) when it is given no
-// --plan: the model, the step count and the batch below are not the worker's defaults.
+// The training rank program takes its plan and recipe from the job (PMIx job data) when it is
+// given neither --plan nor --recipe: the model, the step count and the batch below are the
+// recipe's and the plan's.
 TEST_F(LocalLaunchTest, WorkerTrainsWithTheJobsPlan) {
   if (access(binary("dltune-worker").c_str(), X_OK) != 0) GTEST_SKIP() << "no dltune-worker";
   const std::string plan_path = tmpdir_ + "-train.json";
-  std::ofstream(plan_path) << R"({"model": "mlp", "data": "synthetic", "train_size": 512,
-      "heldout_size": 0, "scaling": "weak", "per_rank_batch": 16, "steps": 7, "seed": 3})";
+  const std::string recipe_path = tmpdir_ + "-train.yaml";
+  std::ofstream(plan_path) << one_node_plan(2);
+  std::ofstream(recipe_path) << "model: mlp\ndata: {kind: synthetic-digits, samples: 512, "
+                                "heldout: 0}\ntraining: {steps: 7, batch: {per_rank: 16}, "
+                                "seed: 3}\n";
   // Through sh: the worker takes no extra arguments, and the harness appends its marker.
-  auto r = dltune({"-n", "2", "--plan", plan_path},
+  auto r = dltune({"-n", "2", "--bind", "none", "--plan", plan_path, "--recipe", recipe_path},
                   {"/bin/sh", "-c", "exec \"$0\" train", binary("dltune-worker")});
   unlink(plan_path.c_str());
+  unlink(recipe_path.c_str());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto summary = nlohmann::json::parse(r.out.substr(r.out.find('{')), nullptr, false);
   ASSERT_FALSE(summary.is_discarded()) << r.out;
@@ -272,11 +307,9 @@ TEST_F(LocalLaunchTest, MoreRanksThanCoresWithBindCoreWarns) {
 // the plan's collectives, NCCL dltune's tuner plugin, and each rank the plan's CPU binding.
 TEST_F(LocalLaunchTest, PlanIsAppliedToExternalPrograms) {
   const std::string plan_path = tmpdir_ + "-ext-plan.json";
-  std::ofstream(plan_path)
-      << R"({"version":1,"collectives":{"allreduce":[{"min_bytes":0,)"
-      << R"("max_bytes":18446744073709551615,"algo":"ring","segment_bytes":0}]},)"
-      << R"("placement":[{"local_rank":0,"cpus":[0],"gpu":-1,"nic":""},)"
-      << R"({"local_rank":1,"cpus":[0],"gpu":-1,"nic":""}],"job":{"nodes":1,"ranks_per_node":2}})";
+  std::ofstream(plan_path) << one_node_plan(
+      2, R"("placement":[{"local_rank":0,"cpus":[0],"gpu":-1,"nic":""},)"
+         R"({"local_rank":1,"cpus":[0],"gpu":-1,"nic":""}],)");
   const std::string show =
       "echo \"rank=$RANK dyn=$OMPI_MCA_coll_tuned_use_dynamic_rules "
       "cpus=$(grep Cpus_allowed_list /proc/self/status | cut -f2) "

@@ -88,7 +88,11 @@ class SlurmLaunchTest : public ::testing::Test {
 TEST_F(SlurmLaunchTest, RanksSpanBothNodesAndWireUp) {
   const std::string plan = g_cluster_dir + "/plan.json";
   FILE* f = std::fopen(plan.c_str(), "w");
-  std::fputs(R"({"algo":"rd"})", f);
+  std::fputs(R"({"version":1,"collectives":{"allreduce":[{"min_bytes":0,)"
+             R"("max_bytes":18446744073709551615,"algo":"rd","segment_bytes":0}]},)"
+             R"("training":{"per_rank_batch":1,"global_batch":4,"scaling":"weak"},)"
+             R"("job":{"nodes":2,"ranks_per_node":2}})",
+             f);
   std::fclose(f);
   auto r = in_allocation({"-n", "4", "--plan", plan}, {binary("pmix_probe")});
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -100,7 +104,9 @@ TEST_F(SlurmLaunchTest, RanksSpanBothNodesAndWireUp) {
   EXPECT_NE(r.out.find("host=n2 peers=ok"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("/2 host="), std::string::npos) << "two nodes expected:\n" << r.out;
   EXPECT_EQ(r.out.find("peers=bad"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find(R"(plan={"algo":"rd"})"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(R"(plan={"version":1,"collectives":{"allreduce":[{"min_bytes":0,)"),
+            std::string::npos)
+      << r.out;
 }
 
 TEST_F(SlurmLaunchTest, TaggedOutputUsesRankPrefixes) {
@@ -190,7 +196,9 @@ TEST_F(SlurmLaunchTest, PlanReachesExternalProgramsOnEveryNode) {
   const std::string plan = g_cluster_dir + "/ext-plan.json";
   FILE* f = std::fopen(plan.c_str(), "w");
   std::fputs(R"({"version":1,"collectives":{"allreduce":[{"min_bytes":0,)"
-             R"("max_bytes":18446744073709551615,"algo":"ring","segment_bytes":0}]}})",
+             R"("max_bytes":18446744073709551615,"algo":"ring","segment_bytes":0}]},)"
+             R"("training":{"per_rank_batch":1,"global_batch":2,"scaling":"weak"},)"
+             R"("job":{"nodes":2,"ranks_per_node":1}})",
              f);
   std::fclose(f);
   auto r =

@@ -56,7 +56,10 @@ std::string signature(const std::string& out) {
 std::string write_rules(const testing::TempDir& dir, const std::string& name,
                         const std::string& plan_json) {
   auto coll = parse_plan_collectives(plan_json);
-  EXPECT_TRUE(coll.ok()) << coll.error().message();
+  if (!coll.ok()) {
+    ADD_FAILURE() << coll.error().message();
+    return "";
+  }
   std::vector<std::string> notes;
   auto rules = rules_from_plan(*coll, 2, &notes);
   EXPECT_TRUE(rules.ok()) << rules.error().message();
@@ -67,7 +70,9 @@ std::string write_rules(const testing::TempDir& dir, const std::string& name,
 
 std::string one_algo_plan(const char* algo) {
   return std::string(R"({"version":1,"collectives":{"allreduce":[{"min_bytes":0,)") +
-         R"("max_bytes":18446744073709551615,"algo":")" + algo + R"(","segment_bytes":0}]}})";
+         R"("max_bytes":18446744073709551615,"algo":")" + algo + R"(","segment_bytes":0}]},)" +
+         R"("training":{"per_rank_batch":8,"global_batch":16,"scaling":"weak"},)" +
+         R"("job":{"nodes":1,"ranks_per_node":2}})";
 }
 
 TEST(OmpiRulesMpi, RulesFileIsAcceptedAndChangesTheAlgorithm) {
@@ -96,7 +101,9 @@ TEST(OmpiRulesMpi, SizeRangesAreHonoured) {
       dir, "switch.rules",
       R"({"version":1,"collectives":{"allreduce":[)"
       R"({"min_bytes":0,"max_bytes":4096,"algo":"ring","segment_bytes":0},)"
-      R"({"min_bytes":4096,"max_bytes":18446744073709551615,"algo":"rd","segment_bytes":0}]}})");
+      R"({"min_bytes":4096,"max_bytes":18446744073709551615,"algo":"rd","segment_bytes":0}]},)"
+      R"("training":{"per_rank_batch":8,"global_batch":16,"scaling":"weak"},)"
+      R"("job":{"nodes":1,"ranks_per_node":2}})");
   const RunResult small = mpirun(rules, 256);  // 2 KiB
   ASSERT_EQ(small.rc, 0) << small.output;
   EXPECT_EQ(signature(small.output), "r0=128 r1=128");

@@ -4,65 +4,61 @@
 #include <string>
 #include <string_view>
 
+#include "common/collectives.h"
 #include "common/strings.h"
 #include "tuner/db/runtime_formats.h"
 
 namespace dltune::tuner::db {
 namespace {
 
-struct Name {
-  const char* dltune;
-  const char* nccl;
-};
-// Longest first, so that "nvls_tree" is not read as "nvls" + "_tree".
-constexpr Name kAlgos[] = {{"collnet_direct", "CollnetDirect"},
-                           {"collnet_chain", "CollnetChain"},
-                           {"nvls_tree", "NVLSTree"},
-                           {"nvls", "NVLS"},
-                           {"tree", "Tree"},
-                           {"ring", "Ring"},
-                           {"pat", "PAT"}};
-constexpr Name kProtos[] = {{"ll128", "LL128"}, {"ll", "LL"}, {"simple", "Simple"}};
-
 struct NcclChoice {
   std::string algo;
   std::string proto;  // "" = any
 };
 
-const char* lookup(const Name* table, size_t n, std::string_view s) {
-  for (size_t i = 0; i < n; ++i) {
-    if (s == table[i].dltune) return table[i].nccl;
+// NCCL's names for its algorithms and protocols in NCCL_ALGO / NCCL_PROTO.
+const char* nccl_algo_name(Algorithm a) {
+  switch (a) {
+    case Algorithm::kNcclTree:
+      return "Tree";
+    case Algorithm::kNcclRing:
+      return "Ring";
+    case Algorithm::kNcclCollnetDirect:
+      return "CollnetDirect";
+    case Algorithm::kNcclCollnetChain:
+      return "CollnetChain";
+    case Algorithm::kNcclNvls:
+      return "NVLS";
+    case Algorithm::kNcclNvlsTree:
+      return "NVLSTree";
+    case Algorithm::kNcclPat:
+      return "PAT";
+    default:
+      return nullptr;
   }
-  return nullptr;
+}
+const char* nccl_proto_name(NcclProtocol p) {
+  switch (p) {
+    case NcclProtocol::kLL:
+      return "LL";
+    case NcclProtocol::kLL128:
+      return "LL128";
+    case NcclProtocol::kSimple:
+      return "Simple";
+    case NcclProtocol::kAny:
+      break;
+  }
+  return "";
 }
 
-// "nccl_ring_ll128" / "nccl_tree" / "nccl:ring/ll128" / "nccl:tree/"; nullopt for a host
-// algorithm (not NCCL's).
+// An NCCL algorithm as plans spell it (common/collectives.h parse_choice): "nccl_ring_ll128",
+// "nccl_tree"; nullopt for a host algorithm (not NCCL's).
 std::optional<NcclChoice> parse(std::string_view name) {
-  std::string_view algo, proto;
-  if (strings::starts_with(name, "nccl:")) {
-    const std::string_view rest = name.substr(5);
-    const size_t slash = rest.find('/');
-    algo = rest.substr(0, slash);
-    proto = slash == std::string_view::npos ? std::string_view() : rest.substr(slash + 1);
-  } else if (strings::starts_with(name, "nccl_")) {
-    const std::string_view rest = name.substr(5);
-    for (const Name& a : kAlgos) {
-      const std::string_view an = a.dltune;
-      if (rest == an ||
-          (strings::starts_with(rest, an) && rest.size() > an.size() && rest[an.size()] == '_')) {
-        algo = an;
-        proto = rest.size() > an.size() ? rest.substr(an.size() + 1) : std::string_view();
-        break;
-      }
-    }
-  } else {
-    return std::nullopt;
-  }
-  const char* a = lookup(kAlgos, std::size(kAlgos), algo);
-  const char* p = proto.empty() ? "" : lookup(kProtos, std::size(kProtos), proto);
-  if (a == nullptr || p == nullptr) return std::nullopt;
-  return NcclChoice{a, p};
+  const auto c = parse_choice(name);
+  if (!c) return std::nullopt;
+  const char* a = nccl_algo_name(c->first);
+  if (a == nullptr) return std::nullopt;
+  return NcclChoice{a, nccl_proto_name(c->second)};
 }
 
 // dltune's collective name -> NCCL's function name in NCCL_ALGO; nullptr when NCCL has none.

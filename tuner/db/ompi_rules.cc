@@ -1,45 +1,15 @@
-// Plan collectives -> Open MPI 4.1 coll/tuned rules: reading the Plan's collectives section,
-// mapping dltune algorithms to Open MPI algorithm ids, and building the rule tables.
+// Plan collectives -> Open MPI 4.1 coll/tuned rules: the Plan's collectives section (as
+// recipes::parse_plan reads it), mapping dltune algorithms to Open MPI algorithm ids, and building
+// the rule tables.
 #include "tuner/db/ompi_rules.h"
 
 #include <algorithm>
 #include <string>
 
-#include <nlohmann/json.hpp>
-
-#include "common/json_input.h"
 #include "tuner/db/records.h"
 
 namespace dltune::tuner::db {
 namespace {
-
-using nlohmann::json;
-
-Result<CollectiveRange> parse_range(const json& r) {
-  CollectiveRange out;
-  if (!r.is_object()) return invalid_input("not an object");
-  for (const char* f : {"min_bytes", "max_bytes"}) {
-    if (!r.contains(f) || !r[f].is_number_unsigned()) {
-      return invalid_input(std::string(f) + ": missing or not a non-negative integer");
-    }
-  }
-  if (!r.contains("algo") || !r["algo"].is_string()) {
-    return invalid_input("algo: missing or not a string");
-  }
-  out.min_bytes = r["min_bytes"].get<uint64_t>();
-  out.max_bytes = r["max_bytes"].get<uint64_t>();
-  out.algo = r["algo"].get<std::string>();
-  if (r.contains("segment_bytes")) {
-    if (!r["segment_bytes"].is_number_unsigned()) {
-      return invalid_input("segment_bytes: not a non-negative integer");
-    }
-    out.segment_bytes = r["segment_bytes"].get<uint64_t>();
-  }
-  if (out.algo.empty() || out.algo.size() > kMaxTokenBytes) {
-    return invalid_input("algo: empty or too long");
-  }
-  return out;
-}
 
 struct Mapping {
   const char* collective;
@@ -88,37 +58,22 @@ bool same_choice(const OmpiRule& a, const OmpiRule& b) {
 
 }  // namespace
 
-Result<PlanCollectives> parse_plan_collectives(std::string_view plan_json) {
-  auto parsed = parse_json_bounded(plan_json, {.max_bytes = size_t{4} << 20, .max_depth = 16});
-  if (!parsed || !parsed->is_object()) return invalid_input("plan: not a JSON object");
-  const json& j = *parsed;
+PlanCollectives plan_collectives(const recipes::Plan& plan) {
   PlanCollectives out;
-  if (!j.contains("collectives")) return out;
-  const json& cs = j["collectives"];
-  if (!cs.is_object()) return invalid_input("plan.collectives: not an object");
-  for (const auto& [name, ranges] : cs.items()) {
-    const std::string where = "plan.collectives." + name;
-    if (!ranges.is_array() || ranges.empty()) {
-      return invalid_input(where + ": expected a non-empty array of size ranges");
-    }
-    std::vector<CollectiveRange>& v = out[name];
-    for (size_t i = 0; i < ranges.size(); ++i) {
-      const std::string at = where + "[" + std::to_string(i) + "]";
-      auto r = parse_range(ranges[i]);
-      if (!r) return std::move(r).error().wrap(at);
-      const uint64_t expect_min = i == 0 ? 0 : v.back().max_bytes;
-      if (r->min_bytes != expect_min) {
-        return invalid_input(at + ": min_bytes " + std::to_string(r->min_bytes) + ", expected " +
-                             std::to_string(expect_min) +
-                             " (ranges must be sorted, contiguous and start at 0)");
-      }
-      if (r->max_bytes <= r->min_bytes) {
-        return invalid_input(at + ": max_bytes must be greater than min_bytes");
-      }
-      v.push_back(std::move(*r));
+  for (const auto& [c, ranges] : plan.collectives) {
+    std::vector<CollectiveRange>& v = out[std::string(recipes::collective_name(c))];
+    for (const recipes::SizeRange& r : ranges) {
+      v.push_back(
+          {r.min_bytes, r.max_bytes, recipes::choice_name(r.algo, r.protocol), r.segment_bytes});
     }
   }
   return out;
+}
+
+Result<PlanCollectives> parse_plan_collectives(std::string_view plan_json) {
+  auto plan = recipes::parse_plan(plan_json);
+  if (!plan) return std::move(plan).error().wrap("plan");
+  return plan_collectives(*plan);
 }
 
 int ompi_collective_id(std::string_view c) {

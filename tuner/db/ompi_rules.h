@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "recipes/plan.h"
 
 namespace dltune::tuner::db {
 
@@ -32,9 +33,12 @@ struct CollectiveRange {
 // collective name ("allreduce", "broadcast", ...) -> sorted, contiguous ranges from 0.
 using PlanCollectives = std::map<std::string, std::vector<CollectiveRange>>;
 
-// Reads the "collectives" section of a Plan JSON (recipes/plan.h shape). Checks what the
-// exporter relies on: ranges sorted, contiguous, starting at 0, non-empty. invalid_input naming
-// the collective and range otherwise; a plan without collectives gives an empty map.
+// A Plan's collectives by name, each range's algorithm as plans spell it ("nccl_ring_ll128").
+// The plan was read by recipes::parse_plan (the Plan's one reader): its ranges are sorted,
+// contiguous and cover every size.
+PlanCollectives plan_collectives(const recipes::Plan& plan);
+// recipes::parse_plan(plan_json), then plan_collectives(). Errors: parse_plan's (invalid_input
+// naming the field: an unknown algorithm, ranges that leave gaps, text that is not a plan).
 Result<PlanCollectives> parse_plan_collectives(std::string_view plan_json);
 
 // Open MPI 4.1 collective ids (coll_base_functions.h COLLTYPE_T); -1 when unknown.

@@ -315,7 +315,7 @@ TEST_F(TuneRecipe, RunsTheRanksOnceAndBuildsACompletePlan) {
     auto text = paths::read_file(dir_ + "/candidates.json");
     if (!text) return text.error();
     const json c = json::parse(*text);
-    auto sched = schedule_from_json(c.at("schedule"));
+    auto sched = halving::schedule_from_json(c.at("schedule"));
     if (!sched) return sched.error();
     EXPECT_EQ(c.at("recipe").get<std::string>(), "quickstart");
     std::vector<TrialRecord> ts;
@@ -598,24 +598,33 @@ TEST(RecipeSchedule, HalvingReachesOneSurvivorAndKeepsSmallModelsResident) {
   RecipeTuneRequest req;
   req.budget_s = 20;
   const TrialSchedule s = schedule_for(req, 16, 16, 431080 * 4);
-  EXPECT_EQ(s.min_steps, 4);
-  EXPECT_EQ(s.max_steps, 64);  // 16 -> 4 -> 2: trials of 4, 16, 64 steps
-  EXPECT_TRUE(s.keep_trainers);
-  EXPECT_FALSE(schedule_for(req, 24, 24, 61000000LL * 4).keep_trainers);
+  EXPECT_EQ(s.halving.min_steps, 4);
+  EXPECT_EQ(s.halving.max_steps, 64);  // 16 -> 4 -> 2: trials of 4, 16, 64 steps
+  EXPECT_TRUE(s.halving.keep_built);
+  EXPECT_FALSE(schedule_for(req, 24, 24, 61000000LL * 4).halving.keep_built);
   // AlexNet's 8 bucket / overlap candidates of one batch share one trainer in halving: 1 GB.
-  EXPECT_TRUE(schedule_for(req, 8, 1, 61000000LL * 4).keep_trainers);
-  EXPECT_FALSE(schedule_for(req, 8, 8, 61000000LL * 4).keep_trainers);
-  auto back = schedule_from_json(schedule_to_json(s));
+  EXPECT_TRUE(schedule_for(req, 8, 1, 61000000LL * 4).halving.keep_built);
+  EXPECT_FALSE(schedule_for(req, 8, 8, 61000000LL * 4).halving.keep_built);
+  auto back = halving::schedule_from_json(halving::schedule_to_json(s));
   ASSERT_TRUE(back.ok());
-  EXPECT_EQ(back->max_steps, 64);
+  EXPECT_EQ(back->halving.max_steps, 64);
+  EXPECT_EQ(back->halving.keep_built, s.halving.keep_built);
+  EXPECT_EQ(back->chunk_steps, s.chunk_steps);
+  // The trial program refuses a schedule with a key missing or mistyped (one reader).
+  nlohmann::json broken = halving::schedule_to_json(s);
+  broken.erase("eta");
+  EXPECT_FALSE(halving::schedule_from_json(broken).ok());
+  broken = halving::schedule_to_json(s);
+  broken["chunk_steps"] = "two";
+  EXPECT_FALSE(halving::schedule_from_json(broken).ok());
   // A lone candidate (say, the only layout that fits) is compared with nothing: its trial
   // measures its throughput for as long as a step time takes to settle; a request's own
   // min_steps still rules.
   const TrialSchedule one = schedule_for(req, 1, 1, 431080 * 4);
-  EXPECT_EQ(one.min_steps, kSettledTrialSteps);
-  EXPECT_EQ(one.max_steps, kSettledTrialSteps);
+  EXPECT_EQ(one.halving.min_steps, kSettledTrialSteps);
+  EXPECT_EQ(one.halving.max_steps, kSettledTrialSteps);
   req.min_steps = 2;
-  EXPECT_EQ(schedule_for(req, 1, 1, 431080 * 4).min_steps, 2);
+  EXPECT_EQ(schedule_for(req, 1, 1, 431080 * 4).halving.min_steps, 2);
 }
 
 // Halving builds one trainer per family (the same batch, scaling, learning rate and warmup);

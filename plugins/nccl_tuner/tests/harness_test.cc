@@ -14,8 +14,8 @@
 #include "plugins/nccl_tuner/nccl_tuner_abi.h"
 #include "plugins/nccl_tuner/tests/cost_table.h"
 #include "topology/topology.h"
+#include "tuner/db/key.h"
 #include "tuner/db/store.h"
-#include "tuner/key.h"
 
 #include "dltune/config.h"
 
@@ -74,6 +74,7 @@ class Harness : public ::testing::Test {
 };
 
 const char* kPlan = R"({"version": 1, "job": {"nodes": 1, "ranks_per_node": 4},
+  "training": {"per_rank_batch": 1, "global_batch": 4, "scaling": "weak"},
   "collectives": {"allreduce": [
     {"min_bytes": 0, "max_bytes": 1048576, "algo": "nccl_tree_ll"},
     {"min_bytes": 1048576, "max_bytes": 18446744073709551615, "algo": "nccl_ring_simple"}]}})";
@@ -151,8 +152,12 @@ TEST_F(Harness, FallsBackToNcclDefaults) {
   const Case cases[] = {
       {nullptr, "DLTUNE_PLAN is not set"},
       {"{ truncated", "ignoring plan"},
-      {R"({"collectives": {"allreduce": "x"}})", "is not a list"},
-      {R"({"job": {"nodes": 4, "ranks_per_node": 8}, "collectives": {}})", "tuned for 4 node(s)"},
+      {R"({"collectives": {"allreduce": "x"}})", "ignoring plan"},
+      // Not a plan (a launch once handed its ranks an engine configuration): refused, not read.
+      {R"({"model": "lenet", "steps": 10})", "ignoring plan"},
+      {R"({"version": 1, "job": {"nodes": 4, "ranks_per_node": 8}, "collectives": {},
+           "training": {"per_rank_batch": 1, "global_batch": 32, "scaling": "weak"}})",
+       "tuned for 4 node(s)"},
   };
   for (const Case& c : cases) {
     g_log.clear();
@@ -202,7 +207,7 @@ class DbHarness : public Harness {
     ASSERT_TRUE(topo.ok()) << topo.error().message();
     auto db = tdb::TuningDb::open(db_, tdb::OpenMode::kReadWrite);
     ASSERT_TRUE(db.ok()) << db.error().message();
-    const tdb::PlanRecord rec{dltune::tuner::make_key(*topo, shape, "", with_nccl), kDbPlan,
+    const tdb::PlanRecord rec{dltune::tuner::db::make_key(*topo, shape, "", with_nccl), kDbPlan,
                               tdb::local_provenance()};
     auto s = db->put_plan(rec);
     ASSERT_TRUE(s.ok()) << s.error().message();

@@ -37,6 +37,11 @@ TEST(PlanCollectives, RejectsGapsAndBadTypes) {
       R"({"version":1,"collectives":{"allreduce":[]}})",
       R"({"version":1,"collectives":[1,2]})",
       R"(not json)",
+      // A range that stops short: it once became a rule for every size ("a ring for [0,100)
+      // becomes a ring for every size"); the Plan's reader refuses the gap it leaves.
+      R"({"version":1,"collectives":{"allreduce":[{"min_bytes":0,"max_bytes":100,"algo":"ring"}]},)"
+      R"("training":{"per_rank_batch":1,"global_batch":2,"scaling":"weak"},)"
+      R"("job":{"nodes":1,"ranks_per_node":2}})",
   };
   for (const char* j : bad) {
     auto p = parse_plan_collectives(j);
@@ -78,8 +83,8 @@ TEST(OmpiRules, WriterOutputParsesBackAndMergesEqualNeighbours) {
       R"({"min_bytes":4096,"max_bytes":8192,"algo":"shm","segment_bytes":0},)"
       R"({"min_bytes":8192,"max_bytes":65536,"algo":"ring","segment_bytes":0},)"
       R"({"min_bytes":65536,"max_bytes":18446744073709551615,"algo":"ring","segment_bytes":0}]},)"
-      R"("unknown_coll":[{"min_bytes":0,"max_bytes":1,"algo":"rd"}]})");
-  // "unknown_coll" is outside "collectives": ignored.
+      R"("training":{"per_rank_batch":8,"global_batch":32,"scaling":"weak"},)"
+      R"("job":{"nodes":1,"ranks_per_node":4}})");
   ASSERT_TRUE(plan.ok()) << plan.error().message();
   std::vector<std::string> notes;
   auto rules = rules_from_plan(*plan, 4, &notes);

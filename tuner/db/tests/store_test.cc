@@ -102,7 +102,7 @@ TEST(Schema, RejectsNegativeVersions) {
     {
       auto conn = Connection::open(path, OpenMode::kReadWrite);
       ASSERT_TRUE(conn.ok());
-      ASSERT_TRUE(conn->exec("PRAGMA user_version = " + std::to_string(version)).ok());
+      ASSERT_TRUE(conn->exec(("PRAGMA user_version = " + std::to_string(version)).c_str()).ok());
     }
     for (const OpenMode mode : {OpenMode::kReadWrite, OpenMode::kReadOnly}) {
       auto db = TuningDb::open(path, mode);

@@ -1,4 +1,4 @@
-#include "tuner/key.h"
+#include "tuner/db/key.h"
 
 #include <set>
 
@@ -17,10 +17,10 @@
 #include <nccl.h>
 #endif
 
-namespace dltune::tuner {
+namespace dltune::tuner::db {
 
-db::SoftwareVersions current_versions(bool with_nccl) {
-  db::SoftwareVersions v;
+SoftwareVersions current_versions(bool with_nccl) {
+  SoftwareVersions v;
   v.dltune = DLTUNE_VERSION;
 #if DLTUNE_HAVE_MPI && defined(OMPI_MAJOR_VERSION)
   v.mpi = std::to_string(OMPI_MAJOR_VERSION) + "." + std::to_string(OMPI_MINOR_VERSION) + "." +
@@ -65,9 +65,9 @@ std::string family(const topology::Topology& topo) {
   return sha256_hex(text);
 }
 
-db::Key make_key(const topology::Topology& topo, const db::JobShape& shape,
-                 const std::string& recipe_signature, bool with_nccl) {
-  db::Key k;
+Key make_key(const topology::Topology& topo, const JobShape& shape,
+             const std::string& recipe_signature, bool with_nccl) {
+  Key k;
   k.fingerprint = topology::fingerprint(topo);
   k.family = family(topo);
   k.versions = current_versions(with_nccl);
@@ -76,4 +76,4 @@ db::Key make_key(const topology::Topology& topo, const db::JobShape& shape,
   return k;
 }
 
-}  // namespace dltune::tuner
+}  // namespace dltune::tuner::db

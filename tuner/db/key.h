@@ -8,11 +8,11 @@
 #include "topology/topology.h"
 #include "tuner/db/records.h"
 
-namespace dltune::tuner {
+namespace dltune::tuner::db {
 
 // The versions of the communication software this build uses: Open MPI and PMIx (when built
 // with them), NCCL when `with_nccl` (GPU jobs; "" on CPU), and dltune.
-db::SoftwareVersions current_versions(bool with_nccl);
+SoftwareVersions current_versions(bool with_nccl);
 
 // The coarse "family" of a node, for near hits: a SHA-256 over the CPU, GPU and NIC models
 // and the set of GPU/NIC path classes, leaving out every count. Two nodes of one design with
@@ -21,7 +21,7 @@ std::string family(const topology::Topology& topo);
 
 // The full key: topology::fingerprint(topo), family(topo), current_versions(with_nccl),
 // `shape`, and `recipe_signature` ("" for collective-only plans).
-db::Key make_key(const topology::Topology& topo, const db::JobShape& shape,
-                 const std::string& recipe_signature, bool with_nccl);
+Key make_key(const topology::Topology& topo, const JobShape& shape,
+             const std::string& recipe_signature, bool with_nccl);
 
-}  // namespace dltune::tuner
+}  // namespace dltune::tuner::db

@@ -1,10 +1,10 @@
-#include "tuner/key.h"
+#include "tuner/db/key.h"
 
 #include <gtest/gtest.h>
 
 #include "dltune/config.h"
 
-namespace dltune::tuner {
+namespace dltune::tuner::db {
 namespace {
 
 // A node of one design with `gpus` GPUs of one model, all pairs NVLinked twice.
@@ -45,7 +45,7 @@ TEST(Key, FamilyIgnoresCountsButNotModels) {
 
 TEST(Key, CarriesShapeRecipeAndVersions) {
   const auto t = node(2, "V100");
-  const db::Key k = make_key(t, db::JobShape{2, 4}, "abc123", /*with_nccl=*/false);
+  const Key k = make_key(t, JobShape{2, 4}, "abc123", /*with_nccl=*/false);
   EXPECT_EQ(k.fingerprint, topology::fingerprint(t));
   EXPECT_EQ(k.shape.ranks(), 8);
   EXPECT_EQ(k.recipe, "abc123");
@@ -57,4 +57,4 @@ TEST(Key, CarriesShapeRecipeAndVersions) {
 }
 
 }  // namespace
-}  // namespace dltune::tuner
+}  // namespace dltune::tuner::db
