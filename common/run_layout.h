@@ -1,5 +1,5 @@
 // The run directory's fixed layout (DESIGN.md "The run directory"): the files `dltune launch`
-// writes, and those its ranks write into, by name. launcher/run_dir.h creates and reads a run
+// writes, and those its ranks write into, by name. launcher/flow/run_dir.h creates and reads a run
 // directory; a rank given `dltune-worker train --run-dir DIR` writes its metrics, checkpoint,
 // trace and summary at these places, so nothing but the directory crosses to the ranks.
 //

@@ -67,7 +67,7 @@ struct PredictRequest {
   // cores too). 0: devices (no sharing, overlap hides what fits).
   int cores_per_node = 0;
   // How many of the job's nodes are one machine (Slurm nodes that are network namespaces of
-  // one host, launcher/slurm_backend.h's count_node_machines): cores_per_node are then that
+  // one host, launcher/backend/slurm_backend.h's count_node_machines): cores_per_node are then that
   // machine's cores, shared by per_node x min(N, nodes_per_machine) ranks at N nodes. 1: each
   // node is a machine of its own.
   int nodes_per_machine = 1;

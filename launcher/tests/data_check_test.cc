@@ -1,6 +1,6 @@
 // `dltune data check`: files checked against their published form, with files made here
 // (sparse: their pixels are zeros) rather than downloads.
-#include "launcher/data_check.h"
+#include "launcher/cli/data_check.h"
 
 #include <cstdio>
 #include <filesystem>

@@ -1,10 +1,10 @@
 // The end-of-launch summary: the warnings a successful job must still show, the step-time
 // split and the allreduce's lower bound.
-#include "launcher/launch_outcome.h"
+#include "launcher/report/launch_outcome.h"
 
 #include <gtest/gtest.h>
 
-#include "launcher/launch_job.h"
+#include "launcher/flow/launch_job.h"
 
 namespace dltune::launcher {
 namespace {

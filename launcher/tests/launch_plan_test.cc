@@ -2,7 +2,7 @@
 // setting of the recipe, a cached plan never overrides what the recipe fixes, and a cached plan
 // that does not fit (implausible, another job shape, unreadable) is skipped with a warning,
 // never a failure. All with --no-tune (no ranks are started).
-#include "launcher/launch_plan.h"
+#include "launcher/flow/launch_plan.h"
 
 #include <cstdio>
 #include <filesystem>
@@ -11,7 +11,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
-#include "launcher/launch_layout.h"
+#include "launcher/flow/launch_layout.h"
 #include "recipes/plan.h"
 #include "topology/topology.h"
 #include "tuner/db/key.h"

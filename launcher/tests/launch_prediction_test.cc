@@ -1,12 +1,12 @@
 // Slurm nodes that are one machine (network namespaces of one host): how many of the job's
 // nodes share a machine's cores, what the prediction, the pre-launch warning and the summary
 // say about it (launch_prediction.h, launch_dry_run.h, launch_outcome.h).
-#include "launcher/launch_prediction.h"
+#include "launcher/flow/launch_prediction.h"
 
 #include <gtest/gtest.h>
 
-#include "launcher/launch_dry_run.h"
-#include "launcher/launch_outcome.h"
+#include "launcher/cli/launch_dry_run.h"
+#include "launcher/report/launch_outcome.h"
 
 namespace dltune::launcher {
 namespace {

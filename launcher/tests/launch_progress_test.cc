@@ -1,12 +1,12 @@
 // What `dltune launch` shows of its ranks' events (launch_progress.h).
-#include "launcher/launch_progress.h"
+#include "launcher/flow/launch_progress.h"
 
 #include <cstdio>
 #include <string>
 
 #include <gtest/gtest.h>
 
-#include "launcher/launch_dry_run.h"
+#include "launcher/cli/launch_dry_run.h"
 
 namespace dltune::launcher {
 namespace {

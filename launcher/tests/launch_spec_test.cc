@@ -1,6 +1,6 @@
 // Unit tests of the pure parts of the launch backends: spec validation, program lookup,
 // srun's command line and its task-status lines, EnvBlock, TempDir.
-#include "launcher/launch_spec.h"
+#include "launcher/backend/launch_spec.h"
 
 #include <algorithm>
 #include <fstream>
@@ -9,9 +9,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "launcher/env_block.h"
-#include "launcher/slurm_backend.h"
-#include "launcher/temp_dir.h"
+#include "launcher/backend/env_block.h"
+#include "launcher/backend/slurm_backend.h"
+#include "launcher/backend/temp_dir.h"
 
 namespace dltune::launcher {
 namespace {

@@ -12,8 +12,8 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
-#include "launcher/slurm_backend.h"
-#include "launcher/temp_dir.h"
+#include "launcher/backend/slurm_backend.h"
+#include "launcher/backend/temp_dir.h"
 
 namespace dltune::launcher {
 namespace {

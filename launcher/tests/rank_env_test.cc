@@ -1,6 +1,6 @@
 // The rank variables both backends give (torchrun's and mpirun's names), Slurm's task identity,
 // host lists, free ports, and what --plan means to external programs.
-#include "launcher/rank_env.h"
+#include "launcher/backend/rank_env.h"
 
 #include <map>
 #include <string>
@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "common/paths.h"
-#include "launcher/plan_env.h"
+#include "launcher/backend/plan_env.h"
 
 namespace dltune::launcher {
 namespace {

@@ -1,5 +1,5 @@
 // Supervisor with real child processes (sh): exit codes, signals, output, stopping.
-#include "launcher/supervisor.h"
+#include "launcher/backend/supervisor.h"
 
 #include <algorithm>
 #include <chrono>

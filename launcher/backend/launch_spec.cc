@@ -1,0 +1,73 @@
+#include "launcher/backend/launch_spec.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/env.h"
+#include "common/strings.h"
+
+namespace dltune::launcher {
+
+Result<Backend> parse_backend(const std::string& text) {
+  if (text == "local") return Backend::kLocal;
+  if (text == "slurm") return Backend::kSlurm;
+  return invalid_input("unknown backend '" + text + "'; use local or slurm");
+}
+
+Result<Backend> default_backend() {
+  if (auto name = env::get_if_set(env::kBackend)) {
+    auto b = parse_backend(*name);
+    if (!b) return std::move(b).error().wrap("DLTUNE_BACKEND");
+    return b;
+  }
+  const char* job = std::getenv("SLURM_JOB_ID");
+  return (job != nullptr && *job != '\0') ? Backend::kSlurm : Backend::kLocal;
+}
+
+namespace {
+
+Result<std::string> check_executable(const std::string& path, const std::string& program) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) return not_found("program '" + program + "' does not exist");
+  if (S_ISDIR(st.st_mode)) return invalid_input("program '" + program + "' is a directory");
+  if (access(path.c_str(), X_OK) != 0) {
+    return invalid_input("program '" + program + "' is not executable");
+  }
+  return path;
+}
+
+}  // namespace
+
+Result<std::string> find_program(const std::string& program) {
+  if (program.empty()) return invalid_input("the program name is empty");
+  if (program.find('/') != std::string::npos) return check_executable(program, program);
+  const char* path_env = std::getenv("PATH");
+  const std::string path = path_env != nullptr ? path_env : "/usr/local/bin:/usr/bin:/bin";
+  for (const std::string& dir : strings::split(path, ':')) {
+    const std::string candidate = (dir.empty() ? "." : dir) + "/" + program;
+    struct stat st {};
+    if (stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+        access(candidate.c_str(), X_OK) == 0) {
+      return candidate;
+    }
+  }
+  return not_found("program '" + program + "' was not found in PATH");
+}
+
+Status validate_spec(const LaunchSpec& spec) {
+  if (spec.argv.empty()) {
+    return invalid_input("no program given; usage: dltune run -n N -- PROGRAM [ARGS...]");
+  }
+  if (spec.nranks < 1) {
+    return invalid_input("the number of ranks must be at least 1, got " +
+                         std::to_string(spec.nranks));
+  }
+  if (spec.nranks > 4096) {
+    return invalid_input("at most 4096 ranks can be launched, got " + std::to_string(spec.nranks));
+  }
+  if (spec.timeout_s < 0) return invalid_input("the timeout must not be negative");
+  DLTUNE_TRY(find_program(spec.argv[0]));
+  return ok_status();
+}
+
+}  // namespace dltune::launcher

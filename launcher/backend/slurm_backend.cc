@@ -1,0 +1,556 @@
+#include "launcher/backend/slurm_backend.h"
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <climits>
+#include <csignal>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <optional>
+#include <set>
+
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/env.h"
+#include "common/log.h"
+#include "common/paths.h"
+#include "common/strings.h"
+#include "launcher/backend/env_block.h"
+#include "launcher/backend/plan_env.h"
+#include "launcher/backend/rank_env.h"
+#include "launcher/backend/supervisor.h"
+#include "launcher/backend/temp_dir.h"
+
+extern char** environ;
+
+namespace dltune::launcher {
+namespace {
+
+const char* srun_cpu_bind(topology::BindPolicy policy) {
+  switch (policy) {
+    case topology::BindPolicy::kNone:
+      return "--cpu-bind=none";
+    case topology::BindPolicy::kCore:
+      return "--cpu-bind=cores";
+    case topology::BindPolicy::kNuma:
+      return "--cpu-bind=ldoms";
+    case topology::BindPolicy::kAuto:
+      return nullptr;  // the site's default
+  }
+  return nullptr;
+}
+
+// srun's --cpu-bind=mask_cpu list: one hexadecimal CPU mask per local task.
+std::string cpu_masks(const std::vector<std::vector<int>>& local_cpus) {
+  std::string out;
+  for (const std::vector<int>& cpus : local_cpus) {
+    std::vector<uint8_t> nibbles;
+    for (int c : cpus) {
+      if (c < 0) continue;
+      const size_t at = static_cast<size_t>(c) / 4;
+      if (nibbles.size() <= at) nibbles.resize(at + 1, 0);
+      nibbles[at] = static_cast<uint8_t>(nibbles[at] | (1u << (c % 4)));
+    }
+    std::string hex;
+    for (auto it = nibbles.rbegin(); it != nibbles.rend(); ++it) hex += "0123456789abcdef"[*it];
+    out += (out.empty() ? "0x" : ",0x") + (hex.empty() ? std::string("0") : hex);
+  }
+  return out;
+}
+
+// "  3: text" (srun --label) -> "[3] text"; other lines unchanged.
+std::string relabel(std::string_view line) {
+  size_t i = 0;
+  while (i < line.size() && line[i] == ' ') ++i;
+  size_t j = i;
+  while (j < line.size() && std::isdigit(static_cast<unsigned char>(line[j]))) ++j;
+  if (j == i || j + 1 >= line.size() + 1 || j >= line.size() || line[j] != ':') {
+    return std::string(line);
+  }
+  std::string rest(line.substr(j + 1));
+  if (!rest.empty() && rest[0] == ' ') rest.erase(0, 1);
+  return "[" + std::string(line.substr(i, j - i)) + "] " + rest;
+}
+
+using Clock = std::chrono::steady_clock;
+
+// Reaps `pid` into `status`, waiting until `deadline` at most (polled every 20 ms; nullopt:
+// as long as it takes). False when it still runs then.
+bool reap_by(pid_t pid, int* status, std::optional<Clock::time_point> deadline) {
+  for (;;) {
+    const pid_t r = waitpid(pid, status, deadline ? WNOHANG : 0);
+    if (r == pid || (r < 0 && errno != EINTR)) return true;
+    if (r == 0) {
+      if (Clock::now() >= *deadline) return false;
+      usleep(20 * 1000);
+    }
+  }
+}
+
+// Runs argv (argv[0] a path) with no stdin and stderr discarded; its stdout (the first MiB)
+// when it exits 0. With `timeout_ms` > 0 it is stopped after that long (SIGTERM, which makes
+// srun cancel its step, then SIGKILL a second later) and the answer is a kTimeout error.
+Result<std::string> capture(const std::vector<std::string>& argv, int timeout_ms = 0) {
+  constexpr size_t kMaxOut = size_t{1} << 20;
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return errno_error("pipe");
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = -1;
+  const int rc = posix_spawn(&pid, argv[0].c_str(), &fa, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  close(fds[1]);
+  if (rc != 0) {
+    close(fds[0]);
+    errno = rc;
+    return errno_error("starting " + argv[0]);
+  }
+  std::optional<Clock::time_point> deadline;
+  if (timeout_ms > 0) deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  bool timed_out = false;
+  std::string out;
+  char buf[4096];
+  for (;;) {
+    if (deadline) {
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - Clock::now()).count();
+      pollfd p{fds[0], POLLIN, 0};
+      const int ready = left > 0 ? poll(&p, 1, static_cast<int>(left)) : 0;
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready == 0) {
+        timed_out = true;
+        break;
+      }
+      if (ready < 0) break;
+    }
+    const ssize_t n = read(fds[0], buf, sizeof buf);
+    if (n == 0) break;
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) break;
+    if (out.size() < kMaxOut) out.append(buf, static_cast<size_t>(n));
+  }
+  close(fds[0]);
+  int st = 0;
+  if (timed_out || !reap_by(pid, &st, deadline)) {
+    kill(pid, SIGTERM);
+    if (!reap_by(pid, &st, Clock::now() + std::chrono::seconds(1))) {
+      kill(pid, SIGKILL);
+      reap_by(pid, &st, std::nullopt);
+    }
+    return timeout_error(argv[0] + " did not finish within " +
+                         (timeout_ms % 1000 == 0 ? std::to_string(timeout_ms / 1000) + " s"
+                                                 : std::to_string(timeout_ms) + " ms"));
+  }
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+    return io_error(argv[0] + " failed (status " + std::to_string(st) + ")");
+  }
+  return out;
+}
+
+// A boot id as the kernel prints it: a UUID, 8-4-4-4-12 hexadecimal digits.
+bool is_boot_id(std::string_view s) {
+  if (s.size() != 36) return false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+    if (dash ? s[i] != '-' : !std::isxdigit(static_cast<unsigned char>(s[i]))) return false;
+  }
+  return true;
+}
+
+std::string self_dir() {
+  char buf[PATH_MAX + 1] = {};
+  const ssize_t n = readlink("/proc/self/exe", buf, PATH_MAX);
+  if (n <= 0) return ".";
+  const std::string exe(buf, static_cast<size_t>(n));
+  return exe.substr(0, exe.rfind('/'));
+}
+
+// The address Slurm reaches `node` at (its NodeAddr), else the name itself.
+std::string node_addr(const std::string& node) {
+  auto scontrol = find_program("scontrol");
+  if (!scontrol) return node;
+  auto out = capture({*scontrol, "show", "node", "-o", node});
+  if (!out) return node;
+  const size_t at = out->find("NodeAddr=");
+  if (at == std::string::npos) return node;
+  const size_t end = out->find_first_of(" \n", at);
+  return out->substr(at + 9, end == std::string::npos ? std::string::npos : end - at - 9);
+}
+
+// An IP address for `name` (an address already, or the first IPv4 one it resolves to).
+std::string ip_of(const std::string& name) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_flags = AI_NUMERICHOST;
+  addrinfo* res = nullptr;
+  if (getaddrinfo(name.c_str(), nullptr, &hints, &res) == 0) {
+    freeaddrinfo(res);
+    return name;
+  }
+  hints.ai_flags = 0;
+  if (getaddrinfo(name.c_str(), nullptr, &hints, &res) != 0 || res == nullptr) return name;
+  char buf[INET6_ADDRSTRLEN] = {};
+  getnameinfo(res->ai_addr, res->ai_addrlen, buf, sizeof buf, nullptr, 0, NI_NUMERICHOST);
+  freeaddrinfo(res);
+  return buf[0] != '\0' ? buf : name;
+}
+
+// MASTER_ADDR / MASTER_PORT for the job: rank 0 runs on the allocation's first node (srun's
+// block distribution), so its address, and a port free there: found here when this is that
+// node, else by dltune-rank-env in a one-task step on it. The user's values win.
+Result<EnvList> slurm_rendezvous(const std::string& srun, const std::string& rank_env) {
+  const char* user_addr = std::getenv("MASTER_ADDR");  // NOLINT: PyTorch's variable
+  const char* user_port = std::getenv("MASTER_PORT");  // NOLINT: as above
+  if (user_addr != nullptr && *user_addr != '\0' && user_port != nullptr && *user_port != '\0') {
+    return EnvList{};
+  }
+  std::string host, addr;
+  if (user_addr != nullptr && *user_addr != '\0') {
+    addr = user_addr;
+  } else {
+    const char* list = std::getenv("SLURM_JOB_NODELIST");       // NOLINT: Slurm's
+    if (list == nullptr) list = std::getenv("SLURM_NODELIST");  // NOLINT: Slurm's
+    if (list == nullptr)
+      return invalid_input("SLURM_JOB_NODELIST is not set: not in an allocation");
+    auto first = first_host(list);
+    if (!first) return std::move(first).error().wrap("SLURM_JOB_NODELIST");
+    host = *first;
+    addr = ip_of(node_addr(host));
+  }
+  EnvList env = {{"MASTER_ADDR", addr}};
+  if (user_port != nullptr && *user_port != '\0') return env;
+  // A port free on every address (PyTorch's store listens on all of them) of rank 0's node:
+  // this one when `addr` is one of its addresses, else asked of that node.
+  Result<int> port = io_error("not asked");
+  if (free_tcp_port(addr).ok()) {
+    port = free_tcp_port("0.0.0.0");
+  } else if (!host.empty()) {
+    auto out = capture({srun, "--nodes=1", "--ntasks=1", "--nodelist=" + host, "--quiet",
+                        "--input=none", rank_env, "--free-port", "0.0.0.0"});
+    auto n = out ? strings::parse_int(strings::trim(*out)) : Result<int64_t>(out.error());
+    if (n && *n > 0 && *n < 65536) port = static_cast<int>(*n);
+  }
+  if (!port) {
+    return io_error("no free port for MASTER_PORT on " + (host.empty() ? addr : host) +
+                    " (set MASTER_PORT yourself)");
+  }
+  env.emplace_back("MASTER_PORT", std::to_string(*port));
+  return env;
+}
+
+bool is_srun_teardown_noise(std::string_view line) {
+  return strings::starts_with(line, "srun: Job step aborted") ||
+         strings::starts_with(line, "srun: launch/slurm: _step_signal") ||
+         strings::starts_with(line, "srun: forcing job termination") ||
+         strings::starts_with(line, "srun: Force Terminated") ||
+         (strings::starts_with(line, "slurmstepd") &&
+          line.find("error: *** STEP") != std::string_view::npos &&
+          line.find("CANCELLED") != std::string_view::npos);
+}
+
+}  // namespace
+
+std::optional<SrunTaskFailure> first_failure(const std::vector<SrunTaskFailure>& lines) {
+  for (const auto& f : lines) {
+    if (f.exit_code < 0 && f.signal != "Terminated") return f;
+  }
+  for (const auto& f : lines) {
+    if (f.exit_code >= 0) return f;
+  }
+  if (!lines.empty()) return lines.front();
+  return std::nullopt;
+}
+
+std::vector<std::string> srun_command(const std::string& srun_path,
+                                      const std::string& rank_env_path, const LaunchSpec& spec) {
+  std::vector<std::string> argv = {srun_path, "--mpi=pmix", "--kill-on-bad-exit=1",
+                                   "--ntasks=" + std::to_string(spec.nranks), "--input=0"};
+  if (spec.nodes > 0) {
+    argv.push_back("--nodes=" + std::to_string(spec.nodes));
+    // The job's shape exactly: srun would otherwise fill the first node's CPUs first.
+    if (spec.nranks % spec.nodes == 0) {
+      argv.push_back("--ntasks-per-node=" + std::to_string(spec.nranks / spec.nodes));
+    }
+  }
+  if (spec.tag_output) argv.push_back("--label");
+  if (!spec.local_cpus.empty()) {
+    argv.push_back("--cpu-bind=mask_cpu:" + cpu_masks(spec.local_cpus));
+  } else if (const char* bind = srun_cpu_bind(spec.bind)) {
+    argv.push_back(bind);
+  }
+  argv.push_back("--");
+  argv.push_back(rank_env_path);
+  argv.insert(argv.end(), spec.argv.begin(), spec.argv.end());
+  return argv;
+}
+
+bool in_slurm_allocation() {
+  const char* job = std::getenv("SLURM_JOB_ID");  // NOLINT: Slurm's
+  return job != nullptr && *job != '\0';
+}
+
+int allocation_nodes() {
+  for (const char* name : {"SLURM_JOB_NUM_NODES", "SLURM_NNODES"}) {
+    const char* v = std::getenv(name);  // NOLINT: Slurm's
+    if (v == nullptr) continue;
+    auto n = strings::parse_int(v);
+    if (n && *n > 0 && *n < (1 << 20)) return static_cast<int>(*n);
+  }
+  return 0;
+}
+
+Result<int> count_boot_ids(std::string_view output, int nodes) {
+  std::set<std::string> ids;
+  int lines = 0;
+  for (const std::string& raw : strings::split(output, '\n')) {
+    std::string line = strings::trim(raw);
+    if (line.empty()) continue;
+    if (!is_boot_id(line)) {
+      return invalid_input("not a boot id: '" + line.substr(0, 64) + "'");
+    }
+    for (char& c : line) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    ids.insert(line);
+    ++lines;
+  }
+  if (lines != nodes) {
+    return invalid_input(std::to_string(lines) + " boot id(s) from " + std::to_string(nodes) +
+                         " node(s)");
+  }
+  return static_cast<int>(ids.size());
+}
+
+Result<int> count_node_machines(int nodes, int timeout_ms) {
+  if (nodes <= 1) return 1;
+  if (!in_slurm_allocation()) return unsupported("not in a Slurm allocation");
+  auto srun = find_program("srun");
+  if (!srun) return unsupported("srun was not found in PATH");
+  const std::string n = std::to_string(nodes);
+  auto out = capture({*srun, "--nodes=" + n, "--ntasks=" + n, "--ntasks-per-node=1", "--quiet",
+                      "--input=none", "cat", "/proc/sys/kernel/random/boot_id"},
+                     timeout_ms);
+  if (!out) return std::move(out).error();
+  return count_boot_ids(*out, nodes);
+}
+
+Status rerun_in_allocation(int nodes, int ntasks) {
+  auto salloc = find_program("salloc");
+  if (!salloc) {
+    return unsupported(
+        "salloc was not found in PATH; run inside a Slurm allocation or use "
+        "--backend local");
+  }
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  const std::string cmdline((std::istreambuf_iterator<char>(in)), {});
+  std::vector<std::string> argv = {*salloc, "--quiet"};
+  if (nodes > 0) argv.push_back("--nodes=" + std::to_string(nodes));
+  argv.push_back("--ntasks=" + std::to_string(ntasks));
+  argv.push_back("--");
+  argv.push_back(self_dir() + "/" + "dltune");
+  const std::vector<std::string> own = strings::split(cmdline, '\0');
+  if (own.size() < 2) return io_error("cannot read this command's arguments");
+  for (size_t i = 1; i < own.size(); ++i) {
+    if (i + 1 == own.size() && own[i].empty()) break;  // the terminating NUL
+    argv.push_back(own[i]);
+  }
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  DLTUNE_LOG(kInfo, "launch") << "not in an allocation: " << strings::join(argv, " ");
+  execv(args[0], args.data());
+  return errno_error("running " + *salloc);
+}
+
+std::string SrunTaskFailure::describe(const PlanEnv* plan_env) const {
+  const std::string who =
+      (plan_env ? rank_label(*plan_env, rank) : "rank " + std::to_string(rank)) + " on " + host;
+  if (exit_code >= 0) return who + " exited with code " + std::to_string(exit_code);
+  const int st = exit_status();
+  return st > 128 ? who + " was killed by signal " + std::to_string(st - 128) + " (" + signal + ")"
+                  : who + " was killed (" + signal + ")";
+}
+
+int SrunTaskFailure::exit_status() const {
+  if (exit_code >= 0) return exit_code;
+  for (int sig = 1; sig < 65; ++sig) {
+    const char* name = strsignal(sig);
+    if (name != nullptr && signal == name) return 128 + sig;
+  }
+  return 1;
+}
+
+std::optional<SrunTaskFailure> parse_srun_failure(std::string_view line) {
+  constexpr std::string_view kPrefix = "srun: error: ";
+  if (!strings::starts_with(line, kPrefix)) return std::nullopt;
+  std::string_view rest = line.substr(kPrefix.size());
+  const size_t c1 = rest.find(": task");
+  if (c1 == std::string_view::npos) return std::nullopt;
+  SrunTaskFailure f;
+  f.host = std::string(rest.substr(0, c1));
+  rest = rest.substr(c1 + 6);
+  if (!rest.empty() && rest[0] == 's') rest.remove_prefix(1);  // "tasks"
+  while (!rest.empty() && rest[0] == ' ') rest.remove_prefix(1);
+  size_t k = 0;
+  while (k < rest.size() && std::isdigit(static_cast<unsigned char>(rest[k]))) ++k;
+  if (k == 0) return std::nullopt;
+  f.rank = std::stoi(std::string(rest.substr(0, k)));
+  const size_t c2 = rest.find(": ");
+  if (c2 == std::string_view::npos) return std::nullopt;
+  const std::string status = strings::trim(rest.substr(c2 + 2));
+  constexpr std::string_view kExited = "Exited with exit code ";
+  if (strings::starts_with(status, kExited)) {
+    auto code = strings::parse_int(std::string_view(status).substr(kExited.size()));
+    if (!code) return std::nullopt;
+    f.exit_code = static_cast<int>(*code);
+  } else {
+    f.signal = status;
+  }
+  return f;
+}
+
+Result<LaunchOutcome> run_slurm(const LaunchSpec& spec_in) {
+  LaunchSpec spec = spec_in;
+  DLTUNE_TRY(validate_spec(spec));
+  auto srun = find_program("srun");
+  if (!srun) {
+    return unsupported(
+        "srun was not found in PATH; the slurm backend needs Slurm's client "
+        "commands (or use --backend local)");
+  }
+  const std::string rank_env = self_dir() + "/dltune-rank-env";
+  if (access(rank_env.c_str(), X_OK) != 0) {
+    return not_found(rank_env + " is missing: build the 'dltune-rank-env' target");
+  }
+  EnvBlock env(environ);
+  auto rendezvous = slurm_rendezvous(*srun, rank_env);
+  if (!rendezvous) return std::move(rendezvous).error().wrap("PyTorch's rendezvous");
+  for (const auto& [k, v] : *rendezvous) env.set(k, v);
+  std::optional<TempDir> plan_dir;
+  PlanEnv pe;  // the plan's stages name a failed rank's stage
+  if (spec.plan) {
+    const int per_node = spec.nodes > 0 && spec.nranks % spec.nodes == 0
+                             ? spec.nranks / spec.nodes
+                             : spec.nranks / std::max(1, allocation_nodes());
+    pe = plan_env_for(*spec.plan, spec.nranks, per_node);
+    for (const std::string& n : pe.notes) {
+      if (spec.warn) {
+        spec.warn("--plan: " + n);
+      } else {
+        DLTUNE_LOG(kWarn, "launch") << "--plan: " << n;
+      }
+    }
+  }
+  if (!spec.plan_blob.empty() || !spec.recipe_blob.empty()) {
+    // The files the ranks read (DLTUNE_PLAN, DLTUNE_RECIPE): srun's PMIx server has no job
+    // data of dltune's.
+    auto dir = TempDir::create_in_tmp("dltune-plan-");
+    if (!dir) return std::move(dir).error();
+    plan_dir = std::move(*dir);
+    auto files = write_plan_files(pe, spec.plan_blob, spec.recipe_blob, plan_dir->path());
+    if (!files) return std::move(files).error();
+    for (const auto& [k, v] : *files) env.set(k, v, k == "DLTUNE_PLAN" || k == "DLTUNE_RECIPE");
+  }
+  if (!spec.plan_blob.empty()) {
+    // The plan's CPU binding through srun; its GPU and NIC variables need the nodes' topology,
+    // which the SPANK plugin (srun --dltune) applies on each node.
+    if (!spec.bind_from_user && !pe.placement.empty() && spec.nodes == 0) {
+      const std::string n =
+          "--plan: its CPU binding is applied under Slurm with --nodes only (which fixes how "
+          "many ranks each node runs)";
+      if (spec.warn) {
+        spec.warn(n);
+      } else {
+        DLTUNE_LOG(kWarn, "launch") << n;
+      }
+    }
+    if (!spec.bind_from_user && !pe.placement.empty() && spec.nodes > 0) {
+      for (const auto& rp : pe.placement) spec.local_cpus.push_back(rp.cpus);
+      if (std::any_of(spec.local_cpus.begin(), spec.local_cpus.end(),
+                      [](const auto& c) { return c.empty(); })) {
+        spec.local_cpus.clear();
+      }
+    }
+  }
+  env.set("OMPI_MCA_pml", "ob1", false);
+  for (const auto& [k, v] : spec.extra_env) env.set(k, v);
+
+  Supervisor::Options opts{false, spec.kill_grace_ms, spec.timeout_s, SIGTERM};
+  Supervisor sup(opts);
+  DLTUNE_TRY(sup.install_signal_handling());
+  std::vector<SrunTaskFailure> failures;
+  // Open MPI's MPI_Abort banner names the rank that aborted, which srun does not: its task
+  // status lines only list the tasks it killed afterwards.
+  // "rank N called MPI_Abort (error code E)" and E.
+  std::optional<std::pair<std::string, int>> aborted;
+  sup.set_line_filter([&failures, &aborted, tag = spec.tag_output](
+                          int, bool is_stderr,
+                          std::string_view line) -> std::optional<std::string> {
+    if (is_stderr) {
+      if (auto at = line.find("MPI_ABORT was invoked on rank "); at != std::string_view::npos) {
+        std::string_view rest = line.substr(at + 30);
+        aborted = {"rank " + std::string(rest.substr(0, rest.find(' '))) + " called MPI_Abort", 1};
+      } else if (aborted && strings::starts_with(line, "with errorcode ") &&
+                 aborted->first.find("error code") == std::string::npos) {
+        std::string_view code = line.substr(15);
+        if (!code.empty() && code.back() == '.') code.remove_suffix(1);
+        aborted->first += " (error code " + std::string(code) + ")";
+        auto n = strings::parse_int(code);
+        if (n && (*n & 0xff) != 0) aborted->second = static_cast<int>(*n & 0xff);
+      }
+      if (auto f = parse_srun_failure(line)) {
+        failures.push_back(*f);
+        DLTUNE_LOG(kDebug, "launch") << line;
+        return std::nullopt;
+      }
+      if (is_srun_teardown_noise(line)) {
+        DLTUNE_LOG(kDebug, "launch") << line;
+        return std::nullopt;
+      }
+    }
+    return tag ? relabel(line) : std::string(line);
+  });
+  // srun's task-status lines may still be in the pipe when srun is reaped: the failed rank
+  // is named after run(), from all of them.
+  sup.set_exit_judge([](int, int status) -> std::string {
+    return Supervisor::default_exit_judgement("srun", "", status);
+  });
+  auto argv = srun_command(*srun, rank_env, spec);
+  DLTUNE_LOG(kInfo, "launch") << "running " << strings::join(argv, " ");
+  auto index = sup.spawn({*srun, argv, env.data(), {}, "srun", "", /*stdin_from_launcher=*/true});
+  if (!index) return std::move(index).error().wrap("starting srun");
+  LaunchOutcome out = sup.run();
+  if (out.exit_code == 0 || out.interrupted) return out;
+  if (aborted) {
+    out.message = aborted->first;
+    out.exit_code = aborted->second;
+    // srun's status line for the aborting task gives its node.
+    const std::string who = out.message.substr(0, out.message.find(" called"));
+    for (const auto& f : failures) {
+      if ("rank " + std::to_string(f.rank) == who) {
+        out.message.replace(0, who.size(), rank_label(pe, f.rank) + " on " + f.host);
+        break;
+      }
+    }
+  } else if (strings::starts_with(out.message, "srun ")) {
+    if (auto first = first_failure(failures)) {
+      out.message = first->describe(&pe);
+      out.exit_code = first->exit_status();
+    }
+  }
+  return out;
+}
+
+}  // namespace dltune::launcher

@@ -1,0 +1,538 @@
+// `dltune launch RECIPE [-n RANKS] [--nodes N] [--backend local|slurm] [--retune|--no-tune]
+//  [--db PATH] [--resume RUN_DIR] [--dry-run] [--json] [--set KEY=VALUE]...`: DESIGN.md's main
+// flow, as phases run_launch() calls in order:
+//
+//   open_job       the recipe with its --set changes (or a run directory's, --resume), the
+//                  machine, the job shape;
+//   choose         the Plan: the run directory's (--resume), else the databases' or a tuning's
+//                  (launch_plan.h), laid over the ranks (launch_layout.h) and placed on the
+//                  node's cores (its placement);
+//   (--dry-run     prints all of it and stops)
+//   record         the run directory: plan.json and recipe.yaml, what the ranks run, and
+//                  launch.json, how they were started;
+//   train          the ranks, given that plan and recipe (PMIx job data), following rank 0's
+//                  metrics;
+//   summarize      the 1-rank baseline, summary.json, report.html and the summary printed.
+//
+// Every phase shows its progress (launch_progress.h). The ranks build their engine
+// configuration from the plan and recipe themselves (engine/worker/rank_job.h): nothing else
+// crosses to them but the run directory's path.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include "common/env.h"
+#include "common/json_input.h"
+#include "common/paths.h"
+#include "common/progress.h"
+#include "common/strings.h"
+#include "engine/data/dataset.h"
+#include "engine/train/trace.h"
+#include "launcher/backend/rank_program.h"
+#include "launcher/backend/slurm_backend.h"
+#include "launcher/backend/temp_dir.h"
+#include "launcher/cli/commands.h"
+#include "launcher/cli/launch_dry_run.h"
+#include "launcher/flow/launch_job.h"
+#include "launcher/flow/launch_layout.h"
+#include "launcher/flow/launch_plan.h"
+#include "launcher/flow/launch_prediction.h"
+#include "launcher/flow/launch_progress.h"
+#include "launcher/flow/run_dir.h"
+#include "launcher/report/launch_outcome.h"
+#include "recipes/datasets.h"
+#include "recipes/plan_fit.h"
+#include "recipes/recipe_overrides.h"
+#include "tuner/recipe_tuning.h"
+
+namespace dltune::cli {
+namespace {
+
+using launcher::RunDir;
+
+struct LaunchOptions {
+  launcher::JobOptions job;
+  bool retune = false, no_tune = false, dry_run = false, json = false;
+  std::string db, resume;
+  std::vector<std::string> sets;  // --set KEY=VALUE, as given
+};
+
+// What the phases share.
+struct Launch {
+  const LaunchOptions* o = nullptr;
+  std::chrono::steady_clock::time_point t0;
+  topology::Topology topo;
+  std::string worker;  // dltune-worker
+  int cores = 0;       // this node's
+  launcher::JobOptions jo;
+  launcher::Job job;
+  std::string recipe_file;               // the recipe as the user named it
+  std::optional<launcher::TempDir> tmp;  // the recipe as run before the run directory holds it
+  std::optional<RunDir> resumed;         // --resume's run directory
+  std::optional<RunDir> dir;             // the run directory
+  std::optional<launcher::RunDirGuard> unless_trained;  // a refused launch leaves no run dir
+  launcher::NodeMachines machines;
+  launcher::PlanChoice choice;
+  launcher::LaunchPrediction prediction;
+  int64_t steps = 0;  // the run's length (recipes::training_steps at the plan's batch)
+};
+
+// The width the summary is wrapped at: the terminal's, else 100 columns.
+int summary_width() {
+  struct winsize ws {};
+  if (::isatty(STDOUT_FILENO) && ::ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col >= 40) {
+    return ws.ws_col;
+  }
+  return 100;
+}
+
+double since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// The ranks' command for a training run of `dir`: the plan and recipe reach them as the job's
+// (run_ranks), everything else from the run directory's fixed layout.
+std::vector<std::string> train_argv(const std::string& worker, const RunDir& dir, bool resume) {
+  std::vector<std::string> argv = {worker, "train", "--run-dir", dir.path};
+  if (resume) argv.insert(argv.end(), {"--resume", dir.checkpoint()});
+  return argv;
+}
+
+// --resume: the job as its run directory's launch.json and recipe.yaml describe it. launch.json
+// is read back from a directory anyone may have edited: a field of the wrong type is an error
+// that names it, never an exception.
+Status open_resumed(Launch& L) {
+  auto rd = launcher::open_run_dir(L.o->resume);
+  if (!rd) return rd.error();
+  L.resumed = *rd;
+  const std::string where = "--resume " + L.o->resume + ": " + rd->launch();
+  auto text = paths::read_file(rd->launch());
+  auto lj = text ? parse_json_bounded(*text).value_or(nlohmann::json()) : nlohmann::json();
+  if (!lj.is_object()) return invalid_input(where + " is missing or not JSON");
+  if (lj.contains("backend") && !lj["backend"].is_string())
+    return invalid_input(where + ": 'backend' must be a string");
+  for (const char* k : {"ranks", "nodes"}) {
+    if (lj.contains(k) && !(lj[k].is_number_integer() && lj[k].get<int64_t>() >= 0 &&
+                            lj[k].get<int64_t>() <= (int64_t{1} << 20))) {
+      return invalid_input(where + ": '" + k + "' must be a whole number from 0 to 1048576");
+    }
+  }
+  L.jo.recipe = rd->recipe();  // the recipe as run
+  if (L.jo.ranks == 0) L.jo.ranks = lj.value("ranks", 0);
+  if (L.jo.nodes == 0) L.jo.nodes = lj.value("nodes", 0);
+  if (L.jo.backend.empty()) L.jo.backend = lj.value("backend", "");
+  return ok_status();
+}
+
+// Phase 1: the recipe with its overrides, the machine and the job shape.
+Status open_job(Launch& L) {
+  const LaunchOptions& o = *L.o;
+  if (o.retune && o.no_tune) return invalid_input("--retune and --no-tune exclude each other");
+  if (!o.resume.empty() && !o.sets.empty()) {
+    return invalid_input(
+        "--set changes a recipe, and a resumed run continues its own (the run directory's "
+        "recipe.yaml); leave out --set or --resume");
+  }
+  L.jo = o.job;
+  for (const std::string& text : o.sets) {
+    auto ov = recipes::parse_override(text);
+    if (!ov) return ov.error();
+    L.jo.overrides.push_back(*ov);
+  }
+  auto topo = topology::discover_default();
+  if (!topo) return topo.error().wrap("discovering this machine");
+  L.topo = std::move(*topo);
+  L.cores = static_cast<int>(L.topo.cores.size());
+  auto worker = sibling_program("dltune-worker");
+  if (!worker) return worker.error();
+  L.worker = *worker;
+  if (!o.resume.empty()) DLTUNE_TRY(open_resumed(L));
+  auto job = launcher::make_job(L.jo, L.topo);
+  if (!job) return job.error();
+  L.job = std::move(*job);
+  L.recipe_file = L.job.recipe.source_path;
+  // The programs that read the recipe before the run directory exists (the dry run's, a
+  // tuning's trials) read it as run: the overrides applied, data paths absolute.
+  auto t = launcher::TempDir::create_in_tmp("dltune-recipe-");
+  if (!t) return t.error();
+  L.tmp = std::move(*t);
+  auto text = recipes::recipe_yaml_as_run(L.job.recipe_path, L.job.recipe, L.jo.overrides);
+  if (!text) return text.error();
+  const std::string path = L.tmp->path() + "/recipe.yaml";
+  DLTUNE_TRY(paths::write_file_atomic(path, *text));
+  L.job.recipe_path = path;
+  return ok_status();
+}
+
+// The recipe tuner's trials measure the promising pipeline layouts of the memory model beside
+// data parallelism (only the layouts when data parallelism does not fit), at the trials'
+// reference batch; asked only when the trials run.
+Result<launcher::TrialLayouts> trial_layouts(const Launch& L) {
+  launcher::LayoutQuery lq;
+  lq.worker = L.worker;
+  lq.recipe_path = L.job.recipe_path;
+  lq.ranks = L.job.ranks;
+  lq.ranks_per_node = L.job.shape.ranks_per_node;
+  const tuner::LayoutBatch b = tuner::layout_reference_batch(L.job.recipe, L.job.ranks);
+  lq.batch = b.samples;
+  lq.per_replica = b.per_replica;
+  lq.measure = launcher::LayoutQuery::Measure::kForTrials;
+  auto layouts = launcher::query_layouts(lq);
+  if (!layouts) return std::move(layouts).error();
+  return launcher::tuning_layouts(*layouts);
+}
+
+// The layout: the memory model's choice for the plan's batch (a layout that does not fit is
+// refused here, saying by how much and what would fit). A dry run starts nothing: FLOPs.
+Status lay_out(const Launch& L, recipes::Plan* plan) {
+  launcher::LayoutQuery lq;
+  lq.worker = L.worker;
+  lq.recipe_path = L.job.recipe_path;
+  lq.ranks = L.job.ranks;
+  lq.ranks_per_node = L.job.shape.ranks_per_node;
+  lq.measure = L.o->dry_run ? launcher::LayoutQuery::Measure::kNever
+                            : launcher::LayoutQuery::Measure::kForChoice;
+  return launcher::apply_layout(lq, plan);
+}
+
+// The node's cores, GPU and NIC for each local rank, as the recipe's launch.binding places
+// them (none: no placement, the ranks are not bound).
+void place(const Launch& L, recipes::Plan* plan) {
+  plan->placement.clear();
+  auto bind = topology::parse_bind_policy(L.job.recipe.launch.binding);
+  if (!bind || *bind == topology::BindPolicy::kNone) return;
+  const topology::Placement p = topology::place(L.topo, L.job.shape.ranks_per_node, *bind);
+  for (const topology::RankPlacement& r : p.ranks) {
+    plan->placement.push_back({r.local_rank, r.cpus, r.gpu, r.nic});
+  }
+}
+
+// Phase 2 for a new run: the plan from the databases or a tuning, laid out and placed.
+Status choose_new(Launch& L, Progress& progress, const tuner::db::Layers& layers) {
+  const LaunchOptions& o = *L.o;
+  launcher::LaunchPredictor predictor(L.job.recipe, L.job.recipe_path, L.job.shape, L.cores);
+  predictor.set_node_machines(L.machines);
+  launcher::PlanRequest req;
+  req.recipe = L.job.recipe;
+  req.recipe_path = L.job.recipe_path;
+  req.job = L.job.shape;
+  req.topo = L.topo;
+  req.layers = layers;
+  req.retune = o.retune;
+  req.no_tune = o.no_tune || o.dry_run;
+  req.dry_run = o.dry_run;
+  req.trial_layouts = [&L] { return trial_layouts(L); };
+  req.progress = o.dry_run ? nullptr : &progress;
+  if (!o.dry_run) {
+    auto rd = launcher::create_run_dir(env::get(env::kRunsDir), L.job.recipe.name);
+    if (!rd) return rd.error();
+    L.dir = *rd;
+    L.unless_trained.emplace(L.dir->path);
+    req.work_dir = L.dir->file("tuning");
+    // The recipe as run, now: the trials' ranks read it, and --resume reads it back.
+    auto text = paths::read_file(L.job.recipe_path);
+    if (!text) return text.error();
+    DLTUNE_TRY_CTX(paths::write_file_atomic(L.dir->recipe(), *text),
+                   std::string("writing the run directory"));
+    L.job.recipe_path = L.dir->recipe();
+    req.recipe_path = L.dir->recipe();
+  }
+  req.run = [&L](const std::string& phase, const std::vector<std::string>& argv) {
+    return launcher::run_ranks(L.job, phase, argv);
+  };
+  if (req.retune || (!req.no_tune && L.job.recipe.tune.budget_seconds > 0))
+    progress.phase("looking up the plan");
+  req.predict_sps = [&predictor](const recipes::Plan& plan, const launcher::PlanChoice& so_far) {
+    predictor.set_models(so_far.collective_measurements, so_far.level_fits);
+    const launcher::LaunchPrediction p = predictor.predict(plan, false);
+    return p.ok ? std::optional<double>(p.job.throughput_sps) : std::nullopt;
+  };
+  auto c = launcher::choose_plan(req);
+  progress.finish();
+  if (!c) return c.error();
+  L.choice = std::move(*c);
+  DLTUNE_TRY(lay_out(L, &L.choice.plan));
+  place(L, &L.choice.plan);
+  if (L.choice.plan.parallel.stages > 1)
+    L.choice.notes.push_back("layout: " + L.choice.plan.parallel.reason);
+  if (o.dry_run && L.choice.source != "cache") L.choice.source = "default";
+  if (!o.dry_run) {
+    predictor.set_models(L.choice.collective_measurements, L.choice.level_fits);
+    L.prediction = predictor.predict(L.choice.plan, true);
+  }
+  return ok_status();
+}
+
+// Phase 2: the plan, and the run's length under it (checked against the recipe before any
+// rank starts: the ranks check it again).
+Status choose(Launch& L, Progress& progress) {
+  auto layers = tuner::db::layers_from_env(L.o->db.empty() ? std::nullopt
+                                                           : std::optional<std::string>(L.o->db));
+  if (!layers) return layers.error();
+  if (L.resumed) {
+    auto text = paths::read_file(L.resumed->plan());
+    auto plan = text ? recipes::parse_plan(*text) : Result<recipes::Plan>(text.error());
+    if (!plan) return plan.error().wrap(L.resumed->plan());
+    L.choice.plan = *plan;
+    L.choice.source = std::string(recipes::plan_source_name(plan->provenance.source));
+    L.dir = L.resumed;
+  } else {
+    DLTUNE_TRY(choose_new(L, progress, *layers));
+  }
+  DLTUNE_TRY(recipes::check_plan_for_recipe(L.job.recipe, L.choice.plan, L.job.ranks));
+  auto steps = recipes::training_steps(L.job.recipe, L.choice.plan.training.global_batch);
+  if (!steps) return steps.error();
+  L.steps = *steps;
+  return ok_status();
+}
+
+int dry_run(Launch& L) {
+  L.job.recipe_path = L.recipe_file;  // the private copy is gone with the dry run
+  launcher::DryRun d;
+  d.job = &L.job;
+  d.choice = &L.choice;
+  d.steps = L.steps;
+  d.checkpoint_every = recipes::checkpoint_interval(L.job.recipe, L.steps);
+  d.worker = L.worker;
+  d.no_tune = L.o->no_tune;
+  d.json = L.o->json;
+  d.cores_per_node = L.cores;
+  launcher::print_dry_run(d);
+  return 0;
+}
+
+// Phase 3: what the ranks run (plan.json; recipe.yaml is there since phase 2) and how they
+// were started (launch.json).
+Status record(const Launch& L) {
+  if (L.resumed) return ok_status();
+  const RunDir& dir = *L.dir;
+  DLTUNE_TRY(paths::write_file_atomic(dir.plan(), recipes::serialize_plan(L.choice.plan)));
+  const nlohmann::json lj = {
+      {"recipe", L.job.recipe.name},
+      {"ranks", L.job.ranks},
+      {"nodes", L.job.shape.nodes},
+      {"backend", L.job.backend == launcher::Backend::kSlurm ? "slurm" : "local"},
+      {"plan_source", L.choice.source},
+      {"command", train_argv(L.worker, dir, false)}};
+  return paths::write_file_atomic(dir.launch(), lj.dump(2) + "\n");
+}
+
+// Where the plan came from, in a line or three.
+void announce(const Launch& L, Progress& progress) {
+  const launcher::PlanChoice& choice = L.choice;
+  // Long lines wrapped at whole words for a person; JSON messages stay one line.
+  const size_t width = L.o->json ? std::string::npos : static_cast<size_t>(summary_width());
+  if (!L.resumed) {
+    for (const auto& n : choice.notes) progress.message(n);
+  }
+  if (L.resumed) {
+    progress.message("plan: the run directory's plan.json (resuming " + L.dir->path + ")");
+  } else if (choice.source == "cache") {
+    progress.message("plan: cached in " + choice.db_path +
+                     " (no tuning; --retune to measure again)");
+  } else if (choice.source == "tuned") {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "plan: tuned in %.1f s (tune.budget %.0f s) and stored in ",
+                  choice.tuning_s, choice.budget_s);
+    progress.message(buf + choice.db_path);
+    if (!choice.budget_cut.empty()) {
+      progress.message(
+          "  " + launcher::wrap_words("the budget cut: " + strings::join(choice.budget_cut, "; "),
+                                      width - 18, 18));
+    }
+    const recipes::Provenance& pv = choice.plan.provenance;
+    if (!pv.reason.empty()) {
+      progress.message("  " + launcher::wrap_words("why: " + pv.reason, width - 7, 7));
+    }
+  } else if (choice.source == "default") {
+    progress.message("plan: the recipe's own settings (not tuned)");
+  }
+  progress.message("run directory: " + L.dir->path);
+}
+
+// Phase 4: the ranks, following rank 0's metrics. Returns the exit code (0: trained).
+int train(Launch& L, Progress& progress, bool* resumed_from_checkpoint) {
+  const RunDir& dir = *L.dir;
+  const bool resume_ckpt = L.resumed && paths::exists(dir.checkpoint());
+  *resumed_from_checkpoint = resume_ckpt;
+  if (L.resumed && !resume_ckpt)
+    progress.message("no checkpoint yet in " + dir.path + "; starting over");
+  progress.phase(resume_ckpt ? "training (resumed)" : "training");
+  progress.status("starting " + std::to_string(L.job.ranks) + " rank(s)");
+  int code = 0;
+  Status trained;
+  {
+    launcher::MetricsFollower follow(dir.metrics(), static_cast<long>(L.steps), &progress);
+    trained = launcher::run_ranks(L.job, "training", train_argv(L.worker, dir, resume_ckpt), &code,
+                                  dir.plan(), dir.recipe(), !L.choice.plan.placement.empty());
+  }
+  progress.finish();
+  if (!trained.ok()) {
+    std::fprintf(stderr, "dltune launch: %s\n", trained.error().message().c_str());
+    if (paths::exists(dir.checkpoint())) {
+      std::fprintf(stderr,
+                   "dltune launch: the last checkpoint is kept; continue with: dltune "
+                   "launch --resume %s\n",
+                   dir.path.c_str());
+    }
+    return code != 0 ? code : 1;
+  }
+  if (Status m = engine::merge_traces(dir.trace(), L.job.ranks); !m.ok()) {
+    std::fprintf(stderr, "dltune launch: no trace.json: %s\n", m.error().message().c_str());
+  }
+  return 0;
+}
+
+// The run's facts for the summary (launch_outcome.h), the 1-rank baseline measured.
+launcher::RunFacts run_facts(const Launch& L, Progress& progress, bool resumed_from_checkpoint) {
+  const RunDir& dir = *L.dir;
+  launcher::RunFacts facts;
+  facts.recipe = L.job.recipe.name;
+  facts.ranks = L.job.ranks;
+  facts.nodes = L.job.shape.nodes;
+  facts.backend = L.job.backend == launcher::Backend::kSlurm ? "slurm" : "local";
+  facts.cores_per_node = L.cores;
+  facts.nodes_per_machine = launcher::nodes_per_machine(L.machines, L.job.shape.nodes);
+  facts.binding = L.job.recipe.launch.binding;
+  facts.choice = L.choice;
+  facts.prediction = L.prediction;
+  auto ws = paths::read_file(dir.worker_summary());
+  facts.worker =
+      ws ? parse_json_bounded(*ws).value_or(nlohmann::json::object()) : nlohmann::json::object();
+  if (!facts.worker.is_object()) facts.worker = nlohmann::json::object();
+  if (L.job.ranks > 1) {
+    progress.phase("measuring 1 rank for the scaling efficiency");
+    const double sps = facts.worker.value("throughput_sps", 0.0);
+    const double step_s = sps > 0 ? facts.worker.value("global_batch", 0.0) / sps : 0.0;
+    auto base = launcher::measure_baseline(L.job, L.worker, L.choice.plan, step_s, dir, &progress);
+    if (base) {
+      facts.baseline_sps = base->sps;
+      facts.baseline_steps = base->steps;
+      facts.baseline_rel_ci = base->rel_ci;
+      facts.baseline_bind = base->bind;
+    } else {
+      facts.baseline_error = base.error().message();
+    }
+  }
+  facts.gradient_bytes =
+      static_cast<uint64_t>(std::max<int64_t>(tuner::gradient_bytes(L.job.recipe), 0));
+  // At the size one allreduce works on, whose buffers may stay in cache: the best case, so
+  // that the bound is one (at the whole gradient's size, a copy runs from memory and AlexNet's
+  // 4 MiB buckets "beat" it).
+  const uint64_t bucket = facts.choice.plan.training.bucket_bytes;
+  facts.copy_gbs = launcher::measure_copy_gbs(
+      bucket > 0 ? std::min<uint64_t>(bucket, facts.gradient_bytes) : facts.gradient_bytes);
+  facts.resumed_from = resumed_from_checkpoint ? dir.checkpoint() : "";
+  if (L.job.recipe.data.kind == recipes::DataKind::kText) {
+    auto h = engine::unigram_entropy_bits(L.job.recipe.data.path);
+    if (h) facts.unigram_entropy_bits = *h;
+  }
+  progress.finish();
+  return facts;
+}
+
+// Phase 5: summary.json, report.html and the summary printed.
+Status summarize(const Launch& L, Progress& progress, bool resumed_from_checkpoint) {
+  launcher::RunFacts facts = run_facts(L, progress, resumed_from_checkpoint);
+  facts.wall_seconds = since(L.t0);
+  const RunDir& dir = *L.dir;
+  const auto log = launcher::read_metrics(dir.metrics());
+  const auto summary = launcher::make_summary(facts, log, dir);
+  Status w = paths::write_file_atomic(dir.summary(), summary.dump(2) + "\n");
+  if (w.ok()) w = launcher::write_report(facts, log, summary, dir);
+  if (!w.ok()) return w.error().wrap("writing the run directory");
+  if (L.o->json) {
+    nlohmann::json j = summary;
+    j["event"] = "summary";
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::printf("%s", launcher::format_summary(summary, summary_width()).c_str());
+  }
+  return ok_status();
+}
+
+int run_launch(const LaunchOptions& o) {
+  Launch L;
+  L.o = &o;
+  L.t0 = std::chrono::steady_clock::now();
+  if (Status s = open_job(L); !s) return report_error("launch", s.error());
+  // The slurm backend outside an allocation: the whole launch (tuning and training) runs again
+  // under salloc with the job's shape, so that every phase gets the same nodes.
+  if (L.job.backend == launcher::Backend::kSlurm && !launcher::in_slurm_allocation() &&
+      !o.dry_run) {
+    Status s = launcher::rerun_in_allocation(L.job.shape.nodes, L.job.ranks);
+    return report_error("launch", s.error());  // only reached when salloc could not start
+  }
+  Progress progress(Progress::detect(o.json, stdout), stdout);
+  // Slurm nodes may be namespaces of this one host (the test cluster), whose ranks then share
+  // its cores: asked once (a short srun step), for the warning and every prediction.
+  if (!o.dry_run) {
+    L.machines =
+        launcher::ask_node_machines(L.job.backend == launcher::Backend::kSlurm, L.job.shape.nodes);
+    const int npm = launcher::nodes_per_machine(L.machines, L.job.shape.nodes);
+    const std::string w = launcher::oversubscription_warning(L.job, L.cores, npm);
+    if (!w.empty()) progress.message(w);
+  }
+  if (Status s = choose(L, progress); !s) return report_error("launch", s.error());
+  if (o.dry_run) return dry_run(L);
+  if (Status s = record(L); !s)
+    return report_error("launch", s.error().wrap("writing the run directory"));
+  announce(L, progress);
+  if (L.unless_trained) L.unless_trained->keep();
+  bool resumed_from_checkpoint = false;
+  if (int code = train(L, progress, &resumed_from_checkpoint); code != 0) return code;
+  if (Status s = summarize(L, progress, resumed_from_checkpoint); !s)
+    return report_error("launch", s.error());
+  return 0;
+}
+
+}  // namespace
+
+void setup_launch(CLI::App& app, int* exit_code) {
+  auto o = std::make_shared<LaunchOptions>();
+  auto* cmd = app.add_subcommand(
+      "launch",
+      "Train a recipe: plan from the tuning database (or tune and store), launch the ranks, "
+      "show progress, write a run directory with summary and report");
+  cmd->add_option("RECIPE", o->job.recipe,
+                  "Recipe file or bundled recipe name (dltune recipe list)");
+  cmd->add_option("-n,--ranks", o->job.ranks, "Ranks (default: the recipe's, else auto)")
+      ->check(CLI::Range(1, 4096));
+  cmd->add_option("--nodes", o->job.nodes,
+                  "Nodes (slurm backend; default: the allocation's; outside one, an allocation "
+                  "of this many is obtained with salloc)")
+      ->check(CLI::Range(1, 4096));
+  cmd->add_option("--backend", o->job.backend,
+                  "local or slurm (default: slurm inside an allocation, else local)");
+  cmd->add_flag("--retune", o->retune, "Tune again even when a plan is cached");
+  cmd->add_flag("--no-tune", o->no_tune, "Never tune: the cached plan, else the recipe's settings");
+  cmd->add_option("--db", o->db, "User tuning database (default DLTUNE_DB, else XDG data)");
+  cmd->add_option("--resume", o->resume, "Continue the run in RUN_DIR from its last checkpoint");
+  cmd->add_flag("--dry-run", o->dry_run, "Print the plan and the exact launch; start nothing");
+  cmd->add_flag("--json", o->json,
+                "JSON events on standard output, one per line (errors too: {\"event\":\"error\"})");
+  cmd->add_option("--set", o->sets,
+                  "Change a recipe key, checked as the file's are: --set training.steps=10 "
+                  "--set data.path=/data/cifar (any key; repeatable; recorded in the run "
+                  "directory's recipe.yaml)");
+  cmd->footer(
+      "The run directory is created under DLTUNE_RUNS_DIR (default ./runs).\n"
+      "Exit status: 0 success; a failed training exits as mpirun (and dltune run) do: the "
+      "failed rank's exit code, 128 + its signal, or its MPI_Abort code; 1 for other failures; 2 "
+      "bad input; 130/143 interrupted.\n"
+      "--backend slurm outside an allocation runs the whole launch again under salloc with the "
+      "job's nodes and ranks.");
+  cmd->callback([o, exit_code] {
+    if (o->job.recipe.empty() && o->resume.empty()) {
+      *exit_code = report_error("launch", invalid_input("give a RECIPE (or --resume RUN_DIR)"));
+      return;
+    }
+    *exit_code = run_launch(*o);
+  });
+}
+
+}  // namespace dltune::cli

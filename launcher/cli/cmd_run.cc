@@ -1,0 +1,158 @@
+// `dltune run -n N [--nodes N] [--bind ...] [--tag-output] [--backend local|slurm] [--plan F]
+// -- PROGRAM [ARGS...]`: the generic launcher (issues 3, 25), under which a program runs as it
+// would under mpirun or torchrun. Options struct + setup + run, CLI11's one-file shape.
+#include <cstdio>
+#include <cstdlib>
+
+#include "common/env.h"
+#include "common/paths.h"
+#include "common/strings.h"
+#include "launcher/backend/launch_spec.h"
+#include "launcher/backend/local_backend.h"
+#include "launcher/backend/plan_env.h"
+#include "launcher/backend/slurm_backend.h"
+#include "launcher/cli/commands.h"
+
+namespace dltune::cli {
+namespace {
+
+struct RunOptions {
+  int nranks = -1;
+  int nodes = 0;
+  std::string bind;
+  bool tag_output = false;
+  std::string backend;
+  double timeout_s = 0;
+  std::string plan_file;
+  std::string recipe_file;
+  std::vector<std::string> command;
+};
+
+Result<launcher::LaunchSpec> make_spec(const RunOptions& o, launcher::Backend backend) {
+  launcher::LaunchSpec spec;
+  spec.argv = o.command;
+  spec.nranks = o.nranks;
+  spec.nodes = o.nodes;
+  if (o.nodes > 1 && backend != launcher::Backend::kSlurm) {
+    return invalid_input("--nodes " + std::to_string(o.nodes) +
+                         " needs the slurm backend (--backend slurm)");
+  }
+  if (spec.nranks < 0) {
+    const char* ntasks = std::getenv("SLURM_NTASKS");
+    if (backend != launcher::Backend::kSlurm || ntasks == nullptr) {
+      return invalid_input("give the number of ranks with -n N");
+    }
+    auto n = strings::parse_int(ntasks);
+    if (!n) return invalid_input("SLURM_NTASKS is not a number: '" + std::string(ntasks) + "'");
+    spec.nranks = static_cast<int>(*n);
+  }
+  auto bind = topology::parse_bind_policy(o.bind.empty() ? env::get(env::kBind) : o.bind);
+  if (!bind) return std::move(bind).error().wrap(o.bind.empty() ? "DLTUNE_BIND" : "--bind");
+  spec.bind = *bind;
+  spec.bind_from_user = !o.bind.empty() || env::get_if_set(env::kBind).has_value();
+  spec.tag_output = o.tag_output;
+  spec.timeout_s = o.timeout_s;
+  auto grace = strings::parse_int(env::get(env::kKillGrace));
+  if (!grace || *grace > 600'000) {
+    return invalid_input("DLTUNE_KILL_GRACE_MS must be a number of milliseconds up to 600000");
+  }
+  spec.kill_grace_ms = static_cast<int>(*grace);
+  if (!o.plan_file.empty()) {
+    auto plan = launcher::read_plan_file(o.plan_file);  // exit 2 before any rank starts
+    if (!plan) return plan.error();
+    spec.plan_blob = std::move(plan->text);
+    spec.plan = std::move(plan->plan);
+  }
+  if (!o.recipe_file.empty()) {
+    auto recipe = paths::read_file(o.recipe_file);
+    if (!recipe) return std::move(recipe).error().wrap("--recipe");
+    spec.recipe_blob = std::move(*recipe);
+  }
+  if (spec.nodes > 0 && spec.nranks % spec.nodes != 0) {
+    return invalid_input(std::to_string(spec.nranks) + " ranks do not divide evenly over " +
+                         std::to_string(spec.nodes) + " nodes; choose -n as a multiple of --nodes");
+  }
+  spec.warn = [](const std::string& what) {
+    std::fprintf(stderr, "dltune run: warning: %s\n", what.c_str());
+  };
+  DLTUNE_TRY(launcher::validate_spec(spec));
+  return spec;
+}
+
+// The slurm backend runs inside an allocation: outside one, this command runs again under
+// salloc with the job's shape (so that --nodes is what the ranks get); inside one, the
+// allocation must have the nodes asked for.
+Status check_allocation(const launcher::LaunchSpec& spec) {
+  if (!launcher::in_slurm_allocation()) {
+    return launcher::rerun_in_allocation(spec.nodes, spec.nranks);  // returns only on failure
+  }
+  const int have = launcher::allocation_nodes();
+  if (spec.nodes > 0 && have > 0 && have < spec.nodes) {
+    return invalid_input("--nodes " + std::to_string(spec.nodes) + ": this allocation has " +
+                         std::to_string(have) + " node(s); ask salloc/sbatch for " +
+                         std::to_string(spec.nodes) + " or lower --nodes");
+  }
+  return ok_status();
+}
+
+int run_run(const RunOptions& o) {
+  auto backend =
+      o.backend.empty() ? launcher::default_backend() : launcher::parse_backend(o.backend);
+  if (!backend) return report_error("run", backend.error());
+  auto spec = make_spec(o, *backend);
+  if (!spec) return report_error("run", spec.error());
+  if (*backend == launcher::Backend::kSlurm) {
+    if (Status s = check_allocation(*spec); !s.ok()) return report_error("run", s.error());
+  }
+  auto outcome = *backend == launcher::Backend::kSlurm ? launcher::run_slurm(*spec)
+                                                       : launcher::run_local(*spec);
+  if (!outcome) return report_error("run", outcome.error());
+  if (!outcome->message.empty()) {
+    std::fprintf(stderr, "dltune run: %s\n", outcome->message.c_str());
+  }
+  return outcome->exit_code;
+}
+
+}  // namespace
+
+void setup_run(CLI::App& app, int* exit_code) {
+  auto opts = std::make_shared<RunOptions>();
+  auto* cmd = app.add_subcommand(
+      "run",
+      "Launch N ranks of any program (PMIx client, Open MPI program or plain) and "
+      "supervise them, like mpirun");
+  cmd->add_option("-n,--np", opts->nranks, "Number of ranks (default under Slurm: SLURM_NTASKS)")
+      ->check(CLI::Range(0, 1 << 30));
+  cmd->add_option("--nodes", opts->nodes,
+                  "Nodes to spread the ranks over (slurm backend; outside an allocation, "
+                  "dltune runs itself again under salloc with this many nodes)")
+      ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--bind", opts->bind, "CPU binding: none, core, numa or auto (DLTUNE_BIND)");
+  cmd->add_flag("--tag-output", opts->tag_output, "Prefix every output line with [rank]");
+  cmd->add_option("--backend", opts->backend,
+                  "local (embedded PMIx server) or slurm (srun --mpi=pmix); default: slurm "
+                  "inside an allocation, else local (DLTUNE_BACKEND)");
+  cmd->add_option("--timeout", opts->timeout_s,
+                  "Stop the job and fail when it runs longer than this many seconds")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--plan", opts->plan_file,
+                  "A plan file (JSON) handed to every rank, and applied to what they run: Open "
+                  "MPI coll/tuned rules, dltune's NCCL tuner plugin, the plan's CPU binding, GPU "
+                  "and NIC (unless --bind is given)");
+  cmd->add_option("--recipe", opts->recipe_file,
+                  "A recipe as run (YAML) handed to every rank with the plan: dltune-worker "
+                  "trains it (PMIx job data, else the file DLTUNE_RECIPE names)");
+  cmd->add_option("command", opts->command, "PROGRAM [ARGS...] (after --)");
+  cmd->positionals_at_end();
+  cmd->footer(
+      "Every rank gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR "
+      "and MASTER_PORT (PyTorch's env://) and OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK/LOCAL_SIZE; "
+      "rank 0 reads this command's standard input.\n"
+      "Exit status, as mpirun's: 0 when every rank exits 0; else the first failed rank's exit "
+      "code, 128 + its signal, or its MPI_Abort error code (the rank, its host and the cause are "
+      "named); 1 for a failure without a code (a timeout); 2 for bad usage; 130/143 when "
+      "interrupted.");
+  cmd->callback([opts, exit_code] { *exit_code = run_run(*opts); });
+}
+
+}  // namespace dltune::cli

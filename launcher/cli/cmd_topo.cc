@@ -1,0 +1,81 @@
+// `dltune topo`: what dltune sees in a machine (topology issue): a readable summary, the
+// GPU/NIC matrix in nvidia-smi's layout and the rank placement, or the same as JSON, or only
+// the fingerprint.
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "common/env.h"
+#include "common/strings.h"
+#include "launcher/cli/commands.h"
+#include "topology/topology.h"
+
+namespace dltune::cli {
+namespace {
+
+constexpr int64_t kMaxLocalRanks = 4096;
+
+struct TopoOptions {
+  std::string xml;    // "" = DLTUNE_TOPO_XML, else the live machine
+  std::string ranks;  // "" = the default count
+  std::string bind;
+  bool json = false;
+  bool fingerprint_only = false;
+};
+
+Result<int> parse_ranks(const std::string& text) {
+  if (text.empty()) return 0;
+  auto n = strings::parse_int(text);
+  if (!n || *n < 1 || *n > kMaxLocalRanks) {
+    return invalid_input("-n expects a number of local ranks from 1 to " +
+                         std::to_string(kMaxLocalRanks) + ", got '" + text + "'");
+  }
+  return static_cast<int>(*n);
+}
+
+Status run_topo(const TopoOptions& opts) {
+  auto ranks = parse_ranks(opts.ranks);
+  if (!ranks) return std::move(ranks).error();
+  auto policy = topology::parse_bind_policy(opts.bind);
+  if (!policy) return std::move(policy).error().wrap("--bind");
+  auto topo = opts.xml.empty() ? topology::discover_default() : topology::load_xml(opts.xml);
+  if (!topo) return std::move(topo).error();
+  if (opts.fingerprint_only) {
+    std::printf("%s\n", topology::fingerprint(*topo).c_str());
+    return ok_status();
+  }
+  const auto placement = topology::place(*topo, *ranks, *policy);
+  const std::string out = opts.json ? topology::render_json(*topo, placement) + "\n"
+                                    : topology::render_text(*topo, placement);
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  return ok_status();
+}
+
+}  // namespace
+
+void setup_topo(CLI::App& app, int* exit_code) {
+  auto* cmd = app.add_subcommand("topo", "Show the node's CPUs, GPUs, NICs and rank placement");
+  auto opts = std::make_shared<TopoOptions>();
+  opts->bind = env::get(env::kBind);
+  cmd->add_option("--xml", opts->xml,
+                  "Read this hwloc XML export instead of the live machine (default: "
+                  "$DLTUNE_TOPO_XML when set)");
+  cmd->add_flag("--json", opts->json, "Print the model, paths and placement as JSON");
+  cmd->add_flag("--fingerprint", opts->fingerprint_only, "Print only the topology fingerprint");
+  cmd->add_option("-n,--ranks", opts->ranks,
+                  "Local ranks to place (default: one per GPU, else one per NUMA node)");
+  cmd->add_option("--bind", opts->bind,
+                  "CPU binding: auto, core, numa or none (default: "
+                  "$DLTUNE_BIND, else auto)");
+  cmd->callback([exit_code, opts] {
+    if (opts->json && opts->fingerprint_only) {
+      *exit_code = report_error("topo", invalid_input("--json and --fingerprint exclude each "
+                                                      "other: give one of them"));
+      return;
+    }
+    const Status st = run_topo(*opts);
+    *exit_code = st.ok() ? 0 : report_error("topo", st.error());
+  });
+}
+
+}  // namespace dltune::cli

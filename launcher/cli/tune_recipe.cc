@@ -1,0 +1,205 @@
+#include "launcher/cli/tune_recipe.h"
+
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+
+#include <nlohmann/json.hpp>
+
+#include "launcher/backend/rank_program.h"
+#include "launcher/backend/temp_dir.h"
+#include "launcher/cli/commands.h"
+#include "recipes/plan.h"
+#include "recipes/recipe.h"
+#include "topology/topology.h"
+#include "tuner/db/key.h"
+#include "tuner/db/lookup.h"
+#include "tuner/db/store.h"
+
+namespace dltune::cli {
+namespace {
+
+namespace tdb = tuner::db;
+using json = nlohmann::json;
+
+std::string absolute(const std::string& path) {
+  char buf[PATH_MAX];
+  return realpath(path.c_str(), buf) != nullptr ? std::string(buf) : path;
+}
+
+// The exact-hit plan under `key`, nullopt on a miss or an unreadable plan (with a warning).
+using Cached = std::optional<std::pair<tdb::LookupResult, recipes::Plan>>;
+Result<Cached> cached(const tdb::Layers& layers, const tdb::Key& key) {
+  auto hit = tdb::lookup_plan(layers, key);
+  if (!hit) return hit.error();
+  for (const std::string& w : hit->warnings) std::fprintf(stderr, "dltune tune: %s\n", w.c_str());
+  if (hit->kind != tdb::HitKind::kExact) return Cached();
+  auto plan = recipes::parse_plan(hit->plan.plan_json);
+  if (!plan) {
+    std::fprintf(stderr, "dltune tune: the cached plan in %s does not parse (%s); ignoring it\n",
+                 hit->db_path.c_str(), plan.error().message().c_str());
+    return Cached();
+  }
+  return Cached(std::make_pair(*hit, *plan));
+}
+
+void print_training(const recipes::Plan& plan) {
+  const auto& t = plan.training;
+  std::printf(
+      "plan: per-rank batch %lld, global batch %lld, %s scaling, lr x%.3g (warmup %lld steps), "
+      "bucket %llu bytes, overlap %s\n",
+      static_cast<long long>(t.per_rank_batch), static_cast<long long>(t.global_batch),
+      std::string(recipes::scaling_name(t.scaling)).c_str(), t.lr_scale,
+      static_cast<long long>(t.warmup_steps), static_cast<unsigned long long>(t.bucket_bytes),
+      t.overlap ? "on" : "off");
+  if (!plan.provenance.reason.empty()) std::printf("why: %s\n", plan.provenance.reason.c_str());
+}
+
+// The winning plan and every trial behind it, in one transaction.
+Status store(const tdb::Layers& layers, const tdb::Key& key, const tuner::RecipeTuneOutcome& out) {
+  const tdb::Provenance prov = tdb::local_provenance();
+  return tdb::store_plan(layers.user_db, {key, recipes::serialize_plan(out.plan), prov}, {},
+                         tuner::recipe_trial_rows(out, key, prov));
+}
+
+}  // namespace
+
+tuner::RunRanks local_worker_ranks(int ranks) {
+  return [ranks](const std::vector<std::string>& worker_args) -> Status {
+    auto prog = sibling_program("dltune-worker");
+    if (!prog) return prog.error();
+    auto launcher = local_rank_launcher(ranks);
+    if (!launcher) return launcher.error();
+    if (launcher->empty()) {
+      return unsupported(
+          "recipe tuning needs a launcher for its ranks: build with PMIx, or put mpirun on PATH");
+    }
+    std::vector<std::string> argv = std::move(*launcher);
+    argv.push_back(*prog);
+    argv.insert(argv.end(), worker_args.begin(), worker_args.end());
+    auto rc = run_to_completion(argv, "tune");
+    if (!rc) return rc.error();
+    if (*rc != 0) {
+      return peer_failed("the trial ranks failed (exit code " + std::to_string(*rc) +
+                         "); their messages are above");
+    }
+    return ok_status();
+  };
+}
+
+int run_tune_recipe(const TuneRecipeOptions& o) {
+  auto recipe = recipes::load_recipe(o.recipe);
+  if (!recipe) return report_error("tune", recipe.error());
+  const int ranks = o.ranks > 0                ? o.ranks
+                    : recipe->launch.ranks > 0 ? static_cast<int>(recipe->launch.ranks)
+                                               : 2;
+  if (ranks > 256) {
+    return report_error("tune",
+                        invalid_input("-n expects 1 to 256 ranks, got " + std::to_string(ranks)));
+  }
+  if (o.budget_s < 0 || o.budget_s > 1e6) {
+    return report_error("tune", invalid_input("--budget expects a positive number of seconds"));
+  }
+  const double budget = o.budget_s > 0 ? o.budget_s : recipe->tune.budget_seconds;
+  if (!(budget > 0)) {
+    return report_error("tune", invalid_input("the recipe's tune.budget is 0 (do not tune); pass "
+                                              "--budget SECONDS to tune anyway"));
+  }
+  if (recipe->launch.ranks != ranks) {
+    // -n overrides the recipe's rank count: check the recipe again for that many ranks.
+    recipes::Recipe r = *recipe;
+    r.launch.ranks = ranks;
+    if (r.launch.ranks_per_node > 0) r.launch.ranks_per_node = ranks;  // one node
+    const auto problems = recipes::validate_recipe(r);
+    if (!problems.empty()) {
+      std::string msg;
+      for (const auto& p : problems) msg += (msg.empty() ? "" : "\n") + p.to_string();
+      return report_error("tune",
+                          invalid_input("with " + std::to_string(ranks) + " ranks: " + msg));
+    }
+    *recipe = r;
+  }
+
+  auto layers =
+      tdb::layers_from_env(o.db.empty() ? std::nullopt : std::optional<std::string>(o.db));
+  if (!layers) return report_error("tune", layers.error());
+  auto topo = topology::discover_default();
+  if (!topo) return report_error("tune", topo.error().wrap("discovering this machine"));
+  const tdb::Key key = tuner::db::make_key(*topo, tdb::JobShape{1, ranks},
+                                           recipes::recipe_signature(*recipe), false);
+  if (!o.retune && !o.grid) {
+    auto hit = cached(*layers, key);
+    if (!hit) return report_error("tune", hit.error());
+    if (*hit) {
+      const auto& [where, plan] = **hit;
+      if (o.json) {
+        json j = {{"cached", true},
+                  {"db", where.db_path},
+                  {"from_site", where.from_site},
+                  {"plan", recipes::plan_to_json(plan)}};
+        std::printf("%s\n", j.dump(1).c_str());
+      } else {
+        std::printf(
+            "the plan for recipe '%s' on this machine (1 node x %d ranks) is cached in %s; "
+            "use --retune to measure again\n",
+            recipe->name.c_str(), ranks, where.db_path.c_str());
+        print_training(plan);
+      }
+      return 0;
+    }
+  }
+
+  // The base plan: this shape's collective plan when one is cached.
+  tuner::RecipeTuneRequest req;
+  req.recipe = *recipe;
+  auto path = recipes::resolve_recipe_path(o.recipe);
+  if (!path) return report_error("tune", path.error());
+  req.recipe_path = absolute(*path);
+  req.job = {1, ranks};
+  req.budget_s = budget;
+  // The budget counts the ranks' start-up (a deadline on this clock); the grid, the
+  // reference, measures every candidate whatever it takes.
+  if (!o.grid) {
+    req.deadline =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count() +
+        budget;
+  }
+  req.grid = o.grid;
+  const tdb::Key coll_key = tuner::db::make_key(*topo, tdb::JobShape{1, ranks}, "", false);
+  auto coll = cached(*layers, coll_key);
+  if (!coll) return report_error("tune", coll.error());
+  if (*coll) {
+    req.base = (*coll)->second;
+  } else {
+    req.base = recipes::default_plan(1, ranks, tuner::reference_per_rank_batch(*recipe, ranks),
+                                     recipes::Algorithm::kRing);
+    std::fprintf(stderr,
+                 "dltune tune: no collective plan cached for 1 node x %d ranks; trials use ring "
+                 "allreduce (run 'dltune tune --collectives -n %d' first for tuned collectives)\n",
+                 ranks, ranks);
+  }
+
+  auto work = launcher::TempDir::create_in_tmp("dltune-tune-recipe-");
+  if (!work) return report_error("tune", work.error());
+  auto out = tuner::tune_recipe(req, local_worker_ranks(ranks), work->path());
+  if (!out) return report_error("tune", out.error());
+  out->plan.provenance.recipe = recipe->name;  // db show names it
+  if (Status s = store(*layers, key, *out); !s.ok()) {
+    return report_error("tune", s.error().wrap("storing the plan in " + layers->user_db));
+  }
+  if (o.json) {
+    json j = {{"cached", false},
+              {"db", layers->user_db},
+              {"outcome", tuner::recipe_outcome_to_json(*out)},
+              {"plan", recipes::plan_to_json(out->plan)}};
+    std::printf("%s\n", j.dump(1).c_str());
+  } else {
+    std::printf("%splan stored in %s\n", tuner::format_recipe_outcome(*out).c_str(),
+                layers->user_db.c_str());
+  }
+  return 0;
+}
+
+}  // namespace dltune::cli

@@ -1,0 +1,233 @@
+#include "launcher/flow/launch_job.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+#include <nlohmann/json.hpp>
+
+#include "common/env.h"
+#include "common/paths.h"
+#include "common/stats.h"
+#include "common/strings.h"
+#include "launcher/backend/launch_spec.h"
+#include "launcher/backend/rank_program.h"
+#include "launcher/backend/slurm_backend.h"
+#include "launcher/flow/launch_progress.h"
+#include "recipes/recipe_overrides.h"
+
+namespace dltune::launcher {
+namespace {
+
+int env_int(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr) return 0;
+  auto n = strings::parse_int(v);
+  return n && *n > 0 && *n < (1 << 20) ? static_cast<int>(*n) : 0;
+}
+
+}  // namespace
+
+Result<Job> make_job(const JobOptions& o, const topology::Topology& topo) {
+  Job job;
+  auto recipe = recipes::load_recipe_with_overrides(o.recipe, o.overrides);
+  if (!recipe) return std::move(recipe).error();
+  job.recipe = std::move(*recipe);
+  job.recipe_path = job.recipe.source_path;
+  auto backend = o.backend.empty() ? default_backend() : parse_backend(o.backend);
+  if (!backend) return std::move(backend).error().wrap("--backend");
+  job.backend = *backend;
+  const bool slurm = job.backend == Backend::kSlurm;
+  int nodes = o.nodes > 0 ? o.nodes : (slurm ? std::max(env_int("SLURM_JOB_NUM_NODES"), 1) : 1);
+  if (!slurm && nodes > 1) {
+    return invalid_input("--nodes " + std::to_string(nodes) +
+                         " needs the slurm backend (run inside an allocation or pass "
+                         "--backend slurm)");
+  }
+  int ranks = o.ranks > 0 ? o.ranks : static_cast<int>(job.recipe.launch.ranks);
+  if (ranks <= 0 && slurm) ranks = env_int("SLURM_NTASKS");
+  if (ranks <= 0 && job.recipe.launch.ranks_per_node > 0) {
+    ranks = nodes * static_cast<int>(job.recipe.launch.ranks_per_node);
+  }
+  if (ranks <= 0) {  // one per GPU, else one per NUMA domain
+    const int per_node = !topo.gpus.empty()
+                             ? static_cast<int>(topo.gpus.size())
+                             : std::max<int>(1, static_cast<int>(topo.numa_nodes.size()));
+    ranks = nodes * per_node;
+  }
+  if (slurm && in_slurm_allocation() && allocation_nodes() > 0 && nodes > allocation_nodes()) {
+    return invalid_input("--nodes " + std::to_string(nodes) + ": this allocation has " +
+                         std::to_string(allocation_nodes()) + " node(s); ask salloc/sbatch for " +
+                         std::to_string(nodes) + " or lower --nodes");
+  }
+  if (ranks % nodes != 0) {
+    return invalid_input(std::to_string(ranks) + " ranks do not divide evenly over " +
+                         std::to_string(nodes) + " nodes; choose -n as a multiple of --nodes");
+  }
+  job.ranks = ranks;
+  job.shape = recipes::JobShape{nodes, ranks / nodes};
+  job.recipe.launch.ranks = ranks;
+  job.recipe.launch.ranks_per_node = ranks / nodes;
+  auto problems = recipes::validate_recipe(job.recipe);
+  if (!problems.empty()) {
+    std::string all;
+    for (const auto& p : problems) {
+      all +=
+          (all.empty() ? "" : "\n") + p.to_string() + " (with " + std::to_string(ranks) + " ranks)";
+    }
+    return invalid_input(all);
+  }
+  auto bind = topology::parse_bind_policy(job.recipe.launch.binding);
+  if (!bind) return std::move(bind).error().wrap("launch.binding");
+  job.bind = *bind;
+  return job;
+}
+
+Status run_ranks(const Job& job, const std::string& phase, const std::vector<std::string>& argv,
+                 int* exit_code, const std::string& plan_file, const std::string& recipe_file,
+                 bool placed) {
+  // Each launch runs in a `dltune run` child: libpmix's server cannot be started twice in one
+  // process, and a launch does several (collective sweep, trials, training).
+  auto self = cli::sibling_program("dltune");  // this binary
+  if (!self) return self.error();
+  std::vector<std::string> cmd = launch_prefix(job, plan_file, recipe_file, placed);
+  cmd[0] = *self;
+  cmd.insert(cmd.end(), argv.begin(), argv.end());
+  auto rc = cli::run_to_completion(cmd, "launch");
+  if (!rc) return std::move(rc).error().wrap(phase);
+  if (exit_code != nullptr) *exit_code = *rc;
+  if (*rc == 0) return ok_status();
+  if (*rc == 130 || *rc == 143) {
+    return Error{ErrorKind::kInternal,
+                 phase + " was interrupted (" + (*rc == 130 ? "SIGINT" : "SIGTERM") + ")"};
+  }
+  return peer_failed(phase + " failed (the launcher's message is above; exit code " +
+                     std::to_string(*rc) + ")");
+}
+
+std::string quote_argv(const std::vector<std::string>& argv) {
+  std::string s;
+  for (const auto& a : argv) {
+    const bool plain = a.find_first_of(" \t'\"$`\\") == std::string::npos && !a.empty();
+    s += (s.empty() ? "" : " ") + (plain ? a : "'" + a + "'");
+  }
+  return s;
+}
+
+std::vector<std::string> launch_prefix(const Job& job, const std::string& plan_file,
+                                       const std::string& recipe_file, bool placed) {
+  std::vector<std::string> p = {"dltune", "run", "-n", std::to_string(job.ranks)};
+  if (job.backend == Backend::kSlurm) {
+    p.insert(p.end(), {"--nodes", std::to_string(job.shape.nodes), "--backend", "slurm"});
+  } else {
+    p.insert(p.end(), {"--backend", "local"});
+  }
+  if (!placed) p.insert(p.end(), {"--bind", job.recipe.launch.binding});
+  if (!plan_file.empty()) p.insert(p.end(), {"--plan", plan_file});
+  if (!recipe_file.empty()) p.insert(p.end(), {"--recipe", recipe_file});
+  p.push_back("--");
+  return p;
+}
+
+namespace {
+
+// The timed steps' times (every step but the first) in a metrics file written with log_every 1.
+std::vector<double> step_times(const std::string& metrics) {
+  std::vector<double> out;
+  auto text = paths::read_file(metrics);
+  if (!text) return out;
+  for (const std::string& line : strings::split(*text, '\n')) {
+    const auto j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_object() || j.value("event", "") != "step" || j.value("step", int64_t{0}) < 2) {
+      continue;
+    }
+    out.push_back(j.value("step_s", 0.0));
+  }
+  return out;
+}
+
+}  // namespace
+
+Job baseline_job(const Job& job) {
+  Job one = job;
+  one.ranks = 1;
+  one.shape.nodes = 1;  // was the job's: "1 ranks do not divide evenly over 2 nodes"
+  one.shape.ranks_per_node = 1;
+  return one;
+}
+
+recipes::Plan baseline_plan(const recipes::Plan& plan) {
+  recipes::Plan one = plan;
+  const recipes::TrainingPlan& t = plan.training;
+  const int64_t replicas = std::max(1, plan.parallel.replicas);
+  const int64_t replica_batch = t.scaling == recipes::Scaling::kWeak
+                                    ? t.per_rank_batch
+                                    : (t.global_batch + replicas - 1) / replicas;
+  one.training.scaling = recipes::Scaling::kWeak;
+  one.training.per_rank_batch = replica_batch;
+  one.training.global_batch = replica_batch;
+  one.parallel.stages = 1;
+  one.parallel.partition.clear();
+  one.parallel.recompute = recipes::Recompute::kNone;
+  one.set_job({1, 1});
+  one.placement.clear();
+  return one;
+}
+
+Result<Baseline> measure_baseline(const Job& job, const std::string& worker,
+                                  const recipes::Plan& plan, double step_s, const RunDir& dir,
+                                  Progress* progress) {
+  const Job one = baseline_job(job);
+  const recipes::Plan one_plan = baseline_plan(plan);
+  const std::string plan_path = dir.file("baseline_plan.json");
+  const std::string recipe_path = dir.file("baseline_recipe.yaml");
+  const std::string metrics = dir.file("baseline_metrics.jsonl");
+  const std::string out = dir.file("baseline_summary.json");
+  DLTUNE_TRY_CTX(paths::write_file_atomic(plan_path, recipes::serialize_plan(one_plan)),
+                 "writing " + plan_path);
+  const double guess_s = step_s > 0 ? step_s : 0.05;
+  int64_t steps = std::max<int64_t>(kBaselineMinSteps,
+                                    static_cast<int64_t>(std::ceil(kBaselineFirstS / guess_s)));
+  Baseline b;
+  b.bind = job.recipe.launch.binding;
+  for (;;) {
+    // Step time does not depend on the learning rate, but a rate scaled for the job's global
+    // batch can make one rank's loss NaN, which ends a training run. 1e-12 keeps every update
+    // a normal float (no denormal slow path) while the weights stay put.
+    std::vector<std::string> sets = {"training.steps=" + std::to_string(steps),
+                                     "training.optimizer.lr=1e-12"};
+    if (job.recipe.data.samples > 0) sets.push_back("data.heldout=0");  // synthetic: no eval
+    std::vector<recipes::Override> overrides;
+    for (const std::string& text : sets) {
+      auto ov = recipes::parse_override(text);
+      if (!ov) return ov.error();
+      overrides.push_back(std::move(*ov));
+    }
+    auto yaml = recipes::recipe_yaml_as_run(job.recipe_path, job.recipe, overrides);
+    if (!yaml) return yaml.error().wrap("the baseline's recipe");
+    DLTUNE_TRY_CTX(paths::write_file_atomic(recipe_path, *yaml), "writing " + recipe_path);
+    std::remove(metrics.c_str());  // the metrics writer appends
+    {
+      MetricsFollower follow(metrics, static_cast<long>(steps), progress);
+      DLTUNE_TRY(run_ranks(one, "the 1-rank baseline",
+                           {worker, "train", "--metrics", metrics, "--summary", out}, nullptr,
+                           plan_path, recipe_path));
+    }
+    auto text = paths::read_file(out);
+    if (!text) return text.error();
+    auto j = nlohmann::json::parse(*text, nullptr, false);
+    const double sps = j.is_object() ? j.value("throughput_sps", 0.0) : 0.0;
+    if (!(sps > 0)) return internal_error(out + " holds no throughput");
+    const std::vector<double> times = step_times(metrics);
+    b.sps = sps;
+    b.steps = steps;
+    b.rel_ci = stats::mean_rel_ci_batched(times);
+    const double run_s =
+        static_cast<double>(steps) * static_cast<double>(one_plan.training.global_batch) / sps;
+    if (b.rel_ci <= kBaselineRelCi || 4 * run_s > kBaselineMaxS) break;
+    steps *= 4;
+  }
+  return b;
+}
+
+}  // namespace dltune::launcher

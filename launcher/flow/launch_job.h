@@ -1,0 +1,104 @@
+// `dltune launch`'s job: the recipe it runs, the job shape, the backend, and how ranks start.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/progress.h"
+#include "common/result.h"
+#include "launcher/backend/launch_spec.h"
+#include "launcher/flow/run_dir.h"
+#include "recipes/plan.h"
+#include "recipes/recipe.h"
+#include "recipes/recipe_overrides.h"
+#include "topology/topology.h"
+
+namespace dltune::launcher {
+
+struct JobOptions {
+  std::string recipe;                        // a path or a bundled recipe name
+  std::vector<recipes::Override> overrides;  // --set KEY=VALUE, applied before validation
+  int ranks = 0;                             // -n; 0 = the recipe's, else auto
+  int nodes = 0;                             // --nodes; 0 = the allocation's (slurm) or 1
+  std::string backend;                       // "" = default_backend()
+};
+
+// What the launch is: the job shape, the backend and how ranks bind.
+struct Job {
+  recipes::Recipe recipe;  // validated, launch.ranks / ranks_per_node set to the job's
+  std::string recipe_path;
+  Backend backend = Backend::kLocal;
+  recipes::JobShape shape;
+  int ranks = 1;
+  topology::BindPolicy bind = topology::BindPolicy::kAuto;
+};
+
+// Loads the recipe with the options' overrides (--set), validates it, and works out the job
+// shape: ranks from -n, else the recipe,
+// else SLURM_NTASKS (slurm), else one per GPU, else one per NUMA domain, per node; nodes from
+// --nodes, else SLURM_JOB_NUM_NODES (slurm), else 1. The recipe is validated again with the
+// job's rank count (batch vs ranks). Errors (invalid_input, exit 2): every recipe problem as
+// `file:line:col: key: message`, one per line; ranks that do not divide over the nodes; more
+// than one node without the slurm backend; inside an allocation, more nodes than it has.
+// not_found (exit 2): no such recipe.
+Result<Job> make_job(const JobOptions& options, const topology::Topology& topo);
+
+// Runs argv (argv[0] an executable path) as every rank of the job in a `dltune run` child
+// process (launch_prefix(): one embedded PMIx server per process, and a launch does several)
+// and waits; SIGINT / SIGTERM are forwarded to it once. `exit_code` (optional) receives the
+// child's exit code (0, 1, 130, 143). Errors: peer_failed "PHASE failed ..." when a rank failed
+// (the child printed which), kInternal "PHASE was interrupted" for 130 / 143, not_found when
+// this binary cannot be found.
+// With `plan_file` and `recipe_file`, the ranks get those files' text as the job's plan and
+// recipe (PMIx job data, `dltune run --plan P --recipe R`): no shared filesystem is needed for
+// them; `placed`: the plan has a placement, which binds the ranks (else launch.binding does).
+Status run_ranks(const Job& job, const std::string& phase, const std::vector<std::string>& argv,
+                 int* exit_code = nullptr, const std::string& plan_file = "",
+                 const std::string& recipe_file = "", bool placed = false);
+
+// argv as a shell would need it typed ('quoted' where needed).
+std::string quote_argv(const std::vector<std::string>& argv);
+// The `dltune run` command equivalent to how run_ranks() starts the job, up to the "--". The
+// ranks bind as the plan places them when `placed` (the plan in `plan_file` has a placement:
+// `dltune run` applies it), else by the recipe's launch.binding.
+std::vector<std::string> launch_prefix(const Job& job, const std::string& plan_file = "",
+                                       const std::string& recipe_file = "", bool placed = false);
+
+// The scaling efficiency's 1-rank baseline.
+struct Baseline {
+  double sps = 0;     // samples/s over its timed steps (all but the first, as the job's)
+  int64_t steps = 0;  // steps of the run that gave it
+  double rel_ci = 0;  // ~95 % interval of its mean step time, relative (stats::mean_rel_ci_batched)
+  std::string bind;   // the binding policy it ran under (the job's)
+};
+inline constexpr double kBaselineRelCi = 0.05;    // the interval the baseline runs long enough for
+inline constexpr int64_t kBaselineMinSteps = 60;  // and at least this many steps
+inline constexpr double kBaselineFirstS = 3;      // the first run's length at the job's step time
+inline constexpr double kBaselineMaxS = 40;       // no run longer than this
+
+// Samples/s of the same per-rank batch on one rank alone, for the scaling efficiency, measured
+// as the job's ranks run: the job's recipe as run (job.recipe_path) and its `plan` laid over one
+// rank (baseline_plan()), started as `worker train` by `dltune run -n 1` with the job's backend
+// and binding (so on the cores of the job's rank 0), warmed as the job is (its first step is not
+// timed), and long enough that the ~95 % interval of its mean step time (batch means, so that
+// the machine's slow phases count) is within kBaselineRelCi: it first runs
+// max(kBaselineMinSteps, kBaselineFirstS / `step_s`) steps (`step_s`: the job's step time), then
+// 4x as many while the interval is wider, as long as a run stays within kBaselineMaxS; the
+// result says how wide the interval came out. It measures speed, not learning: the learning
+// rate is made negligible so that a recipe whose rate diverges at this batch on one rank (its
+// lr is scaled for the whole job's batch) still gives its step time. Errors: a run failed (its
+// exit code) or wrote no throughput. `progress` (optional) shows each run's steps.
+Result<Baseline> measure_baseline(const Job& job, const std::string& worker,
+                                  const recipes::Plan& plan, double step_s, const RunDir& dir,
+                                  Progress* progress = nullptr);
+
+// `plan` laid over one rank for the baseline: a 1x1 job, one replica of one stage training a
+// replica's batch whole (its micro-batches kept, which bound its activations as the stages'
+// did), weak scaling, no placement (the baseline binds as the job's binding says).
+recipes::Plan baseline_plan(const recipes::Plan& plan);
+
+// The job measure_baseline() runs: `job` with one rank on one node (under Slurm, `dltune run
+// -n 1 --nodes 1` inside the job's allocation: one rank cannot spread over its nodes).
+Job baseline_job(const Job& job);
+
+}  // namespace dltune::launcher

@@ -1,0 +1,350 @@
+#include "launcher/flow/predict_inputs.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+
+#include <nlohmann/json.hpp>
+
+#include "common/paths.h"
+#include "common/strings.h"
+#include "launcher/backend/rank_program.h"
+#include "launcher/backend/temp_dir.h"
+#include "launcher/flow/cost_fits.h"
+#include "launcher/flow/text_format.h"
+#include "recipes/model/builtins.h"
+#include "recipes/yaml_reader.h"
+#include "topology/topology.h"
+#include "tuner/db/key.h"
+#include "tuner/db/lookup.h"
+#include "tuner/db/store.h"
+
+#include "predict/devices.h"
+#include "predict/machine_comm.h"
+#include "predict/topo_fabric.h"
+
+namespace dltune::launcher {
+namespace {
+
+namespace tdb = tuner::db;
+using predict::Link;
+
+using text::fixed;
+
+std::string link_text(const Link& l) {
+  return fixed(l.gbps(), l.gbps() < 10 ? 2 : 0) + " GB/s, " + fixed(l.alpha_s * 1e6, 1) + " us";
+}
+
+// The graph the target names, its name, and the recipe when it is one.
+Result<std::pair<recipes::Graph, std::optional<recipes::Recipe>>> resolve_target(
+    const std::string& t) {
+  if (recipes::builtin_info(t)) {
+    return std::make_pair(*recipes::builtin_graph(t, {}), std::optional<recipes::Recipe>());
+  }
+  auto r = recipes::load_recipe(t);
+  if (!r) {
+    if (r.error().kind() == ErrorKind::kNotFound) {
+      return not_found("'" + t + "' is neither a built-in model (" +
+                       strings::join(recipes::builtin_model_names(), ", ") + ") nor a recipe" +
+                       recipes::did_you_mean(t, recipes::builtin_model_names()));
+    }
+    return r.error();
+  }
+  recipes::Graph g = r->model.graph;
+  return std::make_pair(std::move(g), std::optional<recipes::Recipe>(std::move(*r)));
+}
+
+int recipe_batch(const recipes::Recipe& r) {
+  const auto& t = r.training;
+  if (t.per_rank_batch > 0) return static_cast<int>(t.per_rank_batch);
+  const int64_t ranks = std::max<int64_t>(1, r.launch.ranks);
+  if (t.global_batch > 0) return static_cast<int>(std::max<int64_t>(1, t.global_batch / ranks));
+  return 32;
+}
+
+// This machine's measurements and stored cost models from the user and site databases.
+void machine_rows(const PredictOptions& o, const std::string& fingerprint,
+                  std::vector<tdb::Measurement>* rows, std::vector<predict::LevelFit>* fits,
+                  std::string* where) {
+  auto layers =
+      tdb::layers_from_env(o.db.empty() ? std::nullopt : std::optional<std::string>(o.db));
+  if (!layers) return;
+  std::vector<std::string> dbs = {layers->user_db};
+  dbs.insert(dbs.end(), layers->site_dbs.begin(), layers->site_dbs.end());
+  tdb::Filter f;
+  f.fingerprint = fingerprint;
+  for (const std::string& path : dbs) {
+    if (path.empty() || !paths::exists(path)) continue;
+    auto db = tdb::TuningDb::open(path, tdb::OpenMode::kReadOnly);
+    if (!db) continue;
+    if (auto ms = db->measurements(f)) {
+      if (!ms->empty() && where->empty()) *where = path;
+      rows->insert(rows->end(), ms->begin(), ms->end());
+    }
+    if (auto cms = db->cost_models(f)) {
+      for (const tdb::CostModel& c : *cms) fits->push_back(level_fit_of(c));
+    }
+  }
+}
+
+struct CommChoice {
+  predict::CommSource source;
+  bool intra = false, inter = false;  // known
+};
+
+Result<CommChoice> comm_source(const PredictOptions& o, const std::optional<predict::Device>& dev,
+                               const std::optional<predict::NodeTopology>& topo, bool devices,
+                               int per_node, std::string* note) {
+  CommChoice c;
+  predict::CommSource& s = c.source;
+  std::vector<std::string> said;
+  if (topo) {
+    s.fabric = predict::fabric_from_topology(*topo, predict::kNetworkEfficiency);
+    c.intra = true;
+    c.inter = topo->nic_gbit > 0;
+    said.push_back("--topo (" + topo->format + "): GPUs over " + topo->gpu_link + ", " +
+                   (topo->nics > 0 ? topo->nic : std::string("no NIC")));
+  } else if (dev) {
+    s.fabric.intra = {1e-6, 1 / (dev->nvlink_gbps * 1e9), 0};
+    c.intra = true;
+    said.push_back("intra: " + dev->name + " NVLink " + fixed(dev->nvlink_gbps, 0) +
+                   " GB/s a direction (datasheet)");
+  } else if (!devices) {
+    auto topology = topology::discover_default();
+    if (topology) {
+      const std::string fp =
+          tuner::db::make_key(*topology, tdb::JobShape{1, 1}, "", false).fingerprint;
+      std::vector<tdb::Measurement> rows;
+      std::vector<predict::LevelFit> fits;
+      std::string where;
+      machine_rows(o, fp, &rows, &fits, &where);
+      predict::MachineComm mc = predict::machine_comm(rows, fits, per_node);
+      s = mc.source;
+      c.intra = mc.has_intra;
+      c.inter = mc.has_inter;
+      std::string shapes;
+      for (const auto& [shape, curves] : s.measured) {
+        shapes += (shapes.empty() ? "" : ", ") + std::to_string(shape.first) + "x" +
+                  std::to_string(shape.second);
+      }
+      if (!shapes.empty()) said.push_back("measured sweeps (" + shapes + ") in " + where);
+      if (mc.intra_free) {
+        said.push_back("no one-node sweep: the inter-node fit carries the node-local part");
+      }
+      for (const predict::LevelFit& f : mc.fits) {
+        said.push_back(f.level + " fit at " + std::to_string(f.nodes) + "x" +
+                       std::to_string(f.ranks_per_node) + ": " + link_text(f.link) + ", " +
+                       fixed(f.link.gamma_s_per_b > 0 ? 1e-9 / f.link.gamma_s_per_b : 0, 1) +
+                       " GB/s reduce, error " + fixed(100 * f.rel_rms, 0) + " %");
+      }
+    }
+  }
+  if (!o.intra.empty()) {
+    auto l = parse_link(o.intra, "--intra", 1, 1.0);
+    if (!l) return l.error();
+    s.fabric.intra = *l;
+    c.intra = true;
+    said.push_back("intra (--intra): " + link_text(*l));
+  }
+  if (!o.inter.empty()) {
+    auto l = parse_link(o.inter, "--inter", 5, predict::kNetworkEfficiency);
+    if (!l) return l.error();
+    s.fabric.inter = *l;
+    c.inter = true;
+    said.push_back("inter (--inter, x" + fixed(predict::kNetworkEfficiency, 2) +
+                   " of line rate): " + link_text(*l) + " per rank");
+  }
+  if (devices) s.algorithms = predict::nccl_algorithms();
+  if (o.algo != "auto") {
+    auto a = predict::parse_algo(o.algo);
+    if (!a) return std::move(a).error().wrap("--algo");
+    s.forced = *a;
+  }
+  *note = strings::join(said, "; ");
+  return c;
+}
+
+}  // namespace
+
+Result<predict::ComputeProfile> profile_here(const std::string& target, bool is_recipe, int batch,
+                                             int steps, const predict::ModelCosts& model) {
+  auto worker = cli::sibling_program("dltune-worker");
+  if (!worker) return worker.error();
+  auto dir = TempDir::create_in_tmp("dltune-predict-");
+  if (!dir) return dir.error();
+  const std::string out = dir->path() + "/profile.json";
+  std::vector<std::string> argv = {*worker,
+                                   "profile",
+                                   is_recipe ? "--recipe" : "--model",
+                                   target,
+                                   "--batch",
+                                   std::to_string(batch),
+                                   "--steps",
+                                   std::to_string(steps),
+                                   "--out",
+                                   out};
+  auto rc = cli::run_to_completion(argv, "predict");
+  if (!rc) return rc.error();
+  if (*rc != 0) {
+    const std::string why =
+        "measuring the compute (dltune-worker profile) exited " + std::to_string(*rc);
+    return *rc == 2 ? invalid_input(why) : peer_failed(why);
+  }
+  auto text = paths::read_file(out);
+  if (!text) return text.error();
+  auto j = nlohmann::json::parse(*text, nullptr, false);
+  if (j.is_discarded()) return internal_error("dltune-worker profile wrote no JSON");
+  return predict::profile_from_json(j, model,
+                                    "measured here by dltune-worker profile (" +
+                                        std::to_string(steps) + " steps, 1 BLAS thread)");
+}
+
+Result<std::vector<int>> parse_node_list(const std::string& text) {
+  std::vector<int> out;
+  for (const std::string& part : strings::split(text, ',')) {
+    auto v = strings::parse_int(std::string(strings::trim(part)));
+    if (!v || *v < 1 || *v > 1000000) {
+      return invalid_input("--nodes: expected node counts of at least 1 such as 1,8,64, got '" +
+                           text + "'");
+    }
+    out.push_back(static_cast<int>(*v));
+  }
+  if (out.empty()) return invalid_input("--nodes: give at least one node count");
+  return out;
+}
+
+Result<Link> parse_link(const std::string& text, const std::string& flag, double default_us,
+                        double efficiency) {
+  const auto parts = strings::split(text, ',');
+  auto bad = [&] {
+    return invalid_input(flag +
+                         ": expected GBPS[,US] (GB/s per rank, latency in us) such as 25 or "
+                         "25,5, got '" +
+                         text + "'");
+  };
+  if (parts.empty() || parts.size() > 2) return bad();
+  char* end = nullptr;
+  const double gbps = std::strtod(parts[0].c_str(), &end);
+  if (end == parts[0].c_str() || *end != '\0' || !(gbps > 0) || gbps > 1e5) return bad();
+  double us = default_us;
+  if (parts.size() == 2) {
+    us = std::strtod(parts[1].c_str(), &end);
+    if (end == parts[1].c_str() || *end != '\0' || !(us >= 0) || us > 1e6) return bad();
+  }
+  return Link{us * 1e-6, 1 / (gbps * efficiency * 1e9), 0};
+}
+
+Result<PredictInputs> resolve_predict_inputs(const PredictOptions& o) {
+  PredictInputs in;
+  predict::PredictRequest& r = in.request;
+  auto target = resolve_target(o.target);
+  if (!target) return target.error();
+  in.recipe = std::move(target->second);
+  in.model_name = in.recipe ? in.recipe->name : o.target;
+  auto costs = predict::model_costs(target->first, in.model_name);
+  if (!costs) return costs.error();
+  r.model = std::move(*costs);
+  if (o.nodes.empty()) return invalid_input("--nodes: give at least one node count");
+  r.nodes = o.nodes;
+  auto parallel = predict::parse_parallel(o.parallel);
+  if (!parallel) return parallel.error();
+  r.parallel = *parallel;
+  if (o.batch < 0 || o.per_node < 0)
+    return invalid_input("--batch and --per-node must be at least 1");
+  if (o.single_sps < 0) return invalid_input("--single-sps must be a positive samples/s");
+  const int batch = o.batch > 0 ? o.batch : in.recipe ? recipe_batch(*in.recipe) : 32;
+
+  std::optional<predict::Device> dev;
+  if (!o.device.empty()) {
+    auto d = predict::find_device(o.device);
+    if (!d) return d.error();
+    dev = *d;
+  }
+  std::optional<predict::NodeTopology> topo;
+  if (!o.topo.empty()) {
+    auto t = predict::load_node_topology(o.topo);
+    if (!t) return t.error();
+    topo = *t;
+  }
+  const bool devices = dev || topo || o.single_sps > 0;
+  const std::string optimizer = in.recipe ? in.recipe->training.optimizer.kind : "sgd";
+  const double opt_s =
+      dev ? predict::optimizer_seconds(r.model.parameters, dev->memory_gbps, optimizer) : 0;
+
+  // Compute.
+  int cores = 0;
+  if (o.single_sps > 0) {
+    r.compute = predict::profile_from_throughput(r.model, batch, o.single_sps, opt_s,
+                                                 "one device's " + fixed(o.single_sps, 1) +
+                                                     " samples/s at batch " +
+                                                     std::to_string(batch) + " (--single-sps)");
+  } else if (dev) {
+    r.compute = predict::profile_from_rate(
+        r.model, batch, dev->effective_flops(r.model.transformer), opt_s,
+        "device " + dev->name + " (" + dev->description + ": " + fixed(dev->peak_tflops, 1) +
+            " TFLOP/s x " + fixed(dev->fraction(r.model.transformer), 2) +
+            (r.model.transformer ? " for transformers" : " for CNNs") + ", an assumed fraction; " +
+            dev->source + ")");
+  } else {
+    auto c = profile_here(o.target, in.recipe.has_value(), batch, o.profile_steps, r.model);
+    if (!c) return c.error();
+    r.compute = *c;
+    if (auto t = topology::discover_default()) cores = static_cast<int>(t->cores.size());
+  }
+  r.cores_per_node = cores;
+  in.compute_note = r.compute.source + ": one device " +
+                    fixed(predict::single_device_sps(r.compute), 1) + " samples/s";
+
+  // Ranks per node.
+  int per_node = o.per_node;
+  if (per_node == 0 && topo) per_node = topo->gpus;
+  if (per_node == 0 && dev) per_node = 8;
+  if (per_node == 0 && in.recipe) {
+    const auto& l = in.recipe->launch;
+    per_node =
+        static_cast<int>(l.ranks_per_node > 0 ? l.ranks_per_node : std::max<int64_t>(1, l.ranks));
+  }
+  r.per_node = std::max(1, per_node);
+
+  // Communication.
+  auto comm = comm_source(o, dev, topo, devices, r.per_node, &in.comm_note);
+  if (!comm) return comm.error();
+  r.comm = comm->source;
+  for (int n : r.nodes) {
+    const bool measured = r.comm.measured.count({n, r.per_node}) > 0;
+    if (measured) continue;
+    if (r.per_node > 1 && !comm->intra) {
+      return unsupported(
+          "no model of this machine's links inside a node: run `dltune tune "
+          "--collectives -n " +
+          std::to_string(r.per_node) +
+          "` (or a launch) first, or give --intra GBPS[,US], --device or --topo");
+    }
+    if (n > 1 && !comm->inter) {
+      return unsupported(
+          "no model of the network between nodes: give --inter GBPS[,US] or --topo "
+          "FILE, or measure one (a launch or `dltune tune --collectives` across "
+          "nodes, tests/slurm/netns_cluster.sh)");
+    }
+  }
+
+  // Buckets and overlap.
+  uint64_t bucket = 4 << 20;
+  if (in.recipe && in.recipe->comm.bucket_bytes > 0) bucket = in.recipe->comm.bucket_bytes;
+  if (!o.bucket.empty()) {
+    auto b = strings::parse_bytes(o.bucket);
+    if (!b || *b < 4)
+      return invalid_input("--bucket: expected a byte count such as 4MiB, got '" + o.bucket + "'");
+    bucket = *b;
+  }
+  r.bucket_bytes = bucket;
+  r.overlap = !o.no_overlap && !(in.recipe && in.recipe->comm.overlap == recipes::Overlap::kOff);
+  in.overlap_note = std::string(r.overlap ? "buckets reduced during backward" : "no overlap") +
+                    ", " + strings::format_bytes(bucket) + " buckets in the engine's order (" +
+                    std::to_string(predict::gradient_buckets(r.model.info, bucket).size()) + ")";
+  if (cores > 0)
+    in.overlap_note += "; " + std::to_string(cores) + " cores per node shared by its ranks";
+  return in;
+}
+
+}  // namespace dltune::launcher

@@ -1,0 +1,169 @@
+#include "launcher/report/launch_outcome.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <memory>
+
+#include "common/json_input.h"
+#include "common/paths.h"
+#include "common/strings.h"
+#include "launcher/flow/launch_job.h"
+#include "launcher/flow/launch_progress.h"
+#include "launcher/flow/text_format.h"
+#include "launcher/report/report.h"
+
+namespace dltune::launcher {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+using text::fixed;
+using text::num;
+
+}  // namespace
+
+// ---- the outcome
+
+MetricsLog read_metrics(const std::string& path) {
+  MetricsLog log;
+  std::ifstream in(path);
+  std::map<int64_t, nlohmann::json> steps, evals;
+  std::string line;
+  while (std::getline(in, line)) {
+    auto j = parse_json_bounded(line).value_or(nlohmann::json());
+    if (!j.is_object()) continue;
+    const std::string ev = j.value("event", "");
+    const auto step = static_cast<int64_t>(num(j, "step", -1));
+    if (ev == "step") steps[step] = j;
+    if (ev == "eval") evals[step] = j;
+  }
+  for (auto& [s, j] : steps) log.steps.push_back(std::move(j));
+  for (auto& [s, j] : evals) log.evals.push_back(std::move(j));
+  return log;
+}
+
+double measure_copy_gbs(uint64_t bytes) {
+  bytes = std::clamp<uint64_t>(bytes, 1 << 16, uint64_t{256} << 20);
+  std::unique_ptr<char[]> a(new char[bytes]), b(new char[bytes]);
+  std::memset(a.get(), 1, bytes);
+  std::memset(b.get(), 2, bytes);
+  double best = 1e30;
+  for (int i = 0; i < 5; ++i) {
+    const auto t0 = Clock::now();
+    std::memcpy(b.get(), a.get(), bytes);
+    best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  return best > 0 ? static_cast<double>(bytes) / best / 1e9 : 0;
+}
+
+Status write_report(const RunFacts& f, const MetricsLog& log, const nlohmann::json& s,
+                    const RunDir& dir) {
+  report::ReportData d;
+  d.title = f.recipe + " on " + std::to_string(f.ranks) + " rank(s)";
+  d.summary = summary_rows(s);
+  for (const auto& j : log.steps) {
+    d.steps.push_back({static_cast<long>(num(j, "step")), num(j, "loss"), num(j, "samples_per_s")});
+  }
+  for (const auto& j : log.evals) {
+    d.evals.push_back({static_cast<long>(num(j, "step")), num(j, "heldout_accuracy")});
+  }
+  // One curve per algorithm and ring segment size, named as the plan names its choice.
+  auto curve_name = [](const std::string& algo, uint64_t segment) {
+    return segment > 0 ? algo + " (segments " + strings::format_bytes(segment) + ")" : algo;
+  };
+  std::map<std::string, report::TuningCurve> curves;
+  for (const auto& m : f.choice.collective_measurements) {
+    if (m.failed || m.collective != "allreduce") continue;
+    const std::string name = curve_name(m.algorithm, m.segment_bytes);
+    auto& c = curves[name];
+    c.algo = name;
+    c.bytes_us.emplace_back(static_cast<double>(m.bytes), m.median_us);
+  }
+  for (auto& [name, c] : curves) {
+    std::sort(c.bytes_us.begin(), c.bytes_us.end());
+    d.tuning.push_back(std::move(c));
+  }
+  // The sizes this job allreduces: full buckets and the remainder, with the plan's choice and
+  // its time interpolated between the chosen curve's measured sizes (log-log).
+  const uint64_t grad = f.gradient_bytes;
+  const uint64_t bucket = std::max<uint64_t>(f.choice.plan.training.bucket_bytes, 1);
+  std::vector<std::pair<uint64_t, double>> sizes;
+  if (f.ranks > 1 && grad > 0) {
+    if (grad / bucket > 0) sizes.emplace_back(bucket, static_cast<double>(grad / bucket));
+    if (grad % bucket > 0) sizes.emplace_back(grad % bucket, 1.0);
+  }
+  for (const auto& [bytes, count] : sizes) {
+    report::JobSize j;
+    j.bytes = bytes;
+    j.per_step = count;
+    auto rule = f.choice.plan.algorithm_for(recipes::Collective::kAllreduce, bytes);
+    j.algo = rule
+                 ? curve_name(std::string(recipes::algorithm_name(rule->algo)), rule->segment_bytes)
+                 : "ring";
+    for (const auto& c : d.tuning) {
+      if (c.algo != j.algo || c.bytes_us.empty()) continue;
+      const auto& p = c.bytes_us;
+      const double b = static_cast<double>(bytes);
+      if (b <= p.front().first) {
+        j.est_us = p.front().second * (p.size() > 1 ? 1.0 : b / p.front().first);
+      } else if (b >= p.back().first) {
+        j.est_us = p.back().first * 4 >= b ? p.back().second * b / p.back().first : -1;
+      } else {
+        for (size_t k = 1; k < p.size(); ++k) {
+          if (b > p[k].first) continue;
+          const double t = std::log(b / p[k - 1].first) / std::log(p[k].first / p[k - 1].first);
+          j.est_us = std::exp(std::log(p[k - 1].second) +
+                              t * (std::log(p[k].second) - std::log(p[k - 1].second)));
+          break;
+        }
+      }
+    }
+    d.job_sizes.push_back(j);
+  }
+  const auto& st = s["step_time"];
+  d.step_breakdown = {{"compute", 1e3 * num(st, "compute_s")},
+                      {"exposed communication", 1e3 * num(st, "exposed_comm_s")},
+                      {"other", 1e3 * num(st, "other_s")}};
+  d.ranks = f.ranks;
+  d.throughput_sps = num(s, "throughput_sps");
+  d.baseline_sps = f.baseline_sps;
+  d.predicted_sps = num(s, "predicted_sps");
+  d.scaling_efficiency =
+      s["scaling_efficiency"].is_number() ? s["scaling_efficiency"].get<double>() : -1.0;
+  // The tuner's confidence: every other candidate of the trials, when they ran now.
+  const nlohmann::json& o = f.choice.recipe_outcome;
+  if (o.is_object() && o.contains("alternatives")) {
+    d.winner = o.value("winner_label", "");
+    for (const auto& a : o["alternatives"]) {
+      report::Rival r;
+      r.label = a.value("label", "");
+      const bool failed = a.value("failed", false), skipped = a.value("skipped", false);
+      r.ratio = failed || skipped ? 0.0 : a.value("ratio", 0.0);
+      r.lo = a.value("lo", 0.0);
+      r.hi = a.value("hi", 0.0);
+      r.rounds = a.value("rounds", 0);
+      r.note = failed ? "failed" : skipped ? "not measured: budget" : "";
+      d.rivals.push_back(r);
+    }
+  }
+  d.regret = s["regret"].is_number() ? s["regret"].get<double>() : -1.0;
+  const auto& ar = s["allreduce"];
+  d.collective_regret = ar.contains("collective_regret") && ar["collective_regret"].is_number()
+                            ? ar["collective_regret"].get<double>()
+                            : -1.0;
+  d.budget_note = s["budget"].value("cut", "");
+  for (const auto& c : f.prediction.curve) {
+    d.predicted_scaling.push_back({c.nodes, c.ranks, c.throughput_sps, c.scaling_efficiency});
+  }
+  d.scaling_note = "The models' prediction for this job's per-rank work at " +
+                   std::to_string(f.ranks / std::max(1, f.nodes)) +
+                   " rank(s) per node: " + f.prediction.compute_note + "; " +
+                   f.prediction.curve_note + ".";
+  return paths::write_file_atomic(dir.report(), report::render_report_html(d));
+}
+
+}  // namespace dltune::launcher
