@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "common/strings.h"
+#include "recipes/data_layout.h"
 #include "tuner/recipe_tuning.h"
 
 namespace dltune::tuner {
@@ -78,6 +79,11 @@ int64_t recipe_train_samples(const recipes::Recipe& r) {
       return r.data.heldout_test_files ? 60000 : static_cast<int64_t>(60000 * keep);
     case recipes::DataKind::kCifar10:
       return r.data.heldout_test_files ? 50000 : static_cast<int64_t>(50000 * keep);
+    case recipes::DataKind::kImageFolder:
+    case recipes::DataKind::kTokens: {
+      auto n = recipes::real_data_train_samples(r.data);
+      return n ? *n : 0;
+    }
   }
   return 0;
 }
