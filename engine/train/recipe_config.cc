@@ -6,6 +6,7 @@
 
 #include "comm/types.h"
 #include "engine/data/dataset.h"
+#include "recipes/data_layout.h"
 
 namespace dltune::engine {
 
@@ -72,6 +73,9 @@ Result<int64_t> train_samples(const recipes::Recipe& recipe) {
       // files are the held-out set.
       return d.heldout_test_files ? *n : *n - engine::heldout_count(*n, d.heldout_fraction);
     }
+    case recipes::DataKind::kImageFolder:
+    case recipes::DataKind::kTokens:
+      return recipes::real_data_train_samples(d);
   }
   return internal_error("unknown data kind");
 }
@@ -119,6 +123,13 @@ Result<TrainConfig> train_config_from(const recipes::Recipe& recipe, const recip
     case recipes::DataKind::kText:
       c.heldout_split = d.heldout_fraction;  // the file's last share
       c.data = "text:" + d.path;
+      break;
+    case recipes::DataKind::kImageFolder:
+    case recipes::DataKind::kTokens:
+      // Held out: the dataset's own (DIR/val, the last shard) or a share of the training
+      // images (seeded) / windows (the last) (engine/data/real_data.h).
+      c.heldout_split = d.heldout_test_files ? 0.0 : d.heldout_fraction;
+      c.data = (d.kind == recipes::DataKind::kImageFolder ? "imagefolder:" : "tokens:") + d.path;
       break;
   }
 
