@@ -4,7 +4,7 @@ synthetic pictures (a red disc, a green square, blue horizontal stripes, yellow 
 each at a random place and size on a noisy background of random colour), written as JPEG and
 PNG files with PIL in ImageNet's layout (train/CLASS, val/CLASS), then `dltune data check` on a
 recipe of it, and dltune-worker training Caffe's cifar10_quick on 32 x 32 random resized crops
-for 60 steps: held-out accuracy (val/, centre crops) must reach 0.85 (chance: 0.25), and the
+for 80 steps: held-out accuracy (val/, centre crops) must reach 0.85 (chance: 0.25), and the
 loader must have kept ahead (the steps' data waits a small share of their time).
 
 usage: imagefolder_train_test.py DLTUNE DLTUNE_WORKER
@@ -72,6 +72,9 @@ def main():
                     "training: {steps: 60}\n")
         check = subprocess.run([dltune, "data", "check", os.path.join(tmp, "shapes.yaml"),
                                 "--json"], capture_output=True, text=True, timeout=120)
+        if check.returncode != 0 and "was built without" in check.stdout:
+            print("SKIP: " + check.stdout)  # DLTUNE_WITH_JPEG / DLTUNE_WITH_PNG off
+            sys.exit(77)
         assert check.returncode == 0, check.stdout + check.stderr
         report = json.loads(check.stdout)
         assert report["ok"] and report["kind"] == "imagefolder", report
@@ -83,8 +86,8 @@ def main():
         run = os.path.join(tmp, "run")
         os.makedirs(run)
         config = {"model": "cifar-cnn", "data": "imagefolder:" + root, "input": [3, 32, 32],
-                  "classes": 4, "heldout_split": 0, "global_batch": 32, "lr": 0.02,
-                  "momentum": 0.9, "weight_decay": 0.0005, "steps": 60, "eval_every": 30,
+                  "classes": 4, "heldout_split": 0, "global_batch": 32, "lr": 0.005,
+                  "momentum": 0.9, "weight_decay": 0.0005, "steps": 80, "eval_every": 40,
                   "seed": 7, "metrics_path": os.path.join(run, "metrics.jsonl")}
         with open(os.path.join(tmp, "config.json"), "w") as f:
             json.dump(config, f)
