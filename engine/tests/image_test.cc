@@ -162,9 +162,10 @@ TEST(ImageTransform, CropResizeFlipAsTorchvision) {
     j.flip = false;
     ASSERT_TRUE(reader.transform(b, file, *head, j, got.data()).ok());
     const auto mirrored = level_diff(got, want);
-    std::printf("%s: a crop decoded at 1/2 against torchvision's: %.1f levels on average, %.0f at "
-                "most (mirrored: %.1f on average)\n",
-                file.c_str(), scaled.second, scaled.first, mirrored.second);
+    std::printf(
+        "%s: a crop decoded at 1/2 against torchvision's: %.1f levels on average, %.0f at "
+        "most (mirrored: %.1f on average)\n",
+        file.c_str(), scaled.second, scaled.first, mirrored.second);
     EXPECT_LE(scaled.second, 12.0);
     EXPECT_GT(mirrored.second, 2 * scaled.second);
   }
