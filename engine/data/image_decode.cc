@@ -46,13 +46,13 @@ Status check_size(const std::string& name, const char* format, int64_t w, int64_
   return ok_status();
 }
 
+#if DLTUNE_HAVE_JPEG
 // PIL's MULDIV255: round(a * b / 255) in integers.
 int muldiv255(int a, int b) {
   const int t = a * b + 128;
   return ((t >> 8) + t) >> 8;
 }
 
-#if DLTUNE_HAVE_JPEG
 struct TjDeleter {
   void operator()(void* h) const { tjDestroy(h); }
 };
