@@ -47,6 +47,8 @@ dltune_tristate(MPI "Open MPI communicator and native MPI collectives")
 dltune_tristate(SLURM "Slurm launch backend and the SPANK plugin")
 dltune_tristate(CUDA "GPU engine on CUDA (cuBLAS, cuDNN)")
 dltune_tristate(NCCL "NCCL communicator and NCCL tuner plugin")
+dltune_tristate(JPEG "JPEG decoding of imagefolder data (libjpeg-turbo's TurboJPEG)")
+dltune_tristate(PNG "PNG decoding of imagefolder data (libpng)")
 
 set(_found FALSE)
 if(NOT DLTUNE_WITH_PMIX STREQUAL "OFF")
@@ -100,6 +102,20 @@ if(NOT DLTUNE_WITH_NCCL STREQUAL "OFF")
   endif()
 endif()
 dltune_resolve(NCCL _found)
+
+set(_found FALSE)
+if(NOT DLTUNE_WITH_JPEG STREQUAL "OFF")
+  pkg_check_modules(TURBOJPEG IMPORTED_TARGET libturbojpeg)
+  set(_found ${TURBOJPEG_FOUND})
+endif()
+dltune_resolve(JPEG _found)
+
+set(_found FALSE)
+if(NOT DLTUNE_WITH_PNG STREQUAL "OFF")
+  pkg_check_modules(LIBPNG IMPORTED_TARGET libpng)
+  set(_found ${LIBPNG_FOUND})
+endif()
+dltune_resolve(PNG _found)
 
 # The git revision baked into `dltune version`.
 execute_process(COMMAND git rev-parse --short=12 HEAD

@@ -62,6 +62,13 @@ inline constexpr EnvVar kFaultTrialStep{
     "DLTUNE_FAULT_TRIAL_STEP", "",
     "fault injection for tests: RANK:N (or *:N for every rank) makes the Nth training step of "
     "a recipe-tuning trial on that rank fail as an out-of-memory step would"};
+inline constexpr EnvVar kLoaderThreads{
+    "DLTUNE_LOADER_THREADS", "2",
+    "threads per rank that read, decode and augment the samples of datasets read on demand "
+    "(imagefolder, tokens) ahead of the training step"};
+inline constexpr EnvVar kLoaderPrefetch{
+    "DLTUNE_LOADER_PREFETCH", "2",
+    "batches those loader threads keep ready ahead of the training step (each a batch of memory)"};
 inline constexpr EnvVar kUpdateGolden{"DLTUNE_UPDATE_GOLDEN", "",
                                       "tests: set to 1 to rewrite golden output files instead of "
                                       "comparing against them"};

@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "common/strings.h"
+#include "recipes/data_layout.h"
 
 namespace dltune::recipes {
 namespace {
@@ -88,6 +89,9 @@ Result<int64_t> train_samples(const Recipe& recipe) {
       // held-out set.
       return d.heldout_test_files ? *n : *n - heldout_count(*n, d.heldout_fraction);
     }
+    case DataKind::kImageFolder:
+    case DataKind::kTokens:
+      return real_data_train_samples(d);
   }
   return internal_error("unknown data kind");
 }

@@ -39,6 +39,10 @@ std::string_view data_kind_name(DataKind kind) {
       return "synthetic-cifar";
     case DataKind::kText:
       return "text";
+    case DataKind::kImageFolder:
+      return "imagefolder";
+    case DataKind::kTokens:
+      return "tokens";
   }
   return "?";
 }
@@ -56,7 +60,8 @@ int64_t text_windows(int64_t part_bytes, int64_t context) {
 
 std::optional<DataKind> internal::parse_data_kind(std::string_view s) {
   for (DataKind k : {DataKind::kSyntheticDigits, DataKind::kSyntheticImagenet, DataKind::kMnist,
-                     DataKind::kCifar10, DataKind::kSyntheticCifar, DataKind::kText})
+                     DataKind::kCifar10, DataKind::kSyntheticCifar, DataKind::kText,
+                     DataKind::kImageFolder, DataKind::kTokens})
     if (data_kind_name(k) == s) return k;
   return std::nullopt;
 }

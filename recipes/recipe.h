@@ -40,7 +40,9 @@ enum class DataKind {
   kMnist,
   kCifar10,
   kSyntheticCifar,
-  kText
+  kText,
+  kImageFolder,  // folders of JPEG / PNG images per class (recipes/data_layout.h)
+  kTokens        // llm.c's pre-tokenized GPT-2 shards (recipes/data_layout.h)
 };
 std::string_view data_kind_name(DataKind kind);  // "synthetic-digits", "mnist", ...
 
@@ -55,18 +57,24 @@ int64_t text_windows(int64_t part_bytes, int64_t context);
 
 struct DataConfig {
   DataKind kind = DataKind::kSyntheticDigits;
-  // mnist / cifar10: absolute directory of the files; text: the absolute file; "" for synthetic
+  // mnist / cifar10 / imagefolder: absolute directory of the files; text: the absolute file;
+  // tokens: an absolute glob of shards; "" for synthetic
   std::string path;
   // Per-sample shape: 1x28x28 (digits, mnist), 3x32x32 (cifar10, synthetic-cifar), 3x224x224;
-  // text: (context) byte ids.
+  // imagefolder: 3 x size x size; text: (context) byte ids; tokens: (context) token ids.
   Shape shape;
-  // 10, synthetic-imagenet's `classes` (default 1000); text: 256 (every byte value), the
-  // vocabulary of the next-byte prediction at every position.
+  // 10, synthetic-imagenet's `classes` (default 1000); imagefolder: its class folders; text:
+  // 256 (every byte value), the vocabulary of the next-byte prediction at every position;
+  // tokens: GPT-2's vocabulary, 50257.
   int64_t classes = 10;
-  int64_t context = 0;  // text: bytes per sample (the model sees `context`, predicts the next)
-  int64_t samples = 0;  // synthetic: training samples generated (0 for file data)
-  double heldout_fraction = 0.1;    // share of the training samples held out for accuracy
-  bool heldout_test_files = false;  // mnist / cifar10 with `heldout: test`: use the test files
+  // text: bytes per sample; tokens: tokens per sample (the model sees `context`, predicts the
+  // next).
+  int64_t context = 0;
+  int64_t samples = 0;            // synthetic: training samples generated (0 for file data)
+  double heldout_fraction = 0.1;  // share of the training samples held out for accuracy
+  // The dataset's own held-out files: mnist / cifar10 with `heldout: test` (the test files),
+  // imagefolder's DIR/val, tokens' last shard (`heldout: val`, the default where they exist).
+  bool heldout_test_files = false;
 };
 
 enum class ScheduleKind { kConstant, kStep, kCosine };

@@ -76,8 +76,9 @@ json data_json(const DataConfig& d) {
   j["shape"] = d.shape;
   j["classes"] = d.classes;
   if (d.samples > 0) j["samples"] = d.samples;
-  if (d.kind == DataKind::kText) j["context"] = d.context;
-  j["heldout"] = d.heldout_test_files ? json("test") : json(d.heldout_fraction);
+  if (d.kind == DataKind::kText || d.kind == DataKind::kTokens) j["context"] = d.context;
+  const bool val = d.kind == DataKind::kImageFolder || d.kind == DataKind::kTokens;
+  j["heldout"] = d.heldout_test_files ? json(val ? "val" : "test") : json(d.heldout_fraction);
   return j;
 }
 

@@ -301,7 +301,8 @@ void build_model_graph(Recipe* recipe) {
       BuiltinOptions o = m.options;
       o.classes = d.classes;
       o.input = m.input;
-      if (is_gpt(m.builtin) && o.vocab == 0 && d.kind == DataKind::kText) o.vocab = d.classes;
+      const bool tokens = d.kind == DataKind::kText || d.kind == DataKind::kTokens;
+      if (is_gpt(m.builtin) && o.vocab == 0 && tokens) o.vocab = d.classes;
       m.graph = *builtin_graph(m.builtin, o);
       break;
     }
@@ -313,7 +314,8 @@ void build_model_graph(Recipe* recipe) {
       break;
   }
   m.graph.input = m.input;
-  if (d.kind == DataKind::kText) m.graph.input_kind = InputKind::kTokens;
+  if (d.kind == DataKind::kText || d.kind == DataKind::kTokens)
+    m.graph.input_kind = InputKind::kTokens;
 }
 
 }  // namespace dltune::recipes::internal

@@ -1,6 +1,7 @@
 // Cross-field checks: the combinations no single key can see (recipes/README.md, "Checks").
 #include <filesystem>
 
+#include "recipes/data_layout.h"
 #include "recipes/datasets.h"
 #include "recipes/recipe_parse_internal.h"
 
@@ -9,6 +10,38 @@ namespace {
 
 using Checks = std::vector<Check>;
 std::string str(int64_t v) { return std::to_string(v); }
+
+// imagefolder and tokens: the layout is there (recipes/data_layout.h), with two classes or
+// more and the held-out part the recipe asks for. The class folders are listed, the token
+// shards' headers read; the images themselves are `dltune data check`'s.
+void check_real_data(const DataConfig& d, Checks& out) {
+  if (d.path.empty()) return;  // the parser reported the missing path
+  if (d.kind == DataKind::kImageFolder) {
+    auto classes = imagefolder_classes(imagefolder_train_root(d.path));
+    if (!classes)
+      out.push_back({"data.path", classes.error().message(), {"data"}});
+    else if (classes->size() < 2)
+      out.push_back({"data.path",
+                     "image folder '" + imagefolder_train_root(d.path) +
+                         "' has one class folder ('" + classes->front() +
+                         "'): a classifier needs two classes or more",
+                     {"data"}});
+    else if (d.heldout_test_files && imagefolder_val_root(d.path).empty())
+      out.push_back({"data.heldout",
+                     "'val' needs the held-out images in '" + d.path + "/val' beside '" + d.path +
+                         "/train'; give a share such as 0.1 to hold out training images",
+                     {"data"}});
+    return;
+  }
+  if (d.kind != DataKind::kTokens) return;
+  auto shards = token_shards(d.path);
+  if (!shards) {
+    out.push_back({"data.path", shards.error().message(), {"data"}});
+    return;
+  }
+  auto split = split_tokens(*shards, d.context, d.heldout_test_files, d.heldout_fraction);
+  if (!split) out.push_back({"data.heldout", split.error().message(), {"data"}});
+}
 
 void check_training(const Recipe& r, Checks& out) {
   const TrainingConfig& t = r.training;
@@ -100,6 +133,7 @@ void check_data(const Recipe& r, Checks& out) {
                          "; use a longer file or a shorter data.context",
                      {"data"}});
   }
+  check_real_data(d, out);
   if (!r.training.init_from.empty()) {
     std::error_code ec;
     if (!std::filesystem::is_regular_file(r.training.init_from, ec))
@@ -172,13 +206,15 @@ void check_model(const Recipe& r, Checks& out) {
   if (!info.ok()) return;
   const Shape& last = info.output();
   const size_t last_node = m.graph.nodes.size() - 1;
-  if (r.data.kind == DataKind::kText) {
+  if (r.data.kind == DataKind::kText || r.data.kind == DataKind::kTokens) {
+    const bool text = r.data.kind == DataKind::kText;
     const Shape want = {r.data.context, r.data.classes};
     if (last != want)
       out.push_back({node_key(last_node),
-                     "the model ends with " + describe_shape(last) +
-                         " outputs but text data needs " + describe_shape(want) +
-                         " (a score for every byte value at every position)",
+                     "the model ends with " + describe_shape(last) + " outputs but " +
+                         (text ? "text" : "token") + " data needs " + describe_shape(want) +
+                         (text ? " (a score for every byte value at every position)"
+                               : " (a score for every GPT-2 token at every position)"),
                      deps});
     return;
   }

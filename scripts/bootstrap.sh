@@ -25,17 +25,20 @@ jobs=${JOBS:-$(nproc)}
 # --format mpich` against a real MPICH. It installs beside Open MPI: its mpirun/mpicc
 # alternatives have a lower priority (40 against 50), so `mpirun` and `mpicc` stay Open MPI's.
 # libsodium signs bundles (required); clang with libFuzzer and its sanitizer runtimes builds the
-# fuzz targets CI runs (fuzz/).
+# fuzz targets CI runs (fuzz/). libturbojpeg0-dev and libpng-dev decode imagefolder data
+# (optional: DLTUNE_WITH_JPEG / DLTUNE_WITH_PNG); python3-pil writes and checks the image test
+# fixtures, python3-protobuf decodes the TensorBoard event files in the tests.
 packages=(
   build-essential cmake ninja-build pkg-config git clang-format
   clang libfuzzer-14-dev libclang-rt-14-dev
   libhwloc-dev hwloc-nox libpmix-dev libopenmpi-dev openmpi-bin
   libsqlite3-dev sqlite3 libyaml-cpp-dev libcli11-dev nlohmann-json3-dev libopenblas-dev
   libsodium-dev
+  libturbojpeg0-dev libpng-dev
   libgtest-dev googletest
   slurmctld slurmd slurm-client libslurm-dev munge
   procps psmisc iproute2 python3
-  python3-torch python3-torchvision
+  python3-torch python3-torchvision python3-pil python3-protobuf
   mpich libmpich-dev
   chromium
 )

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "common/paths.h"
+#include "engine/data/real_data.h"
 #include "engine/graph/rng.h"
 
 namespace dltune::engine {
@@ -130,21 +131,42 @@ Result<Dataset> read_cifar10(const std::vector<std::string>& paths) {
   return d;
 }
 
+std::vector<char> heldout_mask(int64_t size, int64_t count, uint64_t seed) {
+  // A partial Fisher-Yates shuffle picks the held-out indices.
+  std::vector<int64_t> order(static_cast<size_t>(size));
+  for (int64_t i = 0; i < size; ++i) order[static_cast<size_t>(i)] = i;
+  Rng rng(Rng::mix(seed, 0x68656c646f7574ull));  // "heldout"
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t j = i + static_cast<int64_t>(rng.below(static_cast<uint64_t>(size - i)));
+    std::swap(order[static_cast<size_t>(i)], order[static_cast<size_t>(j)]);
+  }
+  std::vector<char> held(static_cast<size_t>(size), 0);
+  for (int64_t i = 0; i < count; ++i) held[static_cast<size_t>(order[static_cast<size_t>(i)])] = 1;
+  return held;
+}
+
+Status read_samples(const Dataset& d, int64_t first, int64_t count, float* x, int32_t* y) {
+  const int64_t sz = d.sample_numel(), lw = d.label_width;
+  for (int64_t i = 0; i < count; ++i) {
+    float* xi = x ? x + i * sz : nullptr;
+    int32_t* yi = y ? y + i * lw : nullptr;
+    if (d.reader) {
+      DLTUNE_TRY(d.reader->read(first + i, 0, xi, yi));
+      continue;
+    }
+    if (xi) std::memcpy(xi, d.image(first + i), sizeof(float) * static_cast<size_t>(sz));
+    if (yi) std::memcpy(yi, d.label(first + i), sizeof(int32_t) * static_cast<size_t>(lw));
+  }
+  return ok_status();
+}
+
 Result<Dataset> split_heldout(Dataset& d, int64_t count, uint64_t seed) {
   if (count < 1 || count >= d.size)
     return invalid_input("dataset '" + d.name + "': cannot hold out " + std::to_string(count) +
                          " of its " + std::to_string(d.size) +
                          " samples (at least 1 must stay on each side)");
-  // A partial Fisher-Yates shuffle picks the held-out indices.
-  std::vector<int64_t> order(static_cast<size_t>(d.size));
-  for (int64_t i = 0; i < d.size; ++i) order[static_cast<size_t>(i)] = i;
-  Rng rng(Rng::mix(seed, 0x68656c646f7574ull));  // "heldout"
-  for (int64_t i = 0; i < count; ++i) {
-    const int64_t j = i + static_cast<int64_t>(rng.below(static_cast<uint64_t>(d.size - i)));
-    std::swap(order[static_cast<size_t>(i)], order[static_cast<size_t>(j)]);
-  }
-  std::vector<char> held(static_cast<size_t>(d.size), 0);
-  for (int64_t i = 0; i < count; ++i) held[static_cast<size_t>(order[static_cast<size_t>(i)])] = 1;
+  if (d.reader) return internal_error("split_heldout: dataset '" + d.name + "' is read on demand");
+  const std::vector<char> held = heldout_mask(d.size, count, seed);
 
   const int64_t per = d.sample_numel(), lw = d.label_width;
   Dataset out;
@@ -224,10 +246,16 @@ Result<Dataset> load_dataset(const std::string& source, bool train, int64_t synt
     if (!r) return r.error().wrap("loading dataset '" + source + "'");
     return r;
   }
+  if ((kind == "imagefolder" || kind == "tokens") && !dir.empty()) {
+    auto r = kind == "imagefolder" ? load_imagefolder(dir, train, shape, heldout_fraction, seed)
+                                   : load_tokens(dir, train, shape, heldout_fraction);
+    if (!r) return r.error().wrap("loading dataset '" + source + "'");
+    return r;
+  }
   return invalid_input(
       "unknown dataset '" + source +
-      "'; expected synthetic, synthetic-imagenet, synthetic-cifar, mnist:DIR, cifar10:DIR or "
-      "text:FILE");
+      "'; expected synthetic, synthetic-imagenet, synthetic-cifar, mnist:DIR, cifar10:DIR, "
+      "text:FILE, imagefolder:DIR or tokens:GLOB");
 }
 
 }  // namespace dltune::engine

@@ -1,14 +1,17 @@
 // Datasets: inputs as float32 (N, shape...) plus int32 labels (N, label_width), loaded whole into
-// memory.
+// memory, or read sample by sample (a SampleReader: real datasets too large for memory).
 //
 // Sources: deterministic synthetic digits (learnable: rendered glyphs with affine jitter and
 // noise), synthetic CIFAR-like images (learnable: ten shape classes in random colours), the MNIST
 // IDX format, the CIFAR-10 binary format, and text files (byte-level language modelling: each
 // sample is T byte ids, its labels the T next bytes). Pixels are scaled to [0, 1] and then
-// normalised with the per-dataset mean / std given below, identically for every source.
+// normalised with the per-dataset mean / std given below, identically for every source. Read
+// on demand (engine/data/real_data.h): image folders (JPEG / PNG, decoded and augmented per
+// sample) and llm.c token shards.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -18,6 +21,18 @@
 
 namespace dltune::engine {
 
+// A dataset read one sample at a time. Implementations are thread-safe: loader threads call
+// read() concurrently (engine/data/loader.h).
+class SampleReader {
+ public:
+  virtual ~SampleReader() = default;
+  // Writes sample `index`'s input (the dataset's sample_numel() floats) to `x` and its labels
+  // (label_width) to `y`; either may be null (then that part is not produced: a pipeline's
+  // last stage needs only labels). `seed` seeds the sample's random augmentation; a reader
+  // without augmentation ignores it. Errors name the file and what is wrong with it.
+  virtual Status read(int64_t index, uint64_t seed, float* x, int32_t* y) const = 0;
+};
+
 struct Dataset {
   std::string name;
   recipes::Shape shape;         // per-sample input shape: (C, H, W); text: (T)
@@ -26,7 +41,11 @@ struct Dataset {
   int64_t label_width = 1;      // labels per sample: 1, or T (one per position of a text sample)
   std::vector<float> images;    // (N, shape): pixels, or byte ids as floats
   std::vector<int32_t> labels;  // (N, label_width), each in [0, classes)
+  // Set for a dataset read on demand: `images` and `labels` are then empty, and samples come
+  // from the reader (through a BatchLoader, or read_samples()).
+  std::shared_ptr<const SampleReader> reader;
 
+  bool streamed() const { return reader != nullptr; }
   int64_t sample_numel() const { return recipes::numel(shape); }
   const float* image(int64_t i) const { return images.data() + i * sample_numel(); }
   const int32_t* label(int64_t i) const { return labels.data() + i * label_width; }
@@ -74,9 +93,17 @@ Result<Dataset> read_cifar10(const std::vector<std::string>& paths);
 std::string encode_mnist_images(const std::vector<uint8_t>& pixels, int n, int rows, int cols);
 std::string encode_mnist_labels(const std::vector<uint8_t>& labels);
 
+// Samples [first, first + count) of `d` into x (count, shape) and y (count, label_width),
+// either may be null: copied, or read on this thread with seed 0 (no augmentation drawn).
+// Errors: the reader's.
+Status read_samples(const Dataset& d, int64_t first, int64_t count, float* x, int32_t* y);
+
 // The number of samples a held-out share `fraction` takes from `size`: round(size x fraction)
 // (the recipes' own count, which the tuner and the launcher use too).
 using recipes::heldout_count;
+// Which `count` of `size` samples a held-out share takes: a mask (1 = held out), chosen by a
+// seeded partial shuffle (split_heldout's choice; a pure function of size, count and seed).
+std::vector<char> heldout_mask(int64_t size, int64_t count, uint64_t seed);
 
 // Moves `count` samples of `d`, chosen by a seeded shuffle (a pure function of seed and d.size),
 // into the returned held-out set; `d` keeps the others in their original order. For file data
@@ -87,8 +114,10 @@ Result<Dataset> split_heldout(Dataset& d, int64_t count, uint64_t seed);
 // A source by name: "synthetic" (train/held-out sizes and seed), "synthetic-imagenet"
 // (synthetic_images of `shape` / `image_classes`; empty / 0 mean 3x224x224 / 1000),
 // "synthetic-cifar", "mnist:DIR" (DIR holding the four standard IDX files), "cifar10:DIR"
-// (data_batch_1..5.bin / test_batch.bin) or "text:FILE" (windows of shape[0] bytes, the last
-// `heldout_fraction` held out). `train` picks the training or held-out part.
+// (data_batch_1..5.bin / test_batch.bin), "text:FILE" (windows of shape[0] bytes, the last
+// `heldout_fraction` held out), "imagefolder:DIR" or "tokens:GLOB" (read on demand, their
+// held-out part by `heldout_fraction` and `seed`: engine/data/real_data.h). `train` picks the
+// training or held-out part.
 Result<Dataset> load_dataset(const std::string& source, bool train, int64_t synthetic_size,
                              uint64_t seed, const recipes::Shape& shape = {}, int image_classes = 0,
                              double heldout_fraction = 0.1);

@@ -198,7 +198,9 @@ TEST(Datasets, LoadByName) {
   EXPECT_EQ(d->size, 50);
   auto bad = load_dataset("imagenet:/x", true, 50, 3);
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.error().message().find("mnist:DIR, cifar10:DIR or text:FILE"), std::string::npos);
+  EXPECT_NE(bad.error().message().find(
+                "mnist:DIR, cifar10:DIR, text:FILE, imagefolder:DIR or tokens:GLOB"),
+            std::string::npos);
   auto missing = load_dataset("mnist:/nonexistent", true, 50, 3);
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.error().message().find("/nonexistent/train-images-idx3-ubyte"),

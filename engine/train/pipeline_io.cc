@@ -46,19 +46,20 @@ Result<EvalMetrics> Trainer::evaluate_pipeline() {
   if (!heldout_ || heldout_->size == 0) return em;
   const int64_t n = heldout_->size;
   const int64_t lo = n * p.replica / p.replicas, hi = n * (p.replica + 1) / p.replicas;
-  const int64_t sz = heldout_->sample_numel(), lw = heldout_->label_width;
+  const int64_t lw = heldout_->label_width;
   const auto in_bytes = static_cast<size_t>(p.in_numel) * sizeof(float);
   const auto out_bytes = static_cast<size_t>(p.out_numel) * sizeof(float);
   double sums[2] = {0.0, 0.0};
   const int chunk = model_->max_batch();
+  eval_labels_.resize(static_cast<size_t>(chunk * lw));
   for (int64_t i = lo; i < hi; i += chunk) {
     const int b = static_cast<int>(std::min<int64_t>(chunk, hi - i));
     float* x = const_cast<float*>(p.first() ? input_.data() : p.in_buf.data());
     Status st;
-    if (p.first())
-      std::memcpy(x, heldout_->image(i), sizeof(float) * static_cast<size_t>(b * sz));
-    else
-      st = comm_->recv(p.prev, kEvalTag, x, b * in_bytes, comm_->deadline_from_now());
+    if (p.first() || p.last())  // the first stage's inputs, the last one's labels
+      DLTUNE_TRY(
+          read_heldout(i, b, p.first() ? x : nullptr, p.last() ? eval_labels_.data() : nullptr));
+    if (!p.first()) st = comm_->recv(p.prev, kEvalTag, x, b * in_bytes, comm_->deadline_from_now());
     const float* y = st ? model_->forward(x, b, false) : nullptr;
     if (st && !p.last())
       st = comm_->send(p.next, kEvalTag, y, b * out_bytes, comm_->deadline_from_now());
@@ -66,7 +67,7 @@ Result<EvalMetrics> Trainer::evaluate_pipeline() {
       return std::move(st).error().wrap("evaluating on stage " + std::to_string(p.stage) +
                                         " at step " + std::to_string(step_));
     if (p.last()) {
-      const int32_t* labels = heldout_->label(i);
+      const int32_t* labels = eval_labels_.data();
       const auto rows = static_cast<int>(b * lw);
       sums[0] += count_correct(y, labels, rows, classes_);
       sums[1] += softmax_cross_entropy(y, labels, rows, classes_, 1.0f, nullptr);

@@ -31,6 +31,13 @@ void map_data(const recipes::DataConfig& d, TrainConfig* c) {
       c->heldout_split = d.heldout_fraction;  // the file's last share
       c->data = "text:" + d.path;
       break;
+    case recipes::DataKind::kImageFolder:
+    case recipes::DataKind::kTokens:
+      // Held out: the dataset's own (DIR/val, the last shard) or a share of the training
+      // images (seeded) / windows (the last) (engine/data/real_data.h).
+      c->heldout_split = d.heldout_test_files ? 0.0 : d.heldout_fraction;
+      c->data = (d.kind == recipes::DataKind::kImageFolder ? "imagefolder:" : "tokens:") + d.path;
+      break;
   }
 }
 

@@ -25,7 +25,8 @@ Result<recipes::Graph> model_graph(const TrainConfig& c) {
   if (!g)
     return not_found("unknown model '" + c.model + "'; built-in models are " +
                      strings::join(recipes::builtin_model_names(), ", "));
-  if (c.data.starts_with("text:")) g->input_kind = recipes::InputKind::kTokens;
+  if (c.data.starts_with("text:") || c.data.starts_with("tokens:"))
+    g->input_kind = recipes::InputKind::kTokens;
   return *g;
 }
 

@@ -6,14 +6,17 @@ Status load_train_data(const TrainConfig& c, Dataset* train, Dataset* heldout, i
   auto graph = model_graph(c);
   if (!graph) return graph.error();
   const recipes::Shape& shape = graph->input;
-  const bool text = c.data.starts_with("text:");
+  // Sources that hold out their own part (the last share of a file or shards, a val/ folder, a
+  // share of the images picked by the seed) rather than a share split off after loading.
+  const bool own_heldout = c.data.starts_with("text:") || c.data.starts_with("imagefolder:") ||
+                           c.data.starts_with("tokens:");
   const int64_t size = train_size >= 0 ? train_size : c.train_size;
   auto t = load_dataset(c.data, true, size, c.seed, shape, c.classes, c.heldout_split);
   if (!t) return t.error();
   *train = std::move(*t);
   if (heldout == nullptr) return ok_status();
   *heldout = Dataset{};
-  if (text) {  // the file's last share, never overlapping the training windows
+  if (own_heldout) {  // e.g. a text file's last share, never overlapping the training windows
     auto h = load_dataset(c.data, false, 0, c.seed, shape, c.classes, c.heldout_split);
     if (!h) return h.error();
     *heldout = std::move(*h);

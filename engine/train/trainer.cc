@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "comm/allreduce.h"
+#include "common/env.h"
 #include "common/log.h"
 #include "engine/io/safetensors.h"
 #include "engine/ops/loss.h"
@@ -76,6 +77,17 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& config,
   if (!sampler) return sampler.error();
   t->sampler_ = std::make_unique<Sampler>(std::move(*sampler));
   const int local_max = t->sampler_->count(0);
+  if (train.streamed() || (heldout && heldout->streamed())) {
+    // A pipeline's first stage reads the inputs, its last the labels.
+    LoaderOptions lo;
+    lo.threads = std::max(1, std::atoi(env::get(env::kLoaderThreads).c_str()));
+    lo.depth = std::max(1, std::atoi(env::get(env::kLoaderPrefetch).c_str()));
+    lo.seed = config.seed;
+    lo.inputs = !pipe || pipe->first();
+    lo.labels = !pipe || pipe->last();
+    lo.end_step = config.steps;
+    t->loader_ = std::make_unique<BatchLoader>(train, *t->sampler_, lo);
+  }
   // Evaluation runs in chunks of the training batch: no extra activation memory. With
   // micro-batches the model holds one chunk.
   const int chunk_max = (local_max + config.microbatches - 1) / config.microbatches;
@@ -311,11 +323,18 @@ Result<double> Trainer::step(bool want_loss) {
   labels_.resize(static_cast<size_t>(B * lw));
   // A pipeline's first stage reads the inputs, its last the labels.
   const bool inputs = !pipe_ || pipe_->first(), labels = !pipe_ || pipe_->last();
-  for (int i = 0; i < B; ++i) {
-    if (inputs) std::memcpy(input_.data() + i * sz, train_->image(indices_[i]), sizeof(float) * sz);
-    if (labels)
-      std::memcpy(labels_.data() + i * lw, train_->label(indices_[i]), sizeof(int32_t) * lw);
+  if (train_->streamed()) {
+    DLTUNE_TRY(
+        loader_->next(step_, inputs ? input_.data() : nullptr, labels ? labels_.data() : nullptr));
+  } else {
+    for (int i = 0; i < B; ++i) {
+      if (inputs)
+        std::memcpy(input_.data() + i * sz, train_->image(indices_[i]), sizeof(float) * sz);
+      if (labels)
+        std::memcpy(labels_.data() + i * lw, train_->label(indices_[i]), sizeof(int32_t) * lw);
+    }
   }
+  const auto t_data = Clock::now();  // the batch is in place: computation starts
   // Dropout masks: per rank, or (micro-batches) per rank and chunk (compute_cpu()); pipelines
   // per replica and micro-batch (compute_pipeline()).
   const uint64_t step_seed = Rng::mix(config_.seed, static_cast<uint64_t>(step_));
@@ -349,7 +368,8 @@ Result<double> Trainer::step(bool want_loss) {
   const auto t4 = Clock::now();
   if (traced) {
     if (!pipe_) {  // a pipeline traced each micro-batch's passes
-      trace_->complete("forward", kTraceCompute, t0, tf, step_);
+      if (train_->streamed()) trace_->complete("wait for data", kTraceCompute, t0, t_data, step_);
+      trace_->complete("forward", kTraceCompute, t_data, tf, step_);
       trace_->complete("backward", kTraceCompute, tf, t1, step_);
     }
     if (grad_comm_) {
@@ -371,10 +391,11 @@ Result<double> Trainer::step(bool want_loss) {
                       mean,
                       lr,
                       global_batch_ / step_s,
-                      std::chrono::duration<double>(t1 - t0).count(),
+                      std::chrono::duration<double>(t1 - t_data).count(),
                       std::chrono::duration<double>(t2 - t1).count(),
                       step_s,
-                      global_batch_};
+                      global_batch_,
+                      std::chrono::duration<double>(t_data - t0).count()};
   ++step_;
   return mean;
 }

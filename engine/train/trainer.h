@@ -41,6 +41,7 @@
 #include "comm/nccl_communicator.h"
 #include "common/result.h"
 #include "engine/data/dataset.h"
+#include "engine/data/loader.h"
 #include "engine/data/sampler.h"
 #include "engine/graph/model.h"
 #include "engine/graph/rng.h"
@@ -88,10 +89,11 @@ class Trainer {
   // scalar allreduce), else this rank's local mean loss. Errors: communication failures.
   Result<double> step(bool want_loss = true);
   // Frees the host model's activations and scratch until the next step allocates them again
-  // (Model::release()); for the recipe tuner, which keeps a trainer per candidate and steps one
-  // at a time. No-op on the GPU.
+  // (Model::release()), and a data loader's batches read ahead; for the recipe tuner, which
+  // keeps a trainer per candidate and steps one at a time. The GPU model keeps its memory.
   void release_scratch() {
     if (!gpu_) model_->release();
+    if (loader_) loader_->release();
   }
   // Regroups the gradients into buckets of ~bucket_bytes and sets overlap, as if the trainer
   // had been created with them; the model, optimizer state and step count are kept. Between
@@ -149,6 +151,10 @@ class Trainer {
   double pipeline_schedule_seconds() const;
   // Timing of the last step.
   const StepMetrics& last() const { return last_; }
+  // Datasets read on demand (Dataset::reader): the loader that reads the training batches
+  // ahead of the steps and the held-out samples (DLTUNE_LOADER_THREADS threads,
+  // DLTUNE_LOADER_PREFETCH batches ahead); null for data in memory.
+  const BatchLoader* loader() const { return loader_.get(); }
 
  private:
   struct Gpu;  // trainer_gpu.cc
@@ -178,6 +184,9 @@ class Trainer {
   // Pipelines (pipeline_io.cc): held-out evaluation through the stages; the whole model's
   // checkpoint gathered to / read back from the layout-independent format.
   Result<EvalMetrics> evaluate_pipeline();
+  // Held-out samples [first, first + b) into x (b, sample) and y (b, label_width), either null:
+  // copied, or read by the loader. Errors: the reader's.
+  Status read_heldout(int64_t first, int b, float* x, int32_t* y);
   Status save_pipeline(const std::string& path) const;
   Status resume_pipeline(const std::string& path);
   // The checkpoint's fields but the tensors; whether a loaded checkpoint fits this run (the
@@ -230,6 +239,8 @@ class Trainer {
   std::unique_ptr<Model> model_;
   std::unique_ptr<Optimizer> opt_;
   std::unique_ptr<Sampler> sampler_;
+  std::unique_ptr<BatchLoader> loader_;  // datasets read on demand
+  std::vector<int32_t> eval_labels_;     // a chunk of held-out labels read by the loader
   comm::SharedBuffer shared_grads_;
   std::vector<Bucket> buckets_;
   std::vector<int> bucket_of_;    // per parameter tensor: its bucket

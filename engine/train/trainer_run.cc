@@ -25,18 +25,21 @@ Result<EvalMetrics> Trainer::evaluate() {
   const int64_t sz = heldout_->sample_numel(), lw = heldout_->label_width;
   double sums[2] = {0.0, 0.0};
   const int chunk = model_->max_batch();
+  eval_labels_.resize(heldout_->streamed() ? static_cast<size_t>(chunk * lw) : 0);
   for (int64_t i = lo; i < hi; i += chunk) {
     const int b = static_cast<int>(std::min<int64_t>(chunk, hi - i));
     const float* logits = nullptr;
+    const float* x = heldout_->streamed() ? input_.data() : heldout_->image(i);
+    const int32_t* y = heldout_->streamed() ? eval_labels_.data() : heldout_->label(i);
+    if (heldout_->streamed()) DLTUNE_TRY(read_heldout(i, b, input_.data(), eval_labels_.data()));
     if (gpu_) {
-      auto l = eval_logits_gpu(heldout_->image(i), b);
+      auto l = eval_logits_gpu(x, b);
       if (!l) return l.error().wrap("evaluating at step " + std::to_string(step_));
       logits = *l;
     } else {
-      std::memcpy(input_.data(), heldout_->image(i), sizeof(float) * b * sz);
+      if (x != input_.data()) std::memcpy(input_.data(), x, sizeof(float) * b * sz);
       logits = model_->forward(input_.data(), b, false);
     }
-    const int32_t* y = heldout_->label(i);
     const auto rows = static_cast<int>(b * lw);
     sums[0] += count_correct(logits, y, rows, classes_);
     sums[1] += softmax_cross_entropy(logits, y, rows, classes_, 1.0f, nullptr);
@@ -45,6 +48,11 @@ Result<EvalMetrics> Trainer::evaluate() {
   em.accuracy = sums[0] / static_cast<double>(n * lw);
   em.loss = sums[1] / static_cast<double>(n * lw);
   return em;
+}
+
+Status Trainer::read_heldout(int64_t first, int b, float* x, int32_t* y) {
+  if (heldout_->streamed() && loader_) return loader_->read(*heldout_, first, b, x, y);
+  return read_samples(*heldout_, first, b, x, y);
 }
 
 Checkpoint Trainer::checkpoint_header() const {
@@ -145,7 +153,7 @@ Result<TrainSummary> Trainer::run(MetricsWriter& metrics) {
     }
     if (log) {
       sum.final_loss = *loss;
-      if (rank() == 0) metrics.write(to_json_line(last_));
+      if (rank() == 0) metrics.write(last_);
       // The global loss: every rank sees the same value and stops here alike, before a
       // checkpoint of the ruined parameters could replace the last good one.
       if (!std::isfinite(*loss)) {
@@ -165,7 +173,7 @@ Result<TrainSummary> Trainer::run(MetricsWriter& metrics) {
       trace_->complete("eval", kTraceCompute, e0, std::chrono::steady_clock::now(), step_);
       sum.heldout_accuracy = em->accuracy;
       sum.heldout_loss = em->loss;
-      if (rank() == 0) metrics.write(to_json_line(*em));
+      if (rank() == 0) metrics.write(*em);
       DLTUNE_LOG(kInfo, "engine") << "step " << step_ << " held-out accuracy " << em->accuracy;
     }
     if (!config_.checkpoint_path.empty() && config_.checkpoint_every > 0 &&

@@ -162,7 +162,9 @@ Status train(const Options& o) {
   if (!trainer) return trainer.error();
   say("running the first step (not timed: it warms the caches)");
   if (!o.resume.empty()) DLTUNE_TRY((*trainer)->resume(o.resume));
-  auto metrics = MetricsWriter::open((*trainer)->rank() == 0 ? cfg->metrics_path : "");
+  // Rank 0's metrics, and the same scalars as TensorBoard events (metrics.h says where).
+  auto metrics = MetricsWriter::open((*trainer)->rank() == 0 ? cfg->metrics_path : "",
+                                     /*tensorboard=*/true);
   if (!metrics) return metrics.error();
   install_stop_handlers();
   (*trainer)->set_stop_source(&g_stop_signal);

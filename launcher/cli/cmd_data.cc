@@ -48,7 +48,11 @@ int run_data_check(const DataOptions& o) {
   if (o.json) {
     nlohmann::json files = nlohmann::json::array();
     for (const auto& f : d.files) {
-      files.push_back({{"name", f.name}, {"path", f.path}, {"ok", f.ok}, {"detail", f.detail}});
+      files.push_back({{"name", f.name},
+                       {"path", f.path},
+                       {"ok", f.ok},
+                       {"warn", f.warn},
+                       {"detail", f.detail}});
     }
     std::printf("%s\n", nlohmann::json{{"recipe", parsed.recipe.name},
                                        {"kind", d.kind},
@@ -64,7 +68,11 @@ int run_data_check(const DataOptions& o) {
   std::printf("%s data of recipe '%s'%s\n", d.kind.c_str(), parsed.recipe.name.c_str(),
               d.path.empty() ? "" : (" in " + d.path).c_str());
   for (const auto& f : d.files) {
-    std::printf("  %-4s %-28s %s\n", f.ok ? "ok" : "BAD", f.name.c_str(), f.detail.c_str());
+    std::printf("  %-4s %-28s %s\n",
+                !f.ok    ? "BAD"
+                : f.warn ? "warn"
+                         : "ok",
+                f.name.c_str(), f.detail.c_str());
   }
   std::printf("%s\n", d.summary.c_str());
   if (!d.fetch.empty()) std::printf("to get it: %s\n", d.fetch.c_str());

@@ -4,7 +4,10 @@
 // dimensions, CIFAR-10's record layout) and its labels in range; archives found beside the
 // files (train-images-idx3-ubyte.gz, cifar-10-binary.tar.gz) are checked against the MD5 sums
 // their publishers list. Text data: the file, its size against the context, its samples and
-// its byte entropy. Synthetic kinds need no files.
+// its byte entropy. Image folders (data_check_real.cc): every image read and decoded (on all
+// cores), counts per class, the files that cannot be read or are not images, the images smaller
+// than the model's crops. Token shards: every shard's header and size, its token ids within
+// GPT-2's vocabulary, the samples each part gives. Synthetic kinds need no files.
 #pragma once
 
 #include <string>
@@ -19,6 +22,7 @@ struct FileCheck {
   std::string path;
   bool ok = false;
   std::string detail;  // what was found ("60000 images of 28 x 28, labels 0-9") or what is wrong
+  bool warn = false;   // ok, but worth a look (an image smaller than the crops)
 };
 
 struct DataCheck {
@@ -38,5 +42,8 @@ DataCheck check_data(const recipes::DataConfig& data);
 FileCheck check_idx(const std::string& path, bool images, uint64_t expect_bytes);
 // Checks one CIFAR-10 binary batch: records of 1 label byte (0-9) + 3072 pixel bytes.
 FileCheck check_cifar_batch(const std::string& path, uint64_t expect_bytes);
+// imagefolder and tokens data (data_check_real.cc); check_data() calls them.
+DataCheck check_imagefolder(const recipes::DataConfig& data);
+DataCheck check_tokens(const recipes::DataConfig& data);
 
 }  // namespace dltune::launcher
