@@ -8,6 +8,7 @@
 //     plan.json            the Plan (recipes/plan.h) the ranks executed
 //     launch.json          how it was launched: ranks, nodes, backend, the exact command
 //     metrics.jsonl        rank 0's step / eval events (engine/train/metrics.h)
+//     tb/                  the same as TensorBoard event files (engine/train/tensorboard.h)
 //     checkpoints/         the training checkpoint (checkpoint.bin)
 //     trace.json           Chrome trace of compute and communication per rank
 //     worker_summary.json  rank 0's own summary of the training run
