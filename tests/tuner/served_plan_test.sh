@@ -65,7 +65,7 @@ report "DLTUNE_SITE_DB=x.db (user_version -1) dltune launch quickstart --dry-run
 # ---- The key a launch of quickstart looks up on this machine: a collective plan stored by a
 # short `tune --collectives` carries the fingerprint, family and versions; the recipe
 # signature comes from `recipe show --signature`.
-expect_rc 0 120 "$dltune" tune --collectives -n 2 --budget 2 --min-bytes 4 --max-bytes 4KiB
+expect_rc 0 120 "$dltune" tune --collectives -n 2 --budget 20 --min-bytes 4 --max-bytes 4KiB
 sig=$("$dltune" recipe show quickstart --signature)
 [ -n "$sig" ] || fail "no recipe signature"
 # plant PLAN_JSON SIGNED_BY: the quickstart's plan row, as an import (or another program) left it.
