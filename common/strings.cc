@@ -58,45 +58,96 @@ Result<int64_t> parse_int(std::string_view s) {
   return v;
 }
 
+namespace {
+
+// Decodes the UTF-8 sequence at s[i]: its code point and length, or 0 when it is not
+// well-formed UTF-8 (a continuation byte first, an overlong form, a surrogate, a code point
+// past U+10FFFF, a sequence cut short).
+size_t decode_utf8(std::string_view s, size_t i, uint32_t* cp) {
+  const auto c = static_cast<unsigned char>(s[i]);
+  size_t n = 0;
+  if (c < 0x80) {
+    *cp = c;
+    return 1;
+  } else if (c >= 0xC2 && c <= 0xDF) {
+    n = 1;
+    *cp = c & 0x1F;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    n = 2;
+    *cp = c & 0x0F;
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    n = 3;
+    *cp = c & 0x07;
+  } else {
+    return 0;  // a continuation byte first, an overlong lead (C0, C1) or beyond U+10FFFF
+  }
+  for (size_t k = 1; k <= n; ++k) {
+    if (i + k >= s.size()) return 0;
+    const auto d = static_cast<unsigned char>(s[i + k]);
+    if ((d & 0xC0) != 0x80) return 0;
+    *cp = (*cp << 6) | (d & 0x3F);
+  }
+  // Overlong forms, UTF-16 surrogates and code points past U+10FFFF are not UTF-8.
+  if ((n == 2 && *cp < 0x800) || (n == 3 && *cp < 0x10000) || *cp > 0x10FFFF ||
+      (*cp >= 0xD800 && *cp <= 0xDFFF)) {
+    return 0;
+  }
+  return n + 1;
+}
+
+bool is_control(uint32_t cp, std::string_view allow) {
+  if (cp < 0x20) return allow.find(static_cast<char>(cp)) == std::string_view::npos;
+  return cp == 0x7F || (cp >= 0x80 && cp <= 0x9F) || (cp >= 0x202A && cp <= 0x202E) ||
+         (cp >= 0x2066 && cp <= 0x2069);
+}
+
+}  // namespace
+
 bool valid_utf8(std::string_view s, size_t* bad_offset) {
-  size_t i = 0;
-  const auto fail = [&] {
-    if (bad_offset != nullptr) *bad_offset = i;
-    return false;
-  };
-  while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    size_t n = 0;
+  for (size_t i = 0; i < s.size();) {
     uint32_t cp = 0;
-    if (c < 0x80) {
-      ++i;
-      continue;
-    } else if (c >= 0xC2 && c <= 0xDF) {
-      n = 1;
-      cp = c & 0x1F;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-      n = 2;
-      cp = c & 0x0F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      n = 3;
-      cp = c & 0x07;
-    } else {
-      return fail();  // a continuation byte first, an overlong lead (C0, C1) or beyond U+10FFFF
+    const size_t n = decode_utf8(s, i, &cp);
+    if (n == 0) {
+      if (bad_offset != nullptr) *bad_offset = i;
+      return false;
     }
-    for (size_t k = 1; k <= n; ++k) {
-      if (i + k >= s.size()) return fail();
-      const auto d = static_cast<unsigned char>(s[i + k]);
-      if ((d & 0xC0) != 0x80) return fail();
-      cp = (cp << 6) | (d & 0x3F);
-    }
-    // Overlong forms, UTF-16 surrogates and code points past U+10FFFF are not UTF-8.
-    if ((n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) || cp > 0x10FFFF ||
-        (cp >= 0xD800 && cp <= 0xDFFF)) {
-      return fail();
-    }
-    i += n + 1;
+    i += n;
   }
   return true;
+}
+
+size_t find_control(std::string_view s, std::string_view allow) {
+  for (size_t i = 0; i < s.size();) {
+    uint32_t cp = 0;
+    const size_t n = decode_utf8(s, i, &cp);
+    if (n == 0 || is_control(cp, allow)) return i;
+    i += n;
+  }
+  return std::string_view::npos;
+}
+
+std::string printable(std::string_view s, std::string_view keep) {
+  static const char* kHex = "0123456789abcdef";
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    uint32_t cp = 0;
+    size_t n = decode_utf8(s, i, &cp);
+    const bool bad = n == 0 || is_control(cp, keep);
+    if (n == 0) n = 1;  // a byte that is not UTF-8: escaped alone
+    if (!bad) {
+      out.append(s.substr(i, n));
+    } else {
+      for (size_t k = 0; k < n; ++k) {
+        const auto b = static_cast<unsigned char>(s[i + k]);
+        out += "\\x";
+        out += kHex[b >> 4];
+        out += kHex[b & 0xf];
+      }
+    }
+    i += n;
+  }
+  return out;
 }
 
 Result<uint64_t> parse_bytes(std::string_view s) {

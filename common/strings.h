@@ -31,6 +31,16 @@ Result<int64_t> parse_int(std::string_view s);
 // U+10FFFF). Otherwise false, with *bad_offset (when not null) the offset of the first byte of
 // the bad sequence.
 bool valid_utf8(std::string_view s, size_t* bad_offset = nullptr);
+// The offset of the first thing in `s` that a terminal would act on instead of showing, npos
+// when there is none: a C0 control character (U+0000-U+001F, NUL, ESC, BEL, CR ... ; those in
+// `allow`, e.g. "\t\n", excepted), DEL, a C1 control (U+0080-U+009F, as UTF-8 or as a raw
+// byte), a bidirectional override or isolate (U+202A-U+202E, U+2066-U+2069), or a byte that is
+// not part of well-formed UTF-8. Text from a database, bundle or plan must have none.
+size_t find_control(std::string_view s, std::string_view allow = "");
+// `s` made safe to print to a terminal: each byte of everything find_control() finds (with
+// `keep` allowed) written as "\xHH", the rest unchanged. Defence in depth for whatever a file
+// someone else wrote puts on the screen.
+std::string printable(std::string_view s, std::string_view keep = "\n");
 // Edit distance, for "did you mean" suggestions.
 size_t edit_distance(std::string_view a, std::string_view b);
 

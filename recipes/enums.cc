@@ -1,5 +1,6 @@
 #include "recipes/enums.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <utility>
@@ -64,7 +65,9 @@ std::optional<LrScaling> parse_lr_scaling(std::string_view s) { return value_of(
 double lr_scale_for(LrScaling s, int64_t global, int64_t reference) {
   if (s == LrScaling::kNone || global <= 0 || reference <= 0) return 1.0;
   const double ratio = static_cast<double>(global) / static_cast<double>(reference);
-  return s == LrScaling::kSqrt ? std::sqrt(ratio) : ratio;
+  // kMinLrReferenceBatch (plan.h): a plan never scales lr beyond global / 2.
+  const double cap = std::max(1.0, static_cast<double>(global) / 2.0);
+  return std::min(cap, s == LrScaling::kSqrt ? std::sqrt(ratio) : ratio);
 }
 
 }  // namespace dltune::recipes

@@ -46,7 +46,14 @@ enum class LrScaling { kAuto, kLinear, kSqrt, kNone };
 
 std::string_view lr_scaling_name(LrScaling s);  // "auto", "linear", "sqrt", "none"
 std::optional<LrScaling> parse_lr_scaling(std::string_view s);
-// The factor rule `s` (auto: linear) gives lr at global batch `global` for reference `reference`.
+// The factor rule `s` (auto: linear) gives lr at global batch `global` for reference `reference`,
+// never more than max(1, global / 2): a reference batch below 2 samples (lr_reference_batch 1,
+// or a per-rank batch of 1 scaled to many ranks) counts as 2, so that every factor the rule
+// gives passes check_plan_plausible (plan.h, kMinLrReferenceBatch).
 double lr_scale_for(LrScaling s, int64_t global, int64_t reference);
+
+// The longest tuning budget a recipe (tune.budget) or the command line (--budget) may give: 11.6
+// days, far beyond any sensible tuning and far below what overflows a deadline.
+inline constexpr double kMaxTuneBudgetSeconds = 1e6;
 
 }  // namespace dltune::recipes

@@ -3,7 +3,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <set>
+
+#include "common/strings.h"
 
 namespace dltune::recipes {
 namespace {
@@ -51,7 +54,9 @@ Status validate_parallel(const Plan& plan) {
     return invalid_input("parallel.partition: " + std::to_string(p.partition.size()) +
                          " first nodes for " + std::to_string(p.stages) +
                          " stages; give one per stage");
-  if (p.microbatches < 1 || p.microbatches > plan.training.per_rank_batch)
+  // A per-rank batch below 1 is validate_training's to name, not the micro-batches'.
+  if (p.microbatches < 1 ||
+      (plan.training.per_rank_batch >= 1 && p.microbatches > plan.training.per_rank_batch))
     return invalid_input("parallel.microbatches: " + std::to_string(p.microbatches) +
                          " must be in 1..per_rank_batch (" +
                          std::to_string(plan.training.per_rank_batch) + ")");
@@ -192,61 +197,124 @@ Status validate_plan(const Plan& plan) {
   return ok_status();
 }
 
-Status check_plan_plausible(const Plan& plan) {
-  const auto beyond = [](const std::string& field, const std::string& got,
-                         const std::string& bound) {
-    return invalid_input(field + ": " + got + " is not plausible (" + bound + ")");
-  };
-  if (plan.job.nodes > 100000 || plan.job.ranks_per_node > 4096)
-    return beyond("job",
-                  std::to_string(plan.job.nodes) + "x" + std::to_string(plan.job.ranks_per_node),
-                  "at most 100000 nodes of 4096 ranks");
+namespace {
+
+Error implausible(const std::string& field, const std::string& got, const std::string& bound) {
+  return invalid_input(field + ": " + got + " is not plausible (" + bound + ")");
+}
+
+std::string num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+Status plausible_training(const Plan& plan) {
   const TrainingPlan& t = plan.training;
   if (t.per_rank_batch > kMaxPlanPerRankBatch)
-    return beyond("training.per_rank_batch", std::to_string(t.per_rank_batch),
-                  "at most " + std::to_string(kMaxPlanPerRankBatch));
+    return implausible("training.per_rank_batch", std::to_string(t.per_rank_batch),
+                       "at most " + std::to_string(kMaxPlanPerRankBatch));
   if (t.global_batch > kMaxPlanGlobalBatch)
-    return beyond("training.global_batch", std::to_string(t.global_batch),
-                  "at most " + std::to_string(kMaxPlanGlobalBatch));
-  if (!std::isfinite(t.lr_scale) ||
-      t.lr_scale > static_cast<double>(std::max<int64_t>(1, t.global_batch)))
-    return beyond("training.lr_scale", std::to_string(t.lr_scale),
-                  "a finite factor no larger than the global batch");
+    return implausible("training.global_batch", std::to_string(t.global_batch),
+                       "at most " + std::to_string(kMaxPlanGlobalBatch));
+  const double lr_max = std::max(
+      1.0, static_cast<double>(t.global_batch) / static_cast<double>(kMinLrReferenceBatch));
+  if (!std::isfinite(t.lr_scale) || t.lr_scale > lr_max)
+    return implausible("training.lr_scale", num(t.lr_scale),
+                       "at most " + num(lr_max) + " at global batch " +
+                           std::to_string(t.global_batch) +
+                           ": a learning rate meant for at least " +
+                           std::to_string(kMinLrReferenceBatch) + " samples, scaled linearly");
   if (t.warmup_steps > kMaxPlanWarmupSteps)
-    return beyond("training.warmup_steps", std::to_string(t.warmup_steps),
-                  "at most " + std::to_string(kMaxPlanWarmupSteps));
-  if (t.bucket_bytes > kMaxPlanBucketBytes)
-    return beyond("training.bucket_bytes", u64(t.bucket_bytes), "at most 16 GiB");
-  for (const auto& [c, ranges] : plan.collectives) {
-    const std::string name = "collectives." + std::string(collective_name(c));
-    if (ranges.size() > kMaxPlanRanges)
-      return beyond(name, std::to_string(ranges.size()) + " ranges", "at most 64");
-    for (size_t i = 0; i < ranges.size(); ++i)
-      if (ranges[i].segment_bytes > kMaxPlanBucketBytes)
-        return beyond(name + "[" + std::to_string(i) + "].segment_bytes",
-                      u64(ranges[i].segment_bytes), "at most 16 GiB");
-  }
+    return implausible("training.warmup_steps", std::to_string(t.warmup_steps),
+                       "at most " + std::to_string(kMaxPlanWarmupSteps));
+  if (t.bucket_bytes < kMinPlanBucketBytes || t.bucket_bytes > kMaxPlanBucketBytes)
+    return implausible("training.bucket_bytes", strings::format_bytes(t.bucket_bytes),
+                       "1 KiB to 4 GiB, as a recipe's comm.bucket");
+  return ok_status();
+}
+
+Status plausible_placement(const Plan& plan) {
   for (size_t i = 0; i < plan.placement.size(); ++i) {
     const RankPlacement& p = plan.placement[i];
     const std::string at = "placement[" + std::to_string(i) + "]";
     if (p.cpus.size() > (size_t{1} << 16))
-      return beyond(at + ".cpus", std::to_string(p.cpus.size()) + " CPUs", "at most 65536");
+      return implausible(at + ".cpus", std::to_string(p.cpus.size()) + " CPUs", "at most 65536");
     for (int cpu : p.cpus)
-      if (cpu >= (1 << 20)) return beyond(at + ".cpus", std::to_string(cpu), "below 2^20");
-    if (p.gpu >= 4096) return beyond(at + ".gpu", std::to_string(p.gpu), "below 4096");
+      if (cpu >= (1 << 20)) return implausible(at + ".cpus", std::to_string(cpu), "below 2^20");
+    if (p.gpu >= 4096) return implausible(at + ".gpu", std::to_string(p.gpu), "below 4096");
     if (p.nic.size() > 64)
-      return beyond(at + ".nic", "a name of " + u64(p.nic.size()) + " bytes", "at most 64");
+      return implausible(at + ".nic", "a name of " + u64(p.nic.size()) + " bytes", "at most 64");
     for (char ch : p.nic)
       if (static_cast<unsigned char>(ch) < 0x21 || static_cast<unsigned char>(ch) > 0x7e)
         return invalid_input(at + ".nic: only printable characters without spaces");
   }
+  return ok_status();
+}
+
+// The provenance: figures finite and non-negative, text bounded (parse_plan refuses control
+// characters in it), the budget within what a recipe or --budget may give.
+Status plausible_provenance(const Plan& plan) {
   const Provenance& pv = plan.provenance;
-  if (pv.reason.size() > 4096)
-    return beyond("provenance.reason", u64(pv.reason.size()) + " bytes", "at most 4096");
-  for (double v : {pv.predicted_sps, pv.measured_sps})
+  for (const auto& [field, text] :
+       {std::pair<const char*, const std::string*>{"provenance.reason", &pv.reason},
+        {"provenance.recipe", &pv.recipe},
+        {"provenance.budget.cut", &pv.budget_cut},
+        {"parallel.reason", &plan.parallel.reason}}) {
+    if (text->size() > kMaxPlanTextBytes)
+      return implausible(field, u64(text->size()) + " bytes", "at most 4096");
+  }
+  for (double v :
+       {pv.predicted_sps, pv.measured_sps, plan.parallel.predicted_sps, plan.parallel.measured_sps})
     if (!std::isfinite(v) || v < 0)
       return invalid_input("provenance: predicted_sps and measured_sps must be finite and >= 0");
+  for (const auto& [field, v] : {std::pair<const char*, double>{"provenance.regret", pv.regret},
+                                 {"provenance.collective_regret", pv.collective_regret}}) {
+    if (!std::isfinite(v) || (v < 0 && v != -1))
+      return implausible(field, num(v), "a share of at least 0, or unknown");
+  }
+  if (!(pv.budget_s >= 0) || pv.budget_s > kMaxTuneBudgetSeconds)
+    return implausible("provenance.budget.budget_s", num(pv.budget_s),
+                       "0 to " + num(kMaxTuneBudgetSeconds) + " seconds, as tune.budget");
+  if (!(pv.tuning_s >= 0) || pv.tuning_s > 10 * kMaxTuneBudgetSeconds)
+    return implausible("provenance.budget.tuning_s", num(pv.tuning_s),
+                       "a non-negative number of seconds");
+  if (pv.confidence) {
+    const Confidence& c = *pv.confidence;
+    if (c.rival.size() > kMaxPlanTextBytes)
+      return implausible("provenance.confidence.rival", u64(c.rival.size()) + " bytes",
+                         "at most 4096");
+    for (double v : {c.ratio, c.lo, c.hi})
+      if (!std::isfinite(v) || v < 0)
+        return invalid_input(
+            "provenance.confidence: ratio, lo and hi must be finite and non-negative");
+    if (c.hi > 0 && c.lo > c.hi)
+      return implausible("provenance.confidence.lo", num(c.lo), "at most hi, " + num(c.hi));
+    if (c.rounds < 0 || c.rounds > 1000000)
+      return implausible("provenance.confidence.rounds", std::to_string(c.rounds), "0 to 1000000");
+  }
   return ok_status();
+}
+
+}  // namespace
+
+Status check_plan_plausible(const Plan& plan) {
+  if (plan.job.nodes > 100000 || plan.job.ranks_per_node > 4096)
+    return implausible(
+        "job", std::to_string(plan.job.nodes) + "x" + std::to_string(plan.job.ranks_per_node),
+        "at most 100000 nodes of 4096 ranks");
+  DLTUNE_TRY(plausible_training(plan));
+  for (const auto& [c, ranges] : plan.collectives) {
+    const std::string name = "collectives." + std::string(collective_name(c));
+    if (ranges.size() > kMaxPlanRanges)
+      return implausible(name, std::to_string(ranges.size()) + " ranges", "at most 64");
+    for (size_t i = 0; i < ranges.size(); ++i)
+      if (ranges[i].segment_bytes > kMaxPlanBucketBytes)
+        return implausible(name + "[" + std::to_string(i) + "].segment_bytes",
+                           u64(ranges[i].segment_bytes), "at most 4 GiB");
+  }
+  DLTUNE_TRY(plausible_placement(plan));
+  return plausible_provenance(plan);
 }
 
 Plan default_plan(int nodes, int ranks_per_node, int64_t per_rank_batch, Algorithm algo) {

@@ -200,16 +200,30 @@ inline constexpr int64_t kMaxPlanPerRankBatch = int64_t{1} << 20;
 inline constexpr int64_t kMaxPlanGlobalBatch = int64_t{1} << 30;
 inline constexpr int64_t kMaxPlanRanks = int64_t{1} << 20;
 inline constexpr int64_t kMaxPlanWarmupSteps = 10000000;
-inline constexpr uint64_t kMaxPlanBucketBytes = uint64_t{16} << 30;
+// A gradient bucket holds at least 1 KiB (the recipe's comm.bucket minimum) and at most 4 GiB
+// (1,000 times what data-parallel frameworks default to); the same bounds hold for a recipe's
+// comm.bucket, and the tuner's one-bucket candidate stays within them.
+inline constexpr uint64_t kMinPlanBucketBytes = 1024;
+inline constexpr uint64_t kMaxPlanBucketBytes = uint64_t{4} << 30;
 inline constexpr size_t kMaxPlanRanges = 64;
+// The smallest batch a learning rate may be meant for (lr_reference_batch): linear scaling
+// never multiplies the lr by more than global batch / 2 (lr_scale_for caps it there), so a
+// plan's lr_scale is at most max(1, global_batch / kMinLrReferenceBatch).
+inline constexpr int64_t kMinLrReferenceBatch = 2;
+// The longest text a plan's free-text fields hold (reasons, the budget cut, the rival).
+inline constexpr size_t kMaxPlanTextBytes = 4096;
 
 // Ok when `plan` (valid per validate_plan) stays within the bounds above: job of at most
 // kMaxPlanRanks ranks (nodes <= 100000, ranks per node <= 4096); per-rank batch <= 2^20 and
-// global batch <= 2^30; lr_scale finite and at most the global batch (a reference batch of one
-// sample); warm-up <= 10^7 steps; bucket <= 16 GiB; at most 64 size ranges per collective with
+// global batch <= 2^30; lr_scale finite and at most max(1, global batch / kMinLrReferenceBatch);
+// warm-up <= 10^7 steps; bucket in [1 KiB, 4 GiB]; at most 64 size ranges per collective with
 // segments no larger than the bucket bound; placement CPUs < 2^20 (at most 2^16 per rank), GPU
-// index < 4096, NIC names of at most 64 printable bytes; a reason of at most 4096 bytes and
-// finite, non-negative figures. invalid_input naming the field and the bound otherwise.
+// index < 4096, NIC names of at most 64 printable bytes; free text of at most 4096 bytes
+// (parse_plan refuses control characters in it); finite, non-negative figures: throughputs,
+// regrets (-1: unknown), the budget (at most kMaxTuneBudgetSeconds) and the seconds tuning took,
+// the confidence's ratio and interval (lo <= hi when hi is known). invalid_input naming the
+// field and the bound otherwise. What a plan must be for a given recipe is plan_fit.h's
+// check_plan_for_recipe.
 Status check_plan_plausible(const Plan& plan);
 
 // The JSON above. Never fails (a plan that does not validate still serialises).

@@ -1,6 +1,8 @@
 #include "recipes/plan_fit.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 
 #include "recipes/datasets.h"
 
@@ -175,6 +177,58 @@ Status check_plan_for_recipe(const Recipe& recipe, const Plan& plan, int64_t ran
                    " stages is not the job's " + std::to_string(ranks) + " ranks");
   DLTUNE_TRY(check_batch(recipe, plan));
   return check_engine_settings(recipe, plan);
+}
+
+int64_t reference_per_rank_batch(const Recipe& r, int ranks) {
+  if (r.training.per_rank_batch > 0) return r.training.per_rank_batch;
+  if (r.training.global_batch > 0) {
+    return std::max<int64_t>(1, r.training.global_batch / std::max(1, ranks));
+  }
+  if (r.model.builtin == "cifar-cnn" || r.model.builtin == "alexnet") return 128;
+  return 64;
+}
+
+int64_t lr_reference_batch(const Recipe& r, int ranks) {
+  if (r.training.optimizer.lr_reference_batch > 0) return r.training.optimizer.lr_reference_batch;
+  if (r.training.global_batch > 0) return r.training.global_batch;
+  if (r.training.per_rank_batch > 0) {
+    const int64_t n = r.launch.ranks > 0 ? r.launch.ranks : ranks;
+    return r.training.per_rank_batch * n;
+  }
+  return reference_per_rank_batch(r, ranks) * ranks;
+}
+
+Status check_plan_lr_scale(const Recipe& recipe, int64_t ranks, const Plan& plan) {
+  const TrainingPlan& t = plan.training;
+  const OptimizerConfig& o = recipe.training.optimizer;
+  const int n = static_cast<int>(std::clamp<int64_t>(ranks, 1, kMaxPlanRanks));
+  // Every factor a dltune launch or tuner of this recipe can give at this global batch: the
+  // rule (auto: linear, then the tuner's sqrt fallback) from the tuner's reference batch and
+  // from the recipe's own (its default plan), and 1 (none, or lr kept unscaled).
+  std::vector<LrScaling> rules = {o.lr_scaling};
+  if (o.lr_scaling == LrScaling::kAuto) rules = {LrScaling::kLinear, LrScaling::kSqrt};
+  double lo = 1.0, hi = 1.0;
+  for (LrScaling rule : rules) {
+    for (int64_t ref : {lr_reference_batch(recipe, n), o.lr_reference_batch}) {
+      if (ref <= 0) continue;
+      const double f = lr_scale_for(rule, t.global_batch, ref);
+      lo = std::min(lo, f);
+      hi = std::max(hi, f);
+    }
+  }
+  constexpr double kRoundOff = 1e-9;  // a factor stored as JSON text reads back exactly; margin
+  if (std::isfinite(t.lr_scale) && t.lr_scale >= lo * (1 - kRoundOff) &&
+      t.lr_scale <= hi * (1 + kRoundOff)) {
+    return ok_status();
+  }
+  char buf[320];
+  std::snprintf(buf, sizeof buf,
+                "training.lr_scale: x%g is not what the recipe's lr rule gives at global batch "
+                "%lld (optimizer.lr_scaling %s from a reference batch of %lld: x%g to x%g)",
+                t.lr_scale, static_cast<long long>(t.global_batch),
+                std::string(lr_scaling_name(o.lr_scaling)).c_str(),
+                static_cast<long long>(lr_reference_batch(recipe, n)), lo, hi);
+  return invalid_input(buf);
 }
 
 }  // namespace dltune::recipes

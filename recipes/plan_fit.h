@@ -44,5 +44,22 @@ Plan recipe_default_plan(const Recipe& recipe, const JobShape& job);
 // (invalid_input) name the recipe key or the plan field: "recipe 'x': plan.parallel: 2
 // replicas x 1 stages is not the job's 4 ranks".
 Status check_plan_for_recipe(const Recipe& recipe, const Plan& plan, int64_t ranks);
+// The per-rank batch a search of `recipe` on `ranks` ranks centres on: the recipe's per-rank
+// batch, else its global batch / ranks, else the model's usual batch (64; cifar-cnn 128;
+// alexnet 128).
+int64_t reference_per_rank_batch(const Recipe& recipe, int ranks);
+// The global batch the recipe's lr is meant for: optimizer.lr_reference_batch, else the
+// recipe's own global batch (global_batch, or per_rank_batch x launch.ranks, defaulting to
+// `ranks`), else reference_per_rank_batch x ranks.
+int64_t lr_reference_batch(const Recipe& recipe, int ranks);
+
+// Whether a plan served from a database (already fitted: apply_fixed_settings) is one a launch
+// of `recipe` on `ranks` ranks may run, beyond check_plan_plausible's recipe-free bounds: its
+// lr_scale must lie within what the recipe's own lr rule gives at the plan's global batch:
+// optimizer.lr_scaling (auto: linear, or the tuner's fallbacks sqrt and none) from
+// lr_reference_batch(recipe, ranks) or from optimizer.lr_reference_batch, or 1 (the recipe's lr
+// unscaled). A plan from a bundle that scales lr by 1000 where the rule gives 1 is refused here
+// before any rank diverges. invalid_input naming the field, the value and the allowed range.
+Status check_plan_lr_scale(const Recipe& recipe, int64_t ranks, const Plan& plan);
 
 }  // namespace dltune::recipes

@@ -21,8 +21,20 @@ class Reader {
  public:
   bool ok() const { return !error_.has_value(); }
   Error error() const { return *error_; }
+  // The message goes to terminals and may quote the input (a key, an unknown name): whatever
+  // a terminal would act on is escaped (common/strings.h printable).
   void fail(const std::string& path, const std::string& message) {
-    if (!error_) error_ = invalid_input(path + ": " + message);
+    if (!error_) error_ = invalid_input(strings::printable(path + ": " + message, ""));
+  }
+
+  // Text from a database or bundle someone else wrote reaches terminals (the dry run's "why:",
+  // db show): no control characters, escape sequences or bytes that are not UTF-8.
+  bool text(const std::string& at, const std::string& v) {
+    const size_t bad = strings::find_control(v);
+    if (bad == std::string::npos) return true;
+    fail(at, "a control character or a byte that is not UTF-8 at byte " + std::to_string(bad) +
+                 "; plan text fields hold printable text only");
+    return false;
   }
 
   // `j` must be an object whose keys are all in `allowed` and include all of `required`.
@@ -51,6 +63,7 @@ class Reader {
         return fail(at, std::string("expected true or false, got ") + v.type_name());
     } else if constexpr (std::is_same_v<T, std::string>) {
       if (!v.is_string()) return fail(at, std::string("expected a string, got ") + v.type_name());
+      if (!text(at, v.get_ref<const std::string&>())) return;
     } else if constexpr (std::is_same_v<T, double>) {
       if (!v.is_number()) return fail(at, std::string("expected a number, got ") + v.type_name());
     } else if constexpr (std::is_unsigned_v<T>) {
@@ -163,6 +176,7 @@ void read_parallel(Reader& r, const json& j, ParallelLayout* p) {
     for (const json& n : names) {
       if (!n.is_string() || n.get<std::string>().empty() || n.get<std::string>().size() > 200)
         return r.fail("parallel.partition", "expected node names, got " + n.dump());
+      if (!r.text("parallel.partition", n.get<std::string>())) return;
       p->partition.push_back(n.get<std::string>());
     }
   }
@@ -231,6 +245,13 @@ void read_plan(Reader& r, const json& j, Plan* plan) {
   r.read(p, "recipe", "provenance", &pv.recipe);
   r.read(p, "regret", "provenance", &pv.regret);
   r.read(p, "collective_regret", "provenance", &pv.collective_regret);
+  // Absent means unknown (-1 in memory); a share that is there is never negative.
+  for (const auto& [key, value] : {std::pair<const char*, double>{"regret", pv.regret},
+                                   {"collective_regret", pv.collective_regret}}) {
+    if (r.ok() && p.contains(key) && !(value >= 0))
+      r.fail(std::string("provenance.") + key,
+             "expected a share >= 0 (leave it out when unknown), got " + p[key].dump());
+  }
   if (p.contains("confidence") &&
       r.object(p["confidence"], "provenance.confidence",
                {"rival", "ratio", "lo", "hi", "rounds", "significant"}, {"ratio"})) {

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "common/paths.h"
+#include "recipes/plan.h"
 #include "recipes/recipe_parse_internal.h"
 
 namespace dltune::recipes::internal {
@@ -181,7 +182,7 @@ void parse_comm(YamlReader& r, const YAML::Node& node, CommConfig* c) {
   std::string algo = "auto";
   if (r.get_choice(f, "allreduce", algos, &algo) && algo != "auto")
     c->allreduce = parse_algorithm(algo);
-  r.get_bytes_or_auto(f, "bucket", 1024, &c->bucket_bytes);
+  r.get_bytes_or_auto(f, "bucket", kMinPlanBucketBytes, kMaxPlanBucketBytes, &c->bucket_bytes);
   std::string overlap = "auto";
   if (r.get_choice(f, "overlap", {"auto", "on", "off", "true", "false"}, &overlap))
     c->overlap = overlap == "auto"                        ? Overlap::kAuto
@@ -192,7 +193,7 @@ void parse_comm(YamlReader& r, const YAML::Node& node, CommConfig* c) {
 void parse_tune(YamlReader& r, const YAML::Node& node, TuneConfig* t) {
   Fields f;
   if (!r.fields(node, "tune", {"budget", "objective", "target_accuracy"}, &f)) return;
-  r.get_number(f, "budget", 0, false, kInf, false, &t->budget_seconds);
+  r.get_number(f, "budget", 0, false, kMaxTuneBudgetSeconds, false, &t->budget_seconds);
   std::string objective = "throughput";
   if (r.get_choice(f, "objective", {"throughput", "time-to-accuracy"}, &objective))
     t->objective = objective == "throughput" ? Objective::kThroughput : Objective::kTimeToAccuracy;
@@ -212,7 +213,8 @@ void parse_launch(YamlReader& r, const YAML::Node& node, LaunchConfig* l) {
   r.get_int_or_auto(f, "ranks", &l->ranks);
   r.get_int_or_auto(f, "ranks_per_node", &l->ranks_per_node);
   r.get_choice(f, "binding", {"none", "core", "numa", "auto"}, &l->binding);
-  r.get_bytes_or_auto(f, "memory_per_rank", 1 << 20, &l->memory_per_rank);
+  r.get_bytes_or_auto(f, "memory_per_rank", 1 << 20, std::numeric_limits<uint64_t>::max(),
+                      &l->memory_per_rank);
 }
 
 }  // namespace dltune::recipes::internal

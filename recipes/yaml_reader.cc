@@ -19,7 +19,13 @@ constexpr int64_t kMaxInt = std::numeric_limits<int64_t>::max();
 constexpr int64_t kUnboundedFrom = std::numeric_limits<int32_t>::max();
 constexpr size_t kMaxStringBytes = 4096;
 
-bool is_quoted(const YAML::Node& v) { return v.IsScalar() && v.Tag() == "!"; }
+// A scalar written as text where a number is expected: quoted ("64", '64') or tagged as
+// anything but a number (`!!str 64`, `!foo 64`). It is an error there, never read as a number.
+bool is_quoted(const YAML::Node& v) {
+  if (!v.IsScalar()) return false;
+  const std::string& tag = v.Tag();
+  return tag != "?" && tag != "tag:yaml.org,2002:int" && tag != "tag:yaml.org,2002:float";
+}
 
 std::string fmt_number(double d) {
   char buf[64];
@@ -74,6 +80,13 @@ bool parse_signed(const std::string& s, int64_t* out) {
 
 // "got the string "64"; write numbers without quotes" when a number was quoted.
 std::string got(const YAML::Node& v, bool wants_number) {
+  if (wants_number && is_quoted(v) && v.Tag() != "!") {
+    // YAML's own tags as written: "tag:yaml.org,2002:str" is !!str.
+    std::string tag = v.Tag();
+    if (tag.starts_with("tag:yaml.org,2002:")) tag = "!!" + tag.substr(18);
+    return "got the string \"" + shown_scalar(v.Scalar()) + "\" (tagged " + shown_scalar(tag) +
+           "); write numbers without quotes or tags";
+  }
   if (wants_number && is_quoted(v))
     return "got the string \"" + shown_scalar(v.Scalar()) + "\"; write numbers without quotes";
   return describe_value(v);
@@ -212,6 +225,13 @@ bool YamlReader::scalar_string(const YAML::Node& v, const std::string& path, std
     report(v, path, "expected UTF-8 text of at most " + std::to_string(kMaxStringBytes) + " bytes");
     return false;
   }
+  // "\e[31m" in a double-quoted scalar is ESC: text reaches terminals (the dry run, the summary).
+  if (const size_t bad = strings::find_control(v.Scalar(), "\t\n"); bad != std::string::npos) {
+    report(v, path,
+           "a control character (such as ESC or NUL) at byte " + std::to_string(bad) +
+               "; recipe text is printable (tabs and newlines allowed)");
+    return false;
+  }
   *out = v.Scalar();
   return true;
 }
@@ -331,7 +351,7 @@ bool YamlReader::get_choice(const Fields& f, std::string_view key,
 }
 
 bool YamlReader::get_bytes_or_auto(const Fields& f, std::string_view key, uint64_t min,
-                                   uint64_t* out) {
+                                   uint64_t max, uint64_t* out) {
   const Fields::Entry* e = f.find(key);
   if (e == nullptr) return true;
   if (e->value.IsScalar() && e->value.Scalar() == "auto") {
@@ -346,6 +366,11 @@ bool YamlReader::get_bytes_or_auto(const Fields& f, std::string_view key, uint64
   }
   if (*bytes < min) {
     report(*e, "expected at least " + strings::format_bytes(min) + ", got " +
+                   strings::format_bytes(*bytes));
+    return false;
+  }
+  if (*bytes > max) {
+    report(*e, "expected at most " + strings::format_bytes(max) + ", got " +
                    strings::format_bytes(*bytes));
     return false;
   }
@@ -408,6 +433,28 @@ class LimitChecker : public YAML::EventHandler {
   size_t nodes_ = 0;
 };
 
+// Stops at the start of a document: only ever handed a second one, which a recipe must not have
+// (YAML::Load would read the first and drop the rest without a word).
+class SecondDocument : public YAML::EventHandler {
+ public:
+  void OnDocumentStart(const YAML::Mark& m) override {
+    throw Stop{m,
+               "a second YAML document starts here ('---' after the recipe); a recipe is one "
+               "document: remove this '---' and what follows, or put it in a file of its own"};
+  }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+};
+
 }  // namespace
 
 std::optional<Problem> precheck_yaml(std::string_view text, const std::string& file) {
@@ -430,15 +477,26 @@ std::optional<Problem> precheck_yaml(std::string_view text, const std::string& f
     return Problem{file, line, column, "syntax",
                    "bytes that are not UTF-8; save the recipe as UTF-8 text"};
   }
+  std::istringstream in{std::string(text)};
+  YAML::Parser parser(in);
   try {
-    std::istringstream in{std::string(text)};
-    YAML::Parser parser(in);
     LimitChecker checker;
     parser.HandleNextDocument(checker);
   } catch (const Stop& s) {
     return Problem{file, s.mark.line + 1, s.mark.column + 1, "syntax", s.message};
   } catch (const YAML::Exception&) {
     // A syntax error: YAML::Load reports it with its position right after this.
+    return std::nullopt;
+  }
+  try {
+    SecondDocument second;
+    parser.HandleNextDocument(second);
+  } catch (const Stop& s) {
+    return Problem{file, s.mark.line + 1, s.mark.column + 1, "syntax", s.message};
+  } catch (const YAML::Exception& e) {
+    const int line = e.mark.line >= 0 ? e.mark.line + 1 : 0;
+    return Problem{file, line, line > 0 ? e.mark.column + 1 : 0, "syntax",
+                   "after the recipe's YAML document: " + e.msg + "; a recipe is one document"};
   }
   return std::nullopt;
 }

@@ -78,8 +78,10 @@ class YamlReader {
   // One of `allowed`; the message lists them and suggests a near miss.
   bool get_choice(const Fields& f, std::string_view key, const std::vector<std::string>& allowed,
                   std::string* out);
-  // A byte count (4096, 64MiB, 4M: common/strings.h parse_bytes) >= min, or `auto` (-> 0).
-  bool get_bytes_or_auto(const Fields& f, std::string_view key, uint64_t min, uint64_t* out);
+  // A byte count (4096, 64MiB, 4M: common/strings.h parse_bytes) in [min, max], or `auto`
+  // (-> 0).
+  bool get_bytes_or_auto(const Fields& f, std::string_view key, uint64_t min, uint64_t max,
+                         uint64_t* out);
 
   // Helpers for values that are not map entries (list items, top-level scalars).
   bool scalar_string(const YAML::Node& v, const std::string& path, std::string* out);
@@ -102,8 +104,9 @@ std::string shown_scalar(const std::string& s);
 
 // Checks YAML text before yaml-cpp builds a tree of it: at most 1 MiB, well-formed UTF-8,
 // collections nested at most 32 deep, at most 100,000 nodes, no aliases (`*name`, which would
-// let a small file stand for a huge tree). nullopt when fine; else the problem, located at the
-// offending position (key "syntax").
+// let a small file stand for a huge tree), one document (a second, after `---`, is an error,
+// not silently dropped). nullopt when fine; else the problem, located at the offending
+// position (key "syntax").
 std::optional<Problem> precheck_yaml(std::string_view text, const std::string& file);
 // " (did you mean 'x'?)" for the closest of `candidates` within a small edit distance, else "".
 std::string did_you_mean(std::string_view word, const std::vector<std::string>& candidates);

@@ -43,7 +43,10 @@ CommChoices comm_choices(const recipes::Recipe& r, int replicas, int64_t largest
     for (uint64_t b : {1 * kMiB, 4 * kMiB, 16 * kMiB}) {
       if (b < static_cast<uint64_t>(largest)) c.buckets.push_back(b);
     }
-    c.buckets.push_back(static_cast<uint64_t>(ceil_pow2(grad)));  // one bucket
+    // One bucket, within what a plan may hold (recipes/plan.h): a tiny model's gradient still
+    // gets a 1 KiB bucket, a huge one's several 4 GiB buckets.
+    c.buckets.push_back(std::clamp(static_cast<uint64_t>(ceil_pow2(grad)),
+                                   recipes::kMinPlanBucketBytes, recipes::kMaxPlanBucketBytes));
   }
   if (r.comm.overlap != recipes::Overlap::kOff) c.overlaps.push_back(true);
   if (r.comm.overlap != recipes::Overlap::kOn) c.overlaps.push_back(false);
@@ -59,23 +62,6 @@ int64_t run_steps(const recipes::Recipe& r, int64_t global_batch) {
 
 }  // namespace
 
-int64_t reference_per_rank_batch(const recipes::Recipe& r, int ranks) {
-  if (r.training.per_rank_batch > 0) return r.training.per_rank_batch;
-  if (r.training.global_batch > 0) {
-    return std::max<int64_t>(1, r.training.global_batch / std::max(1, ranks));
-  }
-  if (r.model.builtin == "cifar-cnn" || r.model.builtin == "alexnet") return 128;
-  return 64;
-}
-
-int64_t lr_reference_batch(const recipes::Recipe& r, int ranks) {
-  if (r.training.optimizer.lr_reference_batch > 0) return r.training.optimizer.lr_reference_batch;
-  if (r.training.global_batch > 0) return r.training.global_batch;
-  if (r.training.per_rank_batch > 0) {
-    const int64_t n = r.launch.ranks > 0 ? r.launch.ranks : ranks;
-    return r.training.per_rank_batch * n;
-  }
-  return reference_per_rank_batch(r, ranks) * ranks;
 }
 
 void apply_lr_rule(const recipes::Recipe& r, int ranks, TrainingPlan* t,

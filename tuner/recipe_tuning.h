@@ -61,6 +61,7 @@
 #include "common/halving_json.h"
 #include "common/result.h"
 #include "recipes/plan.h"
+#include "recipes/plan_fit.h"
 #include "recipes/recipe.h"
 #include "tuner/db/records.h"
 
@@ -80,14 +81,11 @@ struct RecipeCandidate {
 // training, and the same layout): the trial program shares one trainer among them.
 bool trains_alike(const RecipeCandidate& a, const RecipeCandidate& b);
 
-// The per-rank batch the search centres on: the recipe's per-rank batch, else its global
-// batch / ranks, else the model's usual batch (64; cifar-cnn 128; alexnet 128).
-int64_t reference_per_rank_batch(const recipes::Recipe& recipe, int ranks);
-
-// The global batch the recipe's lr is meant for: optimizer.lr_reference_batch, else the
-// recipe's own global batch (global_batch, or per_rank_batch x launch.ranks, defaulting to
-// `ranks`), else reference_per_rank_batch x ranks.
-int64_t lr_reference_batch(const recipes::Recipe& recipe, int ranks);
+// The per-rank batch the search centres on and the global batch the recipe's lr is meant for
+// (recipes/plan_fit.h): one definition with the check of a served plan, which must allow
+// every lr the tuner gives.
+using recipes::lr_reference_batch;
+using recipes::reference_per_rank_batch;
 
 // The learning-rate rule with warmup (Goyal et al.): lr_scale = recipes::lr_scale_for(rule,
 // global_batch, reference), `rule` being the recipe's optimizer.lr_scaling unless given (auto:

@@ -144,5 +144,45 @@ TEST(Strings, ValidUtf8) {
   }
 }
 
+// What a terminal would act on, in text from files others wrote (issue 43): found where it is,
+// and escaped byte by byte for printing, the rest left alone.
+TEST(Strings, FindControlAndPrintable) {
+  using strings::find_control;
+  const size_t none = std::string::npos;
+  EXPECT_EQ(find_control(""), none);
+  EXPECT_EQ(find_control("ring beat rd by 1.4x above 64 KiB; caf\xc3\xa9 \xe2\x98\xba"), none);
+  const std::pair<std::string, size_t> found[] = {
+      {"ok \x1b]0;pwned\x07", 3},   // ESC: an OSC sequence setting the window title
+      {std::string("a\0b", 3), 1},  // NUL
+      {"tab\there", 3},             // tab, unless allowed
+      {"del\x7f", 3},               // DEL
+      {"c1 \xc2\x9b"
+       "31m",
+       3},  // U+009B, CSI as UTF-8
+      {"raw \x9b"
+       "31m",
+       4},  // CSI as a raw byte (not UTF-8 either)
+      {"rtl \xe2\x80\xae"
+       "gpj.exe",
+       4},                      // U+202E RIGHT-TO-LEFT OVERRIDE
+      {"iso \xe2\x81\xa6", 4},  // U+2066 LEFT-TO-RIGHT ISOLATE
+      {"cut \xe2\x98", 4},      // UTF-8 cut short
+  };
+  for (const auto& [text, at] : found) EXPECT_EQ(find_control(text), at) << text;
+  EXPECT_EQ(find_control("a\tb\nc", "\t\n"), none);
+  EXPECT_EQ(find_control("a\tb\r", "\t\n"), 3u);
+
+  EXPECT_EQ(strings::printable("why: ok \x1b]0;pwned\x07\x1b[31m!"),
+            "why: ok \\x1b]0;pwned\\x07\\x1b[31m!");
+  EXPECT_EQ(strings::printable("two\nlines"), "two\nlines");
+  EXPECT_EQ(strings::printable("two\nlines", ""), "two\\x0alines");
+  EXPECT_EQ(strings::printable("c1 \xc2\x9b raw \x9b"), "c1 \\xc2\\x9b raw \\x9b");
+  EXPECT_EQ(strings::printable("caf\xc3\xa9"), "caf\xc3\xa9");
+  // Whatever comes in, what goes out has nothing left to find.
+  std::string all;
+  for (int b = 0; b < 256; ++b) all += static_cast<char>(b);
+  EXPECT_EQ(find_control(strings::printable(all, "")), none);
+}
+
 }  // namespace
 }  // namespace dltune

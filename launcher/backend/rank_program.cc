@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -42,15 +43,19 @@ bool on_path(const std::string& program) {
 namespace {
 
 volatile sig_atomic_t g_child = 0;
+volatile sig_atomic_t g_forwarded = 0;
 
 void forward_signal(int sig) {
   // The child's message about the signal starts on a line of its own, not glued to the
   // progress display (common/progress.h).
   Progress::break_line_from_signal();
   if (g_child > 0) kill(static_cast<pid_t>(g_child), sig);
+  g_forwarded = sig;
 }
 
 }  // namespace
+
+int forwarded_signal() { return g_forwarded; }
 
 Result<int> run_to_completion(const std::vector<std::string>& argv, const std::string& command) {
   std::vector<char*> cargv;
@@ -66,6 +71,7 @@ Result<int> run_to_completion(const std::vector<std::string>& argv, const std::s
   sigemptyset(&fwd.sa_mask);
   sigaction(SIGINT, &fwd, &old_int);
   sigaction(SIGTERM, &fwd, &old_term);
+  const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid < 0) {
     sigaction(SIGINT, &old_int, nullptr);
@@ -76,6 +82,9 @@ Result<int> run_to_completion(const std::vector<std::string>& argv, const std::s
     setpgid(0, 0);
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
+    // A parent killed outright (SIGKILL) forwards nothing: the child hears of it all the same.
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != parent) _exit(128 + SIGTERM);  // it died before the line above
     execvp(cargv[0], cargv.data());
     std::fprintf(stderr, "dltune %s: cannot run %s: %s\n", command.c_str(), cargv[0],
                  std::strerror(errno));

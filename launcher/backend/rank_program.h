@@ -19,8 +19,14 @@ bool on_path(const std::string& program);
 // code, 128 + the signal when killed, 127 when it could not be started (the reason is printed
 // as "dltune <command>: cannot run ..."). The child runs in its own process group; SIGINT and
 // SIGTERM sent to this process while it waits are forwarded to it once each (so a terminal's
-// Ctrl-C reaches it exactly once). Errors only when fork or waitpid fail.
+// Ctrl-C reaches it exactly once). Should this process die without forwarding (SIGKILL), the
+// child gets SIGTERM (PR_SET_PDEATHSIG), so that it stops its ranks instead of running on.
+// Errors only when fork or waitpid fail.
 Result<int> run_to_completion(const std::vector<std::string>& argv, const std::string& command);
+// The last signal (SIGINT or SIGTERM) run_to_completion forwarded to a child, 0 when none: a
+// caller that sees it cleans up and exits 128 + it (130 / 143) rather than reporting the
+// child's failure.
+int forwarded_signal();
 // The Open MPI launch prefix for `ranks` local ranks (root allowed, oversubscription allowed,
 // pml ob1 to skip Open MPI's ~200 ms probe of the cm layer).
 std::vector<std::string> mpirun_prefix(int ranks);

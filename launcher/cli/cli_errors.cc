@@ -20,8 +20,10 @@ bool json_errors() { return g_json_errors; }
 
 int report_error(const std::string& command, const Error& error) {
   const std::string msg = error.message();
+  // Messages may quote a file someone else wrote (a bundle, a database, a recipe): nothing a
+  // terminal would act on reaches it (a recipe's problems keep their line breaks).
   std::fprintf(stderr, "dltune%s%s: %s\n", command.empty() ? "" : " ", command.c_str(),
-               msg.c_str());
+               strings::printable(msg).c_str());
   if (g_json_errors) {
     nlohmann::json problems = nlohmann::json::array();
     for (const std::string& line : strings::split(msg, '\n')) {

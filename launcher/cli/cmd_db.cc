@@ -165,13 +165,16 @@ void print_report(const char* verb, const tdb::MergeReport& r, bool json) {
   std::printf("%s: plans %s; measurements %s; recipe trials %s\n", verb,
               counts_text(r.plans).c_str(), counts_text(r.measurements).c_str(),
               counts_text(r.recipe_trials).c_str());
-  // Every plan conflict, by plan: both sides, which won and why.
+  // Every plan conflict, by plan: both sides, which won and why (printable: the rows came from
+  // outside).
   for (const tdb::PlanConflict& x : r.plan_conflicts) {
-    std::printf(
-        "conflict: plan %s\n  local:    %s\n  incoming: %s%s\n  %s: %s\n",
-        key_text(x.local.key).c_str(), side_text(x.local).c_str(), side_text(x.incoming).c_str(),
-        x.source.empty() ? "" : (" (from " + x.source + ")").c_str(),
-        x.incoming_won ? "replaced by the incoming plan" : "kept the local plan", x.why.c_str());
+    const std::string text =
+        "conflict: plan " + key_text(x.local.key) + "\n  local:    " + side_text(x.local) +
+        "\n  incoming: " + side_text(x.incoming) +
+        (x.source.empty() ? "" : " (from " + x.source + ")") + "\n  " +
+        (x.incoming_won ? "replaced by the incoming plan" : "kept the local plan") + ": " + x.why +
+        "\n";
+    std::printf("%s", strings::printable(text).c_str());
   }
 }
 
@@ -250,12 +253,13 @@ Status import_into(const DbOptions& o, const std::string& db_path, const char* v
   auto r = tdb::import_sources(db_path, o.inputs, opts);
   if (!r) return std::move(r).error();
   for (const std::string& w : r->warnings) {
-    std::fprintf(stderr, "dltune db %s: warning: %s\n", verb, w.c_str());
+    std::fprintf(stderr, "dltune db %s: warning: %s\n", verb, strings::printable(w, "").c_str());
   }
   for (const tdb::Source& src : r->sources) {
     if (src.verification.trust == tdb::Verification::Trust::kTrustedSigner) {
-      std::fprintf(stderr, "dltune db %s: '%s' is %s\n", verb, src.path.c_str(),
-                   src.verification.description.c_str());
+      std::fprintf(stderr, "dltune db %s: '%s' is %s\n", verb,
+                   strings::printable(src.path, "").c_str(),
+                   strings::printable(src.verification.description, "").c_str());
     }
   }
   print_report(std::string(verb) == "import" ? "imported" : "merged", r->report, o.json);
@@ -291,8 +295,9 @@ Status run_settings(const DbOptions& o) {
     if (!db) return std::move(db).error();
     auto s = db->settings();
     if (!s) return std::move(s).error();
-    std::printf("require_signature %s\ntrusted_keys %s\n", s->require_signature ? "on" : "off",
-                s->trusted_keys.empty() ? "(none)" : s->trusted_keys.c_str());
+    std::printf(
+        "require_signature %s\ntrusted_keys %s\n", s->require_signature ? "on" : "off",
+        s->trusted_keys.empty() ? "(none)" : strings::printable(s->trusted_keys, "").c_str());
     return ok_status();
   }
   if (!o.set_require_signature.empty() && o.set_require_signature != "on" &&
@@ -312,7 +317,7 @@ Status run_settings(const DbOptions& o) {
   if (o.set_trusted_keys) s->trusted_keys = *o.set_trusted_keys;
   DLTUNE_TRY(db->set_settings(*s));
   std::printf("require_signature %s\ntrusted_keys %s\n", s->require_signature ? "on" : "off",
-              s->trusted_keys.empty() ? "(none)" : s->trusted_keys.c_str());
+              s->trusted_keys.empty() ? "(none)" : strings::printable(s->trusted_keys, "").c_str());
   return ok_status();
 }
 
@@ -343,9 +348,9 @@ Status run_rules(const DbOptions& o) {
   auto r = tdb::export_rules(*l, *f, *format);
   if (!r) return std::move(r).error();
   for (const std::string& n : r->notes)
-    std::fprintf(stderr, "dltune db rules: note: %s\n", n.c_str());
+    std::fprintf(stderr, "dltune db rules: note: %s\n", strings::printable(n, "").c_str());
   for (const std::string& s : r->sources)
-    std::fprintf(stderr, "dltune db rules: from the %s\n", s.c_str());
+    std::fprintf(stderr, "dltune db rules: from the %s\n", strings::printable(s, "").c_str());
   if (o.output.empty()) {
     std::printf("%s", r->text.c_str());
     return ok_status();
@@ -429,11 +434,12 @@ Status run_lookup(const DbOptions& o) {
     std::string line = std::string(tdb::hit_kind_name(r->kind)) + " hit in " +
                        (r->from_site ? "site" : "user") + " database " + r->db_path;
     if (!r->site.empty()) line += " (site " + r->site + ")";
+    if (r->plan.provenance.signed_by == tdb::kUnsigned) line += " (imported unsigned)";
     if (!r->differences.empty()) line += "; differs: " + strings::join(r->differences, ", ");
-    std::printf("%s\n", line.c_str());
+    std::printf("%s\n", strings::printable(line, "").c_str());
   }
   for (const std::string& w : r->warnings)
-    std::fprintf(stderr, "dltune db lookup: %s\n", w.c_str());
+    std::fprintf(stderr, "dltune db lookup: %s\n", strings::printable(w, "").c_str());
   return ok_status();
 }
 

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -113,7 +114,7 @@ Status check_options(const TuneCliOptions& o, uint64_t* min_b, uint64_t* max_b) 
   if (o.ranks < 1 || o.ranks > 256) {
     return invalid_input("-n expects 1 to 256 ranks, got " + std::to_string(o.ranks));
   }
-  if (!(o.budget_s > 0) || o.budget_s > 1e6) {
+  if (!(o.budget_s > 0) || o.budget_s > recipes::kMaxTuneBudgetSeconds) {
     return invalid_input("--budget expects a positive number of seconds, got " +
                          std::to_string(o.budget_s));
   }
@@ -147,7 +148,8 @@ void print_cached(const TuneCliOptions& o, const tdb::LookupResult& hit,
       "the collective plan for this machine and job shape (1 node x %d ranks) is cached "
       "in %s; use --retune to measure again\n%s",
       o.ranks, where.c_str(), tuner::format_plan_ranges(plan).c_str());
-  if (!plan.provenance.reason.empty()) std::printf("why: %s\n", plan.provenance.reason.c_str());
+  if (!plan.provenance.reason.empty())
+    std::printf("why: %s\n", strings::printable(plan.provenance.reason, "").c_str());
 }
 
 // Returns the cached plan's exit code when there is an exact hit, nullopt to go on tuning.
@@ -155,7 +157,9 @@ std::optional<int> try_cache(const TuneCliOptions& o, const tdb::Layers& layers,
                              const tdb::Key& key) {
   auto hit = tdb::lookup_plan(layers, key);
   if (!hit) return report_error("tune", hit.error());
-  for (const std::string& w : hit->warnings) std::fprintf(stderr, "dltune tune: %s\n", w.c_str());
+  for (const std::string& w : hit->warnings) {
+    std::fprintf(stderr, "dltune tune: %s\n", strings::printable(w, "").c_str());
+  }
   if (hit->kind != tdb::HitKind::kExact) return std::nullopt;
   auto plan = recipes::parse_plan(hit->plan.plan_json);
   if (!plan) {
@@ -189,7 +193,20 @@ void print_result(const TuneCliOptions& o, const std::string& db_path,
               tuner::format_plan_ranges(plan).c_str());
 }
 
+// Stopped by SIGINT / SIGTERM (forwarded to the ranks, which stopped; the scratch directory
+// is gone with its TempDir): 130 / 143, nothing stored.
+int interrupted(int sig) {
+  std::fprintf(stderr, "dltune tune: stopped by %s; nothing was stored\n",
+               sig == SIGINT ? "SIGINT" : "SIGTERM");
+  return 128 + sig;
+}
+
 int run_tune(const TuneCliOptions& o) {
+  // What a tune killed outright (SIGKILL) left behind: its scratch directory.
+  {
+    const char* tmp = std::getenv("TMPDIR");  // NOLINT: TempDir::create_in_tmp's parent
+    launcher::sweep_stale_temp_dirs(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", "dltune-tune-");
+  }
   if (!o.recipe.empty()) {
     if (o.collectives) {
       return report_error("tune", invalid_input("give a recipe or --collectives, not both"));
@@ -201,7 +218,7 @@ int run_tune(const TuneCliOptions& o) {
       return report_error(
           "tune", invalid_input("-n expects 1 to 256 ranks, got " + std::to_string(o.ranks)));
     }
-    if (o.budget_given && (!(o.budget_s > 0) || o.budget_s > 1e6)) {
+    if (o.budget_given && (!(o.budget_s > 0) || o.budget_s > recipes::kMaxTuneBudgetSeconds)) {
       return report_error("tune", invalid_input("--budget expects a positive number of seconds, "
                                                 "got " +
                                                 std::to_string(o.budget_s)));
@@ -227,6 +244,10 @@ int run_tune(const TuneCliOptions& o) {
   if (!o.retune && !o.verify) {
     if (auto code = try_cache(o, *layers, key)) return *code;
   }
+  // A database that could not take the results refuses now, not after the whole budget.
+  if (Status s = tdb::check_can_store(layers->user_db); !s.ok()) {
+    return report_error("tune", s.error());
+  }
 
   TuneRankArgs args;
   args.ranks = o.ranks;
@@ -236,6 +257,7 @@ int run_tune(const TuneCliOptions& o) {
   args.budget_s = o.budget_s;
   args.verify = o.verify;
   auto outcome_text = run_tune_ranks(args);
+  if (const int sig = forwarded_signal(); sig != 0) return interrupted(sig);
   if (!outcome_text) return report_error("tune", outcome_text.error());
   nlohmann::json j = nlohmann::json::parse(*outcome_text, nullptr, false);
   if (j.is_discarded()) {

@@ -52,6 +52,7 @@ void print_dry_run(const DryRun& d) {
   if (d.json) {
     nlohmann::json j = {{"event", "dry_run"},
                         {"plan_source", choice.source},
+                        {"plan_signed_by", choice.signed_by},
                         {"would_tune", tunes},
                         {"budget_s", job.recipe.tune.budget_seconds},
                         {"candidates", candidates},
@@ -67,12 +68,17 @@ void print_dry_run(const DryRun& d) {
     return;
   }
   std::printf("dry run: nothing is started and nothing is written\n");
-  std::printf("recipe:  %s (%s), %d rank(s) on %d node(s)\n", job.recipe.name.c_str(),
-              job.recipe_path.c_str(), job.ranks, job.shape.nodes);
+  std::printf("recipe:  %s (%s), %d rank(s) on %d node(s)\n",
+              strings::printable(job.recipe.name, "").c_str(),
+              strings::printable(job.recipe_path, "").c_str(), job.ranks, job.shape.nodes);
   if (!warning.empty()) std::printf("%s\n", warning.c_str());
-  for (const std::string& n : choice.notes) std::printf("note:    %s\n", n.c_str());
+  for (const std::string& n : choice.notes) {
+    std::printf("note:    %s\n", strings::printable(n, "").c_str());
+  }
   if (choice.source == "cache") {
-    std::printf("plan:    cached in %s; a launch uses it as it is:\n", choice.db_path.c_str());
+    std::printf("plan:    cached in %s%s; a launch uses it as it is:\n",
+                strings::printable(choice.db_path, "").c_str(),
+                choice.signed_by == tuner::db::kUnsigned ? " (imported unsigned)" : "");
   } else if (tunes) {
     std::printf(
         "plan:    not cached: a launch would first tune for up to %.0f s (tune.budget): "

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/strings.h"
 #include "launcher/backend/rank_program.h"
 #include "launcher/backend/temp_dir.h"
 #include "launcher/cli/commands.h"
@@ -34,7 +35,9 @@ using Cached = std::optional<std::pair<tdb::LookupResult, recipes::Plan>>;
 Result<Cached> cached(const tdb::Layers& layers, const tdb::Key& key) {
   auto hit = tdb::lookup_plan(layers, key);
   if (!hit) return hit.error();
-  for (const std::string& w : hit->warnings) std::fprintf(stderr, "dltune tune: %s\n", w.c_str());
+  for (const std::string& w : hit->warnings) {
+    std::fprintf(stderr, "dltune tune: %s\n", strings::printable(w, "").c_str());
+  }
   if (hit->kind != tdb::HitKind::kExact) return Cached();
   auto plan = recipes::parse_plan(hit->plan.plan_json);
   if (!plan) {
@@ -54,7 +57,8 @@ void print_training(const recipes::Plan& plan) {
       std::string(recipes::scaling_name(t.scaling)).c_str(), t.lr_scale,
       static_cast<long long>(t.warmup_steps), static_cast<unsigned long long>(t.bucket_bytes),
       t.overlap ? "on" : "off");
-  if (!plan.provenance.reason.empty()) std::printf("why: %s\n", plan.provenance.reason.c_str());
+  if (!plan.provenance.reason.empty())
+    std::printf("why: %s\n", strings::printable(plan.provenance.reason, "").c_str());
 }
 
 // The winning plan and every trial behind it, in one transaction.
@@ -99,7 +103,7 @@ int run_tune_recipe(const TuneRecipeOptions& o) {
     return report_error("tune",
                         invalid_input("-n expects 1 to 256 ranks, got " + std::to_string(ranks)));
   }
-  if (o.budget_s < 0 || o.budget_s > 1e6) {
+  if (o.budget_s < 0 || o.budget_s > recipes::kMaxTuneBudgetSeconds) {
     return report_error("tune", invalid_input("--budget expects a positive number of seconds"));
   }
   const double budget = o.budget_s > 0 ? o.budget_s : recipe->tune.budget_seconds;
@@ -151,6 +155,10 @@ int run_tune_recipe(const TuneRecipeOptions& o) {
     }
   }
 
+  // A database that could not take the results refuses now, not after the whole budget.
+  if (Status s = tdb::check_can_store(layers->user_db); !s.ok()) {
+    return report_error("tune", s.error());
+  }
   // The base plan: this shape's collective plan when one is cached.
   tuner::RecipeTuneRequest req;
   req.recipe = *recipe;
@@ -184,6 +192,11 @@ int run_tune_recipe(const TuneRecipeOptions& o) {
   auto work = launcher::TempDir::create_in_tmp("dltune-tune-recipe-");
   if (!work) return report_error("tune", work.error());
   auto out = tuner::tune_recipe(req, local_worker_ranks(ranks), work->path());
+  if (const int sig = forwarded_signal(); sig != 0) {  // SIGINT / SIGTERM: the ranks stopped
+    work->remove();
+    std::fprintf(stderr, "dltune tune: stopped by signal %d; nothing was stored\n", sig);
+    return 128 + sig;
+  }
   if (!out) return report_error("tune", out.error());
   out->plan.provenance.recipe = recipe->name;  // db show names it
   if (Status s = store(*layers, key, *out); !s.ok()) {

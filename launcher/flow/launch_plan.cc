@@ -110,6 +110,9 @@ Result<recipes::Plan> fit_cached_plan(const PlanRequest& r, const std::string& p
     notes->push_back("cached plan adjusted: " + n);
   }
   DLTUNE_TRY(recipes::validate_plan(*plan));
+  // Re-checked against this recipe at every serve, not only at import: an lr scale its rule
+  // would not give at this batch (a bundle's lr x1000) never reaches the ranks.
+  DLTUNE_TRY(recipes::check_plan_lr_scale(r.recipe, ranks, *plan));
   const recipes::TrainingConfig& t = r.recipe.training;
   const int64_t samples = recipes::train_samples(r.recipe).value_or(0);
   if (samples > 0 && plan->training.global_batch > samples) {
@@ -257,7 +260,39 @@ std::pair<uint64_t, uint64_t> sweep_range(const std::vector<uint64_t>& buckets) 
   return {lo, hi};
 }
 
+namespace {
+
+// The notes made printable: they quote database paths, sites and error messages.
+PlanChoice printable_notes(PlanChoice choice) {
+  for (std::string& n : choice.notes) n = strings::printable(n, "");
+  return choice;
+}
+
+// Served as "cache": who vouched for the row, and a warning when nobody did.
+void note_trust(const tdb::LookupResult& hit, PlanChoice& choice) {
+  choice.signed_by = hit.plan.provenance.signed_by;
+  if (choice.signed_by != tdb::kUnsigned) return;
+  choice.notes.push_back(
+      "warning: the plan cached in " + hit.db_path +
+      " was imported unsigned (no trusted key vouches for it" +
+      (hit.site.empty() ? std::string() : "; it says it comes from site '" + hit.site + "'") +
+      "); it is used because it passed the checks against this recipe; --retune measures a "
+      "plan here instead");
+}
+
+Result<PlanChoice> choose_plan_here(const PlanRequest& r);
+
+}  // namespace
+
 Result<PlanChoice> choose_plan(const PlanRequest& r) {
+  auto choice = choose_plan_here(r);
+  if (!choice) return choice;
+  return printable_notes(std::move(*choice));
+}
+
+namespace {
+
+Result<PlanChoice> choose_plan_here(const PlanRequest& r) {
   PlanChoice choice;
   const std::string sig = recipes::recipe_signature(r.recipe);
   const tdb::Key key = tuner::db::make_key(r.topo, db_shape(r.job), sig, false);
@@ -275,6 +310,7 @@ Result<PlanChoice> choose_plan(const PlanRequest& r) {
       choice.from_site = hit->from_site;
       choice.site = hit->site;
       choice.notes.insert(choice.notes.end(), adjusted.begin(), adjusted.end());
+      note_trust(*hit, choice);
       const tdb::Key ckey = tuner::db::make_key(r.topo, db_shape(r.job), "", false);
       choice.collective_measurements = stored_measurements(hit->db_path, ckey);
       choice.level_fits = stored_level_fits(hit->db_path, ckey.fingerprint);
@@ -385,5 +421,7 @@ Result<PlanChoice> choose_plan(const PlanRequest& r) {
                  "storing the plan and its trials in " + r.layers.user_db);
   return choice;
 }
+
+}  // namespace
 
 }  // namespace dltune::launcher

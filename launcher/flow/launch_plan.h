@@ -58,7 +58,11 @@ struct PlanChoice {
   std::string source;   // "cache", "tuned" or "default"
   std::string db_path;  // the database it came from or was stored in ("" for default)
   bool from_site = false;
-  std::string site;                   // the row's site ("" local)
+  std::string site;  // the row's site ("" local)
+  // Who vouched for a cached plan (its row's signed_by): a trusted key's name, "unsigned"
+  // (imported from a bundle or database no trusted key signed: the notes, the dry run and
+  // summary.json say so), "" (made on this machine, or not cached).
+  std::string signed_by;
   std::vector<std::string> notes;     // near hits, skipped layers, fallbacks: told to the user
   double tuning_s = 0;                // wall seconds spent measuring (0 for cache / default)
   nlohmann::json collective_outcome;  // tuner::outcome_to_json, null when not tuned now
@@ -81,7 +85,13 @@ std::vector<uint64_t> job_bucket_sizes(const recipes::Recipe& recipe);
 // bucket (at least 64 KiB) to the first power of two at or above the largest (at most 256 MiB).
 std::pair<uint64_t, uint64_t> sweep_range(const std::vector<uint64_t>& buckets);
 
-// Looks up, tunes or falls back as described above. Tuning keeps the budget: the sweep gets
+// Looks up, tunes or falls back as described above. A cached plan is served only after the
+// recipe's fixed settings are written over it and it passes recipes::check_plan_plausible and
+// recipes::check_plan_lr_scale (an lr scale the recipe's rule would not give is refused): a
+// plan that fails is not used, with a warning note, and the launch tunes or runs the recipe's
+// own settings. A plan imported unsigned is served with a warning note saying so. Notes are
+// printable (common/strings.h printable): whatever a database held cannot reach a terminal as
+// control characters. Tuning keeps the budget: the sweep gets
 // kCollectiveShare of it and the trials the rest, each given a deadline on the launcher's
 // clock (the ranks' start-up counts), so that the whole tuning phase ends within tune.budget
 // plus the ranks' shut-down; a cached collective plan whose measurements stop below the job's

@@ -47,7 +47,11 @@ std::string describe_plan(const recipes::Plan& plan, const std::string& indent) 
   }
   const std::string allreduce = allreduce_in_words(plan);
   if (!allreduce.empty()) out += indent + "allreduce: " + allreduce + "\n";
-  if (!plan.provenance.reason.empty()) out += indent + "why: " + plan.provenance.reason + "\n";
+  // A cached plan's text came from a database: parse_plan refuses control characters in it, and
+  // nothing a terminal would act on is printed anyway.
+  if (!plan.provenance.reason.empty()) {
+    out += indent + "why: " + strings::printable(plan.provenance.reason, "") + "\n";
+  }
   return out;
 }
 

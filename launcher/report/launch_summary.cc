@@ -363,8 +363,10 @@ json make_summary(const RunFacts& f, const MetricsLog& log, const RunDir& dir) {
   s["regret"] = or_null(pv.regret >= 0, pv.regret);
   s["budget"] = {{"budget_s", f.choice.budget_s > 0 ? f.choice.budget_s : pv.budget_s},
                  {"cut", pv.budget_cut}};
-  s["database"] = {
-      {"path", f.choice.db_path}, {"from_site", f.choice.from_site}, {"site", f.choice.site}};
+  s["database"] = {{"path", f.choice.db_path},
+                   {"from_site", f.choice.from_site},
+                   {"site", f.choice.site},
+                   {"signed_by", f.choice.signed_by}};
   s["notes"] = f.choice.notes;
   s["ranks_shared_cores"] =
       f.cores_per_node > 0 && f.ranks / std::max(1, f.nodes) * machine_nodes(f) > f.cores_per_node;
@@ -467,6 +469,9 @@ std::vector<std::pair<std::string, std::string>> summary_rows(const json& s) {
   } else if (src == "cache") {
     src = "cached in " + where + " (no tuning; --retune measures again)";
     if (db.value("from_site", false)) src += " (site database '" + db.value("site", "") + "')";
+    if (db.value("signed_by", "") == tuner::db::kUnsigned) {
+      src += "; imported unsigned: no trusted key vouches for it";
+    }
   } else if (src == "tuned") {
     const double budget = num(s["budget"], "budget_s");
     src = "tuned in " + fixed(num(s, "tuning_seconds"), 1) + " s" +
@@ -542,12 +547,14 @@ std::string format_summary(const json& s, int width) {
   const size_t value_width = width > static_cast<int>(kLabel) + 20
                                  ? static_cast<size_t>(width) - kLabel
                                  : std::string::npos;
-  for (const auto& [k, v] : summary_rows(s)) {
+  for (const auto& [k, row] : summary_rows(s)) {
     std::string label = "  " + k;
     label.resize(std::max(kLabel, label.size() + 1), ' ');
+    // A cached plan's text and the database paths came from outside: printable only.
+    const std::string v = strings::printable(row, "");
     o += label + (value_width == std::string::npos ? v : wrap_words(v, value_width, kLabel)) + "\n";
   }
-  return o;
+  return strings::printable(o);
 }
 
 }  // namespace dltune::launcher

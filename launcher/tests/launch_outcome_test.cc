@@ -432,5 +432,29 @@ TEST(LaunchOutcome, ThePredictionStandsBesideTheMeasurement) {
       << text;
 }
 
+// Issue 43, item 2: a plan that came unsigned from a bundle says so in summary.json and in the
+// summary printed at the end; nothing a terminal would act on is printed (item 3).
+TEST(LaunchOutcome, AnUnsignedCachedPlanSaysSo) {
+  FakeRun run(100, 2.31, 0.05);
+  run.facts.choice.source = "cache";
+  run.facts.choice.db_path = "/site/x.db";
+  run.facts.choice.signed_by = "unsigned";
+  run.facts.choice.notes = {"warning: the plan cached in /site/x.db was imported unsigned"};
+  const auto s = run.summary();
+  EXPECT_EQ(s["database"]["signed_by"], "unsigned");
+  EXPECT_EQ(s["notes"][0], "warning: the plan cached in /site/x.db was imported unsigned");
+  std::string text = format_summary(s);
+  EXPECT_NE(text.find("cached in /site/x.db (no tuning; --retune measures again); imported "
+                      "unsigned: no trusted key vouches for it"),
+            std::string::npos)
+      << text;
+  run.facts.choice.signed_by = "siteA";
+  EXPECT_EQ(format_summary(run.summary()).find("unsigned"), std::string::npos);
+  run.facts.choice.plan.provenance.reason = "ok \x1b]0;pwned\x07\x1b[31m";
+  text = format_summary(run.summary());
+  EXPECT_EQ(text.find('\x1b'), std::string::npos) << text;
+  EXPECT_NE(text.find("ok \\x1b]0;pwned\\x07\\x1b[31m"), std::string::npos) << text;
+}
+
 }  // namespace
 }  // namespace dltune::launcher

@@ -64,14 +64,15 @@ class LaunchPlan : public ::testing::Test {
   tdb::Key key_for(const recipes::Recipe& recipe) {
     return tuner::db::make_key(topo_, {1, 2}, recipes::recipe_signature(recipe), false);
   }
-  // Stores `plan_json` under `key` as a row written by another program would be: no checks.
-  void plant(const tdb::Key& key, const std::string& plan_json) {
+  // Stores `plan_json` under `key` as a row written by another program would be: no checks;
+  // `signed_by` as an import marks it ("unsigned": from a bundle no trusted key signed).
+  void plant(const tdb::Key& key, const std::string& plan_json, const std::string& signed_by = "") {
     auto db = tdb::open_for_writing(dir_ + "/user.db");
     ASSERT_TRUE(db.ok()) << db.error().message();
     auto st = db->connection().prepare(
         "INSERT INTO plans(fingerprint, mpi, pmix, nccl, dltune, nodes, ranks_per_node, recipe, "
         "family, plan_json, site, host, user_name, writer_version, created_at, signed_by) "
-        "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'x', 'h', 'u', '0.1.0', 1700000000, '')");
+        "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'x', 'h', 'u', '0.1.0', 1700000000, ?11)");
     ASSERT_TRUE(st.ok());
     st->bind(1, key.fingerprint)
         .bind(2, key.versions.mpi)
@@ -82,7 +83,8 @@ class LaunchPlan : public ::testing::Test {
         .bind(7, key.shape.ranks_per_node)
         .bind(8, key.recipe)
         .bind(9, key.family)
-        .bind(10, plan_json);
+        .bind(10, plan_json)
+        .bind(11, signed_by);
     ASSERT_TRUE(st->run().ok());
   }
   static recipes::Plan plan(int64_t per_rank, int64_t warmup, uint64_t bucket) {
@@ -176,6 +178,63 @@ TEST_F(LaunchPlan, ACachedPlanThatDoesNotFitIsSkippedWithAWarning) {
     EXPECT_NE(skipped.find("warning: the cached plan in"), std::string::npos) << bad.substr(0, 200);
     EXPECT_NE(skipped.find("running the recipe's own settings"), std::string::npos) << skipped;
     std::printf("  %s\n", skipped.c_str());
+  }
+}
+
+// Issue 43, item 2: every served plan is checked against the recipe it is applied to, not only
+// at import: an unsigned plan whose lr scale the recipe's rule would not give is not used (the
+// launch diverged at step 5 with lr x1000); one that passes is used with a warning saying it
+// came unsigned.
+TEST_F(LaunchPlan, AServedPlanIsCheckedAgainstTheRecipeAndSaysWhenUnsigned) {
+  const recipes::Recipe q = quickstart();  // lr meant for 128; this job's global batch is 128
+  const auto with_lr = [](double lr) {
+    recipes::Plan p = plan(64, 20, 4u << 20);
+    p.training.lr_scale = lr;
+    return recipes::serialize_plan(p);
+  };
+  const std::pair<double, const char*> refused[] = {
+      {1000, "training.lr_scale: 1000 is not plausible"},
+      {16,
+       "training.lr_scale: x16 is not what the recipe's lr rule gives at global batch 128 "
+       "(optimizer.lr_scaling auto from a reference batch of 128: x1 to x1)"},
+  };
+  for (const auto& [lr, why] : refused) {
+    std::filesystem::remove(dir_ + "/user.db");
+    plant(key_for(q), with_lr(lr), "unsigned");
+    auto c = choose_plan(request(q));
+    ASSERT_TRUE(c.ok()) << c.error().message();
+    EXPECT_EQ(c->source, "default") << lr;
+    EXPECT_DOUBLE_EQ(c->plan.training.lr_scale, 1.0);
+    EXPECT_EQ(c->signed_by, "");
+    std::string notes;
+    for (const auto& n : c->notes) notes += n + "\n";
+    EXPECT_NE(notes.find(std::string("is not used (") + why), std::string::npos) << notes;
+    std::printf("  lr x%g: %s", lr, notes.c_str());
+  }
+  // A plan the recipe's rule could give, imported unsigned: used, and the notes say so.
+  std::filesystem::remove(dir_ + "/user.db");
+  plant(key_for(q), with_lr(1.0), "unsigned");
+  auto c = choose_plan(request(q));
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  EXPECT_EQ(c->source, "cache");
+  EXPECT_EQ(c->signed_by, "unsigned");
+  ASSERT_EQ(c->notes.size(), 1u);
+  EXPECT_EQ(c->notes[0].rfind("warning: the plan cached in " + dir_ +
+                                  "/user.db was imported "
+                                  "unsigned (no trusted key vouches for it; it says it comes from "
+                                  "site 'x')",
+                              0),
+            0u)
+      << c->notes[0];
+  // Signed by a trusted key, or made here: no warning.
+  for (const char* by : {"siteA", ""}) {
+    std::filesystem::remove(dir_ + "/user.db");
+    plant(key_for(q), with_lr(1.0), by);
+    auto t = choose_plan(request(q));
+    ASSERT_TRUE(t.ok());
+    EXPECT_EQ(t->source, "cache");
+    EXPECT_EQ(t->signed_by, by);
+    EXPECT_TRUE(t->notes.empty()) << t->notes[0];
   }
 }
 

@@ -7,6 +7,7 @@
 
 #include <unistd.h>
 
+#include "common/log.h"
 #include "topology/isolated_load.h"
 #include "topology/topology.h"
 #include "tuner/db/key.h"
@@ -74,6 +75,7 @@ Result<DbPlan> plan_from_db(size_t n_ranks, size_t n_nodes) {
   const tuner::db::Key key = tuner::db::make_key(*topo, shape, "", /*with_nccl=*/true);
   auto hit = tuner::db::lookup_plan(*layers, key);
   if (!hit) return std::move(hit).error().wrap("looking the plan up in " + layers->user_db);
+  for (const std::string& w : hit->warnings) DLTUNE_LOG(kWarn, "db") << w;
   const std::string what = "fingerprint " + key.fingerprint.substr(0, 12) + ", " +
                            std::to_string(shape.nodes) + "x" + std::to_string(shape.ranks_per_node);
   if (hit->kind == tuner::db::HitKind::kMiss) {

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/log.h"
 #include "common/paths.h"
 #include "common/strings.h"
 #include "tuner/db/key.h"
@@ -23,6 +24,7 @@ Result<StepFiles> prepare_step(const topology::Topology& topo, const StepInputs&
       topo, tuner::db::JobShape{in.nodes, in.local_tasks}, "", /*with_nccl=*/!topo.gpus.empty());
   auto hit = tuner::db::lookup_plan(layers, key);
   if (!hit) return std::move(hit).error().wrap("looking up the plan");
+  for (const std::string& w : hit->warnings) DLTUNE_LOG(kWarn, "db") << w;
   StepFiles out;
   out.matches_step = hit->kind != tuner::db::HitKind::kMiss &&
                      hit->plan.key.fingerprint == key.fingerprint &&

@@ -2,6 +2,7 @@
 // `auto` settings are the plan's; plausibility bounds for plans from outside.
 #include "recipes/plan_fit.h"
 
+#include <cstdio>
 #include <functional>
 #include <string>
 #include <vector>
@@ -134,6 +135,118 @@ TEST(PlanPlausible, AbsurdButValidPlansAreRefusedNamingTheField) {
     ASSERT_FALSE(s.ok()) << c.field;
     EXPECT_EQ(s.error().message().rfind(c.field, 0), 0u) << s.error().message();
   }
+}
+
+// Issue 43, item 6: implausible values a bundle carried through, each refused naming its field.
+TEST(PlanPlausible, RoundTwoBoundsAreEnforced) {
+  struct Case {
+    const char* what;
+    std::function<void(Plan&)> edit;
+    const char* field;
+  };
+  const std::vector<Case> cases = {
+      {"10 GiB bucket", [](Plan& p) { p.training.bucket_bytes = uint64_t{10} << 30; },
+       "training.bucket_bytes"},
+      {"1-byte bucket", [](Plan& p) { p.training.bucket_bytes = 1; }, "training.bucket_bytes"},
+      {"lr x100 at global batch 128", [](Plan& p) { p.training.lr_scale = 100; },
+       "training.lr_scale"},
+      {"negative regret", [](Plan& p) { p.provenance.regret = -0.5; }, "provenance.regret"},
+      {"negative collective regret", [](Plan& p) { p.provenance.collective_regret = -3; },
+       "provenance.collective_regret"},
+      {"negative budget", [](Plan& p) { p.provenance.budget_s = -20; },
+       "provenance.budget.budget_s"},
+      {"budget beyond --budget's bound", [](Plan& p) { p.provenance.budget_s = 1e308; },
+       "provenance.budget.budget_s"},
+      {"negative tuning time", [](Plan& p) { p.provenance.tuning_s = -1; },
+       "provenance.budget.tuning_s"},
+      {"confidence interval upside down",
+       [](Plan& p) { p.provenance.confidence = Confidence{"b32", 1.2, 1.5, 1.1, 8, true}; },
+       "provenance.confidence.lo"},
+      {"huge budget cut", [](Plan& p) { p.provenance.budget_cut = std::string(5000, 'c'); },
+       "provenance.budget.cut"},
+  };
+  for (const Case& c : cases) {
+    Plan p = quickstart_plan();
+    ASSERT_EQ(p.training.global_batch, 128);
+    c.edit(p);
+    Status s = check_plan_plausible(p);
+    ASSERT_FALSE(s.ok()) << c.what;
+    EXPECT_EQ(s.error().message().rfind(c.field, 0), 0u) << c.what << ": " << s.error().message();
+    std::printf("  %s: %s\n", c.what, s.error().message().c_str());
+  }
+  // The bounds' edges are plausible: 1 KiB and 4 GiB buckets, lr x64 at 128 (a reference batch
+  // of 2), an unknown regret, a recorded budget at --budget's bound.
+  for (const auto& edit : std::vector<std::function<void(Plan&)>>{
+           [](Plan& p) { p.training.bucket_bytes = 1024; },
+           [](Plan& p) { p.training.bucket_bytes = uint64_t{4} << 30; },
+           [](Plan& p) { p.training.lr_scale = 64; }, [](Plan& p) { p.provenance.regret = -1; },
+           [](Plan& p) { p.provenance.budget_s = kMaxTuneBudgetSeconds; }}) {
+    Plan p = quickstart_plan();
+    edit(p);
+    EXPECT_TRUE(check_plan_plausible(p).ok()) << check_plan_plausible(p).error().message();
+  }
+}
+
+// The lr factor a rule gives never passes the plausibility bound's global / 2.
+TEST(PlanPlausible, TheLrRuleStaysWithinTheBound) {
+  EXPECT_DOUBLE_EQ(lr_scale_for(LrScaling::kLinear, 512, 128), 4.0);
+  EXPECT_DOUBLE_EQ(lr_scale_for(LrScaling::kSqrt, 512, 128), 2.0);
+  EXPECT_DOUBLE_EQ(lr_scale_for(LrScaling::kNone, 512, 128), 1.0);
+  EXPECT_DOUBLE_EQ(lr_scale_for(LrScaling::kLinear, 64, 128), 0.5);
+  // A reference batch of 1 counts as 2: x64, not x128, at global batch 128.
+  EXPECT_DOUBLE_EQ(lr_scale_for(LrScaling::kLinear, 128, 1), 64.0);
+  EXPECT_DOUBLE_EQ(lr_scale_for(LrScaling::kLinear, 1, 1), 1.0);
+  for (int64_t g : {1, 2, 3, 7, 128, 1 << 20})
+    for (int64_t ref : {1, 2, 3, 128})
+      for (LrScaling s : {LrScaling::kAuto, LrScaling::kLinear, LrScaling::kSqrt}) {
+        Plan p = default_plan(1, 1, g, Algorithm::kRing);
+        p.training.lr_scale = lr_scale_for(s, g, ref);
+        EXPECT_TRUE(check_plan_plausible(p).ok()) << g << " " << ref;
+      }
+}
+
+// Issue 43, item 2: a served plan is checked against the recipe it is applied to: its lr
+// scale must be one the recipe's rule gives at the plan's global batch.
+TEST(PlanForRecipe, AnLrScaleTheRecipesRuleWouldNotGiveIsRefused) {
+  // The quickstart's optimizer: lr meant for a global batch of 128.
+  const Recipe linear = recipe_from(
+      "training: {batch: {per_rank: 64}, optimizer: {lr: 0.02, lr_reference_batch: 128}}\n");
+  Plan p = quickstart_plan();  // 1x2, per-rank 64: global 128
+  EXPECT_TRUE(check_plan_lr_scale(linear, 2, p).ok());
+  p.training.lr_scale = 1000;
+  Status s = check_plan_lr_scale(linear, 2, p);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().exit_code(), 2);
+  EXPECT_EQ(s.error().message(),
+            "training.lr_scale: x1000 is not what the recipe's lr rule gives at global batch 128 "
+            "(optimizer.lr_scaling auto from a reference batch of 128: x1 to x1)");
+  // Within the plausibility bound (x64 at 128) but not the recipe's rule.
+  p.training.lr_scale = 16;
+  EXPECT_TRUE(check_plan_plausible(p).ok());
+  EXPECT_FALSE(check_plan_lr_scale(linear, 2, p).ok());
+
+  // At global 512 (per-rank 256 on 2 ranks) auto allows linear x4, sqrt x2 and unscaled x1.
+  Plan big = default_plan(1, 2, 256, Algorithm::kRing);
+  for (double lr : {4.0, 2.0, 1.0, 3.0}) {
+    big.training.lr_scale = lr;
+    EXPECT_TRUE(check_plan_lr_scale(linear, 2, big).ok()) << lr;
+  }
+  for (double lr : {4.01, 0.99, 8.0}) {
+    big.training.lr_scale = lr;
+    EXPECT_FALSE(check_plan_lr_scale(linear, 2, big).ok()) << lr;
+  }
+  // A recipe that fixes sqrt: at most x2 at 512; none: x1 only.
+  const Recipe sqrt_rule =
+      recipe_from("training: {optimizer: {lr: 0.02, lr_reference_batch: 128, lr_scaling: sqrt}}\n");
+  big.training.lr_scale = 4.0;
+  EXPECT_FALSE(check_plan_lr_scale(sqrt_rule, 2, big).ok());
+  big.training.lr_scale = 2.0;
+  EXPECT_TRUE(check_plan_lr_scale(sqrt_rule, 2, big).ok());
+  const Recipe none =
+      recipe_from("training: {optimizer: {lr: 0.02, lr_reference_batch: 128, lr_scaling: none}}\n");
+  EXPECT_FALSE(check_plan_lr_scale(none, 2, big).ok());
+  big.training.lr_scale = 1.0;
+  EXPECT_TRUE(check_plan_lr_scale(none, 2, big).ok());
 }
 
 // per_rank_batch x ranks used to overflow in validate_plan.

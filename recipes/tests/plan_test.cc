@@ -8,6 +8,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "common/strings.h"
+
 namespace dltune::recipes {
 namespace {
 
@@ -188,6 +190,99 @@ TEST(PlanJson, RejectsBadPlansWithClearErrors) {
     ASSERT_FALSE(plan.ok());
     EXPECT_EQ(plan.error().exit_code(), 2);
     EXPECT_NE(plan.error().message().find(c.want), std::string::npos) << plan.error().message();
+  }
+}
+
+// Issue 43, item 3: a control character (ESC, NUL, BEL, DEL, C1, a bidi override) or a byte
+// that is not UTF-8 in any text field of a plan is refused where the plan is read, naming the
+// field; the message itself stays printable.
+TEST(PlanJson, RefusesControlCharactersInEveryTextField) {
+  using Edit = std::function<void(json&, const std::string&)>;
+  const std::vector<std::pair<std::string, Edit>> fields = {
+      {"provenance.reason", [](json& j, const std::string& s) { j["provenance"]["reason"] = s; }},
+      {"provenance.recipe", [](json& j, const std::string& s) { j["provenance"]["recipe"] = s; }},
+      {"provenance.confidence.rival",
+       [](json& j, const std::string& s) {
+         j["provenance"]["confidence"] = {{"rival", s}, {"ratio", 1.1}};
+       }},
+      {"provenance.budget.cut",
+       [](json& j, const std::string& s) {
+         j["provenance"]["budget"] = {{"cut", s}};
+       }},
+      {"parallel.reason", [](json& j, const std::string& s) { j["parallel"]["reason"] = s; }},
+      {"parallel.partition",
+       [](json& j, const std::string& s) {
+         j["job"]["ranks_per_node"] = 2;
+         j["parallel"]["replicas"] = 1;
+         j["parallel"]["stages"] = 2;
+         j["parallel"]["partition"] = {"conv1", s};
+         j["training"]["global_batch"] = 64;
+       }},
+      {"placement[1].nic", [](json& j, const std::string& s) { j["placement"][1]["nic"] = s; }},
+      {"provenance.source", [](json& j, const std::string& s) { j["provenance"]["source"] = s; }},
+      {"collectives.allreduce[0].algo",
+       [](json& j, const std::string& s) { j["collectives"]["allreduce"][0]["algo"] = s; }},
+  };
+  const std::vector<std::string> hostile = {
+      "ok \x1b]0;pwned\x07\x1b[31m",  // the report's: set the title, turn the text red
+      std::string("nul\0here", 8),
+      "bell\x07",
+      "del\x7f",
+      "c1 \xc2\x9b"
+      "31m",
+      "bidi \xe2\x80\xae",
+      "tab\there",
+      "new\nline"};
+  for (const auto& [field, edit] : fields) {
+    for (const std::string& bad : hostile) {
+      json j = json::parse(kExample);
+      edit(j, bad);
+      auto plan = parse_plan(j.dump());
+      ASSERT_FALSE(plan.ok()) << field << " " << json(bad).dump();
+      const std::string& m = plan.error().message();
+      EXPECT_NE(m.find(field), std::string::npos) << m;
+      EXPECT_EQ(strings::find_control(m), std::string::npos) << m;
+    }
+    // The same field with printable text (UTF-8 included) is read.
+    json j = json::parse(kExample);
+    edit(j, "caf\xc3\xa9 ring");
+    if (field != "provenance.source" && field != "collectives.allreduce[0].algo") {
+      auto plan = parse_plan(j.dump());
+      EXPECT_TRUE(plan.ok()) << field << ": " << plan.error().message();
+    }
+  }
+  // An unknown key made of escape codes is named, escaped.
+  json j = json::parse(kExample);
+  j["provenance"]["\x1b[2J"] = 1;
+  auto plan = parse_plan(j.dump());
+  ASSERT_FALSE(plan.ok());
+  EXPECT_NE(plan.error().message().find("provenance.\\x1b[2J: unknown key"), std::string::npos)
+      << plan.error().message();
+}
+
+// Issue 43, item 6: a negative per-rank batch is named as such (it was reported as
+// parallel.microbatches), and a regret that is there is never negative.
+TEST(PlanJson, NamesTheFieldThatIsWrong) {
+  json j = json::parse(kExample);
+  j["training"]["per_rank_batch"] = -8;
+  j["training"]["global_batch"] = -16;
+  auto plan = plan_from_json(j);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_NE(plan.error().message().find("training.per_rank_batch: expected a positive integer, "
+                                        "got -8"),
+            std::string::npos)
+      << plan.error().message();
+  for (const char* key : {"regret", "collective_regret"}) {
+    json r = json::parse(kExample);
+    r["provenance"][key] = -0.25;
+    auto bad = plan_from_json(r);
+    ASSERT_FALSE(bad.ok()) << key;
+    EXPECT_NE(bad.error().message().find(std::string("provenance.") + key +
+                                         ": expected a share >= 0 (leave it out when unknown)"),
+              std::string::npos)
+        << bad.error().message();
+    r["provenance"][key] = 0.03;
+    EXPECT_TRUE(plan_from_json(r).ok()) << key;
   }
 }
 

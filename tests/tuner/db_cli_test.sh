@@ -27,10 +27,11 @@ content = {"plans": [{"key": key, "plan_json": sys.argv[2], "provenance": prov}]
                              "segment_bytes": 0, "bytes": 8, "median_us": 1.5, "p10_us": 1.2,
                              "p90_us": 2.0, "iqr_us": 0.3, "samples": 30, "failed": False,
                              "reason": "", "provenance": prov}]}
-canon = json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-bundle = {"format": "dltune-tuning-bundle", "format_version": 1, "provenance": prov,
-          "content": content,
-          "checksum": {"algorithm": "sha256", "value": hashlib.sha256(canon.encode()).hexdigest()}}
+bundle = {"format": "dltune-tuning-bundle", "format_version": 3, "provenance": prov,
+          "content": content}
+# Format 3: the checksum covers everything but itself (the exporter's provenance too).
+canon = json.dumps(bundle, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+bundle["checksum"] = {"algorithm": "sha256", "value": hashlib.sha256(canon.encode()).hexdigest()}
 open(sys.argv[1], "w").write(json.dumps(bundle, indent=1))
 PY
 

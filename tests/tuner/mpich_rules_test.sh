@@ -38,10 +38,11 @@ content = {"plans": [
                 "broadcast": [r(0, 8192, "tree"), r(8192, M, "rabenseifner")]}, 1700000001)],
     "measurements": []}
 prov = {"site": "s", "host": "h", "user": "u", "dltune_version": "0.1.0", "created_at": 1700000002}
-canon = json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-open(sys.argv[1], "w").write(json.dumps({"format": "dltune-tuning-bundle", "format_version": 1,
-    "provenance": prov, "content": content,
-    "checksum": {"algorithm": "sha256", "value": hashlib.sha256(canon.encode()).hexdigest()}}))
+bundle = {"format": "dltune-tuning-bundle", "format_version": 3, "provenance": prov,
+          "content": content}
+canon = json.dumps(bundle, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+bundle["checksum"] = {"algorithm": "sha256", "value": hashlib.sha256(canon.encode()).hexdigest()}
+open(sys.argv[1], "w").write(json.dumps(bundle))
 PY
 "$dltune" db import "$work/plans.json" >/dev/null || fail "import"
 "$dltune" db rules --format mpich -o "$work/all.json" 2>"$work/err" ||

@@ -325,7 +325,9 @@ std::string summary_text(const json& s) {
     }
     for (const json& t : p["recipe_trials"]) out += trial_line(t);
   }
-  return out;
+  // Sites, reasons, rivals and paths came from databases someone else may have written: the
+  // rows were checked on their way in, and nothing a terminal would act on is printed anyway.
+  return strings::printable(out);
 }
 
 }  // namespace dltune::tuner::db

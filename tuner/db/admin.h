@@ -31,7 +31,8 @@ std::string utc_time(int64_t t);
 // reported, not created), and every plan row with its recipe trials (with `with_plans`). Never
 // fails: problems are reported per database in "error".
 nlohmann::json summarize(const Layers& layers, bool with_plans);
-// summarize() as lines for people.
+// summarize() as lines for people, printable (common/strings.h printable: no control
+// characters from the databases reach a terminal).
 std::string summary_text(const nlohmann::json& summary);
 
 }  // namespace dltune::tuner::db

@@ -35,6 +35,12 @@ Status check_envelope(const json& j, const json** content, int* format_version) 
   if (version == j.end() || !version->is_number_integer()) {
     return invalid_input("format_version: missing or not an integer");
   }
+  if (*version >= 1 && *version < kOldestBundleFormatVersion) {
+    return invalid_input("bundle format version " + version->dump() +
+                         " (an older dltune's) is no longer read: its checksum does not cover "
+                         "the exporter's provenance, which anyone could have changed; re-export "
+                         "it with this dltune (dltune db export)");
+  }
   if (*version < kOldestBundleFormatVersion || *version > kBundleFormatVersion) {
     return invalid_input("bundle format version " + version->dump() +
                          " is not supported (this dltune reads versions " +
@@ -52,8 +58,8 @@ Status check_envelope(const json& j, const json** content, int* format_version) 
       (*sum)["algorithm"] != "sha256" || !sum->contains("value") || !(*sum)["value"].is_string()) {
     return invalid_input("checksum: missing or not {\"algorithm\": \"sha256\", \"value\": ...}");
   }
-  // Format 3 covers the provenance too; 1 and 2 covered the content only.
-  const std::string expected = sha256_hex(*format_version >= 3 ? payload_of(j) : c->dump());
+  // Format 3 covers the provenance too (1 and 2, which covered the content only, are refused).
+  const std::string expected = sha256_hex(payload_of(j));
   if ((*sum)["value"].get<std::string>() != expected) {
     return invalid_input(
         "checksum mismatch: the content was modified or corrupted after export; re-export it");
@@ -65,15 +71,10 @@ Status check_envelope(const json& j, const json** content, int* format_version) 
 // Every signature must verify (with the trusted key of its name, else the key it carries):
 // a signed bundle changed after signing is refused whoever signed it. Trusted when one
 // verifies with a trusted key.
-Status check_signatures(const json& j, int format_version, const std::vector<PublicKey>& trusted,
-                        Verification* out) {
+Status check_signatures(const json& j, const std::vector<PublicKey>& trusted, Verification* out) {
   *out = Verification{Verification::Trust::kNoSignature, "", "unsigned"};
   const auto sigs = j.find("signatures");
   if (sigs == j.end()) return ok_status();
-  if (format_version < 3) {
-    return invalid_input("signatures: not part of bundle format version " +
-                         std::to_string(format_version));
-  }
   if (!sigs->is_array() || sigs->size() > kMaxSignatures) {
     return invalid_input("signatures: not an array of at most 16 signatures");
   }
@@ -184,12 +185,8 @@ Result<Bundle> parse_bundle(std::string_view text, const std::vector<PublicKey>&
   const json* content = nullptr;
   int version = 0;
   DLTUNE_TRY(check_envelope(j, &content, &version));
-  if (version < 2 && content->contains("recipe_trials")) {
-    return invalid_input("content.recipe_trials: not part of bundle format version " +
-                         std::to_string(version));
-  }
   Verification v;
-  DLTUNE_TRY(check_signatures(j, version, trusted, &v));
+  DLTUNE_TRY(check_signatures(j, trusted, &v));
   Bundle b;
   auto prov = detail::provenance_from_json(j);
   if (!prov) return std::move(prov).error();

@@ -24,8 +24,8 @@
 //
 // "key" is {"fingerprint", "family", "versions": {"mpi", "pmix", "nccl", "dltune"}, "nodes",
 // "ranks_per_node", "recipe"}. The plan stays text so that a round trip is byte-exact.
-// Format versions 1 and 2 (checksum over "content" only, no signatures; 1 has no
-// "recipe_trials") are still read, as unsigned bundles.
+// Format versions 1 and 2 (older dltunes': checksum over "content" only, no signatures) are
+// refused with a message saying to re-export: their provenance could be changed unnoticed.
 #pragma once
 
 #include <string>
@@ -40,7 +40,8 @@
 namespace dltune::tuner::db {
 
 inline constexpr int kBundleFormatVersion = 3;
-inline constexpr int kOldestBundleFormatVersion = 1;
+// The oldest format read: 3, the first whose checksum covers the provenance.
+inline constexpr int kOldestBundleFormatVersion = 3;
 inline constexpr size_t kMaxBundleBytes = size_t{256} << 20;
 
 struct Bundle {
@@ -109,9 +110,13 @@ struct ImportOutcome {
 };
 
 // Imports `paths` in order into the database at `db_path` (created when missing), all or
-// nothing before the first write: the trusted keys are options.trusted_keys plus the
-// database's own trusted_keys setting; signatures are required when options say so or the
-// database's require_signature setting is on. Every source is read, verified and validated
+// nothing before the first write. The trusted keys: a database that sets its own trust
+// (trusted_keys or require_signature) trusts its trusted_keys file's keys, narrowed to those
+// options.trusted_keys (DLTUNE_TRUSTED_KEYS) lists too when that is set, and never one more
+// (each key the environment would have added is a warning); a database that sets neither
+// trusts options.trusted_keys'. A trusted-keys file others may write is refused (signing.h).
+// Signatures are required when options say so or the database's require_signature setting is
+// on. Every source is read, verified and validated
 // first; a refused source (bad input, a signature that does not verify, an unsigned or untrusted
 // source when signatures are required) is invalid_input naming it, and then nothing is written
 // and no database is created. Then each source is merged in its own transaction under

@@ -136,8 +136,10 @@ Result<LookupResult> lookup_plan(const Layers& layers, const Key& key) {
     auto db = TuningDb::open(path, OpenMode::kReadOnly);
     auto done = db ? consider(*db, true) : Result<bool>(std::move(db).error());
     if (!done) {
+      // Said once, by the caller (a launch's notes, tune's and db lookup's stderr, a plugin's
+      // log): logged here too, it printed twice.
       result.warnings.push_back("site database skipped: " + done.error().message());
-      DLTUNE_LOG(kWarn, "db") << result.warnings.back();
+      DLTUNE_LOG(kInfo, "db") << result.warnings.back();
       continue;
     }
     if (*done) return result;

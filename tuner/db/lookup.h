@@ -36,9 +36,10 @@ struct LookupResult {
 };
 
 // Looks `key` up through `layers`. A user database that does not exist yet is a miss, and is
-// not created; a site database that is missing or unreadable is skipped with a warning in the
-// result (a launch must not fail because a shared file is gone). Fails only when the user
-// database exists but cannot be read.
+// not created; a site database that is missing or unreadable (damaged, a negative or newer
+// schema number) is skipped with a warning in the result, which the caller says once (a launch
+// must not fail, nor hang, because of a shared file). Fails only when the user database exists
+// but cannot be read.
 Result<LookupResult> lookup_plan(const Layers& layers, const Key& key);
 
 // Near-hit ranking, exposed for tests: lower is closer. Same versions, same fingerprint, same

@@ -1,5 +1,6 @@
 #include "tuner/db/records.h"
 
+#include <algorithm>
 #include <cctype>
 #include <ctime>
 #include <string>
@@ -199,6 +200,14 @@ Status validate_measurement(const Measurement& m) {
   if (m.bytes > (uint64_t{1} << 40) || m.segment_bytes > (uint64_t{1} << 40)) {
     return invalid_input("measurement.bytes: implausibly large");
   }
+  // Percentiles of one set of samples are ordered (a failed trial may have no times).
+  const double slack = 1e-9 * m.p90_us;
+  if (!m.failed && (m.p10_us > m.median_us + slack || m.median_us > m.p90_us + slack)) {
+    return invalid_input("measurement.p10_us/median_us/p90_us: " + std::to_string(m.p10_us) +
+                         " / " + std::to_string(m.median_us) + " / " + std::to_string(m.p90_us) +
+                         " are not plausible (percentiles of one set of samples: p10 <= median "
+                         "<= p90)");
+  }
   return ok_status();
 }
 
@@ -237,12 +246,19 @@ Status validate_trial(const RecipeTrial& t) {
                          std::to_string(recipes::kMaxPlanPerRankBatch) + " per rank and 1 to " +
                          std::to_string(recipes::kMaxPlanGlobalBatch) + " in all");
   }
-  if (t.bucket_bytes > recipes::kMaxPlanBucketBytes) {
-    return invalid_input("recipe_trial.bucket_bytes: implausibly large");
+  if (t.bucket_bytes < recipes::kMinPlanBucketBytes ||
+      t.bucket_bytes > recipes::kMaxPlanBucketBytes) {
+    return invalid_input("recipe_trial.bucket_bytes: " + std::to_string(t.bucket_bytes) +
+                         " is not plausible (1 KiB to 4 GiB, as a plan's)");
   }
-  if (!(t.lr_scale > 0.0) || t.lr_scale > 1e6) {
-    return invalid_input("recipe_trial.lr_scale: expected a positive factor, got " +
-                         std::to_string(t.lr_scale));
+  // As a plan's (recipes::check_plan_plausible): lr meant for at least kMinLrReferenceBatch.
+  const double lr_max = std::max(1.0, static_cast<double>(t.global_batch) /
+                                          static_cast<double>(recipes::kMinLrReferenceBatch));
+  if (!(t.lr_scale > 0.0) || t.lr_scale > lr_max) {
+    return invalid_input("recipe_trial.lr_scale: " + std::to_string(t.lr_scale) +
+                         " is not plausible (a positive factor of at most " +
+                         std::to_string(lr_max) + " at global batch " +
+                         std::to_string(t.global_batch) + ")");
   }
   if (t.steps < 0 || t.steps > 100000000) {
     return invalid_input("recipe_trial.steps: out of range");

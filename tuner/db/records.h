@@ -152,13 +152,14 @@ inline constexpr size_t kMaxPlanBytes = 1 << 20;
 //   that cover every size), plausible (recipes::check_plan_plausible: batches, warm-up,
 //   buckets, placement in range) and for the key's job shape;
 // - a measurement names a known collective and algorithm, with sizes, times and samples in
-//   range.
+//   range, and (unless it failed) p10 <= median <= p90.
 Status validate_key(const Key& key);
 Status validate_provenance(const Provenance& p);
 Status validate_plan(const PlanRecord& plan);
 Status validate_measurement(const Measurement& m);
-// Also: label is free text (non-empty), scaling "weak" or "strong", batches >= 1, a successful
-// trial has steps and a positive throughput.
+// Also: label is free text (non-empty), scaling "weak" or "strong", batches >= 1, a bucket and
+// an lr factor within a plan's bounds (recipes::check_plan_plausible), a successful trial has
+// steps and a positive throughput.
 Status validate_trial(const RecipeTrial& t);
 // Also: level "intra" or "inter", finite non-negative coefficients and error, points >= 1.
 Status validate_cost_model(const CostModel& c);

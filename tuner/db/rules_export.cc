@@ -21,19 +21,17 @@ std::string shape_text(const JobShape& s) {
 
 // Every plan matching `filter` in every layer, user first.
 Result<std::vector<Found>> all_plans(const Layers& layers, const Filter& filter) {
-  std::vector<std::pair<std::string, bool>> dbs;
-  if (!layers.user_db.empty() && paths::exists(layers.user_db)) {
-    dbs.emplace_back(layers.user_db, false);
-  }
-  for (const std::string& s : layers.site_dbs) dbs.emplace_back(s, true);
+  std::vector<std::string> dbs;
+  if (!layers.user_db.empty() && paths::exists(layers.user_db)) dbs.push_back(layers.user_db);
+  for (const std::string& s : layers.site_dbs) dbs.push_back(s);
   std::vector<Found> out;
   for (size_t i = 0; i < dbs.size(); ++i) {
-    const auto& [path, site] = dbs[i];
-    auto db = TuningDb::open(path, site ? OpenMode::kReadOnly : OpenMode::kReadWrite);
+    // Rules only read: a read-only database (user or site) serves them (README).
+    auto db = TuningDb::open(dbs[i], OpenMode::kReadOnly);
     if (!db) return std::move(db).error();
     auto plans = db->plans(filter);
     if (!plans) return std::move(plans).error();
-    for (PlanRecord& p : *plans) out.push_back({std::move(p), path, i});
+    for (PlanRecord& p : *plans) out.push_back({std::move(p), dbs[i], i});
   }
   return out;
 }

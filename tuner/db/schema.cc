@@ -176,7 +176,8 @@ Status prepare_read_only(Connection& conn, Connection& scratch, bool* use_scratc
   if (!v) return std::move(v).error();
   DLTUNE_TRY(check_known(conn, *v));
   if (*v == kSchemaVersion) return ok_status();
-  if (*v == 0) return invalid_input("'" + conn.path() + "' is an empty database");
+  // Version 0 without tables (check_known refused any) is an empty database, as a 0-byte file
+  // an older dltune left on a full disk: it holds nothing, and reads as such.
   DLTUNE_TRY(scratch.copy_from(conn));
   DLTUNE_TRY(migrate(scratch));
   *use_scratch = true;

@@ -34,7 +34,8 @@ Result<int> schema_version(Connection& conn);
 Status migrate(Connection& conn, int target = kSchemaVersion);
 
 // For a read-only database: ok when it is at kSchemaVersion; a database at an older version
-// is copied into `scratch` (an in-memory database) and migrated there, and *use_scratch is set.
+// (or an empty one, version 0 without tables) is copied into `scratch` (an in-memory database)
+// and migrated there, and *use_scratch is set.
 // Errors as migrate(); the file itself is never written.
 Status prepare_read_only(Connection& conn, Connection& scratch, bool* use_scratch);
 

@@ -38,6 +38,12 @@ Result<std::pair<std::string, std::string>> split_key_line(std::string_view line
   return std::make_pair(std::move(name), std::move(key));
 }
 
+// The permission bits as ls -l's octal: "644".
+std::string mode_text(mode_t mode) {
+  return std::to_string((mode >> 6) & 7) + std::to_string((mode >> 3) & 7) +
+         std::to_string(mode & 7);
+}
+
 }  // namespace
 
 PublicKey SecretKey::public_key() const {
@@ -125,9 +131,7 @@ Result<SecretKey> read_secret_key(const std::string& path) {
   if (::stat(path.c_str(), &st) != 0) return not_found("key file '" + path + "' does not exist");
   if ((st.st_mode & 077) != 0) {
     return invalid_input("key file '" + path + "' may be read by others (mode " +
-                         std::to_string((st.st_mode >> 6) & 7) +
-                         std::to_string((st.st_mode >> 3) & 7) + std::to_string(st.st_mode & 7) +
-                         "): chmod 600 it");
+                         mode_text(st.st_mode) + "): chmod 600 it");
   }
   if (st.st_size > static_cast<off_t>(kMaxKeyFileBytes)) {
     return invalid_input("key file '" + path + "' is not a dltune key (too large)");
@@ -173,7 +177,17 @@ Result<std::vector<PublicKey>> parse_trusted_keys(std::string_view text,
 }
 
 Result<std::vector<PublicKey>> read_trusted_keys(const std::string& path) {
-  if (!paths::exists(path)) return not_found("trusted keys file '" + path + "' does not exist");
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    return not_found("trusted keys file '" + path + "' does not exist");
+  }
+  // Whoever may write it decides what this machine trusts: as a secret key's mode is checked.
+  if ((st.st_mode & 022) != 0) {
+    return invalid_input("trusted keys file '" + path + "' may be changed by others (mode " +
+                         mode_text(st.st_mode) +
+                         "): anyone who can write it can make dltune trust their key; chmod "
+                         "go-w it");
+  }
   auto text = paths::read_file(path);
   if (!text) return std::move(text).error();
   if (text->size() > kMaxKeyFileBytes) {

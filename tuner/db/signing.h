@@ -45,7 +45,8 @@ Result<SecretKey> read_secret_key(const std::string& path);
 // Parses trusted-key lines (the .pub format); `origin` names the text in errors ("line N").
 // Two keys of one name are an error; so is a bad line.
 Result<std::vector<PublicKey>> parse_trusted_keys(std::string_view text, const std::string& origin);
-// Reads the file `path` and parses it.
+// Reads the file `path` and parses it. Refuses a file that others may change (group- or
+// world-writable: mode & 022), naming its mode: whoever writes it decides what is trusted.
 Result<std::vector<PublicKey>> read_trusted_keys(const std::string& path);
 
 // "NAME BASE64\n": one line of a .pub or trusted-keys file.

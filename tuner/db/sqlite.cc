@@ -1,6 +1,7 @@
 #include "tuner/db/sqlite.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -135,8 +136,17 @@ Status Connection::copy_from(Connection& from) {
 
 Error Connection::last_error(const std::string& what) const {
   if (!db_) return io_error(what + ": out of memory");
-  return classify(sqlite3_extended_errcode(db_.get()),
-                  what + ": " + std::string(sqlite3_errmsg(db_.get())));
+  const int code = sqlite3_extended_errcode(db_.get());
+  const std::string message = sqlite3_errmsg(db_.get());
+  // A full disk is SQLITE_FULL, or an I/O error (SQLITE_IOERR_SHMSIZE, _WRITE, ...) whose
+  // system error is ENOSPC: said as such, not as "disk I/O error".
+  const int sys = sqlite3_system_errno(db_.get());
+  if ((code & 0xff) == SQLITE_FULL ||
+      ((code & 0xff) == SQLITE_IOERR && (sys == ENOSPC || sys == EDQUOT))) {
+    return io_error("no space left on device writing '" + path_ + "' (" + message +
+                    "); free some space there and run the command again");
+  }
+  return classify(code, what + ": " + message);
 }
 
 Statement& Statement::bind(int index, int64_t value) {

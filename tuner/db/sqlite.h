@@ -45,7 +45,9 @@ class Connection {
   Status copy_from(Connection& from);
 
   // An Error built from the connection's last SQLite error, prefixed with `what`. BUSY/LOCKED
-  // become timeout errors, CORRUPT/NOTADB invalid input, the rest I/O errors.
+  // become timeout errors, CORRUPT/NOTADB invalid input, the rest I/O errors; a full disk
+  // (SQLITE_FULL, or an I/O error whose system error is ENOSPC or EDQUOT) is the I/O error "no
+  // space left on device writing 'PATH' (...)".
   Error last_error(const std::string& what) const;
 
   sqlite3* raw() const { return db_.get(); }

@@ -1,7 +1,10 @@
 #include "tuner/db/store.h"
 
+#include <atomic>
+#include <cerrno>
 #include <string>
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include "common/paths.h"
@@ -118,6 +121,56 @@ std::string write_refusal(const std::string& path) {
   return "";
 }
 
+// Removes a database file and the journal files SQLite keeps next to it.
+void remove_database_files(const std::string& path) {
+  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
+    (void)::unlink((path + suffix).c_str());
+  }
+}
+
+// Creates the database `path`, which does not exist, whole or not at all: it is made and
+// migrated under a temporary name in the same directory, checkpointed into that one file, then
+// linked into place (link(2) never replaces a file: when another process created `path`
+// meanwhile, its database stays and this copy goes). A full disk, or any other failure, leaves
+// nothing behind: no 0-byte or half-made file that every later command would refuse.
+Status create_whole(const std::string& path) {
+  static std::atomic<int> counter{0};
+  const std::string tmp =
+      path + ".new-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    return errno == ENOSPC ? io_error("no space left on device writing '" + path + "'")
+                           : errno_error("cannot create the database '" + path + "'");
+  }
+  ::close(fd);
+  Status made = [&]() -> Status {
+    auto conn = Connection::open(tmp, OpenMode::kReadWrite);
+    if (!conn) return std::move(conn).error();
+    DLTUNE_TRY(migrate(*conn));
+    // Everything into the main file: the link below takes that file alone.
+    auto st = conn->prepare("PRAGMA wal_checkpoint(TRUNCATE)");
+    if (!st) return std::move(st).error();
+    auto row = st->step();
+    if (!row) return std::move(row).error();
+    if (!*row || st->integer(0) != 0) {
+      return io_error("cannot create the database '" + path + "': its first checkpoint failed");
+    }
+    return ok_status();
+  }();
+  if (made.ok() && ::link(tmp.c_str(), path.c_str()) != 0 && errno != EEXIST) {
+    made = errno == ENOSPC ? io_error("no space left on device writing '" + path + "'")
+                           : errno_error("cannot create the database '" + path + "'");
+  }
+  remove_database_files(tmp);
+  if (made.ok()) return made;
+  // The messages name the file they were about: the temporary one is `path` to the user.
+  std::string message = made.error().message();
+  for (size_t at = message.find(tmp); at != std::string::npos; at = message.find(tmp, at)) {
+    message.replace(at, tmp.size(), path);
+  }
+  return Error(made.error().kind(), message);
+}
+
 }  // namespace
 
 Result<TuningDb> TuningDb::open(const std::string& path, OpenMode mode) {
@@ -129,6 +182,9 @@ Result<TuningDb> TuningDb::open(const std::string& path, OpenMode mode) {
                          "); nothing was written. Write to another database with --db or "
                          "DLTUNE_DB");
     }
+  }
+  if (mode == OpenMode::kReadWrite && path != ":memory:" && !paths::exists(path)) {
+    DLTUNE_TRY(create_whole(path));
   }
   auto conn = Connection::open(path, mode);
   if (!conn) return std::move(conn).error();
@@ -384,6 +440,18 @@ Result<TuningDb> open_for_writing(const std::string& path) {
     DLTUNE_TRY(paths::make_dirs(path.substr(0, slash)));
   }
   return TuningDb::open(path, OpenMode::kReadWrite);
+}
+
+Status check_can_store(const std::string& path) {
+  if (const std::string why = write_refusal(path); !why.empty()) {
+    return unsupported("database '" + path + "' is read-only (" + why +
+                       "), so nothing measured could be stored; nothing was measured. Write "
+                       "to another database with --db or DLTUNE_DB");
+  }
+  if (!paths::exists(path)) return ok_status();
+  auto db = TuningDb::open(path, OpenMode::kReadOnly);
+  if (!db) return std::move(db).error().wrap("nothing was measured");
+  return ok_status();
 }
 
 Status store_plan(const std::string& path, const PlanRecord& plan,

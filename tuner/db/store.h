@@ -71,7 +71,8 @@ struct MergeReport {
 
 // A database's own policy for what it takes in (schema v4 settings table): imports and merges
 // into it need a trusted signature when require_signature is on; trusted_keys names a
-// trusted-keys file (signing.h) added to DLTUNE_TRUSTED_KEYS' ("" none).
+// trusted-keys file (signing.h; "" none). A database that sets either decides what it trusts:
+// DLTUNE_TRUSTED_KEYS may narrow that, never widen it (bundle.h import_sources).
 struct DbSettings {
   bool require_signature = false;
   std::string trusted_keys;
@@ -176,6 +177,13 @@ Status validate_rows(std::span<const PlanRecord> plans, std::span<const Measurem
 // Opens the database at `path` for writing (TuningDb::open, kReadWrite), creating its directory
 // first when needed: how every command writes to the user database.
 Result<TuningDb> open_for_writing(const std::string& path);
+// Whether a plan could be stored in the database at `path` (open_for_writing) once measured:
+// what a tuning command checks before it measures for minutes, creating and writing nothing.
+// Ok for a database that does not exist yet; unsupported ("... is read-only ...") when this
+// user may not write it or its directory; the error of TuningDb::open (kReadOnly) for a
+// database that cannot be read or whose schema is negative, newer than this dltune's or not
+// ours.
+Status check_can_store(const std::string& path);
 // open_for_writing(path), then put_results(&plan, measurements, trials): a plan stored with the
 // measurements or recipe trials behind it, in one transaction.
 Status store_plan(const std::string& path, const PlanRecord& plan,

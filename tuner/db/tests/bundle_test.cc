@@ -2,12 +2,14 @@
 #include "tuner/db/bundle.h"
 
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "common/hash.h"
 #include "common/paths.h"
+#include "common/strings.h"
 #include "tuner/db/tests/db_fixture.h"
 
 namespace dltune::tuner::db {
@@ -160,6 +162,124 @@ TEST(Bundle, RejectionsLeaveTheDatabaseUnchanged) {
     EXPECT_NE(r.error().message().find(c.expect), std::string::npos)
         << c.what << ": " << r.error().message();
     EXPECT_NE(r.error().message().find("bad.json"), std::string::npos) << c.what;
+    EXPECT_EQ(db_digest(*dst), before) << c.what;
+  }
+}
+
+// Issue 43 (items 3 and 6): what a well-formed bundle carried through before, each refused at
+// import naming the field, the database unchanged.
+TEST(Bundle, RoundTwoHostileValuesAreRefusedNamingTheField) {
+  TempDir dir;
+  const nlohmann::json j = nlohmann::json::parse(make_bundle(dir));
+  struct Case {
+    std::string what;
+    std::string text;
+    std::string expect;
+  };
+  std::vector<Case> cases;
+  // One edit of plans[0]'s plan (per-rank 1 on 1x2; made per-rank 64, global 128 first).
+  const auto plan_case = [&](const std::string& what, const std::string& expect, auto edit) {
+    nlohmann::json t = j;
+    nlohmann::json plan =
+        nlohmann::json::parse(t["content"]["plans"][0]["plan_json"].get<std::string>());
+    plan["training"]["per_rank_batch"] = 64;
+    plan["training"]["global_batch"] = 128;
+    edit(plan);
+    t["content"]["plans"][0]["plan_json"] = plan.dump();
+    cases.push_back({what, resign(t), "content.plans[0]: plan: " + expect});
+  };
+  plan_case("10 GiB bucket", "training.bucket_bytes: 10 GiB is not plausible",
+            [](nlohmann::json& p) { p["training"]["bucket_bytes"] = uint64_t{10} << 30; });
+  plan_case("1-byte bucket", "training.bucket_bytes: 1 B is not plausible",
+            [](nlohmann::json& p) { p["training"]["bucket_bytes"] = 1; });
+  plan_case("lr x100 at global batch 128", "training.lr_scale: 100 is not plausible",
+            [](nlohmann::json& p) { p["training"]["lr_scale"] = 100; });
+  plan_case("negative regret", "invalid plan: provenance.regret: expected a share >= 0",
+            [](nlohmann::json& p) {
+              p["provenance"] = {{"source", "tuned"}, {"regret", -0.5}};
+            });
+  plan_case("negative budget", "provenance.budget.budget_s: -20 is not plausible",
+            [](nlohmann::json& p) {
+              p["provenance"] = {{"source", "tuned"}, {"budget", {{"budget_s", -20}}}};
+            });
+  plan_case("negative batch", "invalid plan: training.per_rank_batch: expected a positive integer",
+            [](nlohmann::json& p) {
+              p["training"]["per_rank_batch"] = -8;
+              p["training"]["global_batch"] = -16;
+            });
+  const std::string esc = "ok \x1b]0;pwned\x07\x1b[31m";
+  plan_case("ESC in the reason", "invalid plan: provenance.reason: a control character",
+            [&](nlohmann::json& p) {
+              p["provenance"] = {{"source", "tuned"}, {"reason", esc}};
+            });
+  plan_case("NUL in the recipe name", "invalid plan: provenance.recipe: a control character",
+            [](nlohmann::json& p) {
+              p["provenance"] = {{"source", "tuned"}, {"recipe", std::string("q\0x", 3)}};
+            });
+  plan_case("ESC in the budget cut", "invalid plan: provenance.budget.cut: a control character",
+            [&](nlohmann::json& p) {
+              p["provenance"] = {{"source", "tuned"}, {"budget", {{"cut", esc}}}};
+            });
+  plan_case(
+      "ESC in the confidence rival",
+      "invalid plan: provenance.confidence.rival: a control character", [&](nlohmann::json& p) {
+        p["provenance"] = {{"source", "tuned"}, {"confidence", {{"rival", esc}, {"ratio", 1.2}}}};
+      });
+  plan_case("ESC in a NIC name", "invalid plan: placement[0].nic: a control character",
+            [](nlohmann::json& p) {
+              p["placement"] = {{{"local_rank", 0}, {"nic", "mlx5_0\x1b[2J"}},
+                                {{"local_rank", 1}, {"nic", "mlx5_1"}}};
+            });
+  {
+    nlohmann::json t = j;
+    auto& m = t["content"]["measurements"][1];
+    m["p10_us"] = m["p90_us"].get<double>() * 2;
+    cases.push_back({"p10 above p90", resign(t),
+                     "content.measurements[1]: measurement.p10_us/median_us/p90_us"});
+  }
+  {
+    nlohmann::json t = j;
+    t["content"]["measurements"][0]["reason"] = "fail\x1b[31m";
+    cases.push_back({"ESC in a measurement reason", resign(t),
+                     "content.measurements[0]: measurement.reason: unexpected character"});
+  }
+  {
+    nlohmann::json t = j;
+    t["provenance"]["site"] = "site\x1b]0;x\x07";
+    cases.push_back({"ESC in the exporter's site", resign(t), "provenance.site"});
+  }
+  {
+    // A format 2 bundle (checksum over the content only): its provenance could be anything.
+    nlohmann::json t = j;
+    t["format_version"] = 2;
+    t["provenance"]["site"] = "trusted-site";
+    cases.push_back({"format 2", resign(t),
+                     "bundle format version 2 (an older dltune's) is no longer read: its "
+                     "checksum does not cover the exporter's provenance, which anyone could "
+                     "have changed; re-export it with this dltune (dltune db export)"});
+  }
+  {
+    nlohmann::json t = j;
+    t["format_version"] = 1;
+    t["content"].erase("recipe_trials");
+    cases.push_back({"format 1", resign(t), "bundle format version 1 (an older dltune's)"});
+  }
+
+  auto dst = TuningDb::open(dir.file("dst.db"), OpenMode::kReadWrite);
+  ASSERT_TRUE(dst.ok());
+  const PlanRecord local = sample_plan(sample_key("cc"));
+  ASSERT_TRUE(dst->put_plan(local).ok());
+  const std::string before = db_digest(*dst);
+  for (const Case& c : cases) {
+    const std::string path = dir.file("bad.json");
+    ASSERT_TRUE(paths::write_file_atomic(path, c.text).ok());
+    auto r = import_file(*dst, path, ConflictPolicy::kPreferNewer);
+    ASSERT_FALSE(r.ok()) << c.what;
+    EXPECT_EQ(r.error().exit_code(), 2) << c.what;
+    EXPECT_NE(r.error().message().find(c.expect), std::string::npos)
+        << c.what << ": " << r.error().message();
+    EXPECT_EQ(strings::find_control(r.error().message()), std::string::npos)
+        << c.what << ": " << r.error().message();
     EXPECT_EQ(db_digest(*dst), before) << c.what;
   }
 }

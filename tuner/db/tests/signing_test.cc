@@ -2,6 +2,7 @@
 // verification against trusted keys, and import_sources refusing before anything is written.
 #include "tuner/db/signing.h"
 
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -206,6 +207,101 @@ TEST(Signing, ADatabaseSettingRequiresSignatures) {
   auto taken = import_sources(dir.file("site.db"), {dir.file("signed.json")}, {});
   ASSERT_TRUE(taken.ok()) << taken.error().message();
   EXPECT_TRUE(taken->require_signature);
+}
+
+// Issue 43, item 4: a file that grants trust is checked for its mode, as a secret key is.
+TEST(Signing, ATrustedKeysFileOthersMayChangeIsRefused) {
+  TempDir dir;
+  make_keys(dir);
+  const std::string pub = dir.file("keys/siteA.pub");
+  for (mode_t mode : {0666, 0646, 0664, 0620}) {
+    ASSERT_EQ(::chmod(pub.c_str(), mode), 0);
+    auto r = read_trusted_keys(pub);
+    ASSERT_FALSE(r.ok()) << std::oct << mode;
+    EXPECT_EQ(r.error().exit_code(), 2);
+    char want[16];
+    std::snprintf(want, sizeof want, "(mode %o)", static_cast<unsigned>(mode));
+    EXPECT_NE(r.error().message().find(want), std::string::npos) << r.error().message();
+    EXPECT_NE(r.error().message().find("may be changed by others"), std::string::npos);
+    EXPECT_NE(r.error().message().find("chmod go-w"), std::string::npos);
+  }
+  for (mode_t mode : {0644, 0600, 0444}) {
+    ASSERT_EQ(::chmod(pub.c_str(), mode), 0);
+    EXPECT_TRUE(read_trusted_keys(pub).ok()) << std::oct << mode;
+  }
+  // Through an import, as DLTUNE_TRUSTED_KEYS.
+  ASSERT_TRUE(
+      paths::write_file_atomic(dir.file("plain.json"), bundle_to_json(one_plan_bundle())).ok());
+  ASSERT_EQ(::chmod(pub.c_str(), 0666), 0);
+  ImportOptions opts;
+  opts.trusted_keys = pub;
+  auto r = import_sources(dir.file("new.db"), {dir.file("plain.json")}, opts);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message().find("(mode 666)"), std::string::npos) << r.error().message();
+  EXPECT_FALSE(paths::exists(dir.file("new.db")));
+}
+
+// Issue 43, item 4: a user's DLTUNE_TRUSTED_KEYS narrows a database that sets its own trust,
+// never widens it. (It used to add its keys to the database's: mallory's bundle went into a
+// database whose administrator trusted siteA only.)
+TEST(Signing, TheEnvironmentCannotWidenADatabasesTrust) {
+  TempDir dir;
+  const Keys k = make_keys(dir);
+  ASSERT_TRUE(paths::write_file_atomic(dir.file("mallory.json"),
+                                       bundle_to_json(one_plan_bundle(), &k.mallory))
+                  .ok());
+  ASSERT_TRUE(paths::write_file_atomic(dir.file("signed.json"),
+                                       bundle_to_json(one_plan_bundle(), &k.site_a))
+                  .ok());
+  // The user's own trusted-keys file lists mallory (and siteA).
+  ASSERT_TRUE(paths::write_file_atomic(dir.file("user.keys"),
+                                       *paths::read_file(dir.file("keys/mallory.pub")) +
+                                           *paths::read_file(dir.file("keys/siteA.pub")))
+                  .ok());
+  ASSERT_TRUE(paths::write_file_atomic(dir.file("mallory-only.keys"),
+                                       *paths::read_file(dir.file("keys/mallory.pub")))
+                  .ok());
+  const auto make_db = [&](const std::string& name, DbSettings s) {
+    auto db = TuningDb::open(dir.file(name), OpenMode::kReadWrite);
+    ASSERT_TRUE(db.ok());
+    ASSERT_TRUE(db->set_settings(s).ok());
+  };
+  make_db("site.db", {true, dir.file("keys/siteA.pub")});
+  ImportOptions env;
+  env.trusted_keys = dir.file("user.keys");
+  auto widened = import_sources(dir.file("site.db"), {dir.file("mallory.json")}, env);
+  ASSERT_FALSE(widened.ok()) << "mallory's bundle went into a database that trusts siteA only";
+  EXPECT_NE(widened.error().message().find("signed by 'mallory', which is not a trusted key"),
+            std::string::npos)
+      << widened.error().message();
+  auto taken = import_sources(dir.file("site.db"), {dir.file("signed.json")}, env);
+  ASSERT_TRUE(taken.ok()) << taken.error().message();
+  ASSERT_EQ(taken->warnings.size(), 1u);
+  EXPECT_NE(taken->warnings[0].find("DLTUNE_TRUSTED_KEYS' key 'mallory' is not trusted by the "
+                                    "database"),
+            std::string::npos)
+      << taken->warnings[0];
+  // Narrowing: an environment that trusts only mallory leaves the database trusting nobody.
+  ImportOptions narrow;
+  narrow.trusted_keys = dir.file("mallory-only.keys");
+  make_db("narrow.db", {true, dir.file("keys/siteA.pub")});
+  auto none = import_sources(dir.file("narrow.db"), {dir.file("signed.json")}, narrow);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.error().message().find("which is not a trusted key"), std::string::npos)
+      << none.error().message();
+  // A database that requires signatures but names no keys takes none from the environment.
+  make_db("nokeys.db", {true, ""});
+  auto nokeys = import_sources(dir.file("nokeys.db"), {dir.file("signed.json")}, env);
+  ASSERT_FALSE(nokeys.ok());
+  EXPECT_NE(nokeys.error().message().find("the database names no trusted keys: set them with "
+                                          "dltune db settings --trusted-keys FILE"),
+            std::string::npos)
+      << nokeys.error().message();
+  // A database without settings of its own trusts what the environment names (as before).
+  auto user = import_sources(dir.file("user.db"), {dir.file("mallory.json")}, env);
+  ASSERT_TRUE(user.ok()) << user.error().message();
+  auto udb = TuningDb::open(dir.file("user.db"), OpenMode::kReadOnly);
+  EXPECT_EQ((*udb->plans())[0].provenance.signed_by, "mallory");
 }
 
 // Every plan conflict is reported: both sides, the winner and why.

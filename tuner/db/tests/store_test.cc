@@ -2,7 +2,11 @@
 // read-only databases.
 #include "tuner/db/store.h"
 
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -112,6 +116,62 @@ TEST(Schema, RejectsNegativeVersions) {
                 std::string::npos)
           << db.error().message();
     }
+  }
+}
+
+// Issue 43, item 5: a new database appears whole (made under a temporary name, then linked into
+// place: nothing else is left in its directory), and a 0-byte file, as an older dltune left
+// on a full disk, reads as the empty database it is instead of failing every later command.
+TEST(Store, NewDatabasesAppearWholeAndEmptyFilesReadAsEmpty) {
+  TempDir dir;
+  {
+    auto db = TuningDb::open(dir.file("made.db"), OpenMode::kReadWrite);
+    ASSERT_TRUE(db.ok()) << db.error().message();
+    ASSERT_TRUE(db->put_plan(sample_plan()).ok());
+  }
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path()))
+    names.push_back(e.path().filename().string());
+  for (const std::string& n : names) EXPECT_EQ(n.rfind("made.db", 0), 0u) << n;
+  EXPECT_EQ(std::count_if(names.begin(), names.end(),
+                          [](const std::string& n) { return n.find(".new-") != n.npos; }),
+            0);
+  auto again = TuningDb::open(dir.file("made.db"), OpenMode::kReadOnly);
+  ASSERT_TRUE(again.ok()) << again.error().message();
+  EXPECT_EQ(again->plans()->size(), 1u);
+
+  std::FILE* f = std::fopen(dir.file("zero.db").c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  std::fclose(f);
+  auto ro = TuningDb::open(dir.file("zero.db"), OpenMode::kReadOnly);
+  ASSERT_TRUE(ro.ok()) << ro.error().message();
+  EXPECT_EQ(ro->counts()->plans, 0);
+  EXPECT_EQ(std::filesystem::file_size(dir.file("zero.db")), 0u);  // read-only: never written
+  auto rw = TuningDb::open(dir.file("zero.db"), OpenMode::kReadWrite);
+  ASSERT_TRUE(rw.ok()) << rw.error().message();
+  EXPECT_EQ(rw->counts()->schema_version, kSchemaVersion);
+}
+
+// Issue 43, item 6: what a tuning command checks before it measures for its whole budget.
+TEST(Store, CheckCanStoreRefusesBeforeAnythingIsMeasured) {
+  TempDir dir;
+  EXPECT_TRUE(check_can_store(dir.file("new.db")).ok());
+  EXPECT_FALSE(std::filesystem::exists(dir.file("new.db")));  // nothing created
+  ASSERT_TRUE(TuningDb::open(dir.file("ok.db"), OpenMode::kReadWrite).ok());
+  EXPECT_TRUE(check_can_store(dir.file("ok.db")).ok());
+  for (const int version : {-1, kSchemaVersion + 1}) {
+    const std::string path = dir.file("v" + std::to_string(version + 10) + ".db");
+    {
+      auto conn = Connection::open(path, OpenMode::kReadWrite);
+      ASSERT_TRUE(conn->exec(("PRAGMA user_version = " + std::to_string(version)).c_str()).ok());
+    }
+    Status s = check_can_store(path);
+    ASSERT_FALSE(s.ok()) << version;
+    EXPECT_EQ(s.error().exit_code(), 2);
+    EXPECT_NE(s.error().message().find("nothing was measured"), std::string::npos);
+    EXPECT_NE(s.error().message().find("schema version " + std::to_string(version)),
+              std::string::npos)
+        << s.error().message();
   }
 }
 

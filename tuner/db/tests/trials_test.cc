@@ -250,20 +250,32 @@ TEST(TrialsBundle, RoundTripImportTwiceAndFormatOne) {
   EXPECT_EQ(r2->recipe_trials.unchanged, 5);
   EXPECT_EQ(json::parse(export_text(*dst))["content"], json::parse(after_first)["content"]);
 
-  // A format 1 bundle (an older dltune's: no trials) still imports; its plan, equal to the
-  // local one, leaves the local trials alone.
+  // A format 1 bundle (an older dltune's: no trials, a checksum that left the provenance out)
+  // is refused, saying to re-export it (issue 43); nothing changes.
   json v1 = json::parse(text);
   v1["format_version"] = 1;
   v1["content"].erase("recipe_trials");
   ASSERT_TRUE(paths::write_file_atomic(dir.file("v1.json"), resign(v1)).ok());
   auto r3 = import_file(*dst, dir.file("v1.json"), ConflictPolicy::kPreferNewer);
-  ASSERT_TRUE(r3.ok()) << r3.error().message();
-  EXPECT_FALSE(r3->changed());
+  ASSERT_FALSE(r3.ok());
+  EXPECT_NE(r3.error().message().find("bundle format version 1 (an older dltune's) is no longer "
+                                      "read"),
+            std::string::npos)
+      << r3.error().message();
+  EXPECT_EQ(dst->counts()->recipe_trials, 5);
+  // The same bundle without its trials (as a store without trials exports it) brings the plan
+  // alone; its plan, equal to the local one, leaves the local trials alone.
+  json bare = json::parse(text);
+  bare["content"]["recipe_trials"] = json::array();
+  ASSERT_TRUE(paths::write_file_atomic(dir.file("bare.json"), resign(bare)).ok());
+  auto r4 = import_file(*dst, dir.file("bare.json"), ConflictPolicy::kPreferNewer);
+  ASSERT_TRUE(r4.ok()) << r4.error().message();
+  EXPECT_FALSE(r4->changed());
   EXPECT_EQ(dst->counts()->recipe_trials, 5);
   auto fresh = TuningDb::open(dir.file("fresh.db"), OpenMode::kReadWrite);
-  auto r4 = import_file(*fresh, dir.file("v1.json"), ConflictPolicy::kKeepLocal);
-  ASSERT_TRUE(r4.ok()) << r4.error().message();
-  EXPECT_EQ(r4->plans.added, 1);
+  auto r4b = import_file(*fresh, dir.file("bare.json"), ConflictPolicy::kKeepLocal);
+  ASSERT_TRUE(r4b.ok()) << r4b.error().message();
+  EXPECT_EQ(r4b->plans.added, 1);
   EXPECT_EQ(fresh->counts()->recipe_trials, 0);
   // A plan that local has without trials takes the incoming ones.
   auto r5 = import_file(*fresh, dir.file("b.json"), ConflictPolicy::kKeepLocal);
@@ -331,7 +343,7 @@ TEST(TrialsBundle, HostileOrTamperedTrialsAreRejectedAndTheDatabaseUnchanged) {
   {
     json t = j;
     t["format_version"] = 1;
-    cases.push_back({"trials in format 1", resign(t), "not part of bundle format version 1"});
+    cases.push_back({"format 1", resign(t), "bundle format version 1 (an older dltune's)"});
   }
   {
     json t = j;
