@@ -39,7 +39,7 @@
 #include "common/paths.h"
 #include "common/strings.h"
 #include "engine/data/dataset.h"
-#include "engine/graph/tensor.h"
+#include "engine/core/tensor.h"
 #include "engine/train/layout_search.h"
 #include "engine/train/node_costs.h"
 #include "engine/train/trainer.h"

@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "common/paths.h"
-#include "engine/graph/rng.h"
+#include "engine/core/rng.h"
 
 namespace dltune::engine {
 

@@ -22,7 +22,7 @@
 
 #include "common/result.h"
 #include "engine/graph/backward_plan.h"
-#include "engine/graph/tensor.h"
+#include "engine/core/tensor.h"
 #include "engine/ops/op.h"
 #include "recipes/model/graph.h"
 

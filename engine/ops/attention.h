@@ -13,7 +13,7 @@
 // that is cheaper than skipping it element by element.
 #pragma once
 
-#include "engine/graph/tensor.h"
+#include "engine/core/tensor.h"
 #include "engine/ops/op.h"
 
 namespace dltune::engine {

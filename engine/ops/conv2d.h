@@ -19,7 +19,7 @@
 // GEMMs.
 #pragma once
 
-#include "engine/graph/tensor.h"
+#include "engine/core/tensor.h"
 #include "engine/ops/conv3x3.h"
 #include "engine/ops/conv_direct.h"
 #include "engine/ops/op.h"

@@ -4,7 +4,7 @@
 //   y_c     = x_c * scale_c^-beta
 #pragma once
 
-#include "engine/graph/tensor.h"
+#include "engine/core/tensor.h"
 #include "engine/ops/op.h"
 
 namespace dltune::engine {

@@ -15,7 +15,7 @@
 //   dx = rstd (g - mean(g) - xhat mean(g xhat)) with g = dy w.
 #pragma once
 
-#include "engine/graph/tensor.h"
+#include "engine/core/tensor.h"
 #include "engine/ops/op.h"
 
 namespace dltune::engine {

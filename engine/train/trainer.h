@@ -43,7 +43,7 @@
 #include "engine/data/dataset.h"
 #include "engine/data/sampler.h"
 #include "engine/graph/model.h"
-#include "engine/graph/rng.h"
+#include "engine/core/rng.h"
 #include "engine/io/checkpoint.h"
 #include "engine/optim/optimizer.h"
 #include "engine/train/metrics.h"

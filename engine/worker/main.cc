@@ -30,7 +30,7 @@
 #include "common/env.h"
 #include "common/log.h"
 #include "common/paths.h"
-#include "engine/graph/blas_kernels.h"
+#include "engine/core/blas_kernels.h"
 #include "engine/train/layout_memory.h"
 #include "engine/train/train_data.h"
 #include "engine/train/trainer.h"

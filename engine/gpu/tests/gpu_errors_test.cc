@@ -15,7 +15,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include "engine/gpu/counter_hash.h"
+#include "engine/core/counter_hash.h"
 #include "engine/gpu/gpu_context.h"
 #include "engine/gpu/gpu_layers.h"
 #include "engine/gpu/gpu_model.h"
