@@ -30,7 +30,6 @@ class Gelu final : public Op {
 class Dropout final : public Op {
  public:
   void reserve(int max_batch) override;
-  int64_t saved_floats(int max_batch) const override { return max_batch * in_numel(); }
   void release() override {
     mask_.resize(0);
     mask_valid_ = false;

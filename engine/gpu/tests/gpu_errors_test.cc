@@ -20,7 +20,7 @@
 #include "engine/gpu/gpu_layers.h"
 #include "engine/gpu/gpu_model.h"
 #include "engine/ops/elementwise.h"
-#include "engine/train/layout_memory.h"
+#include "engine/train/rank_memory.h"
 #include "engine/train/train_config.h"
 #include "engine/train/train_data.h"
 #include "engine/train/trainer.h"
@@ -268,7 +268,7 @@ TEST(GpuTrainer, OffloadedOptimizerStateTrainsBitForBitOrSaysWhy) {
 TEST(GpuMemory, AGpuRanksLimitIsItsGpusMemoryOrSaysWhy) {
   recipes::Recipe r;
   r.comm.backend = "nccl";
-  const RankMemoryLimit gpu = rank_memory_limit(r, 8);
+  const planning::RankMemoryLimit gpu = rank_memory_limit(r, 8);
   if (auto bytes = gpu::device_memory_bytes(0); bytes.ok()) {
     EXPECT_EQ(gpu.bytes, static_cast<int64_t>(*bytes));
     EXPECT_NE(gpu.source.find("GPU 0"), std::string::npos) << gpu.source;
@@ -280,7 +280,7 @@ TEST(GpuMemory, AGpuRanksLimitIsItsGpusMemoryOrSaysWhy) {
   EXPECT_EQ(rank_memory_limit(r, 8).bytes, 1 << 30);
   r.launch.memory_per_rank = 0;
   r.comm.backend = "mpi";
-  const RankMemoryLimit cpu = rank_memory_limit(r, 2);
+  const planning::RankMemoryLimit cpu = rank_memory_limit(r, 2);
   EXPECT_GT(cpu.bytes, 0);
   EXPECT_NE(cpu.source.find("2 ranks' share"), std::string::npos) << cpu.source;
 }
@@ -307,7 +307,8 @@ TEST(GpuMemory, TheModelEstimatesTheEnginesDevicePeak) {
     ASSERT_TRUE(est.ok()) << est.error().message();
     const double measured = static_cast<double>(gpu::device_peak_bytes());
     EXPECT_NEAR(static_cast<double>(est->total()) / measured, 1.0, 0.15)
-        << "estimate " << est->total() << " (" << terms_text(*est) << "), measured " << measured;
+        << "estimate " << est->total() << " (" << planning::terms_text(*est) << "), measured "
+        << measured;
   }
 }
 
