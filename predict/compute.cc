@@ -1,17 +1,8 @@
 #include "predict/compute.h"
 
-#include <numeric>
-
 #include <nlohmann/json.hpp>
 
 namespace dltune::predict {
-
-double ComputeProfile::forward_total() const {
-  return std::accumulate(forward_s.begin(), forward_s.end(), 0.0);
-}
-double ComputeProfile::backward_total() const {
-  return std::accumulate(backward_s.begin(), backward_s.end(), 0.0);
-}
 
 ComputeProfile profile_from_rate(const ModelCosts& model, int batch, double flops_per_s,
                                  double optimizer_s, std::string source) {

@@ -18,21 +18,14 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "common/result.h"
-
-#include "predict/model_costs.h"
+#include "planning/model_costs.h"
+#include "planning/step_time.h"
 
 namespace dltune::predict {
 
-struct ComputeProfile {
-  std::string source;  // said in every prediction: "measured here (...)", "device h100 (...)"
-  int batch = 1;       // per-rank batch the times are for
-  std::vector<double> forward_s, backward_s;  // per node
-  double optimizer_s = 0;
-  double other_s = 0;  // per step outside forward, backward and the update (input copy, loss)
-  double forward_total() const;
-  double backward_total() const;
-  double step_s() const { return forward_total() + backward_total() + optimizer_s + other_s; }
-};
+// The model and compute of the step-time model (planning/step_time.h), made here.
+using planning::ComputeProfile;
+using planning::ModelCosts;
 
 ComputeProfile profile_from_rate(const ModelCosts& model, int batch, double flops_per_s,
                                  double optimizer_s, std::string source);

@@ -36,7 +36,7 @@ Prediction data_prediction(const PredictRequest& r, int n) {
   o.overlap = r.overlap;
   sharing(r, n, &o.compute_scale, &o.overlap_efficiency);
   const int g = r.per_node;
-  const StepPrediction s = data_parallel_step(
+  const StepPrediction s = planning::data_parallel_step(
       r.model, r.compute, [&](double bytes) { return r.comm.allreduce(bytes, n, g); }, o);
   Prediction p;
   p.step_s = s.step_s;
@@ -50,7 +50,7 @@ Prediction data_prediction(const PredictRequest& r, int n) {
 }
 
 // The pipeline of `stages` stages at n nodes: a plan's own layout, or the engine's default
-// (engine/train/layout_search.h): the balanced cut and recipes::default_microbatches().
+// (planning/layout_search.h): the balanced cut and recipes::default_microbatches().
 // Errors: the model cannot be cut in `stages`.
 Result<Prediction> pipeline_prediction(const PredictRequest& r, int n, int stages,
                                        const PipelineLayout* own = nullptr) {
@@ -70,7 +70,7 @@ Result<Prediction> pipeline_prediction(const PredictRequest& r, int n, int stage
   double unused = 0;
   sharing(r, n, &o.compute_scale, &unused);
   const int g = r.per_node;
-  auto step = pipeline_step(
+  auto step = planning::pipeline_step(
       r.model, r.compute,
       [&](double bytes, int replicas) {
         // Replicas of a stage are `stages` ranks apart: spread over nodes like the ranks.

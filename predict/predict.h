@@ -2,9 +2,9 @@
 // counts from 1 to thousands, from one rank's compute (predict/compute.h) and an allreduce cost
 // (measured curves at a shape the tuner swept, else predict/fabric.h's two-level model).
 //
-// For each node count N (ranks p = N x G): the data-parallel step of predict/step.h with the
-// cheapest allreduce per bucket (or the one forced), and with --parallel pipeline / hybrid /
-// auto the analytic pipeline layouts of predict/step.h (auto: the fastest of data and every
+// For each node count N (ranks p = N x G): the data-parallel step of planning/step_time.h with
+// the cheapest allreduce per bucket (or the one forced), and with --parallel pipeline / hybrid /
+// auto the analytic pipeline layouts of planning/step_time.h (auto: the fastest of data and every
 // stage count 2, 4, ... that divides p and that the model can be cut into; pipeline: one
 // replica; hybrid: two replicas or more), cut and micro-batched as the engine's layout search
 // does by default.
@@ -23,14 +23,20 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "common/result.h"
+#include "planning/model_costs.h"
+#include "planning/step_time.h"
 #include "tuner/cost_model.h"
 
 #include "predict/compute.h"
 #include "predict/fabric.h"
-#include "predict/model_costs.h"
-#include "predict/step.h"
 
 namespace dltune::predict {
+
+// The step-time model's pieces predict charges (planning/step_time.h).
+using planning::CommTime;
+using planning::DataParallelOptions;
+using planning::PipelineOptions;
+using planning::StepPrediction;
 
 enum class Parallel { kData, kPipeline, kHybrid, kAuto };
 // Errors (invalid_input): not data, pipeline, hybrid or auto.

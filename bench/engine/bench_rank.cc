@@ -20,7 +20,7 @@
 
 #include "comm/allreduce.h"
 #include "comm/thread_communicator.h"
-#include "engine/graph/blas_kernels.h"
+#include "engine/core/blas_kernels.h"
 #include "engine/train/train_data.h"
 #include "engine/train/trainer.h"
 #include "topology/topology.h"
@@ -64,7 +64,7 @@ static int sgemm(int n) {
 }
 
 int main(int argc, char** argv) {
-  use_native_blas_kernels(argv);  // as dltune-worker does (engine/graph/blas_kernels.h)
+  use_native_blas_kernels(argv);  // as dltune-worker does (engine/core/blas_kernels.h)
   set_blas_threads(1);
   if (argc == 3 && std::string(argv[1]) == "sgemm") return sgemm(std::atoi(argv[2]));
   if (argc < 6 || argc > 8 || std::string(argv[1]) != "train") {

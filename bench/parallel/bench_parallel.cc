@@ -38,15 +38,22 @@
 #include "comm/thread_communicator.h"
 #include "common/paths.h"
 #include "common/strings.h"
+#include "engine/core/tensor.h"
 #include "engine/data/dataset.h"
-#include "engine/graph/tensor.h"
-#include "engine/train/layout_search.h"
+#include "engine/graph/batch_buffers.h"
 #include "engine/train/node_costs.h"
 #include "engine/train/trainer.h"
 #include "recipes/plan.h"
+#include "planning/layout_search.h"
 
 namespace dltune::engine {
 namespace {
+
+using planning::describe_layout;
+using planning::LayoutCandidate;
+using planning::LayoutRequest;
+using planning::layouts_to_measure;
+using planning::NodeCosts;
 
 using Clock = std::chrono::steady_clock;
 
@@ -153,17 +160,18 @@ recipes::Graph graph_of(const TrainConfig& c) { return *model_graph(c); }
 std::vector<LayoutCandidate> candidates(const TrainConfig& c, int ranks, int64_t limit,
                                         const NodeCosts* costs = nullptr) {
   LayoutRequest rq;
+  rq.buffers = batch_buffers;
   rq.ranks = ranks;
   rq.global_batch = c.per_rank_batch;
   rq.batch_per_replica = true;
   rq.memory_limit = limit;
-  if (costs != nullptr) {  // as `dltune-worker layout --measure` (a tuned launch) does
+  if (costs != nullptr) {  // as a tuned launch does with `dltune-worker profile --fit`'s
     rq.node_cost = costs->per_sample;
     rq.node_fixed_cost = costs->per_call;
     rq.optimizer_cost_per_parameter = costs->optimizer_per_parameter;
     rq.cost_per_second = 1.0;
   }
-  auto cands = layout_candidates(graph_of(c), rq);
+  auto cands = planning::layout_candidates(graph_of(c), rq);
   if (!cands) {
     std::fprintf(stderr, "bench: %s\n", cands.error().message().c_str());
     std::exit(1);

@@ -4,8 +4,8 @@
 #include <cstring>
 
 #include "common/paths.h"
+#include "engine/core/rng.h"
 #include "engine/data/real_data.h"
-#include "engine/graph/rng.h"
 
 namespace dltune::engine {
 

@@ -3,7 +3,7 @@
 #include <numeric>
 #include <string>
 
-#include "engine/graph/rng.h"
+#include "engine/core/rng.h"
 
 namespace dltune::engine {
 

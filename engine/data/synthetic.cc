@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "engine/data/dataset.h"
-#include "engine/graph/rng.h"
+#include "engine/core/rng.h"
 
 namespace dltune::engine {
 

@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "engine/gpu/gpu_layers.h"
-#include "engine/graph/rng.h"
+#include "engine/core/rng.h"
 
 namespace dltune::engine::gpu {
 

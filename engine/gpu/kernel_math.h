@@ -15,7 +15,7 @@
 
 #include <math.h>
 
-#include "engine/gpu/counter_hash.h"  // DLTUNE_HOST_DEVICE
+#include "engine/core/counter_hash.h"  // DLTUNE_HOST_DEVICE
 
 namespace dltune::engine::gpu::math {
 

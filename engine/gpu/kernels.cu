@@ -5,7 +5,7 @@
 // the softmax. Backward passes gather (each thread owns the gradient element it writes), so no
 // kernel here uses atomics and every result is reproducible to the bit. The clip norm is a
 // two-pass reduction in double: kNormParts block partials, then one block adds them in order.
-#include "engine/gpu/counter_hash.h"
+#include "engine/core/counter_hash.h"
 #include "engine/gpu/kernels.h"
 #include "engine/gpu/kernels_util.cuh"
 

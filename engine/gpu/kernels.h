@@ -44,7 +44,7 @@ void relu_backward(const float* y, const float* dy, float* dx, int64_t n, bool a
 // GELU (tanh form); backward from the input.
 void gelu_forward(const float* x, float* y, int64_t n, cudaStream_t s);
 void gelu_backward(const float* x, const float* dy, float* dx, int64_t n, bool acc, cudaStream_t s);
-// Inverted dropout with the counter-based mask of engine/gpu/counter_hash.h:
+// Inverted dropout with the counter-based mask of engine/core/counter_hash.h:
 // mask[i] = counter_uniform(seed, i) < p ? 0 : 1/(1-p); y = x * mask; dx (+)= dy * mask.
 void dropout_forward(const float* x, float* y, float* mask, int64_t n, uint64_t seed, float p,
                      cudaStream_t s);

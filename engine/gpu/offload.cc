@@ -82,7 +82,7 @@ Result<std::unique_ptr<OffloadedState>> OffloadedState::create(GpuContext& ctx, 
     std::memset(p, 0, bytes);
     m->host.push_back(static_cast<float*>(p));
   }
-  for (int64_t i = 0; i < offload_buffers(n, m->chunk) * vectors; ++i) {
+  for (int64_t i = 0; i < planning::offload_buffers(n, m->chunk) * vectors; ++i) {
     auto b = DeviceBuffer::alloc_floats(static_cast<size_t>(m->chunk));
     if (!b) return b.error().wrap("the optimizer state's staging buffers");
     m->staging.push_back(std::move(*b));

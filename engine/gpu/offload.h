@@ -4,7 +4,7 @@
 //
 // How an update runs. The state, `vectors` vectors of n floats, lives in page-locked host
 // memory. The device holds two staging buffers per vector of `chunk` floats each
-// (kOffloadChunkFloats, engine/graph/memory_model.h, by default; one buffer when one chunk holds
+// (kOffloadChunkFloats, planning/memory_model.h, by default; one buffer when one chunk holds
 // the whole vector). Chunk c of the update uses buffer b = c % 2:
 //   copy stream:    waits until chunk c - 2 has left buffer b (event stored[b]), copies the
 //                   state's chunk c host -> buffer b, records loaded[b];
@@ -28,7 +28,7 @@
 
 #include "common/result.h"
 #include "engine/gpu/gpu_context.h"
-#include "engine/graph/memory_model.h"
+#include "planning/memory_model.h"
 
 namespace dltune::engine::gpu {
 
@@ -38,8 +38,8 @@ class OffloadedState {
   // buffers, and a copy stream and events on ctx's device. Errors: invalid_input for vectors
   // outside 1..4, n < 1 or chunk < 1; unsupported without CUDA; internal with CUDA's message when
   // pinned or device memory runs out.
-  static Result<std::unique_ptr<OffloadedState>> create(GpuContext& ctx, int vectors, int64_t n,
-                                                        int64_t chunk = kOffloadChunkFloats);
+  static Result<std::unique_ptr<OffloadedState>> create(
+      GpuContext& ctx, int vectors, int64_t n, int64_t chunk = planning::kOffloadChunkFloats);
   ~OffloadedState();
   OffloadedState(const OffloadedState&) = delete;
   OffloadedState& operator=(const OffloadedState&) = delete;

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "engine/graph/rng.h"
+#include "engine/core/rng.h"
 
 namespace dltune::engine {
 

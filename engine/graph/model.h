@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "common/result.h"
+#include "engine/core/tensor.h"
 #include "engine/graph/backward_plan.h"
-#include "engine/graph/tensor.h"
 #include "engine/ops/op.h"
 #include "recipes/model/graph.h"
 
@@ -120,8 +120,8 @@ class Model {
   // Floating-point operations of one forward pass per sample (multiply-add = 2).
   double forward_flops_per_sample() const { return info_.flops_per_sample; }
   // Bytes reserve(max_batch) allocates for activations, their gradients, the workspace and the
-  // ops' own state (what engine/graph/memory_model.h estimates for one in-flight batch); with
-  // share_scratch_of(), without the gradients and the workspace (the owner's).
+  // ops' own state (what batch_buffers.h plans for one in-flight batch and planning/memory_model.h
+  // counts); with share_scratch_of(), without the gradients and the workspace (the owner's).
   int64_t activation_bytes() const { return activation_bytes_; }
 
   // Per-node timing: while on, forward and backward add each node's wall time (seconds) to

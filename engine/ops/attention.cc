@@ -19,8 +19,6 @@ void Attention::reserve(int max_batch) {
   probs_.reserve(static_cast<size_t>(int64_t{max_batch} * heads_ * t_ * t_));
 }
 
-int64_t Attention::workspace_floats(int) const { return int64_t{t_} * t_; }  // dP of one head
-
 void Attention::forward(const OpContext&, const float* const* in, float* out, int batch) {
   const int T = t_, C = c_, C3 = 3 * c_, hs = hs_;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));

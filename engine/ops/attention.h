@@ -13,7 +13,7 @@
 // that is cheaper than skipping it element by element.
 #pragma once
 
-#include "engine/graph/tensor.h"
+#include "engine/core/tensor.h"
 #include "engine/ops/op.h"
 
 namespace dltune::engine {
@@ -22,10 +22,6 @@ class Attention final : public Op {
  public:
   void reserve(int max_batch) override;
   void release() override { probs_.resize(0); }
-  int64_t saved_floats(int max_batch) const override {
-    return int64_t{max_batch} * heads_ * t_ * t_;
-  }
-  int64_t workspace_floats(int batch) const override;
   void forward(const OpContext& ctx, const float* const* in, float* out, int batch) override;
   void backward(const OpContext& ctx, const float* const* in, const float* out, const float* dout,
                 const GradOut* din, int batch) override;

@@ -9,38 +9,6 @@
 #include <cblas.h>
 
 namespace dltune::engine {
-namespace {
-
-// Whether 3x3 "same" convolutions run engine/ops/conv3x3.h's kernels: on a CPU with AVX-512,
-// unless DLTUNE_CONV3X3=0 asks for im2col + GEMM (to compare the two).
-bool use_conv3x3() {
-  static const bool use = [] {
-    const char* env = std::getenv("DLTUNE_CONV3X3");  // NOLINT: read once
-    if (env != nullptr && std::string(env) == "0") return false;
-    return conv3x3_fast();
-  }();
-  return use;
-}
-
-// Where the direct kernels beat im2col + GEMM (measured per layer on this machine's Emerald
-// Rapids core, one thread): up to 64 channels in and out (ResNet-18's 64-channel layers at
-// 56x56: forward 108 against 167 ms, backward 229 against 312 per 32 images; its 128-channel
-// layers already 15 % slower in backward, the 512-channel ones 1.3-1.9x) and an image's padded
-// planes within 2 MiB (the weight gradient streams them once per 8 output channels and input
-// row; VGG's 224x224 planes would come from memory each time).
-bool conv3x3_wins(const Conv3x3Shape& s) {
-  return s.c <= 64 && s.oc <= 64 &&
-         (s.padded_in_floats() + s.padded_dout_floats()) * 4 <= (int64_t{2} << 20);
-}
-
-// Vectors of 16 outputs the weight gradient should sum over before its horizontal sums: the
-// images of a group make up as many (64 vectors: 16 % of a 3-wide row of taps at most).
-int conv3x3_group(const Conv3x3Shape& s, int batch) {
-  const int64_t vectors = std::max<int64_t>(1, s.span16 / 16);
-  return static_cast<int>(std::clamp<int64_t>((64 + vectors - 1) / vectors, 1, std::max(batch, 1)));
-}
-
-}  // namespace
 
 Status Conv2d::configure() {
   const recipes::OpAttrs& a = attrs();
@@ -58,11 +26,12 @@ Status Conv2d::configure() {
   ocg_ = oc_ / groups_;
   kg_ = cg_ * k_ * k_;
   hwo_ = int64_t{oh_} * ow_;
-  direct_ = c_ == 1 && groups_ == 1 && stride_ == 1 && k_ <= 15 &&
-            direct_shape_.init(oc_, k_, pad_, h_, w_);
-  conv3x3_ = !direct_ && k_ == 3 && (stride_ == 1 || stride_ == 2) && pad_ == 1 && groups_ == 1 &&
-             c_ > 1 && use_conv3x3() && c3_.init(c_, oc_, h_, w_, stride_) && conv3x3_wins(c3_);
-  pointwise_ = !direct_ && !conv3x3_ && k_ == 1 && stride_ == 1 && pad_ == 0 && groups_ == 1;
+  const Conv2dKernel kernel = choose_conv2d(a, in_[0], out_);  // as the memory model sees it
+  direct_ = kernel.kind == Conv2dKernel::Kind::kDirect;
+  conv3x3_ = kernel.kind == Conv2dKernel::Kind::kConv3x3;
+  pointwise_ = kernel.kind == Conv2dKernel::Kind::kPointwise;
+  direct_shape_ = kernel.direct;
+  c3_ = kernel.c3;
   return ok_status();
 }
 
@@ -95,39 +64,11 @@ void Conv2d::reserve(int max_batch) {
   saved_in_ = nullptr;
 }
 
-int64_t Conv2d::saved_floats(int max_batch) const {
-  if (direct_) return direct_shape_.scratch_floats();
-  if (conv3x3_) {  // as reserve() sizes its buffers
-    return c3_.packed_floats() + c3_.grad_scratch_floats() +
-           conv3x3_group(c3_, max_batch) * (c3_.padded_in_floats() + c3_.padded_dout_floats());
-  }
-  if (pointwise_) return 0;
-  const int64_t per_image = int64_t{groups_} * kg_ * hwo_;  // as reserve() sizes saved_cols_
-  return std::min<int64_t>(max_batch, kSavedColsBudgetFloats / std::max<int64_t>(per_image, 1)) *
-         per_image;
-}
-
 int Conv2d::chunk(int batch) const {
   if (saves_cols(batch)) return std::max(batch, 1);
   int64_t per_image = int64_t{kg_} * hwo_;
   int64_t nb = std::max<int64_t>(1, kColsBudgetFloats / std::max<int64_t>(per_image, 1));
   return static_cast<int>(std::min<int64_t>(nb, std::max(batch, 1)));
-}
-
-int64_t Conv2d::workspace_floats(int batch) const {
-  if (direct_ || pointwise_ || conv3x3_) return 0;  // direct's scratch is its own (reserve())
-  // cols (Kg, L) reused for dcols, plus tmp (OCg, L) for the output / gradient of one group.
-  // The largest chunk any batch of up to `batch` images uses: a budget-sized chunk, or the
-  // whole batch when reserve(batch) sizes the saved columns for all of it. A function of the
-  // shapes and `batch` alone, so the memory model gets it without reserving.
-  const int64_t per_image = int64_t{groups_} * kg_ * hwo_;
-  const int64_t saved_images =
-      std::min<int64_t>(batch, kSavedColsBudgetFloats / std::max<int64_t>(per_image, 1));
-  const int64_t budget_chunk = std::min<int64_t>(
-      batch, std::max<int64_t>(1, kColsBudgetFloats / std::max<int64_t>(int64_t{kg_} * hwo_, 1)));
-  const int64_t images =
-      std::max<int64_t>(saved_images == batch ? batch : budget_chunk, saved_images);
-  return int64_t{kg_ + ocg_} * std::max<int64_t>(images, 1) * hwo_;
 }
 
 void Conv2d::im2col(const float* in, int n0, int nb, int g, float* cols) const {

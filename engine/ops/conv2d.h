@@ -4,25 +4,24 @@
 // Algorithm: batched im2col + one OpenBLAS sgemm per group over a chunk of images:
 //   cols (Kg, nb*OH*OW) with Kg = (C/groups)*K*K, one column per output pixel of every image
 //   of the chunk, so each gemm has N = nb*OH*OW (large, efficient) instead of OH*OW.
-// The chunk size nb keeps cols within a fixed budget (kColsBudgetFloats) so AlexNet-sized
-// layers do not need gigabytes of scratch.
-// When a training batch's columns fit in kSavedColsBudgetFloats, forward builds them for the
-// whole batch in a buffer of the layer's own and backward reuses them instead of running
-// im2col again (im2col was a fifth of a LeNet-5 step, half of it repeated in backward).
-// A 1x1 convolution with stride 1 and no padding needs no columns at all: the input planes
-// are the columns, so each image is one GEMM straight on the input (a ResNet-50 bottleneck's
-// 1x1 layers).
-// A convolution of a single input channel with stride 1 (LeNet's first layer) is computed
-// directly instead (engine/ops/conv_direct.h): no columns, no GEMM.
-// So is a 3x3 convolution with stride 1 or 2 and padding 1 on a CPU with AVX-512
+// The chunk size nb keeps cols within a fixed budget (kColsBudgetFloats, op_memory.h) so
+// AlexNet-sized layers do not need gigabytes of scratch. When a training batch's columns fit in
+// kSavedColsBudgetFloats, forward builds them for the whole batch in a buffer of the layer's own
+// and backward reuses them instead of running im2col again (im2col was a fifth of a LeNet-5 step,
+// half of it repeated in backward). A 1x1 convolution with stride 1 and no padding needs no columns
+// at all: the input planes are the columns, so each image is one GEMM straight on the input (a
+// ResNet-50 bottleneck's 1x1 layers). A convolution of a single input channel with stride 1
+// (LeNet's first layer) is computed directly instead (engine/ops/conv_direct.h): no columns, no
+// GEMM. So is a 3x3 convolution with stride 1 or 2 and padding 1 on a CPU with AVX-512
 // (engine/ops/conv3x3.h): the CIFAR ResNets' layers, where im2col's copies cost more than the
 // GEMMs.
 #pragma once
 
-#include "engine/graph/tensor.h"
+#include "engine/core/tensor.h"
 #include "engine/ops/conv3x3.h"
 #include "engine/ops/conv_direct.h"
 #include "engine/ops/op.h"
+#include "engine/ops/op_memory.h"
 
 namespace dltune::engine {
 
@@ -39,14 +38,9 @@ class Conv2d final : public Op {
     din_tmp_.resize(0);
     saved_in_ = nullptr;
   }
-  int64_t workspace_floats(int batch) const override;
-  int64_t saved_floats(int max_batch) const override;
   void forward(const OpContext& ctx, const float* const* in, float* out, int batch) override;
   void backward(const OpContext& ctx, const float* const* in, const float* out, const float* dout,
                 const GradOut* din, int batch) override;
-
-  static constexpr int64_t kColsBudgetFloats = int64_t{1} << 20;       // 4 MiB of im2col columns
-  static constexpr int64_t kSavedColsBudgetFloats = int64_t{1} << 23;  // 32 MiB per layer
 
  protected:
   Status configure() override;

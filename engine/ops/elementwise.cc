@@ -3,7 +3,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "engine/gpu/counter_hash.h"
+#include "engine/core/counter_hash.h"
 
 namespace dltune::engine {
 

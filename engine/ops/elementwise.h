@@ -2,7 +2,7 @@
 // in (B, S) -> out (B, S') with S' = S except flatten's (one dimension of the same size).
 #pragma once
 
-#include "engine/graph/tensor.h"
+#include "engine/core/tensor.h"
 #include "engine/ops/op.h"
 
 namespace dltune::engine {
@@ -25,12 +25,11 @@ class Gelu final : public Op {
 
 // Inverted dropout: in training, each element is zeroed with probability p and the rest are
 // scaled by 1/(1-p); in evaluation it is the identity. The mask depends only on ctx.seed and
-// the element index (engine/gpu/counter_hash.h), so the same seed reproduces the same mask
+// the element index (engine/core/counter_hash.h), so the same seed reproduces the same mask
 // (checkpoint resume, gradient checks) and the GPU dropout draws exactly the same one.
 class Dropout final : public Op {
  public:
   void reserve(int max_batch) override;
-  int64_t saved_floats(int max_batch) const override { return max_batch * in_numel(); }
   void release() override {
     mask_.resize(0);
     mask_valid_ = false;

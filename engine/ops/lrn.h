@@ -4,7 +4,7 @@
 //   y_c     = x_c * scale_c^-beta
 #pragma once
 
-#include "engine/graph/tensor.h"
+#include "engine/core/tensor.h"
 #include "engine/ops/op.h"
 
 namespace dltune::engine {
@@ -13,9 +13,6 @@ class Lrn final : public Op {
  public:
   void reserve(int max_batch) override;
   void release() override { scale_.resize(0); }
-  int64_t saved_floats(int max_batch) const override {
-    return max_batch * in_numel() + in_numel() + hw_;
-  }
   void forward(const OpContext& ctx, const float* const* in, float* out, int batch) override;
   void backward(const OpContext& ctx, const float* const* in, const float* out, const float* dout,
                 const GradOut* din, int batch) override;

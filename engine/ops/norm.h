@@ -15,7 +15,7 @@
 //   dx = rstd (g - mean(g) - xhat mean(g xhat)) with g = dy w.
 #pragma once
 
-#include "engine/graph/tensor.h"
+#include "engine/core/tensor.h"
 #include "engine/ops/op.h"
 
 namespace dltune::engine {
@@ -23,7 +23,6 @@ namespace dltune::engine {
 class BatchNorm final : public Op {
  public:
   void reserve(int max_batch) override;
-  int64_t saved_floats(int) const override { return 2 * c_; }
   bool fuse_relu() override {
     relu_ = true;
     return true;
@@ -48,7 +47,6 @@ class BatchNorm final : public Op {
 class LayerNorm final : public Op {
  public:
   void reserve(int max_batch) override;
-  int64_t saved_floats(int max_batch) const override { return 2 * max_batch * rows_; }
   void forward(const OpContext& ctx, const float* const* in, float* out, int batch) override;
   void backward(const OpContext& ctx, const float* const* in, const float* out, const float* dout,
                 const GradOut* din, int batch) override;

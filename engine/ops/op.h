@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "engine/ops/op_memory.h"
 #include "recipes/model/graph.h"
 
 namespace dltune::engine {
@@ -81,11 +82,17 @@ class Op {
   virtual void reserve(int /*max_batch*/) {}
   // Frees what reserve() allocated; reserve() runs again before the next forward.
   virtual void release() {}
-  // Scratch floats forward/backward need for a batch of B (shared across ops).
-  virtual int64_t workspace_floats(int /*batch*/) const { return 0; }
+  // Scratch floats forward/backward need for a batch of B (shared across ops). Valid after
+  // setup(); the kernels' one statement of it is op_memory() (engine/ops/op_memory.h).
+  int64_t workspace_floats(int batch) const {
+    return op_memory(node_, in_, out_, batch).workspace_floats;
+  }
   // Floats (or 4-byte values) reserve(max_batch) allocates for the op's own state (masks,
-  // argmax, statistics, saved columns): the memory model's per-op term. Valid after setup().
-  virtual int64_t saved_floats(int /*max_batch*/) const { return 0; }
+  // argmax, statistics, saved columns): the memory model's per-op term. Valid after setup();
+  // op_memory() states it.
+  int64_t saved_floats(int max_batch) const {
+    return op_memory(node_, in_, out_, max_batch).saved_floats;
+  }
 
   // Asks the op to apply a ReLU to its output itself (engine/graph/backward_plan.h's fusion):
   // forward then writes max(0, y), and backward receives the ReLU's output gradient with `out`

@@ -21,9 +21,6 @@ class Pool2d final : public Op {
   enum class Mode { kMax, kAvg, kAdaptiveAvg };
   void reserve(int max_batch) override;
   void release() override { argmax_ = {}; }
-  int64_t saved_floats(int max_batch) const override {
-    return mode_ == Mode::kMax ? max_batch * out_numel() : 0;
-  }
   void forward(const OpContext& ctx, const float* const* in, float* out, int batch) override;
   void backward(const OpContext& ctx, const float* const* in, const float* out, const float* dout,
                 const GradOut* din, int batch) override;

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/graph/tensor.h"
+#include "engine/core/tensor.h"
 
 namespace dltune::engine {
 

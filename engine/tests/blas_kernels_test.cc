@@ -1,7 +1,7 @@
-// engine/graph/blas_kernels.h: the fallback rule, and this very process, which calls
+// engine/core/blas_kernels.h: the fallback rule, and this very process, which calls
 // use_native_blas_kernels() first as dltune-worker does: on a CPU whose model OpenBLAS does not
 // know (these VMs' Emerald Rapids), it has executed itself again by the time the tests run.
-#include "engine/graph/blas_kernels.h"
+#include "engine/core/blas_kernels.h"
 
 #include <cstdio>
 #include <cstdlib>

@@ -11,7 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/graph/model.h"
-#include "engine/graph/rng.h"
+#include "engine/core/rng.h"
 #include "engine/ops/loss.h"
 #include "recipes/model/builtins.h"
 

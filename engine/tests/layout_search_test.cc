@@ -2,20 +2,27 @@
 // (checked against the executor's allocations in memory_model_test), cuts balanced by cost,
 // data parallelism where it fits, a pipeline where only a pipeline fits, and a refusal that says
 // by how much and what would fit.
-#include "engine/train/layout_search.h"
+#include "planning/layout_search.h"
 
 #include <gtest/gtest.h>
 
+#include "engine/graph/batch_buffers.h"
 #include "recipes/model/builtins.h"
 #include "recipes/model/partition.h"
 
-namespace dltune::engine {
+namespace dltune::planning {
 namespace {
 
 recipes::Graph resnet20() { return *recipes::builtin_graph("resnet20", {}); }
 
+// The memory model with the bundled engine's executor.
+Result<std::vector<StageMemory>> memory_of(const recipes::Graph& g, const Layout& l) {
+  return layout_memory(g, l, engine::batch_buffers);
+}
+
 LayoutRequest request(int ranks, int64_t per_replica) {
   LayoutRequest rq;
+  rq.buffers = engine::batch_buffers;
   rq.ranks = ranks;
   rq.global_batch = per_replica;
   rq.batch_per_replica = true;
@@ -26,7 +33,7 @@ TEST(LayoutMemory, StagesSplitTheParametersAndAddBoundaryBuffers) {
   const recipes::Graph g = resnet20();
   Layout one;
   one.replica_batch = 16;
-  auto whole = layout_memory(g, one);
+  auto whole = memory_of(g, one);
   ASSERT_TRUE(whole.ok()) << whole.error().message();
   ASSERT_EQ(whole->size(), 1u);
   const recipes::GraphInfo info = recipes::analyze_graph(g);
@@ -35,7 +42,7 @@ TEST(LayoutMemory, StagesSplitTheParametersAndAddBoundaryBuffers) {
   two.stages = 2;
   two.microbatches = 4;
   two.partition = recipes::partition_names(g, {0, cuts[cuts.size() / 2]});
-  auto split = layout_memory(g, two);
+  auto split = memory_of(g, two);
   ASSERT_TRUE(split.ok()) << split.error().message();
   ASSERT_EQ(split->size(), 2u);
   const MemoryTerms &a = (*split)[0].terms, &b = (*split)[1].terms, &w = whole->front().terms;
@@ -51,7 +58,7 @@ TEST(LayoutMemory, StagesSplitTheParametersAndAddBoundaryBuffers) {
   // Stage 0 (1F1B, 2 stages): 2 micro-batches of 4 in flight; stage 1 one.
   Layout gpipe = two;
   gpipe.schedule = recipes::PipelineSchedule::kGpipe;
-  auto g4 = layout_memory(g, gpipe);
+  auto g4 = memory_of(g, gpipe);
   ASSERT_TRUE(g4.ok());
   EXPECT_EQ((*g4)[0].terms.activations, 2 * a.activations);  // 4 in flight instead of 2
   EXPECT_EQ((*g4)[1].terms.activations, 4 * b.activations);
@@ -123,7 +130,7 @@ TEST(LayoutSearch, CutsBalanceTheCost) {
   const std::vector<int> cuts = recipes::cut_points(info);
   const int want = *std::lower_bound(cuts.begin(), cuts.end(), 3);
   EXPECT_GE(firsts->at(1), want);
-  rq.cost_per_second = 1.0;  // measured costs are seconds (dltune-worker layout --measure)
+  rq.cost_per_second = 1.0;  // measured costs are seconds (dltune-worker profile --fit)
   c = layout_candidates(g, rq);
   ASSERT_TRUE(c.ok()) << c.error().message();
   EXPECT_NE(c->front().layout.reason.find("samples/s from its nodes timed here"), std::string::npos)
@@ -330,4 +337,4 @@ TEST(LayoutSearch, FixedSettingsAreKeptOrRefused) {
 }
 
 }  // namespace
-}  // namespace dltune::engine
+}  // namespace dltune::planning

@@ -1,18 +1,28 @@
 // The memory model against what the executor allocates: for one batch in flight, the activation,
 // workspace and op-state terms equal Model::activation_bytes() exactly, for chains, residual
 // networks and transformers; parameters, gradients and optimizer state follow the layout.
-#include "engine/graph/memory_model.h"
+#include "planning/memory_model.h"
 
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "engine/graph/batch_buffers.h"
 #include "engine/graph/model.h"
 #include "recipes/model/builtins.h"
 #include "recipes/model/graph.h"
 
 namespace dltune::engine {
 namespace {
+
+using planning::kOffloadChunkFloats;
+using planning::MemoryQuery;
+using planning::MemoryTerms;
+
+// The memory model with this engine's executor.
+Result<MemoryTerms> estimate_memory(const recipes::Graph& g, const MemoryQuery& q) {
+  return planning::estimate_memory(g, q, batch_buffers);
+}
 
 TEST(MemoryModel, OneBatchInFlightIsWhatTheExecutorAllocates) {
   recipes::BuiltinOptions gpt;

@@ -68,8 +68,9 @@ Result<NodeProfile> profile_nodes(TrainConfig cfg, int steps, int warmup, int th
   return p;
 }
 
-Result<NodeCosts> measure_node_costs(const TrainConfig& config, const recipes::Graph& graph,
-                                     int64_t replica_batch, int steps) {
+Result<planning::NodeCosts> measure_node_costs(const TrainConfig& config,
+                                               const recipes::Graph& graph, int64_t replica_batch,
+                                               int steps) {
   const int64_t hi = std::max<int64_t>(1, std::min(replica_batch, kLargeBatch));
   const int64_t lo = std::max<int64_t>(1, hi / 8);
   std::vector<NodeProfile> p;
@@ -87,7 +88,7 @@ Result<NodeCosts> measure_node_costs(const TrainConfig& config, const recipes::G
     p.push_back(std::move(*one));
   }
   const size_t n = graph.nodes.size();
-  NodeCosts c;
+  planning::NodeCosts c;
   c.per_sample.assign(n, 0.0);
   c.per_call.assign(n, 0.0);
   const NodeProfile& big = p.back();

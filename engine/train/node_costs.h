@@ -1,5 +1,5 @@
 // One rank's compute per graph node, measured, and the per-node costs the layout search cuts
-// and ranks by (engine/train/layout_search.h).
+// and ranks by (planning/layout_search.h, planning/node_costs.h).
 //
 // How the costs are fitted. The model is trained alone at two batches, b and b / 8; each node's
 // forward + backward seconds are taken as fixed + per_sample x batch through the two points.
@@ -15,6 +15,7 @@
 
 #include "common/result.h"
 #include "engine/train/train_config.h"
+#include "planning/node_costs.h"
 #include "recipes/model/graph.h"
 
 namespace dltune::engine {
@@ -33,19 +34,12 @@ struct NodeProfile {
 // for steps < 1 or warmup < 0; the data's and the trainer's.
 Result<NodeProfile> profile_nodes(TrainConfig config, int steps, int warmup, int threads);
 
-// Seconds per node for the layout search (LayoutRequest::node_cost, node_fixed_cost,
-// optimizer_cost_per_parameter, in seconds: cost_per_second 1).
-struct NodeCosts {
-  std::vector<double> per_sample, per_call;
-  double optimizer_per_parameter = 0;
-  int small_batch = 0, large_batch = 0;  // the two batches timed
-};
-
 // The costs of `config`'s model (`graph`, as model_graph(config) gives it) around
 // `replica_batch` samples: b = min(replica_batch, 64) and max(1, b / 8), each timed for
 // `steps` steps after one warm-up, one thread, and fitted as above. Errors: the profile's, and
 // internal_error when the profile's nodes are not the graph's.
-Result<NodeCosts> measure_node_costs(const TrainConfig& config, const recipes::Graph& graph,
-                                     int64_t replica_batch, int steps = 3);
+Result<planning::NodeCosts> measure_node_costs(const TrainConfig& config,
+                                               const recipes::Graph& graph, int64_t replica_batch,
+                                               int steps = 3);
 
 }  // namespace dltune::engine

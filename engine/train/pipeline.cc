@@ -43,8 +43,8 @@
 
 #include "comm/allreduce.h"
 #include "engine/io/safetensors.h"
-#include "engine/train/schedule.h"
 #include "engine/train/trainer.h"
+#include "planning/schedule.h"
 
 namespace dltune::engine {
 
@@ -151,7 +151,7 @@ Status Trainer::add_pipeline_slots(int local_max) {
   PipelineStage& p = *pipe_;
   const int M = std::min(config_.microbatches, local_max);
   const int chunk_max = (local_max + M - 1) / M;
-  const int slots = p.recompute ? 1 : in_flight(p.schedule, p.stages, p.stage, M);
+  const int slots = p.recompute ? 1 : planning::in_flight(p.schedule, p.stages, p.stage, M);
   for (int i = 1; i < slots; ++i) {
     auto extra = Model::build(p.def().graph, config_.model, model_.get());
     if (!extra) return extra.error();
@@ -287,14 +287,14 @@ Result<double> Trainer::compute_pipeline(int B, uint64_t step_seed, bool traced,
   };
 
   if (p.schedule != recipes::PipelineSchedule::kAsync) {
-    for (const PipeOp& op : static_schedule(p.schedule, p.stages, p.stage, M))
+    for (const planning::PipeOp& op : planning::static_schedule(p.schedule, p.stages, p.stage, M))
       if (Status st = op.forward ? forward(op.microbatch) : backward(op.microbatch); !st)
         return fail(std::move(st), std::string(op.forward ? "forward" : "backward") +
                                        " of micro-batch " + std::to_string(op.microbatch));
   } else {
     // The next backward whose gradient is here, else the next forward whose input is here
     // (within the window), else wait for any message.
-    const int window = async_window(p.stages, p.stage, M);
+    const int window = planning::async_window(p.stages, p.stage, M);
     int next_f = 0, next_b = 0;
     while (next_b < M) {
       const bool b_ready =

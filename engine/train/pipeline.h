@@ -9,7 +9,7 @@
 
 #include "comm/communicator.h"
 #include "engine/graph/model.h"
-#include "engine/graph/tensor.h"
+#include "engine/core/tensor.h"
 #include "recipes/model/partition.h"
 #include "recipes/plan.h"
 

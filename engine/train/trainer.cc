@@ -10,6 +10,7 @@
 #include "engine/io/safetensors.h"
 #include "engine/ops/loss.h"
 #include "engine/train/pipeline.h"
+#include "planning/buckets.h"
 
 namespace dltune::engine {
 
@@ -144,37 +145,20 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& config,
 }
 
 Status Trainer::make_buckets() {
-  // Walk the nodes in backward order, adding the tensors each makes final (highest offset
-  // first), closing a bucket at a node boundary once it holds at least bucket_bytes, or before
-  // a tensor that is not directly below it in the buffer (buckets must be contiguous ranges).
-  // Tensors become final in reverse layout order (model.h), so in practice buckets cover
-  // [0, num_params) from the end backwards, as whole nodes.
-  const int64_t limit = static_cast<int64_t>(config_.bucket_bytes / sizeof(float));
-  const auto& params = model_->info().params;
-  bucket_of_.assign(params.size(), -1);
-  Bucket cur;
-  auto close = [&] {
-    if (cur.tensors > 0) buckets_.push_back(cur);
-    cur = Bucket{};
-  };
-  for (int i = model_->num_nodes() - 1; i >= 0; --i) {
-    std::vector<int> final = model_->final_after(i);
-    std::sort(final.begin(), final.end(), [&](int a, int b) {
-      return params[static_cast<size_t>(a)].offset > params[static_cast<size_t>(b)].offset;
-    });
-    for (int t : final) {
-      const auto& p = params[static_cast<size_t>(t)];
-      const int64_t end = p.offset + recipes::numel(p.shape);
-      if (cur.tensors > 0 && end != cur.begin) close();
-      if (cur.tensors == 0) cur.end = end;
-      cur.begin = p.offset;
-      ++cur.tensors;
-      bucket_of_[static_cast<size_t>(t)] = static_cast<int>(buckets_.size());
-    }
-    if (cur.end - cur.begin >= limit) close();
+  // The buckets of the step-time model (planning/buckets.h says how they are cut), so that
+  // what `dltune predict` and the layout search charge is what runs.
+  bucket_of_.assign(model_->info().params.size(), -1);
+  for (const planning::GradBucket& p :
+       planning::gradient_buckets(model_->info(), config_.bucket_bytes)) {
+    Bucket b;
+    b.begin = p.begin;
+    b.end = p.end;
+    b.tensors = static_cast<int>(p.tensors.size());
+    for (int t : p.tensors) bucket_of_[static_cast<size_t>(t)] = static_cast<int>(buckets_.size());
+    buckets_.push_back(std::move(b));
   }
-  close();
   bucket_left_.assign(buckets_.size(), 0);
+  bucket_ready_node_.assign(buckets_.size(), -1);
   for (auto& b : buckets_) {
     const AlgorithmRange& r =
         config_.range_for(static_cast<uint64_t>(b.end - b.begin) * sizeof(float));
@@ -206,6 +190,7 @@ Status Trainer::set_communication(uint64_t bucket_bytes, bool overlap) {
     buckets_ = std::move(old);
     bucket_of_ = std::move(old_of);
     bucket_left_.assign(buckets_.size(), 0);
+    bucket_ready_node_.assign(buckets_.size(), -1);
     return st;
   }
   bucket_issued_.assign(buckets_.size(), {});
@@ -257,7 +242,10 @@ double Trainer::loss_and_gradient(const float* logits, const int32_t* labels, in
 void Trainer::tensors_final(int node, bool traced) {
   for (int t : model_->final_after(node)) {
     const int b = bucket_of_[static_cast<size_t>(t)];
-    if (--bucket_left_[static_cast<size_t>(b)] == 0) start_bucket(static_cast<size_t>(b), traced);
+    if (--bucket_left_[static_cast<size_t>(b)] == 0) {
+      bucket_ready_node_[static_cast<size_t>(b)] = node;
+      start_bucket(static_cast<size_t>(b), traced);
+    }
   }
 }
 

@@ -40,11 +40,11 @@
 #include "comm/communicator.h"
 #include "comm/nccl_communicator.h"
 #include "common/result.h"
+#include "engine/core/rng.h"
 #include "engine/data/dataset.h"
 #include "engine/data/loader.h"
 #include "engine/data/sampler.h"
 #include "engine/graph/model.h"
-#include "engine/graph/rng.h"
 #include "engine/io/checkpoint.h"
 #include "engine/optim/optimizer.h"
 #include "engine/train/metrics.h"
@@ -139,6 +139,10 @@ class Trainer {
   bool on_gpu() const { return gpu_ != nullptr; }
   int64_t steps_done() const { return step_; }
   const std::vector<Bucket>& buckets() const { return buckets_; }
+  // Per bucket: the node whose backward completed it in the last step whose allreduces started
+  // during backward (overlap on, more than one rank), -1 where none did. What the step-time
+  // model's planning::GradBucket::ready_after says beforehand (tests/predict checks the two).
+  const std::vector<int>& bucket_ready_nodes() const { return bucket_ready_node_; }
   int rank() const;
   int ranks() const;
   // A pipeline stage's seconds of forward and backward computation so far, and of running its
@@ -243,10 +247,11 @@ class Trainer {
   std::vector<int32_t> eval_labels_;     // a chunk of held-out labels read by the loader
   comm::SharedBuffer shared_grads_;
   std::vector<Bucket> buckets_;
-  std::vector<int> bucket_of_;    // per parameter tensor: its bucket
-  std::vector<int> bucket_left_;  // per bucket: tensors not yet final in this backward
-  int64_t predictions_ = 1;       // per sample: 1, or T for a language model
-  int classes_ = 0;               // scores per prediction
+  std::vector<int> bucket_of_;          // per parameter tensor: its bucket
+  std::vector<int> bucket_left_;        // per bucket: tensors not yet final in this backward
+  std::vector<int> bucket_ready_node_;  // per bucket: bucket_ready_nodes()
+  int64_t predictions_ = 1;             // per sample: 1, or T for a language model
+  int classes_ = 0;                     // scores per prediction
   std::vector<comm::Request> pending_;
   Buffer input_, dlogits_;
   std::vector<int32_t> labels_;

@@ -202,7 +202,10 @@ Result<double> Trainer::compute_gpu(int B, uint64_t seed, bool traced, StepTimes
     ready = [&](int node) {
       for (int t : m.final_after(node)) {
         const auto b = static_cast<size_t>(bucket_of_[static_cast<size_t>(t)]);
-        if (--bucket_left_[b] == 0) start(b);
+        if (--bucket_left_[b] == 0) {
+          bucket_ready_node_[b] = node;
+          start(b);
+        }
       }
     };
   // Micro-batches as compute_cpu(): chunk sizes, dropout seeds and the order of the gradient

@@ -15,7 +15,7 @@
 
 #include "common/strings.h"
 #include "engine/graph/model.h"
-#include "engine/graph/tensor.h"
+#include "engine/core/tensor.h"
 #include "engine/io/safetensors.h"
 #include "recipes/model/builtins.h"
 #include "recipes/recipe.h"

@@ -34,13 +34,12 @@
 #include "common/env.h"
 #include "common/log.h"
 #include "common/paths.h"
-#include "engine/graph/blas_kernels.h"
-#include "engine/train/layout_memory.h"
+#include "engine/core/blas_kernels.h"
+#include "engine/train/rank_memory.h"
 #include "engine/train/train_data.h"
 #include "engine/train/trainer.h"
 #include "engine/train/training_memory.h"
 #include "engine/worker/forward.h"
-#include "engine/worker/layout.h"
 #include "engine/worker/profile.h"
 #include "engine/worker/rank_job.h"
 #include "engine/worker/trial.h"
@@ -98,7 +97,7 @@ Result<nlohmann::json> memory_report(const TrainConfig& cfg, comm::Communicator*
     nlohmann::json row = {{"rank", r},
                           {"stage", r % cfg.stages},
                           {"estimate_bytes", est->total()},
-                          {"terms", memory_json(*est)}};
+                          {"terms", planning::memory_json(*est)}};
     if (m > 0) {
       row["measured_bytes"] = static_cast<int64_t>(m);
       row["error"] = std::abs(e - m) / m;
@@ -235,7 +234,6 @@ int main(int argc, char** argv) {
   auto* trial = dltune::engine::add_trial_command(app);
   auto* forward = dltune::engine::add_forward_command(app);
   auto* profile = dltune::engine::add_profile_command(app);
-  auto* layout = dltune::engine::add_layout_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -244,7 +242,6 @@ int main(int argc, char** argv) {
   if (trial->parsed()) return dltune::engine::run_trial_command();
   if (forward->parsed()) return dltune::engine::run_forward_command();
   if (profile->parsed()) return dltune::engine::run_profile_command();
-  if (layout->parsed()) return dltune::engine::run_layout_command();
   auto st = dltune::engine::train(o);
   if (!st) {  // an empty message: another rank reports this error
     if (!st.error().message().empty()) {

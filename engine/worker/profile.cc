@@ -10,6 +10,8 @@
 
 #include "common/paths.h"
 #include "common/strings.h"
+#include "engine/gpu/gpu_context.h"
+#include "engine/train/node_costs.h"
 #include "engine/train/recipe_config.h"
 #include "engine/train/train_data.h"
 #include "recipes/model/builtins.h"
@@ -22,6 +24,8 @@ namespace {
 struct ProfileOptions {
   std::string model, recipe, out;
   int batch = 32, steps = 5, warmup = 2, threads = 1;
+  bool fit = false, device_memory = false;
+  bool steps_given = false;  // --steps on the command line (--fit's default is 3)
 };
 
 ProfileOptions& opts() {
@@ -71,11 +75,39 @@ Result<TrainConfig> recipe_config(const std::string& path, int batch) {
   return c;
 }
 
+// `text` to --out, or to standard output without it.
+Status emit(const ProfileOptions& o, const std::string& text) {
+  if (o.out.empty()) {
+    std::fputs(text.c_str(), stdout);
+    return ok_status();
+  }
+  return paths::write_file_atomic(o.out, text);
+}
+
+// --fit: the layout search's node costs around a replica batch of o.batch.
+Status fit(const ProfileOptions& o, const TrainConfig& cfg) {
+  auto graph = model_graph(cfg);
+  if (!graph) return graph.error();
+  auto costs = measure_node_costs(cfg, *graph, o.batch, o.steps_given ? o.steps : 3);
+  if (!costs) return costs.error();
+  return emit(o, planning::node_costs_to_json(*costs).dump() + "\n");
+}
+
+// --device-memory: GPU 0's memory.
+Status device_memory(const ProfileOptions& o) {
+  auto bytes = gpu::device_memory_bytes(0);
+  if (!bytes) return bytes.error();
+  return emit(o, nlohmann::json{{"device_memory_bytes", *bytes}}.dump() + "\n");
+}
+
 Status profile(const ProfileOptions& o) {
+  if (o.device_memory) return device_memory(o);
   if (o.batch < 1) return invalid_input("--batch must be at least 1");
   if (o.model.empty() == o.recipe.empty()) return invalid_input("give --model or --recipe");
-  auto cfg = profile_config(o.model, o.recipe, o.batch);
+  // --fit profiles at most 64 samples a batch (measure_node_costs()).
+  auto cfg = profile_config(o.model, o.recipe, o.fit ? std::min(o.batch, 64) : o.batch);
   if (!cfg) return cfg.error();
+  if (o.fit) return fit(o, *cfg);
   auto p = profile_nodes(*cfg, o.steps, o.warmup, o.threads);
   if (!p) return p.error();
   nlohmann::json j;
@@ -88,12 +120,7 @@ Status profile(const ProfileOptions& o) {
   j["optimizer_s"] = p->optimizer_s;
   j["input_s"] = p->input_s;
   j["step_s"] = p->step_s;
-  const std::string text = j.dump() + "\n";
-  if (o.out.empty()) {
-    std::fputs(text.c_str(), stdout);
-    return ok_status();
-  }
-  return paths::write_file_atomic(o.out, text);
+  return emit(o, j.dump() + "\n");
 }
 
 }  // namespace
@@ -108,17 +135,29 @@ CLI::App* add_profile_command(CLI::App& app) {
   cmd->add_option("--model", o.model, "a built-in model (dltune model list)");
   cmd->add_option("--recipe", o.recipe, "a recipe file or bundled recipe name");
   cmd->add_option("--batch", o.batch, "per-rank batch")->capture_default_str();
-  cmd->add_option("--steps", o.steps, "timed steps")->capture_default_str();
+  cmd->add_option("--steps", o.steps, "timed steps (--fit: 3)")
+      ->capture_default_str()
+      ->each([&o](const std::string&) { o.steps_given = true; });
   cmd->add_option("--warmup", o.warmup, "untimed steps first")->capture_default_str();
   cmd->add_option("--threads", o.threads, "BLAS threads")->capture_default_str();
   cmd->add_option("--out", o.out, "write the JSON here instead of standard output");
+  cmd->add_flag("--fit", o.fit,
+                "each node's per-sample and per-call cost around --batch (the layout search's)");
+  cmd->add_flag("--device-memory", o.device_memory, "GPU 0's memory as this process sees it");
   return cmd;
 }
 
 int run_profile_command() {
-  auto st = profile(opts());
+  const ProfileOptions& o = opts();
+  auto st = profile(o);
   if (!st) {
-    std::fprintf(stderr, "dltune-worker profile: %s\n", st.error().message().c_str());
+    // --fit and --device-memory answer the launcher, which reads the reason from --out.
+    const bool answered = (o.fit || o.device_memory) && !o.out.empty() &&
+                          paths::write_file_atomic(
+                              o.out, nlohmann::json{{"error", st.error().message()}}.dump() + "\n")
+                              .ok();
+    if (!answered)
+      std::fprintf(stderr, "dltune-worker profile: %s\n", st.error().message().c_str());
     return st.error().exit_code();
   }
   return 0;

@@ -1,7 +1,12 @@
-// `dltune-worker profile`: one rank's compute per graph node, measured, for `dltune predict`.
+// `dltune-worker profile`: what only a process that runs the engine can measure, as data for the
+// launcher's own models: one rank's compute per graph node (for `dltune predict`), each node's
+// fitted cost (for the layout search), and the GPU's memory (for a GPU rank's memory limit).
 //
 //   dltune-worker profile (--model NAME | --recipe RECIPE) [--batch B] [--steps N]
 //                         [--warmup W] [--threads T] [--out FILE]
+//   dltune-worker profile --fit (--model NAME | --recipe RECIPE) --batch B [--steps N]
+//                         [--out FILE]
+//   dltune-worker profile --device-memory [--out FILE]
 //
 // Trains one rank alone (no communicator) through the trainer's public interface, with the
 // model's per-node timing on (Model::set_profiling), on synthetic data of the model's input (a
@@ -12,6 +17,16 @@
 // backward of a node from the model's own clock; optimizer_s the rest of the step after
 // compute, input_s compute minus the nodes: copying the batch in and the loss). Exit: 0, 1 when
 // training fails, 2 for bad input (an unknown model or recipe, a batch < 1).
+//
+// --fit: each node's cost around a replica batch of B for the layout search
+// (measure_node_costs(), engine/train/node_costs.h: two batches, min(B, 64) and an eighth of it,
+// N steps each, default 3, one thread), written as planning/node_costs.h's JSON.
+//
+// --device-memory: {"device_memory_bytes": N}, GPU 0's memory as this process sees it; exit 2
+// when no GPU answers (no CUDA build, no device).
+//
+// With --fit or --device-memory and --out, a failure writes {"error": "why"} there instead of
+// to standard error (the launcher asks, and says why in its own words), with the exit code.
 #pragma once
 
 #include <string>

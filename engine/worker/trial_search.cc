@@ -5,6 +5,7 @@
 #include "engine/worker/trial_search.h"
 
 #include "common/halving_json.h"
+#include "engine/graph/batch_buffers.h"
 #include "engine/worker/trial_search_impl.h"
 
 namespace dltune::engine {
@@ -47,11 +48,11 @@ Status Search::add(const std::string& label, const recipes::Plan& plan) {
 std::optional<std::string> Search::does_not_fit(const TrainConfig& cfg, int ranks_per_node) const {
   auto graph = model_graph(cfg);
   if (!graph) return std::nullopt;
-  auto stages = layout_memory(*graph, layout_of(cfg, ranks()));
+  auto stages = planning::layout_memory(*graph, layout_of(cfg, ranks()), batch_buffers);
   if (!stages) return std::nullopt;
   int worst = 0;
-  const int64_t need = worst_total(*stages, &worst);
-  const RankMemoryLimit limit = rank_memory_limit(recipe_, ranks_per_node);
+  const int64_t need = planning::worst_total(*stages, &worst);
+  const planning::RankMemoryLimit limit = rank_memory_limit(recipe_, ranks_per_node);
   if (limit.bytes <= 0 || need <= limit.bytes) return std::nullopt;
   std::string where = cfg.stages > 1 ? " on stage " + std::to_string(worst) : "";
   return "does not fit: needs " + strings::format_bytes(static_cast<uint64_t>(need)) + " per rank" +

@@ -27,7 +27,7 @@
 #include "common/paths.h"
 #include "common/stats.h"
 #include "common/strings.h"
-#include "engine/train/layout_memory.h"
+#include "engine/train/rank_memory.h"
 #include "engine/train/recipe_config.h"
 #include "engine/train/train_data.h"
 #include "engine/train/trainer.h"

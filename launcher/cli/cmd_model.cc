@@ -8,7 +8,8 @@
 // recipe's name, whose model (for its data's input) is shown. `show` prints the node table:
 // each node's op and attributes, inputs, output shape, parameters and forward FLOPs per sample;
 // --json has "parameters" (the total, a tied tensor counted once), "flops_per_sample" and
-// "nodes". `forward` runs in dltune-worker (the launcher links no BLAS).
+// "nodes", and "memory", the memory model's terms for the best layout (launch_layout.h's
+// candidate_json()). `forward` runs in dltune-worker (the launcher links no BLAS).
 #include <algorithm>
 #include <cstdio>
 #include <memory>
@@ -37,13 +38,11 @@ struct ModelOptions {
   std::string optimizer, schedule, recompute, offload;
 };
 
-// The memory model's terms for `o` (dltune-worker layout: the launcher links no engine ops):
-// the best layout's {"layout", "replica_batch", "stages": [{"first_node", "terms"}]}.
+// The memory model's terms for `o` (the layout search, launch_layout.h): the best layout's
+// {"layout", "replica_batch", "stages": [{"first_node", "terms"}]}.
 Result<nlohmann::json> memory_terms(const ModelOptions& o) {
-  auto worker = sibling_program("dltune-worker");
-  if (!worker) return worker.error();
   launcher::LayoutQuery q;
-  q.worker = *worker;
+  if (auto worker = sibling_program("dltune-worker")) q.worker = *worker;  // a GPU's memory
   if (recipes::builtin_info(o.model)) {
     q.model = o.model;
     q.input = o.input;
@@ -61,9 +60,9 @@ Result<nlohmann::json> memory_terms(const ModelOptions& o) {
   q.offload = o.offload;
   q.optimizer = o.optimizer;
   q.unlimited = true;
-  auto j = launcher::query_layouts(q);
-  if (!j) return j.error();
-  return (*j)["candidates"][0];
+  auto a = launcher::query_layouts(q);
+  if (!a) return a.error();
+  return launcher::candidate_json(a->candidates.front());
 }
 
 // The graph MODEL|RECIPE names, and what to call it.

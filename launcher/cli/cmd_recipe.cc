@@ -35,29 +35,26 @@ recipes::ParseOutcome check_one(const std::string& arg) {
   return recipes::parse_recipe_file(*path);
 }
 
-// Whether the recipe's model fits a rank's memory in some layout (the memory model, through
-// dltune-worker layout) on launch.ranks ranks (auto: its fixed stage count, else 1). A recipe
-// that fits nowhere gets a problem saying by how much and what would fit; the best layout is
-// returned for the report.
+// Whether the recipe's model fits a rank's memory in some layout (the layout search with the
+// memory model, launch_layout.h) on launch.ranks ranks (auto: its fixed stage count, else 1). A
+// recipe that fits nowhere gets a problem saying by how much and what would fit; the best
+// layout is returned for the report.
 std::optional<std::string> check_memory(const std::string& path, recipes::ParseOutcome& outcome) {
   const recipes::Recipe& r = outcome.recipe;
-  auto worker = sibling_program("dltune-worker");
-  if (!worker) return std::nullopt;  // a build without the engine checks no memory
   launcher::LayoutQuery q;
-  q.worker = *worker;
+  if (auto worker = sibling_program("dltune-worker")) q.worker = *worker;  // a GPU's memory
   q.recipe_path = path;
   q.ranks = static_cast<int>(r.launch.ranks > 0 ? r.launch.ranks
                                                 : std::max<int64_t>(1, r.training.parallel.stages));
   q.ranks_per_node = static_cast<int>(r.launch.ranks_per_node);
-  auto j = launcher::query_layouts(q);
-  if (!j) {
+  auto a = launcher::query_layouts(q);
+  if (!a) {
     const bool limit = r.launch.memory_per_rank > 0;
     outcome.problems.push_back(
-        {path, 0, 0, limit ? "launch.memory_per_rank" : "training.parallel", j.error().message()});
+        {path, 0, 0, limit ? "launch.memory_per_rank" : "training.parallel", a.error().message()});
     return std::nullopt;
   }
-  const nlohmann::json& l = (*j)["candidates"][0]["layout"];
-  return l.value("reason", std::string());
+  return a->candidates.front().layout.reason;
 }
 
 int run_check(const RecipeOptions& opts) {

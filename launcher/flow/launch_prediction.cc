@@ -3,8 +3,9 @@
 #include <algorithm>
 #include <cstdlib>
 
-#include "launcher/backend/slurm_backend.h"
 #include "launcher/flow/predict_inputs.h"
+#include "launcher/backend/slurm_backend.h"
+#include "planning/model_costs.h"
 #include "recipes/model/partition.h"
 
 #include "predict/machine_comm.h"
@@ -83,7 +84,7 @@ LaunchPrediction LaunchPredictor::predict(const recipes::Plan& plan, bool with_c
     }
     cuts.assign(firsts->begin() + 1, firsts->end());
   }
-  auto model = predict::model_costs(recipe_.model.graph, recipe_.name);
+  auto model = planning::model_costs(recipe_.model.graph, recipe_.name);
   if (!model) {
     out.why_not = model.error().message();
     return out;

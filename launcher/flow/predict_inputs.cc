@@ -8,10 +8,12 @@
 
 #include "common/paths.h"
 #include "common/strings.h"
+#include "launcher/flow/cost_fits.h"
 #include "launcher/backend/rank_program.h"
 #include "launcher/backend/temp_dir.h"
-#include "launcher/flow/cost_fits.h"
 #include "launcher/flow/text_format.h"
+#include "planning/buckets.h"
+#include "planning/model_costs.h"
 #include "recipes/model/builtins.h"
 #include "recipes/yaml_reader.h"
 #include "topology/topology.h"
@@ -241,7 +243,7 @@ Result<PredictInputs> resolve_predict_inputs(const PredictOptions& o) {
   if (!target) return target.error();
   in.recipe = std::move(target->second);
   in.model_name = in.recipe ? in.recipe->name : o.target;
-  auto costs = predict::model_costs(target->first, in.model_name);
+  auto costs = planning::model_costs(target->first, in.model_name);
   if (!costs) return costs.error();
   r.model = std::move(*costs);
   if (o.nodes.empty()) return invalid_input("--nodes: give at least one node count");
@@ -341,7 +343,7 @@ Result<PredictInputs> resolve_predict_inputs(const PredictOptions& o) {
   r.overlap = !o.no_overlap && !(in.recipe && in.recipe->comm.overlap == recipes::Overlap::kOff);
   in.overlap_note = std::string(r.overlap ? "buckets reduced during backward" : "no overlap") +
                     ", " + strings::format_bytes(bucket) + " buckets in the engine's order (" +
-                    std::to_string(predict::gradient_buckets(r.model.info, bucket).size()) + ")";
+                    std::to_string(planning::gradient_buckets(r.model.info, bucket).size()) + ")";
   if (cores > 0)
     in.overlap_note += "; " + std::to_string(cores) + " cores per node shared by its ranks";
   return in;

@@ -238,28 +238,32 @@ TEST_F(LaunchPlan, AServedPlanIsCheckedAgainstTheRecipeAndSaysWhenUnsigned) {
   }
 }
 
-// The layouts the recipe tuner measures beside plain data parallelism, from the worker's
-// answer: the pipelines and the offloaded data parallelism it marks "measure"; plain data
+// The layouts the recipe tuner measures beside plain data parallelism, from the layout search's
+// answer: the pipelines and the offloaded data parallelism it marks to measure; plain data
 // parallelism only says that it fits.
 TEST(TuningLayouts, PipelinesAndOffloadedDataParallelismButNotPlainDataParallelism) {
-  auto entry = [](int replicas, int stages, const char* offload, bool measure) {
-    nlohmann::json l = {
-        {"replicas", replicas}, {"stages", stages},   {"partition", nlohmann::json::array()},
-        {"microbatches", 1},    {"schedule", "1f1b"}, {"recompute", "none"},
-        {"offload", offload},   {"reason", "r"},      {"memory_bytes", 1},
-        {"predicted_sps", 1.0}};
-    if (stages > 1) l["partition"] = {"a", "b"};
-    return nlohmann::json{{"layout", l}, {"measure", measure}};
+  auto entry = [](int replicas, int stages, recipes::Offload offload) {
+    planning::LayoutCandidate c;
+    c.layout.replicas = replicas;
+    c.layout.stages = stages;
+    c.layout.offload = offload;
+    if (stages > 1) c.layout.partition = {"a", "b"};
+    return c;
   };
-  auto none = launcher::tuning_layouts(
-      {{"candidates", {entry(2, 1, "optimizer", true), entry(1, 2, "none", true)}}});
+  launcher::LayoutAnswer both;
+  both.candidates = {entry(2, 1, recipes::Offload::kOptimizer),
+                     entry(1, 2, recipes::Offload::kNone)};
+  both.to_measure = {0, 1};
+  auto none = launcher::tuning_layouts(both);
   EXPECT_FALSE(none.data_parallel_fits);  // only with the optimizer state offloaded
   ASSERT_EQ(none.layouts.size(), 2u);
   EXPECT_EQ(none.layouts[0].offload, recipes::Offload::kOptimizer);
   EXPECT_EQ(none.layouts[0].stages, 1);
   EXPECT_EQ(none.layouts[1].stages, 2);
-  auto plain = launcher::tuning_layouts(
-      {{"candidates", {entry(2, 1, "none", true), entry(1, 2, "none", false)}}});
+  launcher::LayoutAnswer dp;
+  dp.candidates = {entry(2, 1, recipes::Offload::kNone), entry(1, 2, recipes::Offload::kNone)};
+  dp.to_measure = {0};
+  auto plain = launcher::tuning_layouts(dp);
   EXPECT_TRUE(plain.data_parallel_fits);
   // Plain data parallelism is the batch candidates'; the 1x2 pipeline is unmarked.
   EXPECT_TRUE(plain.layouts.empty());

@@ -1,27 +1,31 @@
-// predict/model_costs.h, compute.h, step.h and predict.h on the built-in models: the engine's
-// bucket order, the compute sources, the overlap of buckets with backward, the pipeline
-// model's bubble, and the scaling predictions' invariants.
+// planning/model_costs.h, buckets.h, step_time.h and predict/compute.h, predict.h on the
+// built-in models: the bucket order, the compute sources, the overlap of buckets with backward,
+// the pipeline model's bubble, and the scaling predictions' invariants.
 #include <algorithm>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "planning/buckets.h"
+#include "planning/model_costs.h"
+#include "planning/step_time.h"
 #include "recipes/model/builtins.h"
 #include "recipes/model/partition.h"
 
 #include "predict/compute.h"
 #include "predict/devices.h"
-#include "predict/model_costs.h"
 #include "predict/predict.h"
-#include "predict/step.h"
 
 namespace dltune::predict {
 namespace {
 
+using planning::AllreduceCost;
+using planning::gradient_buckets;
+
 ModelCosts costs(const std::string& name) {
   auto g = recipes::builtin_graph(name, {});
   EXPECT_TRUE(g.has_value());
-  auto c = model_costs(*g, name);
+  auto c = planning::model_costs(*g, name);
   EXPECT_TRUE(c.ok()) << (c.ok() ? "" : c.error().message());
   return *c;
 }
@@ -46,7 +50,7 @@ TEST(ModelCosts, BucketsCoverTheGradientInBackwardOrder) {
     ASSERT_FALSE(b.empty());
     int64_t floats = 0;
     for (size_t i = 0; i < b.size(); ++i) {
-      floats += b[i].floats;
+      floats += b[i].floats();
       if (i > 0) {
         EXPECT_LE(b[i].ready_after, b[i - 1].ready_after);  // backward runs in reverse
       }
@@ -110,19 +114,21 @@ TEST(Step, OverlapHidesWhatFitsUnderBackward) {
   o.bucket_bytes = 16 << 10;
   const int buckets = static_cast<int>(gradient_buckets(m.info, o.bucket_bytes).size());
   // Tiny buckets: everything but the last one hides; the last waits after backward.
-  const StepPrediction fast = data_parallel_step(m, c, constant(1e-5), o);
+  const StepPrediction fast = planning::data_parallel_step(m, c, constant(1e-5), o);
   EXPECT_EQ(fast.buckets, buckets);
   EXPECT_NEAR(fast.exposed_comm_s, 1e-5, 1e-9);
   EXPECT_NEAR(fast.comm_s, buckets * 1e-5, 1e-12);
   // Without overlap, or when communication needs the compute's cores, every bucket is exposed.
   o.overlap = false;
-  EXPECT_NEAR(data_parallel_step(m, c, constant(1e-3), o).exposed_comm_s, buckets * 1e-3, 1e-9);
+  EXPECT_NEAR(planning::data_parallel_step(m, c, constant(1e-3), o).exposed_comm_s, buckets * 1e-3,
+              1e-9);
   o.overlap = true;
   o.overlap_efficiency = 0;
-  EXPECT_NEAR(data_parallel_step(m, c, constant(1e-3), o).exposed_comm_s, buckets * 1e-3, 1e-9);
+  EXPECT_NEAR(planning::data_parallel_step(m, c, constant(1e-3), o).exposed_comm_s, buckets * 1e-3,
+              1e-9);
   // Communication longer than backward is exposed by the difference at least.
   o.overlap_efficiency = 1;
-  const StepPrediction slow = data_parallel_step(m, c, constant(1), o);
+  const StepPrediction slow = planning::data_parallel_step(m, c, constant(1), o);
   EXPECT_GT(slow.exposed_comm_s, buckets * 1.0 - c.backward_total());
   EXPECT_NEAR(slow.step_s, slow.compute_s + slow.exposed_comm_s, 1e-12);
 }
@@ -135,7 +141,7 @@ TEST(Step, PipelineBubbleIsGpipes) {
   o.micro_batches = 16;
   o.ranks = 4;
   o.per_node = 4;
-  auto step = pipeline_step(
+  auto step = planning::pipeline_step(
       m, c,
       [](double, int) {
         return CommTime{"ring", 0};
@@ -165,7 +171,7 @@ TEST(Step, PipelineCutsOnlyWhereOneTensorCrosses) {
   o.micro_batches = 16;
   o.ranks = 4;
   o.per_node = 4;
-  auto s = pipeline_step(m, c, no_comm, no_send, o);
+  auto s = planning::pipeline_step(m, c, no_comm, no_send, o);
   ASSERT_TRUE(s.ok()) << s.error().message();
   ASSERT_EQ(s->cuts.size(), 3u);
   for (int k : s->cuts)
@@ -179,7 +185,7 @@ TEST(Step, PipelineCutsOnlyWhereOneTensorCrosses) {
   EXPECT_LE(slot, work * 8 / 32 / 3 * 1.1);
   o.stages = o.ranks = static_cast<int>(allowed.size()) + 2;  // more stages than cut points
   o.per_node = o.ranks;
-  auto too_many = pipeline_step(m, c, no_comm, no_send, o);
+  auto too_many = planning::pipeline_step(m, c, no_comm, no_send, o);
   ASSERT_FALSE(too_many.ok());
   EXPECT_NE(too_many.error().message().find("where one tensor crosses"), std::string::npos)
       << too_many.error().message();

@@ -77,23 +77,26 @@ grep -q "no layout of 2 ranks fits 120 MiB per rank: the smallest, 2 replicas x 
   grep -q "or the CPU engine (comm.backend auto or mpi)" "$tmp/check4.out" ||
   fail "GPU check message: $(cat "$tmp/check4.out")"
 
-# 1b. The layout search with the model's nodes timed here (what a tuned launch asks for): the
-# answer says so, and the layouts are those of the FLOP-based answer, ranked by the timings.
+# 1b. The layout search runs in the launcher; what it asks the worker for is each node's cost
+# timed here (`dltune-worker profile --fit`, what a tuned launch asks for): plain data, one
+# per-sample and one per-call cost per node of the model, from batches 4 and 32.
 worker=$(dirname "$dltune")/dltune-worker
-for m in "" --measure; do
-  "$worker" layout --recipe "$mlp" --ranks 4 --batch 32 --per-replica $m --out "$tmp/layout$m.json" ||
-    fail "dltune-worker layout $m exited $?"
-done
-python3 - "$tmp/layout.json" "$tmp/layout--measure.json" <<'PY' || fail "layout --measure"
+"$dltune" model show "$mlp" --json >"$tmp/mlp.json" || fail "model show deep-mlp exited $?"
+"$worker" profile --fit --recipe "$mlp" --batch 32 --out "$tmp/costs.json" ||
+  fail "dltune-worker profile --fit exited $?: $(cat "$tmp/costs.json" 2>/dev/null)"
+python3 - "$tmp/mlp.json" "$tmp/costs.json" <<'PY' || fail "profile --fit's node costs"
 import json, sys
-flops, timed = (json.load(open(p)) for p in sys.argv[1:])
-assert flops["costs"] == "FLOPs", flops["costs"]
-assert timed["costs"].startswith("measured here (batches 4 and 32"), timed["costs"]
-shape = lambda j: sorted((c["layout"]["replicas"], c["layout"]["stages"]) for c in j["candidates"])
-assert shape(flops) == shape(timed) == [(1, 4), (2, 2)], (shape(flops), shape(timed))
-assert all(c["layout"]["predicted_sps"] > 0 for c in timed["candidates"]), timed
-assert timed["candidates"][0]["measure"], timed  # the best predicted is measured by the trials
+model, costs = (json.load(open(p)) for p in sys.argv[1:])
+n = len(model["nodes"])
+assert len(costs["per_sample"]) == len(costs["per_call"]) == n, (n, costs)
+assert (costs["small_batch"], costs["large_batch"]) == (4, 32), costs
+assert all(c >= 0 for c in costs["per_sample"] + costs["per_call"]), costs
+assert sum(costs["per_sample"]) > 0 and costs["optimizer_per_parameter"] >= 0, costs
 PY
+# A bad request is refused with its reason in the answer file, not on the terminal.
+"$worker" profile --fit --model no-such-model --batch 8 --out "$tmp/bad.json" 2>"$tmp/bad.err"
+[ $? = 2 ] && grep -q '"error": *"unknown model' "$tmp/bad.json" && [ ! -s "$tmp/bad.err" ] ||
+  fail "profile --fit of an unknown model: $(cat "$tmp/bad.json" "$tmp/bad.err")"
 
 # 2. parallel: auto picks the pipeline.
 "$dltune" launch "$mlp" >"$tmp/out1" 2>"$tmp/err1" || fail "pipelined launch exited $?: $(cat "$tmp/err1" "$tmp/out1")"

@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-#include "engine/graph/rng.h"
+#include "engine/core/rng.h"
 #include "engine/ops/op.h"
 
 namespace dltune::engine::gpu::testing {

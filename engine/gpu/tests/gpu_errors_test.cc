@@ -1,7 +1,9 @@
 // Runs in every build, with or without CUDA or a GPU: the GPU entry points fail with a clear
 // reason when they cannot work, and the CPU dropout mask is the counter-based one the GPU
-// dropout reproduces. The trainer cases say why without a GPU and, with one, train like the CPU
-// trainer (AdamW, clipping, micro-batches, batch norm, a GPT on text), evaluate like it, and
+// dropout reproduces. The trainer cases (GpuTrainer.*, GpuMemory.TheModel*: ctest's
+// engine_gpu_trainer_test) check the reason a GPU trainer is refused without a GPU and then skip
+// (GTEST_SKIP with that reason: nothing of what they are for ran); with one, they train like the
+// CPU trainer (AdamW, clipping, micro-batches, batch norm, a GPT on text), evaluate like it, and
 // write checkpoints the CPU trainer resumes.
 #include <algorithm>
 #include <cmath>
@@ -15,12 +17,12 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include "engine/gpu/counter_hash.h"
+#include "engine/core/counter_hash.h"
 #include "engine/gpu/gpu_context.h"
 #include "engine/gpu/gpu_layers.h"
 #include "engine/gpu/gpu_model.h"
 #include "engine/ops/elementwise.h"
-#include "engine/train/layout_memory.h"
+#include "engine/train/rank_memory.h"
 #include "engine/train/train_config.h"
 #include "engine/train/train_data.h"
 #include "engine/train/trainer.h"
@@ -99,16 +101,17 @@ TEST(GpuTrainConfig, DeviceKey) {
   EXPECT_NE(validate(c).error().message().find("'device'"), std::string::npos);
 }
 
-// True where this process sees no usable GPU; `trainer`, a GPU trainer just created, must then
-// have been refused with the device's reason (checked here).
-bool refused_without_gpu(const Result<std::unique_ptr<Trainer>>& trainer) {
+// Where this process sees no usable GPU, why ("" where it sees one); `trainer`, a GPU trainer
+// just created, must then have been refused with that reason (checked here). The caller then
+// skips: GTEST_SKIP() << "no GPU: " << why.
+std::string refused_without_gpu(const Result<std::unique_ptr<Trainer>>& trainer) {
   auto n = gpu::gpu_device_count();
-  if (n.ok()) return false;
+  if (n.ok()) return "";
   EXPECT_FALSE(trainer.ok());
   if (!trainer.ok()) {
     EXPECT_EQ(trainer.error().message(), "device 'gpu': " + n.error().message());
   }
-  return true;
+  return n.error().message();
 }
 
 // Without a GPU the trainer refuses device gpu with the reason; with one, its losses follow the
@@ -125,7 +128,8 @@ TEST(GpuTrainer, DeviceGpuTrainsLikeCpuOrSaysWhy) {
   ASSERT_TRUE(cpu.ok());
   c.device = "gpu";
   auto gpu = Trainer::create(c, nullptr, *data, nullptr);
-  if (refused_without_gpu(gpu)) return;
+  if (const std::string why = refused_without_gpu(gpu); !why.empty())
+    GTEST_SKIP() << "no GPU: " << why;
   ASSERT_TRUE(gpu.ok()) << gpu.error().message();
   for (int s = 0; s < 5; ++s) {
     auto a = (*cpu)->step(), b = (*gpu)->step();
@@ -159,7 +163,8 @@ void gpu_trains_like_cpu_or_says_why(TrainConfig c, const Dataset& train, const 
   ASSERT_TRUE(cpu.ok()) << cpu.error().message();
   c.device = "gpu";
   auto gpu = Trainer::create(c, nullptr, train, heldout);
-  if (refused_without_gpu(gpu)) return;
+  if (const std::string why = refused_without_gpu(gpu); !why.empty())
+    GTEST_SKIP() << "no GPU: " << why;
   ASSERT_TRUE(gpu.ok()) << gpu.error().message();
   for (int s = 0; s < steps; ++s) {
     auto a = (*cpu)->step(), b = (*gpu)->step();
@@ -231,7 +236,8 @@ TEST(GpuTrainer, OffloadedOptimizerStateTrainsBitForBitOrSaysWhy) {
     o.offload_optimizer = true;
     auto resident = Trainer::create(c, nullptr, *data, nullptr);
     auto offloaded = Trainer::create(o, nullptr, *data, nullptr);
-    if (refused_without_gpu(offloaded)) return;
+    if (const std::string why = refused_without_gpu(offloaded); !why.empty())
+      GTEST_SKIP() << "no GPU: " << why;
     ASSERT_TRUE(resident.ok()) << resident.error().message();
     ASSERT_TRUE(offloaded.ok()) << offloaded.error().message();
     for (int s = 0; s < 3; ++s) {
@@ -263,7 +269,7 @@ TEST(GpuTrainer, OffloadedOptimizerStateTrainsBitForBitOrSaysWhy) {
 TEST(GpuMemory, AGpuRanksLimitIsItsGpusMemoryOrSaysWhy) {
   recipes::Recipe r;
   r.comm.backend = "nccl";
-  const RankMemoryLimit gpu = rank_memory_limit(r, 8);
+  const planning::RankMemoryLimit gpu = rank_memory_limit(r, 8);
   if (auto bytes = gpu::device_memory_bytes(0); bytes.ok()) {
     EXPECT_EQ(gpu.bytes, static_cast<int64_t>(*bytes));
     EXPECT_NE(gpu.source.find("GPU 0"), std::string::npos) << gpu.source;
@@ -275,7 +281,7 @@ TEST(GpuMemory, AGpuRanksLimitIsItsGpusMemoryOrSaysWhy) {
   EXPECT_EQ(rank_memory_limit(r, 8).bytes, 1 << 30);
   r.launch.memory_per_rank = 0;
   r.comm.backend = "mpi";
-  const RankMemoryLimit cpu = rank_memory_limit(r, 2);
+  const planning::RankMemoryLimit cpu = rank_memory_limit(r, 2);
   EXPECT_GT(cpu.bytes, 0);
   EXPECT_NE(cpu.source.find("2 ranks' share"), std::string::npos) << cpu.source;
 }
@@ -291,10 +297,10 @@ TEST(GpuMemory, TheModelEstimatesTheEnginesDevicePeak) {
     ASSERT_TRUE(data.ok());
     gpu::reset_device_peak();
     auto t = Trainer::create(c, nullptr, *data, nullptr);
-    if (!gpu::gpu_device_count().ok()) {
+    if (auto n = gpu::gpu_device_count(); !n.ok()) {
       EXPECT_FALSE(t.ok());
       EXPECT_EQ(gpu::device_peak_bytes(), 0u);
-      return;
+      GTEST_SKIP() << "no GPU: " << n.error().message();
     }
     ASSERT_TRUE(t.ok()) << t.error().message();
     for (int s = 0; s < 2; ++s) ASSERT_TRUE((*t)->step().ok());
@@ -302,7 +308,8 @@ TEST(GpuMemory, TheModelEstimatesTheEnginesDevicePeak) {
     ASSERT_TRUE(est.ok()) << est.error().message();
     const double measured = static_cast<double>(gpu::device_peak_bytes());
     EXPECT_NEAR(static_cast<double>(est->total()) / measured, 1.0, 0.15)
-        << "estimate " << est->total() << " (" << terms_text(*est) << "), measured " << measured;
+        << "estimate " << est->total() << " (" << planning::terms_text(*est) << "), measured "
+        << measured;
   }
 }
 

@@ -20,7 +20,7 @@
 
 #include "engine/gpu/tests/cpu_twin.h"
 #include "engine/gpu/tests/gpu_test_util.h"
-#include "engine/graph/rng.h"
+#include "engine/core/rng.h"
 #include "engine/ops/op.h"
 
 namespace dltune::engine::gpu {

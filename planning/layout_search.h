@@ -11,10 +11,12 @@
 // schedule to 1F1B, and recomputation is switched on only where the stage would not fit without it;
 // on the GPU engine the optimizer state moves to host memory (offload) likewise, tried before
 // recomputation (its copies overlap nothing but cost no compute).
-// A candidate's predicted step time is its slowest stage's cost times (M + S - 1) micro-batch
-// slots, plus the largest stage's optimizer update, plus the gradient allreduce of its largest
-// stage over its R replicas at `allreduce_bytes_per_s`, plus, offloaded, the optimizer state's
-// round trip over the host link at `host_copy_bytes_per_s`; its throughput global / step time.
+// A candidate's predicted step time is the step-time model's (planning/step_time.h:
+// pipeline_step_time(), which `dltune predict` charges too): its slowest stage's cost times
+// (M + S - 1) micro-batch slots, plus the largest stage's optimizer update, plus the gradient
+// allreduce of its largest stage over its R replicas at `allreduce_bytes_per_s`, plus,
+// offloaded, the optimizer state's round trip over the host link at `host_copy_bytes_per_s`;
+// its throughput global / step time.
 // Every candidate that fits is returned, best first; when none fits, the error says by how much the
 // closest one misses and what would fit (fewer samples per replica, more stages, recomputation).
 #pragma once
@@ -24,12 +26,12 @@
 #include <vector>
 
 #include "common/result.h"
-#include "engine/train/layout_memory.h"
+#include "planning/layout_memory.h"
 #include "recipes/model/graph.h"
 #include "recipes/plan.h"
 #include "recipes/recipe.h"
 
-namespace dltune::engine {
+namespace dltune::planning {
 
 // The compute rate FLOPs are turned into seconds at when no node was timed: good for ranking
 // layouts, not for their throughput (tests/launch/data/deep-mlp.yaml's 2-stage pipeline trains
@@ -37,6 +39,9 @@ namespace dltune::engine {
 inline constexpr double kAssumedFlopsPerSecond = 1e10;
 
 struct LayoutRequest {
+  // The executor's buffers for a batch of a graph (engine::batch_buffers for the bundled
+  // engine): the memory model's per-batch input. Required.
+  BatchBuffersFn buffers;
   int ranks = 1;
   int64_t global_batch = 1;        // samples per step over all replicas
   bool batch_per_replica = false;  // weak scaling: global_batch is per replica (x R)
@@ -44,9 +49,10 @@ struct LayoutRequest {
   std::string optimizer = "sgd";
   recipes::ParallelConfig fixed;  // the recipe's training.parallel (auto fields are free)
   // Cost per graph node for one sample's forward + backward (seconds or FLOPs); empty: 3 x the
-  // node's forward FLOPs. With measured costs, node_fixed_cost is each node's cost per call
-  // whatever its batch (kernel launches, packing weights: what makes small micro-batches
-  // dearer per sample); a stage's micro-batch of m samples costs sum(fixed + m x cost).
+  // node's forward FLOPs (planning/model_costs.h). With measured costs, node_fixed_cost is each
+  // node's cost per call whatever its batch (kernel launches, packing weights: what makes small
+  // micro-batches dearer per sample); a stage's micro-batch of m samples costs sum(fixed + m x
+  // cost).
   std::vector<double> node_cost;
   std::vector<double> node_fixed_cost;  // empty: none
   double cost_per_second = 0;           // cost units per second (0: kAssumedFlopsPerSecond FLOP/s)
@@ -72,7 +78,7 @@ struct LayoutCandidate {
 // recipe leaves the layout open and it fits). Errors: invalid_input when the graph has
 // problems or the recipe's fixed settings cannot be met; resource_exhausted-style
 // invalid_input ("does not fit") when no layout fits the memory limit, saying by how much and
-// what would fit.
+// what would fit; internal_error without request.buffers.
 Result<std::vector<LayoutCandidate>> layout_candidates(const recipes::Graph& graph,
                                                        const LayoutRequest& request);
 
@@ -88,4 +94,4 @@ std::vector<size_t> layouts_to_measure(const std::vector<LayoutCandidate>& candi
 // (", optimizer state in host memory" when offloaded).
 std::string describe_layout(const recipes::ParallelLayout& l);
 
-}  // namespace dltune::engine
+}  // namespace dltune::planning

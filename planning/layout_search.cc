@@ -1,23 +1,22 @@
-#include "engine/train/layout_search.h"
+#include "planning/layout_search.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "common/strings.h"
+#include "planning/model_costs.h"
+#include "planning/step_time.h"
 #include "recipes/model/partition.h"
 
-namespace dltune::engine {
+namespace dltune::planning {
 namespace {
 
 // 3 x forward FLOPs per sample for each node (backward costs about twice the forward).
-std::vector<double> flop_costs(const recipes::Graph& g, const recipes::GraphInfo& info) {
-  std::vector<double> cost(g.nodes.size());
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    std::vector<recipes::Shape> in;
-    for (int s : info.inputs[i])
-      in.push_back(s < 0 ? g.input : info.outputs[static_cast<size_t>(s)]);
-    cost[i] = 3.0 * recipes::op_flops(g.nodes[i].op, g.nodes[i].attrs, in, info.outputs[i]);
-  }
+std::vector<double> flop_costs(const recipes::Graph& g) {
+  auto costs = model_costs(g, "");
+  std::vector<double> cost;
+  if (!costs) return cost;  // the caller analysed the graph first
+  for (double f : costs->flops) cost.push_back(3.0 * f);
   return cost;
 }
 
@@ -74,8 +73,9 @@ Result<std::vector<LayoutCandidate>> layout_candidates(const recipes::Graph& gra
   if (!info.ok()) return invalid_input("the model graph: " + info.problems.front().second);
   if (rq.ranks < 1 || rq.global_batch < 1)
     return invalid_input("a layout needs at least one rank and one sample per step");
+  if (!rq.buffers) return internal_error("layout_candidates: no executor buffers given");
   const std::vector<double> cost =
-      rq.node_cost.size() == graph.nodes.size() ? rq.node_cost : flop_costs(graph, info);
+      rq.node_cost.size() == graph.nodes.size() ? rq.node_cost : flop_costs(graph);
   const double per_s = rq.cost_per_second > 0 ? rq.cost_per_second : kAssumedFlopsPerSecond;
   const std::vector<double> per_call =
       rq.node_fixed_cost.size() == cost.size() ? rq.node_fixed_cost : std::vector<double>{};
@@ -154,7 +154,7 @@ Result<std::vector<LayoutCandidate>> layout_candidates(const recipes::Graph& gra
           q.in_flight = static_cast<int>(std::min<int64_t>(S, M));
         q.boundary_in = begin > 0;
         q.boundary_out = end < static_cast<int>(graph.nodes.size());
-        auto t = estimate_memory(st->graph, q);
+        auto t = estimate_memory(st->graph, q, rq.buffers);
         return t && t->total() <= rq.memory_limit;
       };
       std::vector<int> firsts{0};
@@ -170,30 +170,29 @@ Result<std::vector<LayoutCandidate>> layout_candidates(const recipes::Graph& gra
         }
         l.partition = recipes::partition_names(graph, firsts);
       }
-      auto mem = layout_memory(graph, l);
+      auto mem = layout_memory(graph, l, rq.buffers);
       if (!mem) return mem.error();
       a.worst = worst_total(*mem);
       a.fits = rq.memory_limit <= 0 || a.worst <= rq.memory_limit;
-      // Predicted step: the slowest stage's micro-batch time x (M + S - 1), plus the largest
-      // stage's gradient allreduce among the replicas.
+      // Predicted step: the step-time model's, each stage's micro-batch in seconds (one more
+      // forward with recomputation), the largest stage's gradient allreduce among the replicas.
       const int64_t M = std::min<int64_t>(l.microbatches, replica_batch);
-      double slowest = 0, grads = 0, update = 0, offloaded = 0;
-      for (int s = 0; s < S; ++s) {
-        const int b = firsts[static_cast<size_t>(s)];
-        const int e =
-            s + 1 < S ? firsts[static_cast<size_t>(s) + 1] : static_cast<int>(cost.size());
-        double c = 0;
-        for (int i = b; i < e; ++i) c += mb_cost[static_cast<size_t>(i)];
-        slowest = std::max(slowest, c * (rc ? 4.0 / 3.0 : 1.0));  // recompute: one more forward
-        const MemoryTerms& t = (*mem)[static_cast<size_t>(s)].terms;
+      PipelineStepInput in;
+      in.microbatches = static_cast<int>(M);
+      double grads = 0, update = 0, offloaded = 0;
+      for (double c : stage_sums(mb_cost, firsts))
+        in.stage_s.push_back(c * (rc ? 4.0 / 3.0 : 1.0) / per_s);
+      for (const StageMemory& sm : *mem) {
+        const MemoryTerms& t = sm.terms;
         grads = std::max(grads, static_cast<double>(t.gradients));
         update = std::max(update, static_cast<double>(t.parameters) / sizeof(float) *
                                       rq.optimizer_cost_per_parameter);
         offloaded = std::max(offloaded, static_cast<double>(t.offloaded));
       }
-      const double step = (slowest * static_cast<double>(M + S - 1) + update) / per_s +
-                          (R > 1 ? 2.0 * grads * (R - 1) / R / rq.allreduce_bytes_per_s : 0.0) +
-                          2.0 * offloaded / rq.host_copy_bytes_per_s;
+      in.update_s = update / per_s;
+      in.allreduce_s = R > 1 ? 2.0 * grads * (R - 1) / R / rq.allreduce_bytes_per_s : 0.0;
+      in.offload_s = 2.0 * offloaded / rq.host_copy_bytes_per_s;
+      const double step = pipeline_step_time(in).step_s;
       LayoutCandidate& c = a.cand;
       c.layout.replicas = R;
       c.layout.stages = S;
@@ -275,7 +274,7 @@ Result<std::vector<LayoutCandidate>> layout_candidates(const recipes::Graph& gra
     int64_t lo = 0, hi = best->cand.replica_batch;  // lo fits (0: nothing), hi does not
     while (hi - lo > 1) {
       l.replica_batch = lo + (hi - lo) / 2;
-      auto m = layout_memory(graph, l);
+      auto m = layout_memory(graph, l, rq.buffers);
       if (m && worst_total(*m) <= rq.memory_limit)
         lo = l.replica_batch;
       else
@@ -312,4 +311,4 @@ Result<std::vector<LayoutCandidate>> layout_candidates(const recipes::Graph& gra
   return invalid_input(what + strings::join(fixes, "; or "));
 }
 
-}  // namespace dltune::engine
+}  // namespace dltune::planning

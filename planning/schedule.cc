@@ -1,9 +1,9 @@
-#include "engine/train/schedule.h"
+#include "planning/schedule.h"
 
 #include <algorithm>
 #include <limits>
 
-namespace dltune::engine {
+namespace dltune::planning {
 
 using recipes::PipelineSchedule;
 
@@ -40,7 +40,8 @@ int in_flight(PipelineSchedule schedule, int stages, int stage, int m) {
   return m;
 }
 
-PipelineSimulation simulate(PipelineSchedule schedule, int stages, int m, double f, double b) {
+PipelineSimulation simulate(PipelineSchedule schedule, const std::vector<double>& forward,
+                            const std::vector<double>& backward, int m) {
   // Discrete events in time order: each round, every stage proposes the op it can start
   // earliest (its next op in a static order; for async the next backward or, within the
   // window, the next forward, whichever message is there first, a backward winning ties), and
@@ -49,6 +50,7 @@ PipelineSimulation simulate(PipelineSchedule schedule, int stages, int m, double
   // backward needs its own forward. Messages not produced yet arrive after any start proposed
   // now (every op takes time), so choosing among the known ones is what an async runtime does.
   const double inf = std::numeric_limits<double>::infinity();
+  const int stages = static_cast<int>(forward.size());
   const auto S = static_cast<size_t>(stages);
   std::vector<std::vector<double>> f_done(S, std::vector<double>(static_cast<size_t>(m), inf));
   std::vector<std::vector<double>> b_done = f_done;
@@ -80,9 +82,9 @@ PipelineSimulation simulate(PipelineSchedule schedule, int stages, int m, double
         const int w = async_window(stages, static_cast<int>(s), m);
         const double tb = done_b[s] < next_f[s] ? ready_b(s, done_b[s]) : inf;
         const double tf = next_f[s] < m && next_f[s] - done_b[s] < w ? ready_f(s, next_f[s]) : inf;
-        const bool backward = tb <= tf;
-        op = {!backward, backward ? done_b[s] : next_f[s]};
-        at = backward ? tb : tf;
+        const bool run_backward = tb <= tf;
+        op = {!run_backward, run_backward ? done_b[s] : next_f[s]};
+        at = run_backward ? tb : tf;
       }
       if (at == inf) continue;
       const double start = std::max(clock[s], at);
@@ -93,7 +95,7 @@ PipelineSimulation simulate(PipelineSchedule schedule, int stages, int m, double
       sim.step_time = -1;  // no stage can move: the orders deadlock
       return sim;
     }
-    const double dur = best_op.forward ? f : b;
+    const double dur = best_op.forward ? forward[best] : backward[best];
     clock[best] = best_start + dur;
     busy[best] += dur;
     (best_op.forward ? f_done : b_done)[best][static_cast<size_t>(best_op.microbatch)] =
@@ -109,4 +111,4 @@ PipelineSimulation simulate(PipelineSchedule schedule, int stages, int m, double
   return sim;
 }
 
-}  // namespace dltune::engine
+}  // namespace dltune::planning

@@ -1,11 +1,13 @@
-#include "predict/step.h"
+#include "planning/step_time.h"
 
 #include <algorithm>
 #include <map>
+#include <numeric>
 
+#include "planning/buckets.h"
 #include "recipes/model/partition.h"
 
-namespace dltune::predict {
+namespace dltune::planning {
 namespace {
 
 // Bytes carried per algorithm, for naming the one that carries most.
@@ -19,6 +21,36 @@ std::string main_algorithm(const std::map<std::string, double>& bytes) {
 }
 
 }  // namespace
+
+double ComputeProfile::forward_total() const {
+  return std::accumulate(forward_s.begin(), forward_s.end(), 0.0);
+}
+double ComputeProfile::backward_total() const {
+  return std::accumulate(backward_s.begin(), backward_s.end(), 0.0);
+}
+
+PipelineStepTime pipeline_step_time(const PipelineStepInput& in) {
+  const double slowest = *std::max_element(in.stage_s.begin(), in.stage_s.end());
+  const double slots = std::max(1, in.microbatches) + static_cast<double>(in.stage_s.size()) - 1;
+  PipelineStepTime t;
+  t.compute_s = slots * slowest + in.update_s;
+  t.comm_s = slots * in.send_s + in.allreduce_s + in.offload_s;
+  t.step_s = slots * (slowest + in.send_s) + in.allreduce_s + in.update_s + in.offload_s;
+  t.bubble = (static_cast<double>(in.stage_s.size()) - 1) / slots;
+  return t;
+}
+
+std::vector<double> stage_sums(const std::vector<double>& node_cost,
+                               const std::vector<int>& starts) {
+  std::vector<double> out;
+  for (size_t s = 0; s < starts.size(); ++s) {
+    const int end = s + 1 < starts.size() ? starts[s + 1] : static_cast<int>(node_cost.size());
+    double t = 0;
+    for (int i = starts[s]; i < end; ++i) t += node_cost[static_cast<size_t>(i)];
+    out.push_back(t);
+  }
+  return out;
+}
 
 StepPrediction data_parallel_step(const ModelCosts& model, const ComputeProfile& c,
                                   const AllreduceCost& allreduce, const DataParallelOptions& o) {
@@ -39,7 +71,7 @@ StepPrediction data_parallel_step(const ModelCosts& model, const ComputeProfile&
   double comm_free = fwd, serial_comm = 0;
   std::map<std::string, double> carried;
   for (const GradBucket& b : buckets) {
-    const double bytes = static_cast<double>(b.floats) * 4;
+    const double bytes = static_cast<double>(b.floats()) * 4;
     const CommTime a = allreduce(bytes);
     carried[a.algo] += bytes;
     serial_comm += a.seconds;
@@ -82,15 +114,13 @@ Result<StepPrediction> pipeline_step(const ModelCosts& model, const ComputeProfi
     }
     starts = std::move(*firsts);
   }
+  const std::vector<double> stage_s = stage_sums(cost, starts);
   starts.push_back(static_cast<int>(cost.size()));
-  double slowest = 0, slowest_params = 0, max_send = 0;
+  double slowest_params = 0, max_send = 0;
   for (size_t s = 0; s + 1 < starts.size(); ++s) {
-    double t = 0, params = 0;
-    for (int i = starts[s]; i < starts[s + 1]; ++i) {
-      t += cost[static_cast<size_t>(i)];
+    double params = 0;
+    for (int i = starts[s]; i < starts[s + 1]; ++i)
       params += static_cast<double>(model.param_floats[static_cast<size_t>(i)]) * 4;
-    }
-    slowest = std::max(slowest, t);
     slowest_params = std::max(slowest_params, params);
     if (s + 2 < starts.size()) {  // the cut after this stage: activations out, gradients back
       const int last = starts[s + 1] - 1;
@@ -100,22 +130,26 @@ Result<StepPrediction> pipeline_step(const ModelCosts& model, const ComputeProfi
       max_send = std::max(max_send, 2 * send(bytes, across));
     }
   }
-  const int used_stages = static_cast<int>(starts.size()) - 1;
-  StepPrediction p;
-  const double slots = M + used_stages - 1.0;
-  const double pipe = slots * (slowest + max_send);
+  const int used_stages = static_cast<int>(stage_s.size());
   const CommTime ar = R > 1 ? stage_allreduce(slowest_params, R) : CommTime{};
-  const double update = (c.optimizer_s + c.other_s) * o.compute_scale / used_stages;
-  p.compute_s = slots * slowest + update;
-  p.comm_s = ar.seconds + slots * max_send;
-  p.step_s = pipe + ar.seconds + update;
+  PipelineStepInput in;
+  in.stage_s = stage_s;
+  in.send_s = max_send;
+  in.microbatches = M;
+  in.allreduce_s = ar.seconds;
+  in.update_s = (c.optimizer_s + c.other_s) * o.compute_scale / used_stages;
+  const PipelineStepTime t = pipeline_step_time(in);
+  StepPrediction p;
+  p.compute_s = t.compute_s;
+  p.comm_s = t.comm_s;
+  p.step_s = t.step_s;
   p.exposed_comm_s = p.step_s - p.compute_s;
   p.algorithm = R > 1 ? ar.algo : "none";
-  p.bubble = (used_stages - 1.0) / slots;
+  p.bubble = t.bubble;
   p.layout = "pipeline " + std::to_string(used_stages) + " stages x " + std::to_string(R) +
              (R == 1 ? " replica, " : " replicas, ") + std::to_string(M) + " micro-batches";
   p.cuts.assign(starts.begin() + 1, starts.end() - 1);
   return p;
 }
 
-}  // namespace dltune::predict
+}  // namespace dltune::planning

@@ -1,4 +1,4 @@
-#include "engine/graph/tensor.h"
+#include "engine/core/tensor.h"
 
 #include <cstdlib>
 #include <cstring>

@@ -1,19 +1,19 @@
-#include "engine/train/layout_memory.h"
+#include "planning/layout_memory.h"
 
 #include <algorithm>
 
 #include "common/rss.h"
-#include "engine/gpu/gpu_context.h"
-#include "engine/train/schedule.h"
+#include "planning/schedule.h"
 #include "recipes/model/partition.h"
 
-namespace dltune::engine {
+namespace dltune::planning {
 
-RankMemoryLimit rank_memory_limit(const recipes::Recipe& recipe, int ranks_per_node) {
+RankMemoryLimit rank_memory_limit(const recipes::Recipe& recipe, int ranks_per_node,
+                                  const GpuMemoryFn& gpu_memory) {
   if (recipe.launch.memory_per_rank > 0)
     return {static_cast<int64_t>(recipe.launch.memory_per_rank), "launch.memory_per_rank"};
   if (recipe.comm.backend == "nccl") {  // the GPU engine: the rank's memory is its GPU's
-    auto gpu = gpu::device_memory_bytes(0);
+    auto gpu = gpu_memory ? gpu_memory() : Result<uint64_t>(unsupported("nothing asked the GPU"));
     if (!gpu)
       return {0, "auto: unknown (the GPU engine trains in its GPU's memory, and " +
                      gpu.error().message() + ")"};
@@ -26,7 +26,8 @@ RankMemoryLimit rank_memory_limit(const recipes::Recipe& recipe, int ranks_per_n
           "auto: " + std::to_string(per_node) + " ranks' share of the memory this process may use"};
 }
 
-Result<std::vector<StageMemory>> layout_memory(const recipes::Graph& graph, const Layout& l) {
+Result<std::vector<StageMemory>> layout_memory(const recipes::Graph& graph, const Layout& l,
+                                               const BatchBuffersFn& buffers) {
   if (l.replica_batch < 1 || l.microbatches < 1 || l.stages < 1)
     return invalid_input("a layout needs a batch, micro-batches and stages of at least 1");
   const recipes::GraphInfo info = recipes::analyze_graph(graph);
@@ -42,7 +43,7 @@ Result<std::vector<StageMemory>> layout_memory(const recipes::Graph& graph, cons
   q.gpu = l.gpu;
   std::vector<StageMemory> out;
   if (l.stages == 1) {
-    auto t = estimate_memory(graph, q);
+    auto t = estimate_memory(graph, q, buffers);
     if (!t) return t.error();
     out.push_back({graph.nodes.empty() ? "" : graph.nodes.front().name, *t});
     return out;
@@ -64,7 +65,7 @@ Result<std::vector<StageMemory>> layout_memory(const recipes::Graph& graph, cons
     sq.in_flight = l.recompute ? 1 : in_flight(l.schedule, l.stages, s, static_cast<int>(M));
     sq.boundary_in = s > 0;
     sq.boundary_out = s + 1 < l.stages;
-    auto t = estimate_memory(stage->graph, sq);
+    auto t = estimate_memory(stage->graph, sq, buffers);
     if (!t) return t.error().wrap("stage " + std::to_string(s));
     const recipes::GraphInfo si = recipes::analyze_graph(stage->graph);
     packed.push_back(std::max(si.parameters, si.state_floats));
@@ -88,56 +89,4 @@ int64_t worst_total(const std::vector<StageMemory>& stages, int* index) {
   return worst;
 }
 
-Layout layout_of(const TrainConfig& c, int ranks) {
-  Layout l;
-  const int replicas = std::max(1, ranks / std::max(1, c.stages));
-  const int global = c.global_batch_for(ranks);
-  l.replica_batch = (global + replicas - 1) / replicas;
-  l.stages = c.stages;
-  l.partition = c.partition;
-  l.microbatches = c.microbatches;
-  l.schedule = c.pipeline_schedule;
-  l.recompute = c.recompute;
-  l.optimizer = c.optimizer;
-  l.offload_optimizer = c.offload_optimizer;
-  l.gpu = c.device == "gpu";
-  return l;
-}
-
-Result<MemoryTerms> rank_memory(const TrainConfig& config, int ranks, int rank) {
-  auto graph = model_graph(config);
-  if (!graph) return graph.error();
-  auto stages = layout_memory(*graph, layout_of(config, ranks));
-  if (!stages) return stages.error();
-  MemoryTerms t = (*stages)[static_cast<size_t>(rank % static_cast<int>(stages->size()))].terms;
-  if (rank != 0) t.checkpoint = 0;  // only rank 0 receives the other stages' checkpoint runs
-  return t;
-}
-
-nlohmann::json memory_json(const MemoryTerms& t) {
-  return {{"parameters", t.parameters},
-          {"gradients", t.gradients},
-          {"optimizer", t.optimizer},
-          {"state", t.state},
-          {"activations", t.activations},
-          {"workspace", t.workspace},
-          {"communication", t.communication},
-          {"checkpoint", t.checkpoint},
-          {"runtime", t.runtime},
-          {"total", t.total()},
-          {"offloaded_to_host", t.offloaded}};
-}
-
-std::string terms_text(const MemoryTerms& t) {
-  return "parameters " + memory_text(t.parameters) + ", gradients " + memory_text(t.gradients) +
-         ", optimizer " + memory_text(t.optimizer) + ", state " + memory_text(t.state) +
-         ", activations " + memory_text(t.activations) + ", workspace " + memory_text(t.workspace) +
-         ", communication " + memory_text(t.communication) +
-         (t.checkpoint > 0 ? ", checkpoint staging " + memory_text(t.checkpoint) : "") +
-         (t.runtime > 0 ? ", BLAS buffers " + memory_text(t.runtime) : "") + ": total " +
-         memory_text(t.total()) +
-         (t.offloaded > 0 ? " (optimizer state " + memory_text(t.offloaded) + " in host memory)"
-                          : "");
-}
-
-}  // namespace dltune::engine
+}  // namespace dltune::planning

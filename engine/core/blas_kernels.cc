@@ -1,4 +1,4 @@
-#include "engine/graph/blas_kernels.h"
+#include "engine/core/blas_kernels.h"
 
 #include <algorithm>
 #include <cctype>

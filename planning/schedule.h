@@ -14,7 +14,9 @@
 //
 // Every schedule runs each micro-batch's forward before its backward and sums the same
 // gradients; they differ in idle time and memory. The static orders are plain data, so they
-// are tested (dependencies, in-flight bounds, deadlock freedom) without running a model.
+// are tested (dependencies, in-flight bounds, deadlock freedom) without running a model. The
+// pipeline executor (engine/train/pipeline.h) runs them; the memory model
+// (planning/layout_memory.h) counts in_flight() micro-batches' activations per stage.
 #pragma once
 
 #include <string>
@@ -22,7 +24,7 @@
 
 #include "recipes/plan.h"
 
-namespace dltune::engine {
+namespace dltune::planning {
 
 struct PipeOp {
   bool forward = true;
@@ -42,15 +44,20 @@ int in_flight(recipes::PipelineSchedule schedule, int stages, int stage, int m);
 // at most M.
 int async_window(int stages, int stage, int m);
 
-// Simulates the schedule on all stages with unit forward time `f` and backward time `b` per
-// stage and free communication: the step's time and each stage's idle fraction. For tests of
-// deadlock freedom (an order that deadlocks returns a negative time) and of the bubble against
-// (S - 1) / (M + S - 1).
+// Simulates the schedule over `m` micro-batches on as many stages as `forward` has entries, stage
+// s taking forward[s] for one micro-batch's forward and backward[s] for its backward, with free
+// communication: the step's time and each stage's idle fraction. With balanced stages every
+// schedule's step is (M + S - 1)(f + b), what the step-time model charges for the slowest stage
+// (planning/step_time.h: pipeline_step_time()); with unbalanced stages the simulation says how
+// far a schedule is from that (either way: GPipe with one stage slow forward and another slow
+// backward takes longer). For tests of deadlock freedom (an order that deadlocks returns a
+// negative time), of the bubble against (S - 1) / (M + S - 1), and of imbalanced pipelines.
+// Precondition: forward.size() == backward.size() >= 1, m >= 1, every time > 0.
 struct PipelineSimulation {
   double step_time = 0;
   std::vector<double> idle_fraction;
 };
-PipelineSimulation simulate(recipes::PipelineSchedule schedule, int stages, int m, double f = 1,
-                            double b = 2);
+PipelineSimulation simulate(recipes::PipelineSchedule schedule, const std::vector<double>& forward,
+                            const std::vector<double>& backward, int m);
 
-}  // namespace dltune::engine
+}  // namespace dltune::planning

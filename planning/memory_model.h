@@ -12,9 +12,9 @@
 //   state          batch-norm running statistics
 //   activations    per micro-batch kept for backward: every node's output (B x its shape) and
 //                  what each op saves for its backward (masks, argmax, statistics, attention
-//                  probabilities, im2col columns: Op::saved_floats), times the micro-batches in
-//                  flight; with recompute one set (the in-flight micro-batches' inputs stay in
-//                  the input and boundary buffers below, which hold the whole step's anyway)
+//                  probabilities, im2col columns), times the micro-batches in flight; with
+//                  recompute one set (the in-flight micro-batches' inputs stay in the input and
+//                  boundary buffers below, which hold the whole step's anyway)
 //   workspace      the activation-gradient slots of the backward plan and the ops' shared
 //                  scratch, one set
 //   communication  the trainer's input batch (first stage: local batch x input) and loss
@@ -25,8 +25,11 @@
 //   runtime        the CPU engine's BLAS library's GEMM packing buffers, kCpuBlasBytes (none on
 //                  the GPU engine, whose memory is the device's)
 //
-// The activation, workspace and op terms are exactly what Model::reserve() allocates for one
-// in-flight batch, and what a stage's models in flight allocate together (tests check both);
+// The activation and workspace terms come from the executor that will run the graph, as data:
+// BatchBuffers for one batch (the engine's engine/graph/batch_buffers.h, exactly what
+// Model::reserve() allocates; planning links no engine), times what this model adds (the
+// micro-batches in flight, recomputation). They equal what a stage's models in flight allocate
+// together (engine/tests/memory_model_test.cc and tests/engine check both);
 // the whole is checked against the measured peak resident memory of trainings (bench/parallel,
 // tests). Not counted: the collectives' private scratch on replicated layouts (the ring: one
 // segment, at most 1 MiB; recursive doubling, trees and Rabenseifner: the largest bucket),
@@ -34,12 +37,28 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
+
+#include <nlohmann/json_fwd.hpp>
 
 #include "common/result.h"
 #include "recipes/model/graph.h"
 
-namespace dltune::engine {
+namespace dltune::planning {
+
+// What the executor allocates for one batch of a graph beyond its parameters and state, in
+// floats: what it keeps from forward to backward (node outputs and the ops' saved state: one
+// set per micro-batch in flight), and what one pass uses and frees (activation-gradient slots,
+// the ops' shared scratch: one set).
+struct BatchBuffers {
+  int64_t kept = 0;
+  int64_t workspace = 0;
+};
+// The executor's BatchBuffers for batches of up to `batch` samples of `graph` (`info` its valid
+// analysis): engine::batch_buffers for the bundled engine.
+using BatchBuffersFn = std::function<BatchBuffers(const recipes::Graph& graph,
+                                                  const recipes::GraphInfo& info, int64_t batch)>;
 
 struct MemoryQuery {
   int64_t microbatch = 1;  // samples per micro-batch (the whole per-rank batch without pipelining)
@@ -74,7 +93,7 @@ inline int64_t offload_buffers(int64_t n, int64_t chunk = kOffloadChunkFloats) {
 struct MemoryTerms {
   int64_t parameters = 0, gradients = 0, optimizer = 0, state = 0;
   int64_t activations = 0, workspace = 0, communication = 0;
-  int64_t checkpoint = 0;  // a pipeline's checkpoint staging (engine/train/layout_memory.h)
+  int64_t checkpoint = 0;  // a pipeline's checkpoint staging (planning/layout_memory.h)
   int64_t runtime = 0;     // the CPU engine's BLAS buffers (kCpuBlasBytes)
   int64_t offloaded = 0;   // optimizer state in pinned host memory: not part of total()
   int64_t total() const {
@@ -83,11 +102,18 @@ struct MemoryTerms {
   }
 };
 
-// The terms for training `graph` (a whole model or a stage's sub-graph) under `q`. Errors: the
-// graph's problems (invalid_input naming the node).
-Result<MemoryTerms> estimate_memory(const recipes::Graph& graph, const MemoryQuery& q);
+// The terms for training `graph` (a whole model or a stage's sub-graph) under `q`, its executor's
+// buffers from `buffers`. Errors: the graph's problems (invalid_input naming the node).
+Result<MemoryTerms> estimate_memory(const recipes::Graph& graph, const MemoryQuery& q,
+                                    const BatchBuffersFn& buffers);
 
 // "1.21 GiB" and friends.
 std::string memory_text(int64_t bytes);
 
-}  // namespace dltune::engine
+// {"parameters": bytes, ..., "total": bytes, "offloaded_to_host": bytes}.
+nlohmann::json memory_json(const MemoryTerms& t);
+
+// "parameters 1.2 MiB, gradients ..., total 9.8 MiB" for people.
+std::string terms_text(const MemoryTerms& t);
+
+}  // namespace dltune::planning
