@@ -60,6 +60,14 @@ Status rabenseifner(const Call& c);
 Status tree(const Call& c);
 Status hierarchical(const Call& c);
 Status shm(const Call& c);
+// The single-copy allreduce through cross-memory attach (comm/algo_cma.cc); one node only.
+// Falls back to shm() where the node's probe found cross-memory attach refused. Errors: as
+// shm_enter(), the probe's, and kPeerFailed / io errors when a cross-memory copy fails (a
+// buffer outside the peer's mappings, a peer gone).
+Status cma(const Call& c);
+// The block each cma rank reduces at a time: two of them (a peer's block and the running
+// sum) stay in this CPU's L2 cache.
+inline constexpr size_t kCmaBlockBytes = size_t{256} << 10;
 
 // The largest messages (bytes) kShm reduces with the small-message path, shm_small(): one
 // exchange through per-rank slots of tagged cache lines, no barrier. Each rank reads the whole
