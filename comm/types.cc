@@ -46,9 +46,10 @@ std::string_view op_name(ReduceOp op) {
 
 const std::vector<Algorithm>& all_algorithms() {
   static const std::vector<Algorithm> kAll = {
-      Algorithm::kRing,  Algorithm::kRecursiveDoubling, Algorithm::kRabenseifner,
-      Algorithm::kTree,  Algorithm::kHierarchical,      Algorithm::kShm,
-      Algorithm::kNative};
+      Algorithm::kRing,         Algorithm::kRecursiveDoubling,
+      Algorithm::kRabenseifner, Algorithm::kTree,
+      Algorithm::kHierarchical, Algorithm::kShm,
+      Algorithm::kCma,          Algorithm::kNative};
   return kAll;
 }
 
@@ -66,6 +67,8 @@ std::string_view algorithm_name(Algorithm algo) {
       return "hier";
     case Algorithm::kShm:
       return "shm";
+    case Algorithm::kCma:
+      return "cma";
     case Algorithm::kNative:
       return "native";
   }
