@@ -7,13 +7,14 @@
 namespace dltune::recipes {
 namespace {
 
-constexpr std::array<std::pair<Algorithm, std::string_view>, 9> kAlgorithms{{
+constexpr std::array<std::pair<Algorithm, std::string_view>, 10> kAlgorithms{{
     {Algorithm::kRing, "ring"},
     {Algorithm::kRecursiveDoubling, "rd"},
     {Algorithm::kRabenseifner, "rabenseifner"},
     {Algorithm::kTree, "tree"},
     {Algorithm::kHierarchical, "hier"},
     {Algorithm::kSharedMemory, "shm"},
+    {Algorithm::kCrossMemory, "cma"},
     {Algorithm::kNative, "native"},
     {Algorithm::kNcclRing, "nccl_ring"},
     {Algorithm::kNcclTree, "nccl_tree"},

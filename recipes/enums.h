@@ -20,6 +20,7 @@ enum class Algorithm {
   kTree,               // "tree": binomial tree reduce + broadcast
   kHierarchical,       // "hier": node-local, then cross-node, then node-local
   kSharedMemory,       // "shm": node-local shared-memory reduction
+  kCrossMemory,        // "cma": node-local single-copy reduction on the ranks' own buffers
   kNative,             // "native": MPI_Allreduce / the transport's own
   kNcclRing,           // "nccl_ring" (GPU path)
   kNcclTree,           // "nccl_tree" (GPU path)
