@@ -25,7 +25,9 @@
 // gets the same bits.
 //
 // Where the kernel refuses cross-memory attach (the probe of comm/cma.h, once per node-local
-// group), the call runs 'shm' instead: the same result through node-shared staging.
+// group), the call runs 'shm' instead: the same result through node-shared staging. So do
+// messages below kCmaMinBytes (comm/algorithms.h), where the system calls cost more than the
+// staging copies.
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -103,7 +105,7 @@ Status cma(const Call& c) {
   DLTUNE_CHECK(c.comm.node_count() == 1, "the cma allreduce runs within one node");
   auto peers = c.comm.cma_peers(c.deadline);
   if (!peers) return peers.error();
-  if (!(*peers)->usable) return shm(c);
+  if (!(*peers)->usable || c.count * c.esize < kCmaMinBytes) return shm(c);
   auto staging = c.comm.staging_segment(0);
   if (!staging) return staging.error();
   SharedSegment& seg = **staging;

@@ -22,6 +22,7 @@ namespace cma {
 namespace {
 
 constexpr int kProbeTag = kReservedTagBase + 910;
+constexpr int kReasonTag = kReservedTagBase + 911;
 constexpr size_t kReasonBytes = 512;  // the refusal's text, broadcast to every local rank
 
 std::mutex g_fault_mu;
@@ -138,7 +139,7 @@ Status agree(Communicator& local, const Status& mine, Deadline deadline, CmaPeer
   if (me == first) {
     std::snprintf(reason, sizeof reason, "%s", mine.error().message().c_str());
   }
-  DLTUNE_TRY(detail::binomial_broadcast(local, reason, sizeof reason, first, kProbeTag, deadline));
+  DLTUNE_TRY(detail::binomial_broadcast(local, reason, sizeof reason, first, kReasonTag, deadline));
   out->reason = "local rank " + std::to_string(first) + ": " + reason;
   return ok_status();
 }

@@ -18,6 +18,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "comm/algorithms.h"
 #include "comm/allreduce.h"
 #include "comm/tests/test_util.h"
 #include "comm/thread_communicator.h"
@@ -57,6 +58,59 @@ std::vector<CmaPeers> run_and_check(int ranks, size_t count, int calls, int rank
   return seen;
 }
 
+// The single-copy path itself (messages of kCmaMinBytes and more; smaller ones take shm's,
+// which allreduce_test.cc sweeps) in every type and operation, against the serial reference:
+// the threshold, one element more (odd), and a count giving several blocks per slice; in
+// place and out of place, aligned and misaligned by one element and by one byte.
+template <typename T>
+void check_cma_path(int ranks, size_t count, DataType type, ReduceOp op, bool in_place,
+                    size_t misalign) {
+  const auto want = reference<T>(ranks, count, op);
+  std::vector<std::vector<T>> got(static_cast<size_t>(ranks));
+  Status s = spawn(ranks, [&](Communicator& c) -> Status {
+    testing::Buffer<T> in(count, misalign), out(count, misalign);
+    in.fill(make_input<T>(c.rank(), count));
+    void* recv = in_place ? in.data() : out.data();
+    AllreduceOptions o;
+    o.algorithm = Algorithm::kCma;
+    DLTUNE_TRY(allreduce(c, in.data(), recv, count, type, op, o));
+    if (!in_place && in.read(count) != make_input<T>(c.rank(), count))
+      return internal_error("the send buffer was modified");
+    got[static_cast<size_t>(c.rank())] = (in_place ? in : out).read(count);
+    return ok_status();
+  });
+  const std::string what = std::to_string(ranks) + " ranks, " + std::to_string(count) + " " +
+                           std::string(dtype_name(type)) + " " + std::string(op_name(op)) +
+                           (in_place ? " in place" : " out of place") + ", misaligned by " +
+                           std::to_string(misalign);
+  ASSERT_TRUE(s.ok()) << what << ": " << s.error().message();
+  for (int r = 0; r < ranks; ++r) ASSERT_EQ(got[static_cast<size_t>(r)], want) << what;
+}
+
+template <typename T>
+void check_cma_path_counts(DataType type, ReduceOp op) {
+  const size_t at = detail::kCmaMinBytes / sizeof(T);
+  // Three blocks and a bit per slice at 2 ranks, a block and a bit at 5.
+  const size_t several = 6 * detail::kCmaBlockBytes / sizeof(T) + 7;
+  for (int ranks : {2, 3, 5}) {
+    for (size_t count : {at, at + 1, several}) {
+      for (auto [in_place, misalign] :
+           {std::pair{true, size_t{0}}, std::pair{false, sizeof(T)}, std::pair{false, size_t{1}}}) {
+        check_cma_path<T>(ranks, count, type, op, in_place, misalign);
+        if (::testing::Test::HasFatalFailure()) return;
+      }
+    }
+  }
+}
+
+TEST(Cma, SingleCopyPathEveryTypeAndOp) {
+  check_cma_path_counts<float>(DataType::kF32, ReduceOp::kSum);
+  check_cma_path_counts<double>(DataType::kF64, ReduceOp::kSum);
+  check_cma_path_counts<int32_t>(DataType::kI32, ReduceOp::kSum);
+  check_cma_path_counts<int64_t>(DataType::kI64, ReduceOp::kMax);
+  check_cma_path_counts<float>(DataType::kF32, ReduceOp::kMin);
+}
+
 struct FaultGuard {
   explicit FaultGuard(std::function<int(int)> f) { cma::set_probe_fault(std::move(f)); }
   ~FaultGuard() { cma::set_probe_fault(nullptr); }
@@ -65,7 +119,7 @@ struct FaultGuard {
 TEST(Cma, ProbeFindsEveryLocalRankUsable) {
   FaultGuard guard(nullptr);
   for (int ranks : {2, 3, 4}) {
-    for (const CmaPeers& p : run_and_check(ranks, 5003, 2)) {
+    for (const CmaPeers& p : run_and_check(ranks, 100003, 2)) {
       EXPECT_TRUE(p.usable) << p.reason;
       EXPECT_EQ(p.pids, std::vector<pid_t>(static_cast<size_t>(ranks), getpid()));
     }
@@ -130,7 +184,7 @@ TEST(Cma, HierarchicalUsesItWithinEachNodeOnly) {
   FaultGuard guard(nullptr);
   for (auto [ranks, per_node] : {std::pair{4, 2}, std::pair{6, 3}, std::pair{5, 2}}) {
     SCOPED_TRACE(std::to_string(ranks) + " ranks, " + std::to_string(per_node) + " per node");
-    std::vector<CmaPeers> seen = run_and_check(ranks, 30011, 2, per_node);
+    std::vector<CmaPeers> seen = run_and_check(ranks, 70001, 2, per_node);
     for (int r = 0; r < ranks; ++r) {
       const int node_size = std::min(per_node, ranks - r / per_node * per_node);
       const CmaPeers& p = seen[static_cast<size_t>(r)];
@@ -142,24 +196,26 @@ TEST(Cma, HierarchicalUsesItWithinEachNodeOnly) {
   }
 }
 
-// Rank 1's receive buffer has a read-only first page, which is rank 0's slice: rank 0's
+// Rank 1's receive buffer has a read-only first page, in rank 0's slice: rank 0's
 // process_vm_writev into it fails (EFAULT). Both ranks must return an error (rank 1's names
 // rank 0), none a vector missing a slice.
 TEST(Cma, FailedCopyIsAnErrorOnEveryRank) {
   FaultGuard guard(nullptr);
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  const size_t count = 2 * page / sizeof(float);  // slice 0 is exactly the first page
+  const size_t pages = 2 * (detail::kCmaMinBytes / page + 1);
+  const size_t count = pages * page / sizeof(float);  // slice 0: the first half, page-aligned
   std::vector<Status> results(2);
   std::mutex mu;
   Status s = spawn(2, [&](Communicator& c) -> Status {
-    void* map = mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void* map =
+        mmap(nullptr, pages * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (map == MAP_FAILED) return errno_error("mmap");
     if (c.rank() == 1) mprotect(map, page, PROT_READ);
     auto in = make_input<float>(c.rank(), count);
     AllreduceOptions o;
     o.algorithm = Algorithm::kCma;
     Status r = allreduce(c, in.data(), map, count, DataType::kF32, ReduceOp::kSum, o);
-    munmap(map, 2 * page);
+    munmap(map, pages * page);
     std::lock_guard lock(mu);
     results[static_cast<size_t>(c.rank())] = r;
     return ok_status();
