@@ -29,6 +29,8 @@ Status run_algorithm(Algorithm a, const Call& c) {
       return hierarchical(c);
     case Algorithm::kShm:
       return shm(c);
+    case Algorithm::kCma:
+      return cma(c);
     case Algorithm::kNative:
       return c.comm.native_allreduce(c.send, c.recv, c.count, c.type, c.op);
     default:  // NCCL's: an NCCL communicator runs them (comm/nccl_communicator.h)
@@ -50,20 +52,20 @@ Status validate(Communicator& comm, const void* send, void* recv, size_t count, 
   if (count > std::numeric_limits<size_t>::max() / 16 / dtype_size(type)) {
     return invalid_input("element count " + std::to_string(count) + " is too large");
   }
-  if (o.algorithm == Algorithm::kShm && comm.node_count() > 1) {
-    return invalid_input(
-        "the 'shm' algorithm works within one node, but this communicator "
-        "spans " +
-        std::to_string(comm.node_count()) + " nodes; use 'hier'");
+  if ((o.algorithm == Algorithm::kShm || o.algorithm == Algorithm::kCma) && comm.node_count() > 1) {
+    return invalid_input("the '" + std::string(algorithm_name(o.algorithm)) +
+                         "' algorithm works within one node, but this communicator spans " +
+                         std::to_string(comm.node_count()) + " nodes; use 'hier'");
   }
   if (o.algorithm == Algorithm::kHierarchical) {
     if (o.inner == Algorithm::kHierarchical || o.inner == Algorithm::kNative) {
       return invalid_input(
-          "hierarchical: the node-local algorithm must be shm, tree, ring, rd "
+          "hierarchical: the node-local algorithm must be shm, cma, tree, ring, rd "
           "or rabenseifner, got '" +
           std::string(algorithm_name(o.inner)) + "'");
     }
-    if (o.outer == Algorithm::kHierarchical || o.outer == Algorithm::kShm) {
+    if (o.outer == Algorithm::kHierarchical || o.outer == Algorithm::kShm ||
+        o.outer == Algorithm::kCma) {
       return invalid_input(
           "hierarchical: the algorithm among node leaders must be flat (ring, "
           "rd, rabenseifner, tree or native), got '" +

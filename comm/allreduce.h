@@ -31,8 +31,9 @@ struct AllreduceOptions {
   // this size so that reduction of one segment overlaps the transfer of the next. 0 = whole
   // chunks (plain ring). Hierarchical passes it to its ring among nodes.
   size_t segment_bytes = size_t{1} << 20;
-  // Hierarchical: the node-local algorithm (kShm, kTree, kRing, kRecursiveDoubling or
-  // kRabenseifner) and the flat algorithm among node leaders (any but kHierarchical/kShm).
+  // Hierarchical: the node-local algorithm (kShm, kCma, kTree, kRing, kRecursiveDoubling or
+  // kRabenseifner) and the flat algorithm among node leaders (any but kHierarchical, kShm and
+  // kCma).
   Algorithm inner = Algorithm::kShm;
   Algorithm outer = Algorithm::kRing;
   // Whole-operation timeout; 0 = the communicator's timeout().
@@ -44,12 +45,16 @@ struct AllreduceOptions {
 // `send` is not modified. Buffers need no particular alignment. count == 0 is a no-op that
 // still validates options. For kShm, buffers inside a SharedBuffer of comm.local() are reduced
 // in place in shared memory (the fast path); other buffers are staged through a persistent
-// shared segment.
-// Errors: invalid input for an option that does not apply (e.g. kShm across nodes, kNative on
-// a communicator without one, hierarchical with outer == kHierarchical); kTimeout when a peer
-// does not answer before the timeout; invalid input when ranks pass different counts (detected
-// from message sizes) — or kTimeout when the mismatch cannot be told from sizes. The message
-// names the algorithm and the communicator.
+// shared segment. kCma copies between the local ranks' own buffers with cross-memory attach
+// (comm/cma.h), on any buffer, and runs kShm instead where the kernel refuses that (probed once
+// per node-local group; logged once).
+// Errors: invalid input for an option that does not apply (e.g. kShm or kCma across nodes,
+// kNative on a communicator without one, hierarchical with outer == kHierarchical); kTimeout
+// when a peer does not answer before the timeout; invalid input when ranks pass different
+// counts (detected from message sizes) — or kTimeout when the mismatch cannot be told from
+// sizes; for kCma, errors of its cross-memory copies (a buffer outside the peer's mappings, a
+// peer gone) on the rank that saw them and kPeerFailed on the others. The message names the
+// algorithm and the communicator.
 Status allreduce(Communicator& comm, const void* send, void* recv, size_t count, DataType type,
                  ReduceOp op, const AllreduceOptions& options);
 

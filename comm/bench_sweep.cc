@@ -288,7 +288,7 @@ Result<SweepReport> run_sweep(Communicator& comm, const SweepOptions& options) {
   rep.nodes = comm.node_count();
   std::vector<Candidate> algos;
   for (Algorithm a : options.algorithms) {
-    if (a == Algorithm::kShm && rep.nodes > 1) continue;
+    if ((a == Algorithm::kShm || a == Algorithm::kCma) && rep.nodes > 1) continue;
     if (a == Algorithm::kNative) {
       float x = 0;
       if (!comm.native_allreduce(&x, &x, 1, DataType::kF32, ReduceOp::kSum)) continue;

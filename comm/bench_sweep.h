@@ -23,7 +23,7 @@ namespace dltune::comm {
 enum class Buffer { kShared, kPrivate };
 
 struct SweepOptions {
-  std::vector<Algorithm> algorithms;  // candidates; kShm is skipped on several nodes
+  std::vector<Algorithm> algorithms;  // candidates; kShm and kCma are skipped on several nodes
   // Also measure every algorithm on a private buffer, as candidates of their own.
   bool private_buffers = false;
   size_t min_bytes = 4;

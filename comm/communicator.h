@@ -51,6 +51,7 @@ Deadline coarse_deadline(std::chrono::milliseconds timeout);
 
 class CommThread;
 class SharedSegment;
+struct CmaPeers;
 
 // Tags at or above kReservedTagBase are used by the collectives; user point-to-point traffic
 // must use tags in [0, kReservedTagBase).
@@ -204,13 +205,21 @@ class Communicator {
   // alloc_shared().
   Result<SharedSegment*> staging_segment(size_t bytes_per_rank);
 
+  // Collective over local() on its first call: whether the node-local ranks may copy between
+  // each other's memory with cross-memory attach, and their process ids (comm/cma.h), probed
+  // once (by `deadline`) and kept for local()'s lifetime. Errors as cma::probe() (a refusal is
+  // no error).
+  Result<const CmaPeers*> cma_peers(Deadline deadline);
+
   // Persistent scratch memory: the returned block (64-byte aligned, pre-faulted) stays valid
   // until the next scratch() call with the same slot and a larger size; it only grows, so a
   // steady state of collectives allocates nothing. Slots 0..kScratchSlots-1; kScratchSmallShm
   // belongs to the small-message shared-memory allreduce (which runs inside hierarchical, whose
-  // other phases use slots 0 and 1).
-  static constexpr int kScratchSlots = 4;
+  // other phases use slots 0 and 1); kScratchCma to the cma allreduce (which also runs inside
+  // hierarchical, and on the communicator whose slot 2 holds the allreduce sweep's buffers).
+  static constexpr int kScratchSlots = 5;
   static constexpr int kScratchSmallShm = 3;
+  static constexpr int kScratchCma = 4;
   void* scratch(int slot, size_t bytes);
 
   // The default deadline for an operation started now (timeout from set_timeout(), default
@@ -262,6 +271,7 @@ class Communicator {
   std::unique_ptr<Scratch> scratch_;
   std::vector<std::weak_ptr<SharedSegment>> segments_;
   std::shared_ptr<SharedSegment> staging_;
+  std::shared_ptr<const CmaPeers> cma_;
   std::chrono::milliseconds timeout_;
 };
 

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "comm/spin_wait.h"
+#include "common/check.h"
 
 namespace dltune::comm {
 namespace {
@@ -21,15 +22,16 @@ constexpr int kAckTag = kReservedTagBase + 901;
 
 size_t round_up(size_t v, size_t to) { return (v + to - 1) / to * to; }
 
-// Local rank r's control line: its published word, then its barrier epoch.
-std::atomic_ref<uint64_t> published_word(uint8_t* map, int r) {
-  return std::atomic_ref<uint64_t>(
-      *reinterpret_cast<uint64_t*>(map + static_cast<size_t>(r) * kLine));
+// Local rank r's control line: its published words 0..6, then its barrier epoch, so that a
+// barrier carries the words published before it in the same line transfer.
+std::atomic_ref<uint64_t> published_word(uint8_t* map, int r, int word) {
+  return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(
+      map + static_cast<size_t>(r) * kLine + 8 * static_cast<size_t>(word)));
 }
 std::atomic_ref<uint64_t> epoch_word(uint8_t* map, int r) {
-  return std::atomic_ref<uint64_t>(
-      *reinterpret_cast<uint64_t*>(map + static_cast<size_t>(r) * kLine + 8));
+  return published_word(map, r, SharedSegment::kPublishedWords);
 }
+static_assert(8 * (SharedSegment::kPublishedWords + 1) == kLine, "one control line per rank");
 
 // Maps the named segment; the caller closes nothing (the fd is closed here).
 Result<uint8_t*> map_segment(const std::string& name, size_t bytes, bool create) {
@@ -145,12 +147,13 @@ Status SharedSegment::barrier(Deadline deadline) {
   return ok_status();
 }
 
-void SharedSegment::publish(uint64_t value) {
-  published_word(map_, local_rank_).store(value, std::memory_order_relaxed);
+void SharedSegment::publish(int word, uint64_t value) {
+  DLTUNE_CHECK(word >= 0 && word < kPublishedWords, "published word out of range");
+  published_word(map_, local_rank_, word).store(value, std::memory_order_relaxed);
 }
 
-uint64_t SharedSegment::published(int local_rank) const {
-  return published_word(map_, local_rank).load(std::memory_order_relaxed);
+uint64_t SharedSegment::published(int local_rank, int word) const {
+  return published_word(map_, local_rank, word).load(std::memory_order_relaxed);
 }
 
 }  // namespace dltune::comm

@@ -3,7 +3,7 @@
 // slots) and one data region of the same size per local rank. Used by alloc_shared() and the
 // shared-memory allreduce.
 //
-// Layout:  [header: control line of rank 0 .. L-1 (published word, barrier epoch) |
+// Layout:  [header: control line of rank 0 .. L-1 (published words, barrier epoch) |
 //                   small slots: rank 0 parity 0, rank 0 parity 1, rank 1 parity 0, ...]
 //          [region 0][region 1]...[region L-1]     (each page-aligned, `stride` bytes apart)
 #pragma once
@@ -41,9 +41,14 @@ class SharedSegment {
   // visible after it). Spins, then yields the core (ranks may outnumber cores).
   // Error: kTimeout at `deadline` ("local rank(s) did not reach the shared-memory barrier").
   Status barrier(Deadline deadline);
-  // This rank's published word (e.g. its element count, so that peers can check agreement).
-  void publish(uint64_t value);
-  uint64_t published(int local_rank) const;
+  // This rank's published words (e.g. its element count, so that peers can check agreement;
+  // the cma allreduce's buffer addresses). Stores are relaxed: publish before a barrier, read
+  // after it. Precondition: 0 <= word < kPublishedWords.
+  static constexpr int kPublishedWords = 7;
+  void publish(uint64_t value) { publish(0, value); }
+  void publish(int word, uint64_t value);
+  uint64_t published(int local_rank) const { return published(local_rank, 0); }
+  uint64_t published(int local_rank, int word) const;
 
   // The small-message allreduce's slots (comm/algo_shm_small.cc): two per local rank, picked
   // by sequence parity, of kSmallSlotLines cache lines each, 64-byte aligned, zero at creation.

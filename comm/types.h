@@ -24,14 +24,14 @@ std::string_view dtype_name(DataType type);
 std::string_view op_name(ReduceOp op);
 
 // The allreduce algorithms: the shared vocabulary (common/collectives.h); comm/ runs the host
-// ones ("ring", "rd", "rabenseifner", "tree", "hier", "shm", "native").
+// ones ("ring", "rd", "rabenseifner", "tree", "hier", "shm", "cma", "native").
 using dltune::Algorithm;
 using dltune::algorithm_name;
 
 // The algorithms comm/ runs, in enum order (host_algorithms()).
 const std::vector<Algorithm>& all_algorithms();
 // Parses a short name (case-sensitive). Error (invalid input): "unknown algorithm 'x'; expected
-// one of ring, rd, rabenseifner, tree, hier, shm, native" with a "did you mean" hint.
+// one of ring, rd, rabenseifner, tree, hier, shm, cma, native" with a "did you mean" hint.
 Result<Algorithm> parse_algorithm(std::string_view name);
 // Parses "all" (every algorithm) or a comma-separated list of names; rejects empty items and
 // duplicates with an invalid-input error naming the item.

@@ -7,13 +7,14 @@ namespace {
 
 // Longest NCCL names first within a prefix ("nvls_tree" before "nvls") is parse_choice's
 // concern; here every name is exact.
-constexpr std::array<std::pair<Algorithm, std::string_view>, 14> kAlgorithms{{
+constexpr std::array<std::pair<Algorithm, std::string_view>, 15> kAlgorithms{{
     {Algorithm::kRing, "ring"},
     {Algorithm::kRecursiveDoubling, "rd"},
     {Algorithm::kRabenseifner, "rabenseifner"},
     {Algorithm::kTree, "tree"},
     {Algorithm::kHierarchical, "hier"},
     {Algorithm::kShm, "shm"},
+    {Algorithm::kCma, "cma"},
     {Algorithm::kNative, "native"},
     {Algorithm::kNcclTree, "nccl_tree"},
     {Algorithm::kNcclRing, "nccl_ring"},
@@ -61,9 +62,10 @@ bool is_nccl(Algorithm a) { return a >= Algorithm::kNcclTree; }
 
 const std::vector<Algorithm>& host_algorithms() {
   static const std::vector<Algorithm> kHost = {
-      Algorithm::kRing,  Algorithm::kRecursiveDoubling, Algorithm::kRabenseifner,
-      Algorithm::kTree,  Algorithm::kHierarchical,      Algorithm::kShm,
-      Algorithm::kNative};
+      Algorithm::kRing,         Algorithm::kRecursiveDoubling,
+      Algorithm::kRabenseifner, Algorithm::kTree,
+      Algorithm::kHierarchical, Algorithm::kShm,
+      Algorithm::kCma,          Algorithm::kNative};
   return kHost;
 }
 

@@ -20,6 +20,8 @@ enum class Algorithm {
   kTree,               // "tree": binomial-tree reduce to rank 0, then binomial broadcast
   kHierarchical,       // "hier": node-local phase, a flat algorithm among node leaders, bcast
   kShm,                // "shm": node-local shared-memory reduction (one node only)
+  kCma,                // "cma": node-local single-copy reduction on the ranks' own buffers
+                       // through cross-memory attach (process_vm_readv/writev; one node only)
   kNative,             // "native": the transport's own (MPI_Allreduce)
   // NCCL's (GPU), chosen per call by dltune's NCCL tuner plugin:
   kNcclTree,           // "nccl_tree"

@@ -6,11 +6,11 @@
 
 namespace dltune::env {
 namespace {
-constexpr std::array kAll{kDebug,         kDebugSubsys,    kDb,          kSiteDb,
-                          kTrustedKeys,   kPlan,           kRecipe,      kRunsDir,
-                          kTopoXml,       kTopoCache,      kBind,        kBackend,
-                          kKillGrace,     kNoColor,        kCommTimeout, kFaultTrialStep,
-                          kLoaderThreads, kLoaderPrefetch, kUpdateGolden};
+constexpr std::array kAll{
+    kDebug,          kDebugSubsys, kDb,          kSiteDb,    kTrustedKeys,    kPlan,
+    kRecipe,         kRunsDir,     kTopoXml,     kTopoCache, kBind,           kBackend,
+    kKillGrace,      kNoColor,     kCommTimeout, kCommCma,   kFaultTrialStep, kLoaderThreads,
+    kLoaderPrefetch, kUpdateGolden};
 }  // namespace
 
 std::span<const EnvVar> all() { return kAll; }

@@ -58,6 +58,11 @@ inline constexpr EnvVar kNoColor{"DLTUNE_NO_PROGRESS", "",
 inline constexpr EnvVar kCommTimeout{"DLTUNE_COMM_TIMEOUT_MS", "300000",
                                      "ms a collective or point-to-point operation may take "
                                      "before it fails with a timeout (a dead or mismatched peer)"};
+inline constexpr EnvVar kCommCma{
+    "DLTUNE_COMM_CMA", "auto",
+    "cross-memory attach for the 'cma' allreduce: auto (use it where the kernel allows "
+    "process_vm_readv/writev between a node's ranks) or off (never; 'cma' then stages through "
+    "node-shared memory as 'shm' does)"};
 inline constexpr EnvVar kFaultTrialStep{
     "DLTUNE_FAULT_TRIAL_STEP", "",
     "fault injection for tests: RANK:N (or *:N for every rank) makes the Nth training step of "

@@ -69,6 +69,7 @@ std::vector<std::string> default_candidates(int nodes, bool with_native) {
     out.push_back("hier/262144");
   } else {
     out.push_back("shm");
+    out.push_back("cma");
   }
   if (with_native) out.push_back("native");
   return out;

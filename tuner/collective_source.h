@@ -46,8 +46,9 @@ Result<CollectiveCandidate> parse_candidate(const std::string& name);
 std::string candidate_name(const CollectiveCandidate& c);
 
 // The candidates worth measuring for a job of `nodes` nodes: ring unsegmented and in 256 KiB
-// and 1 MiB segments, rd, rabenseifner, tree, and shm on one node or hier across nodes (on one
-// node hier is its inner shm phase plus a no-op, so it is left out); native when `with_native`.
+// and 1 MiB segments, rd, rabenseifner, tree, and shm and cma on one node or hier across nodes
+// (on one node hier is its inner shm phase plus a no-op, so it is left out); native when
+// `with_native`.
 std::vector<std::string> default_candidates(int nodes, bool with_native);
 
 // A replacement body for a candidate (tests: make one algorithm artificially slow or failing).

@@ -111,14 +111,15 @@ INSTANTIATE_TEST_SUITE_P(
     Thread, AllreduceTest,
     ::testing::Combine(::testing::Values(Algorithm::kRing, Algorithm::kRecursiveDoubling,
                                          Algorithm::kRabenseifner, Algorithm::kTree,
-                                         Algorithm::kHierarchical, Algorithm::kShm),
+                                         Algorithm::kHierarchical, Algorithm::kShm,
+                                         Algorithm::kCma),
                        ::testing::Values(1, 2, 3, 4, 5, 7, 8)),
     name);
 
 // Hierarchical with every node-local algorithm and a few leader algorithms, 3 nodes of 2 and
 // 2 nodes of 4 ranks (one a non-power of two among leaders).
 TEST(Hierarchical, InnerOuterCombinations) {
-  for (Algorithm inner : {Algorithm::kShm, Algorithm::kTree, Algorithm::kRing,
+  for (Algorithm inner : {Algorithm::kShm, Algorithm::kCma, Algorithm::kTree, Algorithm::kRing,
                           Algorithm::kRecursiveDoubling, Algorithm::kRabenseifner}) {
     for (Algorithm outer : {Algorithm::kRing, Algorithm::kRecursiveDoubling,
                             Algorithm::kRabenseifner, Algorithm::kTree}) {

@@ -23,8 +23,8 @@ struct Layout {
 // allreduce algorithm at several counts, in place and out of place, on every group at once
 // (the groups of one kind reduce different data at the same time), plus a broadcast,
 // local() / leaders() and a node-shared buffer on each group. `native`: whether the transport
-// has its own allreduce (else kNative must fail as unsupported). kShm must fail as invalid
-// input on a group that spans several nodes.
+// has its own allreduce (else kNative must fail as unsupported). kShm and kCma must fail as
+// invalid input on a group that spans several nodes.
 Status check_split_layout(Communicator& world, Layout layout, bool native);
 // Ranks with rank % 3 == 2 pass kUndefined (or another negative colour) and get nullptr; the
 // others form two groups ranked by a decreasing key, checked by an allreduce.

@@ -26,8 +26,9 @@ TEST(Failure, CoarseDeadlineIsOnTheSameClockAndAtMostATickEarly) {
 }
 
 TEST(Failure, MismatchedCountsFailNotHang) {
-  for (Algorithm algo : {Algorithm::kRing, Algorithm::kRecursiveDoubling, Algorithm::kRabenseifner,
-                         Algorithm::kTree, Algorithm::kHierarchical, Algorithm::kShm}) {
+  for (Algorithm algo :
+       {Algorithm::kRing, Algorithm::kRecursiveDoubling, Algorithm::kRabenseifner, Algorithm::kTree,
+        Algorithm::kHierarchical, Algorithm::kShm, Algorithm::kCma}) {
     for (int ranks : {2, 3, 4}) {
       const auto start = Clock::now();
       Status s = spawn(
@@ -52,8 +53,8 @@ TEST(Failure, MismatchedCountsFailNotHang) {
 }
 
 TEST(Failure, DeadPeerTimesOut) {
-  for (Algorithm algo :
-       {Algorithm::kRing, Algorithm::kRecursiveDoubling, Algorithm::kTree, Algorithm::kShm}) {
+  for (Algorithm algo : {Algorithm::kRing, Algorithm::kRecursiveDoubling, Algorithm::kTree,
+                         Algorithm::kShm, Algorithm::kCma}) {
     const auto start = Clock::now();
     Status s = spawn(
         3,
@@ -95,6 +96,10 @@ TEST(Failure, InvalidOptions) {
         o.algorithm = Algorithm::kShm;  // 2 simulated nodes
         Status a = allreduce(c, v, v, 4, DataType::kF32, ReduceOp::kSum, o);
         if (!contains(a, "within one node")) return internal_error("shm across nodes accepted");
+        o.algorithm = Algorithm::kCma;  // a rank on another node never takes part in CMA
+        a = allreduce(c, v, v, 4, DataType::kF32, ReduceOp::kSum, o);
+        if (!contains(a, "'cma' algorithm works within one node") || !contains(a, "use 'hier'"))
+          return internal_error("cma across nodes accepted");
         o.algorithm = Algorithm::kNative;
         a = allreduce(c, v, v, 4, DataType::kF32, ReduceOp::kSum, o);
         if (a.ok() || a.error().kind() != ErrorKind::kUnsupported) {
@@ -104,6 +109,9 @@ TEST(Failure, InvalidOptions) {
         o.outer = Algorithm::kShm;
         a = allreduce(c, v, v, 4, DataType::kF32, ReduceOp::kSum, o);
         if (!contains(a, "must be flat")) return internal_error("hier outer=shm accepted");
+        o.outer = Algorithm::kCma;
+        a = allreduce(c, v, v, 4, DataType::kF32, ReduceOp::kSum, o);
+        if (!contains(a, "must be flat")) return internal_error("hier outer=cma accepted");
         o.outer = Algorithm::kRing;
         o.inner = Algorithm::kNative;
         a = allreduce(c, v, v, 4, DataType::kF32, ReduceOp::kSum, o);

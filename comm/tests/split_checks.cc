@@ -51,7 +51,8 @@ Status check_algorithms(Communicator& g, const std::vector<int>& members, bool n
           EXPECT_OR_FAIL(!s.ok() && s.error().kind() == ErrorKind::kUnsupported, what);
           continue;
         }
-        if (algo == Algorithm::kShm && g.node_count() > 1) {  // count 0 validates too
+        if ((algo == Algorithm::kShm || algo == Algorithm::kCma) &&
+            g.node_count() > 1) {  // count 0 validates too
           EXPECT_OR_FAIL(!s.ok() && s.error().kind() == ErrorKind::kInvalidInput, what);
           continue;
         }

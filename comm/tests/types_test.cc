@@ -13,6 +13,7 @@ TEST(Types, AlgorithmNamesRoundTrip) {
   }
   EXPECT_EQ(algorithm_name(Algorithm::kRecursiveDoubling), "rd");
   EXPECT_EQ(algorithm_name(Algorithm::kHierarchical), "hier");
+  EXPECT_EQ(algorithm_name(Algorithm::kCma), "cma");
 }
 
 TEST(Types, UnknownAlgorithmSuggests) {
@@ -26,7 +27,7 @@ TEST(Types, UnknownAlgorithmSuggests) {
 TEST(Types, AlgorithmLists) {
   auto all = parse_algorithm_list("all");
   ASSERT_TRUE(all.ok());
-  EXPECT_EQ(all->size(), 7u);
+  EXPECT_EQ(all->size(), 8u);
   auto two = parse_algorithm_list("ring, native");
   ASSERT_TRUE(two.ok());
   EXPECT_EQ(*two, (std::vector<Algorithm>{Algorithm::kRing, Algorithm::kNative}));

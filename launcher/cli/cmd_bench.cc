@@ -97,8 +97,8 @@ void setup_bench(CLI::App& app, int* exit_code) {
       "Measure the allreduce algorithms side by side (interleaved in time) with their lower "
       "bounds");
   cmd->add_option("--algo", opts->algo,
-                  "Comma-separated algorithms (ring, rd, rabenseifner, tree, hier, shm, native) "
-                  "or 'all'; with --backend nccl, NCCL choices (nccl, nccl:ring/ll, "
+                  "Comma-separated algorithms (ring, rd, rabenseifner, tree, hier, shm, cma, "
+                  "native) or 'all'; with --backend nccl, NCCL choices (nccl, nccl:ring/ll, "
                   "nccl:tree/simple, ...) or 'all'")
       ->capture_default_str();
   cmd->add_option("--backend", opts->backend,

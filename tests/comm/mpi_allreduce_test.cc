@@ -1,14 +1,18 @@
 // Multi-process check of the collectives over MPI: run under mpirun -np N (ctest does it for
-// N = 2, 3, 4). Every algorithm, native included, against the serial reference at a
-// representative set of counts, in place and out of place; the shared-memory path on
-// alloc_shared buffers; non-blocking requests in order; broadcast; and a mismatched count
-// ending in an error on every rank instead of a hang. Prints one line per failure; exit code
-// 0 when all passed, 1 otherwise.
+// N = 2, 3, 4, and for 3 with DLTUNE_COMM_CMA=off). Every algorithm, native and cma included,
+// against the serial reference at a representative set of counts, in place and out of place;
+// the shared-memory path on alloc_shared buffers; non-blocking requests in order; broadcast;
+// the cma probe's agreement; and a mismatched count ending in an error on every rank instead
+// of a hang. Prints one line per failure; exit code 0 when all passed, 1 otherwise.
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "comm/allreduce.h"
+#include "comm/cma.h"
 #include "comm/mpi_communicator.h"
 #include "comm/tests/test_util.h"
 
@@ -86,6 +90,64 @@ void check_shared_and_async(Communicator& c) {
          c, "chain broadcast");
 }
 
+// The cma allreduce between processes in every type and operation, odd counts spanning
+// several of its blocks included, in place and out of place.
+template <typename T>
+void check_cma_typed(Communicator& c, DataType type, ReduceOp op) {
+  for (size_t count : {size_t{1}, size_t{1023}, size_t{300001}}) {
+    for (bool in_place : {true, false}) {
+      auto in = make_input<T>(c.rank(), count);
+      std::vector<T> out(count, T{});
+      AllreduceOptions o;
+      o.algorithm = Algorithm::kCma;
+      Status s = allreduce(c, in.data(), in_place ? in.data() : out.data(), count, type, op, o);
+      const std::string what = std::string("cma ") + std::string(dtype_name(type)) + " " +
+                               std::string(op_name(op)) + " count " + std::to_string(count) +
+                               (in_place ? " in place" : "");
+      expect(s.ok(), c, what + ": " + (s.ok() ? "" : s.error().message()));
+      expect((in_place ? in : out) == reference<T>(c.size(), count, op), c,
+             what + ": wrong result");
+    }
+  }
+}
+
+void check_cma_types(Communicator& c) {
+  check_cma_typed<double>(c, DataType::kF64, ReduceOp::kSum);
+  check_cma_typed<int32_t>(c, DataType::kI32, ReduceOp::kSum);
+  check_cma_typed<int64_t>(c, DataType::kI64, ReduceOp::kMax);
+  check_cma_typed<float>(c, DataType::kF32, ReduceOp::kMin);
+}
+
+// The cma allreduce's probe between these processes: every rank agrees; with
+// DLTUNE_COMM_CMA=off it must be unusable and say so; otherwise (normally usable between the
+// processes of one user) it is printed, since a kernel may refuse it (the fallback still sums).
+void check_cma_probe(Communicator& c) {
+  auto peers = c.cma_peers(c.deadline_from_now());  // probed by check_algorithms already
+  expect(peers.ok(), c, "cma probe: " + (peers.ok() ? "" : peers.error().message()));
+  if (!peers) return;
+  const CmaPeers& p = **peers;
+  const char* setting = std::getenv("DLTUNE_COMM_CMA");
+  if (setting != nullptr && std::string(setting) == "off") {
+    expect(!p.usable && p.reason.find("DLTUNE_COMM_CMA=off") != std::string::npos, c,
+           "cma with DLTUNE_COMM_CMA=off: usable " + std::to_string(p.usable) + ", reason '" +
+               p.reason + "'");
+  } else if (p.usable) {
+    expect(p.pids.size() == static_cast<size_t>(c.local().size()) &&
+               p.pids[static_cast<size_t>(c.local().rank())] == getpid(),
+           c, "cma: the probe's process ids");
+  }
+  int32_t usable = p.usable ? 1 : 0, lo = 0, hi = 0;
+  AllreduceOptions o;
+  o.algorithm = Algorithm::kRecursiveDoubling;
+  expect(allreduce(c, &usable, &lo, 1, DataType::kI32, ReduceOp::kMin, o).ok() &&
+             allreduce(c, &usable, &hi, 1, DataType::kI32, ReduceOp::kMax, o).ok() && lo == hi,
+         c, "cma: the ranks disagree on whether cross-memory attach is usable");
+  if (c.rank() == 0) {
+    std::printf("cma: cross-memory attach %s%s\n",
+                p.usable ? "usable" : "refused: ", p.reason.c_str());
+  }
+}
+
 void check_mismatch(Communicator& c) {
   std::vector<float> v(256, 1.0f);
   AllreduceOptions o;
@@ -111,6 +173,8 @@ int main() {
     }
     check_algorithms(**comm);
     check_shared_and_async(**comm);
+    check_cma_types(**comm);
+    check_cma_probe(**comm);
     check_mismatch(**comm);
     if ((*comm)->rank() == 0) std::printf("%d ranks: %d failure(s)\n", (*comm)->size(), g_failures);
   }

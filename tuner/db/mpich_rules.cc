@@ -138,6 +138,9 @@ Result<Choice> map_range(const std::string& coll, const std::string& algo) {
       return Choice{allreduce_rsag(),
                     "ring" + closest + "reduce_scatter_allgather (the same bytes moved)"};
     if (algo == "tree") return Choice{kAllreduceRd, "tree" + closest + "recursive_doubling"};
+    if (algo == "cma")
+      return Choice{allreduce_rsag(),
+                    "cma" + closest + "reduce_scatter_allgather (the same pattern)"};
     if (algo == "hier" || algo == "shm") {
       return Choice{
           smp("MPIR_Allreduce_intra_smp", kAllreduceRd, true),

@@ -15,7 +15,7 @@ constexpr int kReduceScatterAllgather = 2;
 Result<int> mvapich_allreduce(const std::string& algo, std::string* note) {
   if (algo == "rd") return kRd;
   if (algo == "rabenseifner") return kReduceScatterAllgather;
-  if (algo == "ring" || algo == "hier") {
+  if (algo == "ring" || algo == "hier" || algo == "cma") {
     *note = algo + " has no MVAPICH2 string equivalent; using 2 (reduce-scatter + allgather)";
     return kReduceScatterAllgather;
   }

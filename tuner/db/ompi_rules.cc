@@ -34,6 +34,10 @@ constexpr Mapping kMappings[] = {
     {"allreduce", "shm", 3, "recursive_doubling",
      "shm (reduction in node-shared memory) has no coll/tuned equivalent; using "
      "recursive_doubling, the closest latency-optimal algorithm (coll/sm is Open MPI's own)"},
+    {"allreduce", "cma", 6, "rabenseifner",
+     "cma (single-copy reduce-scatter + allgather between a node's processes) has no coll/tuned "
+     "equivalent; using rabenseifner, the same pattern (btl/vader copies its large messages "
+     "with cross-memory attach itself)"},
     {"broadcast", "native", 0, "ignore (Open MPI's fixed decision)", ""},
     {"broadcast", "tree", 6, "binomial", ""},
     {"broadcast", "rd", 6, "binomial", ""},

@@ -90,10 +90,12 @@ TEST(CollectiveCandidate, ParsesNamesAndSegments) {
 TEST(CollectiveCandidate, DefaultsDependOnTheJobShape) {
   auto one = default_candidates(1, true);
   EXPECT_NE(std::find(one.begin(), one.end(), "shm"), one.end());
+  EXPECT_NE(std::find(one.begin(), one.end(), "cma"), one.end());
   EXPECT_EQ(std::find(one.begin(), one.end(), "hier"), one.end());
   EXPECT_NE(std::find(one.begin(), one.end(), "native"), one.end());
   auto two = default_candidates(2, false);
   EXPECT_EQ(std::find(two.begin(), two.end(), "shm"), two.end());
+  EXPECT_EQ(std::find(two.begin(), two.end(), "cma"), two.end());
   EXPECT_NE(std::find(two.begin(), two.end(), "hier"), two.end());
   EXPECT_NE(std::find(two.begin(), two.end(), "hier/262144"), two.end());
   EXPECT_EQ(std::find(two.begin(), two.end(), "native"), two.end());

@@ -59,10 +59,10 @@ TEST(OmpiMapping, AllreduceTable) {
     int id;
     bool approximated;
   };
-  const Case cases[] = {{"rd", 0, 3, false},       {"ring", 0, 4, false},
-                        {"ring", 65536, 5, false}, {"rabenseifner", 0, 6, false},
-                        {"tree", 0, 2, true},      {"native", 0, 0, false},
-                        {"hier", 0, 6, true},      {"shm", 0, 3, true}};
+  const Case cases[] = {
+      {"rd", 0, 3, false},           {"ring", 0, 4, false}, {"ring", 65536, 5, false},
+      {"rabenseifner", 0, 6, false}, {"tree", 0, 2, true},  {"native", 0, 0, false},
+      {"hier", 0, 6, true},          {"shm", 0, 3, true},   {"cma", 0, 6, true}};
   for (const Case& c : cases) {
     auto m = map_to_ompi("allreduce", {0, 8, c.algo, c.segment});
     ASSERT_TRUE(m.ok()) << c.algo;
