@@ -62,8 +62,6 @@ int64_t run_steps(const recipes::Recipe& r, int64_t global_batch) {
 
 }  // namespace
 
-}
-
 void apply_lr_rule(const recipes::Recipe& r, int ranks, TrainingPlan* t,
                    std::optional<recipes::LrScaling> rule) {
   const int64_t ref = std::max<int64_t>(1, lr_reference_batch(r, ranks));

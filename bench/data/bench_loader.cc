@@ -19,10 +19,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/core/blas_kernels.h"
+#include "engine/core/tensor.h"
 #include "engine/data/loader.h"
 #include "engine/data/real_data.h"
-#include "engine/graph/blas_kernels.h"
-#include "engine/graph/tensor.h"
 #include "engine/train/train_data.h"
 #include "engine/train/trainer.h"
 

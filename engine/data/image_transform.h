@@ -19,8 +19,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/core/rng.h"
 #include "engine/data/image_decode.h"
-#include "engine/graph/rng.h"
 
 namespace dltune::engine {
 

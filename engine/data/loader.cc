@@ -4,7 +4,7 @@
 #include <chrono>
 #include <cstring>
 
-#include "engine/graph/rng.h"
+#include "engine/core/rng.h"
 
 namespace dltune::engine {
 
