@@ -43,8 +43,8 @@
 #include "engine/graph/batch_buffers.h"
 #include "engine/train/node_costs.h"
 #include "engine/train/trainer.h"
-#include "recipes/plan.h"
 #include "planning/layout_search.h"
+#include "recipes/plan.h"
 
 namespace dltune::engine {
 namespace {

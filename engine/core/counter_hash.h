@@ -1,6 +1,7 @@
 // A counter-based random stream: the value for element i depends only on (seed, i), so the CPU
 // dropout layer and the GPU dropout kernel draw exactly the same mask for the same seed, in any
-// order and on any number of threads. Shared by engine/ops/elementwise.cc and engine/gpu/kernels.cu.
+// order and on any number of threads. Shared by engine/ops/elementwise.cc and
+// engine/gpu/kernels.cu.
 #pragma once
 
 #include <cstdint>

@@ -2,8 +2,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "engine/data/dataset.h"
 #include "engine/core/rng.h"
+#include "engine/data/dataset.h"
 
 namespace dltune::engine {
 

@@ -4,8 +4,8 @@
 
 #include <algorithm>
 
-#include "engine/gpu/gpu_layers.h"
 #include "engine/core/rng.h"
+#include "engine/gpu/gpu_layers.h"
 
 namespace dltune::engine::gpu {
 

@@ -10,8 +10,8 @@
 
 #include <gtest/gtest.h>
 
-#include "engine/graph/model.h"
 #include "engine/core/rng.h"
+#include "engine/graph/model.h"
 #include "engine/ops/loss.h"
 #include "recipes/model/builtins.h"
 

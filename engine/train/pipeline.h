@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "comm/communicator.h"
-#include "engine/graph/model.h"
 #include "engine/core/tensor.h"
+#include "engine/graph/model.h"
 #include "recipes/model/partition.h"
 #include "recipes/plan.h"
 

@@ -14,8 +14,8 @@
 #include <cstdio>
 
 #include "common/strings.h"
-#include "engine/graph/model.h"
 #include "engine/core/tensor.h"
+#include "engine/graph/model.h"
 #include "engine/io/safetensors.h"
 #include "recipes/model/builtins.h"
 #include "recipes/recipe.h"

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cstdlib>
 
-#include "launcher/flow/predict_inputs.h"
 #include "launcher/backend/slurm_backend.h"
+#include "launcher/flow/predict_inputs.h"
 #include "planning/model_costs.h"
 #include "recipes/model/partition.h"
 

@@ -8,9 +8,9 @@
 
 #include "common/paths.h"
 #include "common/strings.h"
-#include "launcher/flow/cost_fits.h"
 #include "launcher/backend/rank_program.h"
 #include "launcher/backend/temp_dir.h"
+#include "launcher/flow/cost_fits.h"
 #include "launcher/flow/text_format.h"
 #include "planning/buckets.h"
 #include "planning/model_costs.h"

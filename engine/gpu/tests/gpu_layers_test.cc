@@ -18,9 +18,9 @@
 
 #include <gtest/gtest.h>
 
+#include "engine/core/rng.h"
 #include "engine/gpu/tests/cpu_twin.h"
 #include "engine/gpu/tests/gpu_test_util.h"
-#include "engine/core/rng.h"
 #include "engine/ops/op.h"
 
 namespace dltune::engine::gpu {

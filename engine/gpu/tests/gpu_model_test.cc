@@ -10,10 +10,10 @@
 
 #include <gtest/gtest.h>
 
+#include "engine/core/rng.h"
 #include "engine/gpu/gpu_ops.h"
 #include "engine/gpu/offload.h"
 #include "engine/gpu/tests/gpu_test_util.h"
-#include "engine/core/rng.h"
 #include "engine/ops/loss.h"
 #include "engine/optim/optimizer.h"
 #include "recipes/model/builtins.h"
