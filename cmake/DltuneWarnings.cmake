@@ -19,8 +19,8 @@ if(DLTUNE_FUZZ)
   target_compile_options(dltune_build_flags INTERFACE
     -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer
     -fno-sanitize-recover=undefined)
-  # Instrumented code calls libFuzzer's hooks: every program links them (without libFuzzer's
-  # main), so the unit tests of a fuzz build run under ASan/UBSan too (.ci/run does).
+  # Instrumented code calls libFuzzer's hooks: every program of a fuzz build links them (without
+  # libFuzzer's main); the fuzz targets add libFuzzer itself.
   target_link_options(dltune_build_flags INTERFACE -fsanitize=fuzzer-no-link,address,undefined)
 endif()
 # DLTUNE_DEBUG_INFO=0|1|2: the debug information of a RelWithDebInfo (or any) build. Empty (the
