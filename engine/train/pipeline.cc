@@ -39,6 +39,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <functional>
+#include <optional>
 #include <string>
 
 #include "comm/allreduce.h"
@@ -53,6 +55,121 @@ using Clock = std::chrono::steady_clock;
 
 std::string stage_name(const PipelineStage& p) {
   return "stage " + std::to_string(p.stage) + " of replica " + std::to_string(p.replica);
+}
+
+// A batch of B samples cut into M micro-batches as compute_cpu() cuts a local batch: the first
+// B % M get one sample more. at() is micro-batch m's place in a buffer of `numel` floats per
+// sample; bytes() its size there.
+struct MicroBatches {
+  std::vector<int> size, offset;
+  MicroBatches(int B, int M) : size(static_cast<size_t>(M)), offset(static_cast<size_t>(M)) {
+    for (int m = 0, o = 0; m < M; ++m) {
+      size[static_cast<size_t>(m)] = B / M + (m < B % M ? 1 : 0);
+      offset[static_cast<size_t>(m)] = o;
+      o += size[static_cast<size_t>(m)];
+    }
+  }
+  float* at(const Buffer& buf, int m, int64_t numel) const {
+    return const_cast<float*>(buf.data()) + offset[static_cast<size_t>(m)] * numel;
+  }
+  size_t bytes(int m, int64_t numel) const {
+    return static_cast<size_t>(size[static_cast<size_t>(m)] * numel) * sizeof(float);
+  }
+};
+
+// Posts every receive of a step into its micro-batch's place (see the top of this file):
+// recvs[m] is m's input (into in_buf; stages after the first), recvs[M + m] its output gradient
+// (into dout_buf; stages before the last). M = mb.size.size().
+std::vector<comm::Request> post_receives(comm::Communicator& c, PipelineStage& p,
+                                         const MicroBatches& mb, const comm::Deadline& deadline) {
+  const int M = static_cast<int>(mb.size.size());
+  const int64_t in = p.in_numel, out = p.out_numel;
+  std::vector<comm::Request> recvs(static_cast<size_t>(2 * M));
+  for (int m = 0; m < M; ++m) {
+    if (!p.first())
+      recvs[static_cast<size_t>(m)] =
+          c.irecv(p.prev, forward_tag(m), mb.at(p.in_buf, m, in), mb.bytes(m, in), deadline);
+    if (!p.last())
+      recvs[static_cast<size_t>(M + m)] =
+          c.irecv(p.next, backward_tag(m), mb.at(p.dout_buf, m, out), mb.bytes(m, out), deadline);
+  }
+  return recvs;
+}
+
+// Waits for receive i unless it has arrived already (wait_any reset it), and resets it.
+Status take_receive(std::vector<comm::Request>& recvs, size_t i) {
+  comm::Request& r = recvs[i];
+  if (!r.valid()) return ok_status();
+  Status st = r.wait();
+  r = comm::Request{};
+  return st;
+}
+
+// Why a schedule stopped: the pass's error and what it was doing ("forward of micro-batch 3").
+struct ScheduleFailure {
+  Status status;
+  std::string what;
+};
+
+// Runs the stage's passes in its schedule's order (see the top of this file): the static
+// schedules from planning::static_schedule; async by what has arrived, within its window.
+// `pass(forward, m)` runs one pass; recvs are the step's posted receives (recvs[m]: m's input,
+// recvs[M + m]: its output gradient; a received one is reset). nullopt when every pass ran.
+std::optional<ScheduleFailure> run_schedule(const PipelineStage& p, int M,
+                                            std::vector<comm::Request>& recvs,
+                                            const comm::Deadline& deadline,
+                                            const std::function<Status(bool, int)>& pass) {
+  auto failed = [](Status st, bool fwd, int m) {
+    return ScheduleFailure{std::move(st), std::string(fwd ? "forward" : "backward") +
+                                              " of micro-batch " + std::to_string(m)};
+  };
+  if (p.schedule != recipes::PipelineSchedule::kAsync) {
+    for (const planning::PipeOp& op : planning::static_schedule(p.schedule, p.stages, p.stage, M))
+      if (Status st = pass(op.forward, op.microbatch); !st)
+        return failed(std::move(st), op.forward, op.microbatch);
+    return std::nullopt;
+  }
+  // The next backward whose gradient is here, else the next forward whose input is here
+  // (within the window), else wait for any message.
+  const int window = planning::async_window(p.stages, p.stage, M);
+  int next_f = 0, next_b = 0;
+  while (next_b < M) {
+    const bool b_ready =
+        next_b < next_f && (p.last() || !recvs[static_cast<size_t>(M + next_b)].valid());
+    const bool f_ready = next_f < M && next_f - next_b < window &&
+                         (p.first() || !recvs[static_cast<size_t>(next_f)].valid());
+    if (b_ready || f_ready) {
+      const bool fwd = !b_ready;
+      const int m = fwd ? next_f++ : next_b++;
+      if (Status st = pass(fwd, m); !st) return failed(std::move(st), fwd, m);
+      continue;
+    }
+    auto got = comm::wait_any(recvs, deadline);
+    if (!got) return ScheduleFailure{got.error(), "waiting for a neighbouring stage"};
+  }
+  return std::nullopt;
+}
+
+// Sums each tied weight's gradient over its two-rank communicator (PipelineTie).
+Status sum_tied_gradients(Model& model, const std::vector<PipelineTie>& ties) {
+  for (const auto& tie : ties) {
+    float* g = model.grads() + tie.offset;
+    DLTUNE_TRY(comm::allreduce(*tie.comm, g, g, static_cast<size_t>(tie.count),
+                               comm::DataType::kF32, comm::ReduceOp::kSum, {}));
+  }
+  return ok_status();
+}
+
+// The sum of squares of this stage's gradients, each tensor once (a tied copy not again).
+double stage_gradient_squares(Model& model, const std::vector<PipelineTie>& ties) {
+  const float* g = model.grads();
+  double sq = 0.0;
+  for (int64_t i = 0; i < model.num_params(); ++i) sq += static_cast<double>(g[i]) * g[i];
+  for (const auto& tie : ties)
+    if (tie.copy)
+      for (int64_t i = tie.offset; i < tie.offset + tie.count; ++i)
+        sq -= static_cast<double>(g[i]) * g[i];
+  return sq;
 }
 }  // namespace
 
@@ -184,44 +301,22 @@ Result<double> Trainer::compute_pipeline(int B, uint64_t step_seed, bool traced,
   const auto started = Clock::now();
   const int M = std::min(config_.microbatches, B);
   const int64_t in = p.in_numel, out = p.out_numel, lw = predictions_;
-  std::vector<int> size(static_cast<size_t>(M)), offset(static_cast<size_t>(M));
-  for (int m = 0, o = 0; m < M; ++m) {
-    size[static_cast<size_t>(m)] = B / M + (m < B % M ? 1 : 0);
-    offset[static_cast<size_t>(m)] = o;
-    o += size[static_cast<size_t>(m)];
-  }
-  auto at = [&](const Buffer& buf, int m, int64_t numel) {
-    return const_cast<float*>(buf.data()) + offset[static_cast<size_t>(m)] * numel;
-  };
+  const MicroBatches mb(B, M);
+  const std::vector<int>& size = mb.size;
+  const std::vector<int>& offset = mb.offset;
+  auto at = [&](const Buffer& buf, int m, int64_t numel) { return mb.at(buf, m, numel); };
+  auto bytes = [&](int m, int64_t numel) { return mb.bytes(m, numel); };
   auto input_of = [&](int m) -> const float* {
     return p.first() ? at(input_, m, in) : at(p.in_buf, m, in);
   };
-  auto bytes = [&](int m, int64_t numel) {
-    return static_cast<size_t>(size[static_cast<size_t>(m)] * numel) * sizeof(float);
-  };
   const comm::Deadline deadline = comm_->deadline_from_now();
-  // recvs[m]: m's input; recvs[M + m]: m's output gradient. All posted now (see above).
-  std::vector<comm::Request> recvs(static_cast<size_t>(2 * M)), sends;
-  for (int m = 0; m < M; ++m) {
-    if (!p.first())
-      recvs[static_cast<size_t>(m)] =
-          comm_->irecv(p.prev, forward_tag(m), at(p.in_buf, m, in), bytes(m, in), deadline);
-    if (!p.last())
-      recvs[static_cast<size_t>(M + m)] =
-          comm_->irecv(p.next, backward_tag(m), at(p.dout_buf, m, out), bytes(m, out), deadline);
-  }
+  std::vector<comm::Request> recvs = post_receives(*comm_, p, mb, deadline), sends;
   auto fail = [&](Status st, const std::string& what) -> Error {
     for (auto& s : sends) (void)s.wait();  // the buffers outlive the sends
     return std::move(st).error().wrap(stage_name(p) + " (rank " + std::to_string(rank()) +
                                       "), step " + std::to_string(step_) + ": " + what);
   };
-  auto received = [&](size_t i) -> Status {
-    comm::Request& r = recvs[i];
-    if (!r.valid()) return ok_status();  // arrived earlier (wait_any reset it)
-    Status st = r.wait();
-    r = comm::Request{};
-    return st;
-  };
+  auto received = [&](size_t i) { return take_receive(recvs, i); };
 
   // Models: slot k is model_ (k = 0) or extra[k - 1]; with recomputation only model_.
   std::vector<Model*> models{model_.get()};
@@ -286,57 +381,22 @@ Result<double> Trainer::compute_pipeline(int B, uint64_t step_seed, bool traced,
     return ok_status();
   };
 
-  if (p.schedule != recipes::PipelineSchedule::kAsync) {
-    for (const planning::PipeOp& op : planning::static_schedule(p.schedule, p.stages, p.stage, M))
-      if (Status st = op.forward ? forward(op.microbatch) : backward(op.microbatch); !st)
-        return fail(std::move(st), std::string(op.forward ? "forward" : "backward") +
-                                       " of micro-batch " + std::to_string(op.microbatch));
-  } else {
-    // The next backward whose gradient is here, else the next forward whose input is here
-    // (within the window), else wait for any message.
-    const int window = planning::async_window(p.stages, p.stage, M);
-    int next_f = 0, next_b = 0;
-    while (next_b < M) {
-      const bool b_ready =
-          next_b < next_f && (p.last() || !recvs[static_cast<size_t>(M + next_b)].valid());
-      const bool f_ready = next_f < M && next_f - next_b < window &&
-                           (p.first() || !recvs[static_cast<size_t>(next_f)].valid());
-      if (b_ready || f_ready) {
-        const bool fwd = !b_ready;
-        const int m = fwd ? next_f++ : next_b++;
-        if (Status st = fwd ? forward(m) : backward(m); !st)
-          return fail(std::move(st), std::string(fwd ? "forward" : "backward") +
-                                         " of micro-batch " + std::to_string(m));
-        continue;
-      }
-      auto got = comm::wait_any(recvs, deadline);
-      if (!got) return fail(got.error(), "waiting for a neighbouring stage");
-    }
-  }
+  if (auto failed = run_schedule(p, M, recvs, deadline,
+                                 [&](bool fwd, int m) { return fwd ? forward(m) : backward(m); }))
+    return fail(std::move(failed->status), failed->what);
   tm.forward_end = tm.backward_end = Clock::now();
   p.schedule_s += std::chrono::duration<double>(tm.backward_end - started).count();
   Status st = wait_buckets();
   for (auto& s : sends)
     if (Status ss = s.wait(); !ss && st) st = ss;
   if (!st) return fail(std::move(st), "reducing gradients");
-  for (auto& tie : p.ties) {
-    float* g = model_->grads() + tie.offset;
-    if (Status ts = comm::allreduce(*tie.comm, g, g, static_cast<size_t>(tie.count),
-                                    comm::DataType::kF32, comm::ReduceOp::kSum, {});
-        !ts)
-      return fail(std::move(ts), "summing a tied weight's gradients");
-  }
+  if (Status ts = sum_tied_gradients(*model_, p.ties); !ts)
+    return fail(std::move(ts), "summing a tied weight's gradients");
   tm.reduce_end = Clock::now();
   if (config_.clip_grad_norm > 0.0) {
-    // The global norm: every stage's squares once (a tied copy not again), summed over the
-    // world, where each replica adds the same values.
-    const float* g = model_->grads();
-    double sq[1] = {0.0};
-    for (int64_t i = 0; i < model_->num_params(); ++i) sq[0] += static_cast<double>(g[i]) * g[i];
-    for (const auto& tie : p.ties)
-      if (tie.copy)
-        for (int64_t i = tie.offset; i < tie.offset + tie.count; ++i)
-          sq[0] -= static_cast<double>(g[i]) * g[i];
+    // The global norm: every stage's squares once, summed over the world, where each replica
+    // adds the same values.
+    double sq[1] = {stage_gradient_squares(*model_, p.ties)};
     DLTUNE_TRY(allreduce_doubles(sq, 1));
     const double norm = std::sqrt(std::max(0.0, sq[0] / p.replicas));
     const double coef = config_.clip_grad_norm / (norm + 1e-6);  // clip_grad_norm()'s rule
