@@ -237,6 +237,78 @@ Status measure_size(Ctx& c, const std::vector<Candidate>& cands, size_t bytes,
   return ok_status();
 }
 
+// The requested algorithms that work here, on the node-shared buffer (shm and cma need one
+// node; native needs the communicator's native allreduce), then again on a private buffer
+// where asked. Error: none works.
+Result<std::vector<Candidate>> working_algorithms(Communicator& comm, const SweepOptions& options,
+                                                  int nodes) {
+  std::vector<Candidate> algos;
+  for (Algorithm a : options.algorithms) {
+    if ((a == Algorithm::kShm || a == Algorithm::kCma) && nodes > 1) continue;
+    if (a == Algorithm::kNative) {
+      float x = 0;
+      if (!comm.native_allreduce(&x, &x, 1, DataType::kF32, ReduceOp::kSum)) continue;
+    }
+    algos.push_back({Kind::kAlgo, a, Buffer::kShared});
+  }
+  if (algos.empty()) return invalid_input("none of the requested algorithms works here");
+  if (options.private_buffers) {
+    const size_t n = algos.size();
+    for (size_t i = 0; i < n; ++i) algos.push_back({Kind::kAlgo, algos[i].algo, Buffer::kPrivate});
+  }
+  return algos;
+}
+
+// rep.alpha_us and rep.pingpong_gbs, the slowest rank's: alpha from 8-byte ping-pongs, the
+// bandwidth for the alpha-beta bound always at kBandwidthBytes.
+Status measure_pingpong(Ctx& c, SweepReport& rep) {
+  DLTUNE_TRY(pingpong(c.comm, c.ping, 8, 200, &rep.alpha_us));  // warm-up
+  DLTUNE_TRY(pingpong(c.comm, c.ping, 8, 2000, &rep.alpha_us));
+  // Always at kBandwidthBytes, whatever the sweep's sizes: a ping-pong of a few bytes says
+  // nothing about bandwidth (with --max-bytes 64 the bound at 64 B came out at 2.3x alpha).
+  const size_t big = kBandwidthBytes;
+  double big_us = 0;
+  DLTUNE_TRY(pingpong(c.comm, c.copy, big, 10, &big_us));
+  std::vector<double> ab{rep.alpha_us, big_us};
+  DLTUNE_TRY(max_over_ranks(c.comm, ab));
+  rep.alpha_us = ab[0];
+  rep.pingpong_gbs = ab[1] > 0 ? static_cast<double>(big) / ab[1] / 1e3 : 0;
+  return ok_status();
+}
+
+// What one size's samples say: a point per algorithm, then the bounds, from the
+// pseudo-candidates after them (traffic, copy, then ping-pong if `ping`, exchange if `xchg`).
+// `llc`: the last-level cache's bytes (0: unknown), shared by `local_ranks`.
+void add_size(SweepReport& rep, const std::vector<Candidate>& algos,
+              const std::vector<std::vector<double>>& samples, size_t bytes, bool ping, bool xchg,
+              size_t llc, size_t local_ranks) {
+  const double p = rep.ranks;
+  for (size_t i = 0; i < algos.size(); ++i) {
+    SweepPoint pt;
+    pt.bytes = bytes, pt.algo = algos[i].algo, pt.buffer = algos[i].buffer;
+    pt.samples_us = samples[i];
+    pt.median_us = percentile(samples[i], 0.5);
+    pt.p10_us = percentile(samples[i], 0.1);
+    pt.p90_us = percentile(samples[i], 0.9);
+    pt.busbw_gbs = p > 1 ? static_cast<double>(bytes) / pt.median_us / 1e3 * 2 * (p - 1) / p : 0;
+    rep.results.push_back(std::move(pt));
+  }
+  SweepBound b;
+  b.bytes = bytes;
+  b.membw_us = percentile(samples[algos.size()], 0.0);  // the best round (bench_sweep.h)
+  b.read_bytes = b.write_bytes = bytes;
+  b.in_cache = llc > 0 && local_ranks * bytes <= llc;
+  b.copy_us = percentile(samples[algos.size() + 1], 0.0);
+  b.pingpong_us = ping ? percentile(samples[algos.size() + 2], 0.5) / 2 : rep.alpha_us;
+  if (xchg) b.exchange_us = percentile(samples[algos.size() + 3], 0.5);
+  const double steps = std::ceil(std::log2(std::max(p, 1.0)));
+  b.alpha_beta_us = steps * b.pingpong_us +
+                    (rep.pingpong_gbs > 0
+                         ? 2 * (p - 1) / p * static_cast<double>(bytes) / (rep.pingpong_gbs * 1e3)
+                         : 0);
+  rep.bounds.push_back(b);
+}
+
 }  // namespace
 
 const SweepPoint* SweepReport::find(size_t bytes, Algorithm algo, Buffer buffer) const {
@@ -286,20 +358,9 @@ Result<SweepReport> run_sweep(Communicator& comm, const SweepOptions& options) {
   SweepReport rep;
   rep.ranks = comm.size();
   rep.nodes = comm.node_count();
-  std::vector<Candidate> algos;
-  for (Algorithm a : options.algorithms) {
-    if ((a == Algorithm::kShm || a == Algorithm::kCma) && rep.nodes > 1) continue;
-    if (a == Algorithm::kNative) {
-      float x = 0;
-      if (!comm.native_allreduce(&x, &x, 1, DataType::kF32, ReduceOp::kSum)) continue;
-    }
-    algos.push_back({Kind::kAlgo, a, Buffer::kShared});
-  }
-  if (algos.empty()) return invalid_input("none of the requested algorithms works here");
-  if (options.private_buffers) {
-    const size_t n = algos.size();
-    for (size_t i = 0; i < n; ++i) algos.push_back({Kind::kAlgo, algos[i].algo, Buffer::kPrivate});
-  }
+  auto working = working_algorithms(comm, options, rep.nodes);
+  if (!working) return working.error();
+  const std::vector<Candidate>& algos = *working;
 
   auto shared = comm.alloc_shared(options.max_bytes);
   if (!shared) return shared.error();
@@ -323,19 +384,8 @@ Result<SweepReport> run_sweep(Communicator& comm, const SweepOptions& options) {
     c.lines = std::move(*lines);
   }
   // alpha and the ping-pong bandwidth for the alpha-beta bound.
-  DLTUNE_TRY(pingpong(comm, c.ping, 8, 200, &rep.alpha_us));  // warm-up
-  DLTUNE_TRY(pingpong(comm, c.ping, 8, 2000, &rep.alpha_us));
-  // Always at kBandwidthBytes, whatever the sweep's sizes: a ping-pong of a few bytes says
-  // nothing about bandwidth (with --max-bytes 64 the bound at 64 B came out at 2.3x alpha).
-  const size_t big = kBandwidthBytes;
-  double big_us = 0;
-  DLTUNE_TRY(pingpong(comm, c.copy, big, 10, &big_us));
-  std::vector<double> ab{rep.alpha_us, big_us};
-  DLTUNE_TRY(max_over_ranks(comm, ab));
-  rep.alpha_us = ab[0];
-  rep.pingpong_gbs = ab[1] > 0 ? static_cast<double>(big) / ab[1] / 1e3 : 0;
+  DLTUNE_TRY(measure_pingpong(c, rep));
 
-  const double p = rep.ranks;
   const size_t llc = last_level_cache_bytes();
   const size_t local_ranks = static_cast<size_t>(comm.local().size());
   for (size_t bytes = options.min_bytes / 4 * 4; bytes <= options.max_bytes; bytes *= 2) {
@@ -349,30 +399,7 @@ Result<SweepReport> run_sweep(Communicator& comm, const SweepOptions& options) {
     std::vector<std::vector<double>> samples;
     DLTUNE_TRY_CTX(measure_size(c, cands, bytes, &samples),
                    "measuring " + strings::format_bytes(bytes));
-    for (size_t i = 0; i < algos.size(); ++i) {
-      SweepPoint pt;
-      pt.bytes = bytes, pt.algo = algos[i].algo, pt.buffer = algos[i].buffer;
-      pt.samples_us = samples[i];
-      pt.median_us = percentile(samples[i], 0.5);
-      pt.p10_us = percentile(samples[i], 0.1);
-      pt.p90_us = percentile(samples[i], 0.9);
-      pt.busbw_gbs = p > 1 ? static_cast<double>(bytes) / pt.median_us / 1e3 * 2 * (p - 1) / p : 0;
-      rep.results.push_back(std::move(pt));
-    }
-    SweepBound b;
-    b.bytes = bytes;
-    b.membw_us = percentile(samples[algos.size()], 0.0);  // the best round (bench_sweep.h)
-    b.read_bytes = b.write_bytes = bytes;
-    b.in_cache = llc > 0 && local_ranks * bytes <= llc;
-    b.copy_us = percentile(samples[algos.size() + 1], 0.0);
-    b.pingpong_us = ping ? percentile(samples[algos.size() + 2], 0.5) / 2 : rep.alpha_us;
-    if (xchg) b.exchange_us = percentile(samples[algos.size() + 3], 0.5);
-    const double steps = std::ceil(std::log2(std::max(p, 1.0)));
-    b.alpha_beta_us = steps * b.pingpong_us +
-                      (rep.pingpong_gbs > 0
-                           ? 2 * (p - 1) / p * static_cast<double>(bytes) / (rep.pingpong_gbs * 1e3)
-                           : 0);
-    rep.bounds.push_back(b);
+    add_size(rep, algos, samples, bytes, ping, xchg, llc, local_ranks);
     if (bytes > options.max_bytes / 2) break;  // no overflow past max
   }
   return rep;

@@ -111,14 +111,15 @@ bool read_answer(int fd, std::chrono::steady_clock::time_point deadline, std::st
   }
 }
 
-}  // namespace
+// The helper started: its pid (its own process group) and the read end of its answer's pipe.
+struct Helper {
+  pid_t pid = -1;
+  int answer_fd = -1;
+};
 
-Result<Topology> load_isolated(const IsolatedLoad& req) {
-  if (req.helper.empty() || req.helper[0] != '/') {
-    return internal_error("no absolute path to dltune-topo-probe");
-  }
-  const std::string what =
-      req.xml_path.empty() ? "discovering this machine" : "loading '" + req.xml_path + "'";
+// Starts the helper of `req` with the request's environment, limits and user, its stdin and
+// stderr on /dev/null. Errors: the pipe, /dev/null or fork (nothing left open).
+Result<Helper> start_helper(const IsolatedLoad& req) {
   std::vector<std::string> args = {req.helper};
   if (!req.xml_path.empty()) args.insert(args.end(), {"--xml", req.xml_path});
   std::vector<char*> argv, envp;
@@ -148,8 +149,6 @@ Result<Topology> load_isolated(const IsolatedLoad& req) {
   setup.memory_bytes = 0;  // AddressSanitizer reserves terabytes of address space
 #endif
   if (req.run_as) std::tie(setup.uid, setup.gid) = *req.run_as;
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::milliseconds(req.timeout_ms);
   const pid_t pid = ::fork();
   if (pid < 0) {
     const Error e = errno_error("fork");
@@ -162,10 +161,58 @@ Result<Topology> load_isolated(const IsolatedLoad& req) {
   ::close(devnull);
   ::close(pipe_fds[1]);
   ::setpgid(pid, pid);
+  return Helper{pid, pipe_fds[0]};
+}
+
+// The topology from the helper's exit `status` and `answer`: a crash or a failure with its
+// sentence (invalid_input where the user's XML is to blame: exit code 2, or any failure on a
+// file), else the model it wrote. `what` opens the messages.
+Result<Topology> judge_helper(const IsolatedLoad& req, const std::string& what, int status,
+                              const std::string& answer) {
+  const auto bad = [&](const std::string& m) {
+    return req.xml_path.empty() ? internal_error(m) : invalid_input(m);
+  };
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    return bad(what + ": hwloc crashed (signal " + std::to_string(sig) +
+               (sig == SIGXCPU || sig == SIGKILL ? ", a resource limit" : "") +
+               ") in the topology helper");
+  }
+  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+  if (code == 126 || code == 127) {
+    return internal_error("cannot run the topology helper '" + req.helper + "' (status " +
+                          std::to_string(code) + ")");
+  }
+  if (code != 0) {
+    // The helper's answer is one sentence saying what is wrong.
+    std::string msg = answer.substr(0, 1000);
+    while (!msg.empty() && (msg.back() == '\n' || msg.back() == '\r')) msg.pop_back();
+    if (msg.empty())
+      msg = what + ": the topology helper exited with status " + std::to_string(code);
+    return code == 2 ? invalid_input(msg) : internal_error(msg);
+  }
+  auto topo = model_from_json(answer);
+  if (!topo) return internal_error(what + ": " + topo.error().message());
+  return topo;
+}
+
+}  // namespace
+
+Result<Topology> load_isolated(const IsolatedLoad& req) {
+  if (req.helper.empty() || req.helper[0] != '/') {
+    return internal_error("no absolute path to dltune-topo-probe");
+  }
+  const std::string what =
+      req.xml_path.empty() ? "discovering this machine" : "loading '" + req.xml_path + "'";
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(req.timeout_ms);
+  auto helper = start_helper(req);
+  if (!helper) return helper.error();
+  const pid_t pid = helper->pid;
   std::string answer;
   bool too_big = false;
-  const bool complete = read_answer(pipe_fds[0], deadline, &answer, &too_big);
-  ::close(pipe_fds[0]);
+  const bool complete = read_answer(helper->answer_fd, deadline, &answer, &too_big);
+  ::close(helper->answer_fd);
   int status = 0;
   if (!complete) {
     kill_and_reap(pid, &status);
@@ -192,31 +239,7 @@ Result<Topology> load_isolated(const IsolatedLoad& req) {
     return topo;
   }
   if (r < 0) return errno_error("waiting for the topology helper");
-  const auto bad = [&](const std::string& m) {
-    return req.xml_path.empty() ? internal_error(m) : invalid_input(m);
-  };
-  if (WIFSIGNALED(status)) {
-    const int sig = WTERMSIG(status);
-    return bad(what + ": hwloc crashed (signal " + std::to_string(sig) +
-               (sig == SIGXCPU || sig == SIGKILL ? ", a resource limit" : "") +
-               ") in the topology helper");
-  }
-  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
-  if (code == 126 || code == 127) {
-    return internal_error("cannot run the topology helper '" + req.helper + "' (status " +
-                          std::to_string(code) + ")");
-  }
-  if (code != 0) {
-    // The helper's answer is one sentence saying what is wrong.
-    std::string msg = answer.substr(0, 1000);
-    while (!msg.empty() && (msg.back() == '\n' || msg.back() == '\r')) msg.pop_back();
-    if (msg.empty())
-      msg = what + ": the topology helper exited with status " + std::to_string(code);
-    return code == 2 ? invalid_input(msg) : internal_error(msg);
-  }
-  auto topo = model_from_json(answer);
-  if (!topo) return internal_error(what + ": " + topo.error().message());
-  return topo;
+  return judge_helper(req, what, status, answer);
 }
 
 std::string sibling_bin(const std::string& name) {

@@ -138,18 +138,10 @@ Ratios ratios(const SweepReport& rep, const std::vector<Algorithm>& ours, Buffer
   return r;
 }
 
-// bench/allreduce's comparison: native MPI_Allreduce against the best dltune algorithm, like
-// with like (both on a private buffer, when measured) and dltune on its node-shared buffer;
-// then the bounds.
-void print_summary(const SweepReport& rep) {
-  std::vector<Algorithm> ours;
-  for (Algorithm x : all_algorithms()) {
-    if (x != Algorithm::kNative) ours.push_back(x);
-  }
-  const bool have_private = !rep.results.empty() &&
-                            std::any_of(rep.results.begin(), rep.results.end(),
-                                        [](const auto& p) { return p.buffer == Buffer::kPrivate; });
-  const Buffer mine = have_private ? Buffer::kPrivate : Buffer::kShared;
+// The first table: native against dltune's best per size, native and dltune on `mine` (like
+// with like), then dltune on its node-shared buffer.
+void print_native_table(const SweepReport& rep, const std::vector<Algorithm>& ours, Buffer mine,
+                        bool have_private) {
   std::printf(
       "\nnative against dltune's best, native on %s buffer; like with like: dltune on the same "
       "buffer; design choice: dltune on its node-shared buffer (paired ratios, > 1: dltune "
@@ -169,11 +161,70 @@ void print_summary(const SweepReport& rep) {
                 std::string(algorithm_name(shared->algo)).c_str(), shared->median_us,
                 SweepReport::paired_ratio(*native, *shared));
   }
+}
 
+// The best algorithm's time at one size against that size's own bounds (measured interleaved):
+// ping-pong alpha, the alpha-beta bound, the line exchange; 0 where not measured.
+struct VersusBounds {
+  double alpha = 0, ab = 0, xchg = 0;
+};
+VersusBounds versus_bounds(const SweepBound& b, const SweepPoint& best) {
+  return {b.pingpong_us > 0 ? best.median_us / b.pingpong_us : 0,
+          b.alpha_beta_us > 0 ? best.median_us / b.alpha_beta_us : 0,
+          b.exchange_us > 0 ? best.median_us / b.exchange_us : 0};
+}
+
+// One row of the bounds table: the best algorithm at b.bytes against the bounds; `shm` (may
+// be null) against the traffic bound and the old copy figure.
+void print_bound_row(const SweepBound& b, const SweepPoint& best, const SweepPoint* shm) {
+  const VersusBounds vs = versus_bounds(b, best);
+  char fr[2][16] = {"-", "-"};
+  char xchg[16] = "-";  // not measured at this size or rank count
+  if (shm) {
+    std::snprintf(fr[0], sizeof fr[0], "%.3f", b.membw_us / shm->median_us);
+    std::snprintf(fr[1], sizeof fr[1], "%.3f", b.copy_us / shm->median_us);
+  }
+  if (b.exchange_us > 0) std::snprintf(xchg, sizeof xchg, "%.2f", vs.xchg);
+  const double gbs =
+      b.membw_us > 0 ? static_cast<double>(b.read_bytes + b.write_bytes) / b.membw_us / 1e3 : 0;
+  std::printf("%10s %-13s %10.2f %10zu %10zu %10.2f %7.2f %-7s %10.2f %9s %9s %10.2f %10.2f %10s\n",
+              strings::format_bytes(b.bytes).c_str(),
+              std::string(algorithm_name(best.algo)).c_str(), best.median_us, b.read_bytes,
+              b.write_bytes, b.membw_us, gbs, b.in_cache ? "in LLC" : "memory", b.copy_us, fr[0],
+              fr[1], vs.alpha, vs.ab, xchg);
+}
+
+// The worst figures over the sizes, for the summary lines under the bounds table.
+struct BoundFigures {
   double shm_frac = 1e9, copy_frac = 1e9, alpha_ratio = 0, ab_ratio = 0;
   double xchg_ratio = 0, xchg_alpha = 0;  // small sizes: worst best / exchange, exchange / alpha
   size_t worst_at = 0, within_to = 0;     // the worst size against alpha; 1.1x alpha holds up to
   bool within = true;
+
+  // Takes one size in: small sizes (<= 2 KiB) against the latency bounds, 16-64 MiB's shm
+  // (may be null) against the traffic bound.
+  void add(const SweepBound& b, const SweepPoint& best, const SweepPoint* shm) {
+    const VersusBounds vs = versus_bounds(b, best);
+    if (b.bytes <= 2048 && b.pingpong_us > 0) {
+      if (vs.alpha > alpha_ratio) worst_at = b.bytes;
+      alpha_ratio = std::max(alpha_ratio, vs.alpha);
+      ab_ratio = std::max(ab_ratio, vs.ab);
+      xchg_ratio = std::max(xchg_ratio, vs.xchg);
+      if (b.exchange_us > 0) xchg_alpha = std::max(xchg_alpha, b.exchange_us / b.pingpong_us);
+      within = within && vs.alpha <= 1.1;
+      if (within) within_to = b.bytes;
+    }
+    if (shm && b.bytes >= (size_t{16} << 20) && b.bytes <= (size_t{64} << 20)) {
+      shm_frac = std::min(shm_frac, b.membw_us / shm->median_us);
+      copy_frac = std::min(copy_frac, b.copy_us / shm->median_us);
+    }
+  }
+};
+
+// The bounds table (dltune on its shared buffer), one row a size; returns its worst figures
+// (shm_frac and copy_frac 0 where no size had them).
+BoundFigures print_bounds_table(const SweepReport& rep, const std::vector<Algorithm>& ours) {
+  BoundFigures f;
   std::printf(
       "\nbounds (dltune on its shared buffer): membw = each rank reading and writing its "
       "share, R and W bytes per rank, alone (GB/s: (R + W) / membw per rank; 'in LLC': every "
@@ -186,58 +237,46 @@ void print_summary(const SweepReport& rep) {
   for (const auto& b : rep.bounds) {
     const SweepPoint* best = rep.best(b.bytes, ours);
     if (best == nullptr) continue;
-    // Against this size's own ping-pong alpha and alpha-beta bound (measured interleaved).
-    const double vs_alpha = b.pingpong_us > 0 ? best->median_us / b.pingpong_us : 0;
-    const double vs_ab = b.alpha_beta_us > 0 ? best->median_us / b.alpha_beta_us : 0;
-    const double vs_xchg = b.exchange_us > 0 ? best->median_us / b.exchange_us : 0;
     const SweepPoint* shm = rep.find(b.bytes, Algorithm::kShm);
-    char fr[2][16] = {"-", "-"};
-    char xchg[16] = "-";  // not measured at this size or rank count
-    if (shm) {
-      std::snprintf(fr[0], sizeof fr[0], "%.3f", b.membw_us / shm->median_us);
-      std::snprintf(fr[1], sizeof fr[1], "%.3f", b.copy_us / shm->median_us);
-    }
-    if (b.exchange_us > 0) std::snprintf(xchg, sizeof xchg, "%.2f", vs_xchg);
-    const double gbs =
-        b.membw_us > 0 ? static_cast<double>(b.read_bytes + b.write_bytes) / b.membw_us / 1e3 : 0;
-    std::printf(
-        "%10s %-13s %10.2f %10zu %10zu %10.2f %7.2f %-7s %10.2f %9s %9s %10.2f %10.2f %10s\n",
-        strings::format_bytes(b.bytes).c_str(), std::string(algorithm_name(best->algo)).c_str(),
-        best->median_us, b.read_bytes, b.write_bytes, b.membw_us, gbs,
-        b.in_cache ? "in LLC" : "memory", b.copy_us, fr[0], fr[1], vs_alpha, vs_ab, xchg);
-    if (b.bytes <= 2048 && b.pingpong_us > 0) {
-      if (vs_alpha > alpha_ratio) worst_at = b.bytes;
-      alpha_ratio = std::max(alpha_ratio, vs_alpha);
-      ab_ratio = std::max(ab_ratio, vs_ab);
-      xchg_ratio = std::max(xchg_ratio, vs_xchg);
-      if (b.exchange_us > 0) xchg_alpha = std::max(xchg_alpha, b.exchange_us / b.pingpong_us);
-      within = within && vs_alpha <= 1.1;
-      if (within) within_to = b.bytes;
-    }
-    if (shm && b.bytes >= (size_t{16} << 20) && b.bytes <= (size_t{64} << 20)) {
-      shm_frac = std::min(shm_frac, b.membw_us / shm->median_us);
-      copy_frac = std::min(copy_frac, b.copy_us / shm->median_us);
-    }
+    print_bound_row(b, *best, shm);
+    f.add(b, *best, shm);
   }
-  if (shm_frac > 1e8) shm_frac = 0;
-  if (copy_frac > 1e8) copy_frac = 0;
+  if (f.shm_frac > 1e8) f.shm_frac = 0;
+  if (f.copy_frac > 1e8) f.copy_frac = 0;
+  return f;
+}
+
+// bench/allreduce's comparison: native MPI_Allreduce against the best dltune algorithm, like
+// with like (both on a private buffer, when measured) and dltune on its node-shared buffer;
+// then the bounds.
+void print_summary(const SweepReport& rep) {
+  std::vector<Algorithm> ours;
+  for (Algorithm x : all_algorithms()) {
+    if (x != Algorithm::kNative) ours.push_back(x);
+  }
+  const bool have_private = !rep.results.empty() &&
+                            std::any_of(rep.results.begin(), rep.results.end(),
+                                        [](const auto& p) { return p.buffer == Buffer::kPrivate; });
+  const Buffer mine = have_private ? Buffer::kPrivate : Buffer::kShared;
+  print_native_table(rep, ours, mine, have_private);
+  const BoundFigures f = print_bounds_table(rep, ours);
   std::printf(
       "small messages (<= 2 KiB): worst best-algorithm latency / ping-pong alpha = %.3f (at %s); "
       "within 1.1x of alpha up to %s; worst / alpha-beta bound = %.3f\n",
-      alpha_ratio, strings::format_bytes(worst_at).c_str(),
-      within_to > 0 ? strings::format_bytes(within_to).c_str() : "no size", ab_ratio);
-  if (xchg_ratio > 0) {
+      f.alpha_ratio, strings::format_bytes(f.worst_at).c_str(),
+      f.within_to > 0 ? strings::format_bytes(f.within_to).c_str() : "no size", f.ab_ratio);
+  if (f.xchg_ratio > 0) {
     std::printf(
         "small messages (<= 2 KiB): worst best-algorithm latency / line exchange = %.3f; "
         "the exchange alone reaches %.3fx alpha\n",
-        xchg_ratio, xchg_alpha);
+        f.xchg_ratio, f.xchg_alpha);
   }
   const Ratios fair = ratios(rep, ours, mine, mine);
   const Ratios shared = ratios(rep, ours, mine, Buffer::kShared);
   std::printf(
       "16-64 MiB: shm reaches %.3f of the traffic bound (worst size); against the old copy "
       "figure it read %.3f\n",
-      shm_frac, copy_frac);
+      f.shm_frac, f.copy_frac);
   std::printf(
       "native / best dltune, like with like: min %.3f, 32 MiB %.3f, 64 MiB %.3f; with dltune on "
       "its node-shared buffer: min %.3f, 32 MiB %.3f, 64 MiB %.3f\n",
@@ -246,7 +285,7 @@ void print_summary(const SweepReport& rep) {
       "summary: min_ratio_vs_native=%.3f ratio_32MiB=%.3f ratio_64MiB=%.3f "
       "shm_bound_fraction_16_64MiB=%.3f min_ratio_vs_native_shared_buffer=%.3f "
       "ratio_32MiB_shared_buffer=%.3f ratio_64MiB_shared_buffer=%.3f\n",
-      fair.min, fair.r32, fair.r64, shm_frac, shared.min, shared.r32, shared.r64);
+      fair.min, fair.r32, fair.r64, f.shm_frac, shared.min, shared.r32, shared.r64);
 }
 
 int run(Communicator& comm, const Args& a) {

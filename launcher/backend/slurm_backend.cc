@@ -26,6 +26,7 @@
 #include "launcher/backend/env_block.h"
 #include "launcher/backend/plan_env.h"
 #include "launcher/backend/rank_env.h"
+#include "launcher/backend/srun_output.h"
 #include "launcher/backend/supervisor.h"
 #include "launcher/backend/temp_dir.h"
 
@@ -64,20 +65,6 @@ std::string cpu_masks(const std::vector<std::vector<int>>& local_cpus) {
     out += (out.empty() ? "0x" : ",0x") + (hex.empty() ? std::string("0") : hex);
   }
   return out;
-}
-
-// "  3: text" (srun --label) -> "[3] text"; other lines unchanged.
-std::string relabel(std::string_view line) {
-  size_t i = 0;
-  while (i < line.size() && line[i] == ' ') ++i;
-  size_t j = i;
-  while (j < line.size() && std::isdigit(static_cast<unsigned char>(line[j]))) ++j;
-  if (j == i || j + 1 >= line.size() + 1 || j >= line.size() || line[j] != ':') {
-    return std::string(line);
-  }
-  std::string rest(line.substr(j + 1));
-  if (!rest.empty() && rest[0] == ' ') rest.erase(0, 1);
-  return "[" + std::string(line.substr(i, j - i)) + "] " + rest;
 }
 
 using Clock = std::chrono::steady_clock;
@@ -252,28 +239,7 @@ Result<EnvList> slurm_rendezvous(const std::string& srun, const std::string& ran
   return env;
 }
 
-bool is_srun_teardown_noise(std::string_view line) {
-  return strings::starts_with(line, "srun: Job step aborted") ||
-         strings::starts_with(line, "srun: launch/slurm: _step_signal") ||
-         strings::starts_with(line, "srun: forcing job termination") ||
-         strings::starts_with(line, "srun: Force Terminated") ||
-         (strings::starts_with(line, "slurmstepd") &&
-          line.find("error: *** STEP") != std::string_view::npos &&
-          line.find("CANCELLED") != std::string_view::npos);
-}
-
 }  // namespace
-
-std::optional<SrunTaskFailure> first_failure(const std::vector<SrunTaskFailure>& lines) {
-  for (const auto& f : lines) {
-    if (f.exit_code < 0 && f.signal != "Terminated") return f;
-  }
-  for (const auto& f : lines) {
-    if (f.exit_code >= 0) return f;
-  }
-  if (!lines.empty()) return lines.front();
-  return std::nullopt;
-}
 
 std::vector<std::string> srun_command(const std::string& srun_path,
                                       const std::string& rank_env_path, const LaunchSpec& spec) {
@@ -374,52 +340,62 @@ Status rerun_in_allocation(int nodes, int ntasks) {
   return errno_error("running " + *salloc);
 }
 
-std::string SrunTaskFailure::describe(const PlanEnv* plan_env) const {
-  const std::string who =
-      (plan_env ? rank_label(*plan_env, rank) : "rank " + std::to_string(rank)) + " on " + host;
-  if (exit_code >= 0) return who + " exited with code " + std::to_string(exit_code);
-  const int st = exit_status();
-  return st > 128 ? who + " was killed by signal " + std::to_string(st - 128) + " (" + signal + ")"
-                  : who + " was killed (" + signal + ")";
-}
+namespace {
 
-int SrunTaskFailure::exit_status() const {
-  if (exit_code >= 0) return exit_code;
-  for (int sig = 1; sig < 65; ++sig) {
-    const char* name = strsignal(sig);
-    if (name != nullptr && signal == name) return 128 + sig;
-  }
-  return 1;
-}
-
-std::optional<SrunTaskFailure> parse_srun_failure(std::string_view line) {
-  constexpr std::string_view kPrefix = "srun: error: ";
-  if (!strings::starts_with(line, kPrefix)) return std::nullopt;
-  std::string_view rest = line.substr(kPrefix.size());
-  const size_t c1 = rest.find(": task");
-  if (c1 == std::string_view::npos) return std::nullopt;
-  SrunTaskFailure f;
-  f.host = std::string(rest.substr(0, c1));
-  rest = rest.substr(c1 + 6);
-  if (!rest.empty() && rest[0] == 's') rest.remove_prefix(1);  // "tasks"
-  while (!rest.empty() && rest[0] == ' ') rest.remove_prefix(1);
-  size_t k = 0;
-  while (k < rest.size() && std::isdigit(static_cast<unsigned char>(rest[k]))) ++k;
-  if (k == 0) return std::nullopt;
-  f.rank = std::stoi(std::string(rest.substr(0, k)));
-  const size_t c2 = rest.find(": ");
-  if (c2 == std::string_view::npos) return std::nullopt;
-  const std::string status = strings::trim(rest.substr(c2 + 2));
-  constexpr std::string_view kExited = "Exited with exit code ";
-  if (strings::starts_with(status, kExited)) {
-    auto code = strings::parse_int(std::string_view(status).substr(kExited.size()));
-    if (!code) return std::nullopt;
-    f.exit_code = static_cast<int>(*code);
+// A note for the user: through spec.warn where the caller gave one, else the log.
+void warn_user(const LaunchSpec& spec, const std::string& n) {
+  if (spec.warn) {
+    spec.warn(n);
   } else {
-    f.signal = status;
+    DLTUNE_LOG(kWarn, "launch") << n;
   }
-  return f;
 }
+
+// The plan's environment for the ranks (its stages name a failed rank's stage), its notes
+// passed on to the user; empty without a plan.
+PlanEnv plan_env_of(const LaunchSpec& spec) {
+  PlanEnv pe;
+  if (!spec.plan) return pe;
+  const int per_node = spec.nodes > 0 && spec.nranks % spec.nodes == 0
+                           ? spec.nranks / spec.nodes
+                           : spec.nranks / std::max(1, allocation_nodes());
+  pe = plan_env_for(*spec.plan, spec.nranks, per_node);
+  for (const std::string& n : pe.notes) warn_user(spec, "--plan: " + n);
+  return pe;
+}
+
+// The plan's and recipe's files the ranks read (DLTUNE_PLAN, DLTUNE_RECIPE; srun's PMIx server
+// has no job data of dltune's), written to `plan_dir` and named in `env`; and the plan's CPU
+// binding into spec.local_cpus where srun can apply it. Errors: creating or writing the files.
+Status apply_plan(LaunchSpec& spec, const PlanEnv& pe, EnvBlock& env,
+                  std::optional<TempDir>& plan_dir) {
+  if (!spec.plan_blob.empty() || !spec.recipe_blob.empty()) {
+    auto dir = TempDir::create_in_tmp("dltune-plan-");
+    if (!dir) return std::move(dir).error();
+    plan_dir = std::move(*dir);
+    auto files = write_plan_files(pe, spec.plan_blob, spec.recipe_blob, plan_dir->path());
+    if (!files) return std::move(files).error();
+    for (const auto& [k, v] : *files) env.set(k, v, k == "DLTUNE_PLAN" || k == "DLTUNE_RECIPE");
+  }
+  if (spec.plan_blob.empty()) return {};
+  // The plan's CPU binding through srun; its GPU and NIC variables need the nodes' topology,
+  // which the SPANK plugin (srun --dltune) applies on each node.
+  if (!spec.bind_from_user && !pe.placement.empty() && spec.nodes == 0) {
+    warn_user(spec,
+              "--plan: its CPU binding is applied under Slurm with --nodes only (which fixes how "
+              "many ranks each node runs)");
+  }
+  if (!spec.bind_from_user && !pe.placement.empty() && spec.nodes > 0) {
+    for (const auto& rp : pe.placement) spec.local_cpus.push_back(rp.cpus);
+    if (std::any_of(spec.local_cpus.begin(), spec.local_cpus.end(),
+                    [](const auto& c) { return c.empty(); })) {
+      spec.local_cpus.clear();
+    }
+  }
+  return {};
+}
+
+}  // namespace
 
 Result<LaunchOutcome> run_slurm(const LaunchSpec& spec_in) {
   LaunchSpec spec = spec_in;
@@ -438,90 +414,20 @@ Result<LaunchOutcome> run_slurm(const LaunchSpec& spec_in) {
   auto rendezvous = slurm_rendezvous(*srun, rank_env);
   if (!rendezvous) return std::move(rendezvous).error().wrap("PyTorch's rendezvous");
   for (const auto& [k, v] : *rendezvous) env.set(k, v);
-  std::optional<TempDir> plan_dir;
-  PlanEnv pe;  // the plan's stages name a failed rank's stage
-  if (spec.plan) {
-    const int per_node = spec.nodes > 0 && spec.nranks % spec.nodes == 0
-                             ? spec.nranks / spec.nodes
-                             : spec.nranks / std::max(1, allocation_nodes());
-    pe = plan_env_for(*spec.plan, spec.nranks, per_node);
-    for (const std::string& n : pe.notes) {
-      if (spec.warn) {
-        spec.warn("--plan: " + n);
-      } else {
-        DLTUNE_LOG(kWarn, "launch") << "--plan: " << n;
-      }
-    }
-  }
-  if (!spec.plan_blob.empty() || !spec.recipe_blob.empty()) {
-    // The files the ranks read (DLTUNE_PLAN, DLTUNE_RECIPE): srun's PMIx server has no job
-    // data of dltune's.
-    auto dir = TempDir::create_in_tmp("dltune-plan-");
-    if (!dir) return std::move(dir).error();
-    plan_dir = std::move(*dir);
-    auto files = write_plan_files(pe, spec.plan_blob, spec.recipe_blob, plan_dir->path());
-    if (!files) return std::move(files).error();
-    for (const auto& [k, v] : *files) env.set(k, v, k == "DLTUNE_PLAN" || k == "DLTUNE_RECIPE");
-  }
-  if (!spec.plan_blob.empty()) {
-    // The plan's CPU binding through srun; its GPU and NIC variables need the nodes' topology,
-    // which the SPANK plugin (srun --dltune) applies on each node.
-    if (!spec.bind_from_user && !pe.placement.empty() && spec.nodes == 0) {
-      const std::string n =
-          "--plan: its CPU binding is applied under Slurm with --nodes only (which fixes how "
-          "many ranks each node runs)";
-      if (spec.warn) {
-        spec.warn(n);
-      } else {
-        DLTUNE_LOG(kWarn, "launch") << n;
-      }
-    }
-    if (!spec.bind_from_user && !pe.placement.empty() && spec.nodes > 0) {
-      for (const auto& rp : pe.placement) spec.local_cpus.push_back(rp.cpus);
-      if (std::any_of(spec.local_cpus.begin(), spec.local_cpus.end(),
-                      [](const auto& c) { return c.empty(); })) {
-        spec.local_cpus.clear();
-      }
-    }
-  }
+  std::optional<TempDir> plan_dir;  // kept until srun ends: the ranks read its files
+  const PlanEnv pe = plan_env_of(spec);
+  DLTUNE_TRY(apply_plan(spec, pe, env, plan_dir));
   env.set("OMPI_MCA_pml", "ob1", false);
   for (const auto& [k, v] : spec.extra_env) env.set(k, v);
 
   Supervisor::Options opts{false, spec.kill_grace_ms, spec.timeout_s, SIGTERM};
   Supervisor sup(opts);
   DLTUNE_TRY(sup.install_signal_handling());
-  std::vector<SrunTaskFailure> failures;
-  // Open MPI's MPI_Abort banner names the rank that aborted, which srun does not: its task
-  // status lines only list the tasks it killed afterwards.
-  // "rank N called MPI_Abort (error code E)" and E.
-  std::optional<std::pair<std::string, int>> aborted;
-  sup.set_line_filter([&failures, &aborted, tag = spec.tag_output](
-                          int, bool is_stderr,
-                          std::string_view line) -> std::optional<std::string> {
-    if (is_stderr) {
-      if (auto at = line.find("MPI_ABORT was invoked on rank "); at != std::string_view::npos) {
-        std::string_view rest = line.substr(at + 30);
-        aborted = {"rank " + std::string(rest.substr(0, rest.find(' '))) + " called MPI_Abort", 1};
-      } else if (aborted && strings::starts_with(line, "with errorcode ") &&
-                 aborted->first.find("error code") == std::string::npos) {
-        std::string_view code = line.substr(15);
-        if (!code.empty() && code.back() == '.') code.remove_suffix(1);
-        aborted->first += " (error code " + std::string(code) + ")";
-        auto n = strings::parse_int(code);
-        if (n && (*n & 0xff) != 0) aborted->second = static_cast<int>(*n & 0xff);
-      }
-      if (auto f = parse_srun_failure(line)) {
-        failures.push_back(*f);
-        DLTUNE_LOG(kDebug, "launch") << line;
-        return std::nullopt;
-      }
-      if (is_srun_teardown_noise(line)) {
-        DLTUNE_LOG(kDebug, "launch") << line;
-        return std::nullopt;
-      }
-    }
-    return tag ? relabel(line) : std::string(line);
-  });
+  SrunFailures failures;
+  sup.set_line_filter(
+      [&failures, tag = spec.tag_output](int, bool is_stderr, std::string_view line) {
+        return filter_srun_line(failures, tag, is_stderr, line);
+      });
   // srun's task-status lines may still be in the pipe when srun is reaped: the failed rank
   // is named after run(), from all of them.
   sup.set_exit_judge([](int, int status) -> std::string {
@@ -533,23 +439,7 @@ Result<LaunchOutcome> run_slurm(const LaunchSpec& spec_in) {
   if (!index) return std::move(index).error().wrap("starting srun");
   LaunchOutcome out = sup.run();
   if (out.exit_code == 0 || out.interrupted) return out;
-  if (aborted) {
-    out.message = aborted->first;
-    out.exit_code = aborted->second;
-    // srun's status line for the aborting task gives its node.
-    const std::string who = out.message.substr(0, out.message.find(" called"));
-    for (const auto& f : failures) {
-      if ("rank " + std::to_string(f.rank) == who) {
-        out.message.replace(0, who.size(), rank_label(pe, f.rank) + " on " + f.host);
-        break;
-      }
-    }
-  } else if (strings::starts_with(out.message, "srun ")) {
-    if (auto first = first_failure(failures)) {
-      out.message = first->describe(&pe);
-      out.exit_code = first->exit_status();
-    }
-  }
+  name_failure(out, failures, pe);
   return out;
 }
 

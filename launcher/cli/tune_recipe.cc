@@ -68,6 +68,93 @@ Status store(const tdb::Layers& layers, const tdb::Key& key, const tuner::Recipe
                          tuner::recipe_trial_rows(out, key, prov));
 }
 
+// The recipe checked again for `ranks` ranks where -n overrides its rank count (one node).
+// Error: invalid_input listing what the recipe breaks with that many ranks.
+Result<recipes::Recipe> with_ranks(const recipes::Recipe& recipe, int ranks) {
+  if (recipe.launch.ranks == ranks) return recipe;
+  recipes::Recipe r = recipe;
+  r.launch.ranks = ranks;
+  if (r.launch.ranks_per_node > 0) r.launch.ranks_per_node = ranks;  // one node
+  const auto problems = recipes::validate_recipe(r);
+  if (!problems.empty()) {
+    std::string msg;
+    for (const auto& p : problems) msg += (msg.empty() ? "" : "\n") + p.to_string();
+    return invalid_input("with " + std::to_string(ranks) + " ranks: " + msg);
+  }
+  return r;
+}
+
+// Prints a cached plan (JSON with --json) instead of tuning.
+void print_cached(const TuneRecipeOptions& o, const recipes::Recipe& recipe, int ranks,
+                  const tdb::LookupResult& where, const recipes::Plan& plan) {
+  if (o.json) {
+    json j = {{"cached", true},
+              {"db", where.db_path},
+              {"from_site", where.from_site},
+              {"plan", recipes::plan_to_json(plan)}};
+    std::printf("%s\n", j.dump(1).c_str());
+  } else {
+    std::printf(
+        "the plan for recipe '%s' on this machine (1 node x %d ranks) is cached in %s; "
+        "use --retune to measure again\n",
+        recipe.name.c_str(), ranks, where.db_path.c_str());
+    print_training(plan);
+  }
+}
+
+// The tuning request: the recipe on one node of `ranks` ranks within `budget` seconds (a
+// deadline, but for the grid), over this shape's cached collective plan, else ring allreduce
+// (with a note). Errors: resolving the recipe's path, reading the database.
+Result<tuner::RecipeTuneRequest> tune_request(const TuneRecipeOptions& o,
+                                              const recipes::Recipe& recipe, int ranks,
+                                              double budget, const tdb::Layers& layers,
+                                              const topology::Topology& topo) {
+  tuner::RecipeTuneRequest req;
+  req.recipe = recipe;
+  auto path = recipes::resolve_recipe_path(o.recipe);
+  if (!path) return path.error();
+  req.recipe_path = absolute(*path);
+  req.job = {1, ranks};
+  req.budget_s = budget;
+  // The budget counts the ranks' start-up (a deadline on this clock); the grid, the
+  // reference, measures every candidate whatever it takes.
+  if (!o.grid) {
+    req.deadline =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count() +
+        budget;
+  }
+  req.grid = o.grid;
+  // The base plan: this shape's collective plan when one is cached.
+  const tdb::Key coll_key = tuner::db::make_key(topo, tdb::JobShape{1, ranks}, "", false);
+  auto coll = cached(layers, coll_key);
+  if (!coll) return coll.error();
+  if (*coll) {
+    req.base = (*coll)->second;
+  } else {
+    req.base = recipes::default_plan(1, ranks, tuner::reference_per_rank_batch(recipe, ranks),
+                                     recipes::Algorithm::kRing);
+    std::fprintf(stderr,
+                 "dltune tune: no collective plan cached for 1 node x %d ranks; trials use ring "
+                 "allreduce (run 'dltune tune --collectives -n %d' first for tuned collectives)\n",
+                 ranks, ranks);
+  }
+  return req;
+}
+
+// Prints the tuning's outcome and where its plan is stored (JSON with --json).
+void print_outcome(const TuneRecipeOptions& o, const std::string& db,
+                   const tuner::RecipeTuneOutcome& out) {
+  if (o.json) {
+    json j = {{"cached", false},
+              {"db", db},
+              {"outcome", tuner::recipe_outcome_to_json(out)},
+              {"plan", recipes::plan_to_json(out.plan)}};
+    std::printf("%s\n", j.dump(1).c_str());
+  } else {
+    std::printf("%splan stored in %s\n", tuner::format_recipe_outcome(out).c_str(), db.c_str());
+  }
+}
+
 }  // namespace
 
 tuner::RunRanks local_worker_ranks(int ranks) {
@@ -94,10 +181,10 @@ tuner::RunRanks local_worker_ranks(int ranks) {
 }
 
 int run_tune_recipe(const TuneRecipeOptions& o) {
-  auto recipe = recipes::load_recipe(o.recipe);
-  if (!recipe) return report_error("tune", recipe.error());
+  auto loaded = recipes::load_recipe(o.recipe);
+  if (!loaded) return report_error("tune", loaded.error());
   const int ranks = o.ranks > 0                ? o.ranks
-                    : recipe->launch.ranks > 0 ? static_cast<int>(recipe->launch.ranks)
+                    : loaded->launch.ranks > 0 ? static_cast<int>(loaded->launch.ranks)
                                                : 2;
   if (ranks > 256) {
     return report_error("tune",
@@ -106,25 +193,13 @@ int run_tune_recipe(const TuneRecipeOptions& o) {
   if (o.budget_s < 0 || o.budget_s > recipes::kMaxTuneBudgetSeconds) {
     return report_error("tune", invalid_input("--budget expects a positive number of seconds"));
   }
-  const double budget = o.budget_s > 0 ? o.budget_s : recipe->tune.budget_seconds;
+  const double budget = o.budget_s > 0 ? o.budget_s : loaded->tune.budget_seconds;
   if (!(budget > 0)) {
     return report_error("tune", invalid_input("the recipe's tune.budget is 0 (do not tune); pass "
                                               "--budget SECONDS to tune anyway"));
   }
-  if (recipe->launch.ranks != ranks) {
-    // -n overrides the recipe's rank count: check the recipe again for that many ranks.
-    recipes::Recipe r = *recipe;
-    r.launch.ranks = ranks;
-    if (r.launch.ranks_per_node > 0) r.launch.ranks_per_node = ranks;  // one node
-    const auto problems = recipes::validate_recipe(r);
-    if (!problems.empty()) {
-      std::string msg;
-      for (const auto& p : problems) msg += (msg.empty() ? "" : "\n") + p.to_string();
-      return report_error("tune",
-                          invalid_input("with " + std::to_string(ranks) + " ranks: " + msg));
-    }
-    *recipe = r;
-  }
+  auto recipe = with_ranks(*loaded, ranks);
+  if (!recipe) return report_error("tune", recipe.error());
 
   auto layers =
       tdb::layers_from_env(o.db.empty() ? std::nullopt : std::optional<std::string>(o.db));
@@ -137,20 +212,7 @@ int run_tune_recipe(const TuneRecipeOptions& o) {
     auto hit = cached(*layers, key);
     if (!hit) return report_error("tune", hit.error());
     if (*hit) {
-      const auto& [where, plan] = **hit;
-      if (o.json) {
-        json j = {{"cached", true},
-                  {"db", where.db_path},
-                  {"from_site", where.from_site},
-                  {"plan", recipes::plan_to_json(plan)}};
-        std::printf("%s\n", j.dump(1).c_str());
-      } else {
-        std::printf(
-            "the plan for recipe '%s' on this machine (1 node x %d ranks) is cached in %s; "
-            "use --retune to measure again\n",
-            recipe->name.c_str(), ranks, where.db_path.c_str());
-        print_training(plan);
-      }
+      print_cached(o, *recipe, ranks, (*hit)->first, (*hit)->second);
       return 0;
     }
   }
@@ -159,39 +221,11 @@ int run_tune_recipe(const TuneRecipeOptions& o) {
   if (Status s = tdb::check_can_store(layers->user_db); !s.ok()) {
     return report_error("tune", s.error());
   }
-  // The base plan: this shape's collective plan when one is cached.
-  tuner::RecipeTuneRequest req;
-  req.recipe = *recipe;
-  auto path = recipes::resolve_recipe_path(o.recipe);
-  if (!path) return report_error("tune", path.error());
-  req.recipe_path = absolute(*path);
-  req.job = {1, ranks};
-  req.budget_s = budget;
-  // The budget counts the ranks' start-up (a deadline on this clock); the grid, the
-  // reference, measures every candidate whatever it takes.
-  if (!o.grid) {
-    req.deadline =
-        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count() +
-        budget;
-  }
-  req.grid = o.grid;
-  const tdb::Key coll_key = tuner::db::make_key(*topo, tdb::JobShape{1, ranks}, "", false);
-  auto coll = cached(*layers, coll_key);
-  if (!coll) return report_error("tune", coll.error());
-  if (*coll) {
-    req.base = (*coll)->second;
-  } else {
-    req.base = recipes::default_plan(1, ranks, tuner::reference_per_rank_batch(*recipe, ranks),
-                                     recipes::Algorithm::kRing);
-    std::fprintf(stderr,
-                 "dltune tune: no collective plan cached for 1 node x %d ranks; trials use ring "
-                 "allreduce (run 'dltune tune --collectives -n %d' first for tuned collectives)\n",
-                 ranks, ranks);
-  }
-
+  auto req = tune_request(o, *recipe, ranks, budget, *layers, *topo);
+  if (!req) return report_error("tune", req.error());
   auto work = launcher::TempDir::create_in_tmp("dltune-tune-recipe-");
   if (!work) return report_error("tune", work.error());
-  auto out = tuner::tune_recipe(req, local_worker_ranks(ranks), work->path());
+  auto out = tuner::tune_recipe(*req, local_worker_ranks(ranks), work->path());
   if (const int sig = forwarded_signal(); sig != 0) {  // SIGINT / SIGTERM: the ranks stopped
     work->remove();
     std::fprintf(stderr, "dltune tune: stopped by signal %d; nothing was stored\n", sig);
@@ -202,16 +236,7 @@ int run_tune_recipe(const TuneRecipeOptions& o) {
   if (Status s = store(*layers, key, *out); !s.ok()) {
     return report_error("tune", s.error().wrap("storing the plan in " + layers->user_db));
   }
-  if (o.json) {
-    json j = {{"cached", false},
-              {"db", layers->user_db},
-              {"outcome", tuner::recipe_outcome_to_json(*out)},
-              {"plan", recipes::plan_to_json(out->plan)}};
-    std::printf("%s\n", j.dump(1).c_str());
-  } else {
-    std::printf("%splan stored in %s\n", tuner::format_recipe_outcome(*out).c_str(),
-                layers->user_db.c_str());
-  }
+  print_outcome(o, layers->user_db, *out);
   return 0;
 }
 

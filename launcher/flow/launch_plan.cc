@@ -292,61 +292,115 @@ Result<PlanChoice> choose_plan(const PlanRequest& r) {
 
 namespace {
 
-Result<PlanChoice> choose_plan_here(const PlanRequest& r) {
-  PlanChoice choice;
-  const std::string sig = recipes::recipe_signature(r.recipe);
-  const tdb::Key key = tuner::db::make_key(r.topo, db_shape(r.job), sig, false);
-  auto hit = tdb::lookup_plan(r.layers, key);
-  if (!hit) return std::move(hit).error().wrap("looking the plan up");
-  for (const std::string& w : hit->warnings) choice.notes.push_back(w);
-  if (hit->kind == tdb::HitKind::kExact && !r.retune) {
-    std::vector<std::string> adjusted;
-    auto plan = fit_cached_plan(r, hit->plan.plan_json, &adjusted);
-    if (plan) {
-      choice.plan = std::move(*plan);
-      choice.plan.provenance.source = recipes::PlanSource::kCache;
-      choice.source = "cache";
-      choice.db_path = hit->db_path;
-      choice.from_site = hit->from_site;
-      choice.site = hit->site;
-      choice.notes.insert(choice.notes.end(), adjusted.begin(), adjusted.end());
-      note_trust(*hit, choice);
-      const tdb::Key ckey = tuner::db::make_key(r.topo, db_shape(r.job), "", false);
-      choice.collective_measurements = stored_measurements(hit->db_path, ckey);
-      choice.level_fits = stored_level_fits(hit->db_path, ckey.fingerprint);
-      return choice;
-    }
+// An exact hit's plan, fitted to this launch: into `choice` (served as "cache", with the
+// database's collective measurements and level fits), true. False where it does not fit, with
+// a warning note saying what happens instead.
+bool use_cached(const PlanRequest& r, const tdb::LookupResult& hit, PlanChoice& choice) {
+  std::vector<std::string> adjusted;
+  auto plan = fit_cached_plan(r, hit.plan.plan_json, &adjusted);
+  if (!plan) {
     const bool tunes = !r.no_tune && r.recipe.tune.budget_seconds > 0;
-    choice.notes.push_back("warning: the cached plan in " + hit->db_path + " is not used (" +
+    choice.notes.push_back("warning: the cached plan in " + hit.db_path + " is not used (" +
                            plan.error().message() + "); " +
                            (tunes ? "tuning again" : "running the recipe's own settings"));
+    return false;
   }
-  std::optional<recipes::TrainingPlan> hint;
-  std::optional<recipes::ParallelLayout> hint_layout;
-  std::string hint_source;
-  if (hit->kind == tdb::HitKind::kNear) {
-    std::string diff;
-    for (const auto& d : hit->differences) diff += (diff.empty() ? "" : "; ") + d;
-    hint_source = hit->db_path + ": " + diff;
-    if (auto near = recipes::parse_plan(hit->plan.plan_json)) {
-      hint = near->training;
-      if (near->parallel.pipelined()) hint_layout = near->parallel;
-    }
-    choice.notes.push_back("near hit in " + hint_source +
-                           (r.dry_run ? ": a real launch would narrow its search by it and tune "
-                                        "for this exact machine and shape"
-                                      : ": narrows the search; tuning for this exact machine "
-                                        "and shape"));
-  }
-  const double budget = r.recipe.tune.budget_seconds;
-  if (r.no_tune || budget <= 0) {
-    choice.plan = recipes::recipe_default_plan(r.recipe, r.job);
-    choice.source = "default";
-    if (r.no_tune && !r.dry_run)
-      choice.notes.push_back("--no-tune: running the recipe's own settings");
-    return choice;
-  }
+  choice.plan = std::move(*plan);
+  choice.plan.provenance.source = recipes::PlanSource::kCache;
+  choice.source = "cache";
+  choice.db_path = hit.db_path;
+  choice.from_site = hit.from_site;
+  choice.site = hit.site;
+  choice.notes.insert(choice.notes.end(), adjusted.begin(), adjusted.end());
+  note_trust(hit, choice);
+  const tdb::Key ckey = tuner::db::make_key(r.topo, db_shape(r.job), "", false);
+  choice.collective_measurements = stored_measurements(hit.db_path, ckey);
+  choice.level_fits = stored_level_fits(hit.db_path, ckey.fingerprint);
+  return true;
+}
 
+// What a near hit tells the tuning: its training settings and pipeline layout, and where they
+// come from (the database and how the hit differs).
+struct NearHint {
+  std::optional<recipes::TrainingPlan> training;
+  std::optional<recipes::ParallelLayout> layout;
+  std::string source;
+};
+
+// The hint of a near hit (none for any other kind), with a note saying how it is used.
+NearHint near_hint(const PlanRequest& r, const tdb::LookupResult& hit, PlanChoice& choice) {
+  NearHint h;
+  if (hit.kind != tdb::HitKind::kNear) return h;
+  std::string diff;
+  for (const auto& d : hit.differences) diff += (diff.empty() ? "" : "; ") + d;
+  h.source = hit.db_path + ": " + diff;
+  if (auto near = recipes::parse_plan(hit.plan.plan_json)) {
+    h.training = near->training;
+    if (near->parallel.pipelined()) h.layout = near->parallel;
+  }
+  choice.notes.push_back("near hit in " + h.source +
+                         (r.dry_run ? ": a real launch would narrow its search by it and tune "
+                                      "for this exact machine and shape"
+                                    : ": narrows the search; tuning for this exact machine "
+                                      "and shape"));
+  return h;
+}
+
+// The trial trainings' request: the recipe over the tuned collectives `base`, the hint, the
+// layouts to try, and the time left until `deadline` (epoch seconds).
+tuner::RecipeTuneRequest tune_request(const PlanRequest& r, const recipes::Plan& base,
+                                      const NearHint& hint, const TrialLayouts& layouts,
+                                      double deadline) {
+  tuner::RecipeTuneRequest req;
+  req.recipe = r.recipe;
+  req.recipe_path = r.recipe_path;
+  req.job = r.job;
+  req.base = base;
+  req.deadline = deadline;
+  req.budget_s = std::max(0.1, req.deadline - epoch_now());
+  req.progress_path = r.work_dir + "/trial_progress.jsonl";
+  req.hint = hint.training;
+  req.hint_layout = hint.layout;
+  req.hint_source = hint.source;
+  req.layouts = layouts.layouts;
+  req.data_parallel_fits = layouts.data_parallel_fits;
+  return req;
+}
+
+// The tuned plan into `choice` ("tuned"): its provenance (recipe, budget and what it cut, the
+// collectives' regret, the time tuning took since t0) and the models' prediction.
+void take_tuned(const PlanRequest& r, const tuner::RecipeTuneOutcome& tuned,
+                const recipes::Plan& base, double budget, std::chrono::steady_clock::time_point t0,
+                PlanChoice& choice) {
+  choice.plan = tuned.plan;
+  choice.plan.set_job(r.job);
+  recipes::Provenance& pv = choice.plan.provenance;
+  pv.source = recipes::PlanSource::kTuned;
+  pv.recipe = r.recipe.name;
+  if (!pv.budget_cut.empty()) choice.budget_cut.push_back(pv.budget_cut);
+  pv.budget_cut = strings::join(choice.budget_cut, "; ");
+  pv.budget_s = budget;
+  pv.collective_regret = base.provenance.collective_regret;
+  choice.budget_s = budget;
+  choice.recipe_outcome = tuner::recipe_outcome_to_json(tuned);
+  choice.source = "tuned";
+  choice.tuning_s = seconds_since(t0);
+  pv.tuning_s = choice.tuning_s;
+  choice.db_path = r.layers.user_db;
+  if (r.predict_sps) {
+    // The prediction comes from the models (one rank's compute, the fitted allreduce, the
+    // engine's overlap), not from the trials that measured it.
+    const auto predicted = r.predict_sps(choice.plan, choice);
+    choice.plan.provenance.predicted_sps = predicted.value_or(0.0);
+  }
+}
+
+// Tunes here within the recipe's budget: the collectives first (their share of it), then the
+// trial trainings on the ranks; the plan and its trials stored under `key` in the user's
+// database. Errors: the trials' layouts, the work directory, either tuning, storing.
+Status tune_here(const PlanRequest& r, const tdb::Key& key, const NearHint& hint,
+                 PlanChoice& choice) {
+  const double budget = r.recipe.tune.budget_seconds;
   TrialLayouts layouts;
   if (r.trial_layouts) {
     auto l = r.trial_layouts();
@@ -360,20 +414,8 @@ Result<PlanChoice> choose_plan_here(const PlanRequest& r) {
   auto base = collective_plan(r, choice, start + budget * kCollectiveShare);
   if (!base) return std::move(base).error().wrap("tuning the collectives");
   base->set_job(r.job);
-
-  tuner::RecipeTuneRequest req;
-  req.recipe = r.recipe;
-  req.recipe_path = r.recipe_path;
-  req.job = r.job;
-  req.base = *base;
-  req.deadline = start + budget - reserve;
-  req.budget_s = std::max(0.1, req.deadline - epoch_now());
-  req.progress_path = r.work_dir + "/trial_progress.jsonl";
-  req.hint = hint;
-  req.hint_layout = hint_layout;
-  req.hint_source = hint_source;
-  req.layouts = layouts.layouts;
-  req.data_parallel_fits = layouts.data_parallel_fits;
+  const tuner::RecipeTuneRequest req =
+      tune_request(r, *base, hint, layouts, start + budget - reserve);
   if (r.progress != nullptr) {
     r.progress->phase(layouts.layouts.empty() ? "tuning batch, buckets, overlap"
                                               : "tuning batch, buckets, overlap, layout");
@@ -394,31 +436,32 @@ Result<PlanChoice> choose_plan_here(const PlanRequest& r) {
   };
   auto tuned = tuner::tune_recipe(req, run_trials, r.work_dir);
   if (!tuned) return std::move(tuned).error().wrap("tuning the recipe");
-  choice.plan = tuned->plan;
-  choice.plan.set_job(r.job);
-  recipes::Provenance& pv = choice.plan.provenance;
-  pv.source = recipes::PlanSource::kTuned;
-  pv.recipe = r.recipe.name;
-  if (!pv.budget_cut.empty()) choice.budget_cut.push_back(pv.budget_cut);
-  pv.budget_cut = strings::join(choice.budget_cut, "; ");
-  pv.budget_s = budget;
-  pv.collective_regret = base->provenance.collective_regret;
-  choice.budget_s = budget;
-  choice.recipe_outcome = tuner::recipe_outcome_to_json(*tuned);
-  choice.source = "tuned";
-  choice.tuning_s = seconds_since(t0);
-  pv.tuning_s = choice.tuning_s;
-  choice.db_path = r.layers.user_db;
-  if (r.predict_sps) {
-    // The prediction comes from the models (one rank's compute, the fitted allreduce, the
-    // engine's overlap), not from the trials that measured it.
-    const auto predicted = r.predict_sps(choice.plan, choice);
-    choice.plan.provenance.predicted_sps = predicted.value_or(0.0);
-  }
+  take_tuned(r, *tuned, *base, budget, t0, choice);
   const tdb::Provenance prov = tdb::local_provenance();
   DLTUNE_TRY_CTX(store_or_note(r.layers.user_db, {key, recipes::serialize_plan(choice.plan), prov},
                                {}, tuner::recipe_trial_rows(*tuned, key, prov), choice),
                  "storing the plan and its trials in " + r.layers.user_db);
+  return {};
+}
+
+Result<PlanChoice> choose_plan_here(const PlanRequest& r) {
+  PlanChoice choice;
+  const std::string sig = recipes::recipe_signature(r.recipe);
+  const tdb::Key key = tuner::db::make_key(r.topo, db_shape(r.job), sig, false);
+  auto hit = tdb::lookup_plan(r.layers, key);
+  if (!hit) return std::move(hit).error().wrap("looking the plan up");
+  for (const std::string& w : hit->warnings) choice.notes.push_back(w);
+  if (hit->kind == tdb::HitKind::kExact && !r.retune && use_cached(r, *hit, choice)) return choice;
+  const NearHint hint = near_hint(r, *hit, choice);
+  const double budget = r.recipe.tune.budget_seconds;
+  if (r.no_tune || budget <= 0) {
+    choice.plan = recipes::recipe_default_plan(r.recipe, r.job);
+    choice.source = "default";
+    if (r.no_tune && !r.dry_run)
+      choice.notes.push_back("--no-tune: running the recipe's own settings");
+    return choice;
+  }
+  DLTUNE_TRY(tune_here(r, key, hint, choice));
   return choice;
 }
 

@@ -22,6 +22,72 @@ std::string plan_candidate(const recipes::Plan& plan, double bytes) {
   return name;
 }
 
+// The first node of each stage but the first (the cuts) of a pipelined layout in `graph`;
+// empty for data parallelism. Error: the layout's partition does not match the graph.
+Result<std::vector<int>> stage_cuts(const recipes::Graph& graph,
+                                    const recipes::ParallelLayout& layout) {
+  std::vector<int> cuts;
+  if (!layout.pipelined()) return cuts;
+  const recipes::GraphInfo info = recipes::analyze_graph(graph);
+  auto firsts = recipes::partition_nodes(graph, info, layout.partition);
+  if (!firsts || static_cast<int>(firsts->size()) != layout.stages)
+    return invalid_input("the plan's stage cuts do not match the recipe's model");
+  cuts.assign(firsts->begin() + 1, firsts->end());
+  return cuts;
+}
+
+// A pipelined layout's prediction over `nodes` nodes into `out` (no scaling curve: that is
+// drawn for data parallelism); why_not where the model cannot predict it.
+void predict_pipeline(const predict::PredictRequest& r, int nodes,
+                      const recipes::ParallelLayout& layout, int64_t replica_batch,
+                      const std::vector<int>& cuts, LaunchPrediction& out) {
+  predict::PipelineLayout pl;
+  pl.stages = layout.stages;
+  pl.microbatches = layout.microbatches;
+  pl.replica_batch = static_cast<double>(replica_batch);
+  pl.cuts = cuts;
+  auto p = predict::predict_pipeline_layout(r, nodes, pl);
+  if (!p) {
+    out.why_not = p.error().message();
+    return;
+  }
+  out.job = *p;
+  out.ok = true;
+  out.curve_note =
+      "no scaling curve: the curve is drawn for data parallelism, and this plan "
+      "is a " +
+      std::to_string(layout.stages) + "-stage pipeline";
+}
+
+// The scaling curve from 1 to 1024 nodes, each a machine of its own, into out.curve with a
+// note on what it assumes (an assumed network where none was measured here). `r` is the job's
+// request; `machines` what the job's nodes were found to be.
+void predict_curve(predict::PredictRequest r, const predict::MachineComm& mc, int nodes, int g_per,
+                   const NodeMachines& machines, LaunchPrediction& out) {
+  if (!mc.has_inter) {
+    // No network was measured here: a 10 Gbit/s Ethernet link per node (the namespace
+    // cluster's default), said so.
+    r.comm.fabric.inter = {20e-6, g_per / 1.25e9, 0};
+    out.curve_note =
+        "across nodes: an assumed 10 Gbit/s, 20 us link per node (no inter-node "
+        "sweep stored on this machine)";
+  } else {
+    out.curve_note = "across nodes: the inter-node fit of this machine's sweeps";
+  }
+  if (!mc.has_intra && g_per > 1) r.comm.fabric.intra = r.comm.fabric.inter;
+  // The curve extrapolates to real nodes, each a machine of its own.
+  if (r.nodes_per_machine > 1) {
+    out.curve_note += "; the job's " + std::to_string(nodes) + " nodes were found to be " +
+                      std::to_string(machines.machines) +
+                      " machine(s), so its own prediction shares their cores, while the curve "
+                      "takes every node as a machine of its own";
+    r.nodes_per_machine = 1;
+  }
+  r.nodes.clear();
+  for (int n = 1; n <= 1024; n *= 2) r.nodes.push_back(n);
+  if (auto c = predict::predict_scaling(r)) out.curve = *c;
+}
+
 }  // namespace
 
 NodeMachines ask_node_machines(bool slurm, int nodes) {
@@ -74,15 +140,10 @@ LaunchPrediction LaunchPredictor::predict(const recipes::Plan& plan, bool with_c
   const int64_t batch = layout.pipelined() ? (replica_batch + layout.microbatches - 1) /
                                                  std::max(1, layout.microbatches)
                                            : replica_batch;
-  std::vector<int> cuts;
-  if (layout.pipelined()) {
-    const recipes::GraphInfo info = recipes::analyze_graph(recipe_.model.graph);
-    auto firsts = recipes::partition_nodes(recipe_.model.graph, info, layout.partition);
-    if (!firsts || static_cast<int>(firsts->size()) != layout.stages) {
-      out.why_not = "the plan's stage cuts do not match the recipe's model";
-      return out;
-    }
-    cuts.assign(firsts->begin() + 1, firsts->end());
+  auto cuts = stage_cuts(recipe_.model.graph, layout);
+  if (!cuts) {
+    out.why_not = cuts.error().message();
+    return out;
   }
   auto model = planning::model_costs(recipe_.model.graph, recipe_.name);
   if (!model) {
@@ -129,22 +190,7 @@ LaunchPrediction LaunchPredictor::predict(const recipes::Plan& plan, bool with_c
   }
   out.single_sps = predict::single_device_sps(r.compute);
   if (layout.pipelined()) {
-    predict::PipelineLayout pl;
-    pl.stages = layout.stages;
-    pl.microbatches = layout.microbatches;
-    pl.replica_batch = static_cast<double>(replica_batch);
-    pl.cuts = cuts;
-    auto p = predict::predict_pipeline_layout(r, nodes, pl);
-    if (!p) {
-      out.why_not = p.error().message();
-      return out;
-    }
-    out.job = *p;
-    out.ok = true;
-    out.curve_note =
-        "no scaling curve: the curve is drawn for data parallelism, and this plan "
-        "is a " +
-        std::to_string(layout.stages) + "-stage pipeline";
+    predict_pipeline(r, nodes, layout, replica_batch, *cuts, out);
     return out;
   }
   r.nodes = {nodes};
@@ -155,29 +201,7 @@ LaunchPrediction LaunchPredictor::predict(const recipes::Plan& plan, bool with_c
   }
   out.job = at_job->front();
   out.ok = true;
-  if (!with_curve) return out;
-  if (!mc.has_inter) {
-    // No network was measured here: a 10 Gbit/s Ethernet link per node (the namespace
-    // cluster's default), said so.
-    r.comm.fabric.inter = {20e-6, g_per / 1.25e9, 0};
-    out.curve_note =
-        "across nodes: an assumed 10 Gbit/s, 20 us link per node (no inter-node "
-        "sweep stored on this machine)";
-  } else {
-    out.curve_note = "across nodes: the inter-node fit of this machine's sweeps";
-  }
-  if (!mc.has_intra && g_per > 1) r.comm.fabric.intra = r.comm.fabric.inter;
-  // The curve extrapolates to real nodes, each a machine of its own.
-  if (r.nodes_per_machine > 1) {
-    out.curve_note += "; the job's " + std::to_string(nodes) + " nodes were found to be " +
-                      std::to_string(machines_.machines) +
-                      " machine(s), so its own prediction shares their cores, while the curve "
-                      "takes every node as a machine of its own";
-    r.nodes_per_machine = 1;
-  }
-  r.nodes.clear();
-  for (int n = 1; n <= 1024; n *= 2) r.nodes.push_back(n);
-  if (auto c = predict::predict_scaling(r)) out.curve = *c;
+  if (with_curve) predict_curve(std::move(r), mc, nodes, g_per, machines_, out);
   return out;
 }
 

@@ -236,6 +236,122 @@ Result<Link> parse_link(const std::string& text, const std::string& flag, double
   return Link{us * 1e-6, 1 / (gbps * efficiency * 1e9), 0};
 }
 
+namespace {
+
+// The hardware the options describe instead of this machine: --device, --topo.
+struct Described {
+  std::optional<predict::Device> dev;
+  std::optional<predict::NodeTopology> topo;
+};
+
+// The described hardware, read. Errors: an unknown device, an unreadable topology.
+Result<Described> described_hardware(const PredictOptions& o) {
+  Described d;
+  if (!o.device.empty()) {
+    auto dev = predict::find_device(o.device);
+    if (!dev) return dev.error();
+    d.dev = *dev;
+  }
+  if (!o.topo.empty()) {
+    auto t = predict::load_node_topology(o.topo);
+    if (!t) return t.error();
+    d.topo = *t;
+  }
+  return d;
+}
+
+// One device's compute at `batch` into in.request.compute and in.compute_note: from
+// --single-sps, else the described device's rate, else profiled on this machine (whose core
+// count then goes to *cores; 0 otherwise). `opt_s`: the optimizer's seconds per step.
+Status resolve_compute(const PredictOptions& o, const std::optional<predict::Device>& dev,
+                       int batch, double opt_s, PredictInputs& in, int* cores) {
+  predict::PredictRequest& r = in.request;
+  *cores = 0;
+  if (o.single_sps > 0) {
+    r.compute = predict::profile_from_throughput(r.model, batch, o.single_sps, opt_s,
+                                                 "one device's " + fixed(o.single_sps, 1) +
+                                                     " samples/s at batch " +
+                                                     std::to_string(batch) + " (--single-sps)");
+  } else if (dev) {
+    r.compute = predict::profile_from_rate(
+        r.model, batch, dev->effective_flops(r.model.transformer), opt_s,
+        "device " + dev->name + " (" + dev->description + ": " + fixed(dev->peak_tflops, 1) +
+            " TFLOP/s x " + fixed(dev->fraction(r.model.transformer), 2) +
+            (r.model.transformer ? " for transformers" : " for CNNs") + ", an assumed fraction; " +
+            dev->source + ")");
+  } else {
+    auto c = profile_here(o.target, in.recipe.has_value(), batch, o.profile_steps, r.model);
+    if (!c) return c.error();
+    r.compute = *c;
+    if (auto t = topology::discover_default()) *cores = static_cast<int>(t->cores.size());
+  }
+  r.cores_per_node = *cores;
+  in.compute_note = r.compute.source + ": one device " +
+                    fixed(predict::single_device_sps(r.compute), 1) + " samples/s";
+  return {};
+}
+
+// Ranks per node: --per-node, else the topology's GPUs, a device's 8, the recipe's; at least 1.
+int ranks_per_node(const PredictOptions& o, const Described& hw,
+                   const std::optional<recipes::Recipe>& recipe) {
+  int per_node = o.per_node;
+  if (per_node == 0 && hw.topo) per_node = hw.topo->gpus;
+  if (per_node == 0 && hw.dev) per_node = 8;
+  if (per_node == 0 && recipe) {
+    const auto& l = recipe->launch;
+    per_node =
+        static_cast<int>(l.ranks_per_node > 0 ? l.ranks_per_node : std::max<int64_t>(1, l.ranks));
+  }
+  return std::max(1, per_node);
+}
+
+// Error (unsupported, saying what to measure or give) where a node count that no sweep
+// measured needs a link model `comm` lacks: inside a node, or between nodes.
+Status check_link_models(const predict::PredictRequest& r, const CommChoice& comm) {
+  for (int n : r.nodes) {
+    const bool measured = r.comm.measured.count({n, r.per_node}) > 0;
+    if (measured) continue;
+    if (r.per_node > 1 && !comm.intra) {
+      return unsupported(
+          "no model of this machine's links inside a node: run `dltune tune "
+          "--collectives -n " +
+          std::to_string(r.per_node) +
+          "` (or a launch) first, or give --intra GBPS[,US], --device or --topo");
+    }
+    if (n > 1 && !comm.inter) {
+      return unsupported(
+          "no model of the network between nodes: give --inter GBPS[,US] or --topo "
+          "FILE, or measure one (a launch or `dltune tune --collectives` across "
+          "nodes, tests/slurm/netns_cluster.sh)");
+    }
+  }
+  return {};
+}
+
+// The buckets (--bucket, else the recipe's, else 4 MiB) and overlap into in.request, with
+// in.overlap_note (naming the `cores` per node where known). Error: a bad --bucket.
+Status resolve_buckets(const PredictOptions& o, int cores, PredictInputs& in) {
+  predict::PredictRequest& r = in.request;
+  uint64_t bucket = 4 << 20;
+  if (in.recipe && in.recipe->comm.bucket_bytes > 0) bucket = in.recipe->comm.bucket_bytes;
+  if (!o.bucket.empty()) {
+    auto b = strings::parse_bytes(o.bucket);
+    if (!b || *b < 4)
+      return invalid_input("--bucket: expected a byte count such as 4MiB, got '" + o.bucket + "'");
+    bucket = *b;
+  }
+  r.bucket_bytes = bucket;
+  r.overlap = !o.no_overlap && !(in.recipe && in.recipe->comm.overlap == recipes::Overlap::kOff);
+  in.overlap_note = std::string(r.overlap ? "buckets reduced during backward" : "no overlap") +
+                    ", " + strings::format_bytes(bucket) + " buckets in the engine's order (" +
+                    std::to_string(planning::gradient_buckets(r.model.info, bucket).size()) + ")";
+  if (cores > 0)
+    in.overlap_note += "; " + std::to_string(cores) + " cores per node shared by its ranks";
+  return {};
+}
+
+}  // namespace
+
 Result<PredictInputs> resolve_predict_inputs(const PredictOptions& o) {
   PredictInputs in;
   predict::PredictRequest& r = in.request;
@@ -256,96 +372,20 @@ Result<PredictInputs> resolve_predict_inputs(const PredictOptions& o) {
   if (o.single_sps < 0) return invalid_input("--single-sps must be a positive samples/s");
   const int batch = o.batch > 0 ? o.batch : in.recipe ? recipe_batch(*in.recipe) : 32;
 
-  std::optional<predict::Device> dev;
-  if (!o.device.empty()) {
-    auto d = predict::find_device(o.device);
-    if (!d) return d.error();
-    dev = *d;
-  }
-  std::optional<predict::NodeTopology> topo;
-  if (!o.topo.empty()) {
-    auto t = predict::load_node_topology(o.topo);
-    if (!t) return t.error();
-    topo = *t;
-  }
-  const bool devices = dev || topo || o.single_sps > 0;
+  auto hw = described_hardware(o);
+  if (!hw) return hw.error();
+  const bool devices = hw->dev || hw->topo || o.single_sps > 0;
   const std::string optimizer = in.recipe ? in.recipe->training.optimizer.kind : "sgd";
   const double opt_s =
-      dev ? predict::optimizer_seconds(r.model.parameters, dev->memory_gbps, optimizer) : 0;
-
-  // Compute.
+      hw->dev ? predict::optimizer_seconds(r.model.parameters, hw->dev->memory_gbps, optimizer) : 0;
   int cores = 0;
-  if (o.single_sps > 0) {
-    r.compute = predict::profile_from_throughput(r.model, batch, o.single_sps, opt_s,
-                                                 "one device's " + fixed(o.single_sps, 1) +
-                                                     " samples/s at batch " +
-                                                     std::to_string(batch) + " (--single-sps)");
-  } else if (dev) {
-    r.compute = predict::profile_from_rate(
-        r.model, batch, dev->effective_flops(r.model.transformer), opt_s,
-        "device " + dev->name + " (" + dev->description + ": " + fixed(dev->peak_tflops, 1) +
-            " TFLOP/s x " + fixed(dev->fraction(r.model.transformer), 2) +
-            (r.model.transformer ? " for transformers" : " for CNNs") + ", an assumed fraction; " +
-            dev->source + ")");
-  } else {
-    auto c = profile_here(o.target, in.recipe.has_value(), batch, o.profile_steps, r.model);
-    if (!c) return c.error();
-    r.compute = *c;
-    if (auto t = topology::discover_default()) cores = static_cast<int>(t->cores.size());
-  }
-  r.cores_per_node = cores;
-  in.compute_note = r.compute.source + ": one device " +
-                    fixed(predict::single_device_sps(r.compute), 1) + " samples/s";
-
-  // Ranks per node.
-  int per_node = o.per_node;
-  if (per_node == 0 && topo) per_node = topo->gpus;
-  if (per_node == 0 && dev) per_node = 8;
-  if (per_node == 0 && in.recipe) {
-    const auto& l = in.recipe->launch;
-    per_node =
-        static_cast<int>(l.ranks_per_node > 0 ? l.ranks_per_node : std::max<int64_t>(1, l.ranks));
-  }
-  r.per_node = std::max(1, per_node);
-
-  // Communication.
-  auto comm = comm_source(o, dev, topo, devices, r.per_node, &in.comm_note);
+  DLTUNE_TRY(resolve_compute(o, hw->dev, batch, opt_s, in, &cores));
+  r.per_node = ranks_per_node(o, *hw, in.recipe);
+  auto comm = comm_source(o, hw->dev, hw->topo, devices, r.per_node, &in.comm_note);
   if (!comm) return comm.error();
   r.comm = comm->source;
-  for (int n : r.nodes) {
-    const bool measured = r.comm.measured.count({n, r.per_node}) > 0;
-    if (measured) continue;
-    if (r.per_node > 1 && !comm->intra) {
-      return unsupported(
-          "no model of this machine's links inside a node: run `dltune tune "
-          "--collectives -n " +
-          std::to_string(r.per_node) +
-          "` (or a launch) first, or give --intra GBPS[,US], --device or --topo");
-    }
-    if (n > 1 && !comm->inter) {
-      return unsupported(
-          "no model of the network between nodes: give --inter GBPS[,US] or --topo "
-          "FILE, or measure one (a launch or `dltune tune --collectives` across "
-          "nodes, tests/slurm/netns_cluster.sh)");
-    }
-  }
-
-  // Buckets and overlap.
-  uint64_t bucket = 4 << 20;
-  if (in.recipe && in.recipe->comm.bucket_bytes > 0) bucket = in.recipe->comm.bucket_bytes;
-  if (!o.bucket.empty()) {
-    auto b = strings::parse_bytes(o.bucket);
-    if (!b || *b < 4)
-      return invalid_input("--bucket: expected a byte count such as 4MiB, got '" + o.bucket + "'");
-    bucket = *b;
-  }
-  r.bucket_bytes = bucket;
-  r.overlap = !o.no_overlap && !(in.recipe && in.recipe->comm.overlap == recipes::Overlap::kOff);
-  in.overlap_note = std::string(r.overlap ? "buckets reduced during backward" : "no overlap") +
-                    ", " + strings::format_bytes(bucket) + " buckets in the engine's order (" +
-                    std::to_string(planning::gradient_buckets(r.model.info, bucket).size()) + ")";
-  if (cores > 0)
-    in.overlap_note += "; " + std::to_string(cores) + " cores per node shared by its ranks";
+  DLTUNE_TRY(check_link_models(r, *comm));
+  DLTUNE_TRY(resolve_buckets(o, cores, in));
   return in;
 }
 

@@ -1,10 +1,15 @@
 // Small formatting helpers the launcher's summaries, reports and predictions share.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <string>
 
 #include <nlohmann/json.hpp>
+
+#include "common/strings.h"
 
 namespace dltune::launcher::text {
 
@@ -20,5 +25,23 @@ inline std::string fixed(double v, int digits) {
   std::snprintf(buf, sizeof buf, "%.*f", digits, v);
   return buf;
 }
+
+// `v` rounded, its thousands separated by commas: 4249.3 -> "4,249".
+inline std::string thousands(double v) {
+  std::string s = std::to_string(std::llround(v));
+  const size_t start = s[0] == '-' ? 1 : 0;
+  for (int i = static_cast<int>(s.size()) - 3; i > static_cast<int>(start); i -= 3) {
+    s.insert(static_cast<size_t>(i), ",");
+  }
+  return s;
+}
+
+// `b` bytes in readable units (strings::format_bytes); negative counts as 0.
+inline std::string bytes_text(double b) {
+  return strings::format_bytes(static_cast<uint64_t>(std::max(0.0, b)));
+}
+
+// `seconds` in milliseconds with two decimals: 0.01234 -> "12.34 ms".
+inline std::string ms(double seconds) { return fixed(1e3 * seconds, 2) + " ms"; }
 
 }  // namespace dltune::launcher::text

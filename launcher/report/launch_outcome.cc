@@ -24,6 +24,92 @@ using Clock = std::chrono::steady_clock;
 using text::fixed;
 using text::num;
 
+// A tuning curve's name: the algorithm and ring segment size, as the plan names its choice.
+std::string curve_name(const std::string& algo, uint64_t segment) {
+  return segment > 0 ? algo + " (segments " + strings::format_bytes(segment) + ")" : algo;
+}
+
+// The sweep's allreduce measurements as one curve per algorithm and segment size, each
+// sorted by size.
+std::vector<report::TuningCurve> tuning_curves(const std::vector<tuner::db::Measurement>& rows) {
+  std::map<std::string, report::TuningCurve> curves;
+  for (const auto& m : rows) {
+    if (m.failed || m.collective != "allreduce") continue;
+    const std::string name = curve_name(m.algorithm, m.segment_bytes);
+    auto& c = curves[name];
+    c.algo = name;
+    c.bytes_us.emplace_back(static_cast<double>(m.bytes), m.median_us);
+  }
+  std::vector<report::TuningCurve> out;
+  for (auto& [name, c] : curves) {
+    std::sort(c.bytes_us.begin(), c.bytes_us.end());
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+// A curve's time at `b` bytes, interpolated between its measured sizes (log-log); below them
+// the smallest's, above them scaled linearly from the largest up to 4x its size, else -1.
+double curve_us(const std::vector<std::pair<double, double>>& p, double b) {
+  if (b <= p.front().first) return p.front().second * (p.size() > 1 ? 1.0 : b / p.front().first);
+  if (b >= p.back().first)
+    return p.back().first * 4 >= b ? p.back().second * b / p.back().first : -1;
+  for (size_t k = 1; k < p.size(); ++k) {
+    if (b > p[k].first) continue;
+    const double t = std::log(b / p[k - 1].first) / std::log(p[k].first / p[k - 1].first);
+    return std::exp(std::log(p[k - 1].second) +
+                    t * (std::log(p[k].second) - std::log(p[k - 1].second)));
+  }
+  return -1;  // not reached: p.back().first > b
+}
+
+// The sizes this job allreduces: full buckets and the remainder, with the plan's choice and
+// its time on the chosen curve of `tuning` (est_us -1, unknown, without one).
+std::vector<report::JobSize> job_sizes(const RunFacts& f,
+                                       const std::vector<report::TuningCurve>& tuning) {
+  const uint64_t grad = f.gradient_bytes;
+  const uint64_t bucket = std::max<uint64_t>(f.choice.plan.training.bucket_bytes, 1);
+  std::vector<std::pair<uint64_t, double>> sizes;
+  if (f.ranks > 1 && grad > 0) {
+    if (grad / bucket > 0) sizes.emplace_back(bucket, static_cast<double>(grad / bucket));
+    if (grad % bucket > 0) sizes.emplace_back(grad % bucket, 1.0);
+  }
+  std::vector<report::JobSize> out;
+  for (const auto& [bytes, count] : sizes) {
+    report::JobSize j;
+    j.bytes = bytes;
+    j.per_step = count;
+    auto rule = f.choice.plan.algorithm_for(recipes::Collective::kAllreduce, bytes);
+    j.algo = rule
+                 ? curve_name(std::string(recipes::algorithm_name(rule->algo)), rule->segment_bytes)
+                 : "ring";
+    for (const auto& c : tuning) {
+      if (c.algo != j.algo || c.bytes_us.empty()) continue;
+      j.est_us = curve_us(c.bytes_us, static_cast<double>(bytes));
+    }
+    out.push_back(j);
+  }
+  return out;
+}
+
+// The tuner's confidence: every other candidate of the trials (from the recipe outcome's
+// "alternatives"), when they ran now; none otherwise.
+void add_rivals(const nlohmann::json& o, report::ReportData& d) {
+  if (!o.is_object() || !o.contains("alternatives")) return;
+  d.winner = o.value("winner_label", "");
+  for (const auto& a : o["alternatives"]) {
+    report::Rival r;
+    r.label = a.value("label", "");
+    const bool failed = a.value("failed", false), skipped = a.value("skipped", false);
+    r.ratio = failed || skipped ? 0.0 : a.value("ratio", 0.0);
+    r.lo = a.value("lo", 0.0);
+    r.hi = a.value("hi", 0.0);
+    r.rounds = a.value("rounds", 0);
+    r.note = failed ? "failed" : skipped ? "not measured: budget" : "";
+    d.rivals.push_back(r);
+  }
+}
+
 }  // namespace
 
 // ---- the outcome
@@ -71,59 +157,8 @@ Status write_report(const RunFacts& f, const MetricsLog& log, const nlohmann::js
   for (const auto& j : log.evals) {
     d.evals.push_back({static_cast<long>(num(j, "step")), num(j, "heldout_accuracy")});
   }
-  // One curve per algorithm and ring segment size, named as the plan names its choice.
-  auto curve_name = [](const std::string& algo, uint64_t segment) {
-    return segment > 0 ? algo + " (segments " + strings::format_bytes(segment) + ")" : algo;
-  };
-  std::map<std::string, report::TuningCurve> curves;
-  for (const auto& m : f.choice.collective_measurements) {
-    if (m.failed || m.collective != "allreduce") continue;
-    const std::string name = curve_name(m.algorithm, m.segment_bytes);
-    auto& c = curves[name];
-    c.algo = name;
-    c.bytes_us.emplace_back(static_cast<double>(m.bytes), m.median_us);
-  }
-  for (auto& [name, c] : curves) {
-    std::sort(c.bytes_us.begin(), c.bytes_us.end());
-    d.tuning.push_back(std::move(c));
-  }
-  // The sizes this job allreduces: full buckets and the remainder, with the plan's choice and
-  // its time interpolated between the chosen curve's measured sizes (log-log).
-  const uint64_t grad = f.gradient_bytes;
-  const uint64_t bucket = std::max<uint64_t>(f.choice.plan.training.bucket_bytes, 1);
-  std::vector<std::pair<uint64_t, double>> sizes;
-  if (f.ranks > 1 && grad > 0) {
-    if (grad / bucket > 0) sizes.emplace_back(bucket, static_cast<double>(grad / bucket));
-    if (grad % bucket > 0) sizes.emplace_back(grad % bucket, 1.0);
-  }
-  for (const auto& [bytes, count] : sizes) {
-    report::JobSize j;
-    j.bytes = bytes;
-    j.per_step = count;
-    auto rule = f.choice.plan.algorithm_for(recipes::Collective::kAllreduce, bytes);
-    j.algo = rule
-                 ? curve_name(std::string(recipes::algorithm_name(rule->algo)), rule->segment_bytes)
-                 : "ring";
-    for (const auto& c : d.tuning) {
-      if (c.algo != j.algo || c.bytes_us.empty()) continue;
-      const auto& p = c.bytes_us;
-      const double b = static_cast<double>(bytes);
-      if (b <= p.front().first) {
-        j.est_us = p.front().second * (p.size() > 1 ? 1.0 : b / p.front().first);
-      } else if (b >= p.back().first) {
-        j.est_us = p.back().first * 4 >= b ? p.back().second * b / p.back().first : -1;
-      } else {
-        for (size_t k = 1; k < p.size(); ++k) {
-          if (b > p[k].first) continue;
-          const double t = std::log(b / p[k - 1].first) / std::log(p[k].first / p[k - 1].first);
-          j.est_us = std::exp(std::log(p[k - 1].second) +
-                              t * (std::log(p[k].second) - std::log(p[k - 1].second)));
-          break;
-        }
-      }
-    }
-    d.job_sizes.push_back(j);
-  }
+  d.tuning = tuning_curves(f.choice.collective_measurements);
+  d.job_sizes = job_sizes(f, d.tuning);
   const auto& st = s["step_time"];
   d.step_breakdown = {{"compute", 1e3 * num(st, "compute_s")},
                       {"exposed communication", 1e3 * num(st, "exposed_comm_s")},
@@ -134,22 +169,7 @@ Status write_report(const RunFacts& f, const MetricsLog& log, const nlohmann::js
   d.predicted_sps = num(s, "predicted_sps");
   d.scaling_efficiency =
       s["scaling_efficiency"].is_number() ? s["scaling_efficiency"].get<double>() : -1.0;
-  // The tuner's confidence: every other candidate of the trials, when they ran now.
-  const nlohmann::json& o = f.choice.recipe_outcome;
-  if (o.is_object() && o.contains("alternatives")) {
-    d.winner = o.value("winner_label", "");
-    for (const auto& a : o["alternatives"]) {
-      report::Rival r;
-      r.label = a.value("label", "");
-      const bool failed = a.value("failed", false), skipped = a.value("skipped", false);
-      r.ratio = failed || skipped ? 0.0 : a.value("ratio", 0.0);
-      r.lo = a.value("lo", 0.0);
-      r.hi = a.value("hi", 0.0);
-      r.rounds = a.value("rounds", 0);
-      r.note = failed ? "failed" : skipped ? "not measured: budget" : "";
-      d.rivals.push_back(r);
-    }
-  }
+  add_rivals(f.choice.recipe_outcome, d);
   d.regret = s["regret"].is_number() ? s["regret"].get<double>() : -1.0;
   const auto& ar = s["allreduce"];
   d.collective_regret = ar.contains("collective_regret") && ar["collective_regret"].is_number()

@@ -209,16 +209,143 @@ std::string number_label(double v, double step) {
   return (negative ? "-" : "") + whole + frac;
 }
 
+namespace {
+
+// Whether a point is drawn: finite, positive on a log axis, inside the x axis's fixed range.
+bool visible(const LineChart& c, double x, double y) {
+  return std::isfinite(x) && std::isfinite(y) && (!is_log(c.x.scale) || x > 0) &&
+         (!is_log(c.y.scale) || y > 0) && (!c.x.lo || x >= *c.x.lo - 1e-12) &&
+         (!c.x.hi || x <= *c.x.hi + 1e-12);
+}
+
+// A series' entry in the legend.
+struct LegendItem {
+  std::string name, color;
+  Style style;
+};
+
+// A legend entry's width in pixels: its line, the name and a gap.
+double legend_width(const LegendItem& it) {
+  return 34 + kCharW * static_cast<double>(it.name.size()) + 18;
+}
+
+// The legend's entries laid out in rows at most `width` pixels wide (one row at least).
+std::vector<std::vector<const LegendItem*>> legend_rows(const std::vector<LegendItem>& items,
+                                                        double width) {
+  std::vector<std::vector<const LegendItem*>> rows(1);
+  double row_w = 0;
+  for (const LegendItem& it : items) {
+    const double w = legend_width(it);
+    if (row_w + w > width && !rows.back().empty()) rows.emplace_back(), row_w = 0;
+    rows.back().push_back(&it);
+    row_w += w;
+  }
+  return rows;
+}
+
+// The plot area of a line chart (pixels) and its axes' domains (on the axes' scales): where a
+// point goes.
+struct Plot {
+  const LineChart& c;
+  double left, top, pw, ph;
+  double xlo, xhi, ylo, yhi;
+  double px(double x) const { return left + (to_axis(c.x.scale, x) - xlo) / (xhi - xlo) * pw; }
+  double py(double y) const { return top + ph - (to_axis(c.y.scale, y) - ylo) / (yhi - ylo) * ph; }
+};
+
+// The grid lines with their tick labels, the axis labels and the vertical marks.
+void draw_axes(std::ostringstream& o, const Plot& p) {
+  const LineChart& c = p.c;
+  const double left = p.left, top = p.top, pw = p.pw, ph = p.ph;
+  for (const auto& [v, label] : ticks(c.x, p.xlo, p.xhi).at) {
+    o << "<line x1=\"" << p.px(v) << "\" x2=\"" << p.px(v) << "\" y1=\"" << top << "\" y2=\""
+      << top + ph << "\" stroke=\"#eee\"/><text x=\"" << p.px(v) << "\" y=\"" << top + ph + 16
+      << "\" text-anchor=\"middle\" class=\"tick\">" << xml_escape(label) << "</text>\n";
+  }
+  for (const auto& [v, label] : ticks(c.y, p.ylo, p.yhi).at) {
+    o << "<line x1=\"" << left << "\" x2=\"" << left + pw << "\" y1=\"" << p.py(v) << "\" y2=\""
+      << p.py(v) << "\" stroke=\"#eee\"/><text x=\"" << left - 6 << "\" y=\"" << p.py(v) + 4
+      << "\" text-anchor=\"end\" class=\"tick\">" << xml_escape(label) << "</text>\n";
+  }
+  o << "<text x=\"" << left + pw / 2 << "\" y=\"" << top + ph + 36
+    << "\" text-anchor=\"middle\" class=\"label\">" << xml_escape(c.x.label) << "</text>\n";
+  o << "<text transform=\"translate(16," << top + ph / 2
+    << ") rotate(-90)\" text-anchor=\"middle\" class=\"label\">" << xml_escape(c.y.label)
+    << "</text>\n";
+  for (const VMark& m : c.marks) {
+    if (!std::isfinite(m.x) || (is_log(c.x.scale) && m.x <= 0)) continue;
+    o << "<line class=\"mark\" x1=\"" << p.px(m.x) << "\" x2=\"" << p.px(m.x) << "\" y1=\"" << top
+      << "\" y2=\"" << top + ph << "\" stroke=\"#555\" stroke-dasharray=\"4 3\"/><text x=\""
+      << p.px(m.x) + 4 << "\" y=\"" << top + 12 << "\" class=\"marklabel\">" << xml_escape(m.label)
+      << "</text>\n";
+  }
+}
+
+// Series i: its visible points in x order as a polyline (invisible for markers only), and a
+// circle with a tooltip at each point where it has markers.
+void draw_series(std::ostringstream& o, const Plot& p, size_t i) {
+  const LineChart& c = p.c;
+  const Series& s = c.series[i];
+  const std::string color = color_of(s.color, i);
+  std::vector<size_t> order(s.points.size());
+  for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return s.points[a].first < s.points[b].first; });
+  size_t shown = 0;
+  for (size_t k : order) shown += visible(c, s.points[k].first, s.points[k].second) ? 1 : 0;
+  const bool line = s.style != Style::kMarkers;
+  o << "<polyline class=\"series\" data-name=\"" << xml_escape(s.name) << "\" data-points=\""
+    << shown << "\" fill=\"none\" stroke=\"" << color << "\" stroke-width=\""
+    << (s.style == Style::kFaint ? 1 : 2) << "\" stroke-opacity=\""
+    << (s.style == Style::kFaint ? 0.25
+        : line                   ? 1
+                                 : 0)
+    << "\" points=\"";
+  for (size_t k : order) {
+    if (visible(c, s.points[k].first, s.points[k].second)) {
+      o << p.px(s.points[k].first) << "," << p.py(s.points[k].second) << " ";
+    }
+  }
+  o << "\"/>\n";
+  if (s.style == Style::kMarkers || s.style == Style::kLineMarkers) {
+    for (size_t k : order) {
+      const auto& [x, y] = s.points[k];
+      if (!visible(c, x, y)) continue;
+      o << "<circle class=\"point\" cx=\"" << p.px(x) << "\" cy=\"" << p.py(y)
+        << "\" r=\"4\" fill=\"" << color << "\"><title>" << xml_escape(tip_for(c, s, k))
+        << "</title></circle>\n";
+    }
+  }
+}
+
+// The legend's rows, the first baseline at `ly`, each row starting at `left`.
+void draw_legend(std::ostringstream& o, const std::vector<std::vector<const LegendItem*>>& rows,
+                 double left, double ly) {
+  for (const auto& row : rows) {
+    double lx = left;
+    for (const LegendItem* it : row) {
+      o << "<line x1=\"" << lx << "\" x2=\"" << lx + 24 << "\" y1=\"" << ly - 4 << "\" y2=\""
+        << ly - 4 << "\" stroke=\"" << it->color << "\" stroke-width=\"3\" stroke-opacity=\""
+        << (it->style == Style::kFaint ? 0.3 : 1) << "\"/>";
+      if (it->style == Style::kMarkers || it->style == Style::kLineMarkers) {
+        o << "<circle cx=\"" << lx + 12 << "\" cy=\"" << ly - 4 << "\" r=\"4\" fill=\"" << it->color
+          << "\"/>";
+      }
+      o << "<text x=\"" << lx + 30 << "\" y=\"" << ly << "\" class=\"legend\">"
+        << xml_escape(it->name) << "</text>\n";
+      lx += legend_width(*it);
+    }
+    ly += 18;
+  }
+}
+
+}  // namespace
+
 std::string render_svg(const LineChart& c) {
-  auto visible = [&](double x, double y) {
-    return std::isfinite(x) && std::isfinite(y) && (!is_log(c.x.scale) || x > 0) &&
-           (!is_log(c.y.scale) || y > 0) && (!c.x.lo || x >= *c.x.lo - 1e-12) &&
-           (!c.x.hi || x <= *c.x.hi + 1e-12);
-  };
   std::vector<double> xs, ys;
   for (const Series& s : c.series) {
     for (const auto& [x, y] : s.points) {
-      if (!visible(x, y)) continue;
+      if (!visible(c, x, y)) continue;
       xs.push_back(x);
       ys.push_back(y);
     }
@@ -227,24 +354,13 @@ std::string render_svg(const LineChart& c) {
     if (std::isfinite(m.x) && (!is_log(c.x.scale) || m.x > 0)) xs.push_back(m.x);
   }
   // The legend, laid out in rows under the x axis label.
-  struct Item {
-    std::string name, color;
-    Style style;
-  };
-  std::vector<Item> items;
+  std::vector<LegendItem> items;
   for (size_t i = 0; i < c.series.size(); ++i) {
     const Series& s = c.series[i];
     if (s.legend) items.push_back({s.name, color_of(s.color, i), s.style});
   }
   const double left = 82, right = 24, top = 40;
-  std::vector<std::vector<const Item*>> rows(1);
-  double row_w = 0;
-  for (const Item& it : items) {
-    const double w = 34 + kCharW * static_cast<double>(it.name.size()) + 18;
-    if (row_w + w > c.width - left - right && !rows.back().empty()) rows.emplace_back(), row_w = 0;
-    rows.back().push_back(&it);
-    row_w += w;
-  }
+  const auto rows = legend_rows(items, c.width - left - right);
   const double legend_h = items.empty() ? 0 : 18.0 * static_cast<double>(rows.size()) + 6;
   const double bottom = 52 + legend_h;
   const double pw = c.width - left - right, ph = c.height - top - bottom;
@@ -259,83 +375,10 @@ std::string render_svg(const LineChart& c) {
   }
   const auto [xlo, xhi] = domain(c.x, xs);
   const auto [ylo, yhi] = domain(c.y, ys);
-  auto px = [&, xlo = xlo, xhi = xhi](double x) {
-    return left + (to_axis(c.x.scale, x) - xlo) / (xhi - xlo) * pw;
-  };
-  auto py = [&, ylo = ylo, yhi = yhi](double y) {
-    return top + ph - (to_axis(c.y.scale, y) - ylo) / (yhi - ylo) * ph;
-  };
-  for (const auto& [v, label] : ticks(c.x, xlo, xhi).at) {
-    o << "<line x1=\"" << px(v) << "\" x2=\"" << px(v) << "\" y1=\"" << top << "\" y2=\""
-      << top + ph << "\" stroke=\"#eee\"/><text x=\"" << px(v) << "\" y=\"" << top + ph + 16
-      << "\" text-anchor=\"middle\" class=\"tick\">" << xml_escape(label) << "</text>\n";
-  }
-  for (const auto& [v, label] : ticks(c.y, ylo, yhi).at) {
-    o << "<line x1=\"" << left << "\" x2=\"" << left + pw << "\" y1=\"" << py(v) << "\" y2=\""
-      << py(v) << "\" stroke=\"#eee\"/><text x=\"" << left - 6 << "\" y=\"" << py(v) + 4
-      << "\" text-anchor=\"end\" class=\"tick\">" << xml_escape(label) << "</text>\n";
-  }
-  o << "<text x=\"" << left + pw / 2 << "\" y=\"" << top + ph + 36
-    << "\" text-anchor=\"middle\" class=\"label\">" << xml_escape(c.x.label) << "</text>\n";
-  o << "<text transform=\"translate(16," << top + ph / 2
-    << ") rotate(-90)\" text-anchor=\"middle\" class=\"label\">" << xml_escape(c.y.label)
-    << "</text>\n";
-  for (const VMark& m : c.marks) {
-    if (!std::isfinite(m.x) || (is_log(c.x.scale) && m.x <= 0)) continue;
-    o << "<line class=\"mark\" x1=\"" << px(m.x) << "\" x2=\"" << px(m.x) << "\" y1=\"" << top
-      << "\" y2=\"" << top + ph << "\" stroke=\"#555\" stroke-dasharray=\"4 3\"/><text x=\""
-      << px(m.x) + 4 << "\" y=\"" << top + 12 << "\" class=\"marklabel\">" << xml_escape(m.label)
-      << "</text>\n";
-  }
-  for (size_t i = 0; i < c.series.size(); ++i) {
-    const Series& s = c.series[i];
-    const std::string color = color_of(s.color, i);
-    std::vector<size_t> order(s.points.size());
-    for (size_t k = 0; k < order.size(); ++k) order[k] = k;
-    std::stable_sort(order.begin(), order.end(),
-                     [&](size_t a, size_t b) { return s.points[a].first < s.points[b].first; });
-    size_t shown = 0;
-    for (size_t k : order) shown += visible(s.points[k].first, s.points[k].second) ? 1 : 0;
-    const bool line = s.style != Style::kMarkers;
-    o << "<polyline class=\"series\" data-name=\"" << xml_escape(s.name) << "\" data-points=\""
-      << shown << "\" fill=\"none\" stroke=\"" << color << "\" stroke-width=\""
-      << (s.style == Style::kFaint ? 1 : 2) << "\" stroke-opacity=\""
-      << (s.style == Style::kFaint ? 0.25
-          : line                   ? 1
-                                   : 0)
-      << "\" points=\"";
-    for (size_t k : order) {
-      if (visible(s.points[k].first, s.points[k].second)) {
-        o << px(s.points[k].first) << "," << py(s.points[k].second) << " ";
-      }
-    }
-    o << "\"/>\n";
-    if (s.style == Style::kMarkers || s.style == Style::kLineMarkers) {
-      for (size_t k : order) {
-        const auto& [x, y] = s.points[k];
-        if (!visible(x, y)) continue;
-        o << "<circle class=\"point\" cx=\"" << px(x) << "\" cy=\"" << py(y) << "\" r=\"4\" fill=\""
-          << color << "\"><title>" << xml_escape(tip_for(c, s, k)) << "</title></circle>\n";
-      }
-    }
-  }
-  double ly = top + ph + 54;
-  for (const auto& row : rows) {
-    double lx = left;
-    for (const Item* it : row) {
-      o << "<line x1=\"" << lx << "\" x2=\"" << lx + 24 << "\" y1=\"" << ly - 4 << "\" y2=\""
-        << ly - 4 << "\" stroke=\"" << it->color << "\" stroke-width=\"3\" stroke-opacity=\""
-        << (it->style == Style::kFaint ? 0.3 : 1) << "\"/>";
-      if (it->style == Style::kMarkers || it->style == Style::kLineMarkers) {
-        o << "<circle cx=\"" << lx + 12 << "\" cy=\"" << ly - 4 << "\" r=\"4\" fill=\"" << it->color
-          << "\"/>";
-      }
-      o << "<text x=\"" << lx + 30 << "\" y=\"" << ly << "\" class=\"legend\">"
-        << xml_escape(it->name) << "</text>\n";
-      lx += 34 + kCharW * static_cast<double>(it->name.size()) + 18;
-    }
-    ly += 18;
-  }
+  const Plot p{c, left, top, pw, ph, xlo, xhi, ylo, yhi};
+  draw_axes(o, p);
+  for (size_t i = 0; i < c.series.size(); ++i) draw_series(o, p, i);
+  draw_legend(o, rows, left, top + ph + 54);
   o << "</svg>\n";
   return o.str();
 }

@@ -19,8 +19,8 @@ const AttrDef kInit{"init", T::kString, 0,
 const AttrDef kStd{"std", T::kNumber, 0, 10, false, "init normal: standard deviation (0.02)", true};
 const AttrDef kCeil{"ceil_mode", T::kBool, 0, 1, false, "round the output size up (false)"};
 
-std::vector<OpDef> make_table() {
-  std::vector<OpDef> t;
+// The CNNs' layers with weights and their pooling: linear, conv2d, maxpool, avgpool.
+void add_cnn_layers(std::vector<OpDef>& t) {
   t.push_back({OpKind::kLinear,
                "linear",
                1,
@@ -57,6 +57,10 @@ std::vector<OpDef> make_table() {
                 kCeil,
                 {"count_include_pad", T::kBool, 0, 1, false, "padding counts in the mean (true)"}},
                "average pooling"});
+}
+
+// The CNNs' parameter-light layers: activation, dropout, normalisations, flatten.
+void add_cnn_pointwise(std::vector<OpDef>& t) {
   t.push_back({OpKind::kRelu, "relu", 1, 1, {}, "max(0, x)"});
   t.push_back({OpKind::kDropout,
                "dropout",
@@ -81,6 +85,11 @@ std::vector<OpDef> make_table() {
                {{"eps", T::kNumber, 0, 1, false, "(1e-5)", true},
                 {"momentum", T::kNumber, 0, 1, false, "running statistics update (0.1)"}},
                "batch normalisation over the first per-sample dimension (channels)"});
+}
+
+// What residual and densely connected networks add: joins of several inputs, pooling to a
+// fixed size, the parameter-free shortcut.
+void add_join_ops(std::vector<OpDef>& t) {
   t.push_back({OpKind::kAdd, "add", 2, 64, {}, "element-wise sum of inputs of one shape"});
   t.push_back({OpKind::kConcat,
                "concat",
@@ -102,6 +111,10 @@ std::vector<OpDef> make_table() {
                {size_attr("out", true, "output channels (>= input, same parity)"),
                 size_attr("stride", false, "spatial subsampling (1)")},
                "parameter-free shortcut: subsample, zero-pad channels on both sides"});
+}
+
+// The transformers' ops: embeddings, layer normalisation, attention, GELU.
+void add_transformer_ops(std::vector<OpDef>& t) {
   t.push_back({OpKind::kEmbedding,
                "embedding",
                1,
@@ -128,6 +141,15 @@ std::vector<OpDef> make_table() {
                {size_attr("heads", true, "attention heads (divide the width)")},
                "causal multi-head self-attention: (T, 3C) of q, k, v -> (T, C)"});
   t.push_back({OpKind::kGelu, "gelu", 1, 1, {}, "GELU, tanh approximation (GPT-2)"});
+}
+
+// Every op's definition, by family (the table's order).
+std::vector<OpDef> make_table() {
+  std::vector<OpDef> t;
+  add_cnn_layers(t);
+  add_cnn_pointwise(t);
+  add_join_ops(t);
+  add_transformer_ops(t);
   return t;
 }
 
