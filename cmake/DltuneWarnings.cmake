@@ -32,7 +32,8 @@ if(NOT DLTUNE_DEBUG_INFO STREQUAL "")
   if(NOT DLTUNE_DEBUG_INFO MATCHES "^[012]$")
     message(FATAL_ERROR "DLTUNE_DEBUG_INFO must be empty, 0, 1 or 2, got '${DLTUNE_DEBUG_INFO}'")
   endif()
-  target_compile_options(dltune_build_flags INTERFACE -g${DLTUNE_DEBUG_INFO})
+  # C and C++ only: nvcc has no -g0/-g1 (its host code keeps the build type's flags).
+  target_compile_options(dltune_build_flags INTERFACE $<$<COMPILE_LANGUAGE:CXX,C>:-g${DLTUNE_DEBUG_INFO}>)
 endif()
 target_include_directories(dltune_build_flags INTERFACE
   ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR}/generated)
