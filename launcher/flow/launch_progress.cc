@@ -26,13 +26,6 @@ double number(const json& e, const char* key) {
   return it != e.end() && it->is_number() ? it->get<double>() : 0.0;
 }
 
-// 4249 -> "4,249"
-std::string thousands(double v) {
-  std::string s = std::to_string(std::llround(v));
-  for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) s.insert(static_cast<size_t>(i), ",");
-  return s;
-}
-
 std::string of(long i, long n) { return std::to_string(i) + " of " + std::to_string(n); }
 
 }  // namespace
@@ -64,7 +57,7 @@ std::string status_text(const json& e) {
                     of(integer(e, "position"), integer(e, "field")) + ", step " +
                     of(integer(e, "steps_done"), integer(e, "steps")) + ": " + str(e, "label");
     if (!str(e, "best").empty()) {
-      s += "; best so far " + str(e, "best") + " at " + thousands(number(e, "best_sps")) +
+      s += "; best so far " + str(e, "best") + " at " + text::thousands(number(e, "best_sps")) +
            " samples/s";
     }
     return s;
