@@ -70,7 +70,9 @@ MetricsLog read_metrics(const std::string& path);
 // - the database, "ranks_shared_cores" (more ranks per machine than cores), and "warnings": what
 //   the user should not miss although the job succeeded, each with what to do: the 1-rank
 //   baseline failed, or its interval stayed wider than kBaselineRelCi; N ranks were slower
-//   than 1; ranks shared cores; the winner's trials ran fewer than kTrialMinTrustedSteps
+//   than 1, or more than kSuperlinearEfficiency times N ranks' worth of the baseline (the
+//   baseline was slowed: the two ran at different times on a shared machine); ranks shared
+//   cores; the winner's trials ran fewer than kTrialMinTrustedSteps
 //   steps, or measured a throughput kTrialMismatch times off the training's; the allreduce
 //   bound or estimate could not be computed (why); the loss of a run of >= kNoLearningMinSteps
 //   steps ended at or above kNoLearningLossShare of its first logged loss.
@@ -78,6 +80,9 @@ inline constexpr int kNoLearningMinSteps = 100;
 inline constexpr double kNoLearningLossShare = 0.95;
 inline constexpr int64_t kTrialMinTrustedSteps = tuner::kSettledTrialSteps;
 inline constexpr double kTrialMismatch = 2.0;
+// N weak-scaling ranks, each on its own cores, cannot train N times faster than one rank alone
+// on one of those cores: an efficiency above this says the two figures' conditions differed.
+inline constexpr double kSuperlinearEfficiency = 1.1;
 // Above this estimated collective regret (0.5: an exhaustive search could cut the allreduce
 // time by a third), the summary warns that the sweep was too noisy or too short to trust.
 inline constexpr double kCollectiveRegretWarn = 0.5;

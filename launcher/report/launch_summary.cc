@@ -143,6 +143,15 @@ std::vector<std::string> run_warnings(const RunFacts& f, const MetricsLog& log, 
                 "than the extra ranks add. Run with -n 1, or give each rank more work per step "
                 "(a larger training.batch.per_rank) so that the allreduce weighs less");
   }
+  if (f.ranks > 1 && f.baseline_sps > 0 &&
+      sps > kSuperlinearEfficiency * f.ranks * f.baseline_sps) {
+    w.push_back("the scaling efficiency is " + fixed(100 * sps / (f.ranks * f.baseline_sps), 0) +
+                " %, above 100 %: " + std::to_string(f.ranks) +
+                " ranks with a rank's work each cannot beat " + std::to_string(f.ranks) +
+                " times one rank alone, so the 1-rank baseline, which ran after the job, was "
+                "slowed by other load on this machine; rerun on an idle machine for a figure to "
+                "trust");
+  }
   if (s.value("ranks_shared_cores", false)) {
     const int npm = machine_nodes(f);
     const int per_machine = f.ranks / std::max(1, f.nodes) * npm;

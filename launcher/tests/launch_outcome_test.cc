@@ -295,6 +295,22 @@ TEST(LaunchOutcome, RanksSlowerThanOneAreWarnedAbout) {
   EXPECT_NE(w.find("Run with -n 1"), std::string::npos) << w;
 }
 
+// An efficiency no pair of ranks can reach says the baseline was slowed; at 1.1 and below
+// (within the two figures' noise) nothing is said.
+TEST(LaunchOutcome, SuperlinearEfficiencyIsWarnedAbout) {
+  FakeRun run(300, 2.31, 0.05);  // 2 ranks at 1000 samples/s
+  run.facts.baseline_rel_ci = 0.01;
+  run.facts.baseline_sps = 1000 / (2 * 1.18);
+  auto s = run.summary();
+  ASSERT_EQ(s["warnings"].size(), 1u) << s["warnings"];
+  const std::string w = s["warnings"][0];
+  EXPECT_NE(w.find("the scaling efficiency is 118 %, above 100 %"), std::string::npos) << w;
+  EXPECT_NE(w.find("rerun on an idle machine"), std::string::npos) << w;
+  run.facts.baseline_sps = 1000 / (2 * 1.09);
+  s = run.summary();
+  EXPECT_TRUE(s["warnings"].empty()) << s["warnings"];
+}
+
 // A plan whose winner ran fewer trial steps than a step time needs to settle, or whose trials
 // measured a throughput far from the training's, is said to be uncertain.
 TEST(LaunchOutcome, ShortOrMisleadingTrialsAreWarnedAbout) {

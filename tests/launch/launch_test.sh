@@ -78,7 +78,11 @@ assert abs(s["scaling_efficiency"] - s["throughput_sps"] / (2 * s["baseline_1ran
 # baseline let it reach 2). The lower end is left wide because a shared machine starves a pair
 # of ranks that wait for each other every step far more than one rank alone: 0.43 was measured
 # at load average 9 on 2 cores.
-assert 0.25 <= s["scaling_efficiency"] <= 1.1, s["scaling_efficiency"]
+# Above 1.1 the figure is not physical: the baseline was slowed by load that came and went
+# (it ran after the job; CI's shared machine measured 1.18), and the summary must say so.
+eff = s["scaling_efficiency"]
+assert 0.25 <= eff, eff
+assert eff <= 1.1 or any("above 100 %" in w for w in s["warnings"]), (eff, s["warnings"])
 assert s["tuning_seconds"] > 0 and s["heldout_accuracy"] > 0.5, s
 assert s["plan"]["provenance"]["source"] == "tuned" and s["plan"]["provenance"]["reason"]
 # The budget is a promise: the whole tuning phase (sweep, trials, the ranks' start-up) within
