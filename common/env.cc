@@ -6,10 +6,10 @@
 
 namespace dltune::env {
 namespace {
-constexpr std::array kAll{kDebug,       kDebugSubsys, kDb,      kSiteDb,      kTrustedKeys,
-                          kPlan,        kRunsDir,     kTopoXml, kTopoCache,   kBind,
-                          kBackend,     kKillGrace,   kNoColor, kCommTimeout, kFaultTrialStep,
-                          kUpdateGolden};
+constexpr std::array kAll{kDebug,        kDebugSubsys, kDb,      kSiteDb,      kTrustedKeys,
+                          kPlan,         kRunsDir,     kTopoXml, kTopoCache,   kBind,
+                          kBackend,      kKillGrace,   kNoColor, kCommTimeout, kFaultTrialStep,
+                          kUpdateGolden, kCpuMask,     kKernels};
 }  // namespace
 
 std::span<const EnvVar> all() { return kAll; }
