@@ -34,6 +34,7 @@ class Attention final : public Op {
   Status configure() override;
 
  private:
+  int64_t thread_floats() const;  // one thread's scratch
   int t_ = 0, c_ = 0, heads_ = 1, hs_ = 0;
   Buffer probs_;  // (B, NH, T, T) of the last forward
 };

@@ -14,7 +14,7 @@ class Lrn final : public Op {
   void reserve(int max_batch) override;
   void release() override { scale_.resize(0); }
   int64_t saved_floats(int max_batch) const override {
-    return max_batch * in_numel() + in_numel() + hw_;
+    return max_batch * in_numel() + threads_ * (in_numel() + hw_);
   }
   void forward(const OpContext& ctx, const float* const* in, float* out, int batch) override;
   void backward(const OpContext& ctx, const float* const* in, const float* out, const float* dout,
@@ -28,8 +28,8 @@ class Lrn final : public Op {
   int64_t hw_ = 0;
   float alpha_ = 0, beta_ = 0, k_ = 0;
   Buffer scale_;  // (B, C, H, W) saved by forward for backward
-  Buffer ratio_;  // (C, H, W) backward scratch: dy*y/s
-  Buffer plane_;  // (H, W) backward scratch: one channel's gradient before it is added
+  Buffer ratio_;  // (threads, C, H, W) backward scratch: dy*y/s
+  Buffer plane_;  // (threads, H, W) backward scratch: a channel's gradient before it is added
 };
 
 }  // namespace dltune::engine

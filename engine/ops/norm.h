@@ -49,6 +49,7 @@ class LayerNorm final : public Op {
  public:
   void reserve(int max_batch) override;
   int64_t saved_floats(int max_batch) const override { return 2 * max_batch * rows_; }
+  int64_t workspace_floats(int batch) const override;
   void forward(const OpContext& ctx, const float* const* in, float* out, int batch) override;
   void backward(const OpContext& ctx, const float* const* in, const float* out, const float* dout,
                 const GradOut* din, int batch) override;
@@ -57,8 +58,9 @@ class LayerNorm final : public Op {
   Status configure() override;
 
  private:
-  int64_t c_ = 0, rows_ = 1;  // features per row; rows per sample
-  Buffer mean_, rstd_;        // (B x rows) of the last forward
+  int64_t row_blocks(int batch) const;  // the parameter gradients' fixed blocks of rows
+  int64_t c_ = 0, rows_ = 1;            // features per row; rows per sample
+  Buffer mean_, rstd_;                  // (B x rows) of the last forward
 };
 
 }  // namespace dltune::engine
