@@ -47,6 +47,7 @@ dltune_tristate(MPI "Open MPI communicator and native MPI collectives")
 dltune_tristate(SLURM "Slurm launch backend and the SPANK plugin")
 dltune_tristate(CUDA "GPU engine on CUDA (cuBLAS, cuDNN)")
 dltune_tristate(NCCL "NCCL communicator and NCCL tuner plugin")
+dltune_tristate(DNNL "oneDNN (libdnnl-dev) as a kernel provider of the CPU engine")
 
 set(_found FALSE)
 if(NOT DLTUNE_WITH_PMIX STREQUAL "OFF")
@@ -100,6 +101,21 @@ if(NOT DLTUNE_WITH_NCCL STREQUAL "OFF")
   endif()
 endif()
 dltune_resolve(NCCL _found)
+
+set(_found FALSE)
+if(NOT DLTUNE_WITH_DNNL STREQUAL "OFF")
+  # Debian's libdnnl-dev 2.6 ships a CMake package (target DNNL::dnnl) whose config requires
+  # OpenCL (its GPU runtime): look for that first so that a machine without it builds without
+  # oneDNN instead of failing. Its CPU runtime is GNU OpenMP (libgomp), which the engine calls.
+  find_package(OpenCL QUIET)
+  if(OpenCL_FOUND)
+    find_package(dnnl CONFIG QUIET)
+  endif()
+  if(dnnl_FOUND AND TARGET DNNL::dnnl)
+    set(_found TRUE)
+  endif()
+endif()
+dltune_resolve(DNNL _found)
 
 # The git revision baked into `dltune version`.
 execute_process(COMMAND git rev-parse --short=12 HEAD
