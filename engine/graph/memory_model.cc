@@ -9,6 +9,22 @@
 
 namespace dltune::engine {
 
+namespace {
+
+// The query's threads, precision and this node's kernel, as Model applies them.
+Status apply_compute(Op& op, const MemoryQuery& q) {
+  op.set_threads(q.threads);
+  Precision p = Precision::kFp32;
+  if (!parse_precision(q.precision, &p))
+    return invalid_input("precision: expected fp32 or bf16, got '" + q.precision + "'");
+  op.set_precision(p);
+  if (auto it = q.kernels.find(op.node().name); it != q.kernels.end())
+    DLTUNE_TRY(op.set_kernel(it->second));
+  return ok_status();
+}
+
+}  // namespace
+
 Result<MemoryTerms> estimate_memory(const recipes::Graph& graph, const MemoryQuery& q) {
   const recipes::GraphInfo info = recipes::analyze_graph(graph);
   if (!info.ok()) {
@@ -43,6 +59,7 @@ Result<MemoryTerms> estimate_memory(const recipes::Graph& graph, const MemoryQue
       in.push_back(src < 0 ? graph.input : info.outputs[static_cast<size_t>(src)]);
     auto op = make_cpu_op(n.op);
     DLTUNE_TRY_CTX(op->setup(n, in, info.outputs[i]), "node '" + n.name + "'");
+    DLTUNE_TRY(apply_compute(*op, q));
     saved += op->saved_floats(static_cast<int>(B));
     ws = std::max(ws, op->workspace_floats(static_cast<int>(B)));
   }

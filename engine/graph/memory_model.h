@@ -10,7 +10,9 @@
 //                  all), with the state itself in `offloaded` (host memory, outside the
 //                  rank's device total)
 //   state          batch-norm running statistics
-//   activations    per micro-batch kept for backward: every node's output (B x its shape) and
+//   activations    per micro-batch kept for backward: every node's output (B x its shape,
+//                  4 bytes per element in fp32 and in bf16 alike: the engine keeps bf16 values in
+//                  float buffers, engine/core/precision.h) and
 //                  what each op saves for its backward (masks, argmax, statistics, attention
 //                  probabilities, im2col columns: Op::saved_floats), times the micro-batches in
 //                  flight; with recompute one set (the in-flight micro-batches' inputs stay in
@@ -34,6 +36,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include "common/result.h"
@@ -52,6 +55,12 @@ struct MemoryQuery {
   bool boundary_in = false, boundary_out = false;  // a pipeline stage receives / sends tensors
   bool offload_optimizer = false;                  // GPU: the optimizer state in host memory
   bool gpu = false;  // the GPU engine: device memory (no BLAS runtime term)
+  // The CPU engine's compute settings (engine issue 38): per-thread scratch grows with the
+  // threads; bf16 ops keep rounded copies of their operands in the workspace; each node's
+  // kernel has its own scratch. The same values the trainer gets (TrainConfig).
+  int threads = 1;
+  std::string precision = "fp32";
+  std::map<std::string, std::string> kernels;
 };
 
 // OpenBLAS's GEMM packing buffers: what a process's resident set grows by at its first large

@@ -40,6 +40,9 @@ Result<std::vector<StageMemory>> layout_memory(const recipes::Graph& graph, cons
   q.optimizer = l.optimizer;
   q.offload_optimizer = l.offload_optimizer;
   q.gpu = l.gpu;
+  q.threads = l.gpu ? 1 : l.threads;
+  q.precision = l.precision;
+  q.kernels = l.kernels;
   std::vector<StageMemory> out;
   if (l.stages == 1) {
     auto t = estimate_memory(graph, q);
@@ -102,6 +105,9 @@ Layout layout_of(const TrainConfig& c, int ranks) {
   l.optimizer = c.optimizer;
   l.offload_optimizer = c.offload_optimizer;
   l.gpu = c.device == "gpu";
+  l.threads = c.threads;
+  l.precision = c.precision;
+  l.kernels = c.kernels;
   return l;
 }
 

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,10 @@ struct Layout {
   std::string optimizer = "sgd";
   bool offload_optimizer = false;  // GPU: the optimizer state in host memory
   bool gpu = false;                // the GPU engine (device memory)
+  // The CPU engine's compute settings (MemoryQuery's): threads, precision, kernel choices.
+  int threads = 1;
+  std::string precision = "fp32";
+  std::map<std::string, std::string> kernels;
 };
 
 struct StageMemory {

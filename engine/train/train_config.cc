@@ -6,6 +6,7 @@
 
 #include "common/json_input.h"
 #include "common/strings.h"
+#include "engine/train/train_config_compute.h"
 #include "recipes/model/builtins.h"
 
 namespace dltune::engine {
@@ -65,6 +66,7 @@ Status validate(const TrainConfig& c) {
                "offloads the GPU engine's optimizer state to host memory; device '" + c.device +
                    "' keeps it there already");
   if (c.threads < 1 || c.threads > 1024) return bad("threads", "must be in 1..1024");
+  DLTUNE_TRY(validate_compute(c));
   if (c.bucket_bytes < 4) return bad("bucket_bytes", "must be at least 4");
   if (c.algorithms.empty()) return bad("algorithms", "needs at least one range");
   for (size_t i = 1; i < c.algorithms.size(); ++i)
@@ -159,7 +161,9 @@ Result<TrainConfig> parse_train_config(const std::string& text) {
                                 "min_lr",
                                 "warmup_from_zero",
                                 "trace_path",
-                                "device"};
+                                "device",
+                                "precision",
+                                "kernels"};
   for (const auto& [key, value] : j.items()) {
     bool known = false;
     for (const char* k : kKeys) known = known || key == k;
@@ -212,6 +216,7 @@ Result<TrainConfig> parse_train_config(const std::string& text) {
   DLTUNE_TRY(get(j, "eps", c.eps));
   DLTUNE_TRY(get(j, "clip_grad_norm", c.clip_grad_norm));
   DLTUNE_TRY(get(j, "init_from", c.init_from));
+  DLTUNE_TRY(parse_compute(j, c));
   if (auto it = j.find("graph"); it != j.end()) {
     auto graph = recipes::graph_from_json(*it);
     if (!graph) return graph.error().wrap("train config: key 'graph'");
@@ -310,6 +315,7 @@ std::string to_json(const TrainConfig& c) {
             {"classes", c.classes}};
   if (!c.input.empty()) j["input"] = c.input;
   if (!c.graph.nodes.empty()) j["graph"] = recipes::graph_to_json(c.graph);
+  compute_to_json(c, j);
   return j.dump(2);
 }
 
