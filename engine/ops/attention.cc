@@ -4,6 +4,8 @@
 #include <cstring>
 
 #include "engine/core/gemm.h"
+#include "engine/ops/vec.h"
+#include "engine/ops/vmath.h"
 
 // The threads take (sample, head) pairs: each writes its own probabilities and its head's
 // columns of the output (or of the qkv gradient), with one-thread BLAS calls: the same bits on
@@ -16,6 +18,51 @@
 
 namespace dltune::engine {
 namespace {
+
+typedef float v8 __attribute__((vector_size(32)));
+
+// row[0, n) <- softmax(row[0, n)): the maximum (exact in any order), exp in vectors of 8
+// (engine/ops/vmath.h), the sum in 8 lanes added in lane order, then the scaling.
+[[gnu::always_inline]] inline void softmax_row_any(float* row, int n) {
+  float mx = row[0];
+  for (int s = 1; s < n; ++s) mx = row[s] > mx ? row[s] : mx;
+  v8 acc{};
+  int s = 0;
+  for (; s + 8 <= n; s += 8) {
+    const v8 e = vexp(vload<v8>(row + s) - mx);
+    vstore(row + s, e);
+    acc += e;
+  }
+  float sum = 0.0f;
+  for (int l = 0; l < 8; ++l) sum += acc[l];
+  for (; s < n; ++s) {
+    row[s] = std::exp(row[s] - mx);
+    sum += row[s];
+  }
+  const float inv = 1.0f / sum;
+  for (s = 0; s < n; ++s) row[s] *= inv;
+}
+
+// d[0, n) <- p (d - sum(d p)) scale: softmax's backward of one row.
+[[gnu::always_inline]] inline void softmax_grad_row_any(const float* p, float* d, int n,
+                                                        float scale) {
+  v8 acc{};
+  int s = 0;
+  for (; s + 8 <= n; s += 8) acc += vload<v8>(d + s) * vload<v8>(p + s);
+  float dot = 0.0f;
+  for (int l = 0; l < 8; ++l) dot += acc[l];
+  for (; s < n; ++s) dot += d[s] * p[s];
+  for (s = 0; s < n; ++s) d[s] = p[s] * (d[s] - dot) * scale;
+}
+
+DLTUNE_AVX2 void softmax_row_avx2(float* row, int n) { softmax_row_any(row, n); }
+void softmax_row_generic(float* row, int n) { softmax_row_any(row, n); }
+DLTUNE_AVX2 void softmax_grad_row_avx2(const float* p, float* d, int n, float scale) {
+  softmax_grad_row_any(p, d, n, scale);
+}
+void softmax_grad_row_generic(const float* p, float* d, int n, float scale) {
+  softmax_grad_row_any(p, d, n, scale);
+}
 
 // dst (T, hs) rows `ld` apart <- bf16_round(src (T, hs), rows `lds` apart).
 void round_head(const float* src, int64_t lds, float* dst, int T, int hs) {
@@ -56,7 +103,7 @@ int64_t Attention::workspace_floats(int) const { return threads_ * thread_floats
 void Attention::forward(const OpContext& ctx, const float* const* in, float* out, int batch) {
   const int T = t_, C = c_, C3 = 3 * c_, hs = hs_;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
-  const bool bf16 = precision_ == Precision::kBf16;
+  const bool bf16 = precision_ == Precision::kBf16, avx2 = use_avx2_kernels();
   ctx.pool->run(int64_t{batch} * heads_, [&](int64_t task, int thread) {
     const int64_t b = task / heads_;
     const int h = static_cast<int>(task % heads_);
@@ -82,15 +129,11 @@ void Attention::forward(const OpContext& ctx, const float* const* in, float* out
     for (int t = 0; t < T; ++t) {  // causal softmax of row t over s <= t
       float* row = p + int64_t{t} * T;
       if (bf16) bf16_round_array(row, row, t + 1);
-      float mx = row[0];
-      for (int s = 1; s <= t; ++s) mx = row[s] > mx ? row[s] : mx;
-      float sum = 0.0f;
-      for (int s = 0; s <= t; ++s) {
-        row[s] = std::exp(row[s] - mx);
-        sum += row[s];
+      if (avx2) {
+        softmax_row_avx2(row, t + 1);
+      } else {
+        softmax_row_generic(row, t + 1);
       }
-      const float inv = 1.0f / sum;
-      for (int s = 0; s <= t; ++s) row[s] *= inv;
       if (bf16) bf16_round_array(row, row, t + 1);
       for (int s = t + 1; s < T; ++s) row[s] = 0.0f;
     }
@@ -108,7 +151,7 @@ void Attention::backward(const OpContext& ctx, const float* const* in, const flo
   const bool acc = din[0].accumulate;
   const int T = t_, C = c_, C3 = 3 * c_, hs = hs_;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
-  const bool bf16 = precision_ == Precision::kBf16;
+  const bool bf16 = precision_ == Precision::kBf16, avx2 = use_avx2_kernels();
   const int64_t head = int64_t{T} * hs;
   ctx.pool->run(int64_t{batch} * heads_, [&](int64_t task, int thread) {
     const int64_t b = task / heads_;
@@ -146,9 +189,11 @@ void Attention::backward(const OpContext& ctx, const float* const* in, const flo
       const float* pr = p + int64_t{t} * T;
       float* dr = dp + int64_t{t} * T;
       if (bf16) bf16_round_array(dr, dr, t + 1);
-      float dot = 0.0f;
-      for (int s = 0; s <= t; ++s) dot += dr[s] * pr[s];
-      for (int s = 0; s <= t; ++s) dr[s] = pr[s] * (dr[s] - dot) * scale;
+      if (avx2) {
+        softmax_grad_row_avx2(pr, dr, t + 1, scale);
+      } else {
+        softmax_grad_row_generic(pr, dr, t + 1, scale);
+      }
       if (bf16) bf16_round_array(dr, dr, t + 1);
       for (int s = t + 1; s < T; ++s) dr[s] = 0.0f;
     }

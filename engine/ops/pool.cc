@@ -24,8 +24,8 @@ Status Pool2d::configure() {
   w_ = static_cast<int>(in_[0][2]);
   oh_ = static_cast<int>(out_[1]);
   ow_ = static_cast<int>(out_[2]);
-  fast2x2_ =
-      mode_ == Mode::kMax && k_ == 2 && stride_ == 2 && pad_ == 0 && 2 * oh_ <= h_ && 2 * ow_ <= w_;
+  fast2x2_ = (mode_ == Mode::kMax || mode_ == Mode::kAvg) && k_ == 2 && stride_ == 2 && pad_ == 0 &&
+             2 * oh_ <= h_ && 2 * ow_ <= w_;
   return ok_status();
 }
 
@@ -54,6 +54,21 @@ Pool2d::Window Pool2d::window(int oh, int ow) const {
 // The common case (LeNet, VGG-style): 2x2 windows, stride 2, no padding; no bounds checks.
 void Pool2d::forward_max2x2(const float* in, float* out, int p0, int p1) {
   const int H = h_, W = w_, OH = oh_, OW = ow_;
+  if (mode_ == Mode::kAvg) {  // LeNet-5's: the generic loop's sum, in its order, / 4
+    for (int p = p0; p < p1; ++p) {
+      const float* src = in + int64_t{p} * H * W;
+      float* dst = out + int64_t{p} * OH * OW;
+      for (int oh = 0; oh < OH; ++oh) {
+        const float* r0 = src + 2 * oh * W;
+        const float* r1 = r0 + W;
+        for (int ow = 0; ow < OW; ++ow) {
+          const int c = 2 * ow;
+          dst[oh * OW + ow] = (((r0[c] + r0[c + 1]) + r1[c]) + r1[c + 1]) * 0.25f;
+        }
+      }
+    }
+    return;
+  }
   for (int p = p0; p < p1; ++p) {
     const float* src = in + int64_t{p} * H * W;
     float* dst = out + int64_t{p} * OH * OW;
@@ -135,6 +150,18 @@ void Pool2d::backward_planes(const float* dout, float* din, int p0, int p1) cons
     if (mode_ == Mode::kMax) {
       const int32_t* arg = argmax_.data() + int64_t{p} * oh_ * ow_;
       for (int i = 0; i < oh_ * ow_; ++i) dst[arg[i]] += d[i];
+      continue;
+    }
+    if (fast2x2_) {  // windows that do not overlap: each pixel gets its window's share once
+      for (int oh = 0; oh < oh_; ++oh) {
+        float* r0 = dst + 2 * oh * w_;
+        float* r1 = r0 + w_;
+        for (int ow = 0; ow < ow_; ++ow) {
+          const float g = d[oh * ow_ + ow] * 0.25f;
+          const int c = 2 * ow;
+          r0[c] += g, r0[c + 1] += g, r1[c] += g, r1[c + 1] += g;
+        }
+      }
       continue;
     }
     for (int oh = 0; oh < oh_; ++oh) {
