@@ -90,9 +90,9 @@ ThreadPool::ThreadPool(int threads, bool pin) {
 
 ThreadPool::~ThreadPool() {
   if (workers_.empty()) return;
-  stop_.store(true, std::memory_order_release);
-  generation_.fetch_add(1, std::memory_order_release);
-  futex_wake_all(&generation_);
+  stop_.store(true);
+  wake_.fetch_add(1);
+  futex_wake_all(&wake_);
   for (auto& w : workers_) w.join();
   if (restore_mask_) {
     cpu_set_t mask;
@@ -102,34 +102,47 @@ ThreadPool::~ThreadPool() {
 }
 
 void ThreadPool::work(int thread) {
+  const bool was = t_in_task;
   t_in_task = true;
   t_thread_index = thread;
   for (;;) {
     const int64_t task = next_.fetch_add(1, std::memory_order_relaxed);
     if (task >= tasks_) break;
     fn_(ctx_, task, thread);
+    // The last task's completion wakes a sleeping caller.
+    if (completed_.fetch_add(1) + 1 == static_cast<uint32_t>(tasks_) && caller_waits_.load() != 0)
+      futex_wake_all(&completed_);
   }
-  t_in_task = false;
+  t_in_task = was;
   t_thread_index = 0;
 }
 
 void ThreadPool::worker(int index) {
   if (!cpus_.empty()) pin_self(cpus_[static_cast<size_t>(index) % cpus_.size()]);
-  uint32_t seen = 0;
+  uint32_t seen_wake = 0;
+  uint64_t joined = 1;  // the last generation this worker joined (or saw closed)
   for (;;) {
-    auto changed = [&] { return generation_.load(std::memory_order_acquire) != seen; };
-    while (!spin_until(changed, kSpinMicros)) {
+    auto published = [&] { return wake_.load(std::memory_order_acquire) != seen_wake; };
+    while (!spin_until(published, kSpinMicros)) {
       sleepers_.fetch_add(1);
-      futex_wait(&generation_, seen);
+      futex_wait(&wake_, seen_wake);
       sleepers_.fetch_sub(1);
     }
-    seen = generation_.load(std::memory_order_acquire);
-    if (stop_.load(std::memory_order_acquire)) return;
-    work(index);
-    if (busy_.fetch_sub(1) == 1) {
-      done_.fetch_add(1);
-      if (caller_waits_.load() != 0) futex_wake_all(&done_);
+    seen_wake = wake_.load(std::memory_order_acquire);
+    if (stop_.load()) return;
+    // Join the open job, once: (g, n) -> (g, n + 1) while g is even and not joined before.
+    uint64_t s = state_.load();
+    bool in = false;
+    while ((s >> 32) % 2 == 0 && (s >> 32) != joined) {
+      if (state_.compare_exchange_weak(s, s + 1)) {
+        in = true;
+        break;
+      }
     }
+    if (!in) continue;  // closed already (the caller finished without this worker)
+    joined = s >> 32;
+    work(index);
+    state_.fetch_sub(1);  // leave
   }
 }
 
@@ -142,20 +155,34 @@ void ThreadPool::run_erased(int64_t tasks, TaskFn fn, void* ctx) {
     t_in_task = was;
     return;
   }
+  // The generation is odd (closed) here: no worker is inside, none can join.
   fn_ = fn;
   ctx_ = ctx;
   tasks_ = tasks;
   next_.store(0, std::memory_order_relaxed);
-  busy_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
-  const uint32_t done = done_.load(std::memory_order_relaxed);
-  generation_.fetch_add(1);
-  if (sleepers_.load() != 0) futex_wake_all(&generation_);
+  completed_.store(0, std::memory_order_relaxed);
+  const uint64_t open = ((state_.load() >> 32) + 1) << 32;  // the next even generation, nobody in
+  state_.store(open);
+  wake_.fetch_add(1);
+  if (sleepers_.load() != 0) futex_wake_all(&wake_);
   work(0);
-  auto finished = [&] { return busy_.load(std::memory_order_acquire) == 0; };
-  while (!spin_until(finished, kSpinMicros)) {
+  const auto n = static_cast<uint32_t>(tasks);
+  auto done = [&] { return completed_.load(std::memory_order_acquire) == n; };
+  while (!spin_until(done, kSpinMicros)) {
+    const uint32_t c = completed_.load();
+    if (c == n) break;
     caller_waits_.store(1);
-    futex_wait(&done_, done);  // returns at once when the last worker bumped done_ already
+    futex_wait(&completed_, c);  // returns at once when a task completed since
     caller_waits_.store(0);
+  }
+  // Close the job once no worker is inside (those inside are past their last task: they only
+  // have to see the counter exhausted and leave).
+  uint64_t s = open;
+  for (int i = 0;; ++i) {
+    s = state_.load();
+    if ((s & 0xFFFFFFFFull) == 0 && state_.compare_exchange_weak(s, s + (1ull << 32))) break;
+    _mm_pause();
+    if ((i & 1023) == 1023) sched_yield();
   }
 }
 

@@ -2,12 +2,16 @@
 // its work on (engine issue 38: intra-rank parallelism).
 //
 // How it works. The pool owns threads - 1 workers; the thread that calls run() is thread 0 and
-// works too. run(tasks, fn) publishes one job (fn and a task count) by bumping a generation
-// counter; every thread then takes task indices from one shared atomic counter until none are
-// left, and run() returns when all threads have finished theirs. Workers wait for the next job
-// spinning briefly (kSpinMicros: the ops of a training step follow each other within
-// microseconds) and then sleep on a futex (std::atomic::wait), so an idle rank costs no CPU.
-// A task that calls run() again (a nested region) runs its tasks inline on its own thread.
+// works too. run(tasks, fn) publishes one job (fn and a task count) under a new even
+// generation; a worker joins it (one compare-and-swap on a word holding the generation and the
+// count of workers inside), takes task indices from one shared atomic counter until none are
+// left, and leaves. run() returns when every task has completed and no worker is inside: it
+// never waits for a worker that has not joined (on a loaded machine a descheduled worker would
+// otherwise stall every region), and closing the job (an odd generation) stops late workers
+// from joining it. Workers wait for the next job spinning briefly (kSpinMicros: the ops of a
+// training step follow each other within microseconds) and then sleep on a futex, so an idle
+// rank costs no CPU. A task that calls run() again (a nested region) runs its tasks inline on
+// its own thread.
 //
 // Determinism. Which thread runs which task is not fixed (the counter hands them out as threads
 // get free), so callers make every task's result independent of the thread that runs it: tasks
@@ -79,16 +83,17 @@ class ThreadPool {
   bool restore_mask_ = false;
   std::vector<unsigned char> caller_mask_;  // the caller's affinity mask (cpu_set_t bytes)
 
-  // The current job. generation_ changes (under release) once the fields below are set.
+  // The current job: set while the generation is odd (closed), published by making it even.
   TaskFn fn_ = nullptr;
   void* ctx_ = nullptr;
   int64_t tasks_ = 0;
   alignas(64) std::atomic<int64_t> next_{0};  // the next task index to take
-  alignas(64) std::atomic<uint32_t> generation_{0};
-  alignas(64) std::atomic<int> busy_{0};       // workers still working on the current job
-  alignas(64) std::atomic<uint32_t> done_{0};  // bumped when busy_ reaches 0
-  std::atomic<int> sleepers_{0};               // workers asleep on generation_ (wake only when > 0)
-  std::atomic<int> caller_waits_{0};           // 1 while the caller sleeps on done_
+  // (generation << 32) | workers inside the job. Even generation: the job is open.
+  alignas(64) std::atomic<uint64_t> state_{1ull << 32};
+  alignas(64) std::atomic<uint32_t> completed_{0};  // tasks of the job done (a futex word)
+  alignas(64) std::atomic<uint32_t> wake_{0};       // bumped per job (the workers' futex word)
+  std::atomic<int> sleepers_{0};                    // workers asleep on wake_ (wake only when > 0)
+  std::atomic<int> caller_waits_{0};                // 1 while the caller sleeps on completed_
   std::atomic<bool> stop_{false};
 };
 

@@ -4,6 +4,7 @@
 
 #include "engine/core/gemm.h"
 #include "engine/core/parallel.h"
+#include "engine/ops/onednn.h"
 
 namespace dltune::engine {
 namespace {
@@ -31,6 +32,19 @@ Status Linear::configure() {
   out_features_ = attrs().out;
   rows_per_sample_ = in_numel() / in_features_;
   return ok_status();
+}
+
+std::vector<std::string> Linear::kernels() const {
+  if (onednn_matmul_supported()) return {"blas", "onednn"};
+  return {"blas"};
+}
+
+void Linear::product(const OpContext& ctx, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+                     const float* A, int64_t lda, const float* B, int64_t ldb, bool acc, float* C,
+                     int64_t ldc) const {
+  if (onednn_)
+    return onednn_parallel_matmul(*ctx.pool, ta, tb, M, N, K, A, lda, B, ldb, acc, C, ldc);
+  parallel_sgemm(*ctx.pool, ta, tb, M, N, K, 1.0f, A, lda, B, ldb, acc ? 1.0f : 0.0f, C, ldc);
 }
 
 void Linear::reserve(int) {
@@ -63,7 +77,7 @@ void Linear::forward_on(const OpContext& ctx, const float* x, const float* w, co
                     });
     beta = 1.0f;
   }
-  parallel_sgemm(*ctx.pool, false, true, R, O, I, 1.0f, x, I, w, I, beta, out, O);
+  product(ctx, false, true, R, O, I, x, I, w, I, beta != 0.0f, out, O);
 }
 
 void Linear::backward_on(const OpContext& ctx, const float* x, const float* w, const float* dy,
@@ -71,7 +85,7 @@ void Linear::backward_on(const OpContext& ctx, const float* x, const float* w, c
                          int64_t R) const {
   const int64_t O = out_features_, I = in_features_;
   // dW (O, I) (+)= dy^T (O, R) x x (R, I)
-  parallel_sgemm(*ctx.pool, true, false, O, I, R, 1.0f, dy, O, x, I, dw_acc ? 1.0f : 0.0f, dw, I);
+  product(ctx, true, false, O, I, R, dy, O, x, I, dw_acc, dw, I);
   if (db != nullptr) {  // (O) (+)= sum over rows of dy: each column summed in row order
     parallel_ranges(*ctx.pool, O, task_count(O, static_cast<double>(R), 65536.0),
                     [&](int64_t o0, int64_t o1, int) {
@@ -83,9 +97,7 @@ void Linear::backward_on(const OpContext& ctx, const float* x, const float* w, c
                     });
   }
   // dx (R, I) (+)= dy (R, O) x W (O, I)
-  if (dx != nullptr)
-    parallel_sgemm(*ctx.pool, false, false, R, I, O, 1.0f, dy, O, w, I, dx_acc ? 1.0f : 0.0f, dx,
-                   I);
+  if (dx != nullptr) product(ctx, false, false, R, I, O, dy, O, w, I, dx_acc, dx, I);
 }
 
 void Linear::forward(const OpContext& ctx, const float* const* in, float* out, int batch) {

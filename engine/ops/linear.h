@@ -18,6 +18,9 @@ namespace dltune::engine {
 
 class Linear final : public Op {
  public:
+  // "blas": OpenBLAS (engine/core/gemm.h); "onednn": oneDNN's matmul (engine/ops/onednn.h),
+  // on the same blocks, where the build has it.
+  std::vector<std::string> kernels() const override;
   void reserve(int max_batch) override;
   void release() override { bf16_w_.resize(0); }
   int64_t saved_floats(int max_batch) const override;
@@ -36,6 +39,12 @@ class Linear final : public Op {
   void backward_on(const OpContext& ctx, const float* x, const float* w, const float* dy, float* dw,
                    bool dw_acc, float* db, bool db_acc, float* dx, bool dx_acc, int64_t R) const;
   int64_t weight_floats() const { return out_features_ * in_features_; }
+  // C (M, N) (+)= op(A) op(B) on this node's kernel.
+  void product(const OpContext& ctx, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+               const float* A, int64_t lda, const float* B, int64_t ldb, bool acc, float* C,
+               int64_t ldc) const;
+  void use_kernel(const std::string& name) override { onednn_ = name == "onednn"; }
+  bool onednn_ = false;
   int64_t in_features_ = 0, out_features_ = 0, rows_per_sample_ = 1;
   Buffer bf16_w_;  // bf16: the rounded weight (O, I) and bias (O)
 };

@@ -75,6 +75,17 @@ std::unique_ptr<OnednnConv> make_onednn_conv(const OnednnConvShape& s, Precision
 // The name of the kernel oneDNN picks for a shape ("jit:avx2"; "" without oneDNN).
 std::string onednn_conv_impl(const OnednnConvShape& s, Precision p);
 
+// Whether oneDNN's matmul has a JIT kernel for fp32 on this CPU (Linear's "onednn" kernel).
+bool onednn_matmul_supported();
+
+// C (M, N) = op(A) op(B), or C += that when `accumulate`, row-major as parallel_sgemm
+// (engine/core/gemm.h) takes them, on the same shape-fixed grid of blocks (K never split), each
+// block one single-threaded oneDNN matmul (primitives cached per block shape): the same bits on
+// any number of threads. Precondition: onednn_matmul_supported().
+void onednn_parallel_matmul(ThreadPool& pool, bool trans_a, bool trans_b, int64_t M, int64_t N,
+                            int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb,
+                            bool accumulate, float* C, int64_t ldc);
+
 // GFLOP/s of an n x n x n matrix product on one thread, median of timed runs over `seconds`:
 // oneDNN's matmul in `p` (bf16: bf16 inputs, fp32 output; needs bf16 support in oneDNN for this
 // CPU, else -1), for bench/engine's peak figures. -1 without oneDNN.

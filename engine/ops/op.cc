@@ -33,4 +33,12 @@ void Op::set_precision(Precision p) {
   use_kernel(kernel_);
 }
 
+int activation_bytes_stored(recipes::OpKind, Precision) { return 4; }
+
+int activation_bytes_autocast(recipes::OpKind op, Precision p) {
+  using K = recipes::OpKind;
+  const bool bf16_op = op == K::kConv2d || op == K::kLinear || op == K::kAttention;
+  return p == Precision::kBf16 && bf16_op ? 2 : 4;
+}
+
 }  // namespace dltune::engine

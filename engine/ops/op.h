@@ -149,6 +149,17 @@ class Op {
   std::string kernel_;  // "" until set_kernel() or the first kernels() (kernel_of())
 };
 
+// The element size of what an op of kind `op` keeps for its backward (its output activation, and
+// its own saved tensors: Op::saved_floats) in precision `p`, per element, for the memory model:
+//   activation_bytes_stored():   what this engine stores: 4 bytes for every op, in fp32 and in
+//                                bf16 alike (bf16 values are held in float buffers; the
+//                                bf16 ops' rounded operand copies live in the workspace);
+//   activation_bytes_autocast(): what PyTorch's CPU autocast stores: 2 bytes for the outputs of
+//                                the bf16 ops (conv2d, linear, attention) in bf16, 4 for the rest
+//                                (norms, softmax, element-wise ops run in fp32 here).
+int activation_bytes_stored(recipes::OpKind op, Precision p);
+int activation_bytes_autocast(recipes::OpKind op, Precision p);
+
 // The CPU kernel of `op`. Never fails: an op kind without a CPU kernel is a build error
 // (registry.cc's switch covers every kind).
 std::unique_ptr<Op> make_cpu_op(recipes::OpKind op);

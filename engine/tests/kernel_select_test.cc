@@ -17,9 +17,9 @@ namespace dltune::engine {
 namespace {
 
 TEST(KernelSelect, TimesEveryCandidateAndKeepsTheFastest) {
-  auto g = recipes::builtin_graph("resnet20", {});
+  auto g = recipes::builtin_graph("lenet5", {});
   ASSERT_TRUE(g.has_value());
-  auto m = Model::build(*g, "resnet20");
+  auto m = Model::build(*g, "lenet5");
   ASSERT_TRUE(m.ok());
   m->init_params(1);
   const std::vector<float> before(m->params(), m->params() + m->num_params());
@@ -49,14 +49,14 @@ TEST(KernelSelect, TimesEveryCandidateAndKeepsTheFastest) {
     }
     EXPECT_EQ(best->kernel, c.chosen);
   }
-  EXPECT_GE(measured, 19) << "every convolution has a choice (im2col at least, and another)";
+  EXPECT_GE(measured, 2) << "both convolutions have a choice (im2col at least, and another)";
   EXPECT_EQ(std::memcmp(before.data(), m->params(), sizeof(float) * before.size()), 0)
       << "timing must not touch the parameters";
   const nlohmann::json j = kernel_report_json(*report);
   EXPECT_EQ(j.size(), report->size());
   EXPECT_NE(kernel_report_text(*report).find("conv2d"), std::string::npos);
   // The choices are data: a fresh model given them runs the same kernels.
-  auto fresh = Model::build(*g, "resnet20");
+  auto fresh = Model::build(*g, "lenet5");
   ASSERT_TRUE(fresh->set_kernels(choices_of(*report)).ok());
   EXPECT_EQ(fresh->kernels(), m->kernels());
 }
