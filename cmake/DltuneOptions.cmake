@@ -49,6 +49,7 @@ dltune_tristate(CUDA "GPU engine on CUDA (cuBLAS, cuDNN)")
 dltune_tristate(NCCL "NCCL communicator and NCCL tuner plugin")
 dltune_tristate(JPEG "JPEG decoding of imagefolder data (libjpeg-turbo's TurboJPEG)")
 dltune_tristate(PNG "PNG decoding of imagefolder data (libpng)")
+dltune_tristate(DNNL "oneDNN (libdnnl-dev) as a kernel provider of the CPU engine")
 
 set(_found FALSE)
 if(NOT DLTUNE_WITH_PMIX STREQUAL "OFF")
@@ -116,6 +117,21 @@ if(NOT DLTUNE_WITH_PNG STREQUAL "OFF")
   set(_found ${LIBPNG_FOUND})
 endif()
 dltune_resolve(PNG _found)
+
+set(_found FALSE)
+if(NOT DLTUNE_WITH_DNNL STREQUAL "OFF")
+  # Debian's libdnnl-dev 2.6 ships a CMake package (target DNNL::dnnl) whose config requires
+  # OpenCL (its GPU runtime): look for that first so that a machine without it builds without
+  # oneDNN instead of failing. Its CPU runtime is GNU OpenMP (libgomp), which the engine calls.
+  find_package(OpenCL QUIET)
+  if(OpenCL_FOUND)
+    find_package(dnnl CONFIG QUIET)
+  endif()
+  if(dnnl_FOUND AND TARGET DNNL::dnnl)
+    set(_found TRUE)
+  endif()
+endif()
+dltune_resolve(DNNL _found)
 
 # The git revision baked into `dltune version`.
 execute_process(COMMAND git rev-parse --short=12 HEAD

@@ -7,10 +7,10 @@
 namespace dltune::env {
 namespace {
 constexpr std::array kAll{
-    kDebug,          kDebugSubsys, kDb,          kSiteDb,    kTrustedKeys,    kPlan,
-    kRecipe,         kRunsDir,     kTopoXml,     kTopoCache, kBind,           kBackend,
-    kKillGrace,      kNoColor,     kCommTimeout, kCommCma,   kFaultTrialStep, kLoaderThreads,
-    kLoaderPrefetch, kUpdateGolden};
+    kDebug,          kDebugSubsys,  kDb,          kSiteDb,    kTrustedKeys,    kPlan,
+    kRecipe,         kRunsDir,      kTopoXml,     kTopoCache, kBind,           kBackend,
+    kKillGrace,      kNoColor,      kCommTimeout, kCommCma,   kFaultTrialStep, kLoaderThreads,
+    kLoaderPrefetch, kUpdateGolden, kCpuMask,     kKernels};
 }  // namespace
 
 std::span<const EnvVar> all() { return kAll; }

@@ -78,6 +78,15 @@ inline constexpr EnvVar kUpdateGolden{"DLTUNE_UPDATE_GOLDEN", "",
                                       "tests: set to 1 to rewrite golden output files instead of "
                                       "comparing against them"};
 
+inline constexpr EnvVar kCpuMask{
+    "DLTUNE_CPU_MASK", "",
+    "comma-separated CPU features the engine must act as if the CPU lacked (avx512, bf16, amx, "
+    "avx2): tests simulate a CPU without bf16 instructions with DLTUNE_CPU_MASK=bf16,amx"};
+inline constexpr EnvVar kKernels{
+    "DLTUNE_KERNELS", "",
+    "generic: run the engine's hand-written kernels in their baseline x86-64 build instead of "
+    "the AVX2 / AVX-512 one this CPU supports (tests check both)"};
+
 // Every variable above, in the order `dltune --help-env` prints them.
 std::span<const EnvVar> all();
 

@@ -41,6 +41,7 @@ Result<std::vector<StageMemory>> layout_memory(const recipes::Graph& graph, cons
   q.optimizer = l.optimizer;
   q.offload_optimizer = l.offload_optimizer;
   q.gpu = l.gpu;
+  if (!l.gpu) q.compute = l.compute;
   std::vector<StageMemory> out;
   if (l.stages == 1) {
     auto t = estimate_memory(graph, q, buffers);

@@ -32,6 +32,7 @@ struct Layout {
   std::string optimizer = "sgd";
   bool offload_optimizer = false;  // GPU: the optimizer state in host memory
   bool gpu = false;                // the GPU engine (device memory)
+  ComputeSettings compute;         // the CPU engine's threads, precision and kernels
 };
 
 struct StageMemory {

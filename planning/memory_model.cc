@@ -34,7 +34,9 @@ Result<MemoryTerms> estimate_memory(const recipes::Graph& graph, const MemoryQue
   }
   m.state = info.state_floats * F;
   // One batch's activations, op state and workspace, as the executor allocates them.
-  const BatchBuffers one = buffers(graph, info, B);
+  auto one_set = buffers(graph, info, B, q.compute);
+  if (!one_set) return one_set.error();
+  const BatchBuffers one = *one_set;
   const int64_t local = q.local_batch > 0 ? q.local_batch : B;
   const int64_t input = recipes::numel(graph.input) * F;     // per sample
   const int64_t output = recipes::numel(info.output()) * F;  // per sample

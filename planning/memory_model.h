@@ -10,7 +10,9 @@
 //                  all), with the state itself in `offloaded` (host memory, outside the
 //                  rank's device total)
 //   state          batch-norm running statistics
-//   activations    per micro-batch kept for backward: every node's output (B x its shape) and
+//   activations    per micro-batch kept for backward: every node's output (B x its shape,
+//                  4 bytes per element in fp32 and in bf16 alike: the engine keeps bf16 values in
+//                  float buffers, engine/core/precision.h) and
 //                  what each op saves for its backward (masks, argmax, statistics, attention
 //                  probabilities, im2col columns), times the micro-batches in flight; with
 //                  recompute one set (the in-flight micro-batches' inputs stay in the input and
@@ -38,6 +40,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 
 #include <nlohmann/json_fwd.hpp>
@@ -55,10 +58,23 @@ struct BatchBuffers {
   int64_t kept = 0;
   int64_t workspace = 0;
 };
+
+// The CPU engine's compute settings (engine issue 38), which change what its kernels keep and
+// use: per-thread scratch grows with the threads; bf16 ops keep rounded copies of their operands;
+// each node's kernel has its own scratch. The same values the trainer gets (TrainConfig).
+struct ComputeSettings {
+  int threads = 1;
+  std::string precision = "fp32";              // fp32 | bf16
+  std::map<std::string, std::string> kernels;  // node name -> kernel; absent: the default
+};
+
 // The executor's BatchBuffers for batches of up to `batch` samples of `graph` (`info` its valid
-// analysis): engine::batch_buffers for the bundled engine.
-using BatchBuffersFn = std::function<BatchBuffers(const recipes::Graph& graph,
-                                                  const recipes::GraphInfo& info, int64_t batch)>;
+// analysis) computed with `compute`: engine::batch_buffers for the bundled engine. Errors
+// (invalid_input): settings the executor cannot run (an unknown precision, a kernel a node
+// does not have).
+using BatchBuffersFn =
+    std::function<Result<BatchBuffers>(const recipes::Graph& graph, const recipes::GraphInfo& info,
+                                       int64_t batch, const ComputeSettings& compute)>;
 
 struct MemoryQuery {
   int64_t microbatch = 1;  // samples per micro-batch (the whole per-rank batch without pipelining)
@@ -70,7 +86,8 @@ struct MemoryQuery {
   std::string optimizer = "sgd";                   // sgd | adamw
   bool boundary_in = false, boundary_out = false;  // a pipeline stage receives / sends tensors
   bool offload_optimizer = false;                  // GPU: the optimizer state in host memory
-  bool gpu = false;  // the GPU engine: device memory (no BLAS runtime term)
+  bool gpu = false;         // the GPU engine: device memory (no BLAS runtime term)
+  ComputeSettings compute;  // the CPU engine's (the GPU engine's kernels keep their own)
 };
 
 // OpenBLAS's GEMM packing buffers: what a process's resident set grows by at its first large

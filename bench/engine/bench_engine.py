@@ -3,6 +3,7 @@
 
     /usr/bin/python3 bench/engine/bench_engine.py [--build build] [--rounds 3] [--seconds 2]
                                                   [--algo plan|ring|shm|...] [--no-threads]
+                                                  [--modes-only | --no-modes]
 
 Same model, per-rank batch, synthetic data of the model's shape (MNIST-shaped digits for the
 2012 nets, CIFAR-shaped images for resnet20, 3x64x64 for resnet18, byte windows of a text file
@@ -26,7 +27,20 @@ weak scaling (WEAK) for dltune and for DDP. Efficiency = 2-rank samples/s / (2 x
 round's 1-rank samples/s), per side. The old figure, ranks as threads of one process over the
 in-process communicator (bench-engine-rank), is kept as a labelled extra (`*_threads`): it
 skips process launch, MPI and the PMIx plan, and is not what a user runs. Ratios and
-efficiencies are medians of per-round paired figures. Last line: the summary."""
+efficiencies are medians of per-round paired figures.
+
+Best modes (engine issue 38; --modes-only runs just these, --no-modes skips them): PyTorch as
+an expert runs it on the same cores, for resnet20 b64, gpt-tiny b16, resnet18 b32 on 3x64x64 and
+lenet5 b64: every mode of fp32 / bf16 autocast x contiguous / channels_last (4-D inputs), with
+torch.set_num_threads(T) in a process bound to T CPUs, and OpenBLAS (Debian's torch's BLAS) on 1
+or on T threads, each a separate process (the variable is read at import); its best mode against
+dltune's best of fp32 and bf16 with every layer's kernel chosen by measurement
+(bench-engine-rank --select-kernels: the engine's trainer in-process, as dltune-worker runs it,
+without the launch), for T = 1 and 2 threads of one rank. Each model's achieved FLOP/s (3x its
+forward FLOPs per sample) is printed as a fraction of one core's measured fp32 and bf16 GEMM
+peaks (OpenBLAS sgemm and oneDNN matmul, n = 1024; bench-engine-rank peak). On a CPU without bf16
+instructions (this project's AMD Zen 3) both sides' bf16 runs in fp32 arithmetic on rounded
+values: expect no bf16 speed-up there. Last line: the summary."""
 import argparse
 import json
 import os
@@ -203,6 +217,167 @@ def measure_torch(name, batch, seconds, ddp=False):
     return steps * batch / (time.perf_counter() - t)
 
 
+def measure_torch_mode(name, batch, seconds, bf16, channels_last):
+    """Samples/s of one PyTorch mode on this process's threads (the expert modes)."""
+    make, shape = MODELS[name]
+    model = make()
+    lossf = nn.CrossEntropyLoss()
+    lm = len(shape) == 1
+    if lm:
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.1)
+        x = torch.randint(0, 256, (batch, *shape))
+        y = torch.randint(0, 256, (batch, *shape))
+    else:
+        opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-4)
+        x = torch.randn(batch, *shape)
+        y = torch.randint(0, 10, (batch,))
+    if channels_last:
+        model = model.to(memory_format=torch.channels_last)
+        x = x.contiguous(memory_format=torch.channels_last)
+
+    def step():
+        opt.zero_grad()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            out = model(x)
+        loss = lossf(out.float().reshape(-1, 256), y.reshape(-1)) if lm else lossf(out.float(), y)
+        loss.backward()
+        opt.step()
+
+    for _ in range(3):
+        step()
+    t = time.perf_counter()
+    for _ in range(3):
+        step()
+    steps = int(seconds / ((time.perf_counter() - t) / 3)) + 1
+    t = time.perf_counter()
+    for _ in range(steps):
+        step()
+    return steps * batch / (time.perf_counter() - t)
+
+
+def torch_worker(name, batch, seconds, threads):
+    """--torch-worker: every mode of one model on `threads` threads, as one JSON line."""
+    torch.set_num_threads(threads)
+    os.sched_setaffinity(0, set(ALLOWED_CPUS[:threads]))
+    cl_ok = len(MODELS[name][1]) == 3
+    out = {}
+    for bf16 in (False, True):
+        for cl in ((False, True) if cl_ok else (False,)):
+            mode = ("bf16" if bf16 else "fp32") + ("_cl" if cl else "")
+            out[mode] = measure_torch_mode(name, batch, seconds, bf16, cl)
+    print(json.dumps(out))
+
+
+def torch_modes(name, batch, seconds, threads):
+    """{mode: samples/s} of every PyTorch mode on `threads` threads, OpenBLAS on 1 and (when
+    threads > 1) on as many threads: the best of the two settings per mode."""
+    best = {}
+    for blas in sorted({1, threads}):
+        env = dict(os.environ, OPENBLAS_NUM_THREADS=str(blas), OMP_NUM_THREADS=str(threads))
+        p = subprocess.run([sys.executable, os.path.abspath(__file__), "--torch-worker", name,
+                            str(batch), str(seconds), str(threads)],
+                           env=env, capture_output=True, text=True)
+        if p.returncode != 0:
+            sys.exit(f"bench/engine: the PyTorch worker failed:\n{p.stderr[-2000:]}")
+        for mode, sps in json.loads(p.stdout.strip().splitlines()[-1]).items():
+            key = mode + ("" if blas == 1 else f"_blas{blas}")
+            best[key] = sps
+    return best
+
+
+def dltune_mode(build, model, batch, seconds, threads, precision):
+    """One rank of dltune's trainer on `threads` threads in `precision`, every layer's kernel
+    chosen by measurement first: the JSON line of bench-engine-rank."""
+    args = [os.path.join(build, "bin", "bench-engine-rank"), "train", model, str(batch), "1",
+            str(seconds), "--threads", str(threads), "--precision", precision,
+            "--select-kernels"]
+    out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def gemm_peaks(build):
+    args = [os.path.join(build, "bin", "bench-engine-rank"), "peak", "1024"]
+    out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+# (summary label, model, per-rank batch) of the best-mode comparison.
+MODES = [("resnet20", "resnet20", 64), ("gpt_tiny", "gpt-tiny", 16),
+         ("resnet18", "resnet18", 32), ("lenet5", "lenet5", 64)]
+
+
+def best_modes(a):
+    """The best-mode rounds; returns the summary keys."""
+    med = statistics.median
+    peaks = gemm_peaks(a.build)
+    print(f"one core's GEMM peaks (n 1024, 1 thread): OpenBLAS sgemm "
+          f"{peaks['openblas_sgemm_gflops']:.1f} GFLOP/s, oneDNN fp32 "
+          f"{peaks['onednn_f32_gflops']:.1f}, oneDNN bf16 {peaks['onednn_bf16_gflops']:.1f} "
+          f"(-1: no bf16 kernel); CPU: {peaks['cpu']}; oneDNN {peaks['onednn']}")
+    if not peaks["bf16_hardware"]:
+        print("no bf16 instructions here: bf16 on both sides computes in fp32 arithmetic on "
+              "bf16-rounded values (the engine's documented fallback); no bf16 speed-up expected")
+    ratio = {(lab, t): [] for lab, _, _ in MODES for t in (1, 2)}
+    tbest = {(lab, t): [] for lab, _, _ in MODES for t in (1, 2)}
+    dbest = {(lab, t): [] for lab, _, _ in MODES for t in (1, 2)}
+    bf16_speedup = {lab: [] for lab, _, _ in MODES}
+    frac = {lab: [] for lab, _, _ in MODES}
+    choices = {}
+    print(f"{'round':>5} {'model':<9} {'thr':>3} {'torch modes (samples/s)':<64} "
+          f"{'dltune fp32':>11} {'bf16':>7} {'best/torch':>10}")
+    for r in range(a.rounds):
+        for label, model, b in (MODES if r % 2 == 0 else list(reversed(MODES))):
+            for t in (1, 2):
+                runs = [("torch", lambda: torch_modes(model, b, a.seconds, t)),
+                        ("fp32", lambda: dltune_mode(a.build, model, b, a.seconds, t, "fp32")),
+                        ("bf16", lambda: dltune_mode(a.build, model, b, a.seconds, t, "bf16"))]
+                got = {}
+                for k in range(len(runs)):
+                    name, fn = runs[(k + r) % len(runs)]
+                    got[name] = fn()
+                tb = max(got["torch"].values())
+                d32, d16 = got["fp32"]["samples_per_s"], got["bf16"]["samples_per_s"]
+                db = max(d32, d16)
+                ratio[(label, t)].append(db / tb)
+                tbest[(label, t)].append(tb)
+                dbest[(label, t)].append(db)
+                if t == 1:
+                    bf16_speedup[label].append(d16 / d32)
+                    best = got["fp32"] if d32 >= d16 else got["bf16"]
+                    frac[label].append(db * best["flops_per_sample"] / 1e9 /
+                                       peaks["fp32_peak_gflops"])
+                    choices[label] = (got["fp32"].get("kernels", []))
+                modes = " ".join(f"{m} {v:.0f}" for m, v in sorted(got["torch"].items()))
+                print(f"{r:>5} {label:<9} {t:>3} {modes:<64} {d32:>11.0f} {d16:>7.0f} "
+                      f"{db / tb:>10.2f}", flush=True)
+    print("dltune: one rank, the trainer in-process (bench-engine-rank), every layer's kernel "
+          "chosen by measurement; PyTorch: one process, torch.set_num_threads(T), best of its modes")
+    for label, _, _ in MODES:
+        fp = med(frac[label])
+        print(f"{label}: 1 thread: PyTorch best {med(tbest[(label, 1)]):.0f} samples/s, dltune "
+              f"best {med(dbest[(label, 1)]):.0f} ({med(ratio[(label, 1)]):.2f}x); 2 threads: "
+              f"{med(tbest[(label, 2)]):.0f} vs {med(dbest[(label, 2)]):.0f} "
+              f"({med(ratio[(label, 2)]):.2f}x); dltune at {fp:.2f} of the fp32 GEMM peak, "
+              f"{fp * peaks['fp32_peak_gflops'] / peaks['bf16_peak_gflops']:.2f} of the bf16 one")
+    for c in choices.get("resnet20", []):
+        if c["timings"]:
+            print(f"  resnet20 kernel {c['node']:<24} {c['kernel']:<10} " +
+                  " ".join(f"{t['kernel']} {t['median_ms']:.2f} ms" for t in c["timings"]))
+    keys = [f"{label}_vs_torch_best={med(ratio[(label, 1)]):.2f}" for label, _, _ in MODES]
+    keys += [f"{label}_vs_torch_best_threads2={med(ratio[(label, 2)]):.2f}"
+             for label, _, _ in MODES]
+    keys.append(f"bf16_speedup_resnet20={med(bf16_speedup['resnet20']):.2f}")
+    eff = [d2 / (2 * d1) for d1, d2 in zip(dbest[("resnet20", 1)], dbest[("resnet20", 2)])]
+    teff = [t2 / (2 * t1) for t1, t2 in zip(tbest[("resnet20", 1)], tbest[("resnet20", 2)])]
+    keys.append(f"threads2_eff_resnet20={med(eff):.2f}")
+    keys.append(f"torch_threads2_eff_resnet20={med(teff):.2f}")
+    keys.append(f"torch_best_sps_resnet20={med(tbest[('resnet20', 1)]):.0f}")
+    keys.append(f"fp32_peak_gflops={peaks['fp32_peak_gflops']:.1f}")
+    keys.append(f"bf16_peak_gflops={peaks['bf16_peak_gflops']:.1f}")
+    keys += [f"{label}_fraction_fp32_peak={med(frac[label]):.2f}" for label, _, _ in MODES]
+    return keys
+
+
 def torch_sps(name, batch, seconds):
     bound_to(0)
     try:
@@ -252,7 +427,14 @@ def main():
                     help="dltune's allreduce for 2 ranks: 'plan' (tuned by the first launch) "
                          "or an algorithm to pin")
     ap.add_argument("--no-threads", action="store_true", help="skip the ranks-as-threads extra")
+    ap.add_argument("--modes-only", action="store_true",
+                    help="only the best-mode comparison (threads, bf16, kernel choice)")
+    ap.add_argument("--no-modes", action="store_true", help="skip the best-mode comparison")
     a = ap.parse_args()
+    if a.modes_only:
+        print(f"load average: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
+        print("summary: " + " ".join(best_modes(a)))
+        return 0
     med = statistics.median
     work = tempfile.mkdtemp(prefix="dltune-bench-engine-")
     d = Dltune(a.build, a.algo, work)
@@ -341,8 +523,14 @@ def main():
     keys += [f"ddp_eff_{label}={med(ddp[label]):.2f}" for label, _, _ in WEAK]
     keys += [f"weak_eff_{label}_threads={med(thr[label]):.2f}" for label, _, _ in WEAK
              if thr[label]]
+    if not a.no_modes:
+        keys += best_modes(a)
+    print(f"load average at the end: {os.getloadavg()[0]:.2f}")
     print("summary: " + " ".join(keys))
 
 
 if __name__ == "__main__":
+    if len(sys.argv) == 6 and sys.argv[1] == "--torch-worker":
+        torch_worker(sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5]))
+        sys.exit(0)
     sys.exit(main())

@@ -1,12 +1,20 @@
 // bench-engine-rank: one engine measurement, printed as one JSON line.
 //
 //   bench-engine-rank train MODEL BATCH RANKS SECONDS [ALGO [overlap|no-overlap]]
-//       samples/s of RANKS ranks (threads over the ThreadCommunicator, 1 BLAS thread each), weak
-//       scaling: BATCH per rank; gradient buckets of 1 MiB reduced with ALGO (default: the
-//       engine's default, ring) during backward unless no-overlap. Rank r's thread is bound
-//       to CPU r (mod the CPUs it may use), as `dltune run --bind core` binds rank processes.
+//                     [--threads T] [--precision fp32|bf16] [--select-kernels]
+//       samples/s of RANKS ranks (threads over the ThreadCommunicator), weak scaling: BATCH per
+//       rank; gradient buckets of 1 MiB reduced with ALGO (default: the engine's default, ring)
+//       during backward unless no-overlap. Rank r's thread is bound to CPUs r*T .. r*T+T-1 (mod
+//       the CPUs it may use), as `dltune run --bind core` binds rank processes, and trains on T
+//       threads (engine/core/thread_pool.h) in the given precision; --select-kernels first
+//       measures every node's kernels (engine/graph/kernel_select.h) on rank 0 and trains with
+//       the fastest (the JSON line then carries "kernels": the report).
 //   bench-engine-rank sgemm N                           OpenBLAS sgemm GFLOP/s, 1 thread
+//   bench-engine-rank peak N                            one thread's fp32 and bf16 GEMM peaks:
+//       OpenBLAS sgemm and oneDNN matmul (fp32, bf16: -1 where oneDNN has no bf16 kernel for
+//       this CPU), GFLOP/s, and the CPU's features
 // Driven by bench_engine.py, which interleaves it with PyTorch.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -21,6 +29,9 @@
 #include "comm/allreduce.h"
 #include "comm/thread_communicator.h"
 #include "engine/core/blas_kernels.h"
+#include "engine/core/cpu_features.h"
+#include "engine/graph/kernel_select.h"
+#include "engine/ops/onednn.h"
 #include "engine/train/train_data.h"
 #include "engine/train/trainer.h"
 #include "topology/topology.h"
@@ -33,9 +44,10 @@ static double since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-// Binds the calling thread to the rank-th CPU this process may use (its threads, such as the
-// trainer's communication thread, inherit it). Returns false when the system refuses.
-static bool bind_to_cpu(int rank) {
+// Binds the calling thread to CPUs rank*threads .. rank*threads + threads - 1 of those this
+// process may use (mod their number): its threads, the trainer's pool and communication thread,
+// start inside that mask. Returns false when the system refuses.
+static bool bind_to_cpus(int rank, int threads) {
   cpu_set_t allowed;
   if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return false;
   std::vector<int> cpus;
@@ -43,7 +55,39 @@ static bool bind_to_cpu(int rank) {
     if (CPU_ISSET(cpu, &allowed)) cpus.push_back(cpu);
   }
   if (cpus.empty()) return false;
-  return topology::set_affinity(0, {cpus[static_cast<size_t>(rank) % cpus.size()]}).ok();
+  std::vector<int> mine;
+  for (int t = 0; t < threads; ++t)
+    mine.push_back(cpus[static_cast<size_t>(rank * threads + t) % cpus.size()]);
+  return topology::set_affinity(0, mine).ok();
+}
+
+static int peak(int n) {
+  Buffer a(size_t(n) * n), b(size_t(n) * n), c(size_t(n) * n);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = b[i] = 0.001f * (i % 97);
+  std::vector<double> rates;
+  auto t = Clock::now();
+  while (since(t) < 1.0 || rates.size() < 3) {
+    auto t0 = Clock::now();
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1, a.data(), n, b.data(), n, 0,
+                c.data(), n);
+    rates.push_back(2.0 * n * n * double(n) / since(t0) / 1e9);
+  }
+  std::sort(rates.begin(), rates.end());
+  const double blas = rates[rates.size() / 2];
+  const double f32 = onednn_matmul_gflops(n, Precision::kFp32, 1.0);
+  const double bf16 = onednn_matmul_gflops(n, Precision::kBf16, 1.0);
+  std::printf("%s\n", nlohmann::json{{"n", n},
+                                     {"openblas_sgemm_gflops", blas},
+                                     {"onednn_f32_gflops", f32},
+                                     {"onednn_bf16_gflops", bf16},
+                                     {"fp32_peak_gflops", std::max(blas, f32)},
+                                     {"bf16_peak_gflops", bf16 > 0 ? bf16 : std::max(blas, f32)},
+                                     {"bf16_hardware", cpu_features().bf16_hardware()},
+                                     {"cpu", cpu_features().describe()},
+                                     {"onednn", onednn_version()}}
+                          .dump()
+                          .c_str());
+  return 0;
 }
 
 static int sgemm(int n) {
@@ -67,14 +111,36 @@ int main(int argc, char** argv) {
   use_native_blas_kernels(argv);  // as dltune-worker does (engine/core/blas_kernels.h)
   set_blas_threads(1);
   if (argc == 3 && std::string(argv[1]) == "sgemm") return sgemm(std::atoi(argv[2]));
-  if (argc < 6 || argc > 8 || std::string(argv[1]) != "train") {
+  if (argc == 3 && std::string(argv[1]) == "peak") return peak(std::atoi(argv[2]));
+  // The options after the positional arguments.
+  int threads = 1;
+  std::string precision = "fp32";
+  bool select = false;
+  std::vector<char*> pos;
+  for (int i = 0; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--threads" && i + 1 < argc) {
+      threads = std::atoi(argv[++i]);
+    } else if (a == "--precision" && i + 1 < argc) {
+      precision = argv[++i];
+    } else if (a == "--select-kernels") {
+      select = true;
+    } else {
+      pos.push_back(argv[i]);
+    }
+  }
+  argc = static_cast<int>(pos.size());
+  argv = pos.data();
+  if (argc < 6 || argc > 8 || std::string(argv[1]) != "train" || threads < 1) {
     std::fprintf(
         stderr,
         "usage: bench-engine-rank train MODEL BATCH RANKS SECONDS [ALGO [overlap|no-overlap]]"
-        " | sgemm N\n");
+        " [--threads T] [--precision fp32|bf16] [--select-kernels] | sgemm N | peak N\n");
     return 2;
   }
   TrainConfig c;
+  c.threads = threads;
+  c.precision = precision;
   c.model = argv[2];
   c.scaling = Scaling::kWeak;
   c.per_rank_batch = std::atoi(argv[3]);
@@ -105,9 +171,29 @@ int main(int argc, char** argv) {
     return 1;
   }
   double sps = 0.0, flops = 0.0, compute_ms = 0.0, exposed_ms = 0.0;
+  nlohmann::json kernels = nlohmann::json::array();
+  if (select) {  // rank 0's measurement, on its threads: the choices every rank then runs
+    if (!bind_to_cpus(0, threads)) std::fprintf(stderr, "bench-engine-rank: cannot bind\n");
+    auto t = Trainer::create(c, nullptr, data, nullptr);
+    if (!t) {
+      std::fprintf(stderr, "bench-engine-rank: %s\n", t.error().message().c_str());
+      return 1;
+    }
+    KernelSelectOptions ko;
+    ko.batch = c.per_rank_batch;
+    ko.repeats = 5;
+    auto report = select_kernels((*t)->model(), ko);
+    if (!report) {
+      std::fprintf(stderr, "bench-engine-rank: %s\n", report.error().message().c_str());
+      return 1;
+    }
+    c.kernels = choices_of(*report);
+    kernels = kernel_report_json(*report);
+  }
   std::mutex mu;
   Status st = comm::spawn(ranks, [&](comm::Communicator& comm) -> Status {
-    if (!bind_to_cpu(comm.rank())) std::fprintf(stderr, "bench-engine-rank: cannot bind\n");
+    if (!bind_to_cpus(comm.rank(), threads))
+      std::fprintf(stderr, "bench-engine-rank: cannot bind\n");
     auto t = Trainer::create(c, ranks > 1 ? &comm : nullptr, data, nullptr);
     if (!t) return t.error();
     // Fixed step counts for every rank: measure a probe on each, then agree on rank 0's.
@@ -140,14 +226,17 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bench-engine-rank: %s\n", st.error().message().c_str());
     return 1;
   }
-  std::printf("%s\n", nlohmann::json{{"model", c.model},
-                                     {"batch", c.per_rank_batch},
-                                     {"ranks", ranks},
-                                     {"samples_per_s", sps},
-                                     {"compute_ms_per_step", compute_ms},
-                                     {"exposed_comm_ms_per_step", exposed_ms},
-                                     {"gflops", sps * flops / 1e9}}
-                          .dump()
-                          .c_str());
+  nlohmann::json out = {{"model", c.model},
+                        {"batch", c.per_rank_batch},
+                        {"ranks", ranks},
+                        {"threads", threads},
+                        {"precision", precision},
+                        {"samples_per_s", sps},
+                        {"compute_ms_per_step", compute_ms},
+                        {"exposed_comm_ms_per_step", exposed_ms},
+                        {"flops_per_sample", flops},
+                        {"gflops", sps * flops / 1e9}};
+  if (select) out["kernels"] = kernels;
+  std::printf("%s\n", out.dump().c_str());
   return 0;
 }

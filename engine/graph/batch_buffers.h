@@ -16,9 +16,12 @@
 
 namespace dltune::engine {
 
-// The buffers for batches of up to `batch` samples. Precondition: `info` is the analysis of
-// `graph` and info.ok().
-planning::BatchBuffers batch_buffers(const recipes::Graph& graph, const recipes::GraphInfo& info,
-                                     int64_t batch);
+// The buffers for batches of up to `batch` samples, the kernels computing as `compute` says
+// (a node's kernel from compute.kernels, else its default). Precondition: `info` is the
+// analysis of `graph` and info.ok(). Errors (invalid_input): a precision other than fp32 and
+// bf16, a kernel choice for a node the graph does not have.
+Result<planning::BatchBuffers> batch_buffers(const recipes::Graph& graph,
+                                             const recipes::GraphInfo& info, int64_t batch,
+                                             const planning::ComputeSettings& compute);
 
 }  // namespace dltune::engine

@@ -57,6 +57,46 @@ Result<Model> Model::build(const recipes::Graph& graph, const std::string& name,
   return m;
 }
 
+void Model::set_thread_pool(ThreadPool* pool) {
+  pool_ = pool != nullptr ? pool : &ThreadPool::serial();
+  for (auto& op : ops_) op->set_threads(pool_->threads());
+  invalidate_reserve();
+}
+
+void Model::set_precision(Precision p) {
+  precision_ = p;
+  for (auto& op : ops_) op->set_precision(p);
+  invalidate_reserve();
+}
+
+Status Model::set_kernels(const KernelChoices& choices) {
+  std::vector<std::pair<size_t, std::string>> todo;
+  for (const auto& [name, kernel] : choices) {
+    size_t i = 0;
+    while (i < graph_.nodes.size() && graph_.nodes[i].name != name) ++i;
+    if (i == graph_.nodes.size())
+      return invalid_input("model '" + name_ + "': kernel choice for node '" + name +
+                           "', which the model does not have");
+    const std::vector<std::string> names = ops_[i]->kernels();
+    if (std::find(names.begin(), names.end(), kernel) == names.end())
+      return ops_[i]->set_kernel(kernel).error().wrap("model '" + name_ + "'");
+    todo.emplace_back(i, kernel);
+  }
+  for (const auto& [i, kernel] : todo) DLTUNE_TRY(ops_[i]->set_kernel(kernel));
+  invalidate_reserve();
+  return ok_status();
+}
+
+KernelChoices Model::kernels() const {
+  KernelChoices k;
+  for (size_t i = 0; i < ops_.size(); ++i) k[graph_.nodes[i].name] = ops_[i]->kernel();
+  return k;
+}
+
+void Model::invalidate_reserve() {
+  if (max_batch_ > 0 && !released_) release();
+}
+
 void Model::bind_all() {
   for (size_t i = 0; i < ops_.size(); ++i) {
     std::vector<float*> p, g, s;
@@ -205,7 +245,7 @@ const float* Model::forward(const float* input, int batch, bool training, uint64
   DLTUNE_CHECK(batch > 0 && batch <= max_batch_, "batch " + std::to_string(batch) +
                                                      " outside (0, " + std::to_string(max_batch_) +
                                                      "]: call reserve() first");
-  OpContext ctx{workspace(), training, 0, false, update_state};
+  OpContext ctx{workspace(), training, 0, false, update_state, pool_};
   for (size_t i = 0; i < ops_.size(); ++i) {
     auto& ptrs = in_ptrs_[i];
     const auto& srcs = info_.inputs[i];
@@ -228,7 +268,7 @@ void Model::backward(const float* input, const float* dout, int batch,
   zero_own_grads_once();
   if (scratch_owner_) scratch_owner_->ensure_reserved();
   std::vector<Buffer>& slots = this->slots();
-  OpContext ctx{workspace(), true, 0, accumulate, true};
+  OpContext ctx{workspace(), true, 0, accumulate, true, pool_};
   bool input_written = false;
   for (int i = num_nodes() - 1; i >= 0; --i) {
     const auto ui = static_cast<size_t>(i);
@@ -264,6 +304,53 @@ void Model::backward(const float* input, const float* dout, int batch,
       bwd_s_[ui] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (ready) ready(i);
   }
+}
+
+void Model::forward_node(int i, int batch, float* workspace, Op* twin) {
+  const auto ui = static_cast<size_t>(i);
+  if (plan_.fused_into[ui] >= 0) return;
+  auto& ptrs = in_ptrs_[ui];
+  const auto& srcs = info_.inputs[ui];
+  // The model's input is not kept: a node reading it gets random values of its shape.
+  for (size_t k = 0; k < srcs.size(); ++k)
+    ptrs[k] = srcs[k] < 0 ? timing_input(ui) : output_of(srcs[k]);
+  OpContext ctx{workspace, true, Rng::mix(1, ui), false, false, pool_};
+  (twin != nullptr ? twin : ops_[ui].get())->forward(ctx, ptrs.data(), acts_[ui].data(), batch);
+}
+
+void Model::backward_node(int i, int batch, const float* dout, float* workspace, Op* twin) {
+  const auto ui = static_cast<size_t>(i);
+  if (plan_.fused_into[ui] >= 0) return;
+  auto& ptrs = in_ptrs_[ui];
+  auto& din = din_[ui];
+  const auto& srcs = info_.inputs[ui];
+  for (size_t k = 0; k < srcs.size(); ++k) {
+    if (srcs[k] < 0) {
+      ptrs[k] = timing_input(ui);
+      din[k] = GradOut{};
+      continue;
+    }
+    ptrs[k] = output_of(srcs[k]);
+    const int s = plan_.slot[static_cast<size_t>(srcs[k])];
+    din[k] = GradOut{slots()[static_cast<size_t>(s)].data(), false};
+  }
+  OpContext ctx{workspace, true, 0, false, false, pool_};
+  (twin != nullptr ? twin : ops_[ui].get())
+      ->backward(ctx, ptrs.data(), output_of(i), dout, din.data(), batch);
+}
+
+const float* Model::timing_input(size_t node) {
+  const int64_t n = static_cast<int64_t>(max_batch_) * input_numel();
+  if (static_cast<int64_t>(timing_input_.size()) < n) {
+    timing_input_.resize(static_cast<size_t>(n));
+    Rng rng(Rng::mix(7, node));
+    // Token models read ids: small non-negative integers are valid for any vocabulary.
+    const bool tokens = graph_.input_kind == recipes::InputKind::kTokens;
+    for (int64_t j = 0; j < n; ++j)
+      timing_input_[static_cast<size_t>(j)] =
+          tokens ? static_cast<float>(rng.below(2)) : rng.normal();
+  }
+  return timing_input_.data();
 }
 
 void Model::set_profiling(bool on) {

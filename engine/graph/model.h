@@ -16,17 +16,23 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "common/result.h"
+#include "engine/core/precision.h"
 #include "engine/core/tensor.h"
+#include "engine/core/thread_pool.h"
 #include "engine/graph/backward_plan.h"
 #include "engine/ops/op.h"
 #include "recipes/model/graph.h"
 
 namespace dltune::engine {
+
+// Per node name: the kernel it runs (Op::kernels()); nodes not named run their default.
+using KernelChoices = std::map<std::string, std::string>;
 
 class Model {
  public:
@@ -84,6 +90,25 @@ class Model {
   // in order, each by its ParamDef's Init (PyTorch's defaults unless the graph says he/normal);
   // state takes its init (running_var 1, the rest 0).
   void init_params(uint64_t seed);
+  // The rank's threads: forward, backward and every op run on `pool` (not owned; it must
+  // outlive the model; nullptr: one thread). Results do not depend on its size
+  // (engine/core/parallel.h). The per-thread scratch follows at the next forward.
+  void set_thread_pool(ThreadPool* pool);
+  ThreadPool& pool() const { return *pool_; }
+  // The compute precision of every op (engine/core/precision.h); fp32 by default. Nodes whose
+  // chosen kernel does not exist in that precision go back to their default.
+  void set_precision(Precision p);
+  Precision precision() const { return precision_; }
+  // Sets each named node's kernel. Errors (invalid_input, nothing changed): a name that is no
+  // node of the model, a kernel the node does not have (the message lists its kernels).
+  Status set_kernels(const KernelChoices& choices);
+  // The kernels node i can run (Op::kernels()) and the one it runs.
+  std::vector<std::string> kernel_candidates(int node) const {
+    return ops_[static_cast<size_t>(node)]->kernels();
+  }
+  const std::string& kernel(int node) const { return ops_[static_cast<size_t>(node)]->kernel(); }
+  // Every node's kernel by name (all nodes, defaults included).
+  KernelChoices kernels() const;
   // Allocates activations and scratch for batches of up to max_batch samples (idempotent).
   void reserve(int max_batch);
   int max_batch() const { return max_batch_; }
@@ -124,6 +149,15 @@ class Model {
   // counts); with share_scratch_of(), without the gradients and the workspace (the owner's).
   int64_t activation_bytes() const { return activation_bytes_; }
 
+  // Node i's forward (then backward) alone, on the inputs the last training forward gave it and
+  // a gradient `dout` of its output (B, out shape), with `workspace` of at least
+  // op(i).workspace_floats(batch) floats; parameter gradients and the input gradients' slots
+  // are overwritten, running statistics left alone. `twin`: run that op (Op::twin_of(op(i)))
+  // instead of the node's own. For timing kernels (engine/graph/kernel_select.h).
+  // Precondition: a training forward of >= batch samples ran.
+  void forward_node(int i, int batch, float* workspace, Op* twin = nullptr);
+  void backward_node(int i, int batch, const float* dout, float* workspace, Op* twin = nullptr);
+
   // Per-node timing: while on, forward and backward add each node's wall time (seconds) to
   // forward_seconds()[i] / backward_seconds()[i] (two clock reads per node per pass). For the
   // tuner's per-node costs (pipeline cuts, predictions) and for profiling.
@@ -134,6 +168,8 @@ class Model {
  private:
   Model() = default;
   void bind_all();
+  // After a change of threads, precision or kernels: the next forward reserves again.
+  void invalidate_reserve();
   // Node i's output: its own buffer, or that of the node a fused ReLU is fused into.
   const float* output_of(int i) const {
     const int f = plan_.fused_into[static_cast<size_t>(i)];
@@ -166,6 +202,10 @@ class Model {
   std::vector<Buffer> slots_;  // activation gradients (BackwardPlan::slot)
   Buffer workspace_;
   bool profiling_ = false;
+  ThreadPool* pool_ = &ThreadPool::serial();
+  Buffer timing_input_;  // forward_node(): the model's input stand-in
+  const float* timing_input(size_t node);
+  Precision precision_ = Precision::kFp32;
   std::vector<double> fwd_s_, bwd_s_;
   // Per node: pointers to its inputs and gradient outputs, filled per call (no allocation).
   std::vector<std::vector<const float*>> in_ptrs_;

@@ -30,6 +30,9 @@ class Attention final : public Op {
   Status configure() override;
 
  private:
+  int64_t thread_floats() const {  // one thread's scratch (op_memory.h)
+    return attention_thread_floats(t_, hs_, precision_);
+  }
   int t_ = 0, c_ = 0, heads_ = 1, hs_ = 0;
   Buffer probs_;  // (B, NH, T, T) of the last forward
 };

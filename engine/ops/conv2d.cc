@@ -1,280 +1,154 @@
 #include "engine/ops/conv2d.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 
-#include <cblas.h>
+#include "engine/core/parallel.h"
+#include "engine/ops/onednn.h"
+
+// The op's set-up, kernel choice, scratch accounting and the bf16 wrapper; the kernels
+// themselves are in conv2d_im2col.cc and conv2d_paths.cc.
 
 namespace dltune::engine {
+Conv2d::Conv2d() = default;
+Conv2d::~Conv2d() = default;
 
 Status Conv2d::configure() {
-  const recipes::OpAttrs& a = attrs();
-  oc_ = static_cast<int>(a.out);
-  k_ = static_cast<int>(a.kernel);
-  stride_ = static_cast<int>(a.stride);
-  pad_ = static_cast<int>(a.pad);
-  groups_ = static_cast<int>(a.groups);
-  c_ = static_cast<int>(in_[0][0]);
-  h_ = static_cast<int>(in_[0][1]);
-  w_ = static_cast<int>(in_[0][2]);
-  oh_ = static_cast<int>(out_[1]);
-  ow_ = static_cast<int>(out_[2]);
-  cg_ = c_ / groups_;
-  ocg_ = oc_ / groups_;
-  kg_ = cg_ * k_ * k_;
-  hwo_ = int64_t{oh_} * ow_;
-  const Conv2dKernel kernel = choose_conv2d(a, in_[0], out_);  // as the memory model sees it
-  direct_ = kernel.kind == Conv2dKernel::Kind::kDirect;
-  conv3x3_ = kernel.kind == Conv2dKernel::Kind::kConv3x3;
-  pointwise_ = kernel.kind == Conv2dKernel::Kind::kPointwise;
-  direct_shape_ = kernel.direct;
-  c3_ = kernel.c3;
+  init(attrs(), in_[0], out_);
   return ok_status();
 }
 
+std::vector<std::string> Conv2d::kernels() const {
+  std::vector<std::string> k = own_kernels();
+  if (onednn_conv_supported(onednn_shape(), precision_)) k.push_back("onednn");
+  return k;
+}
+
+OnednnConvShape Conv2d::onednn_shape() const {
+  return OnednnConvShape{c_, h_, w_, oc_, oh_, ow_, k_, stride_, pad_, groups_, attrs().bias};
+}
+
+void Conv2d::use_kernel(const std::string& name) {
+  release();
+  kind_ = conv2d_kind(name);
+  onednn_.reset();
+  if (kind_ == Kind::kOnednn) onednn_ = make_onednn_conv(onednn_shape(), precision_);
+}
+
+OpMemory Conv2d::library_memory(int batch) const {
+  if (!onednn_) return {};
+  return {onednn_->saved_floats(batch, threads_), onednn_->workspace_floats(batch, threads_)};
+}
+
+void Conv2d::release() {
+  direct_scratch_.resize(0);
+  c3_packed_.resize(0);
+  c3_in_.resize(0);
+  c3_dout_.resize(0);
+  c3_scratch_.resize(0);
+  saved_cols_.resize(0);
+  bf16_w_.resize(0);
+  saved_in_ = nullptr;
+  if (onednn_) onednn_->release();
+}
+
+// ---- scratch -------------------------------------------------------------------------------
+
 void Conv2d::reserve(int max_batch) {
-  if (conv3x3_) {
-    const int group = conv3x3_group(c3_, max_batch);
-    c3_packed_.resize_uninitialized(static_cast<size_t>(c3_.packed_floats()));
-    c3_in_.resize_uninitialized(static_cast<size_t>(group * c3_.padded_in_floats()));
-    c3_dout_.resize_uninitialized(static_cast<size_t>(group * c3_.padded_dout_floats()));
-    c3_scratch_.resize_uninitialized(static_cast<size_t>(c3_.grad_scratch_floats()));
-    saved_cols_.resize(0);
-    saved_in_ = nullptr;
-    return;
+  const auto T = static_cast<size_t>(threads_);
+  bf16_w_.resize_uninitialized(
+      precision_ == Precision::kBf16 ? static_cast<size_t>(weight_floats() + oc_) : 0);
+  switch (kind_) {
+    case Kind::kDirect3x3: {
+      const int group = conv3x3_group(c3_, max_batch);
+      c3_packed_.resize_uninitialized(static_cast<size_t>(c3_.packed_floats()));
+      c3_in_.resize_uninitialized(T * static_cast<size_t>(group * c3_.padded_in_floats()));
+      c3_dout_.resize_uninitialized(T * static_cast<size_t>(group * c3_.padded_dout_floats()));
+      c3_scratch_.resize_uninitialized(T * static_cast<size_t>(c3_.grad_scratch_floats()));
+      break;
+    }
+    case Kind::kDirect:
+      direct_scratch_.resize_uninitialized(T * static_cast<size_t>(direct_shape_.scratch_floats()));
+      break;
+    case Kind::kIm2col:
+      // Sized for the largest batch but never zeroed: forward writes the columns before backward
+      // reads them, and untouched pages cost nothing (zeroing them cost 0.45 s per trainer).
+      saved_cols_.resize_uninitialized(static_cast<size_t>(saved_cols_capacity(kind_, max_batch)));
+      break;
+    case Kind::kOnednn:
+      onednn_->reserve(max_batch, threads_);
+      break;
+    case Kind::kPointwise:
+      break;
   }
-  if (direct_ || pointwise_) {  // neither builds columns
-    if (direct_)
-      direct_scratch_.resize_uninitialized(static_cast<size_t>(direct_shape_.scratch_floats()));
-    saved_cols_.resize(0);
-    saved_in_ = nullptr;
-    return;
-  }
-  const int64_t per_image = int64_t{groups_} * kg_ * hwo_;
-  const int64_t images =
-      std::min<int64_t>(max_batch, kSavedColsBudgetFloats / std::max<int64_t>(per_image, 1));
-  // Sized for the largest batch (evaluation's 256 included) but never zeroed: forward writes
-  // the columns before backward reads them, and untouched pages cost nothing. Zeroing them
-  // cost 0.45 s per trainer here (~47 MB of page faults for LeNet), most of a recipe trial's
-  // set-up.
-  saved_cols_.resize_uninitialized(static_cast<size_t>(std::max<int64_t>(images, 0) * per_image));
   saved_in_ = nullptr;
 }
 
-int Conv2d::chunk(int batch) const {
-  if (saves_cols(batch)) return std::max(batch, 1);
-  int64_t per_image = int64_t{kg_} * hwo_;
-  int64_t nb = std::max<int64_t>(1, kColsBudgetFloats / std::max<int64_t>(per_image, 1));
-  return static_cast<int>(std::min<int64_t>(nb, std::max(batch, 1)));
-}
-
-void Conv2d::im2col(const float* in, int n0, int nb, int g, float* cols) const {
-  const int H = h_, W = w_, OH = oh_, OW = ow_;
-  const int64_t L = nb * hwo_;
-  for (int c = 0; c < cg_; ++c) {
-    for (int ki = 0; ki < k_; ++ki) {
-      for (int kj = 0; kj < k_; ++kj) {
-        float* row = cols + ((int64_t{c} * k_ + ki) * k_ + kj) * L;
-        // valid output columns: 0 <= ow*stride - pad + kj < W
-        int ow_lo = std::min(OW, std::max(0, (pad_ - kj + stride_ - 1) / stride_));
-        int ow_hi = std::min(OW, (W + pad_ - kj + stride_ - 1) / stride_);
-        if (ow_hi < ow_lo) ow_hi = ow_lo;
-        for (int b = 0; b < nb; ++b) {
-          const float* img = in + ((int64_t{n0 + b} * c_) + g * cg_ + c) * H * W;
-          float* dst = row + b * hwo_;
-          for (int oh = 0; oh < OH; ++oh, dst += OW) {
-            int ih = oh * stride_ - pad_ + ki;
-            if (ih < 0 || ih >= H) {
-              std::memset(dst, 0, sizeof(float) * OW);
-              continue;
-            }
-            const float* src = img + int64_t{ih} * W - pad_ + kj;
-            for (int ow = 0; ow < ow_lo; ++ow) dst[ow] = 0.0f;
-            if (stride_ == 1) {
-              std::memcpy(dst + ow_lo, src + ow_lo, sizeof(float) * (ow_hi - ow_lo));
-            } else {
-              for (int ow = ow_lo; ow < ow_hi; ++ow) dst[ow] = src[ow * stride_];
-            }
-            for (int ow = ow_hi; ow < OW; ++ow) dst[ow] = 0.0f;
-          }
-        }
-      }
-    }
-  }
-}
-
-void Conv2d::col2im(const float* cols, int n0, int nb, int g, float* din) const {
-  const int H = h_, W = w_, OH = oh_, OW = ow_;
-  const int64_t L = nb * hwo_;
-  for (int c = 0; c < cg_; ++c) {
-    for (int ki = 0; ki < k_; ++ki) {
-      for (int kj = 0; kj < k_; ++kj) {
-        const float* row = cols + ((int64_t{c} * k_ + ki) * k_ + kj) * L;
-        int ow_lo = std::max(0, (pad_ - kj + stride_ - 1) / stride_);
-        int ow_hi = std::min(OW, (W + pad_ - kj + stride_ - 1) / stride_);
-        for (int b = 0; b < nb; ++b) {
-          float* img = din + ((int64_t{n0 + b} * c_) + g * cg_ + c) * H * W;
-          const float* src = row + b * hwo_;
-          for (int oh = 0; oh < OH; ++oh, src += OW) {
-            int ih = oh * stride_ - pad_ + ki;
-            if (ih < 0 || ih >= H) continue;
-            float* dst = img + int64_t{ih} * W - pad_ + kj;
-            if (stride_ == 1) {  // contiguous: GCC vectorises this form, not the strided one
-              for (int ow = ow_lo; ow < ow_hi; ++ow) dst[ow] += src[ow];
-            } else {
-              for (int ow = ow_lo; ow < ow_hi; ++ow) dst[ow * stride_] += src[ow];
-            }
-          }
-        }
-      }
-    }
-  }
-}
-
-void Conv2d::forward_direct(const float* in, float* out, int batch) {
-  const int64_t in_plane = int64_t{h_} * w_;
-  for (int n = 0; n < batch; ++n) {
-    direct_conv_forward(direct_shape_, params_[0], bias(), in + n * in_plane, out + n * oc_ * hwo_,
-                        direct_scratch_.data());
-  }
-}
-
-void Conv2d::backward_direct(const OpContext& ctx, const float* in, const float* dout, float* din,
-                             int batch) {
-  if (!accumulate_grad(ctx, 0))  // the weights' part; the bias: backward()
-    std::memset(grads_[0], 0, sizeof(float) * oc_ * kg_);
-  const int64_t in_plane = int64_t{h_} * w_;
-  for (int n = 0; n < batch; ++n) {
-    direct_conv_backward(direct_shape_, params_[0], in + n * in_plane, dout + n * oc_ * hwo_,
-                         grads_[0], din != nullptr ? din + n * in_plane : nullptr,
-                         direct_scratch_.data());
-  }
-}
-
-void Conv2d::forward_3x3(const float* in, float* out, int batch) {
-  float* packed = c3_packed_.data();
-  conv3x3_pack(c3_, params_[0], packed);
-  const int64_t in_image = int64_t{c_} * h_ * w_, out_image = int64_t{oc_} * hwo_;
-  for (int n = 0; n < batch; ++n) {
-    conv3x3_pad_input(c3_, in + n * in_image, c_, c3_in_.data());
-    conv3x3_forward(c3_, packed, bias(), c3_in_.data(), out + n * out_image);
-  }
-}
-
-void Conv2d::backward_3x3(const OpContext& ctx, const float* in, const float* dout, float* din,
-                          bool din_acc, int batch) {
-  // The weights are packed again: backward must not rely on which forward ran last.
-  float* packed = c3_packed_.data();
-  conv3x3_pack(c3_, params_[0], packed);
-  if (!accumulate_grad(ctx, 0)) std::memset(grads_[0], 0, sizeof(float) * oc_ * c_ * 9);
-  const int group = conv3x3_group(c3_, batch);
-  const int64_t in_image = int64_t{c_} * h_ * w_, out_image = int64_t{oc_} * hwo_;
-  for (int n0 = 0; n0 < batch; n0 += group) {
-    const int nb = std::min(group, batch - n0);
-    conv3x3_pad_input(c3_, in + n0 * in_image, nb * c_, c3_in_.data());
-    conv3x3_pad_grad(c3_, dout + n0 * out_image, nb * oc_, c3_dout_.data());
-    if (din != nullptr) {
-      for (int i = 0; i < nb; ++i) {
-        conv3x3_input_grad(c3_, packed, c3_dout_.data() + i * c3_.padded_dout_floats(),
-                           c3_scratch_.data(), din + (n0 + i) * in_image, din_acc);
-      }
-    }
-    conv3x3_weight_grad(c3_, c3_in_.data(), c3_dout_.data(), nb, grads_[0]);
-  }
-}
-
-void Conv2d::forward_pointwise(const float* in, float* out, int batch) {
-  // Per image: out (OC, HW) = W (OC, C) x in (C, HW) + b
-  const float* b = bias();
-  const int64_t hw = hwo_;
-  for (int n = 0; n < batch; ++n) {
-    float* o = out + n * oc_ * hw;
-    if (b)
-      for (int oc = 0; oc < oc_; ++oc) std::fill(o + oc * hw, o + (oc + 1) * hw, b[oc]);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, oc_, static_cast<int>(hw), c_, 1.0f,
-                params_[0], c_, in + int64_t{n} * c_ * hw, static_cast<int>(hw), b ? 1.0f : 0.0f, o,
-                static_cast<int>(hw));
-  }
-}
-
-void Conv2d::backward_pointwise(const OpContext& ctx, const float* in, const float* dout,
-                                float* din, bool din_acc, int batch) {
-  const int hw = static_cast<int>(hwo_);
-  for (int n = 0; n < batch; ++n) {
-    const float* d = dout + int64_t{n} * oc_ * hw;
-    // dW (OC, C) (+)= dout (OC, HW) x in^T (HW, C)
-    const bool acc = n > 0 || accumulate_grad(ctx, 0);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, oc_, c_, hw, 1.0f, d, hw,
-                in + int64_t{n} * c_ * hw, hw, acc ? 1.0f : 0.0f, grads_[0], c_);
-    // din (C, HW) (+)= W^T (C, OC) x dout (OC, HW)
-    if (din)
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, c_, hw, oc_, 1.0f, params_[0], c_, d, hw,
-                  din_acc ? 1.0f : 0.0f, din + int64_t{n} * c_ * hw, hw);
-  }
-}
+// ---- dispatch ------------------------------------------------------------------------------
 
 void Conv2d::forward(const OpContext& ctx, const float* const* inputs, float* out, int batch) {
   // in (B, C, H, W) -> out (B, OC, OH, OW)
-  const float* in = inputs[0];
-  if (direct_) return forward_direct(in, out, batch);
-  if (conv3x3_) return forward_3x3(in, out, batch);
-  if (pointwise_) return forward_pointwise(in, out, batch);
-  const int nb_max = chunk(batch);
-  const int64_t out_per_image = int64_t{oc_} * hwo_;
-  const float* b = bias();
-  const bool save = ctx.training && saves_cols(batch);
-  saved_in_ = save ? in : nullptr;
-  saved_batch_ = batch;
-  for (int n0 = 0; n0 < batch; n0 += nb_max) {
-    const int nb = std::min(nb_max, batch - n0);
-    const int64_t L = nb * hwo_;
-    float* tmp = ctx.workspace + kg_ * L;  // (OCg, L)
-    for (int g = 0; g < groups_; ++g) {
-      float* cols = save ? saved_cols_.data() + int64_t{g} * kg_ * L : ctx.workspace;  // (Kg, L)
-      im2col(in, n0, nb, g, cols);
-      const float* Wg = params_[0] + int64_t{g} * ocg_ * kg_;  // (OCg, Kg)
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ocg_, L, kg_, 1.0f, Wg, kg_, cols, L,
-                  0.0f, tmp, L);
-      // scatter tmp (OCg, nb, OH*OW) -> out (nb, OC, OH*OW) adding the bias
-      for (int bi = 0; bi < nb; ++bi) {
-        for (int o = 0; o < ocg_; ++o) {
-          const int oc = g * ocg_ + o;
-          const float* src = tmp + o * L + bi * hwo_;
-          float* dst = out + (n0 + bi) * out_per_image + oc * hwo_;
-          const float bv = b ? b[oc] : 0.0f;
-          for (int64_t p = 0; p < hwo_; ++p) dst[p] = src[p] + bv;
-        }
-      }
-    }
+  if (precision_ == Precision::kBf16) return forward_bf16(ctx, inputs[0], out, batch);
+  wts_ = params_[0];
+  b_ = attrs().bias ? params_[1] : nullptr;
+  forward_fp32(ctx, inputs[0], out, batch);
+}
+
+void Conv2d::forward_fp32(const OpContext& ctx, const float* in, float* out, int batch) {
+  switch (kind_) {
+    case Kind::kDirect:
+      return forward_direct(ctx, in, out, batch);
+    case Kind::kDirect3x3:
+      return forward_3x3(ctx, in, out, batch);
+    case Kind::kPointwise:
+      return forward_pointwise(ctx, in, out, batch);
+    case Kind::kOnednn:
+      return onednn_->forward(*ctx.pool, in, wts_, b_, out, batch, ctx.workspace);
+    case Kind::kIm2col:
+      return forward_im2col(ctx, in, out, batch);
   }
 }
 
 void Conv2d::backward(const OpContext& ctx, const float* const* inputs, const float*,
                       const float* dout, const GradOut* din, int batch) {
-  const float* in = inputs[0];
-  float* dx = din[0].data;
-  const int64_t out_per_image = int64_t{oc_} * hwo_;
-  if (direct_) {
-    // The direct kernel writes the input gradient: add it through a scratch when it must add.
-    const bool acc = dx != nullptr && din[0].accumulate;
-    if (acc) din_tmp_.reserve(static_cast<size_t>(batch * in_numel()));
-    backward_direct(ctx, in, dout, acc ? din_tmp_.data() : dx, batch);
-    if (acc) store_grad(dx, din_tmp_.data(), batch * in_numel(), true);
-  } else if (conv3x3_) {
-    backward_3x3(ctx, in, dout, dx, din[0].accumulate, batch);
-  } else if (pointwise_) {
-    backward_pointwise(ctx, in, dout, dx, din[0].accumulate, batch);
-  } else {
-    backward_gemm(ctx, in, dout, dx, din[0].accumulate, batch);
+  if (precision_ == Precision::kBf16) return backward_bf16(ctx, inputs[0], dout, din[0], batch);
+  wts_ = params_[0];
+  b_ = attrs().bias ? params_[1] : nullptr;
+  dw_ = grads_[0];
+  dw_acc_ = accumulate_grad(ctx, 0);
+  db_ = attrs().bias ? grads_[1] : nullptr;
+  db_acc_ = attrs().bias && accumulate_grad(ctx, 1);
+  backward_fp32(ctx, inputs[0], dout, din[0].data, din[0].accumulate, batch);
+}
+
+void Conv2d::backward_fp32(const OpContext& ctx, const float* in, const float* dout, float* dx,
+                           bool din_acc, int batch) {
+  switch (kind_) {
+    case Kind::kDirect:
+      backward_direct(ctx, in, dout, dx, din_acc, batch);
+      break;
+    case Kind::kDirect3x3:
+      backward_3x3(ctx, in, dout, dx, din_acc, batch);
+      break;
+    case Kind::kPointwise:
+      backward_pointwise(ctx, in, dout, dx, din_acc, batch);
+      break;
+    case Kind::kOnednn:
+      onednn_->backward(*ctx.pool, in, wts_, dout, dx, din_acc, dw_, dw_acc_, batch, ctx.workspace);
+      break;
+    case Kind::kIm2col:
+      backward_im2col(ctx, in, dout, dx, din_acc, batch);
+      break;
   }
-  if (!attrs().bias) return;
-  // db (OC) (+)= sum over images and pixels of dout
-  float* db = grads_[1];
-  const bool acc = accumulate_grad(ctx, 1);
-  for (int oc = 0; oc < oc_; ++oc) {
+  if (db_ != nullptr) backward_bias(ctx, dout, batch);
+}
+
+void Conv2d::backward_bias(const OpContext& ctx, const float* dout, int batch) {
+  // db (OC) (+)= sum over images and pixels of dout: each channel one task's, in order
+  const int64_t out_per_image = int64_t{oc_} * hwo_;
+  ctx.pool->run(oc_, [&](int64_t oc, int) {
     double s = 0.0;
     for (int n = 0; n < batch; ++n) {
       const float* d = dout + n * out_per_image + oc * hwo_;
@@ -282,45 +156,68 @@ void Conv2d::backward(const OpContext& ctx, const float* const* inputs, const fl
       for (int64_t p = 0; p < hwo_; ++p) part += d[p];
       s += part;
     }
-    db[oc] = static_cast<float>(s) + (acc ? db[oc] : 0.0f);
-  }
+    db_[oc] = static_cast<float>(s) + (db_acc_ ? db_[oc] : 0.0f);
+  });
 }
 
-void Conv2d::backward_gemm(const OpContext& ctx, const float* in, const float* dout, float* din,
-                           bool din_acc, int batch) {
-  const int nb_max = chunk(batch);
-  const int64_t out_per_image = int64_t{oc_} * hwo_;
-  if (din && !din_acc) std::memset(din, 0, sizeof(float) * batch * in_numel());
-  // The columns forward kept for this very input (one chunk: the whole batch).
-  const bool saved = saved_in_ == in && saved_batch_ == batch && saves_cols(batch);
-  const bool acc = accumulate_grad(ctx, 0);
-  for (int n0 = 0; n0 < batch; n0 += nb_max) {
-    const int nb = std::min(nb_max, batch - n0);
-    const int64_t L = nb * hwo_;
-    float* dcols = ctx.workspace;  // (Kg, L)
-    float* tmp = dcols + kg_ * L;  // (OCg, L)
-    for (int g = 0; g < groups_; ++g) {
-      // gather dout (nb, OC, OH*OW) -> tmp (OCg, L)
-      for (int bi = 0; bi < nb; ++bi)
-        for (int o = 0; o < ocg_; ++o)
-          std::memcpy(tmp + o * L + bi * hwo_,
-                      dout + (n0 + bi) * out_per_image + (g * ocg_ + o) * hwo_,
-                      sizeof(float) * hwo_);
-      const float* cols = saved ? saved_cols_.data() + int64_t{g} * kg_ * L : dcols;
-      if (!saved) im2col(in, n0, nb, g, dcols);
-      float* dWg = grads_[0] + int64_t{g} * ocg_ * kg_;
-      // dWg (OCg, Kg) (+)= tmp (OCg, L) x cols^T (L, Kg)
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, ocg_, kg_, L, 1.0f, tmp, L, cols, L,
-                  n0 == 0 && !acc ? 0.0f : 1.0f, dWg, kg_);
-      if (din) {
-        // dcols (Kg, L) = Wg^T (Kg, OCg) x tmp (OCg, L), reusing the cols buffer
-        const float* Wg = params_[0] + int64_t{g} * ocg_ * kg_;
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kg_, L, ocg_, 1.0f, Wg, kg_, tmp, L,
-                    0.0f, dcols, L);
-        col2im(dcols, n0, nb, g, din);
+void Conv2d::reduce_partials(const OpContext& ctx, const float* partials, int count,
+                             bool accumulate) {
+  sum_partials(*ctx.pool, partials, weight_floats(), count, weight_floats(), dw_, accumulate);
+}
+
+// ---- bf16 ----------------------------------------------------------------------------------
+
+void Conv2d::forward_bf16(const OpContext& ctx, const float* in, float* out, int batch) {
+  // autocast: conv(x.bf16(), W.bf16(), b.bf16()) accumulated in fp32, returned as bf16
+  float* xb = ctx.workspace + kernel_workspace_floats(batch);
+  const int64_t nx = batch * in_numel();
+  parallel_elements(*ctx.pool, nx,
+                    [&](int64_t b, int64_t e, int) { bf16_round_array(in + b, xb + b, e - b); });
+  bf16_round_array(params_[0], bf16_w_.data(), weight_floats());
+  if (attrs().bias) bf16_round_array(params_[1], bf16_w_.data() + weight_floats(), oc_);
+  wts_ = bf16_w_.data();
+  b_ = attrs().bias ? bf16_w_.data() + weight_floats() : nullptr;
+  forward_fp32(ctx, xb, out, batch);
+  saved_in_ = saved_in_ == xb ? in : saved_in_;  // the columns kept are of this input
+  parallel_elements(*ctx.pool, batch * out_numel(),
+                    [&](int64_t b, int64_t e, int) { bf16_round_array(out + b, out + b, e - b); });
+}
+
+void Conv2d::backward_bf16(const OpContext& ctx, const float* in, const float* dout,
+                           const GradOut& din, int batch) {
+  // The bf16 backward kernels on bf16 operands, fp32 accumulation, bf16 results; those are
+  // written or added (in fp32) to the fp32 gradients, as autograd adds the casts' gradients.
+  float* xb = ctx.workspace + kernel_workspace_floats(batch);
+  float* db16 = xb + batch * in_numel();     // (B, OC, OH, OW) rounded dout
+  float* dx32 = db16 + batch * out_numel();  // (B, C, H, W) input gradient
+  float* dw32 = dx32 + batch * in_numel();   // (OC, Kg) then (OC)
+  const int64_t nx = batch * in_numel(), ny = batch * out_numel();
+  ThreadPool& pool = *ctx.pool;
+  parallel_elements(pool, nx,
+                    [&](int64_t b, int64_t e, int) { bf16_round_array(in + b, xb + b, e - b); });
+  parallel_elements(
+      pool, ny, [&](int64_t b, int64_t e, int) { bf16_round_array(dout + b, db16 + b, e - b); });
+  bf16_round_array(params_[0], bf16_w_.data(), weight_floats());
+  wts_ = bf16_w_.data();
+  b_ = nullptr;
+  dw_ = dw32;
+  dw_acc_ = false;
+  db_ = attrs().bias ? dw32 + weight_floats() : nullptr;
+  db_acc_ = false;
+  if (saved_in_ == in) saved_in_ = xb;  // forward's columns are of the rounded input
+  backward_fp32(ctx, xb, db16, din.data ? dx32 : nullptr, false, batch);
+  saved_in_ = saved_in_ == xb ? in : saved_in_;
+  auto round_store = [&](const float* src, float* dst, int64_t n, bool acc) {
+    parallel_elements(pool, n, [&](int64_t b, int64_t e, int) {
+      for (int64_t i = b; i < e; ++i) {
+        const float v = bf16_round(src[i]);
+        dst[i] = acc ? dst[i] + v : v;
       }
-    }
-  }
+    });
+  };
+  if (din.data) round_store(dx32, din.data, nx, din.accumulate);
+  round_store(dw32, grads_[0], weight_floats(), accumulate_grad(ctx, 0));
+  if (attrs().bias) round_store(dw32 + weight_floats(), grads_[1], oc_, accumulate_grad(ctx, 1));
 }
 
 }  // namespace dltune::engine

@@ -1,92 +1,128 @@
 // 2-D convolution with stride, zero padding and groups (Caffe / PyTorch semantics).
 //
 // Parameters: W (OC, C/groups, K, K) then, with `bias`, b (OC), PyTorch's layout.
-// Algorithm: batched im2col + one OpenBLAS sgemm per group over a chunk of images:
-//   cols (Kg, nb*OH*OW) with Kg = (C/groups)*K*K, one column per output pixel of every image
-//   of the chunk, so each gemm has N = nb*OH*OW (large, efficient) instead of OH*OW.
-// The chunk size nb keeps cols within a fixed budget (kColsBudgetFloats, op_memory.h) so
-// AlexNet-sized layers do not need gigabytes of scratch. When a training batch's columns fit in
-// kSavedColsBudgetFloats, forward builds them for the whole batch in a buffer of the layer's own
-// and backward reuses them instead of running im2col again (im2col was a fifth of a LeNet-5 step,
-// half of it repeated in backward). A 1x1 convolution with stride 1 and no padding needs no columns
-// at all: the input planes are the columns, so each image is one GEMM straight on the input (a
-// ResNet-50 bottleneck's 1x1 layers). A convolution of a single input channel with stride 1
-// (LeNet's first layer) is computed directly instead (engine/ops/conv_direct.h): no columns, no
-// GEMM. So is a 3x3 convolution with stride 1 or 2 and padding 1 on a CPU with AVX-512
-// (engine/ops/conv3x3.h): the CIFAR ResNets' layers, where im2col's copies cost more than the
-// GEMMs.
+//
+// Kernels (Op::kernels(); the first applicable one in this order is the default, and
+// engine/graph/kernel_select.h can pick another by measurement):
+//   direct     one input channel, stride 1 (LeNet's first layer; engine/ops/conv_direct.h): no
+//              columns, no GEMM.
+//   direct3x3  3x3, stride 1 or 2, padding 1, one group (the CIFAR ResNets' layers;
+//              engine/ops/conv3x3.h), on a CPU with AVX-512 or AVX2; the default where it wins
+//              (conv3x3_wins: up to 64 channels, planes within 2 MiB).
+//   pointwise  1x1, stride 1, no padding, one group: the input planes are the columns, one GEMM
+//              per image (a ResNet-50 bottleneck's 1x1 layers).
+//   im2col     any shape: batched im2col + one OpenBLAS sgemm per group over a chunk of images:
+//              cols (Kg, nb*OH*OW) with Kg = (C/groups)*K*K, so each GEMM has N = nb*OH*OW.
+//              When a training batch's columns fit in kSavedColsBudgetFloats, forward builds
+//              them for the whole batch in a buffer of the layer's own and backward reuses them
+//              instead of running im2col again.
+//   onednn     oneDNN's convolution primitives (engine/ops/onednn.h), where the build has
+//              oneDNN.
+//
+// Threads (engine/core/parallel.h's rule): the cuts of conv2d_geometry.h, fixed by the shapes;
+// forward and the input gradient write each chunk's images; the weight gradient sums partials
+// in order (or one product over the batch); the bias gradient sums each channel over the batch
+// in order. So no result depends on the thread count. What each kernel allocates is
+// conv2d_geometry.h's (op_memory()), oneDNN's own scratch library_memory().
 #pragma once
 
+#include <memory>
+
 #include "engine/core/tensor.h"
-#include "engine/ops/conv3x3.h"
-#include "engine/ops/conv_direct.h"
+#include "engine/ops/conv2d_geometry.h"
+#include "engine/ops/onednn.h"
 #include "engine/ops/op.h"
-#include "engine/ops/op_memory.h"
 
 namespace dltune::engine {
 
-class Conv2d final : public Op {
+class Conv2d final : public Op, private Conv2dGeometry {
  public:
+  Conv2d();
+  ~Conv2d() override;
+  std::vector<std::string> kernels() const override;
   void reserve(int max_batch) override;
-  void release() override {
-    direct_scratch_.resize(0);
-    c3_packed_.resize(0);
-    c3_in_.resize(0);
-    c3_dout_.resize(0);
-    c3_scratch_.resize(0);
-    saved_cols_.resize(0);
-    din_tmp_.resize(0);
-    saved_in_ = nullptr;
-  }
+  void release() override;
   void forward(const OpContext& ctx, const float* const* in, float* out, int batch) override;
   void backward(const OpContext& ctx, const float* const* in, const float* out, const float* dout,
                 const GradOut* din, int batch) override;
 
  protected:
   Status configure() override;
+  void use_kernel(const std::string& name) override;
+  OpMemory library_memory(int batch) const override;
 
  private:
-  int chunk(int batch) const;  // images per im2col chunk
+  using Kind = Conv2dKind;
+
+  // ---- the cuts, for this node's kernel (conv2d_geometry.h) ----
+  int dw_partials(int batch) const { return Conv2dGeometry::dw_partials(kind_, batch); }
+  bool dw_whole(int batch) const { return Conv2dGeometry::dw_whole(kind_, batch); }
+  int64_t shared_floats(int batch) const { return Conv2dGeometry::shared_floats(kind_, batch); }
   // Whether forward keeps the columns of a training batch of `batch` images for backward.
   bool saves_cols(int batch) const {
-    return !pointwise_ && !conv3x3_ &&
+    return kind_ == Kind::kIm2col &&
            int64_t{groups_} * kg_ * hwo_ * batch <= static_cast<int64_t>(saved_cols_.size());
   }
-  // cols (Kg, nb*OH*OW) <- images [n0, n0+nb) of `in`, channels of group g.
-  void im2col(const float* in, int n0, int nb, int g, float* cols) const;
-  // din (images [n0, n0+nb), channels of group g) += col2im(cols).
-  void col2im(const float* cols, int n0, int nb, int g, float* din) const;
 
-  void backward_gemm(const OpContext& ctx, const float* in, const float* dout, float* din,
-                     bool din_acc, int batch);
-  void forward_3x3(const float* in, float* out, int batch);
+  // ---- im2col + GEMM (conv2d.cc) ----
+  // cols (Kg, nb*OH*OW, row stride ldc) <- images [n0, n0+nb) of `in`, channels of group g.
+  void im2col(const float* in, int n0, int nb, int g, float* cols, int64_t ldc) const;
+  // din (images [n0, n0+nb), channels of group g) += col2im(cols (Kg, nb*OH*OW)).
+  void col2im(const float* cols, int n0, int nb, int g, float* din) const;
+  void forward_chunk(const float* in, float* out, int n0, int nb, bool save, int batch,
+                     float* scratch);
+  void backward_chunk(const float* in, const float* dout, float* din, bool din_acc, int n0, int nb,
+                      bool saved, int batch, float* dw, bool dw_acc, float* scratch) const;
+  void forward_im2col(const OpContext& ctx, const float* in, float* out, int batch);
+  void backward_im2col(const OpContext& ctx, const float* in, const float* dout, float* din,
+                       bool din_acc, int batch);
+  void backward_whole_dw(const OpContext& ctx, const float* dout, int batch, float* gather);
+
+  // ---- the other kernels (conv2d_paths.cc) ----
+  void forward_3x3(const OpContext& ctx, const float* in, float* out, int batch);
   void backward_3x3(const OpContext& ctx, const float* in, const float* dout, float* din,
                     bool din_acc, int batch);
-  void forward_pointwise(const float* in, float* out, int batch);
+  void forward_pointwise(const OpContext& ctx, const float* in, float* out, int batch);
   void backward_pointwise(const OpContext& ctx, const float* in, const float* dout, float* din,
                           bool din_acc, int batch);
-  void forward_direct(const float* in, float* out, int batch);
+  void forward_direct(const OpContext& ctx, const float* in, float* out, int batch);
   void backward_direct(const OpContext& ctx, const float* in, const float* dout, float* din,
-                       int batch);
-  const float* bias() const { return attrs().bias ? params_[1] : nullptr; }
+                       bool din_acc, int batch);
+  void backward_bias(const OpContext& ctx, const float* dout, int batch);
+  // dw (OC, Kg) (+)= the partials (count of them, weight_floats() apart) in order.
+  void reduce_partials(const OpContext& ctx, const float* partials, int count, bool accumulate);
+  // The kernels in fp32 on this call's operands (w_, b_, dw_).
+  void forward_fp32(const OpContext& ctx, const float* in, float* out, int batch);
+  void backward_fp32(const OpContext& ctx, const float* in, const float* dout, float* din,
+                     bool din_acc, int batch);
+  // bf16 (engine/core/precision.h): rounded copies of the operands, the fp32 kernels on them,
+  // the results rounded as autocast's bf16 convolution returns them.
+  void forward_bf16(const OpContext& ctx, const float* in, float* out, int batch);
+  void backward_bf16(const OpContext& ctx, const float* in, const float* dout, const GradOut& din,
+                     int batch);
+  // Where the bf16 copies start in the workspace: after the kernel's own part.
+  int64_t kernel_workspace_floats(int batch) const {
+    return workspace_floats(batch) - bf16_workspace_floats(precision_, batch);
+  }
+  OnednnConvShape onednn_shape() const;
 
-  int oc_ = 0, k_ = 0, stride_ = 1, pad_ = 0, groups_ = 1;
-  int c_ = 0, h_ = 0, w_ = 0, oh_ = 0, ow_ = 0;  // input and output planes
-  bool direct_ = false;              // one input channel, stride 1: engine/ops/conv_direct.h
-  bool pointwise_ = false;           // 1x1, stride 1, no padding, one group: no columns
-  bool conv3x3_ = false;             // 3x3, stride 1 or 2, padding 1: engine/ops/conv3x3.h
-  Conv3x3Shape c3_;                  // when conv3x3_
+  Kind kind_ = Kind::kIm2col;
   Buffer c3_packed_;                 // Conv3x3Shape::packed_floats()
-  Buffer c3_in_, c3_dout_;           // padded planes of a group of images
-  Buffer c3_scratch_;                // the stride-2 input gradient's phases (one image)
-  DirectConvShape direct_shape_;     // when direct_
-  Buffer direct_scratch_;            // when direct_: DirectConvShape::scratch_floats()
-  Buffer din_tmp_;                   // direct_ with an accumulated input gradient
-  int cg_ = 0, ocg_ = 0, kg_ = 0;    // channels per group in / out; rows of cols
-  int64_t hwo_ = 0;                  // OH*OW
+  Buffer c3_in_, c3_dout_;           // per thread: padded planes of a group of images
+  Buffer c3_scratch_;                // per thread: the stride-2 input gradient's phases
+  Buffer direct_scratch_;            // per thread: DirectConvShape::scratch_floats()
   Buffer saved_cols_;                // (groups, Kg, B*OH*OW) of the last training forward
   const float* saved_in_ = nullptr;  // the input those columns came from (nullptr: none)
   int saved_batch_ = 0;
+  // This call's operands: the parameters, or their bf16-rounded copies (bf16_w_: W then b), and
+  // where the weight and bias gradients go (grads_, or bf16 scratch) and whether they add.
+  const float* wts_ = nullptr;
+  const float* b_ = nullptr;
+  float* dw_ = nullptr;
+  float* db_ = nullptr;
+  bool dw_acc_ = false, db_acc_ = false;
+  Buffer bf16_w_;
+  std::unique_ptr<OnednnConv> onednn_;
 };
 
 }  // namespace dltune::engine

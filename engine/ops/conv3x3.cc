@@ -152,7 +152,7 @@ bool Conv3x3Shape::init(int in_channels, int out_channels, int in_h, int in_w, i
   return true;
 }
 
-bool conv3x3_fast() { return cpu_has_avx512(); }
+bool conv3x3_fast() { return cpu_has_avx512() || (cpu_features().avx2 && cpu_features().fma); }
 
 void conv3x3_pack(const Conv3x3Shape& s, const float* w, float* packed) {
   pack_taps(s, w, false, forward_taps(s), packed);

@@ -39,8 +39,9 @@
 // gradient of each phase is a correlation of the output gradient with the taps that reach it
 // (1, 2, 2 and 4 of the 9), interleaved into the input gradient afterwards.
 //
-// The kernels are built for AVX-512 (x86-64-v4) and a baseline (engine/ops/vec.h);
-// conv3x3_fast() says whether this CPU runs the AVX-512 build, the only one worth choosing
+// The kernels are built for AVX-512 (x86-64-v4), AVX2 + FMA (x86-64-v3: conv3x3_avx2.cc, with
+// register tiles cut to sixteen 8-float registers) and a baseline (engine/ops/vec.h);
+// conv3x3_fast() says whether this CPU runs one of the first two, the builds worth choosing
 // over im2col.
 #pragma once
 
@@ -74,8 +75,15 @@ struct Conv3x3Shape {
   int64_t grad_scratch_floats() const { return stride == 1 ? 0 : int64_t{4} * c * oh * ow; }
 };
 
-// Whether the CPU runs the AVX-512 kernels (otherwise im2col + GEMM is faster).
+// Whether the CPU runs the AVX-512 or the AVX2 kernels (otherwise im2col + GEMM is faster).
 bool conv3x3_fast();
+
+// Images whose weight gradient the kernel sums in registers before its horizontal sums: enough
+// for 64 vectors of 16 outputs (16 % of a 3-wide row of taps at most), at most `batch`.
+inline int conv3x3_group(const Conv3x3Shape& s, int batch) {
+  const int64_t vectors = std::max<int64_t>(1, s.span16 / 16);
+  return static_cast<int>(std::clamp<int64_t>((64 + vectors - 1) / vectors, 1, std::max(batch, 1)));
+}
 
 // packed (s.packed_floats()) <- W (oc, c, 3, 3): the forward weights (oc8/8, c, 9, 8), then
 // the input gradient's, transposed (c8/8, oc, taps, 8): all nine at stride 1, the four

@@ -382,6 +382,7 @@ void interleave_generic(const Conv3x3Shape& s, const float* phases, float* din, 
 
 void correlate(const Conv3x3Shape& s, const Correlation& k, const float* in, const Sink& sink) {
   if (use_avx512_kernels()) return correlate_avx512(s, k, in, sink);
+  if (use_avx2_kernels()) return correlate_avx2(s, k, in, sink);
   correlate_generic(s, k, in, sink);
 }
 
@@ -389,6 +390,7 @@ void weight_grad(const Conv3x3Shape& s, const int64_t* tap_off, const float* pad
                  const float* padded_dout, int images, float* dw) {
   if (use_avx512_kernels())
     return weight_grad_avx512(s, tap_off, padded_in, padded_dout, images, dw);
+  if (use_avx2_kernels()) return weight_grad_avx2(s, tap_off, padded_in, padded_dout, images, dw);
   weight_grad_generic(s, tap_off, padded_in, padded_dout, images, dw);
 }
 

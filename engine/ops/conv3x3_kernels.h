@@ -1,6 +1,7 @@
 // The inner kernels of engine/ops/conv3x3.h, which works out the geometry (padded planes,
-// phases, tap offsets) and calls these. Each is compiled twice, for AVX-512 and for the
-// baseline, and runs the build use_avx512_kernels() picks (engine/ops/vec.h).
+// phases, tap offsets) and calls these. Each is compiled for AVX-512 and for the baseline, the
+// two heavy ones also for AVX2 + FMA (conv3x3_avx2.cc), and runs the build engine/ops/vec.h's
+// use_avx512_kernels() / use_avx2_kernels() pick.
 #pragma once
 
 #include <cstdint>
@@ -46,6 +47,12 @@ void correlate(const Conv3x3Shape& s, const Correlation& k, const float* in, con
 // taps kj = 0 (and kj = 2 at stride 1) shift a column and are masked as in Correlation.
 void weight_grad(const Conv3x3Shape& s, const int64_t* tap_off, const float* padded_in,
                  const float* padded_dout, int images, float* dw);
+
+// The AVX2 + FMA builds of correlate and weight_grad (conv3x3_avx2.cc), which those two call
+// where use_avx2_kernels() and not use_avx512_kernels().
+void correlate_avx2(const Conv3x3Shape& s, const Correlation& k, const float* in, const Sink& sink);
+void weight_grad_avx2(const Conv3x3Shape& s, const int64_t* tap_off, const float* padded_in,
+                      const float* padded_dout, int images, float* dw);
 
 // dst (s.plane) <- zero, but pixel (i, j) at s.origin + i s.pw + j = src[i src_row + j step]
 // for i < rows, j < cols (cols < s.pw; step 1 or 2).

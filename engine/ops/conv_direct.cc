@@ -153,8 +153,9 @@ bool DirectConvShape::init(int out_channels, int kernel, int padding, int in_h, 
 }
 
 int64_t DirectConvShape::scratch_floats() const {
-  // the padded image, the padded rows of one output channel, the padded image gradient
-  return 2 * int64_t{ph} * pw + int64_t{oh} * ow8;
+  // the padded image, the padded image gradient, the padded rows of one output channel; then a
+  // caller's image gradient
+  return image_grad_offset() + int64_t{h} * w;
 }
 
 void direct_conv_forward(const DirectConvShape& s, const float* weights, const float* bias,

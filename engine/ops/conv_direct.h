@@ -27,8 +27,10 @@ struct DirectConvShape {
 
   // Fills the derived fields; false when the shape does not fit (k < 1, pad < 0, no output).
   bool init(int out_channels, int kernel, int padding, int in_h, int in_w);
-  // Floats of scratch one call of direct_conv_forward / direct_conv_backward needs.
+  // Floats of scratch one call of direct_conv_forward / direct_conv_backward needs, plus (at
+  // image_grad_offset()) room for one image's gradient (h, w) that a caller may use.
   int64_t scratch_floats() const;
+  int64_t image_grad_offset() const { return 2 * int64_t{ph} * pw + int64_t{oh} * ow8; }
 };
 
 // out (oc, oh, ow) = bias + W (oc, k, k) correlated with image (h, w), zero padded; a null

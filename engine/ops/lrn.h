@@ -25,8 +25,8 @@ class Lrn final : public Op {
   int64_t hw_ = 0;
   float alpha_ = 0, beta_ = 0, k_ = 0;
   Buffer scale_;  // (B, C, H, W) saved by forward for backward
-  Buffer ratio_;  // (C, H, W) backward scratch: dy*y/s
-  Buffer plane_;  // (H, W) backward scratch: one channel's gradient before it is added
+  Buffer ratio_;  // (threads, C, H, W) backward scratch: dy*y/s
+  Buffer plane_;  // (threads, H, W) backward scratch: a channel's gradient before it is added
 };
 
 }  // namespace dltune::engine

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "engine/core/parallel.h"
 #include "engine/ops/vec.h"
 
 namespace dltune::engine {
@@ -23,6 +24,7 @@ namespace {
 constexpr int kLanes = 32;
 
 typedef float v4 __attribute__((vector_size(16)));
+typedef float v8 __attribute__((vector_size(32)));
 typedef float v16 __attribute__((vector_size(64)));
 
 template <class V>
@@ -191,10 +193,13 @@ struct BnKernels {
                                   {apply_dx_##SUFFIX<false>, apply_dx_##SUFFIX<true>}};
 
 BN_KERNELS(DLTUNE_AVX512, v16, avx512)
+BN_KERNELS(DLTUNE_AVX2, v8, avx2)
 BN_KERNELS(, v4, generic)
 #undef BN_KERNELS
 
-const BnKernels& bn_kernels() { return use_avx512_kernels() ? kBn_avx512 : kBn_generic; }
+const BnKernels& bn_kernels() {
+  return use_avx512_kernels() ? kBn_avx512 : use_avx2_kernels() ? kBn_avx2 : kBn_generic;
+}
 
 // Channels the batch norm works on together: enough that an image's share of them is a
 // contiguous run of 4 KiB or more, since the passes visit the batch's images in turn and a
@@ -232,8 +237,11 @@ void BatchNorm::forward(const OpContext& ctx, const float* const* in, float* out
   const int64_t N = batch * s_;
   const BnKernels& k = bn_kernels();
   training_ = ctx.training;
+  // The threads take channel groups: every channel's statistics, normalisation and running
+  // update are one task's, in the same order whatever the thread count.
   const int64_t group = channel_group(c_, s_);
-  for (int64_t c0 = 0; c0 < c_; c0 += group) {
+  ctx.pool->run((c_ + group - 1) / group, [&](int64_t gi, int) {
+    const int64_t c0 = gi * group;
     const int64_t c1 = std::min(c_, c0 + group);
     double sum[kMaxGroup] = {}, sq[kMaxGroup] = {};
     if (training_) {
@@ -269,7 +277,7 @@ void BatchNorm::forward(const OpContext& ctx, const float* const* in, float* out
         k.normalize[relu_](x + (n * c_ + c) * s_, a, d, s_, out + (n * c_ + c) * s_);
       }
     }
-  }
+  });
   if (training_ && ctx.update_state) state_[2][0] += 1.0f;
 }
 
@@ -293,8 +301,9 @@ void BatchNorm::backward_impl(const OpContext& ctx, const float* x, const float*
   const double N = static_cast<double>(batch * s_);
   const BnKernels& kern = bn_kernels();
   const bool acc = din[0].accumulate;
-  const int64_t group = channel_group(c_, s_);  // as forward
-  for (int64_t c0 = 0; c0 < c_; c0 += group) {
+  const int64_t group = channel_group(c_, s_);  // as forward: one task per group
+  ctx.pool->run((c_ + group - 1) / group, [&](int64_t gi, int) {
+    const int64_t c0 = gi * group;
     const int64_t c1 = std::min(c_, c0 + group);
     double sum_dy[kMaxGroup] = {}, sum_dy_xhat[kMaxGroup] = {};
     for (int n = 0; n < batch; ++n) {
@@ -312,7 +321,7 @@ void BatchNorm::backward_impl(const OpContext& ctx, const float* x, const float*
       dw[c] = static_cast<float>(sum_dy_xhat[c - c0]) + (acc_w ? dw[c] : 0.0f);
       db[c] = static_cast<float>(sum_dy[c - c0]) + (acc_b ? db[c] : 0.0f);
     }
-    if (!dx) continue;
+    if (!dx) return;
     for (int n = 0; n < batch; ++n) {
       for (int64_t c = c0; c < c1; ++c) {
         const float mean = mean_[static_cast<size_t>(c)], inv = invstd_[static_cast<size_t>(c)];
@@ -329,77 +338,7 @@ void BatchNorm::backward_impl(const OpContext& ctx, const float* x, const float*
         kern.apply_dx[kRelu](dout + at, x + at, a, d, mdy, mean, k, s_, acc, dx + at);
       }
     }
-  }
-}
-
-// ---- LayerNorm -----------------------------------------------------------------------------
-
-Status LayerNorm::configure() {
-  c_ = in_[0].back();
-  rows_ = in_numel() / c_;
-  return ok_status();
-}
-
-void LayerNorm::reserve(int max_batch) {
-  mean_.reserve(static_cast<size_t>(max_batch * rows_));
-  rstd_.reserve(static_cast<size_t>(max_batch * rows_));
-}
-
-void LayerNorm::forward(const OpContext&, const float* const* in, float* out, int batch) {
-  // in (R, C) -> out (R, C), R = B x rows per sample
-  const float* w = params_[0];
-  const float* b = params_[1];
-  const float eps = static_cast<float>(attrs().eps);
-  const int64_t R = batch * rows_;
-  for (int64_t r = 0; r < R; ++r) {
-    const float* x = in[0] + r * c_;
-    float* y = out + r * c_;
-    float sum = 0.0f;
-    for (int64_t i = 0; i < c_; ++i) sum += x[i];
-    const float mean = sum / static_cast<float>(c_);
-    float sq = 0.0f;
-    for (int64_t i = 0; i < c_; ++i) sq += (x[i] - mean) * (x[i] - mean);
-    const float rstd = 1.0f / std::sqrt(sq / static_cast<float>(c_) + eps);
-    for (int64_t i = 0; i < c_; ++i) y[i] = (x[i] - mean) * rstd * w[i] + b[i];
-    mean_[static_cast<size_t>(r)] = mean;
-    rstd_[static_cast<size_t>(r)] = rstd;
-  }
-}
-
-void LayerNorm::backward(const OpContext& ctx, const float* const* in, const float*,
-                         const float* dout, const GradOut* din, int batch) {
-  const float* w = params_[0];
-  float* dw = grads_[0];
-  float* db = grads_[1];
-  if (!accumulate_grad(ctx, 0)) std::memset(dw, 0, sizeof(float) * c_);
-  if (!accumulate_grad(ctx, 1)) std::memset(db, 0, sizeof(float) * c_);
-  float* dxall = din[0].data;
-  const bool acc = din[0].accumulate;
-  const int64_t R = batch * rows_;
-  const float inv_c = 1.0f / static_cast<float>(c_);
-  for (int64_t r = 0; r < R; ++r) {
-    const float* x = in[0] + r * c_;
-    const float* dy = dout + r * c_;
-    const float mean = mean_[static_cast<size_t>(r)], rstd = rstd_[static_cast<size_t>(r)];
-    float mg = 0.0f, mgx = 0.0f;  // means of g = dy w and of g xhat
-    for (int64_t i = 0; i < c_; ++i) {
-      const float xhat = (x[i] - mean) * rstd;
-      const float g = dy[i] * w[i];
-      mg += g;
-      mgx += g * xhat;
-      dw[i] += dy[i] * xhat;
-      db[i] += dy[i];
-    }
-    mg *= inv_c;
-    mgx *= inv_c;
-    if (!dxall) continue;
-    float* dx = dxall + r * c_;
-    for (int64_t i = 0; i < c_; ++i) {
-      const float xhat = (x[i] - mean) * rstd;
-      const float v = rstd * (dy[i] * w[i] - mg - xhat * mgx);
-      dx[i] = acc ? dx[i] + v : v;
-    }
-  }
+  });
 }
 
 }  // namespace dltune::engine

@@ -55,6 +55,9 @@ class LayerNorm final : public Op {
   Status configure() override;
 
  private:
+  int64_t row_blocks(int batch) const {  // the parameter gradients' fixed blocks of rows
+    return layer_norm_row_blocks(batch * rows_, c_);
+  }
   int64_t c_ = 0, rows_ = 1;  // features per row; rows per sample
   Buffer mean_, rstd_;        // (B x rows) of the last forward
 };

@@ -4,6 +4,10 @@
 #include <cstring>
 #include <limits>
 
+#include "engine/core/parallel.h"
+
+// Every (image, channel) plane is independent: the threads take ranges of planes.
+
 namespace dltune::engine {
 
 Status Pool2d::configure() {
@@ -20,8 +24,8 @@ Status Pool2d::configure() {
   w_ = static_cast<int>(in_[0][2]);
   oh_ = static_cast<int>(out_[1]);
   ow_ = static_cast<int>(out_[2]);
-  fast2x2_ =
-      mode_ == Mode::kMax && k_ == 2 && stride_ == 2 && pad_ == 0 && 2 * oh_ <= h_ && 2 * ow_ <= w_;
+  fast2x2_ = (mode_ == Mode::kMax || mode_ == Mode::kAvg) && k_ == 2 && stride_ == 2 && pad_ == 0 &&
+             2 * oh_ <= h_ && 2 * ow_ <= w_;
   return ok_status();
 }
 
@@ -48,9 +52,24 @@ Pool2d::Window Pool2d::window(int oh, int ow) const {
 }
 
 // The common case (LeNet, VGG-style): 2x2 windows, stride 2, no padding; no bounds checks.
-void Pool2d::forward_max2x2(const float* in, float* out, int planes) {
+void Pool2d::forward_max2x2(const float* in, float* out, int p0, int p1) {
   const int H = h_, W = w_, OH = oh_, OW = ow_;
-  for (int p = 0; p < planes; ++p) {
+  if (mode_ == Mode::kAvg) {  // LeNet-5's: the generic loop's sum, in its order, / 4
+    for (int p = p0; p < p1; ++p) {
+      const float* src = in + int64_t{p} * H * W;
+      float* dst = out + int64_t{p} * OH * OW;
+      for (int oh = 0; oh < OH; ++oh) {
+        const float* r0 = src + 2 * oh * W;
+        const float* r1 = r0 + W;
+        for (int ow = 0; ow < OW; ++ow) {
+          const int c = 2 * ow;
+          dst[oh * OW + ow] = (((r0[c] + r0[c + 1]) + r1[c]) + r1[c + 1]) * 0.25f;
+        }
+      }
+    }
+    return;
+  }
+  for (int p = p0; p < p1; ++p) {
     const float* src = in + int64_t{p} * H * W;
     float* dst = out + int64_t{p} * OH * OW;
     int32_t* arg = argmax_.data() + int64_t{p} * OH * OW;
@@ -71,12 +90,22 @@ void Pool2d::forward_max2x2(const float* in, float* out, int planes) {
   }
 }
 
-void Pool2d::forward(const OpContext&, const float* const* inputs, float* out, int batch) {
+int64_t Pool2d::plane_tasks(int planes) const {
+  return task_count(planes, static_cast<double>(h_) * w_, 16384.0);
+}
+
+void Pool2d::forward(const OpContext& ctx, const float* const* inputs, float* out, int batch) {
   // in (B, C, H, W) -> out (B, C, OH, OW); each (b, c) plane independently
   const float* in = inputs[0];
   const int planes = batch * c_;
-  if (fast2x2_) return forward_max2x2(in, out, planes);
-  for (int p = 0; p < planes; ++p) {
+  parallel_ranges(*ctx.pool, planes, plane_tasks(planes), [&](int64_t p0, int64_t p1, int) {
+    if (fast2x2_) return forward_max2x2(in, out, static_cast<int>(p0), static_cast<int>(p1));
+    forward_planes(in, out, static_cast<int>(p0), static_cast<int>(p1));
+  });
+}
+
+void Pool2d::forward_planes(const float* in, float* out, int p0, int p1) {
+  for (int p = p0; p < p1; ++p) {
     const float* src = in + int64_t{p} * h_ * w_;
     float* dst = out + int64_t{p} * oh_ * ow_;
     int32_t* arg = mode_ == Mode::kMax ? argmax_.data() + int64_t{p} * oh_ * ow_ : nullptr;
@@ -102,18 +131,37 @@ void Pool2d::forward(const OpContext&, const float* const* inputs, float* out, i
   }
 }
 
-void Pool2d::backward(const OpContext&, const float* const*, const float*, const float* dout,
+void Pool2d::backward(const OpContext& ctx, const float* const*, const float*, const float* dout,
                       const GradOut* grad, int batch) {
   float* din = grad[0].data;
   if (!din) return;
   const int planes = batch * c_;
-  if (!grad[0].accumulate) std::memset(din, 0, sizeof(float) * batch * in_numel());
-  for (int p = 0; p < planes; ++p) {
+  const bool acc = grad[0].accumulate;
+  parallel_ranges(*ctx.pool, planes, plane_tasks(planes), [&](int64_t p0, int64_t p1, int) {
+    if (!acc) std::memset(din + p0 * h_ * w_, 0, sizeof(float) * (p1 - p0) * h_ * w_);
+    backward_planes(dout, din, static_cast<int>(p0), static_cast<int>(p1));
+  });
+}
+
+void Pool2d::backward_planes(const float* dout, float* din, int p0, int p1) const {
+  for (int p = p0; p < p1; ++p) {
     float* dst = din + int64_t{p} * h_ * w_;
     const float* d = dout + int64_t{p} * oh_ * ow_;
     if (mode_ == Mode::kMax) {
       const int32_t* arg = argmax_.data() + int64_t{p} * oh_ * ow_;
       for (int i = 0; i < oh_ * ow_; ++i) dst[arg[i]] += d[i];
+      continue;
+    }
+    if (fast2x2_) {  // windows that do not overlap: each pixel gets its window's share once
+      for (int oh = 0; oh < oh_; ++oh) {
+        float* r0 = dst + 2 * oh * w_;
+        float* r1 = r0 + w_;
+        for (int ow = 0; ow < ow_; ++ow) {
+          const float g = d[oh * ow_ + ow] * 0.25f;
+          const int c = 2 * ow;
+          r0[c] += g, r0[c + 1] += g, r1[c] += g, r1[c + 1] += g;
+        }
+      }
       continue;
     }
     for (int oh = 0; oh < oh_; ++oh) {

@@ -36,7 +36,12 @@ class Pool2d final : public Op {
     float inv;
   };
   Window window(int oh, int ow) const;
-  void forward_max2x2(const float* in, float* out, int planes);
+  // Planes [p0, p1) of the batch (image-major: plane = image * C + channel). forward_max2x2:
+  // 2x2 windows, stride 2, no padding, max or average (fast2x2_).
+  void forward_max2x2(const float* in, float* out, int p0, int p1);
+  void forward_planes(const float* in, float* out, int p0, int p1);
+  void backward_planes(const float* dout, float* din, int p0, int p1) const;
+  int64_t plane_tasks(int planes) const;  // the threads' ranges of planes (by shape)
 
   Mode mode_ = Mode::kMax;
   int k_ = 1, stride_ = 1, pad_ = 0;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "engine/core/tensor.h"
+#include "engine/core/thread_pool.h"
 
 namespace dltune::engine {
 
@@ -29,9 +30,13 @@ class Optimizer {
   // Updates taken so far (AdamW's bias correction needs it; checkpointed).
   int64_t steps() const { return steps_; }
   void set_steps(int64_t t) { steps_ = t; }
+  // The rank's threads: step() updates ranges of the parameters on them (element-wise: the same
+  // result on any number). nullptr: one thread.
+  void set_thread_pool(ThreadPool* pool) { pool_ = pool ? pool : &ThreadPool::serial(); }
 
  protected:
   int64_t steps_ = 0;
+  ThreadPool* pool_ = &ThreadPool::serial();
 };
 
 class Sgd final : public Optimizer {
@@ -71,6 +76,10 @@ class AdamW final : public Optimizer {
 
 // Scales grads[0, n) so that their L2 norm is at most max_norm (PyTorch's clip_grad_norm_:
 // by max_norm / (norm + 1e-6) when that is below 1). Returns the norm before clipping.
-double clip_grad_norm(float* grads, int64_t n, double max_norm);
+// The sum of squares runs over fixed blocks of kNormBlock floats (on the pool's threads), added in
+// block order: the same norm on any number of threads.
+double clip_grad_norm(float* grads, int64_t n, double max_norm,
+                      ThreadPool& pool = ThreadPool::serial());
+inline constexpr int64_t kNormBlock = int64_t{1} << 16;
 
 }  // namespace dltune::engine

@@ -10,6 +10,15 @@
                               by global norm) from deterministic weights: the input batch, labels,
                               loss and every parameter (and batch-norm statistic) after the step
 
+  data/bf16_step_resnet20.safetensors, data/bf16_step_gpt_tiny.safetensors
+                              bf16 (engine issue 38): the same two steps' inputs and, from the same
+                              weights, every parameter's gradient in fp32 ("grad32.NAME") and under
+                              PyTorch's CPU autocast to bfloat16 ("grad16.NAME"; the loss computed in
+                              fp32 on the logits, as the engine computes it)
+  data/bf16_curves.json       loss curves of LeNet-5 (300 steps, SGD) and a small GPT (150 steps,
+                              AdamW) in fp32 and under autocast bf16, on data made by formulas the
+                              C++ test repeats (lenet_pixel, curve_token below)
+
 Run with Debian's system interpreter (a pyenv one first on PATH may have no torch):
     /usr/bin/python3 engine/tests/gen_torch_refs.py
 The networks are written here from their papers' definitions (He et al. 2016 option A, GPT-2
@@ -281,9 +290,143 @@ train_step(os.path.join(HERE, "step_gpt_tiny.safetensors"), gpt, tokens[:, :32],
                  "beta2": "0.95", "eps": "1e-6", "weight_decay": "0.1", "clip": "1.0",
                  "blocks": "2", "width": "64", "heads": "4", "context": "32", "vocab": "256"})
 
+
+# ---- bf16 (engine issue 38): autocast against fp32 ------------------------------------------
+def grads_of(model, x, y, bf16):
+    """Every parameter's gradient of the mean loss at the start weights, in fp32 or under CPU
+    autocast to bfloat16 (the loss in fp32 on the logits, as the engine's loss is fp32)."""
+    start_weights(model)
+    model.train()
+    model.zero_grad()
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        logits = model(x)
+    loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), y.reshape(-1))
+    loss.backward()
+    names = {id(p): n for n, p in model.named_parameters()}
+    grads = {names[id(p)]: p.grad.detach().clone() for p in model.parameters()}
+    return grads, loss.item()
+
+
+def bf16_step(path, model, x, y, meta):
+    g32, l32 = grads_of(model, x, y, False)
+    g16, l16 = grads_of(model, x, y, True)
+    tensors = {"input": x.float() if x.dtype != torch.long else x, "labels": y}
+    for name in g32:
+        tensors["grad32." + name] = g32[name]
+        tensors["grad16." + name] = g16[name]
+    st_io.write(path, tensors, dict(meta, loss32="%.9g" % l32, loss16="%.9g" % l16,
+                                    generator="torch " + torch.__version__))
+
+
+bf16_step(os.path.join(HERE, "bf16_step_resnet20.safetensors"), CifarResNet(20), resnet_x,
+          torch.tensor([3, 7, 0, 9]), {"model": "resnet20"})
+bf16_step(os.path.join(HERE, "bf16_step_gpt_tiny.safetensors"),
+          Gpt(vocab=256, context=32, C=64, blocks=2, heads=4), tokens[:, :32], tokens[:, 1:],
+          {"model": "gpt-tiny", "blocks": "2", "width": "64", "heads": "4", "context": "32",
+           "vocab": "256"})
+
+
+class Lenet5(nn.Module):
+    """dltune's lenet5 built-in with its parameter names (the chain's conv2d1, linear1, ...)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv2d1 = nn.Conv2d(1, 6, 5, padding=2)
+        self.conv2d2 = nn.Conv2d(6, 16, 5)
+        self.linear1 = nn.Linear(400, 120)
+        self.linear2 = nn.Linear(120, 84)
+        self.linear3 = nn.Linear(84, 10)
+
+    def forward(self, x):
+        x = F.avg_pool2d(F.relu(self.conv2d1(x)), 2)
+        x = F.avg_pool2d(F.relu(self.conv2d2(x)), 2).flatten(1)
+        return self.linear3(F.relu(self.linear2(F.relu(self.linear1(x)))))
+
+
+CURVE_SAMPLES, LENET_BATCH, LENET_STEPS = 512, 32, 300
+GPT_BATCH, GPT_STEPS, GPT_CONTEXT = 8, 150, 32
+
+
+def lenet_label(n):
+    return (n * 7) % 10
+
+
+def lenet_image(n):
+    """Sample n's 28x28 image (float64, then float32): class-dependent waves plus a per-sample
+    ripple; engine/tests/bf16_test.cc computes the same formula."""
+    y = lenet_label(n)
+    i = torch.arange(28, dtype=torch.float64).reshape(28, 1)
+    j = torch.arange(28, dtype=torch.float64).reshape(1, 28)
+    v = (torch.sin(0.9 * (y + 1) * i / 28 * math.pi + 0.37 * n) *
+         torch.cos((y % 4 + 1) * j / 28 * math.pi) + 0.3 * torch.sin(0.11 * (i * 28 + j) + 0.5 * n))
+    return v.float().reshape(1, 28, 28)
+
+
+def curve_token(k):
+    """Token k of the GPT curve's stream: a byte sequence with structure to learn."""
+    return 97 + (k * 7 + k // 13) % 26
+
+
+def lenet_curve(bf16):
+    torch.manual_seed(0)
+    model = Lenet5()
+    start_weights(model)
+    # lr 0.005: at 0.01 and above the fp32 run itself spikes (a loss near 0, then a burst),
+    # and two chaotic runs cannot be compared
+    opt = torch.optim.SGD(model.parameters(), lr=0.005, momentum=0.9, weight_decay=5e-4)
+    images = torch.stack([lenet_image(n) for n in range(CURVE_SAMPLES)])
+    labels = torch.tensor([lenet_label(n) for n in range(CURVE_SAMPLES)])
+    losses = []
+    for s in range(LENET_STEPS):
+        idx = [(s * LENET_BATCH + b) % CURVE_SAMPLES for b in range(LENET_BATCH)]
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            logits = model(images[idx])
+        loss = F.cross_entropy(logits.float(), labels[idx])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+def gpt_curve(bf16):
+    model = Gpt(vocab=256, context=GPT_CONTEXT, C=64, blocks=2, heads=4)
+    start_weights(model)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.95), eps=1e-6,
+                            weight_decay=0.1)
+    stream = torch.tensor([curve_token(k) for k in range(CURVE_SAMPLES * 5 + GPT_CONTEXT + 1)])
+    losses = []
+    for s in range(GPT_STEPS):
+        starts = [((s * GPT_BATCH + b) % CURVE_SAMPLES) * 5 for b in range(GPT_BATCH)]
+        x = torch.stack([stream[a:a + GPT_CONTEXT] for a in starts])
+        y = torch.stack([stream[a + 1:a + GPT_CONTEXT + 1] for a in starts])
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            logits = model(x)
+        loss = F.cross_entropy(logits.float().reshape(-1, 256), y.reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+curves = {"generator": "torch " + torch.__version__,
+          "lenet5": {"samples": CURVE_SAMPLES, "batch": LENET_BATCH, "steps": LENET_STEPS,
+                     "optimizer": "sgd lr 0.005 momentum 0.9 weight_decay 5e-4",
+                     "fp32": lenet_curve(False), "bf16": lenet_curve(True)},
+          "gpt": {"samples": CURVE_SAMPLES, "batch": GPT_BATCH, "steps": GPT_STEPS,
+                  "context": GPT_CONTEXT, "blocks": 2, "width": 64, "heads": 4,
+                  "optimizer": "adamw lr 1e-3 betas 0.9 0.95 eps 1e-6 weight_decay 0.1 clip 1",
+                  "fp32": gpt_curve(False), "bf16": gpt_curve(True)}}
+with open(os.path.join(HERE, "bf16_curves.json"), "w") as f:
+    json.dump(curves, f)
+
 out = os.path.join(HERE, "torch_refs.json")
 with open(out, "w") as f:
     json.dump({"generator": "torch " + torch.__version__, "ops": cases,
                "softmax_cross_entropy": loss_case, "sequence_cross_entropy": seq_case}, f)
-for name in ("torch_refs.json", "step_resnet20.safetensors", "step_gpt_tiny.safetensors"):
+for name in ("torch_refs.json", "step_resnet20.safetensors", "step_gpt_tiny.safetensors",
+             "bf16_step_resnet20.safetensors", "bf16_step_gpt_tiny.safetensors",
+             "bf16_curves.json"):
     print("wrote", name, os.path.getsize(os.path.join(HERE, name)), "bytes")

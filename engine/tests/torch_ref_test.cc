@@ -13,10 +13,12 @@
 #include <nlohmann/json.hpp>
 
 #include "common/paths.h"
+#include "engine/core/thread_pool.h"
 #include "engine/graph/model.h"
 #include "engine/io/safetensors.h"
 #include "engine/ops/loss.h"
 #include "engine/optim/optimizer.h"
+#include "engine/tests/torch_fixtures.h"
 #include "recipes/model/builtins.h"
 
 namespace dltune::engine {
@@ -24,10 +26,7 @@ namespace {
 
 using nlohmann::json;
 
-std::string data_dir() {
-  const char* src = std::getenv("DLTUNE_SOURCE_DIR");
-  return std::string(src ? src : DLTUNE_ENGINE_SOURCE_DIR) + "/engine/tests/data";
-}
+using test::data_dir;
 
 json load_refs() {
   auto text = paths::read_file(data_dir() + "/torch_refs.json");
@@ -47,49 +46,72 @@ void expect_close(const float* got, const std::vector<float>& want, double tol,
   }
 }
 
+// One fixture case through the executor with the given kernel choices (and threads).
+void check_case(const json& c, const KernelChoices& kernels, int threads) {
+  auto graph = recipes::graph_from_json(c["graph"]);
+  ASSERT_TRUE(graph) << graph.error().message();
+  auto m = Model::build(*graph, c["name"].get<std::string>());
+  ASSERT_TRUE(m) << m.error().message();
+  ThreadPool pool(threads);
+  m->set_thread_pool(&pool);
+  ASSERT_TRUE(m->set_kernels(kernels).ok());
+  for (const auto& [name, values] : c["params"].items()) {
+    int64_t n = 0;
+    float* dst = m->find_tensor(name, &n);
+    ASSERT_NE(dst, nullptr) << name;
+    auto v = values.get<std::vector<float>>();
+    ASSERT_EQ(static_cast<int64_t>(v.size()), n) << name;
+    std::copy(v.begin(), v.end(), dst);
+  }
+  for (const auto& [name, values] : c["state_before"].items()) {
+    float* dst = m->find_tensor(name);
+    ASSERT_NE(dst, nullptr) << name;
+    auto v = values.get<std::vector<float>>();
+    std::copy(v.begin(), v.end(), dst);
+  }
+  const int B = c["batch"].get<int>();
+  m->reserve(B);
+  auto x = c["x"].get<std::vector<float>>();
+  const float* y = m->forward(x.data(), B, c["train"].get<bool>());
+  expect_close(y, c["y"].get<std::vector<float>>(), 1e-5, "forward");
+  for (const auto& [name, values] : c["state_after"].items())
+    expect_close(m->find_tensor(name), values.get<std::vector<float>>(), 1e-5, name);
+  auto dout = c["dout"].get<std::vector<float>>();
+  std::vector<float> dx(x.size());
+  m->backward(x.data(), dout.data(), B, {}, false, c.contains("dx") ? dx.data() : nullptr);
+  if (c.contains("dx")) expect_close(dx.data(), c["dx"].get<std::vector<float>>(), 1e-5, "dx");
+  for (const auto& [name, values] : c["grads"].items()) {
+    const float* p = m->find_tensor(name);
+    const float* g = m->grads() + (p - m->params());
+    expect_close(g, values.get<std::vector<float>>(), 1e-5, "gradient of " + name);
+  }
+}
+
+// Every op, with every kernel each node can run on this CPU (own ones, oneDNN's), on one and on
+// three threads.
 TEST(TorchRef, EveryOpForwardAndBackward) {
   json refs = load_refs();
   ASSERT_TRUE(refs.contains("ops"));
-  int checked = 0;
+  int checked = 0, variants = 0;
   for (const auto& c : refs["ops"]) {
     SCOPED_TRACE(c["name"].get<std::string>());
     auto graph = recipes::graph_from_json(c["graph"]);
     ASSERT_TRUE(graph) << graph.error().message();
-    auto m = Model::build(*graph, c["name"].get<std::string>());
-    ASSERT_TRUE(m) << m.error().message();
-    for (const auto& [name, values] : c["params"].items()) {
-      int64_t n = 0;
-      float* dst = m->find_tensor(name, &n);
-      ASSERT_NE(dst, nullptr) << name;
-      auto v = values.get<std::vector<float>>();
-      ASSERT_EQ(static_cast<int64_t>(v.size()), n) << name;
-      std::copy(v.begin(), v.end(), dst);
-    }
-    for (const auto& [name, values] : c["state_before"].items()) {
-      float* dst = m->find_tensor(name);
-      ASSERT_NE(dst, nullptr) << name;
-      auto v = values.get<std::vector<float>>();
-      std::copy(v.begin(), v.end(), dst);
-    }
-    const int B = c["batch"].get<int>();
-    m->reserve(B);
-    auto x = c["x"].get<std::vector<float>>();
-    const float* y = m->forward(x.data(), B, c["train"].get<bool>());
-    expect_close(y, c["y"].get<std::vector<float>>(), 1e-5, "forward");
-    for (const auto& [name, values] : c["state_after"].items())
-      expect_close(m->find_tensor(name), values.get<std::vector<float>>(), 1e-5, name);
-    auto dout = c["dout"].get<std::vector<float>>();
-    std::vector<float> dx(x.size());
-    m->backward(x.data(), dout.data(), B, {}, false, c.contains("dx") ? dx.data() : nullptr);
-    if (c.contains("dx")) expect_close(dx.data(), c["dx"].get<std::vector<float>>(), 1e-5, "dx");
-    for (const auto& [name, values] : c["grads"].items()) {
-      const float* p = m->find_tensor(name);
-      const float* g = m->grads() + (p - m->params());
-      expect_close(g, values.get<std::vector<float>>(), 1e-5, "gradient of " + name);
+    auto probe = Model::build(*graph, "probe");
+    ASSERT_TRUE(probe) << probe.error().message();
+    std::vector<KernelChoices> choices = {{}};
+    for (int i = 0; i < probe->num_nodes(); ++i)
+      for (const std::string& k : probe->kernel_candidates(i))
+        if (k != probe->kernel(i)) choices.push_back({{graph->nodes[size_t(i)].name, k}});
+    for (const KernelChoices& k : choices) {
+      SCOPED_TRACE(k.empty() ? "default kernels" : k.begin()->first + ": " + k.begin()->second);
+      for (int threads : {1, 3}) check_case(c, k, threads);
+      variants += k.empty() ? 0 : 1;
     }
     ++checked;
   }
   EXPECT_GE(checked, 30);
+  EXPECT_GE(variants, 5) << "conv cases run their other kernels too";
 }
 
 TEST(TorchRef, SoftmaxCrossEntropy) {
@@ -110,45 +132,9 @@ TEST(TorchRef, SoftmaxCrossEntropy) {
   }
 }
 
-// gen_torch_refs.py's start_weights(), by tensor name.
-void start_weights(Model& m) {
-  auto fill = [](const recipes::TensorInfo& t, float* v) {
-    int k = 0;
-    for (unsigned char ch : t.name) k += ch;
-    k %= 101;
-    const int64_t n = recipes::numel(t.shape);
-    const double scale =
-        t.shape.size() >= 2 ? 1.0 / std::sqrt(static_cast<double>(n / t.shape[0])) : 0.1;
-    const bool unit =
-        (t.name.ends_with(".weight") && t.shape.size() == 1) || t.name.ends_with("running_var");
-    for (int64_t i = 0; i < n; ++i)
-      v[i] = static_cast<float>(scale * std::sin(0.37 * static_cast<double>(i) + 0.61 * k) +
-                                (unit ? 1.0 : 0.0));
-  };
-  for (const auto& t : m.info().params) fill(t, m.params() + t.offset);
-  for (const auto& t : m.info().state)
-    if (!t.def.integer) fill(t, m.state() + t.offset);
-}
-
-struct Step {
-  TensorFile file;
-  std::map<std::string, std::string> meta;
-};
-
-Step load_step(const std::string& name) {
-  const std::string path = data_dir() + "/" + name;
-  auto bytes = paths::read_file(path);
-  EXPECT_TRUE(bytes.ok());
-  Step s;
-  auto f = parse_safetensors(*bytes, path);
-  EXPECT_TRUE(f.ok()) << (f.ok() ? "" : f.error().message());
-  s.file = std::move(*f);
-  uint64_t n = 0;
-  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>((*bytes)[i]);
-  json header = json::parse(bytes->substr(8, n));
-  for (const auto& [k, v] : header["__metadata__"].items()) s.meta[k] = v.get<std::string>();
-  return s;
-}
+using test::load_step;
+using test::start_weights;
+using test::Step;
 
 // One step of `m` on the fixture's batch with `opt`; checks the loss and every tensor after it.
 void check_step(Model& m, const Step& s, Optimizer& opt, float lr, double clip) {

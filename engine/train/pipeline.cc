@@ -276,6 +276,7 @@ Status Trainer::add_pipeline_slots(int local_max) {
     Model& e = *p.extra.back();
     e.set_first_node(p.def().begin);
     e.share_scratch_of(*model_);  // passes run one at a time: one set of scratch
+    DLTUNE_TRY(configure_model(e));
     e.reserve(chunk_max);
   }
   // Rank 0's checkpoint receive buffer (see PipelineStage): the largest run another stage sends

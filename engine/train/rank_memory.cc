@@ -20,6 +20,7 @@ planning::Layout layout_of(const TrainConfig& c, int ranks) {
   l.optimizer = c.optimizer;
   l.offload_optimizer = c.offload_optimizer;
   l.gpu = c.device == "gpu";
+  l.compute = {c.threads, c.precision, c.kernels};
   return l;
 }
 

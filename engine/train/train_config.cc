@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "common/strings.h"
+#include "engine/core/precision.h"
 #include "recipes/model/builtins.h"
 
 namespace dltune::engine {
@@ -56,6 +57,13 @@ Status validate(const TrainConfig& c) {
                "offloads the GPU engine's optimizer state to host memory; device '" + c.device +
                    "' keeps it there already");
   if (c.threads < 1 || c.threads > 1024) return bad("threads", "must be in 1..1024");
+  Precision p;
+  if (!parse_precision(c.precision, &p))
+    return bad("precision", "expected fp32 or bf16, got '" + c.precision + "'");
+  for (const auto& [node, kernel] : c.kernels) {
+    if (node.empty() || kernel.empty())
+      return bad("kernels", "every entry needs a node name and a kernel name");
+  }
   if (c.bucket_bytes < 4) return bad("bucket_bytes", "must be at least 4");
   if (c.algorithms.empty()) return bad("algorithms", "needs at least one range");
   for (size_t i = 1; i < c.algorithms.size(); ++i)

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -89,7 +90,9 @@ struct TrainConfig {
   // Where the rank computes: "cpu" (BLAS) or "gpu" (cuBLAS / cuDNN on the rank's first
   // visible GPU; an error at start in a build without CUDA or without a device).
   std::string device = "cpu";
-  int threads = 1;                     // BLAS threads per rank
+  // Threads per rank: the engine's pool (engine/core/thread_pool.h), pinned inside the rank's
+  // binding; every op, BLAS and oneDNN run on them (results do not depend on their number).
+  int threads = 1;
   uint64_t bucket_bytes = 4ull << 20;  // gradient bucket size
   bool overlap = true;                 // allreduce buckets during backward
   std::vector<AlgorithmRange> algorithms = {AlgorithmRange{}};
@@ -101,6 +104,12 @@ struct TrainConfig {
   // "" = no trace; else every rank writes Chrome trace events to <trace_path>.rank<R>
   // (engine/trace.h; merge_traces() joins them into trace_path).
   std::string trace_path;
+  // ---- compute (engine issue 38; the recipe and the plan do not carry them yet) ----
+  // fp32 | bf16: bf16 compute with fp32 master weights (engine/core/precision.h says which ops).
+  std::string precision = "fp32";
+  // Per node name: the kernel it runs (Op::kernels(); engine/graph/kernel_select.h measures
+  // them); nodes not named run their default. CPU only.
+  std::map<std::string, std::string> kernels;
 
   // The global batch for `ranks` ranks under this scaling mode (weak: per replica, and a
   // replica is `stages` ranks).

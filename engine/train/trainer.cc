@@ -8,6 +8,7 @@
 #include "common/env.h"
 #include "common/log.h"
 #include "engine/io/safetensors.h"
+#include "engine/ops/library_threads.h"
 #include "engine/ops/loss.h"
 #include "engine/train/pipeline.h"
 #include "planning/buckets.h"
@@ -34,6 +35,9 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& config,
   DLTUNE_TRY(validate(config));
   std::unique_ptr<Trainer> t(new Trainer());
   t->config_ = config;
+  // The rank's threads; BLAS and oneDNN then run inside them, one thread each.
+  use_engine_threads_for_libraries();
+  t->pool_ = std::make_unique<ThreadPool>(config.device == "gpu" ? 1 : config.threads);
   t->comm_ = comm && comm->size() > 1 ? comm : nullptr;
   t->nccl_ = dynamic_cast<comm::NcclCommunicator*>(t->comm_);
   t->train_ = &train;
@@ -52,6 +56,7 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& config,
   t->model_ = std::make_unique<Model>(std::move(*model));
   Model& m = *t->model_;
   if (pipe) m.set_first_node(pipe->def().begin);
+  DLTUNE_TRY(t->configure_model(m));
   // The whole model's input and output (a stage's are boundary activations).
   const recipes::Shape& out = pipe ? pipe->full_info.output() : m.output_shape();
   const recipes::Shape& model_input = pipe ? pipe->full.input : m.input_shape();
@@ -106,6 +111,7 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& config,
   else
     t->opt_ = std::make_unique<Sgd>(n, static_cast<float>(config.momentum),
                                     static_cast<float>(config.weight_decay));
+  t->opt_->set_thread_pool(t->pool_.get());
   const auto in_numel = static_cast<size_t>(m.input_numel());
   if (!pipe || pipe->first()) t->input_.resize(static_cast<size_t>(local_max) * in_numel);
   // The loss gradient of one chunk; a pipeline's last stage keeps every micro-batch's.
@@ -142,6 +148,16 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& config,
   if (config.device == "gpu")  // after the host broadcast: the device starts from rank 0's
     DLTUNE_TRY_CTX(t->setup_gpu(local_max), std::string("device 'gpu'"));
   return t;
+}
+
+Status Trainer::configure_model(Model& m) const {
+  m.set_thread_pool(pool_.get());
+  Precision p = Precision::kFp32;
+  parse_precision(config_.precision, &p);  // validate() checked it
+  if (p == Precision::kBf16 && config_.device != "gpu") log_bf16_path_once();
+  m.set_precision(p);
+  DLTUNE_TRY_CTX(m.set_kernels(config_.kernels), std::string("train config: key 'kernels'"));
+  return ok_status();
 }
 
 Status Trainer::make_buckets() {
@@ -236,7 +252,7 @@ double Trainer::loss_and_gradient(const float* logits, const int32_t* labels, in
   // by every rank's predictions together, so the summed gradients are the global mean's.
   const auto rows = static_cast<int>(B * predictions_);
   const auto denom = static_cast<float>(int64_t{global_batch_} * predictions_);
-  return softmax_cross_entropy(logits, labels, rows, classes_, denom, dlogits);
+  return softmax_cross_entropy(*pool_, logits, labels, rows, classes_, denom, dlogits);
 }
 
 void Trainer::tensors_final(int node, bool traced) {
@@ -279,7 +295,7 @@ Result<double> Trainer::compute_cpu(int B, uint64_t seed, bool traced, StepTimes
     return std::move(st).error().wrap("allreducing gradients at step " + std::to_string(step_));
   tm.reduce_end = Clock::now();
   if (config_.clip_grad_norm > 0.0)
-    clip_grad_norm(model_->grads(), model_->num_params(), config_.clip_grad_norm);
+    clip_grad_norm(model_->grads(), model_->num_params(), config_.clip_grad_norm, *pool_);
   const double lr = learning_rate(config_, step_);
   opt_->step(model_->params(), model_->grads(), static_cast<float>(lr));
   tm.update_end = Clock::now();

@@ -41,6 +41,7 @@
 #include "comm/nccl_communicator.h"
 #include "common/result.h"
 #include "engine/core/rng.h"
+#include "engine/core/thread_pool.h"
 #include "engine/data/dataset.h"
 #include "engine/data/loader.h"
 #include "engine/data/sampler.h"
@@ -133,6 +134,8 @@ class Trainer {
   // The host model. On the GPU its parameters are refreshed from the device only by save()
   // and sync_host_params().
   Model& model() { return *model_; }
+  // The rank's threads (config.threads; engine/core/thread_pool.h).
+  ThreadPool& thread_pool() { return *pool_; }
   // GPU: copies the device parameters, model state and optimizer moments into the host model /
   // optimizer.
   Status sync_host_params() const;
@@ -173,6 +176,9 @@ class Trainer {
   };
 
   Trainer() = default;
+  // Puts a model of this rank on its threads, in the config's precision, with the config's
+  // kernel choices (invalid_input naming 'kernels' for a node or kernel the model lacks).
+  Status configure_model(Model& m) const;
   // The step's compute and gradient reduction on the CPU / the GPU; return the local loss sum.
   Result<double> compute_cpu(int batch, uint64_t seed, bool traced, StepTimes& times);
   Result<double> compute_gpu(int batch, uint64_t seed, bool traced, StepTimes& times);
@@ -233,6 +239,7 @@ class Trainer {
   void start_bucket(size_t index, bool traced);
 
   TrainConfig config_;
+  std::unique_ptr<ThreadPool> pool_;    // the rank's threads (before the models: they use it)
   comm::Communicator* comm_ = nullptr;  // the world (null with one rank)
   // Where gradients are summed: comm_ (data parallelism), a stage's replicas (pipelines; null
   // with one replica).

@@ -7,6 +7,7 @@
 // kernels are thin loops over these functions). Where the kernel adds in the CPU's order the
 // replay must match to the bit; where it reduces in another order (norms), to float rounding.
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <vector>
 
@@ -144,9 +145,13 @@ TEST(GpuMath, GeluMatchesCpu) {
   std::vector<std::vector<float>> din = {std::vector<float>(x.size())};
   std::vector<float> y;
   cpu_pass(t, {x.data()}, y, dout, din, B, false);
+  // The CPU kernel computes tanh through its own vectorised exp (engine/ops/vmath.h), the
+  // twin's math through libm's tanhf: a few ulps apart, not bit for bit.
   for (size_t i = 0; i < x.size(); ++i) {
-    ASSERT_EQ(math::gelu(x[i]), y[i]) << i;
-    ASSERT_EQ(math::gelu_grad(x[i], dout[i]), din[0][i]) << i;
+    ASSERT_NEAR(math::gelu(x[i]), y[i], 4e-7f * std::max(1.0f, std::fabs(y[i]))) << i;
+    ASSERT_NEAR(math::gelu_grad(x[i], dout[i]), din[0][i],
+                4e-7f * std::max(1.0f, std::fabs(din[0][i])))
+        << i;
   }
 }
 
