@@ -12,6 +12,14 @@ namespace dltune::engine {
 void use_engine_threads_for_libraries() {
   if (blas_threads() != 1) set_blas_threads(1);
   onednn_use_one_thread();
+  // oneDNN's process-wide state (its engine, CPU dispatch, the primitive-descriptor machinery,
+  // about 2-3 MiB) is set up by the first question asked of it: ask one now, so that it is
+  // part of what the process holds before a model is built, not of a training's memory.
+  static std::once_flag once;
+  std::call_once(once, [] {
+    (void)onednn_conv_supported(OnednnConvShape{8, 8, 8, 8, 8, 8, 3, 1, 1, 1, false},
+                                Precision::kFp32);
+  });
 }
 
 void log_bf16_path_once() {

@@ -7,7 +7,8 @@
 namespace dltune::engine {
 
 // OpenBLAS to one thread (its idle workers ended), and OpenMP (oneDNN's runtime) to one thread
-// in the calling thread. Idempotent; call before the first product.
+// in the calling thread; oneDNN's process-wide state set up once. Idempotent; call before the
+// first product (and before measuring a training's memory: engine/train/training_memory.h).
 void use_engine_threads_for_libraries();
 
 // Says once per process, at INFO, how this CPU runs bf16 (its bf16 instructions through oneDNN,

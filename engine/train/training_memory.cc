@@ -8,6 +8,7 @@
 
 #include "common/rss.h"
 #include "engine/gpu/gpu_context.h"
+#include "engine/ops/library_threads.h"
 
 namespace dltune::engine {
 
@@ -17,6 +18,7 @@ MemoryBaseline MemoryBaseline::take(bool trim) {
 #else
   (void)trim;
 #endif
+  use_engine_threads_for_libraries();  // the libraries' own state is the process's, not ours
   MemoryBaseline b;
   b.restarted_ = rss::restart_peak();
   b.rss_ = rss::current_bytes();
