@@ -84,6 +84,8 @@ Status validate_training(const Plan& plan) {
   if (t.warmup_steps < 0)
     return invalid_input("training.warmup_steps: expected a non-negative integer");
   if (t.bucket_bytes == 0) return invalid_input("training.bucket_bytes: expected at least 1");
+  if (t.precision != "fp32" && t.precision != "bf16")
+    return invalid_input("training.precision: expected fp32 or bf16, got '" + t.precision + "'");
   return ok_status();
 }
 
@@ -92,6 +94,9 @@ Status validate_placement(const Plan& plan) {
     return invalid_input("job: nodes and ranks_per_node must be positive, got " +
                          std::to_string(plan.job.nodes) + " and " +
                          std::to_string(plan.job.ranks_per_node));
+  if (plan.job.threads_per_rank < 1 || plan.job.threads_per_rank > 1024)
+    return invalid_input("job.threads_per_rank: expected 1 to 1024, got " +
+                         std::to_string(plan.job.threads_per_rank));
   if (plan.placement.empty()) return ok_status();
   if (plan.placement.size() != static_cast<size_t>(plan.job.ranks_per_node))
     return invalid_input("placement: has " + std::to_string(plan.placement.size()) +

@@ -13,9 +13,10 @@
 //     "broadcast": [ ... same shape ... ] },
 //   "training": {"per_rank_batch": 64, "global_batch": 128, "scaling": "weak" | "strong",
 //                "lr_scale": 2.0, "warmup_steps": 100, "bucket_bytes": 4194304,
-//                "overlap": true},
+//                "overlap": true, "precision": "fp32" | "bf16",
+//                "kernels": {"conv1": "onednn", ...}},   (both optional: fp32, none)
 //   "placement": [ {"local_rank": 0, "cpus": [0], "gpu": -1, "nic": ""} ],
-//   "job": {"nodes": 1, "ranks_per_node": 2},
+//   "job": {"nodes": 1, "ranks_per_node": 2, "threads_per_rank": 18},  (threads optional: 1)
 //   "parallel": {"replicas": 2, "stages": 1, "partition": [], "microbatches": 1,
 //                "schedule": "1f1b", "recompute": "none", "reason": "...",
 //                "memory_bytes": 0, "predicted_sps": 0, "measured_sps": 0},
@@ -71,6 +72,10 @@ struct TrainingPlan {
   int64_t warmup_steps = 0;
   uint64_t bucket_bytes = 4u << 20;  // gradient bucket (tensor fusion) size, > 0
   bool overlap = true;               // allreduce overlapped with backward
+  // How the engine computes (engine issue 38): "fp32" or "bf16" (fp32 master weights), and a
+  // kernel per node name where one was chosen (Op::kernels(); the others run their default).
+  std::string precision = "fp32";
+  std::map<std::string, std::string> kernels;
   bool operator==(const TrainingPlan&) const = default;
 };
 
@@ -91,6 +96,7 @@ struct RankPlacement {
 struct JobShape {
   int nodes = 1;
   int ranks_per_node = 1;
+  int threads_per_rank = 1;  // the engine's threads in each rank (its binding's cores)
   bool operator==(const JobShape&) const = default;
 };
 

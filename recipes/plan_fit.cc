@@ -48,6 +48,9 @@ std::vector<std::string> apply_fixed_settings(const Recipe& recipe, int64_t rank
         "at least " + std::to_string(r.schedule.warmup_steps), std::to_string(t.warmup_steps));
   }
   const CommConfig& c = recipe.comm;
+  if (r.precision != "auto") {
+    set(&notes, "precision", &t.precision, r.precision, r.precision, t.precision);
+  }
   if (c.bucket_bytes > 0) {
     set(&notes, "bucket_bytes", &t.bucket_bytes, c.bucket_bytes, std::to_string(c.bucket_bytes),
         std::to_string(t.bucket_bytes));
@@ -77,7 +80,9 @@ Plan recipe_default_plan(const Recipe& recipe, const JobShape& job) {
   if (per_rank <= 0) per_rank = 32;
   const Algorithm algo = recipe.comm.allreduce.value_or(Algorithm::kRing);
   Plan plan = default_plan(job.nodes, job.ranks_per_node, per_rank, algo);
+  plan.job.threads_per_rank = job.threads_per_rank;
   auto& tp = plan.training;
+  tp.precision = t.precision == "auto" ? "fp32" : t.precision;
   if (t.scaling == Scaling::kStrong && t.global_batch > 0) {
     tp.scaling = Scaling::kStrong;
     tp.global_batch = t.global_batch;

@@ -22,6 +22,7 @@ namespace dltune::recipes {
 //   comm.bucket            bucket_bytes
 //   comm.overlap on|off    overlap
 //   comm.allreduce         the allreduce rules: that algorithm for every size
+//   precision fp32|bf16    precision
 // `auto` settings are left to the plan.
 std::vector<std::string> apply_fixed_settings(const Recipe& recipe, int64_t ranks, Plan* plan);
 

@@ -118,7 +118,7 @@ void read_ranges(Reader& r, const json& j, const std::string& path, std::vector<
 void read_training(Reader& r, const json& j, TrainingPlan* t) {
   if (!r.object(j, "training",
                 {"per_rank_batch", "global_batch", "scaling", "lr_scale", "warmup_steps",
-                 "bucket_bytes", "overlap"},
+                 "bucket_bytes", "overlap", "precision", "kernels"},
                 {"per_rank_batch", "global_batch", "scaling"}))
     return;
   r.read(j, "per_rank_batch", "training", &t->per_rank_batch);
@@ -127,6 +127,24 @@ void read_training(Reader& r, const json& j, TrainingPlan* t) {
   r.read(j, "warmup_steps", "training", &t->warmup_steps);
   r.read(j, "bucket_bytes", "training", &t->bucket_bytes);
   r.read(j, "overlap", "training", &t->overlap);
+  r.read(j, "precision", "training", &t->precision);  // absent in older plans: fp32
+  if (r.ok() && t->precision != "fp32" && t->precision != "bf16")
+    return r.fail("training.precision", "expected fp32 or bf16, got '" + t->precision + "'");
+  if (j.contains("kernels")) {
+    const json& k = j["kernels"];
+    if (!k.is_object() || k.size() > 100000)
+      return r.fail("training.kernels", "expected an object of node name -> kernel name");
+    for (const auto& [node, kernel] : k.items()) {
+      if (node.empty() || node.size() > 200 || !kernel.is_string() ||
+          kernel.get<std::string>().empty() || kernel.get<std::string>().size() > 64)
+        return r.fail("training.kernels", "expected node name -> kernel name, got '" +
+                                              node.substr(0, 64) + "': " + kernel.dump());
+      if (!r.text("training.kernels", node) ||
+          !r.text("training.kernels", kernel.get<std::string>()))
+        return;
+      t->kernels[node] = kernel.get<std::string>();
+    }
+  }
   std::string scaling;
   r.read(j, "scaling", "training", &scaling);
   if (!r.ok()) return;
@@ -220,9 +238,11 @@ void read_plan(Reader& r, const json& j, Plan* plan) {
   }
   read_training(r, j["training"], &plan->training);
   if (j.contains("placement")) read_placement(r, j["placement"], &plan->placement);
-  if (r.object(j["job"], "job", {"nodes", "ranks_per_node"}, {"nodes", "ranks_per_node"})) {
+  if (r.object(j["job"], "job", {"nodes", "ranks_per_node", "threads_per_rank"},
+               {"nodes", "ranks_per_node"})) {
     r.read(j["job"], "nodes", "job", &plan->job.nodes);
     r.read(j["job"], "ranks_per_node", "job", &plan->job.ranks_per_node);
+    r.read(j["job"], "threads_per_rank", "job", &plan->job.threads_per_rank);  // older: 1
   }
   if (j.contains("parallel")) {
     read_parallel(r, j["parallel"], &plan->parallel);
@@ -328,9 +348,14 @@ json plan_to_json(const Plan& plan) {
                 {"lr_scale", t.lr_scale},
                 {"warmup_steps", t.warmup_steps},
                 {"bucket_bytes", t.bucket_bytes},
-                {"overlap", t.overlap}}},
+                {"overlap", t.overlap},
+                {"precision", t.precision},
+                {"kernels", t.kernels}}},
               {"placement", placement},
-              {"job", {{"nodes", plan.job.nodes}, {"ranks_per_node", plan.job.ranks_per_node}}},
+              {"job",
+               {{"nodes", plan.job.nodes},
+                {"ranks_per_node", plan.job.ranks_per_node},
+                {"threads_per_rank", plan.job.threads_per_rank}}},
               {"parallel",
                {{"replicas", plan.parallel.replicas},
                 {"stages", plan.parallel.stages},

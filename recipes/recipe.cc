@@ -217,6 +217,10 @@ std::string recipe_signature(const Recipe& recipe) {
   // Written only when set, so that the signatures (and cached plans) of recipes that leave it
   // auto stay what v4 gave them.
   if (pc.offload != "auto") text += "offload " + pc.offload + "\n";
+  // Likewise the compute settings (engine issue 38), written only when not the defaults.
+  if (t.precision != "fp32") text += "precision " + t.precision + "\n";
+  if (recipe.launch.threads_per_rank > 0)
+    text += "threads_per_rank " + std::to_string(recipe.launch.threads_per_rank) + "\n";
   text += "init_from " + t.init_from + "\n";
   text += "memory_per_rank " + std::to_string(recipe.launch.memory_per_rank) + "\n";
   const CommConfig& c = recipe.comm;

@@ -131,6 +131,9 @@ struct TrainingConfig {
   uint64_t seed = 1;
   std::string init_from;  // absolute path of a safetensors file to start from; "" = seeded init
   ParallelConfig parallel;
+  // fp32 | bf16 (bf16 compute, fp32 master weights: engine/core/precision.h) | auto (bf16 where
+  // the CPU has bf16 instructions, else fp32).
+  std::string precision = "fp32";
 };
 
 enum class Overlap { kAuto, kOn, kOff };
@@ -151,8 +154,11 @@ struct TuneConfig {
 };
 
 struct LaunchConfig {
-  int64_t ranks = 0;             // 0 = auto (one per GPU, else one per NUMA domain)
-  int64_t ranks_per_node = 0;    // 0 = auto
+  int64_t ranks = 0;           // 0 = auto (one per GPU, else one per NUMA domain)
+  int64_t ranks_per_node = 0;  // 0 = auto
+  // Threads each rank computes on; 0 = auto: the cores of its binding (every core of the node
+  // shared among its ranks; 1 for a GPU rank, whose work is the device's).
+  int64_t threads_per_rank = 0;
   std::string binding = "auto";  // none | core | numa | auto
   // Memory a rank may use, bytes; 0 = auto: its share of the node's memory as the cgroup
   // allows, or of its GPU's. The tuner never launches a layout that does not fit it.

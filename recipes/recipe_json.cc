@@ -40,6 +40,7 @@ json training_json(const TrainingConfig& t) {
   if (t.max_global_batch > 0) batch["max_global"] = t.max_global_batch;
   j["batch"] = batch;
   j["scaling"] = scaling_name(t.scaling);
+  j["precision"] = t.precision;
   json opt = {{"kind", o.kind}, {"lr", o.lr}};
   if (o.kind == "sgd") opt["momentum"] = o.momentum;
   if (o.kind == "adamw") {
@@ -108,6 +109,8 @@ json recipe_view(const Recipe& r) {
   j["launch"] = {{"ranks", r.launch.ranks > 0 ? json(r.launch.ranks) : json("auto")},
                  {"ranks_per_node",
                   r.launch.ranks_per_node > 0 ? json(r.launch.ranks_per_node) : json("auto")},
+                 {"threads_per_rank",
+                  r.launch.threads_per_rank > 0 ? json(r.launch.threads_per_rank) : json("auto")},
                  {"binding", r.launch.binding},
                  {"memory_per_rank",
                   r.launch.memory_per_rank > 0 ? json(r.launch.memory_per_rank) : json("auto")}};

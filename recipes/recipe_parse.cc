@@ -147,7 +147,7 @@ void parse_training(YamlReader& r, const YAML::Node& node, const std::string& ba
   Fields f;
   if (!r.fields(node, "training",
                 {"epochs", "steps", "batch", "scaling", "optimizer", "schedule", "checkpoint_every",
-                 "seed", "init_from", "parallel"},
+                 "seed", "init_from", "parallel", "precision"},
                 &f))
     return;
   r.get_int(f, "epochs", 1, kMaxInt, &t->epochs);
@@ -162,6 +162,7 @@ void parse_training(YamlReader& r, const YAML::Node& node, const std::string& ba
   parse_optimizer(r, f, &t->optimizer);
   parse_schedule(r, f, &t->schedule);
   parse_parallel(r, f, &t->parallel);
+  r.get_choice(f, "precision", {"fp32", "bf16", "auto"}, &t->precision);
   r.get_int(f, "checkpoint_every", 0, kMaxInt, &t->checkpoint_every);
   int64_t seed = static_cast<int64_t>(t->seed);
   if (r.get_int(f, "seed", 0, std::numeric_limits<int64_t>::max(), &seed))
@@ -208,10 +209,12 @@ void parse_tune(YamlReader& r, const YAML::Node& node, TuneConfig* t) {
 
 void parse_launch(YamlReader& r, const YAML::Node& node, LaunchConfig* l) {
   Fields f;
-  if (!r.fields(node, "launch", {"ranks", "ranks_per_node", "binding", "memory_per_rank"}, &f))
+  if (!r.fields(node, "launch",
+                {"ranks", "ranks_per_node", "threads_per_rank", "binding", "memory_per_rank"}, &f))
     return;
   r.get_int_or_auto(f, "ranks", &l->ranks);
   r.get_int_or_auto(f, "ranks_per_node", &l->ranks_per_node);
+  r.get_int_or_auto(f, "threads_per_rank", &l->threads_per_rank);
   r.get_choice(f, "binding", {"none", "core", "numa", "auto"}, &l->binding);
   r.get_bytes_or_auto(f, "memory_per_rank", 1 << 20, std::numeric_limits<uint64_t>::max(),
                       &l->memory_per_rank);

@@ -238,6 +238,10 @@ void check_launch(const Recipe& r, Checks& out) {
                    "launch.ranks " + str(l.ranks) + " does not fill whole nodes of " +
                        str(l.ranks_per_node) + " ranks; use a divisor of " + str(l.ranks),
                    {"launch"}});
+  if (l.threads_per_rank > 1024)
+    out.push_back({"launch.threads_per_rank",
+                   str(l.threads_per_rank) + " threads per rank: at most 1024",
+                   {"launch"}});
   if (r.comm.backend == "thread" && l.ranks_per_node > 0 && l.ranks > l.ranks_per_node)
     out.push_back({"comm.backend",
                    "thread runs every rank in one process, so all launch.ranks must be on one "

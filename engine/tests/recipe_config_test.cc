@@ -78,6 +78,26 @@ TEST(RecipeConfig, QuickstartMapsToLenetOnSyntheticDigits) {
   EXPECT_EQ(c->algorithms[0].algorithm, Algorithm::kRing);
   EXPECT_TRUE(c->metrics_path.empty() && c->checkpoint_path.empty() && c->trace_path.empty());
   EXPECT_EQ(*recipes::train_samples(r), 18000);
+  EXPECT_EQ(c->threads, 1);
+  EXPECT_EQ(c->precision, "fp32");
+  EXPECT_TRUE(c->kernels.empty());
+}
+
+// How the ranks compute comes from the plan: threads per rank, precision, kernels per node; a
+// kernel the model's node does not have is refused when the trainer is built.
+TEST(RecipeConfig, ThreadsPrecisionAndKernelsComeFromThePlan) {
+  const Recipe r = bundled("quickstart");
+  Plan p = default_plan(1, 2, 64, Algorithm::kRing);
+  p.job.threads_per_rank = 3;
+  p.training.precision = "bf16";
+  p.training.kernels = {{"conv2d1", "im2col"}};
+  auto c = train_config_from(r, p, 2);
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  EXPECT_EQ(c->threads, 3);
+  EXPECT_EQ(c->precision, "bf16");
+  EXPECT_EQ(c->kernels, p.training.kernels);
+  p.training.precision = "fp16";
+  EXPECT_FALSE(train_config_from(r, p, 2).ok());
 }
 
 TEST(RecipeConfig, AlexnetUsesSyntheticImagenet) {

@@ -120,6 +120,10 @@ Result<TrainConfig> train_config_from(const recipes::Recipe& recipe, const recip
   // Recipes have no device key: `comm.backend: nccl` means the ranks compute on their GPUs.
   if (recipe.comm.backend == "nccl") c.device = "gpu";
   c.algorithms = map_algorithms(plan);
+  // How each rank computes: its threads, the precision, the kernels chosen per node.
+  c.threads = plan.job.threads_per_rank;
+  c.precision = plan.training.precision;
+  c.kernels = plan.training.kernels;
   if (auto st = validate(c); !st) return std::move(st).error().wrap("recipe '" + recipe.name + "'");
   return c;
 }

@@ -58,6 +58,10 @@ void print_dry_run(const DryRun& d) {
                         {"candidates", candidates},
                         {"sweep_bytes", {lo, hi}},
                         {"plan", recipes::plan_to_json(choice.plan)},
+                        {"ranks", job.ranks},
+                        {"threads_per_rank", job.shape.threads_per_rank},
+                        {"threads_reason", job.threads_reason},
+                        {"precision", choice.plan.training.precision},
                         {"steps", d.steps},
                         {"checkpoint_every", d.checkpoint_every},
                         {"run_dir", run_dir},
@@ -68,9 +72,13 @@ void print_dry_run(const DryRun& d) {
     return;
   }
   std::printf("dry run: nothing is started and nothing is written\n");
-  std::printf("recipe:  %s (%s), %d rank(s) on %d node(s)\n",
+  std::printf("recipe:  %s (%s), %d rank(s) x %d thread(s) on %d node(s)\n",
               strings::printable(job.recipe.name, "").c_str(),
-              strings::printable(job.recipe_path, "").c_str(), job.ranks, job.shape.nodes);
+              strings::printable(job.recipe_path, "").c_str(), job.ranks,
+              job.shape.threads_per_rank, job.shape.nodes);
+  std::printf("threads: %d per rank: %s\n", job.shape.threads_per_rank, job.threads_reason.c_str());
+  std::printf("compute: %s%s\n", choice.plan.training.precision.c_str(),
+              job.precision_reason.empty() ? "" : (" (" + job.precision_reason + ")").c_str());
   if (!warning.empty()) std::printf("%s\n", warning.c_str());
   for (const std::string& n : choice.notes) {
     std::printf("note:    %s\n", strings::printable(n, "").c_str());

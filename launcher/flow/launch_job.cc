@@ -10,6 +10,7 @@
 #include "common/paths.h"
 #include "common/stats.h"
 #include "common/strings.h"
+#include "engine/core/cpu_features.h"
 #include "launcher/backend/launch_spec.h"
 #include "launcher/backend/rank_program.h"
 #include "launcher/backend/slurm_backend.h"
@@ -24,6 +25,42 @@ int env_int(const char* name) {
   if (v == nullptr) return 0;
   auto n = strings::parse_int(v);
   return n && *n > 0 && *n < (1 << 20) ? static_cast<int>(*n) : 0;
+}
+
+// Ranks per node when neither -n nor the recipe says: one per GPU; else, with
+// launch.threads_per_rank N, as many N-thread ranks as the node's cores hold; else one per NUMA
+// domain (each computing on its domain's cores, the threads below).
+int auto_ranks_per_node(const recipes::Recipe& r, const topology::Topology& topo, int cores) {
+  if (!topo.gpus.empty()) return static_cast<int>(topo.gpus.size());
+  if (r.launch.threads_per_rank > 0)
+    return std::max(1, cores / static_cast<int>(r.launch.threads_per_rank));
+  return std::max<int>(1, static_cast<int>(topo.numa_nodes.size()));
+}
+
+// Threads per rank, and why: the recipe's; 1 for GPU ranks (comm.backend nccl: the device
+// computes); else the node's cores shared evenly among its ranks. Cores left idle, or shared by
+// more threads than they can run, are said.
+std::pair<int, std::string> threads_per_rank(const recipes::Recipe& r, int per_node, int cores) {
+  int threads = static_cast<int>(r.launch.threads_per_rank);
+  std::string why;
+  if (threads > 0) {
+    why = "launch.threads_per_rank";
+  } else if (r.comm.backend == "nccl") {
+    threads = 1;
+    why = "GPU ranks: the device computes";
+  } else {
+    threads = std::max(1, cores / per_node);
+    why = "the node's " + std::to_string(cores) + " cores shared among its ranks";
+  }
+  const int used = per_node * threads;
+  if (used < cores) {
+    why += "; " + std::to_string(cores - used) + " of " + std::to_string(cores) + " cores idle (" +
+           std::to_string(per_node) + " ranks x " + std::to_string(threads) + " threads)";
+  } else if (used > cores) {
+    why += "; " + std::to_string(used) + " threads on " + std::to_string(cores) +
+           " cores: they share them";
+  }
+  return {threads, why};
 }
 
 }  // namespace
@@ -49,12 +86,8 @@ Result<Job> make_job(const JobOptions& o, const topology::Topology& topo) {
   if (ranks <= 0 && job.recipe.launch.ranks_per_node > 0) {
     ranks = nodes * static_cast<int>(job.recipe.launch.ranks_per_node);
   }
-  if (ranks <= 0) {  // one per GPU, else one per NUMA domain
-    const int per_node = !topo.gpus.empty()
-                             ? static_cast<int>(topo.gpus.size())
-                             : std::max<int>(1, static_cast<int>(topo.numa_nodes.size()));
-    ranks = nodes * per_node;
-  }
+  const int cores = std::max(1, static_cast<int>(topo.cores.size()));
+  if (ranks <= 0) ranks = nodes * auto_ranks_per_node(job.recipe, topo, cores);
   if (slurm && in_slurm_allocation() && allocation_nodes() > 0 && nodes > allocation_nodes()) {
     return invalid_input("--nodes " + std::to_string(nodes) + ": this allocation has " +
                          std::to_string(allocation_nodes()) + " node(s); ask salloc/sbatch for " +
@@ -65,7 +98,18 @@ Result<Job> make_job(const JobOptions& o, const topology::Topology& topo) {
                          std::to_string(nodes) + " nodes; choose -n as a multiple of --nodes");
   }
   job.ranks = ranks;
-  job.shape = recipes::JobShape{nodes, ranks / nodes};
+  const auto [threads, why] = threads_per_rank(job.recipe, ranks / nodes, cores);
+  job.shape = recipes::JobShape{nodes, ranks / nodes, threads};
+  job.threads_reason = why;
+  // training.precision auto: bf16 where this CPU computes it in hardware (the engine's bf16 on
+  // a CPU without it rounds as bf16 but runs at fp32 speed: no reason to choose it).
+  if (job.recipe.training.precision == "auto") {
+    const bool bf16 = engine::cpu_features().bf16_hardware();
+    job.recipe.training.precision = bf16 ? "bf16" : "fp32";
+    job.precision_reason = bf16 ? "auto: this CPU has bf16 instructions (AVX512-BF16 or AMX)"
+                                : "auto: this CPU has no bf16 instructions (AVX512-BF16, AMX), so "
+                                  "bf16 would run at fp32 speed";
+  }
   job.recipe.launch.ranks = ranks;
   job.recipe.launch.ranks_per_node = ranks / nodes;
   auto problems = recipes::validate_recipe(job.recipe);
@@ -169,7 +213,7 @@ recipes::Plan baseline_plan(const recipes::Plan& plan) {
   one.parallel.stages = 1;
   one.parallel.partition.clear();
   one.parallel.recompute = recipes::Recompute::kNone;
-  one.set_job({1, 1});
+  one.set_job({1, 1, plan.job.threads_per_rank});  // rank 0's threads
   one.placement.clear();
   return one;
 }

@@ -28,14 +28,18 @@ struct Job {
   recipes::Recipe recipe;  // validated, launch.ranks / ranks_per_node set to the job's
   std::string recipe_path;
   Backend backend = Backend::kLocal;
-  recipes::JobShape shape;
+  recipes::JobShape shape;  // with threads_per_rank
   int ranks = 1;
+  std::string threads_reason;    // why shape.threads_per_rank ("the node's 36 cores shared ...")
+  std::string precision_reason;  // why training.precision, when the recipe left it auto
   topology::BindPolicy bind = topology::BindPolicy::kAuto;
 };
 
 // Loads the recipe with the options' overrides (--set), validates it, and works out the job
 // shape: ranks from -n, else the recipe,
-// else SLURM_NTASKS (slurm), else one per GPU, else one per NUMA domain, per node; nodes from
+// else SLURM_NTASKS (slurm), else one per GPU, else (launch.threads_per_rank N) as many N-thread
+// ranks as a node's cores hold, else one per NUMA domain, per node; threads per rank from the
+// recipe, else 1 for GPU ranks, else the node's cores over its ranks; nodes from
 // --nodes, else SLURM_JOB_NUM_NODES (slurm), else 1. The recipe is validated again with the
 // job's rank count (batch vs ranks). Errors (invalid_input, exit 2): every recipe problem as
 // `file:line:col: key: message`, one per line; ranks that do not divide over the nodes; more

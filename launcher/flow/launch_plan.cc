@@ -100,10 +100,18 @@ Result<recipes::Plan> fit_cached_plan(const PlanRequest& r, const std::string& p
   auto plan = recipes::parse_plan(plan_json);
   if (!plan) return std::move(plan).error();
   DLTUNE_TRY(recipes::check_plan_plausible(*plan));
-  if (!(plan->job == r.job)) {
+  if (plan->job.nodes != r.job.nodes || plan->job.ranks_per_node != r.job.ranks_per_node) {
     return invalid_input("it is for a " + std::to_string(plan->job.nodes) + "x" +
                          std::to_string(plan->job.ranks_per_node) + " job, not " +
                          std::to_string(r.job.nodes) + "x" + std::to_string(r.job.ranks_per_node));
+  }
+  // Threads per rank are the job's, like its placement: a plan tuned on other threads keeps
+  // its choices, and says so.
+  if (plan->job.threads_per_rank != r.job.threads_per_rank) {
+    notes->push_back("cached plan adjusted: job.threads_per_rank: this job runs " +
+                     std::to_string(r.job.threads_per_rank) + ", the plan was tuned with " +
+                     std::to_string(plan->job.threads_per_rank));
+    plan->job.threads_per_rank = r.job.threads_per_rank;
   }
   const int64_t ranks = int64_t{r.job.nodes} * r.job.ranks_per_node;
   for (std::string& n : recipes::apply_fixed_settings(r.recipe, ranks, &*plan)) {

@@ -51,7 +51,8 @@ struct MetricsLog {
 };
 MetricsLog read_metrics(const std::string& path);
 
-// summary.json (DESIGN.md "Machine-readable outputs"): recipe, ranks, nodes, steps,
+// summary.json (DESIGN.md "Machine-readable outputs"): recipe, ranks, threads_per_rank,
+// precision, nodes, steps,
 // throughput_sps, scaling_efficiency, final_loss, heldout_accuracy, heldout_loss (per
 // prediction, nats; text data also heldout_bits_per_byte and unigram_entropy_bits; null when
 // not measured), plan_source, plan, tuning_seconds, wall_seconds, plus:

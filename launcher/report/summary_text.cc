@@ -24,6 +24,9 @@ using text::thousands;
 
 // The throughput, scaling efficiency (where a 1-rank baseline ran) and step time rows.
 void throughput_rows(const json& s, Rows& rows) {
+  rows.emplace_back("compute", std::to_string(s.value("ranks", 0)) + " rank(s) x " +
+                                   std::to_string(s.value("threads_per_rank", 1)) + " thread(s), " +
+                                   s.value("precision", std::string("fp32")));
   rows.emplace_back("throughput", thousands(num(s, "throughput_sps")) +
                                       " samples/s (global batch " +
                                       thousands(num(s, "global_batch")) + ")");

@@ -25,10 +25,11 @@ const char* kExample = R"({
     "broadcast": [ {"min_bytes": 0, "max_bytes": 18446744073709551615, "algo": "tree",
                     "segment_bytes": 0} ] },
   "training": {"per_rank_batch": 64, "global_batch": 128, "scaling": "weak",
-               "lr_scale": 2.0, "warmup_steps": 100, "bucket_bytes": 4194304, "overlap": true},
+               "lr_scale": 2.0, "warmup_steps": 100, "bucket_bytes": 4194304, "overlap": true,
+               "precision": "bf16", "kernels": {"conv1": "onednn"}},
   "placement": [ {"local_rank": 0, "cpus": [0], "gpu": -1, "nic": ""},
                  {"local_rank": 1, "cpus": [1], "gpu": -1, "nic": ""} ],
-  "job": {"nodes": 1, "ranks_per_node": 2},
+  "job": {"nodes": 1, "ranks_per_node": 2, "threads_per_rank": 4},
   "parallel": {"replicas": 2, "stages": 1, "partition": [], "microbatches": 1,
                "schedule": "1f1b", "recompute": "none", "reason": "", "memory_bytes": 0,
                "predicted_sps": 0.0, "measured_sps": 0.0},
@@ -51,8 +52,24 @@ TEST(PlanJson, ReadsTheAgreedShape) {
   ASSERT_EQ(plan->placement.size(), 2u);
   EXPECT_EQ(plan->placement[1].cpus, std::vector<int>{1});
   EXPECT_EQ(plan->job.ranks_per_node, 2);
+  EXPECT_EQ(plan->job.threads_per_rank, 4);
+  EXPECT_EQ(plan->training.precision, "bf16");
+  EXPECT_EQ(plan->training.kernels.at("conv1"), "onednn");
   EXPECT_EQ(plan->provenance.source, PlanSource::kTuned);
   EXPECT_DOUBLE_EQ(plan->provenance.measured_sps, 1432.5);
+}
+
+// A plan written before threads, precision and kernels: one thread, fp32, default kernels.
+TEST(PlanJson, ComputeSettingsDefaultForOlderPlans) {
+  json j = json::parse(kExample);
+  j["job"].erase("threads_per_rank");
+  j["training"].erase("precision");
+  j["training"].erase("kernels");
+  auto plan = parse_plan(j.dump());
+  ASSERT_TRUE(plan.ok()) << plan.error().message();
+  EXPECT_EQ(plan->job.threads_per_rank, 1);
+  EXPECT_EQ(plan->training.precision, "fp32");
+  EXPECT_TRUE(plan->training.kernels.empty());
 }
 
 TEST(PlanJson, RoundTripsExactly) {
@@ -164,6 +181,12 @@ TEST(PlanJson, RejectsBadPlansWithClearErrors) {
        "collectives.allreduce[0].max_bytes: expected a non-negative integer, got -1"},
       {"unknown key", [](json& j) { j["training"]["batch"] = 5; }, "training.batch: unknown key"},
       {"missing key", [](json& j) { j.erase("job"); }, "job: missing"},
+      {"precision", [](json& j) { j["training"]["precision"] = "fp16"; },
+       "training.precision: expected fp32 or bf16, got 'fp16'"},
+      {"kernel not a name", [](json& j) { j["training"]["kernels"]["conv1"] = 3; },
+       "training.kernels: expected node name -> kernel name"},
+      {"threads", [](json& j) { j["job"]["threads_per_rank"] = 0; },
+       "job.threads_per_rank: expected 1 to 1024, got 0"},
       {"auto scaling", [](json& j) { j["training"]["scaling"] = "auto"; },
        "training.scaling: expected weak or strong, got 'auto'"},
       {"batch mismatch", [](json& j) { j["training"]["global_batch"] = 100; },

@@ -264,6 +264,8 @@ TEST(RecipeSignature, EverySettingAPlanDependsOnChangesIt) {
       {"comm.backend", "model: lenet", "comm: {backend: mpi}\nmodel: lenet"},
       {"launch.memory_per_rank", "model: lenet", "launch: {memory_per_rank: 1GiB}\nmodel: lenet"},
       {"training.parallel.offload", "steps: 300", "steps: 300, parallel: {offload: none}"},
+      {"training.precision", "steps: 300", "steps: 300, precision: bf16"},
+      {"launch.threads_per_rank", "model: lenet", "launch: {threads_per_rank: 4}\nmodel: lenet"},
       {"tune.objective", "model: lenet",
        "tune: {objective: time-to-accuracy, target_accuracy: 0.9}\nmodel: lenet"},
   };

@@ -50,6 +50,43 @@ python3 -c "import json,sys; e=json.loads(open(sys.argv[1]).read()); assert e['e
   fail "--dry-run --json: $(cat "$tmp/out")"
 [ ! -e "$DLTUNE_RUNS_DIR" ] || fail "a dry run created $DLTUNE_RUNS_DIR"
 
+# Ranks x threads per rank (engine issue 38): on a 2-socket, 36-core Xeon (an hwloc export) the
+# ranks use every core: one rank per NUMA domain on its 18 cores, N-thread ranks filling the
+# node, or the node's cores shared among -n ranks; each said in the dry run and in the plan.
+quartz=$src/../shared/fixtures/topologies/mpibind_cts1-quartz-smt1.xml
+if [ -f "$quartz" ]; then
+  for args in "--set launch.ranks=auto:2:18" "--set launch.ranks=auto --set launch.threads_per_rank=4:9:4" \
+      "-n 4:4:9" "-n 5:5:7"; do
+    IFS=: read -r set want_ranks want_threads <<<"$args"
+    # shellcheck disable=SC2086
+    DLTUNE_TOPO_XML=$quartz "$dltune" launch resnet20-cifar --dry-run --json $set >"$tmp/out" 2>&1 ||
+      fail "rxt dry run ($set) exited $?: $(cat "$tmp/out")"
+    python3 - "$tmp/out" "$want_ranks" "$want_threads" <<'PY' || fail "ranks x threads ($set): $(cat "$tmp/out")"
+import json, sys
+e = json.loads(open(sys.argv[1]).read())
+ranks, threads = int(sys.argv[2]), int(sys.argv[3])
+assert e["ranks"] == ranks and e["threads_per_rank"] == threads, e
+assert e["plan"]["job"]["threads_per_rank"] == threads, e["plan"]["job"]
+idle = 36 - ranks * threads
+assert (f"{idle} of 36 cores idle" in e["threads_reason"]) == (idle > 0), e["threads_reason"]
+PY
+  done
+  DLTUNE_TOPO_XML=$quartz "$dltune" launch resnet20-cifar --dry-run --set launch.ranks=auto >"$tmp/out" 2>&1 ||
+    fail "rxt dry run exited $?"
+  grep -q "2 rank(s) x 18 thread(s) on 1 node(s)" "$tmp/out" || fail "dry run ranks x threads: $(cat "$tmp/out")"
+  grep -q "^threads: 18 per rank: the node's 36 cores shared among its ranks$" "$tmp/out" ||
+    fail "dry run threads: $(cat "$tmp/out")"
+  DLTUNE_TOPO_XML=$quartz "$dltune" launch resnet20-cifar --dry-run --set launch.threads_per_rank=2000 \
+    >/dev/null 2>"$tmp/err"
+  [ $? -eq 2 ] || fail "threads_per_rank 2000 did not exit 2"
+  grep -q "launch.threads_per_rank: 2000 threads per rank: at most 1024" "$tmp/err" || fail "threads 2000: $(cat "$tmp/err")"
+else
+  echo "note: $quartz missing (../shared beside the clone): ranks x threads not checked"
+fi
+"$dltune" launch quickstart --dry-run --set training.precision=fp16 >/dev/null 2>"$tmp/err"
+[ $? -eq 2 ] || fail "training.precision=fp16 did not exit 2"
+grep -q "expected one of fp32, bf16, auto" "$tmp/err" || fail "precision fp16: $(cat "$tmp/err")"
+
 # --set: any key, checked as the file's are, named in its problems.
 # quickstart warms up for 20 steps and checkpoints every 100: 40 steps need a checkpoint period.
 "$dltune" launch quickstart --dry-run --set training.steps=40 --set training.checkpoint_every=20 \
