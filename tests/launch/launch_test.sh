@@ -42,7 +42,9 @@ python3 - "$run1/plan.json" "$run1/launch.json" <<'PY' || fail "plan.json / laun
 import json, sys
 plan, launch = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
 assert plan["collectives"]["allreduce"], plan
-assert plan["job"] == {"nodes": 1, "ranks_per_node": 2}, plan["job"]
+job = dict(plan["job"])
+threads = job.pop("threads_per_rank")  # the node's cores shared by its 2 ranks: at least 1
+assert job == {"nodes": 1, "ranks_per_node": 2} and threads >= 1, plan["job"]
 cmd = launch["command"]
 assert cmd[1:3] == ["train", "--run-dir"] and "TrainConfig" not in " ".join(cmd), cmd
 PY
@@ -66,6 +68,7 @@ for k in ["recipe", "ranks", "nodes", "steps", "throughput_sps", "scaling_effici
           "heldout_accuracy", "plan_source", "plan", "tuning_seconds", "wall_seconds"]:
     assert k in s, k
 assert s["throughput_sps"] > 0, s
+assert s["threads_per_rank"] == s["plan"]["job"]["threads_per_rank"] >= 1 and s["precision"] == "fp32", s
 # The scaling efficiency's 1-rank baseline runs as the job's rank 0 does (same binding, warm,
 # long enough for its mean to be known to +-5 %, else a warning says how well it is known),
 # and the efficiency is the job's throughput over 2x that baseline, exactly.
