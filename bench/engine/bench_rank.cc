@@ -107,6 +107,55 @@ static int sgemm(int n) {
   return 0;
 }
 
+// The training of `bench-engine-rank train MODEL BATCH RANKS SECONDS [ALGO [overlap|no-overlap]]`
+// (argv as main() has it after the options): weak scaling, 1 MiB buckets, each model's data as
+// bench_engine.py's recipes give it.
+static TrainConfig bench_config(int argc, char** argv, int threads, const std::string& precision) {
+  TrainConfig c;
+  c.threads = threads;
+  c.precision = precision;
+  c.model = argv[2];
+  c.scaling = Scaling::kWeak;
+  c.per_rank_batch = std::atoi(argv[3]);
+  c.train_size = 4096;
+  c.heldout_size = 0;
+  c.bucket_bytes = 1 << 20;
+  if (argc >= 7) c.algorithms = {AlgorithmRange{UINT64_MAX, *comm::parse_algorithm(argv[6])}};
+  if (argc == 8) c.overlap = std::string(argv[7]) == "overlap";
+  // Data of the model's shape, as bench_engine.py's recipes give it.
+  if (c.model == "resnet20") c.data = "synthetic-cifar";
+  if (c.model == "resnet18") {
+    c.data = "synthetic-imagenet";
+    c.input = {3, 64, 64};
+    c.classes = 10;
+    c.train_size = 1024;
+  }
+  if (c.model == "gpt-tiny") {
+    c.data = "text:/usr/share/common-licenses/GPL-3";
+    c.optimizer = "adamw";
+    c.lr = 1e-3;
+    c.weight_decay = 0.1;
+  }
+  return c;
+}
+
+// --select-kernels: rank 0's measurement of every node's kernels, on its threads, into
+// c->kernels (the choices every rank then runs) and `report` (the JSON line's "kernels").
+static Status choose_kernels(TrainConfig* c, const Dataset& data, int threads,
+                             nlohmann::json* report) {
+  if (!bind_to_cpus(0, threads)) std::fprintf(stderr, "bench-engine-rank: cannot bind\n");
+  auto t = Trainer::create(*c, nullptr, data, nullptr);
+  if (!t) return t.error();
+  KernelSelectOptions ko;
+  ko.batch = c->per_rank_batch;
+  ko.repeats = 5;
+  auto chosen = select_kernels((*t)->model(), ko);
+  if (!chosen) return chosen.error();
+  c->kernels = choices_of(*chosen);
+  *report = kernel_report_json(*chosen);
+  return ok_status();
+}
+
 int main(int argc, char** argv) {
   use_native_blas_kernels(argv);  // as dltune-worker does (engine/core/blas_kernels.h)
   set_blas_threads(1);
@@ -138,33 +187,9 @@ int main(int argc, char** argv) {
         " [--threads T] [--precision fp32|bf16] [--select-kernels] | sgemm N | peak N\n");
     return 2;
   }
-  TrainConfig c;
-  c.threads = threads;
-  c.precision = precision;
-  c.model = argv[2];
-  c.scaling = Scaling::kWeak;
-  c.per_rank_batch = std::atoi(argv[3]);
+  TrainConfig c = bench_config(argc, argv, threads, precision);
   const int ranks = std::atoi(argv[4]);
   const double seconds = std::atof(argv[5]);
-  c.train_size = 4096;
-  c.heldout_size = 0;
-  c.bucket_bytes = 1 << 20;
-  if (argc >= 7) c.algorithms = {AlgorithmRange{UINT64_MAX, *comm::parse_algorithm(argv[6])}};
-  if (argc == 8) c.overlap = std::string(argv[7]) == "overlap";
-  // Data of the model's shape, as bench_engine.py's recipes give it.
-  if (c.model == "resnet20") c.data = "synthetic-cifar";
-  if (c.model == "resnet18") {
-    c.data = "synthetic-imagenet";
-    c.input = {3, 64, 64};
-    c.classes = 10;
-    c.train_size = 1024;
-  }
-  if (c.model == "gpt-tiny") {
-    c.data = "text:/usr/share/common-licenses/GPL-3";
-    c.optimizer = "adamw";
-    c.lr = 1e-3;
-    c.weight_decay = 0.1;
-  }
   Dataset data;
   if (Status loaded = load_train_data(c, &data, nullptr); !loaded) {
     std::fprintf(stderr, "bench-engine-rank: %s\n", loaded.error().message().c_str());
@@ -172,23 +197,11 @@ int main(int argc, char** argv) {
   }
   double sps = 0.0, flops = 0.0, compute_ms = 0.0, exposed_ms = 0.0;
   nlohmann::json kernels = nlohmann::json::array();
-  if (select) {  // rank 0's measurement, on its threads: the choices every rank then runs
-    if (!bind_to_cpus(0, threads)) std::fprintf(stderr, "bench-engine-rank: cannot bind\n");
-    auto t = Trainer::create(c, nullptr, data, nullptr);
-    if (!t) {
-      std::fprintf(stderr, "bench-engine-rank: %s\n", t.error().message().c_str());
+  if (select) {
+    if (Status chosen = choose_kernels(&c, data, threads, &kernels); !chosen) {
+      std::fprintf(stderr, "bench-engine-rank: %s\n", chosen.error().message().c_str());
       return 1;
     }
-    KernelSelectOptions ko;
-    ko.batch = c.per_rank_batch;
-    ko.repeats = 5;
-    auto report = select_kernels((*t)->model(), ko);
-    if (!report) {
-      std::fprintf(stderr, "bench-engine-rank: %s\n", report.error().message().c_str());
-      return 1;
-    }
-    c.kernels = choices_of(*report);
-    kernels = kernel_report_json(*report);
   }
   std::mutex mu;
   Status st = comm::spawn(ranks, [&](comm::Communicator& comm) -> Status {

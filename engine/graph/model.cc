@@ -70,7 +70,8 @@ void Model::set_precision(Precision p) {
 }
 
 Status Model::set_kernels(const KernelChoices& choices) {
-  std::vector<std::pair<size_t, std::string>> todo;
+  // Checked whole before any node changes: a bad choice changes nothing.
+  std::vector<std::pair<size_t, std::string>> checked;
   for (const auto& [name, kernel] : choices) {
     size_t i = 0;
     while (i < graph_.nodes.size() && graph_.nodes[i].name != name) ++i;
@@ -80,9 +81,9 @@ Status Model::set_kernels(const KernelChoices& choices) {
     const std::vector<std::string> names = ops_[i]->kernels();
     if (std::find(names.begin(), names.end(), kernel) == names.end())
       return ops_[i]->set_kernel(kernel).error().wrap("model '" + name_ + "'");
-    todo.emplace_back(i, kernel);
+    checked.emplace_back(i, kernel);
   }
-  for (const auto& [i, kernel] : todo) DLTUNE_TRY(ops_[i]->set_kernel(kernel));
+  for (const auto& [i, kernel] : checked) DLTUNE_TRY(ops_[i]->set_kernel(kernel));
   invalidate_reserve();
   return ok_status();
 }

@@ -100,9 +100,11 @@ class Conv2d final : public Op, private Conv2dGeometry {
   void forward_bf16(const OpContext& ctx, const float* in, float* out, int batch);
   void backward_bf16(const OpContext& ctx, const float* in, const float* dout, const GradOut& din,
                      int batch);
-  // Where the bf16 copies start in the workspace: after the kernel's own part.
+  // Where the bf16 copies start in the workspace: after the kernel's own part (this op's
+  // geometry asked directly: op_memory() would derive it and the kernel list again per call).
   int64_t kernel_workspace_floats(int batch) const {
-    return workspace_floats(batch) - bf16_workspace_floats(precision_, batch);
+    return memory(kind_, batch, threads_, precision_).workspace_floats -
+           bf16_workspace_floats(precision_, batch) + library_memory(batch).workspace_floats;
   }
   OnednnConvShape onednn_shape() const;
 

@@ -66,20 +66,7 @@ double rel_l2(const float* a, const std::vector<float>& b) {
 double engine_grads(Model& m, const test::Step& s, Precision p) {
   m.set_precision(p);
   test::start_weights(m);
-  const auto& x = s.file.at("input").values;
-  const auto& lf = s.file.at("labels").values;
-  std::vector<int32_t> labels(lf.begin(), lf.end());
-  const int B = static_cast<int>(s.file.at("input").shape[0]);
-  const int K = static_cast<int>(m.output_shape().back());
-  const int rows = static_cast<int>(labels.size());
-  m.reserve(B);
-  const float* logits = m.forward(x.data(), B, true, 0);
-  std::vector<float> dlogits(static_cast<size_t>(rows) * K);
-  const double loss = softmax_cross_entropy(logits, labels.data(), rows, K,
-                                            static_cast<float>(rows), dlogits.data()) /
-                      rows;
-  m.backward(x.data(), dlogits.data(), B);
-  return loss;
+  return test::forward_backward(m, s);
 }
 
 void check_bf16_step(Model& m, const test::Step& s) {

@@ -13,6 +13,7 @@
 #include "common/paths.h"
 #include "engine/graph/model.h"
 #include "engine/io/safetensors.h"
+#include "engine/ops/loss.h"
 
 namespace dltune::engine::test {
 
@@ -63,6 +64,26 @@ inline Step load_step(const std::string& name) {
   nlohmann::json header = nlohmann::json::parse(bytes->substr(8, n));
   for (const auto& [k, v] : header["__metadata__"].items()) s.meta[k] = v.get<std::string>();
   return s;
+}
+
+// One training step's forward and backward of `m` (its weights set by the caller) on the
+// fixture's batch, with PyTorch's mean cross-entropy; returns that loss. The gradients are in
+// m.grads().
+inline double forward_backward(Model& m, const Step& s) {
+  const auto& x = s.file.at("input").values;
+  const auto& labels_f = s.file.at("labels").values;
+  std::vector<int32_t> labels(labels_f.begin(), labels_f.end());
+  const int B = static_cast<int>(s.file.at("input").shape[0]);
+  const int K = static_cast<int>(m.output_shape().back());
+  const int rows = static_cast<int>(labels.size());
+  m.reserve(B);
+  const float* logits = m.forward(x.data(), B, true, 0);
+  std::vector<float> dlogits(static_cast<size_t>(rows) * K);
+  const double loss = softmax_cross_entropy(logits, labels.data(), rows, K,
+                                            static_cast<float>(rows), dlogits.data()) /
+                      rows;
+  m.backward(x.data(), dlogits.data(), B);
+  return loss;
 }
 
 }  // namespace dltune::engine::test

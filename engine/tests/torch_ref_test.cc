@@ -139,20 +139,8 @@ using test::Step;
 // One step of `m` on the fixture's batch with `opt`; checks the loss and every tensor after it.
 void check_step(Model& m, const Step& s, Optimizer& opt, float lr, double clip) {
   start_weights(m);
-  const auto& x = s.file.at("input").values;
-  const auto& labels_f = s.file.at("labels").values;
-  std::vector<int32_t> labels(labels_f.begin(), labels_f.end());
-  const int B = static_cast<int>(s.file.at("input").shape[0]);
-  const int K = static_cast<int>(m.output_shape().back());
-  const int rows = static_cast<int>(labels.size());
-  m.reserve(B);
-  const float* logits = m.forward(x.data(), B, true, 0);
-  std::vector<float> dlogits(static_cast<size_t>(rows) * K);
-  const double loss = softmax_cross_entropy(logits, labels.data(), rows, K,
-                                            static_cast<float>(rows), dlogits.data()) /
-                      rows;
+  const double loss = test::forward_backward(m, s);
   EXPECT_NEAR(loss, std::stod(s.meta.at("loss")), 1e-4 * std::abs(loss)) << "loss";
-  m.backward(x.data(), dlogits.data(), B);
   if (clip > 0) clip_grad_norm(m.grads(), m.num_params(), clip);
   opt.step(m.params(), m.grads(), lr);
   int checked = 0;
