@@ -122,13 +122,17 @@ std::string Progress::render_line(const std::string& phase, const ProgressState&
 }
 
 std::string Progress::render_status(const std::string& phase, const std::string& status,
-                                    double elapsed_s, int width) {
-  const std::string clock = "  " + format_duration(elapsed_s);
+                                    double elapsed_s, int width, double total_s) {
+  std::string clock = "  " + format_duration(elapsed_s);
+  if (total_s >= elapsed_s + 1) clock += " (launch " + format_duration(total_s) + ")";
   std::string head = phase + (status.empty() ? "" : ": ");
   const int room = width - static_cast<int>(head.size() + clock.size());
   std::string body = status;
   if (room < static_cast<int>(body.size())) {
-    body = room > 3 ? body.substr(0, static_cast<size_t>(room - 3)) + "..." : "";
+    // Its start (what is being done, the counts) and its end (the best so far), cut between.
+    const size_t keep = room > 3 ? static_cast<size_t>(room - 3) : 0;
+    const size_t front = (keep + 1) / 2, back = keep - front;
+    body = keep > 0 ? body.substr(0, front) + "..." + body.substr(body.size() - back) : "";
   }
   std::string line = head + body + clock;
   if (static_cast<int>(line.size()) > width) line.resize(static_cast<size_t>(std::max(0, width)));
@@ -235,9 +239,9 @@ void Progress::draw_locked(bool force) {
   const auto now = Clock::now();
   if (!force && drawn_ && now - last_draw_ < std::chrono::milliseconds(100)) return;
   const int width = terminal_width(out_) - 1;
-  const std::string line = showing_state_
-                               ? render_line(phase_, state_, eta_seconds(state_), width)
-                               : render_status(phase_, status_, phase_elapsed_s(), width);
+  const std::string line =
+      showing_state_ ? render_line(phase_, state_, eta_seconds(state_), width)
+                     : render_status(phase_, status_, phase_elapsed_s(), width, elapsed_s());
   std::fprintf(out_, "\r\033[K%s", line.c_str());
   std::fflush(out_);
   drawn_ = true;
@@ -339,9 +343,10 @@ void Progress::heartbeat_loop() {
     } else if (mode_ == Mode::kJson && quiet >= kHeartbeatS) {
       print_json_locked("heartbeat", {{"phase", phase_}, {"phase_s", ms3(phase_elapsed_s())}});
     } else if (mode_ == Mode::kPlain && quiet >= kPlainQuietS) {
-      std::fprintf(out_, "dltune: %s%s (%s)\n", phase_.c_str(),
+      std::fprintf(out_, "dltune: %s%s (%s, launch %s)\n", phase_.c_str(),
                    status_.empty() ? "" : (": " + status_).c_str(),
-                   format_duration(phase_elapsed_s()).c_str());
+                   format_duration(phase_elapsed_s()).c_str(),
+                   format_duration(elapsed_s()).c_str());
       std::fflush(out_);
       last_print_ = Clock::now();
     }

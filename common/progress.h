@@ -44,10 +44,13 @@ class Progress {
   // tests and for the terminal mode. `eta_s` < 0 when unknown.
   static std::string render_line(const std::string& phase, const ProgressState& s, double eta_s,
                                  int width);
-  // Renders the one-line display of a status: "phase: status  1:05" (elapsed), at most `width`
-  // columns (the status is shortened, ending in "...", before the phase and the clock are).
+  // Renders the one-line display of a status: "phase: status  01:05" (the phase's time), with
+  // "(launch 02:10)" after it when `total_s` (the time since the Progress began: the clock does
+  // not restart for the person watching) is a second or more beyond it; at most `width`
+  // columns. A status too long loses its middle ("..."), not its end, where the tuner's
+  // "best so far" is; the phase and the clocks are kept.
   static std::string render_status(const std::string& phase, const std::string& status,
-                                   double elapsed_s, int width);
+                                   double elapsed_s, int width, double total_s = -1);
   // Seconds left to step `total`, from the pace since the phase's first reported step
   // (`first_step` at `first_s`, now `step` at `now_s`, seconds on any one clock), so that the
   // start-up before the first step (data, the model, the untimed first step) does not count

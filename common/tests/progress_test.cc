@@ -118,7 +118,23 @@ TEST(Progress, StatusLineKeepsPhaseAndClockWhenShortened) {
   const std::string s = Progress::render_status("tuning", std::string(300, 'x'), 5, 40);
   EXPECT_EQ(s.size(), 40u);
   EXPECT_EQ(s.substr(0, 8), "tuning: ");
-  EXPECT_EQ(s.substr(s.size() - 10), "...  00:05");
+  EXPECT_EQ(s.substr(s.size() - 8), "x  00:05");
+}
+
+// Issue 42: at 110 columns the tuner's line lost its candidate and "best so far"; the phase's
+// clock restarted at 00:00 with no sign of the launch's time.
+TEST(Progress, AStatusTooLongKeepsItsStartAndEndAndTheLaunchClock) {
+  const std::string status =
+      "round 2 of 3, candidate 3 of 8, step 5 of 10: b64 weak bucket=4 MiB overlap; best so far "
+      "b32 weak bucket=one(1.7 MiB) no-overlap at 3,456 samples/s";
+  const std::string s =
+      Progress::render_status("tuning batch, buckets, overlap", status, 12, 110, 75);
+  EXPECT_EQ(s.size(), 110u) << s;
+  EXPECT_EQ(s.find("tuning batch, buckets, overlap: round 2 of 3, candidate 3"), 0u) << s;
+  EXPECT_NE(s.find("..."), std::string::npos) << s;
+  EXPECT_NE(s.find("at 3,456 samples/s  00:12 (launch 01:15)"), std::string::npos) << s;
+  // The launch's clock only where it says more than the phase's.
+  EXPECT_EQ(Progress::render_status("training", "", 12, 200, 12.5), "training  00:12");
 }
 
 TEST(Progress, TerminalModeRedrawsInPlaceAndClearsBeforeMessages) {

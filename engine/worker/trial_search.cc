@@ -172,7 +172,9 @@ Status Search::cycle(const std::vector<size_t>& order, int n, int done, int step
                 {"position", k + 1},
                 {"field", order.size()},
                 {"steps_done", done + n},
-                {"steps", steps},
+                // The finalists' extra cycles run past the round's planned steps: the count
+                // grows with them rather than reading "step 20 of 10" (issue 42).
+                {"steps", std::max(steps, done + n)},
                 {"elapsed_s", elapsed_},
                 {"budget_s", s_.halving.budget_s},
                 {"best", lead < 0 ? std::string() : cands_[static_cast<size_t>(lead)].label},
