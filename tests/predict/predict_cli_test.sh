@@ -77,6 +77,24 @@ grep -q '"layout": "pipeline 2 stages' "$tmp/here_pipe.json" && ! grep -q '"note
   fail "a pipeline on this machine's compute: $(cat "$tmp/here_pipe.json")"
 
 # Bad input: exit 2 and one sentence naming what is wrong.
+# The README's example of this machine's models, as a newcomer types it (issue 42): on a fresh
+# database it says to measure the links first; after that (a short sweep) it predicts.
+readme=(recipes/resnet20-cifar.yaml --nodes 1,2,4 --inter 12.5 --json)
+(cd "$src" && "$dltune" predict "${readme[@]}") >"$tmp/out" 2>"$tmp/err"
+[ $? -eq 2 ] && grep -q "run \`dltune tune --collectives -n 2\`" "$tmp/err" ||
+  fail "the README's predict on a fresh database: $(cat "$tmp/err" "$tmp/out")"
+"$dltune" tune --collectives -n 2 --budget 5 >"$tmp/tune.out" 2>&1 ||
+  fail "the README's tune --collectives -n 2 exited $?: $(cat "$tmp/tune.out")"
+(cd "$src" && "$dltune" predict "${readme[@]}") >"$tmp/out" 2>"$tmp/err" ||
+  fail "the README's predict after a sweep exited $?: $(cat "$tmp/err")"
+python3 - "$tmp/out" <<'PY' || fail "the README's predict: $(cat "$tmp/out")"
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert [p["nodes"] for p in j["predictions"]] == [1, 2, 4], j
+assert all(p["throughput_sps"] > 0 for p in j["predictions"]), j
+assert "measured sweeps" in j["comm_source"], j
+PY
+
 bad() {  # bad WHAT-TO-FIND ARGS...
   local want=$1
   shift
