@@ -170,6 +170,10 @@ struct Provenance {
   double budget_s = 0;     // tune.budget when it was tuned (0 = not recorded)
   double tuning_s = 0;     // the seconds tuning took
   std::string budget_cut;  // what the budget cut ("" nothing): "5 of 12 candidates not measured"
+  // The steps of the run it was tuned for, at its global batch (0 = not recorded): the run's
+  // length is not in the tuning key (recipe_signature), so a launch of another length reuses
+  // the plan and says so.
+  int64_t run_steps = 0;
   bool operator==(const Provenance&) const = default;
 };
 

@@ -253,7 +253,7 @@ void read_plan(Reader& r, const json& j, Plan* plan) {
   const json& p = j["provenance"];
   if (!r.object(p, "provenance",
                 {"source", "reason", "predicted_sps", "measured_sps", "recipe", "confidence",
-                 "regret", "collective_regret", "budget"},
+                 "regret", "collective_regret", "budget", "run_steps"},
                 {"source"}))
     return;
   Provenance& pv = plan->provenance;
@@ -265,6 +265,9 @@ void read_plan(Reader& r, const json& j, Plan* plan) {
   r.read(p, "recipe", "provenance", &pv.recipe);
   r.read(p, "regret", "provenance", &pv.regret);
   r.read(p, "collective_regret", "provenance", &pv.collective_regret);
+  r.read(p, "run_steps", "provenance", &pv.run_steps);
+  if (r.ok() && pv.run_steps < 0)
+    r.fail("provenance.run_steps", "expected a step count >= 0, got " + p["run_steps"].dump());
   // Absent means unknown (-1 in memory); a share that is there is never negative.
   for (const auto& [key, value] : {std::pair<const char*, double>{"regret", pv.regret},
                                    {"collective_regret", pv.collective_regret}}) {
@@ -315,6 +318,7 @@ json provenance_json(const Provenance& p) {
   }
   if (p.regret >= 0) j["regret"] = p.regret;
   if (p.collective_regret >= 0) j["collective_regret"] = p.collective_regret;
+  if (p.run_steps > 0) j["run_steps"] = p.run_steps;
   if (p.budget_s > 0 || p.tuning_s > 0 || !p.budget_cut.empty()) {
     j["budget"] = {{"budget_s", p.budget_s}, {"tuning_s", p.tuning_s}, {"cut", p.budget_cut}};
   }

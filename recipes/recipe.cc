@@ -186,7 +186,14 @@ std::string recipe_signature(const Recipe& recipe) {
   // Everything below can change the plan the tuner picks, or whether a cached plan is right for
   // this recipe.
   // v4 adds launch.memory_per_rank: plans carry the layout the memory limit allowed.
-  std::string text = "dltune-recipe-signature v4\n";
+  // v5 leaves the run's length out when the tuner measures throughput (issue 42: a `--set
+  // training.steps=41` re-tuned for the whole budget). The length does not change what a trial
+  // measures; it sets the warm-up a scaled lr gets (5 % of the run), which a launch derives again
+  // for its own length (plan_fit.h's scaled_lr_warmup), and whether a trial saw past that
+  // warm-up, after which a plan tuned for either length is at least as safe for the other (a
+  // longer warm-up, or an lr left unscaled). The lr stays in: the trials test a scaled lr for
+  // divergence, so the choice depends on it.
+  std::string text = "dltune-recipe-signature v5\n";
   text += "dtype " + recipe.model.dtype + "\n";
   text += "input " + describe_shape(recipe.data.shape) + "\n";
   text += "classes " + std::to_string(recipe.data.classes) + "\n";
@@ -196,7 +203,9 @@ std::string recipe_signature(const Recipe& recipe) {
           " heldout " + num(d.heldout_fraction) + (d.heldout_test_files ? " test-files" : "") +
           "\n";
   const TrainingConfig& t = recipe.training;
-  text += "length epochs " + std::to_string(t.epochs) + " steps " + std::to_string(t.steps) + "\n";
+  if (recipe.tune.objective == Objective::kTimeToAccuracy)  // the target takes a length to reach
+    text +=
+        "length epochs " + std::to_string(t.epochs) + " steps " + std::to_string(t.steps) + "\n";
   text += "batch per_rank " + std::to_string(t.per_rank_batch) + " global " +
           std::to_string(t.global_batch) + " max_global " + std::to_string(t.max_global_batch) +
           " scaling " + std::string(scaling_name(t.scaling)) + "\n";

@@ -163,6 +163,9 @@ struct LaunchConfig {
   // Memory a rank may use, bytes; 0 = auto: its share of the node's memory as the cgroup
   // allows, or of its GPU's. The tuner never launches a layout that does not fit it.
   uint64_t memory_per_rank = 0;
+  // The scaling efficiency's 1-rank baseline, run after a multi-rank job: auto (at most about
+  // 10 % of the training's time) or off (no baseline, no efficiency).
+  std::string baseline = "auto";
 };
 
 struct Recipe {
@@ -224,10 +227,12 @@ Result<Recipe> load_recipe_text(std::string_view yaml_text, const std::string& f
 
 // The SHA-256 (64 hex characters) of everything a tuned plan depends on (the tuning key's
 // recipe part): model layers, dtype, input shape and class count; the data (kind, samples,
-// held-out share); the training settings (length, batch, scaling, optimizer, schedule); the
-// communication settings (backend, allreduce, bucket, overlap); the tuning objective. Not the
-// name, description, paths, seed, checkpoint interval, tune.budget or launch section (the job
-// shape is a key field of its own).
+// held-out share); the training settings (batch, scaling, optimizer, schedule; the length only
+// under the time-to-accuracy objective); the communication settings (backend, allreduce, bucket,
+// overlap); the tuning objective. Not the name, description, paths, seed, the run's length under
+// the throughput objective (a plan is reused for a shorter or longer run: the launch says so),
+// checkpoint and evaluation schedule, tune.budget or launch section (the job shape is a key
+// field of its own).
 std::string recipe_signature(const Recipe& recipe);
 // The recipe normalised (every default filled in, only the keys that apply to it, no
 // placeholders), for `dltune recipe show`: as JSON (the model's whole node table included), and

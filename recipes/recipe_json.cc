@@ -113,7 +113,8 @@ json recipe_view(const Recipe& r) {
                   r.launch.threads_per_rank > 0 ? json(r.launch.threads_per_rank) : json("auto")},
                  {"binding", r.launch.binding},
                  {"memory_per_rank",
-                  r.launch.memory_per_rank > 0 ? json(r.launch.memory_per_rank) : json("auto")}};
+                  r.launch.memory_per_rank > 0 ? json(r.launch.memory_per_rank) : json("auto")},
+                 {"baseline", r.launch.baseline}};
   return j;
 }
 

@@ -1,7 +1,10 @@
 #include "recipes/recipe_overrides.h"
 
+#include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <map>
+#include <optional>
 
 #include <yaml-cpp/yaml.h>
 
@@ -140,6 +143,91 @@ bool mentions(const std::string& text, const std::string& word) {
   return false;
 }
 
+// An integer scalar at `node`, else nullopt.
+std::optional<int64_t> int_at(const YAML::Node& node) {
+  if (!node || !node.IsScalar()) return std::nullopt;
+  try {
+    return node.as<int64_t>();
+  } catch (const YAML::Exception&) {
+    return std::nullopt;
+  }
+}
+
+// A run made shorter by --set: the file's settings counted in steps.
+//
+// `--set training.steps=40` on a recipe that checkpoints every 100 steps, warms up for 50 or
+// decays every 1000 would be refused (none of them fits a 40-step run). A newcomer shortening a
+// run means "the same run, shorter", so each such setting of the file that the new length no
+// longer fits, and that no override sets itself, takes the share of the run it had in the file
+// (when the file gives its length in steps: 100 of 300 -> 13 of 40), else the share a recipe
+// without it gets (checkpoints: a quarter of the run, the default; warm-up: 5 %; a step decay:
+// half). One note says what changed.
+struct StepSetting {
+  const char* section;  // "training" or "training.schedule"
+  const char* key;
+  bool inclusive;                  // fits when value <= steps (checkpoints) rather than < steps
+  int64_t numerator, denominator;  // the share of the run when the file's length is in epochs
+  const char* share;               // that share in words
+};
+constexpr StepSetting kStepSettings[] = {
+    {"training", "checkpoint_every", true, 1, 4, "a quarter of the run, the default"},
+    {"training.schedule", "warmup_steps", false, 1, 20, "5 % of the run"},
+    {"training.schedule", "step_size", false, 1, 2, "half the run"},
+};
+
+void fit_to_length(YAML::Node& root, int64_t file_steps, const std::vector<Override>& overrides,
+                   std::vector<std::string>* notes) {
+  const Override* length = nullptr;
+  for (const Override& o : overrides) {
+    if (o.key == "training.steps" || o.key == "training.epochs") length = &o;
+  }
+  if (length == nullptr || length->key != "training.steps") return;
+  YAML::Node training = root["training"];
+  if (!training.IsMap()) return;
+  const std::optional<int64_t> steps = int_at(training["steps"]);
+  if (!steps || *steps < 1) return;  // the parser says what is wrong with it
+  std::vector<std::string> changed;
+  for (const StepSetting& s : kStepSettings) {
+    const std::string path = std::string(s.section) + "." + s.key;
+    bool set_by_override = false;
+    for (const Override& o : overrides) set_by_override |= under(path, o.key);
+    if (set_by_override) continue;
+    YAML::Node section = s.section == std::string("training") ? training : training["schedule"];
+    if (!section.IsMap()) continue;
+    const std::optional<int64_t> value = int_at(section[s.key]);
+    if (!value || *value < 1) continue;
+    if (s.inclusive ? *value <= *steps : *value < *steps) continue;
+    // (In double: a count and a length may each be near int64's range.)
+    const double share = file_steps > 0
+                             ? static_cast<double>(*value) / static_cast<double>(file_steps)
+                             : static_cast<double>(s.numerator) / s.denominator;
+    if (share > 1) continue;  // it did not fit the file's own run either: the checks say so
+    int64_t fitted = static_cast<int64_t>(std::floor(share * static_cast<double>(*steps)));
+    if (std::string(s.key) != "warmup_steps") fitted = std::max<int64_t>(1, fitted);
+    if (s.inclusive ? fitted > *steps : fitted >= *steps) continue;  // nothing fits: say why
+    YAML::Node n(std::to_string(fitted));
+    n.SetTag("?");  // a plain scalar, as if the file had it: a number, not a string
+    section[s.key] = n;
+    std::string what = path.substr(std::string("training.").size()) + " " + std::to_string(*value) +
+                       " -> " + std::to_string(fitted);
+    if (file_steps <= 0) what += std::string(" (") + s.share + ")";
+    changed.push_back(what);
+  }
+  if (changed.empty() || notes == nullptr) return;
+  std::string note = "--set " + length->text + ": the run is shorter than the file's schedule: " +
+                     strings::join(changed, ", ");
+  if (file_steps > 0)
+    note += " (the share of the file's " + std::to_string(file_steps) + " steps each had)";
+  notes->push_back(note);
+}
+
+// The file's training.steps, before any override (0 when it gives epochs).
+int64_t file_steps_of(const YAML::Node& root) {
+  const YAML::Node training = root["training"];
+  if (!training.IsMap()) return 0;
+  return int_at(training["steps"]).value_or(0);
+}
+
 }  // namespace
 
 Result<Override> parse_override(std::string_view text) {
@@ -165,18 +253,21 @@ Result<Override> parse_override(std::string_view text) {
 }
 
 ParseOutcome parse_recipe_with_overrides(const std::string& path,
-                                         const std::vector<Override>& overrides) {
+                                         const std::vector<Override>& overrides,
+                                         std::vector<std::string>* notes) {
   if (overrides.empty()) return parse_recipe_file(path);
   ParseOutcome out;
   auto root = load_document(path);
   if (!root) return parse_recipe_file(path);  // the file's own problem, located
   if (!root->IsMap()) return parse_recipe_file(path);
+  const int64_t file_steps = file_steps_of(*root);
   for (const Override& o : overrides) {
     if (Status s = apply(*root, o); !s.ok()) {
       out.problems.push_back({"--set " + o.text, 0, 0, o.key, s.error().message()});
     }
   }
   if (!out.problems.empty()) return out;
+  fit_to_length(*root, file_steps, overrides, notes);
   out = internal::parse_recipe_document(*root, path, dir_of(path));
   for (Problem& p : out.problems) {
     bool named = false;
@@ -200,11 +291,12 @@ ParseOutcome parse_recipe_with_overrides(const std::string& path,
 }
 
 Result<Recipe> load_recipe_with_overrides(const std::string& path_or_name,
-                                          const std::vector<Override>& overrides) {
+                                          const std::vector<Override>& overrides,
+                                          std::vector<std::string>* notes) {
   if (overrides.empty()) return load_recipe(path_or_name);
   auto path = resolve_recipe_path(path_or_name);
   if (!path) return std::move(path).error();
-  ParseOutcome parsed = parse_recipe_with_overrides(*path, overrides);
+  ParseOutcome parsed = parse_recipe_with_overrides(*path, overrides, notes);
   if (parsed.ok()) return std::move(parsed.recipe);
   std::vector<std::string> lines;
   for (const Problem& p : parsed.problems) lines.push_back(p.to_string());
@@ -215,7 +307,9 @@ Result<std::string> recipe_yaml_as_run(const std::string& path, const Recipe& re
                                        const std::vector<Override>& overrides) {
   auto root = load_document(path);
   if (!root) return std::move(root).error();
+  const int64_t file_steps = file_steps_of(*root);
   for (const Override& o : overrides) DLTUNE_TRY_CTX(apply(*root, o), "--set " + o.text);
+  fit_to_length(*root, file_steps, overrides, nullptr);
   if (!(*root)["name"]) (*root)["name"] = recipe.name;  // not "recipe", from recipe.yaml
   YAML::Node data = (*root)["data"];
   if (!recipe.data.path.empty() && data.IsMap()) data["path"] = recipe.data.path;

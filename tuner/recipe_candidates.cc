@@ -55,11 +55,6 @@ CommChoices comm_choices(const recipes::Recipe& r, int replicas, int64_t largest
   return c;
 }
 
-// The run's steps at `global_batch` (recipes::training_steps); 1 where the data cannot say.
-int64_t run_steps(const recipes::Recipe& r, int64_t global_batch) {
-  return std::max<int64_t>(1, recipes::training_steps(r, global_batch).value_or(1));
-}
-
 }  // namespace
 
 void apply_lr_rule(const recipes::Recipe& r, int ranks, TrainingPlan* t,
@@ -67,11 +62,7 @@ void apply_lr_rule(const recipes::Recipe& r, int ranks, TrainingPlan* t,
   const int64_t ref = std::max<int64_t>(1, lr_reference_batch(r, ranks));
   t->lr_scale =
       recipes::lr_scale_for(rule.value_or(r.training.optimizer.lr_scaling), t->global_batch, ref);
-  t->warmup_steps = r.training.schedule.warmup_steps;
-  if (t->lr_scale > 1.0) {
-    const int64_t five_pct = (run_steps(r, t->global_batch) + 19) / 20;
-    t->warmup_steps = std::max<int64_t>({t->warmup_steps, five_pct, 1});
-  }
+  t->warmup_steps = recipes::scaled_lr_warmup(r, t->global_batch, t->lr_scale);
 }
 
 int64_t gradient_bytes(const recipes::Recipe& r) {

@@ -10,6 +10,7 @@
 #include "common/log.h"
 #include "common/paths.h"
 #include "common/strings.h"
+#include "recipes/datasets.h"
 #include "tuner/recipe_tuning.h"
 
 namespace dltune::tuner {
@@ -219,6 +220,8 @@ Result<RecipeTuneOutcome> tune_recipe(const RecipeTuneRequest& req, const RunRan
   out->tuning_s = wall;
   out->plan.provenance.budget_s = req.budget_s;
   out->plan.provenance.tuning_s = wall;
+  out->plan.provenance.run_steps =
+      recipes::training_steps(req.recipe, out->plan.training.global_batch).value_or(0);
   keep_unseen_lr_unscaled(req, used, *s, &*out);
   if ((req.hint || req.hint_layout) && searched < generated) {
     out->plan.provenance.reason += "; searched " + std::to_string(searched) + " of " +

@@ -89,9 +89,8 @@ using recipes::reference_per_rank_batch;
 
 // The learning-rate rule with warmup (Goyal et al.): lr_scale = recipes::lr_scale_for(rule,
 // global_batch, reference), `rule` being the recipe's optimizer.lr_scaling unless given (auto:
-// linear); where the global batch grows (scale > 1) warmup_steps = max(the recipe's warmup,
-// 5 % of the run's steps, at least 1), else the recipe's warmup. Sets t->lr_scale and
-// t->warmup_steps.
+// linear); warmup_steps = recipes::scaled_lr_warmup() (where the scale is > 1, max(the recipe's
+// warmup, 5 % of the run's steps, 1), else the recipe's). Sets t->lr_scale and t->warmup_steps.
 void apply_lr_rule(const recipes::Recipe& recipe, int ranks, recipes::TrainingPlan* t,
                    std::optional<recipes::LrScaling> rule = std::nullopt);
 

@@ -255,6 +255,7 @@ Status choose_new(Launch& L, Progress& progress, const tuner::db::Layers& layers
   progress.finish();
   if (!c) return c.error();
   L.choice = std::move(*c);
+  L.choice.notes.insert(L.choice.notes.begin(), L.job.notes.begin(), L.job.notes.end());
   DLTUNE_TRY(lay_out(L, &L.choice.plan));
   place(L, &L.choice.plan);
   if (L.choice.plan.parallel.stages > 1)
@@ -404,16 +405,21 @@ launcher::RunFacts run_facts(const Launch& L, Progress& progress, bool resumed_f
   facts.worker =
       ws ? parse_json_bounded(*ws).value_or(nlohmann::json::object()) : nlohmann::json::object();
   if (!facts.worker.is_object()) facts.worker = nlohmann::json::object();
-  if (L.job.ranks > 1) {
+  facts.baseline_off = L.job.recipe.launch.baseline == "off";
+  if (L.job.ranks > 1 && !facts.baseline_off) {
     progress.phase("measuring 1 rank for the scaling efficiency");
     const double sps = facts.worker.value("throughput_sps", 0.0);
     const double step_s = sps > 0 ? facts.worker.value("global_batch", 0.0) / sps : 0.0;
-    auto base = launcher::measure_baseline(L.job, L.worker, L.choice.plan, step_s, dir, &progress);
+    const double budget = launcher::baseline_budget_s(facts.worker.value("wall_seconds", 0.0));
+    auto base =
+        launcher::measure_baseline(L.job, L.worker, L.choice.plan, step_s, budget, dir, &progress);
     if (base) {
       facts.baseline_sps = base->sps;
       facts.baseline_steps = base->steps;
       facts.baseline_rel_ci = base->rel_ci;
       facts.baseline_bind = base->bind;
+      facts.baseline_seconds = base->seconds;
+      facts.baseline_budget_s = budget;
     } else {
       facts.baseline_error = base.error().message();
     }

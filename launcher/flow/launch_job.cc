@@ -67,7 +67,7 @@ std::pair<int, std::string> threads_per_rank(const recipes::Recipe& r, int per_n
 
 Result<Job> make_job(const JobOptions& o, const topology::Topology& topo) {
   Job job;
-  auto recipe = recipes::load_recipe_with_overrides(o.recipe, o.overrides);
+  auto recipe = recipes::load_recipe_with_overrides(o.recipe, o.overrides, &job.notes);
   if (!recipe) return std::move(recipe).error();
   job.recipe = std::move(*recipe);
   job.recipe_path = job.recipe.source_path;
@@ -75,6 +75,13 @@ Result<Job> make_job(const JobOptions& o, const topology::Topology& topo) {
   if (!backend) return std::move(backend).error().wrap("--backend");
   job.backend = *backend;
   const bool slurm = job.backend == Backend::kSlurm;
+  // GPU ranks on a machine without a GPU would tune, then fail as they start (issue 42): refuse
+  // before anything runs. (Slurm's nodes are not this one: their ranks check for themselves.)
+  if (!slurm && job.recipe.comm.backend == "nccl" && topo.gpus.empty()) {
+    return invalid_input(
+        "comm.backend nccl runs one rank per GPU, and hwloc finds no GPU on this machine; use "
+        "comm.backend auto (or mpi) to train on its CPUs, or launch on a GPU node");
+  }
   int nodes = o.nodes > 0 ? o.nodes : (slurm ? std::max(env_int("SLURM_JOB_NUM_NODES"), 1) : 1);
   if (!slurm && nodes > 1) {
     return invalid_input("--nodes " + std::to_string(nodes) +
@@ -218,9 +225,13 @@ recipes::Plan baseline_plan(const recipes::Plan& plan) {
   return one;
 }
 
+double baseline_budget_s(double training_s) {
+  return std::clamp(kBaselineShare * training_s, kBaselineMinBudgetS, kBaselineMaxS);
+}
+
 Result<Baseline> measure_baseline(const Job& job, const std::string& worker,
-                                  const recipes::Plan& plan, double step_s, const RunDir& dir,
-                                  Progress* progress) {
+                                  const recipes::Plan& plan, double step_s, double budget_s,
+                                  const RunDir& dir, Progress* progress) {
   const Job one = baseline_job(job);
   const recipes::Plan one_plan = baseline_plan(plan);
   const std::string plan_path = dir.file("baseline_plan.json");
@@ -231,7 +242,7 @@ Result<Baseline> measure_baseline(const Job& job, const std::string& worker,
                  "writing " + plan_path);
   const double guess_s = step_s > 0 ? step_s : 0.05;
   int64_t steps = std::max<int64_t>(kBaselineMinSteps,
-                                    static_cast<int64_t>(std::ceil(kBaselineFirstS / guess_s)));
+                                    static_cast<int64_t>(std::ceil(0.8 * budget_s / guess_s)));
   Baseline b;
   b.bind = job.recipe.launch.binding;
   for (;;) {
@@ -268,7 +279,8 @@ Result<Baseline> measure_baseline(const Job& job, const std::string& worker,
     b.rel_ci = stats::mean_rel_ci_batched(times);
     const double run_s =
         static_cast<double>(steps) * static_cast<double>(one_plan.training.global_batch) / sps;
-    if (b.rel_ci <= kBaselineRelCi || 4 * run_s > kBaselineMaxS) break;
+    b.seconds += run_s;
+    if (b.rel_ci <= kBaselineRelCi || b.seconds + 4 * run_s > budget_s) break;
     steps *= 4;
   }
   return b;

@@ -30,8 +30,9 @@ struct Job {
   Backend backend = Backend::kLocal;
   recipes::JobShape shape;  // with threads_per_rank
   int ranks = 1;
-  std::string threads_reason;    // why shape.threads_per_rank ("the node's 36 cores shared ...")
-  std::string precision_reason;  // why training.precision, when the recipe left it auto
+  std::string threads_reason;      // why shape.threads_per_rank ("the node's 36 cores shared ...")
+  std::string precision_reason;    // why training.precision, when the recipe left it auto
+  std::vector<std::string> notes;  // what --set changed beyond its keys (a shorter schedule)
   topology::BindPolicy bind = topology::BindPolicy::kAuto;
 };
 
@@ -41,9 +42,11 @@ struct Job {
 // ranks as a node's cores hold, else one per NUMA domain, per node; threads per rank from the
 // recipe, else 1 for GPU ranks, else the node's cores over its ranks; nodes from
 // --nodes, else SLURM_JOB_NUM_NODES (slurm), else 1. The recipe is validated again with the
-// job's rank count (batch vs ranks). Errors (invalid_input, exit 2): every recipe problem as
-// `file:line:col: key: message`, one per line; ranks that do not divide over the nodes; more
-// than one node without the slurm backend; inside an allocation, more nodes than it has.
+// job's rank count (batch vs ranks); `notes` says what the overrides changed beyond their own
+// keys (recipes::parse_recipe_with_overrides). Errors (invalid_input, exit 2): every recipe problem
+// as `file:line:col: key: message`, one per line; ranks that do not divide over the nodes; more
+// than one node without the slurm backend; inside an allocation, more nodes than it has;
+// comm.backend nccl on a local machine without a GPU.
 // not_found (exit 2): no such recipe.
 Result<Job> make_job(const JobOptions& options, const topology::Topology& topo);
 
@@ -74,27 +77,35 @@ struct Baseline {
   int64_t steps = 0;  // steps of the run that gave it
   double rel_ci = 0;  // ~95 % interval of its mean step time, relative (stats::mean_rel_ci_batched)
   std::string bind;   // the binding policy it ran under (the job's)
+  double seconds = 0;  // the time its runs' steps took, all runs together
 };
 inline constexpr double kBaselineRelCi = 0.05;    // the interval the baseline runs long enough for
-inline constexpr int64_t kBaselineMinSteps = 60;  // and at least this many steps
-inline constexpr double kBaselineFirstS = 3;      // the first run's length at the job's step time
-inline constexpr double kBaselineMaxS = 40;       // no run longer than this
+inline constexpr int64_t kBaselineMinSteps = 40;  // and at least this many (2 per batch mean)
+inline constexpr double kBaselineShare = 0.10;    // of the training's time, at most (about)
+inline constexpr double kBaselineMinBudgetS = 2;  // but this long where that is less
+inline constexpr double kBaselineMaxS = 40;       // and never longer
+
+// The seconds a baseline after a training of `training_s` seconds may take: kBaselineShare of
+// it, within [kBaselineMinBudgetS, kBaselineMaxS].
+double baseline_budget_s(double training_s);
 
 // Samples/s of the same per-rank batch on one rank alone, for the scaling efficiency, measured
 // as the job's ranks run: the job's recipe as run (job.recipe_path) and its `plan` laid over one
 // rank (baseline_plan()), started as `worker train` by `dltune run -n 1` with the job's backend
 // and binding (so on the cores of the job's rank 0), warmed as the job is (its first step is not
-// timed), and long enough that the ~95 % interval of its mean step time (batch means, so that
-// the machine's slow phases count) is within kBaselineRelCi: it first runs
-// max(kBaselineMinSteps, kBaselineFirstS / `step_s`) steps (`step_s`: the job's step time), then
-// 4x as many while the interval is wider, as long as a run stays within kBaselineMaxS; the
-// result says how wide the interval came out. It measures speed, not learning: the learning
-// rate is made negligible so that a recipe whose rate diverges at this batch on one rank (its
-// lr is scaled for the whole job's batch) still gives its step time. Errors: a run failed (its
+// timed), and, within `budget_s` (baseline_budget_s()), long enough that the ~95 % interval of
+// its mean step time (batch means, so that the machine's slow phases count) is within
+// kBaselineRelCi: it first runs max(kBaselineMinSteps, 0.8 x budget_s / `step_s`) steps
+// (`step_s`: the job's step time: most of the budget in one run, the interval's best chance),
+// then 4x as many while the interval is wider and the steps run so far and the next run fit
+// the budget (where one rank alone ran much faster than the job's step); the result says how
+// wide the interval came out and how long its steps took. It measures speed, not learning: the
+// learning rate is made negligible so that a recipe whose rate diverges at this batch on one rank
+// (its lr is scaled for the whole job's batch) still gives its step time. Errors: a run failed (its
 // exit code) or wrote no throughput. `progress` (optional) shows each run's steps.
 Result<Baseline> measure_baseline(const Job& job, const std::string& worker,
-                                  const recipes::Plan& plan, double step_s, const RunDir& dir,
-                                  Progress* progress = nullptr);
+                                  const recipes::Plan& plan, double step_s, double budget_s,
+                                  const RunDir& dir, Progress* progress = nullptr);
 
 // `plan` laid over one rank for the baseline: a 1x1 job, one replica of one stage training a
 // replica's batch whole (its micro-batches kept, which bound its activations as the stages'

@@ -117,6 +117,22 @@ Result<recipes::Plan> fit_cached_plan(const PlanRequest& r, const std::string& p
   for (std::string& n : recipes::apply_fixed_settings(r.recipe, ranks, &*plan)) {
     notes->push_back("cached plan adjusted: " + n);
   }
+  // The run's length is not in the key: the warm-up a scaled lr gets is this run's 5 %.
+  recipes::TrainingPlan& tp = plan->training;
+  const int64_t warmup = recipes::scaled_lr_warmup(r.recipe, tp.global_batch, tp.lr_scale);
+  const int64_t run_steps = recipes::training_steps(r.recipe, tp.global_batch).value_or(0);
+  if (tp.warmup_steps != warmup) {
+    notes->push_back("cached plan adjusted: training.warmup_steps: " + std::to_string(warmup) +
+                     " for this run's " + std::to_string(run_steps) + " steps, the plan had " +
+                     std::to_string(tp.warmup_steps));
+    tp.warmup_steps = warmup;
+  }
+  if (plan->provenance.run_steps > 0 && run_steps > 0 && plan->provenance.run_steps != run_steps) {
+    notes->push_back("cached plan tuned for a run of " +
+                     std::to_string(plan->provenance.run_steps) + " steps, used for this run of " +
+                     std::to_string(run_steps) +
+                     ": the run's length does not change what the tuner measures");
+  }
   DLTUNE_TRY(recipes::validate_plan(*plan));
   // Re-checked against this recipe at every serve, not only at import: an lr scale its rule
   // would not give at this batch (a bundle's lr x1000) never reaches the ranks.

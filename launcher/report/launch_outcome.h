@@ -33,12 +33,15 @@ struct RunFacts {
   int64_t baseline_steps = 0;  // its length, its interval and its binding (launch_job.h)
   double baseline_rel_ci = 0;
   std::string baseline_bind;
-  std::string baseline_error;   // why it was not measured ("" when it was or was not tried)
-  double wall_seconds = 0;      // the whole launch
-  uint64_t gradient_bytes = 0;  // bytes allreduced per step
-  double copy_gbs = 0;          // single-core copy bandwidth at a bucket's size, for the bound
-  LaunchPrediction prediction;  // what the models said before the run (launch_prediction.h)
-  std::string resumed_from;     // checkpoint a resumed run started from ("" none)
+  double baseline_seconds = 0;   // the time its steps took
+  double baseline_budget_s = 0;  // the time they were allowed (launch_job.h baseline_budget_s)
+  bool baseline_off = false;     // launch.baseline: off (not measured)
+  std::string baseline_error;    // why it was not measured ("" when it was or was not tried)
+  double wall_seconds = 0;       // the whole launch
+  uint64_t gradient_bytes = 0;   // bytes allreduced per step
+  double copy_gbs = 0;           // single-core copy bandwidth at a bucket's size, for the bound
+  LaunchPrediction prediction;   // what the models said before the run (launch_prediction.h)
+  std::string resumed_from;      // checkpoint a resumed run started from ("" none)
   // Text data: the unigram entropy of the file in bits per byte (what a model that learned
   // only byte frequencies reaches); < 0 for other data.
   double unigram_entropy_bits = -1;

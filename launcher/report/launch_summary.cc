@@ -131,9 +131,13 @@ std::vector<std::string> run_warnings(const RunFacts& f, const MetricsLog& log, 
   if (!f.baseline_error.empty()) {
     w.push_back("scaling efficiency not measured: " + f.baseline_error);
   } else if (f.baseline_sps > 0 && !(f.baseline_rel_ci <= kBaselineRelCi)) {
-    w.push_back("the scaling efficiency's 1-rank baseline is only known to +-" +
-                fixed(100 * f.baseline_rel_ci, 1) + " % after " + std::to_string(f.baseline_steps) +
-                " steps (the machine was noisy; the efficiency is as uncertain)");
+    const std::string known = std::isfinite(f.baseline_rel_ci)
+                                  ? "only known to +-" + fixed(100 * f.baseline_rel_ci, 1) + " %"
+                                  : "of unknown precision";
+    w.push_back("the scaling efficiency's 1-rank baseline is " + known + " after " +
+                std::to_string(f.baseline_steps) + " steps in " + fixed(f.baseline_seconds, 1) +
+                " s (it may take about 10 % of the training's time; the machine was noisy or the "
+                "run short; the efficiency is as uncertain)");
   }
   const double sps = num(s, "throughput_sps");
   if (f.ranks > 1 && f.baseline_sps > 0 && sps > 0 && sps < f.baseline_sps) {
@@ -333,6 +337,9 @@ json make_summary(const RunFacts& f, const MetricsLog& log, const RunDir& dir) {
   s["baseline_1rank_steps"] = f.baseline_steps;
   s["baseline_1rank_rel_ci"] = or_null(std::isfinite(f.baseline_rel_ci), f.baseline_rel_ci);
   s["baseline_1rank_bind"] = f.baseline_bind;
+  s["baseline_1rank_seconds"] = f.baseline_seconds;
+  s["baseline_1rank_budget_s"] = f.baseline_budget_s;
+  s["baseline_1rank"] = f.baseline_off ? "off" : f.ranks < 2 ? "one rank" : "auto";
   s["scaling_efficiency"] = or_null(f.baseline_sps > 0, sps / (f.ranks * f.baseline_sps));
   s["final_loss"] = num(w, "final_loss");
   // Unknown figures are null, never a -1 that a script could take for a value.

@@ -37,7 +37,10 @@ void throughput_rows(const json& s, Rows& rows) {
                           " % (1 rank: " + fixed(num(s, "baseline_1rank_sps"), 0) + " samples/s" +
                           (ci.is_number() ? " +-" + fixed(100 * ci.get<double>(), 1) + " %" : "") +
                           ", " + std::to_string(s.value("baseline_1rank_steps", int64_t{0})) +
-                          " steps bound as the job's rank 0)");
+                          " steps in " + fixed(num(s, "baseline_1rank_seconds"), 1) +
+                          " s, bound as the job's rank 0)");
+  } else if (s.value("baseline_1rank", "") == "off") {
+    rows.emplace_back("scaling efficiency", "not measured (launch.baseline: off)");
   }
   const auto& st = s["step_time"];
   rows.emplace_back("step time",
@@ -135,6 +138,11 @@ std::string plan_source_text(const json& s) {
     src = "the run directory's plan.json (resumed; it was " + src + ")";
   } else if (src == "cache") {
     src = "cached in " + where + " (no tuning; --retune measures again)";
+    // The run's length is not in the tuning key: a plan tuned for another length says so.
+    const int64_t tuned_for = s["plan"]["provenance"].value("run_steps", int64_t{0});
+    const int64_t steps = s.value("steps", int64_t{0});
+    if (tuned_for > 0 && steps > 0 && tuned_for != steps)
+      src += "; tuned for a run of " + std::to_string(tuned_for) + " steps";
     if (db.value("from_site", false)) src += " (site database '" + db.value("site", "") + "')";
     if (db.value("signed_by", "") == tuner::db::kUnsigned) {
       src += "; imported unsigned: no trusted key vouches for it";

@@ -91,22 +91,65 @@ TEST(LaunchOutcome, TheBaselineReportsItsLengthBindingAndInterval) {
   run.facts.baseline_steps = 240;
   run.facts.baseline_rel_ci = 0.021;
   run.facts.baseline_bind = "core";
+  run.facts.baseline_seconds = 1.9;
+  run.facts.baseline_budget_s = 2;
   auto s = run.summary();
   EXPECT_EQ(s["baseline_1rank_steps"], 240);
+  EXPECT_EQ(s["baseline_1rank"], "auto");
+  EXPECT_DOUBLE_EQ(s["baseline_1rank_budget_s"].get<double>(), 2);
   EXPECT_EQ(s["baseline_1rank_bind"], "core");
   EXPECT_DOUBLE_EQ(s["baseline_1rank_rel_ci"].get<double>(), 0.021);
   EXPECT_TRUE(s["warnings"].empty());
-  EXPECT_NE(format_summary(s).find("(1 rank: 520 samples/s +-2.1 %, 240 steps bound as the job's "
-                                   "rank 0)"),
+  EXPECT_NE(format_summary(s).find("(1 rank: 520 samples/s +-2.1 %, 240 steps in 1.9 s, bound as "
+                                   "the job's rank 0)"),
             std::string::npos)
       << format_summary(s);
   run.facts.baseline_rel_ci = 0.12;
   s = run.summary();
   ASSERT_EQ(s["warnings"].size(), 1u);
-  EXPECT_NE(s["warnings"][0].get<std::string>().find("only known to +-12.0 % after 240 steps"),
+  EXPECT_NE(s["warnings"][0].get<std::string>().find("only known to +-12.0 % after 240 steps in "
+                                                     "1.9 s (it may take about 10 % of the "
+                                                     "training's time"),
             std::string::npos)
       << s["warnings"][0];
   EXPECT_NEAR(s["scaling_efficiency"].get<double>(), 1000.0 / (2 * 520), 1e-12);
+}
+
+// launch.baseline: off: no efficiency, and the summary says why rather than leaving it out.
+TEST(LaunchOutcome, ABaselineTurnedOffIsSaid) {
+  FakeRun run(300, 2.31, 0.05);
+  run.facts.baseline_off = true;
+  const auto s = run.summary();
+  EXPECT_EQ(s["baseline_1rank"], "off");
+  EXPECT_TRUE(s["scaling_efficiency"].is_null());
+  EXPECT_NE(format_summary(s).find("  scaling efficiency not measured (launch.baseline: off)"),
+            std::string::npos)
+      << format_summary(s);
+}
+
+// Its bound: about 10 % of the training's time, at least 2 s, at most 40.
+TEST(LaunchOutcome, TheBaselineTakesAboutATenthOfTheTraining) {
+  EXPECT_DOUBLE_EQ(baseline_budget_s(100), 10);
+  EXPECT_DOUBLE_EQ(baseline_budget_s(5), kBaselineMinBudgetS);
+  EXPECT_DOUBLE_EQ(baseline_budget_s(3600), kBaselineMaxS);
+}
+
+// The run's length is not in the tuning key: a cached plan tuned for another length says so in
+// the summary's plan row; one tuned for this length, or that does not say, says nothing.
+TEST(LaunchOutcome, ACachedPlanOfAnotherLengthIsSaid) {
+  FakeRun run(60, 2.31, 0.05);
+  run.facts.choice.source = "cache";
+  run.facts.choice.db_path = "/db.sqlite";
+  run.facts.choice.plan.provenance.run_steps = 80;
+  EXPECT_NE(format_summary(run.summary())
+                .find("(no tuning; --retune measures again); tuned for a "
+                      "run of 80 steps"),
+            std::string::npos)
+      << format_summary(run.summary());
+  run.facts.choice.plan.provenance.run_steps = 60;
+  EXPECT_EQ(format_summary(run.summary()).find("tuned for a run of"), std::string::npos);
+  run.facts.choice.plan.provenance.run_steps = 0;
+  EXPECT_EQ(format_summary(run.summary()).find("tuned for a run of"), std::string::npos);
 }
 
 // More ranks per node than cores: the ranks time-shared cores, which the summary says (mpirun

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include "common/strings.h"
 #include "launcher/flow/launch_layout.h"
 #include "recipes/plan.h"
 #include "topology/topology.h"
@@ -160,7 +161,6 @@ TEST_F(LaunchPlan, ACachedPlanThatDoesNotFitIsSkippedWithAWarning) {
         p.job = {64, 8};
         p.training.global_batch = 64 * 512;
       }),
-      edited([](recipes::Plan& p) { p.training.warmup_steps = 301; }),
       "{\"version\": 1}",
       std::string(100000, '['),
   };
@@ -179,6 +179,29 @@ TEST_F(LaunchPlan, ACachedPlanThatDoesNotFitIsSkippedWithAWarning) {
     EXPECT_NE(skipped.find("running the recipe's own settings"), std::string::npos) << skipped;
     std::printf("  %s\n", skipped.c_str());
   }
+}
+
+// The run's length is not in the tuning key (issue 42): a plan tuned for a longer run, whose
+// warm-up this run's 300 steps would never finish, is served with the warm-up its lr rule gives
+// for 300 steps, and both the adjustment and the length it was tuned for are said.
+TEST_F(LaunchPlan, ACachedPlanOfAnotherLengthGetsThisRunsWarmup) {
+  const recipes::Recipe q = quickstart();
+  recipes::Plan p = plan(64, 20, 4u << 20);
+  p.training.warmup_steps = 301;
+  p.provenance.run_steps = 6000;
+  plant(key_for(q), recipes::serialize_plan(p));
+  auto c = choose_plan(request(q));
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  EXPECT_EQ(c->source, "cache");
+  EXPECT_EQ(c->plan.training.warmup_steps, 20);  // the recipe's: 5 % of 300 is less
+  const std::string notes = strings::join(c->notes, "\n");
+  EXPECT_NE(notes.find("cached plan adjusted: training.warmup_steps: 20 for this run's 300 steps, "
+                       "the plan had 301"),
+            std::string::npos)
+      << notes;
+  EXPECT_NE(notes.find("cached plan tuned for a run of 6000 steps, used for this run of 300"),
+            std::string::npos)
+      << notes;
 }
 
 // Issue 43, item 2: every served plan is checked against the recipe it is applied to, not only

@@ -103,22 +103,92 @@ TEST_F(Overrides, ProblemsNameTheOverride) {
 TEST_F(Overrides, AFileKeyAnOverrideMadeWrongSaysSo) {
   ASSERT_TRUE(paths::write_file_atomic(path_,
                                        "name: r\nmodel: lenet\ndata: synthetic-digits\n"
-                                       "training:\n  steps: 100\n  checkpoint_every: 50\n")
+                                       "training:\n  steps: 100\n"
+                                       "  batch: {per_rank: 64, max_global: 128}\n")
                   .ok());
-  auto o = with({"training.steps=10"});
+  auto o = with({"training.batch.max_global=32"});
   ASSERT_EQ(o.problems.size(), 1u) << all(o);
-  EXPECT_EQ(o.problems[0].key, "training.checkpoint_every");
+  EXPECT_EQ(o.problems[0].key, "training.batch.per_rank");
   EXPECT_GT(o.problems[0].line, 0);  // the file's key, where the file has it
-  EXPECT_NE(o.problems[0].message.find("(with --set training.steps=10; add --set "
-                                       "training.checkpoint_every=... to change it too)"),
+  EXPECT_NE(o.problems[0].message.find("(with --set training.batch.max_global=32; add --set "
+                                       "training.batch.per_rank=... to change it too)"),
             std::string::npos)
       << all(o);
-  EXPECT_TRUE(with({"training.steps=10", "training.checkpoint_every=5"}).ok());
+  EXPECT_TRUE(with({"training.batch.max_global=32", "training.batch.per_rank=16"}).ok());
   // The override's own key is named by it, with no hint about itself.
   auto ck = with({"training.checkpoint_every=500"});
   ASSERT_EQ(ck.problems.size(), 1u) << all(ck);
   EXPECT_EQ(ck.problems[0].file, "--set training.checkpoint_every=500") << all(ck);
   EXPECT_EQ(all(ck).find("add --set"), std::string::npos) << all(ck);
+}
+
+// Issue 42: `--set training.steps=40` on a recipe whose schedule is counted for a longer run
+// is the same run, shorter: the step counts that no longer fit keep their share of the file's
+// run, the ones that fit stay, and one note says so; the recipe as run holds the same values.
+TEST_F(Overrides, AShorterRunKeepsItsScheduleInProportion) {
+  ASSERT_TRUE(
+      paths::write_file_atomic(path_,
+                               "name: r\nmodel: lenet\ndata: synthetic-digits\n"
+                               "training:\n  steps: 300\n  checkpoint_every: 100\n"
+                               "  schedule: {kind: step, warmup_steps: 20, step_size: 200}\n")
+          .ok());
+  std::vector<Override> o = {*parse_override("training.steps=40")};
+  std::vector<std::string> notes;
+  auto parsed = parse_recipe_with_overrides(path_, o, &notes);
+  ASSERT_TRUE(parsed.ok()) << all(parsed);
+  EXPECT_EQ(parsed.recipe.training.steps, 40);
+  EXPECT_EQ(parsed.recipe.training.checkpoint_every, 13);       // 100 / 300 x 40
+  EXPECT_EQ(parsed.recipe.training.schedule.step_size, 26);     // 200 / 300 x 40
+  EXPECT_EQ(parsed.recipe.training.schedule.warmup_steps, 20);  // fits a 40-step run: kept
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_EQ(notes[0],
+            "--set training.steps=40: the run is shorter than the file's schedule: "
+            "checkpoint_every 100 -> 13, schedule.step_size 200 -> 26 (the share of the file's "
+            "300 steps each had)");
+  auto yaml = recipe_yaml_as_run(path_, parsed.recipe, o);
+  ASSERT_TRUE(yaml.ok()) << yaml.error().message();
+  auto again = load_recipe_text(*yaml, "recipe.yaml", dir_.string());
+  ASSERT_TRUE(again.ok()) << again.error().message() << *yaml;
+  EXPECT_EQ(again->training.checkpoint_every, 13);
+  EXPECT_EQ(again->training.schedule.step_size, 26);
+
+  // An override of the count itself is the user's: checked, never fitted.
+  notes.clear();
+  o.push_back(*parse_override("training.checkpoint_every=60"));
+  auto own = parse_recipe_with_overrides(path_, o, &notes);
+  ASSERT_EQ(own.problems.size(), 1u) << all(own);
+  EXPECT_EQ(own.problems[0].file, "--set training.checkpoint_every=60");
+  // A run too short for any decay step: the problem stays, with the hint.
+  auto one = with({"training.steps=1"});
+  ASSERT_EQ(one.problems.size(), 1u) << all(one);
+  EXPECT_EQ(one.problems[0].key, "training.schedule.step_size");
+  EXPECT_NE(one.problems[0].message.find("add --set training.schedule.step_size=..."),
+            std::string::npos)
+      << all(one);
+}
+
+// A file that gives epochs has no length in steps to take shares of: the counts that do not
+// fit take the shares a recipe without them gets.
+TEST_F(Overrides, StepsInsteadOfEpochsFitsTheScheduleToDefaultShares) {
+  ASSERT_TRUE(
+      paths::write_file_atomic(path_,
+                               "name: r\nmodel: lenet\ndata: synthetic-digits\n"
+                               "training:\n  epochs: 2\n  checkpoint_every: 500\n"
+                               "  schedule: {kind: step, warmup_steps: 50, step_size: 1000}\n")
+          .ok());
+  std::vector<std::string> notes;
+  auto parsed = parse_recipe_with_overrides(path_, {*parse_override("training.steps=40")}, &notes);
+  ASSERT_TRUE(parsed.ok()) << all(parsed);
+  EXPECT_EQ(parsed.recipe.training.epochs, 0);  // steps replaced them
+  EXPECT_EQ(parsed.recipe.training.checkpoint_every, 10);
+  EXPECT_EQ(parsed.recipe.training.schedule.warmup_steps, 2);
+  EXPECT_EQ(parsed.recipe.training.schedule.step_size, 20);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("checkpoint_every 500 -> 10 (a quarter of the run, the default)"),
+            std::string::npos)
+      << notes[0];
+  EXPECT_NE(notes[0].find("schedule.warmup_steps 50 -> 2 (5 % of the run)"), std::string::npos);
+  EXPECT_NE(notes[0].find("schedule.step_size 1000 -> 20 (half the run)"), std::string::npos);
 }
 
 TEST_F(Overrides, TheSyntaxOfAnOverride) {

@@ -72,6 +72,24 @@ TEST(PlanJson, ComputeSettingsDefaultForOlderPlans) {
   EXPECT_TRUE(plan->training.kernels.empty());
 }
 
+// The length of the run a plan was tuned for (issue 42): optional, never negative.
+TEST(PlanJson, TheRunItWasTunedForIsOptional) {
+  json j = json::parse(kExample);
+  j["provenance"]["run_steps"] = 300;
+  auto plan = parse_plan(j.dump());
+  ASSERT_TRUE(plan.ok()) << plan.error().message();
+  EXPECT_EQ(plan->provenance.run_steps, 300);
+  EXPECT_EQ(plan_to_json(*plan)["provenance"]["run_steps"], 300);
+  EXPECT_EQ(parse_plan(kExample)->provenance.run_steps, 0);  // older plans: not recorded
+  EXPECT_FALSE(plan_to_json(*parse_plan(kExample))["provenance"].contains("run_steps"));
+  j["provenance"]["run_steps"] = -3;
+  auto bad = parse_plan(j.dump());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message().find("provenance.run_steps: expected a step count >= 0, got -3"),
+            std::string::npos)
+      << bad.error().message();
+}
+
 TEST(PlanJson, RoundTripsExactly) {
   auto plan = parse_plan(kExample);
   ASSERT_TRUE(plan.ok());

@@ -249,7 +249,6 @@ TEST(RecipeSignature, EverySettingAPlanDependsOnChangesIt) {
        "batch: {per_rank: 64, max_global: 256}"},
       {"training.schedule.warmup_steps", "warmup_steps: 20", "warmup_steps: 5"},
       {"training.schedule.kind", "kind: cosine", "kind: constant"},
-      {"training.steps", "steps: 300", "steps: 301"},
       {"training.optimizer.lr", "lr: 0.02", "lr: 0.03"},
       {"training.optimizer.lr_reference_batch", "lr_reference_batch: 128",
        "lr_reference_batch: 256"},
@@ -278,6 +277,30 @@ TEST(RecipeSignature, EverySettingAPlanDependsOnChangesIt) {
     ASSERT_TRUE(o.ok()) << v.key << ": " << all_problems(o);
     EXPECT_NE(recipe_signature(o.recipe), sig) << v.key << " is not in the signature";
   }
+}
+
+// Issue 42: what does not change what the tuner measures does not invalidate a plan. The run's
+// length (steps or epochs) and its checkpoints are not in the key under the throughput
+// objective; under time-to-accuracy the length is (the target takes a length to reach).
+TEST(RecipeSignature, TheRunsLengthIsNotInItUnlessTheObjectiveIsAccuracy) {
+  const std::string base =
+      "model: lenet\ndata: {kind: synthetic-digits, samples: 20000}\n"
+      "training: {steps: 300, batch: {per_rank: 64}}\n";
+  const ParseOutcome ref = parse(base);
+  ASSERT_TRUE(ref.ok()) << all_problems(ref);
+  for (const std::string& other : {std::string("steps: 41, batch"), std::string("epochs: 3, batch"),
+                                   std::string("steps: 300, checkpoint_every: 7, batch")}) {
+    std::string text = base;
+    text.replace(text.find("steps: 300, batch"), 17, other);
+    const ParseOutcome o = parse(text);
+    ASSERT_TRUE(o.ok()) << other << ": " << all_problems(o);
+    EXPECT_EQ(recipe_signature(o.recipe), recipe_signature(ref.recipe)) << other;
+  }
+  const std::string tta = "tune: {objective: time-to-accuracy, target_accuracy: 0.9}\n";
+  std::string longer = base;
+  longer.replace(longer.find("steps: 300"), 10, "steps: 400");
+  EXPECT_NE(recipe_signature(parse(base + tta).recipe),
+            recipe_signature(parse(longer + tta).recipe));
 }
 
 TEST(RecipeJson, ShowsNormalisedValuesAndParameterCount) {

@@ -94,10 +94,11 @@ grep -q "expected one of fp32, bf16, auto" "$tmp/err" || fail "precision fp16: $
 "$dltune" launch quickstart --dry-run --json --set training.steps=40 --set training.checkpoint_every=20 >"$tmp/out" 2>&1
 python3 -c "import json,sys; e=json.loads(open(sys.argv[1]).read()); assert e['steps']==40 and e['checkpoint_every']==20, e" "$tmp/out" ||
   fail "--set training.steps=40 did not reach the run: $(cat "$tmp/out")"
-# A value that conflicts with the file's other keys is refused as the file's would be.
-"$dltune" launch quickstart --dry-run --set training.steps=12 >/dev/null 2>"$tmp/err"
-[ $? -eq 2 ] || fail "--set training.steps=12 (below quickstart's warm-up) did not exit 2"
-grep -q "checkpoint_every 100 exceeds steps 12.*(with --set training.steps=12; add --set training.checkpoint_every=... to change it too)" "$tmp/err" ||
+# A value that conflicts with the file's other keys is refused as the file's would be (a run's
+# length is the exception: the schedule follows it, below).
+"$dltune" launch quickstart --dry-run --set training.batch.max_global=32 >/dev/null 2>"$tmp/err"
+[ $? -eq 2 ] || fail "--set training.batch.max_global=32 (below quickstart's per-rank 64) did not exit 2"
+grep -q "per-rank batch 64 exceeds max_global 32.*(with --set training.batch.max_global=32; add --set training.batch.per_rank=... to change it too)" "$tmp/err" ||
   fail "--set cross-field check: $(cat "$tmp/err")"
 "$dltune" launch quickstart --dry-run --set training.steps=many >/dev/null 2>"$tmp/err"
 [ $? -eq 2 ] || fail "--set training.steps=many did not exit 2"
@@ -147,4 +148,29 @@ PY
 grep -q "MNIST: 4 of 4 files ok" "$tmp/out" || fail "data check mnist: $(cat "$tmp/out")"
 "$dltune" launch lenet-mnist --dry-run --set data.path="$tmp/mnist" >/dev/null 2>&1 ||
   fail "lenet-mnist with --set data.path did not pass its checks"
+
+# Issue 42: shorter runs just work. `--set training.steps=40` on the quickstart (checkpoints
+# every 100 of 300 steps) and on lenet-mnist (epochs, a step decay every 1000) keeps the
+# schedule in proportion and says so in one line; the dry run shows the checkpoint interval.
+"$dltune" launch quickstart --set training.steps=40 --dry-run >"$tmp/out" 2>&1 ||
+  fail "quickstart --set training.steps=40 exited $?: $(cat "$tmp/out")"
+grep -q "^note:    --set training.steps=40: the run is shorter than the file's schedule: checkpoint_every 100 -> 13 (the share of the file's 300 steps each had)" "$tmp/out" ||
+  fail "the shorter quickstart's note: $(cat "$tmp/out")"
+"$dltune" launch quickstart --set training.steps=40 --dry-run --json >"$tmp/out" 2>&1 ||
+  fail "quickstart --set training.steps=40 --json exited $?"
+python3 -c "import json,sys; d=json.loads(open(sys.argv[1]).read().strip().splitlines()[-1]); assert d['steps'] == 40 and d['checkpoint_every'] == 13, d" "$tmp/out" ||
+  fail "the shorter quickstart's dry run JSON: $(cat "$tmp/out")"
+"$dltune" launch lenet-mnist --set training.steps=40 --set data.path="$tmp/mnist" --dry-run >"$tmp/out" 2>&1 ||
+  fail "lenet-mnist --set training.steps=40 exited $?: $(cat "$tmp/out")"
+grep -q "checkpoint_every 500 -> 10 (a quarter of the run, the default), schedule.warmup_steps 50 -> 2 (5 % of the run), schedule.step_size 1000 -> 20 (half the run)" "$tmp/out" ||
+  fail "the shorter lenet-mnist's note: $(cat "$tmp/out")"
+# GPU ranks where hwloc finds no GPU are refused at the check, not after tuning.
+if "$dltune" topo --json | python3 -c "import json,sys; sys.exit(0 if not json.load(sys.stdin)['gpus'] else 1)"; then
+  "$dltune" launch quickstart --set comm.backend=nccl --dry-run >"$tmp/out" 2>&1
+  [ $? -eq 2 ] || fail "comm.backend nccl without a GPU was not refused: $(cat "$tmp/out")"
+  grep -q "comm.backend nccl runs one rank per GPU, and hwloc finds no GPU on this machine" "$tmp/out" ||
+    fail "comm.backend nccl without a GPU: $(cat "$tmp/out")"
+else
+  echo "cli ux: this machine has a GPU: the nccl-without-GPU refusal is not checked here"
+fi
 echo "cli ux: all checks passed"
