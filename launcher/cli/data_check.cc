@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "common/md5.h"
+#include "common/paths.h"
 #include "common/strings.h"
 #include "engine/data/dataset.h"
 #include "recipes/datasets.h"
@@ -25,11 +26,12 @@ std::string with_commas(uint64_t v) {
   return s;
 }
 
-// Reads the whole file (data files are tens of MB) or fails.
+// Reads the whole file (data files are tens of MB) or fails: in 64 KiB reads (paths.h), not a
+// byte at a time through a stream iterator (MNIST took 18 s so in a sanitized -O0 build).
 bool read_all(const std::string& path, std::string* out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return false;
-  out->assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  auto text = paths::read_file(path);
+  if (!text) return false;
+  *out = std::move(*text);
   return true;
 }
 
