@@ -90,7 +90,11 @@ std::string training_charts(const ReportData& d) {
                              Style::kLine, "#1f77b4", true));
   charts.push_back(render_svg(lc));
   if (!d.evals.empty()) {
-    LineChart ac = chart("accuracy", "Held-out accuracy", "step", "accuracy (%)");
+    // One evaluation is a dot, not a curve: the title says so (issue 42).
+    const std::string title = d.evals.size() == 1 ? "Held-out accuracy (one evaluation, step " +
+                                                        std::to_string(d.evals.front().step) + ")"
+                                                  : std::string("Held-out accuracy");
+    LineChart ac = chart("accuracy", title, "step", "accuracy (%)");
     ac.x.lo = 0;
     ac.x.hi = std::max(last, 1.02 * static_cast<double>(d.evals.back().step));
     double lo = 100, hi = 0;

@@ -117,10 +117,14 @@ std::string memory_row_text(const json& m) {
 void loss_row(const json& s, Rows& rows) {
   const double acc = num(s, "heldout_accuracy", -1);
   if (s.contains("unigram_entropy_bits") && s["heldout_bits_per_byte"].is_number()) {
-    rows.emplace_back("held-out loss", fixed(s["heldout_bits_per_byte"].get<double>(), 3) +
-                                           " bits per byte (the file's unigram entropy: " +
-                                           fixed(num(s, "unigram_entropy_bits"), 3) +
-                                           "); next-byte accuracy " + fixed(100 * acc, 1) + " %");
+    // Both units, labelled: the progress line shows the loss in nats (issue 42).
+    rows.emplace_back("held-out loss",
+                      fixed(num(s, "heldout_loss"), 4) +
+                          " nats = " + fixed(s["heldout_bits_per_byte"].get<double>(), 3) +
+                          " bits per byte (the file's unigram entropy: " +
+                          fixed(num(s, "unigram_entropy_bits"), 3) +
+                          " bits); final training loss " + fixed(num(s, "final_loss"), 4) +
+                          " nats; next-byte accuracy " + fixed(100 * acc, 1) + " %");
   } else {
     rows.emplace_back("loss / accuracy",
                       fixed(num(s, "final_loss"), 4) + " / " +

@@ -515,5 +515,18 @@ TEST(LaunchOutcome, AnUnsignedCachedPlanSaysSo) {
   EXPECT_NE(text.find("ok \\x1b]0;pwned\\x07\\x1b[31m"), std::string::npos) << text;
 }
 
+// Byte-level text: the progress line shows the loss in nats and the summary its bits per byte;
+// the row labels both (issue 42: one unit, or both labelled).
+TEST(LaunchOutcome, TheTextLossRowNamesBothUnits) {
+  FakeRun run(300, 5.5, 1.3);
+  run.facts.unigram_entropy_bits = 4.5;
+  run.facts.worker["heldout_loss"] = 1.386;
+  const std::string text = format_summary(run.summary());
+  EXPECT_NE(text.find("held-out loss      1.3860 nats = 2.000 bits per byte (the file's unigram "
+                      "entropy: 4.500 bits); final training loss 1.3000 nats"),
+            std::string::npos)
+      << text;
+}
+
 }  // namespace
 }  // namespace dltune::launcher

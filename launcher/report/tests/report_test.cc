@@ -104,6 +104,7 @@ TEST(Report, OnePointAccuracyGetsASensibleRange) {
   const size_t at = html.find("data-chart=\"accuracy\"");
   const std::string svg = html.substr(at, html.find("</svg>", at) - at);
   EXPECT_EQ(count(svg, "class=\"point\""), 1u);
+  EXPECT_NE(html.find("Held-out accuracy (one evaluation, step 300)"), std::string::npos);
   const auto t = ticks(svg);
   ASSERT_GE(t.size(), 4u);
   for (const std::string& s : t) {
