@@ -92,7 +92,8 @@ import json, sys
 j = json.load(open(sys.argv[1]))
 assert [p["nodes"] for p in j["predictions"]] == [1, 2, 4], j
 assert all(p["throughput_sps"] > 0 for p in j["predictions"]), j
-assert "measured sweeps" in j["comm_source"], j
+# The links inside the node come from the sweep just stored (a fit of it), not from --intra.
+assert "intra" in j["comm_source"] and "--intra" not in j["comm_source"], j
 PY
 
 bad() {  # bad WHAT-TO-FIND ARGS...
