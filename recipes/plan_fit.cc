@@ -20,10 +20,10 @@ void set(std::vector<std::string>* notes, const char* field, T* target, T wanted
 
 }  // namespace
 
-int64_t scaled_lr_warmup(const Recipe& recipe, int64_t global_batch, double lr_scale) {
+int64_t scaled_lr_warmup(const Recipe& recipe, int64_t run_steps, double lr_scale) {
   const int64_t warmup = recipe.training.schedule.warmup_steps;
   if (!(lr_scale > 1.0)) return warmup;
-  const int64_t steps = std::max<int64_t>(1, training_steps(recipe, global_batch).value_or(1));
+  const int64_t steps = std::max<int64_t>(1, run_steps);
   return std::max<int64_t>({warmup, (steps + 19) / 20, 1});
 }
 

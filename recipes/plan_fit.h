@@ -54,12 +54,13 @@ int64_t reference_per_rank_batch(const Recipe& recipe, int ranks);
 // `ranks`), else reference_per_rank_batch x ranks.
 int64_t lr_reference_batch(const Recipe& recipe, int ranks);
 
-// The warm-up steps of a plan that scales `recipe`'s lr by `lr_scale` at `global_batch`: the
-// recipe's schedule.warmup_steps, and where lr_scale > 1 at least 5 % of the run's steps at that
-// batch (training_steps; 1 where the data cannot say) and at least 1 (Goyal et al.'s gradual
-// warm-up for a linearly scaled lr). The tuner gives its candidates this warm-up; a launch
-// serving a cached plan derives it again for its own run's length.
-int64_t scaled_lr_warmup(const Recipe& recipe, int64_t global_batch, double lr_scale);
+// The warm-up steps of a plan that scales `recipe`'s lr by `lr_scale` for a run of `run_steps`
+// steps (training_steps at the plan's global batch; <= 0 where the data cannot say): the
+// recipe's schedule.warmup_steps, and where lr_scale > 1 at least 5 % of the run and at least 1
+// (Goyal et al.'s gradual warm-up for a linearly scaled lr). The tuner gives its candidates this
+// warm-up; a launch serving a cached plan derives it again for its own run's length. (The
+// caller counts the steps: for image folders that is a walk of the tree.)
+int64_t scaled_lr_warmup(const Recipe& recipe, int64_t run_steps, double lr_scale);
 
 // Whether a plan served from a database (already fitted: apply_fixed_settings) is one a launch
 // of `recipe` on `ranks` ranks may run, beyond check_plan_plausible's recipe-free bounds: its

@@ -62,7 +62,8 @@ void apply_lr_rule(const recipes::Recipe& r, int ranks, TrainingPlan* t,
   const int64_t ref = std::max<int64_t>(1, lr_reference_batch(r, ranks));
   t->lr_scale =
       recipes::lr_scale_for(rule.value_or(r.training.optimizer.lr_scaling), t->global_batch, ref);
-  t->warmup_steps = recipes::scaled_lr_warmup(r, t->global_batch, t->lr_scale);
+  const int64_t steps = recipes::training_steps(r, t->global_batch).value_or(1);
+  t->warmup_steps = recipes::scaled_lr_warmup(r, steps, t->lr_scale);
 }
 
 int64_t gradient_bytes(const recipes::Recipe& r) {

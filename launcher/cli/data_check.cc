@@ -26,15 +26,6 @@ std::string with_commas(uint64_t v) {
   return s;
 }
 
-// Reads the whole file (data files are tens of MB) or fails: in 64 KiB reads (paths.h), not a
-// byte at a time through a stream iterator (MNIST took 18 s so in a sanitized -O0 build).
-bool read_all(const std::string& path, std::string* out) {
-  auto text = paths::read_file(path);
-  if (!text) return false;
-  *out = std::move(*text);
-  return true;
-}
-
 FileCheck start(const std::string& path, uint64_t expect, std::string* bytes) {
   FileCheck c;
   c.path = path;
@@ -44,10 +35,14 @@ FileCheck start(const std::string& path, uint64_t expect, std::string* bytes) {
     c.detail = "missing";
     return c;
   }
-  if (!read_all(path, bytes)) {
+  // The whole file (tens of MB) in 64 KiB reads, not a byte at a time through a stream
+  // iterator (MNIST took 18 s so in a sanitized -O0 build).
+  auto text = paths::read_file(path);
+  if (!text) {
     c.detail = "cannot be read";
     return c;
   }
+  *bytes = std::move(*text);
   if (expect > 0 && bytes->size() != expect) {
     c.detail = with_commas(bytes->size()) + " bytes, not the " + with_commas(expect) +
                " of the published file (truncated, still compressed, or another file)";

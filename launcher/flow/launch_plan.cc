@@ -117,10 +117,12 @@ Result<recipes::Plan> fit_cached_plan(const PlanRequest& r, const std::string& p
   for (std::string& n : recipes::apply_fixed_settings(r.recipe, ranks, &*plan)) {
     notes->push_back("cached plan adjusted: " + n);
   }
-  // The run's length is not in the key: the warm-up a scaled lr gets is this run's 5 %.
+  // The run's steps at the plan's batch, counted once (for image folders a walk of the tree).
   recipes::TrainingPlan& tp = plan->training;
-  const int64_t warmup = recipes::scaled_lr_warmup(r.recipe, tp.global_batch, tp.lr_scale);
-  const int64_t run_steps = recipes::training_steps(r.recipe, tp.global_batch).value_or(0);
+  const Result<int64_t> steps = recipes::training_steps(r.recipe, tp.global_batch);
+  const int64_t run_steps = steps.value_or(0);
+  // The run's length is not in the key: the warm-up a scaled lr gets is this run's 5 %.
+  const int64_t warmup = recipes::scaled_lr_warmup(r.recipe, run_steps, tp.lr_scale);
   if (tp.warmup_steps != warmup) {
     notes->push_back("cached plan adjusted: training.warmup_steps: " + std::to_string(warmup) +
                      " for this run's " + std::to_string(run_steps) + " steps, the plan had " +
@@ -152,8 +154,7 @@ Result<recipes::Plan> fit_cached_plan(const PlanRequest& r, const std::string& p
   recipes::Plan as_laid = *plan;
   if (!as_laid.parallel.pipelined()) as_laid.set_job(r.job);
   DLTUNE_TRY(recipes::check_plan_for_recipe(r.recipe, as_laid, ranks));
-  auto steps = recipes::training_steps(r.recipe, plan->training.global_batch);
-  if (!steps) return std::move(steps).error();
+  if (!steps) return steps.error();
   if (plan->training.warmup_steps > *steps) {
     return invalid_input("its warm-up of " + std::to_string(plan->training.warmup_steps) +
                          " steps is longer than the run's " + std::to_string(*steps));
