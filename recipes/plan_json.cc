@@ -304,6 +304,8 @@ void read_plan(Reader& r, const json& j, Plan* plan) {
 }
 
 // The provenance; the optional fields only when set, so that plans without them read as before.
+// "Set" means "not the default", never "plausible": any plan parse_plan accepts, even one
+// check_plan_plausible refuses (a negative budget), must serialise back to itself.
 json provenance_json(const Provenance& p) {
   json j = {{"source", plan_source_name(p.source)},
             {"reason", p.reason},
@@ -313,13 +315,13 @@ json provenance_json(const Provenance& p) {
   if (p.confidence) {
     const Confidence& c = *p.confidence;
     j["confidence"] = {{"rival", c.rival},   {"ratio", c.ratio},
-                       {"lo", c.lo},         {"hi", c.hi > 0 ? json(c.hi) : json(nullptr)},
+                       {"lo", c.lo},         {"hi", c.hi != 0 ? json(c.hi) : json(nullptr)},
                        {"rounds", c.rounds}, {"significant", c.significant}};
   }
   if (p.regret >= 0) j["regret"] = p.regret;
   if (p.collective_regret >= 0) j["collective_regret"] = p.collective_regret;
   if (p.run_steps > 0) j["run_steps"] = p.run_steps;
-  if (p.budget_s > 0 || p.tuning_s > 0 || !p.budget_cut.empty()) {
+  if (p.budget_s != 0 || p.tuning_s != 0 || !p.budget_cut.empty()) {
     j["budget"] = {{"budget_s", p.budget_s}, {"tuning_s", p.tuning_s}, {"cut", p.budget_cut}};
   }
   return j;

@@ -14,7 +14,6 @@
 namespace dltune::recipes {
 namespace {
 
-constexpr int64_t kMaxInt = std::numeric_limits<int64_t>::max();
 // Bounds at or above this read as "no bound" in messages (recipe counts stop at INT32_MAX).
 constexpr int64_t kUnboundedFrom = std::numeric_limits<int32_t>::max();
 constexpr size_t kMaxStringBytes = 4096;
