@@ -108,7 +108,7 @@ TEST(RecipeConfig, AlexnetUsesSyntheticImagenet) {
   EXPECT_EQ(c->graph.nodes.size(), 22u);
   EXPECT_EQ(c->data, "synthetic-imagenet");
   EXPECT_EQ(c->input, (recipes::Shape{3, 227, 227}));
-  EXPECT_EQ(c->classes, 1000);
+  EXPECT_EQ(c->classes, 10);
   EXPECT_EQ(c->heldout_size + c->train_size, 2048);
   EXPECT_EQ(c->heldout_size, 205);  // 10 % of 2048, rounded
   EXPECT_EQ(c->global_batch_for(4), 64);
