@@ -397,6 +397,7 @@ launcher::RunFacts run_facts(const Launch& L, Progress& progress, bool resumed_f
   facts.nodes = L.job.shape.nodes;
   facts.backend = L.job.backend == launcher::Backend::kSlurm ? "slurm" : "local";
   facts.cores_per_node = L.cores;
+  facts.classes = L.job.recipe.data.classes;
   facts.nodes_per_machine = launcher::nodes_per_machine(L.machines, L.job.shape.nodes);
   facts.binding = L.job.recipe.launch.binding;
   facts.choice = L.choice;

@@ -229,6 +229,13 @@ double baseline_budget_s(double training_s) {
   return std::clamp(kBaselineShare * training_s, kBaselineMinBudgetS, kBaselineMaxS);
 }
 
+int64_t baseline_first_steps(double step_s, double budget_s) {
+  const double step = step_s > 0 ? step_s : 0.05;
+  const auto most = static_cast<int64_t>(std::ceil(0.8 * budget_s / step));
+  const auto fit = static_cast<int64_t>(std::floor(budget_s / step));
+  return std::max(most, std::min(kBaselineMinSteps, std::max(kBaselineFewestSteps, fit)));
+}
+
 Result<Baseline> measure_baseline(const Job& job, const std::string& worker,
                                   const recipes::Plan& plan, double step_s, double budget_s,
                                   const RunDir& dir, Progress* progress) {
@@ -240,9 +247,7 @@ Result<Baseline> measure_baseline(const Job& job, const std::string& worker,
   const std::string out = dir.file("baseline_summary.json");
   DLTUNE_TRY_CTX(paths::write_file_atomic(plan_path, recipes::serialize_plan(one_plan)),
                  "writing " + plan_path);
-  const double guess_s = step_s > 0 ? step_s : 0.05;
-  int64_t steps = std::max<int64_t>(kBaselineMinSteps,
-                                    static_cast<int64_t>(std::ceil(0.8 * budget_s / guess_s)));
+  int64_t steps = baseline_first_steps(step_s, budget_s);
   Baseline b;
   b.bind = job.recipe.launch.binding;
   for (;;) {

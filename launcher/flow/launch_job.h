@@ -81,13 +81,20 @@ struct Baseline {
 };
 inline constexpr double kBaselineRelCi = 0.05;    // the interval the baseline runs long enough for
 inline constexpr int64_t kBaselineMinSteps = 40;  // and at least this many (2 per batch mean)
-inline constexpr double kBaselineShare = 0.10;    // of the training's time, at most (about)
-inline constexpr double kBaselineMinBudgetS = 2;  // but this long where that is less
-inline constexpr double kBaselineMaxS = 40;       // and never longer
+inline constexpr int64_t kBaselineFewestSteps = 8;  // where 40 would not fit the budget
+inline constexpr double kBaselineShare = 0.10;      // of the training's time, at most (about)
+inline constexpr double kBaselineMinBudgetS = 2;    // but this long where that is less
+inline constexpr double kBaselineMaxS = 40;         // and never longer
 
 // The seconds a baseline after a training of `training_s` seconds may take: kBaselineShare of
 // it, within [kBaselineMinBudgetS, kBaselineMaxS].
 double baseline_budget_s(double training_s);
+
+// The steps of the baseline's first run for a step of about `step_s` seconds (<= 0: unknown,
+// 0.05 s assumed) and `budget_s`: 0.8 x budget_s / step_s, at least kBaselineMinSteps where
+// that many fit the whole budget, else as many as fit it but at least kBaselineFewestSteps (issue
+// 42: AlexNet's 1.9 s steps made kBaselineMinSteps 75 s against a 10 s budget).
+int64_t baseline_first_steps(double step_s, double budget_s);
 
 // Samples/s of the same per-rank batch on one rank alone, for the scaling efficiency, measured
 // as the job's ranks run: the job's recipe as run (job.recipe_path) and its `plan` laid over one
@@ -95,7 +102,7 @@ double baseline_budget_s(double training_s);
 // and binding (so on the cores of the job's rank 0), warmed as the job is (its first step is not
 // timed), and, within `budget_s` (baseline_budget_s()), long enough that the ~95 % interval of
 // its mean step time (batch means, so that the machine's slow phases count) is within
-// kBaselineRelCi: it first runs max(kBaselineMinSteps, 0.8 x budget_s / `step_s`) steps
+// kBaselineRelCi: it first runs baseline_first_steps(`step_s`, budget_s) steps
 // (`step_s`: the job's step time: most of the budget in one run, the interval's best chance),
 // then 4x as many while the interval is wider and the steps run so far and the next run fit
 // the budget (where one rank alone ran much faster than the job's step); the result says how

@@ -45,6 +45,9 @@ struct RunFacts {
   // Text data: the unigram entropy of the file in bits per byte (what a model that learned
   // only byte frequencies reaches); < 0 for other data.
   double unigram_entropy_bits = -1;
+  // What the loss is at chance: the classes of a classifier, the vocabulary of a text model
+  // (recipe data.classes; 0 = unknown). A run that ends at ln(classes) learned nothing.
+  int64_t classes = 0;
 };
 
 // The step and eval events of metrics.jsonl; a step that appears twice (a resumed run redoes
@@ -78,10 +81,17 @@ MetricsLog read_metrics(const std::string& path);
 //   baseline was slowed: the two ran at different times on a shared machine); ranks shared
 //   cores; the winner's trials ran fewer than kTrialMinTrustedSteps
 //   steps, or measured a throughput kTrialMismatch times off the training's; the allreduce
-//   bound or estimate could not be computed (why); the loss of a run of >= kNoLearningMinSteps
-//   steps ended at or above kNoLearningLossShare of its first logged loss.
+//   bound or estimate could not be computed (why); the model did not learn: the loss of a run
+//   of >= kNoLearningMinSteps steps ended at or above kNoLearningLossShare of its first logged
+//   loss, or a run of >= kChanceMinSteps steps ended at or above kChanceLossShare of the
+//   loss at chance, ln(classes) (the advice: the lr may be too low when the plan scaled it
+//   below kLowLrScale; else the run too short when under kNoLearningMinSteps; else the lr too
+//   high).
 inline constexpr int kNoLearningMinSteps = 100;
 inline constexpr double kNoLearningLossShare = 0.95;
+inline constexpr int kChanceMinSteps = 40;
+inline constexpr double kChanceLossShare = 0.98;
+inline constexpr double kLowLrScale = 0.25;
 inline constexpr int64_t kTrialMinTrustedSteps = tuner::kSettledTrialSteps;
 inline constexpr double kTrialMismatch = 2.0;
 // N weak-scaling ranks, each on its own cores, cannot train N times faster than one rank alone

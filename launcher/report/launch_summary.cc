@@ -205,18 +205,41 @@ std::vector<std::string> run_warnings(const RunFacts& f, const MetricsLog& log, 
   }
   const double first = log.steps.empty() ? 0 : num(log.steps.front(), "loss");
   const double last = num(s, "final_loss");
-  if (s.value("steps", int64_t{0}) >= kNoLearningMinSteps && first > 0 &&
-      last >= kNoLearningLossShare * first) {
+  const int64_t steps = s.value("steps", int64_t{0});
+  const double chance = f.classes >= 2 ? std::log(static_cast<double>(f.classes)) : 0;
+  const bool flat =
+      steps >= kNoLearningMinSteps && first > 0 && last >= kNoLearningLossShare * first;
+  const bool at_chance =
+      steps >= kChanceMinSteps && chance > 0 && last >= kChanceLossShare * chance;
+  if (flat || at_chance) {
     const double acc = num(s, "heldout_accuracy", -1);
     const auto& tp = s["plan"]["training"];
-    w.push_back("the model did not learn: the loss went from " + fixed(first, 4) + " to " +
-                fixed(last, 4) +
-                (acc >= 0 ? " (held-out accuracy " + fixed(100 * acc, 1) + " %)" : "") +
-                "; at lr x" + fixed(num(tp, "lr_scale"), 2) + " for global batch " +
-                std::to_string(tp.value("global_batch", 0)) +
-                " the learning rate may be too high: lower optimizer.lr or the batch, "
-                "lengthen the warmup, or scale lr less with the global batch "
-                "(optimizer.lr_scaling: sqrt or none)");
+    const double lr_scale = num(tp, "lr_scale", 1);
+    std::string what =
+        "the model did not learn: the loss went from " + fixed(first, 4) + " to " + fixed(last, 4);
+    if (at_chance) {
+      what += ", chance for " + std::to_string(f.classes) + " classes is ln " +
+              std::to_string(f.classes) + " = " + fixed(chance, 4);
+    }
+    if (acc >= 0) what += " (held-out accuracy " + fixed(100 * acc, 1) + " %)";
+    what += "; at lr x" + fixed(lr_scale, 2) + " for global batch " +
+            std::to_string(tp.value("global_batch", 0));
+    if (lr_scale < kLowLrScale) {
+      what +=
+          " the learning rate may be too low: raise optimizer.lr, lower "
+          "optimizer.lr_reference_batch towards the global batch, or train longer "
+          "(training.steps)";
+    } else if (steps < kNoLearningMinSteps) {
+      what += ", " + std::to_string(steps) +
+              " steps may be too few to leave chance: train longer (training.steps), and if "
+              "it stays there, lower optimizer.lr or lengthen the warmup";
+    } else {
+      what +=
+          " the learning rate may be too high: lower optimizer.lr or the batch, "
+          "lengthen the warmup, or scale lr less with the global batch "
+          "(optimizer.lr_scaling: sqrt or none)";
+    }
+    w.push_back(what);
   }
   return w;
 }

@@ -40,7 +40,9 @@ TEST(LaunchOutcome, AModelThatDidNotLearnIsWarnedAbout) {
             std::string::npos)
       << w;
   EXPECT_NE(w.find("held-out accuracy 10.7 %"), std::string::npos) << w;
-  EXPECT_NE(w.find("lr x4.00 for global batch 512"), std::string::npos) << w;
+  EXPECT_NE(w.find("lr x4.00 for global batch 512 the learning rate may be too high"),
+            std::string::npos)
+      << w;
   EXPECT_NE(format_summary(s).find("  warning            the model did not learn"),
             std::string::npos);
 }
@@ -50,6 +52,39 @@ TEST(LaunchOutcome, ALearningOrShortRunHasNoWarning) {
   // 96 % of the first loss would be "not learning", but 50 steps are too few to tell.
   EXPECT_TRUE(FakeRun(50, 2.31, 2.22).summary()["warnings"].empty());
   EXPECT_EQ(FakeRun(100, 2.31, 2.22).summary()["warnings"].size(), 1u);
+}
+
+// Issue 42: AlexNet's 40-step default run ended at 6.91 (ln 1000 = 6.908) with its lr scaled to
+// x0.06, and no warning: too short for the "loss barely fell" rule, but at chance.
+TEST(LaunchOutcome, ARunThatEndsAtChanceIsWarnedAboutEvenWhenShort) {
+  FakeRun alexnet(40, 6.9310, 6.9102);
+  alexnet.facts.classes = 1000;
+  alexnet.facts.choice.plan.training.lr_scale = 0.0625;
+  alexnet.facts.choice.plan.training.global_batch = 16;
+  const auto s = alexnet.summary();
+  ASSERT_EQ(s["warnings"].size(), 1u) << s.dump(1);
+  const std::string w = s["warnings"][0];
+  EXPECT_NE(w.find("the model did not learn: the loss went from 6.9310 to 6.9102, chance for "
+                   "1000 classes is ln 1000 = 6.9078"),
+            std::string::npos)
+      << w;
+  EXPECT_NE(w.find("lr x0.06 for global batch 16 the learning rate may be too low"),
+            std::string::npos)
+      << w;
+  // Below chance, or too short to tell: no warning.
+  FakeRun learning(40, 2.31, 1.20);
+  learning.facts.classes = 10;
+  EXPECT_TRUE(learning.summary()["warnings"].empty());
+  FakeRun short_run(39, 6.93, 6.91);
+  short_run.facts.classes = 1000;
+  EXPECT_TRUE(short_run.summary()["warnings"].empty());
+  // At chance, short, the lr not scaled down: the run may be too short.
+  FakeRun plateau(40, 2.31, 2.30);
+  plateau.facts.classes = 10;
+  const std::string pw = plateau.summary()["warnings"][0];
+  EXPECT_NE(pw.find("lr x4.00 for global batch 512, 40 steps may be too few to leave chance"),
+            std::string::npos)
+      << pw;
 }
 
 TEST(LaunchOutcome, TheBaselineIsOneRankOnOneNodeOfTheJob) {
@@ -132,6 +167,13 @@ TEST(LaunchOutcome, TheBaselineTakesAboutATenthOfTheTraining) {
   EXPECT_DOUBLE_EQ(baseline_budget_s(100), 10);
   EXPECT_DOUBLE_EQ(baseline_budget_s(5), kBaselineMinBudgetS);
   EXPECT_DOUBLE_EQ(baseline_budget_s(3600), kBaselineMaxS);
+  // Its first run: most of the budget, 40 steps where they fit it, else what fits (>= 8).
+  EXPECT_EQ(baseline_first_steps(0.011, 4), 291);  // LeNet: 0.8 x 4 s / 11 ms, rounded up
+  EXPECT_EQ(baseline_first_steps(0.13, 10), 62);
+  EXPECT_EQ(baseline_first_steps(0.24, 10), 40);  // 34 would be 80 %; 40 still fit
+  EXPECT_EQ(baseline_first_steps(0.5, 10), 20);   // 40 would be 20 s: as many as fit
+  EXPECT_EQ(baseline_first_steps(2.37, 10), kBaselineFewestSteps);  // AlexNet: was 40, 75 s
+  EXPECT_EQ(baseline_first_steps(0, 10), 160);                      // unknown: 50 ms assumed
 }
 
 // The run's length is not in the tuning key: a cached plan tuned for another length says so in
