@@ -129,7 +129,7 @@ std::string Progress::render_status(const std::string& phase, const std::string&
   const int room = width - static_cast<int>(head.size() + clock.size());
   std::string body = status;
   if (room < static_cast<int>(body.size())) {
-    // Its start (what is being done, the counts) and its end (the best so far), cut between.
+    // Its start (what is being done, the counts) and its end (the leader so far), cut between.
     const size_t keep = room > 3 ? static_cast<size_t>(room - 3) : 0;
     const size_t front = (keep + 1) / 2, back = keep - front;
     body = keep > 0 ? body.substr(0, front) + "..." + body.substr(body.size() - back) : "";

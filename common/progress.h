@@ -48,7 +48,7 @@ class Progress {
   // "(launch 02:10)" after it when `total_s` (the time since the Progress began: the clock does
   // not restart for the person watching) is a second or more beyond it; at most `width`
   // columns. A status too long loses its middle ("..."), not its end, where the tuner's
-  // "best so far" is; the phase and the clocks are kept.
+  // leader so far is; the phase and the clocks are kept.
   static std::string render_status(const std::string& phase, const std::string& status,
                                    double elapsed_s, int width, double total_s = -1);
   // Seconds left to step `total`, from the pace since the phase's first reported step

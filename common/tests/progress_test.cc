@@ -125,7 +125,7 @@ TEST(Progress, StatusLineKeepsPhaseAndClockWhenShortened) {
 // clock restarted at 00:00 with no sign of the launch's time.
 TEST(Progress, AStatusTooLongKeepsItsStartAndEndAndTheLaunchClock) {
   const std::string status =
-      "round 2 of 3, candidate 3 of 8, step 5 of 10: b64 weak bucket=4 MiB overlap; best so far "
+      "round 2 of 3, candidate 3 of 8, step 5 of 10: b64 weak bucket=4 MiB overlap; leading "
       "b32 weak bucket=one(1.7 MiB) no-overlap at 3,456 samples/s";
   const std::string s =
       Progress::render_status("tuning batch, buckets, overlap", status, 12, 110, 75);

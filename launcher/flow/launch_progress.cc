@@ -56,8 +56,11 @@ std::string status_text(const json& e) {
     std::string s = "round " + of(integer(e, "round") + 1, integer(e, "rounds")) + ", candidate " +
                     of(integer(e, "position"), integer(e, "field")) + ", step " +
                     of(integer(e, "steps_done"), integer(e, "steps")) + ": " + str(e, "label");
+    // The halving's current leader at its mean rate over the steps it ran: an estimate that
+    // settles as steps accrue, so it may fall, and the lead may change (issue 42: "best so
+    // far" read as a record that fell).
     if (!str(e, "best").empty()) {
-      s += "; best so far " + str(e, "best") + " at " + text::thousands(number(e, "best_sps")) +
+      s += "; leading " + str(e, "best") + " at " + text::thousands(number(e, "best_sps")) +
            " samples/s";
     }
     return s;

@@ -3,7 +3,8 @@
 // event that carries the rank event's figures.
 //   collective sweep (dltune-tune-rank --progress): "size 3 of 8 (1 MiB): ring, rd, tree"
 //   trial search (dltune-worker trial --progress): "round 1 of 3, candidate 5 of 12, step 2 of
-//     4: b64 weak bucket=1MiB overlap; best so far b32 weak ... at 4,100 samples/s"
+//     4: b64 weak bucket=1MiB overlap; leading b32 weak ... at 4,100 samples/s" (the leader's
+//     mean rate so far: it settles, and may fall, as the leader's steps accrue)
 //   training start-up (metrics.jsonl "status" events): "generating 18000 samples"
 #pragma once
 

@@ -31,8 +31,8 @@ TEST(LaunchProgress, EachRankEventBecomesAStatusLine) {
                          {"label", "b64 weak bucket=1 MiB overlap"},
                          {"best", "b32 weak"},
                          {"best_sps", 4100.4}}),
-            "round 1 of 3, candidate 5 of 12, step 2 of 4: b64 weak bucket=1 MiB overlap; best so "
-            "far b32 weak at 4,100 samples/s");
+            "round 1 of 3, candidate 5 of 12, step 2 of 4: b64 weak bucket=1 MiB overlap; leading "
+            "b32 weak at 4,100 samples/s");
   EXPECT_EQ(status_text({{"event", "trial_compare"},
                          {"a", "x"},
                          {"b", "y"},
