@@ -64,13 +64,15 @@ double curve_us(const std::vector<std::pair<double, double>>& p, double b) {
 }
 
 // The sizes this job allreduces: full buckets and the remainder, with the plan's choice and
-// its time on the chosen curve of `tuning` (est_us -1, unknown, without one).
+// its time on the chosen curve of `tuning` (est_us -1, unknown, without one). None for one
+// replica (a lone pipeline allreduces nothing; issue 42: its report plotted "the plan's
+// choice" where the summary said there was none).
 std::vector<report::JobSize> job_sizes(const RunFacts& f,
                                        const std::vector<report::TuningCurve>& tuning) {
   const uint64_t grad = f.gradient_bytes;
   const uint64_t bucket = std::max<uint64_t>(f.choice.plan.training.bucket_bytes, 1);
   std::vector<std::pair<uint64_t, double>> sizes;
-  if (f.ranks > 1 && grad > 0) {
+  if (f.ranks > 1 && f.choice.plan.parallel.replicas > 1 && grad > 0) {
     if (grad / bucket > 0) sizes.emplace_back(bucket, static_cast<double>(grad / bucket));
     if (grad % bucket > 0) sizes.emplace_back(grad % bucket, 1.0);
   }
@@ -170,6 +172,7 @@ Status write_report(const RunFacts& f, const MetricsLog& log, const nlohmann::js
   d.scaling_efficiency =
       s["scaling_efficiency"].is_number() ? s["scaling_efficiency"].get<double>() : -1.0;
   add_rivals(f.choice.recipe_outcome, d);
+  if (!d.winner.empty()) d.winner_sps = f.choice.plan.provenance.measured_sps;
   d.regret = s["regret"].is_number() ? s["regret"].get<double>() : -1.0;
   const auto& ar = s["allreduce"];
   d.collective_regret = ar.contains("collective_regret") && ar["collective_regret"].is_number()
@@ -179,10 +182,14 @@ Status write_report(const RunFacts& f, const MetricsLog& log, const nlohmann::js
   for (const auto& c : f.prediction.curve) {
     d.predicted_scaling.push_back({c.nodes, c.ranks, c.throughput_sps, c.scaling_efficiency});
   }
-  d.scaling_note = "The models' prediction for this job's per-rank work at " +
-                   std::to_string(f.ranks / std::max(1, f.nodes)) +
-                   " rank(s) per node: " + f.prediction.compute_note + "; " +
-                   f.prediction.curve_note + ".";
+  if (f.prediction.curve.empty()) {
+    d.scaling_note = f.prediction.ok ? f.prediction.curve_note : f.prediction.why_not;
+  } else {
+    d.scaling_note = "The models' prediction for this job's per-rank work at " +
+                     std::to_string(f.ranks / std::max(1, f.nodes)) +
+                     " rank(s) per node: " + f.prediction.compute_note + "; " +
+                     f.prediction.curve_note + ".";
+  }
   return paths::write_file_atomic(dir.report(), report::render_report_html(d));
 }
 

@@ -158,7 +158,16 @@ std::string scaling_section(const ReportData& d) {
 // The models' scaling efficiency and throughput of this job's per-rank work from 1 node to
 // thousands (launcher/launch_prediction.h computes the curve).
 std::string predicted_scaling_section(const ReportData& d) {
-  if (d.predicted_scaling.empty()) return empty("No prediction was made for this run.");
+  if (d.predicted_scaling.empty()) {
+    // Issue 42: a pipelined run had a prediction (in the summary) but no curve, and the page
+    // said there was no prediction.
+    if (d.predicted_sps <= 0) {
+      return empty("No prediction was made for this run." +
+                   (d.scaling_note.empty() ? std::string() : " " + d.scaling_note));
+    }
+    return empty("The models predicted " + number_label(d.predicted_sps, 1) +
+                 " samples/s for this run (the Throughput chart above); " + d.scaling_note + ".");
+  }
   LineChart eff =
       chart("predicted-efficiency", "Predicted scaling efficiency", "nodes", "efficiency (%)");
   eff.x.scale = AxisScale::kLog10;
@@ -179,10 +188,18 @@ std::string predicted_scaling_section(const ReportData& d) {
 }
 
 std::string confidence_section(const ReportData& d) {
-  if (d.rivals.empty()) {
+  if (d.rivals.empty() && d.winner.empty()) {
     return empty(
         "No trials were run for this plan (it came from the cache, the recipe fixed its "
         "settings, or tuning was off).");
+  }
+  if (d.rivals.empty()) {
+    // Issue 42: a tuning of one candidate (one layout fits, the recipe fixed the rest) is not
+    // "no trials".
+    return empty("The trials measured one candidate, " + d.winner +
+                 (d.winner_sps > 0 ? ", at " + number_label(d.winner_sps, 1) + " samples/s" : "") +
+                 ": there was no other to compare it with (the recipe fixed the other settings, "
+                 "or only this layout fits).");
   }
   std::vector<Bar> rows;
   std::vector<std::string> unmeasured;
@@ -280,7 +297,8 @@ std::string tuning_section(const ReportData& d) {
             (j.est_us > 0 ? xml_escape(seconds_label(j.est_us * 1e-6)) : "not measured") +
             "</td></tr>\n";
   }
-  c.series.push_back(std::move(chosen));
+  // Only where the job allreduces something it has a choice to mark (a lone pipeline has none).
+  if (!chosen.points.empty()) c.series.push_back(std::move(chosen));
   c.width = kWide;
   c.height = 440;
   std::string body = wide(render_svg(c));
@@ -289,6 +307,10 @@ std::string tuning_section(const ReportData& d) {
         "<table class=\"sizes\"><tr><th>size</th><th>per step</th><th>chosen</th>"
         "<th>estimated time</th></tr>\n" +
         rows + "</table>\n";
+  } else {
+    body += note(
+        "This job allreduces nothing (one rank, or one replica of a pipeline): the "
+        "sweep is shown as measured.");
   }
   return body;
 }

@@ -73,13 +73,14 @@ struct ReportData {
   double throughput_sps = 0, baseline_sps = 0, predicted_sps = 0;
   double scaling_efficiency = -1;  // < 0 not measured
   // The tuner's confidence.
-  std::string winner;
+  std::string winner;     // the trials' winner ("" when no trials ran)
+  double winner_sps = 0;  // its throughput in the trials (0 unknown)
   std::vector<Rival> rivals;
   double regret = -1, collective_regret = -1;  // < 0 unknown
   std::string budget_note;
   // The models' scaling curve of this job's per-rank work (report.cc's "Predicted scaling").
   std::vector<ScalingPoint> predicted_scaling;
-  std::string scaling_note;  // where the curve's numbers come from
+  std::string scaling_note;  // where the curve's numbers come from, or why there is none
 };
 
 // Renders the whole page. Sections without data say so instead of showing empty plots.

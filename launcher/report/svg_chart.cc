@@ -13,6 +13,27 @@ constexpr const char* kPalette[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", 
                                     "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
 constexpr double kCharW = 6.6;  // ~ width of an 11 px glyph, for laying out legends
 
+constexpr double kLabelCharW = 7.2;  // ~ width of a 12 px glyph (.label, .value)
+
+// A row's label, right-aligned `room` px left of the plot: cut with an ellipsis where it would
+// run past the chart's left edge (issue 42: a long candidate's name lost its start), at a UTF-8
+// character boundary. The whole label stays in the row's tooltip.
+std::string fit_row_label(const std::string& label, double room) {
+  const auto fits = static_cast<size_t>(std::max(4.0, room / kLabelCharW));
+  if (label.size() <= fits) return label;
+  size_t cut = fits - 1;  // room for the ellipsis
+  while (cut > 0 && (static_cast<unsigned char>(label[cut]) & 0xC0) == 0x80) --cut;
+  return label.substr(0, cut) + "\u2026";
+}
+
+// The <text> of a row label at (x, y), fitted to `room` px, with the whole label as its tooltip.
+std::string row_label_text(const std::string& label, double x, double y, double room) {
+  std::ostringstream o;
+  o << "<text x=\"" << x << "\" y=\"" << y << "\" text-anchor=\"end\" class=\"label\"><title>"
+    << xml_escape(label) << "</title>" << xml_escape(fit_row_label(label, room)) << "</text>";
+  return o.str();
+}
+
 bool is_log(AxisScale s) { return s != AxisScale::kLinear; }
 
 double to_axis(AxisScale s, double v) {
@@ -400,8 +421,7 @@ std::string render_bars(const std::string& id, const std::string& title,
     const std::string color = color_of(b.color, i);
     const std::string value =
         number_label(b.value, 1) + " " + unit + (b.note.empty() ? std::string() : " " + b.note);
-    o << "<text x=\"" << left - 8 << "\" y=\"" << y + 17
-      << "\" text-anchor=\"end\" class=\"label\">" << xml_escape(b.label) << "</text>";
+    o << row_label_text(b.label, left - 8, y + 17, left - 12);
     o << "<rect class=\"bar\" x=\"" << left << "\" y=\"" << y + 4 << "\" width=\""
       << px(b.value) - left << "\" height=\"" << row - 10 << "\" fill=\"" << color << "\"><title>"
       << xml_escape(b.label + ": " + value) << "</title></rect>";
@@ -456,8 +476,7 @@ std::string render_intervals(const std::string& id, const std::string& title,
     std::string value = number_label(b.value, 0.01) + "x";
     if (known) value += " (" + number_label(b.lo, 0.01) + "-" + number_label(b.hi, 0.01) + ")";
     if (!b.note.empty()) value += " " + b.note;
-    o << "<text x=\"" << left - 8 << "\" y=\"" << y + 4 << "\" text-anchor=\"end\" class=\"label\">"
-      << xml_escape(b.label) << "</text>";
+    o << row_label_text(b.label, left - 8, y + 4, left - 12);
     if (known) {
       o << "<line x1=\"" << px(b.lo) << "\" x2=\"" << px(b.hi) << "\" y1=\"" << y << "\" y2=\"" << y
         << "\" stroke=\"" << color << "\" stroke-width=\"3\"/>";

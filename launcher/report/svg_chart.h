@@ -66,7 +66,9 @@ struct Bar {
   std::string note;       // printed after the value
 };
 
-// Horizontal bars from 0 with their values printed ("4,249 samples/s"), for throughput.
+// Horizontal bars from 0 with their values printed ("4,249 samples/s"), for throughput. In this
+// and render_intervals a row label too long for the left margin is cut with an ellipsis (the
+// whole label is the text's tooltip), so that none runs past the chart's left edge.
 std::string render_bars(const std::string& id, const std::string& title,
                         const std::vector<Bar>& bars, const std::string& unit, int width = 900);
 

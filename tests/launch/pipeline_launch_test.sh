@@ -156,6 +156,15 @@ assert trials, "no trial was measured"
 for t in trials:
     est, peak = t["memory_estimate_bytes"], t["memory_peak_bytes"]
     assert 0 < est <= 150 << 20 and abs(est - peak) <= 0.15 * peak, ("trial memory", t)
+# The report tells what the summary tells (issue 42): trials ran, a prediction was made, and a
+# lone pipeline allreduces nothing.
+html = open(d + "/report.html").read()
+summary = json.load(open(d + "/summary.json"))
+assert "No trials were run" not in html, "report: no trials"
+if summary["predicted_sps"]:
+    assert "No prediction was made" not in html, "report: no prediction"
+    assert "The models predicted" in html, "report: the prediction"
+assert "the plan&#39;s choice" not in html, "report: a lone pipeline's allreduce"  # as escaped
 PY
 # ... and the database keeps them with the trial.
 "$dltune" db show >"$tmp/dbshow.out" 2>&1 || fail "db show: $(cat "$tmp/dbshow.out")"

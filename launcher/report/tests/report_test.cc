@@ -95,6 +95,12 @@ TEST(Report, TheCollectiveChartCoversTheJobsSizesOnly) {
   const std::string svg = html.substr(at, html.find("</svg>", at) - at);
   EXPECT_EQ(svg.find(">4 B<"), std::string::npos);
   EXPECT_EQ(count(svg, "class=\"mark\""), 2u);  // 1 MiB and 640 KiB
+  EXPECT_NE(svg.find("the plan&#39;s choice"), std::string::npos);
+  // Issue 42: a lone pipeline allreduces nothing; its chart marked "the plan's choice" anyway.
+  d.job_sizes.clear();
+  const std::string lone = render_report_html(d);
+  EXPECT_EQ(lone.find("the plan&#39;s choice"), std::string::npos);
+  EXPECT_NE(lone.find("This job allreduces nothing"), std::string::npos);
 }
 
 TEST(Report, OnePointAccuracyGetsASensibleRange) {
@@ -121,14 +127,35 @@ TEST(Report, EmptySectionsSaySo) {
   EXPECT_NE(html.find("No collective measurements"), std::string::npos);
   EXPECT_NE(html.find("No trials were run"), std::string::npos);
   EXPECT_EQ(count(html, "<svg"), 0u);
+  // Issue 42: a tuning that measured one candidate (one layout fits) is not "no trials".
+  d.winner = "b32 weak bucket=4 MiB overlap, 1x2 stages m8 1f1b";
+  d.winner_sps = 173.9;
+  const std::string one = render_report_html(d);
+  EXPECT_EQ(one.find("No trials were run"), std::string::npos);
+  EXPECT_NE(one.find("The trials measured one candidate, b32 weak bucket=4 MiB overlap, 1x2 "
+                     "stages m8 1f1b, at 174 samples/s: there was no other"),
+            std::string::npos)
+      << one;
 }
 
 // The predicted scaling curve: two plots against nodes with where the numbers come from, or a
 // sentence when no prediction was made.
 TEST(Report, PredictedScalingHasItsPlotsOrSaysWhyNot) {
   ReportData d = sample();
+  d.predicted_sps = 0;
   const std::string without = render_report_html(d);
   EXPECT_NE(without.find("No prediction was made for this run."), std::string::npos);
+  // Issue 42: a pipelined run has a prediction but no curve; the page says which.
+  d.predicted_sps = 157;
+  d.scaling_note =
+      "no scaling curve: the curve is drawn for data parallelism, and this plan is "
+      "a 2-stage pipeline";
+  const std::string pipelined = render_report_html(d);
+  EXPECT_EQ(pipelined.find("No prediction was made"), std::string::npos);
+  EXPECT_NE(pipelined.find("The models predicted 157 samples/s for this run (the Throughput "
+                           "chart above); no scaling curve: the curve is drawn for data "
+                           "parallelism, and this plan is a 2-stage pipeline."),
+            std::string::npos);
   d.predicted_scaling = {{1, 2, 1000, 1.0}, {16, 32, 12000, 0.75}, {1024, 2048, 200000, 0.2}};
   d.scaling_note = "fits <of> this machine";
   const std::string html = render_report_html(d);
@@ -157,6 +184,33 @@ TEST(SvgChart, Labels) {
   EXPECT_EQ(number_label(4000, 1000), "4,000");
   EXPECT_EQ(number_label(0.25, 0.05), "0.25");
   EXPECT_EQ(number_label(-0.0000001, 0.5), "0.0");
+}
+
+// Issue 42: a long candidate's label ran past the chart's left edge. Row labels are
+// right-aligned at the plot: whatever text sits there must fit between the edge and the plot.
+TEST(SvgChart, LongRowLabelsAreCutToTheMarginWithTheWholeInATooltip) {
+  const std::string longest =
+      "b64 weak bucket=16 MiB overlap allreduce=ring/segment 1 MiB threads 2x1 kernel=direct "
+      "precision=bf16 schedule=1f1b micro=8";
+  const std::vector<Bar> rows = {{longest, 1.2, 1.1, 1.3, "", ""},
+                                 {"b32 weak", 1.05, 0, 0, "", ""}};
+  for (const std::string& svg :
+       {render_intervals("c", "t", rows, "ratio"), render_bars("b", "t", rows, "samples/s")}) {
+    // The drawn label: after its <title>, up to </text>.
+    const size_t t = svg.find("<title>" + longest + "</title>");
+    ASSERT_NE(t, std::string::npos) << svg;
+    const size_t b = t + 7 + longest.size() + 8;
+    const std::string drawn = svg.substr(b, svg.find("</text>", b) - b);
+    EXPECT_LT(drawn.size(), longest.size());
+    EXPECT_EQ(drawn.substr(drawn.size() - 3), "\u2026");
+    EXPECT_EQ(longest.rfind(drawn.substr(0, drawn.size() - 3), 0), 0u) << drawn;
+    // Its right end, x, minus its width at 12 px (7.2 px a glyph) stays inside the chart.
+    const size_t xa = svg.rfind("<text x=\"", t);
+    const double x = std::stod(svg.substr(xa + 9));
+    EXPECT_GE(x - 7.2 * static_cast<double>(drawn.size() - 2), 0.0) << drawn;
+    // A short label is drawn whole.
+    EXPECT_NE(svg.find("<title>b32 weak</title>b32 weak</text>"), std::string::npos);
+  }
 }
 
 TEST(SvgChart, LogAxesSkipNonPositivePointsAndLabelUnits) {
