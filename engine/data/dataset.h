@@ -59,8 +59,8 @@ Dataset synthetic_digits(int64_t count, uint64_t seed);
 // `count` random images of shape `dims` with labels in [0, classes), a pure function of
 // (seed, count, dims = {C, H, W}, classes): pixels in [-1, 1), half a pattern of the class (an
 // 8 x 8 grid of +-1 blocks per channel, the same in every set) and half uniform noise from a
-// fast PRNG. Learnable, and as fast to build as noise: a stand-in for ImageNet when measuring
-// throughput that still shows whether training works (synthetic-imagenet).
+// fast PRNG. Learnable: a stand-in for ImageNet when measuring throughput that still shows
+// whether training works (synthetic-imagenet).
 Dataset synthetic_images(int64_t count, const recipes::Shape& shape, int classes, uint64_t seed);
 
 // `count` synthetic 3x32x32 images of 10 classes, a pure function of (seed, count): a shape per

@@ -72,7 +72,7 @@ std::vector<report::JobSize> job_sizes(const RunFacts& f,
   const uint64_t grad = f.gradient_bytes;
   const uint64_t bucket = std::max<uint64_t>(f.choice.plan.training.bucket_bytes, 1);
   std::vector<std::pair<uint64_t, double>> sizes;
-  if (f.ranks > 1 && f.choice.plan.parallel.replicas > 1 && grad > 0) {
+  if (f.choice.plan.parallel.replicas > 1 && grad > 0) {  // replicas x stages = the ranks
     if (grad / bucket > 0) sizes.emplace_back(bucket, static_cast<double>(grad / bucket));
     if (grad % bucket > 0) sizes.emplace_back(grad % bucket, 1.0);
   }

@@ -13,7 +13,7 @@ constexpr const char* kPalette[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", 
                                     "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
 constexpr double kCharW = 6.6;  // ~ width of an 11 px glyph, for laying out legends
 
-constexpr double kLabelCharW = 7.2;  // ~ width of a 12 px glyph (.label, .value)
+constexpr double kLabelCharW = kCharW * 12 / 11;  // 7.2: a 12 px glyph (.label, .value)
 
 // A row's label, right-aligned `room` px left of the plot: cut with an ellipsis where it would
 // run past the chart's left edge (issue 42: a long candidate's name lost its start), at a UTF-8
