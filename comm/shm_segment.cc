@@ -19,6 +19,8 @@ constexpr size_t kLine = 64;
 constexpr size_t kPage = 4096;
 constexpr int kNameTag = kReservedTagBase + 900;
 constexpr int kAckTag = kReservedTagBase + 901;
+// Names tried when one is taken (a segment left behind by a killed process of the same pid).
+constexpr int kNameAttempts = 64;
 
 size_t round_up(size_t v, size_t to) { return (v + to - 1) / to * to; }
 
@@ -34,10 +36,14 @@ std::atomic_ref<uint64_t> epoch_word(uint8_t* map, int r) {
 static_assert(8 * (SharedSegment::kPublishedWords + 1) == kLine, "one control line per rank");
 
 // Maps the named segment; the caller closes nothing (the fd is closed here).
-Result<uint8_t*> map_segment(const std::string& name, size_t bytes, bool create) {
+Result<uint8_t*> map_segment(const std::string& name, size_t bytes, bool create,
+                             int* open_errno = nullptr) {
   int fd = create ? shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600)
                   : shm_open(name.c_str(), O_RDWR, 0600);
-  if (fd < 0) return errno_error("shm_open('" + name + "')");
+  if (fd < 0) {
+    if (open_errno != nullptr) *open_errno = errno;
+    return errno_error("shm_open('" + name + "')");
+  }
   if (create && ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
     Error e = errno_error("ftruncate('" + name + "', " + std::to_string(bytes) + " bytes)");
     close(fd);
@@ -81,13 +87,20 @@ Result<std::shared_ptr<SharedSegment>> SharedSegment::create(Communicator& local
   const size_t total = header + stride * static_cast<size_t>(n);
 
   char name[64] = {};
-  if (me == 0) {
-    std::snprintf(name, sizeof name, "/dltune-%d-%llu", static_cast<int>(getpid()),
-                  static_cast<unsigned long long>(counter.fetch_add(1)));
-  }
   uint8_t* map = nullptr;
   if (me == 0) {
-    auto m = map_segment(name, total, true);
+    // The name is unlinked once every local rank has mapped it, but a rank 0 killed before
+    // that leaves it behind, and a later process with its pid would find it taken: the next
+    // counter values are tried (a stale name is never removed: in another pid namespace
+    // sharing /dev/shm it may be a live job's).
+    Result<uint8_t*> m = internal_error("no segment name tried");
+    for (int attempt = 0; attempt < kNameAttempts; ++attempt) {
+      std::snprintf(name, sizeof name, "/dltune-%d-%llu", static_cast<int>(getpid()),
+                    static_cast<unsigned long long>(counter.fetch_add(1)));
+      int open_errno = 0;
+      m = map_segment(name, total, true, &open_errno);
+      if (m || open_errno != EEXIST) break;
+    }
     // Peers learn about a failure from an empty name, so that they fail too instead of waiting.
     if (!m) name[0] = '\0';
     for (int r = 1; r < n; ++r) DLTUNE_TRY(local.send(r, kNameTag, name, sizeof name, deadline));
@@ -116,8 +129,10 @@ Result<std::shared_ptr<SharedSegment>> SharedSegment::create(Communicator& local
     if (!m) return m.error().wrap("mapping a node-shared segment");
     map = *m;
   }
-  return std::shared_ptr<SharedSegment>(
+  auto segment = std::shared_ptr<SharedSegment>(
       new SharedSegment(map, total, n, me, bytes_per_rank, stride, header));
+  segment->name_ = name;
+  return segment;
 }
 
 // Every rank stores its epoch (the count of barriers it entered) in its own line and waits

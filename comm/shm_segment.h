@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "comm/communicator.h"
 #include "common/result.h"
@@ -22,6 +23,7 @@ class SharedSegment {
   // Collective over `local` (every rank of it calls it with the same bytes_per_rank): local
   // rank 0 creates and sizes the segment, sends its name to the others, which map it; the name
   // is unlinked once everyone has it, so nothing is left in /dev/shm even if a rank dies later.
+  // A name left taken by a killed process of the same pid is skipped, never removed.
   // Regions are zero-filled and pre-faulted (MAP_POPULATE).
   // Errors: io_error naming the segment and errno (shm_open/ftruncate/mmap); timeouts from the
   // name exchange.
@@ -31,6 +33,8 @@ class SharedSegment {
   SharedSegment(const SharedSegment&) = delete;
   SharedSegment& operator=(const SharedSegment&) = delete;
 
+  // The name it had in /dev/shm ("/dltune-PID-N"; unlinked since), for messages and tests.
+  const std::string& name() const { return name_; }
   int local_size() const { return local_size_; }
   int local_rank() const { return local_rank_; }
   size_t bytes_per_rank() const { return bytes_per_rank_; }
@@ -74,6 +78,7 @@ class SharedSegment {
   uint8_t* small_;
   uint64_t small_seq_ = 0;
   uint64_t barrier_epoch_ = 0;  // barriers this rank entered on this segment
+  std::string name_;
 };
 
 }  // namespace dltune::comm
