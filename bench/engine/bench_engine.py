@@ -8,7 +8,11 @@
 Same model, per-rank batch, synthetic data of the model's shape (MNIST-shaped digits for the
 2012 nets, CIFAR-shaped images for resnet20, 3x64x64 for resnet18, byte windows of a text file
 for gpt-tiny), SGD with momentum (AdamW for gpt-tiny), one thread per rank on both sides, every
-rank bound to its own CPU (rank r to the r-th allowed one).
+rank bound to its own CPU (rank r to the r-th allowed one). The recipes say
+`launch.threads_per_rank: 1`: its default, auto, gives a lone rank every core of the node, which
+made the 1-rank cases 2 threads against PyTorch's 1 and halved the weak-scaling efficiencies
+(measured on 9208039's content: resnet20_vs_torch 1.75, weak_eff_resnet20 0.49); the threaded
+comparison is the best-modes part's.
 
 dltune runs as a user runs it: `dltune launch RECIPE -n R --json` of a recipe that names the
 model (CASES below; a model is found by its recipe name, and its PyTorch twin by the same name
@@ -127,6 +131,7 @@ tune:
   budget: 30
 launch:
   binding: auto
+  threads_per_rank: 1
 """
 
 
