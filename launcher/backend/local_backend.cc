@@ -76,7 +76,8 @@ int usable_cpus() {
 }
 
 // The environment of rank `rank`: ours, plus what Open MPI's direct launch needs, the
-// placement's variables, the conventional rank variables and the spec's extras.
+// placement's variables, the conventional rank variables, the threads its libraries may start
+// (unless the user set them) and the spec's extras.
 EnvBlock rank_environment(const LaunchSpec& spec, int rank, const TempDir& tmp,
                           const std::string& shm_dir, const EnvList& job_env,
                           const topology::Topology* topo, const topology::RankPlacement* place) {
@@ -102,6 +103,8 @@ EnvBlock rank_environment(const LaunchSpec& spec, int rank, const TempDir& tmp,
   if (topo != nullptr && place != nullptr) {
     for (const auto& [k, v] : topology::rank_env(*topo, *place)) env.set(k, v, false);
   }
+  const int bound = place != nullptr ? static_cast<int>(place->cpus.size()) : 0;
+  for (const auto& [k, v] : thread_env(bound, usable_cpus(), spec.nranks)) env.set(k, v, false);
   for (const auto& [k, v] : spec.extra_env) env.set(k, v);
   return env;
 }

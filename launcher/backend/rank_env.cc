@@ -1,5 +1,6 @@
 #include "launcher/backend/rank_env.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstring>
@@ -49,6 +50,14 @@ EnvList rank_identity_env(const RankIdentity& id) {
 
 EnvList rendezvous_env(const std::string& master_addr, int master_port) {
   return {{"MASTER_ADDR", master_addr}, {"MASTER_PORT", std::to_string(master_port)}};
+}
+
+EnvList thread_env(int bound_cpus, int usable_cpus, int local_size) {
+  const int n = bound_cpus > 0 ? bound_cpus : std::max(1, usable_cpus) / std::max(1, local_size);
+  const std::string threads = std::to_string(std::max(1, n));
+  return {{"OMP_NUM_THREADS", threads},
+          {"OPENBLAS_NUM_THREADS", threads},
+          {"MKL_NUM_THREADS", threads}};
 }
 
 Result<std::vector<int>> parse_tasks_per_node(std::string_view text) {

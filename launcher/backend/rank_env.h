@@ -39,6 +39,13 @@ EnvList rank_identity_env(const RankIdentity& id);
 // reach rank 0's node at, and a port free there, chosen once per job.
 EnvList rendezvous_env(const std::string& master_addr, int master_port);
 
+// How many threads a rank's OpenMP and BLAS libraries should start, as torchrun sets
+// OMP_NUM_THREADS (issue 39: two PyTorch ranks on two cores each started two threads): the CPUs
+// the rank is bound to (`bound_cpus` > 0); unbound, the node's `usable_cpus` shared among its
+// `local_size` ranks; at least 1. Returned as OMP_NUM_THREADS, OPENBLAS_NUM_THREADS and
+// MKL_NUM_THREADS, to be set only where the user has not set them.
+EnvList thread_env(int bound_cpus, int usable_cpus, int local_size);
+
 // "2(x3),1" (Slurm's SLURM_STEP_TASKS_PER_NODE) -> {2, 2, 2, 1}. Failure: kInvalidInput for
 // anything else (empty, a zero count, a malformed repeat).
 Result<std::vector<int>> parse_tasks_per_node(std::string_view text);

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <sched.h>
 #include <unistd.h>
 
 #include "launcher/backend/rank_env.h"
@@ -38,6 +39,17 @@ int main(int argc, char** argv) {
     return 1;
   }
   for (const auto& [k, v] : rank_identity_env(*id)) setenv(k.c_str(), v.c_str(), 1);
+  // The threads its libraries may start: srun's binding is this task's affinity mask (a mask
+  // narrower than the node's CPUs); unbound, the node's CPUs shared among its tasks. The user's
+  // settings win.
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  const int mine = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+  const long online = sysconf(_SC_NPROCESSORS_ONLN);
+  const int bound = online > 0 && mine < online ? mine : 0;
+  for (const auto& [k, v] : thread_env(bound, mine, id->local_size)) {
+    setenv(k.c_str(), v.c_str(), 0);
+  }
   execvp(argv[1], argv + 1);
   std::fprintf(stderr, "dltune-rank-env: cannot execute '%s': %s\n", argv[1], std::strerror(errno));
   return 127;

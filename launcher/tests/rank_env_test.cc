@@ -35,6 +35,17 @@ TEST(RankEnvTest, TorchrunAndMpirunNames) {
   EXPECT_EQ(r, (EnvList{{"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "29500"}}));
 }
 
+// torchrun's OMP_NUM_THREADS, and OpenBLAS's and MKL's: a bound rank's CPUs, else its share.
+TEST(RankEnvTest, ThreadsFollowTheBinding) {
+  EXPECT_EQ(
+      thread_env(4, 16, 4),
+      (EnvList{{"OMP_NUM_THREADS", "4"}, {"OPENBLAS_NUM_THREADS", "4"}, {"MKL_NUM_THREADS", "4"}}));
+  EXPECT_EQ(thread_env(0, 16, 3)[0].second, "5");  // unbound: 16 CPUs among 3 ranks
+  EXPECT_EQ(thread_env(0, 2, 4)[0].second, "1");   // more ranks than CPUs: never 0
+  EXPECT_EQ(thread_env(0, 0, 0)[0].second, "1");
+  EXPECT_EQ(thread_env(2, 16, 8)[0].second, "2");  // bound: its own CPUs, whatever the node has
+}
+
 TEST(RankEnvTest, ParsesSlurmTaskCounts) {
   EXPECT_EQ(*parse_tasks_per_node("4"), (std::vector<int>{4}));
   EXPECT_EQ(*parse_tasks_per_node("2(x3),1"), (std::vector<int>{2, 2, 2, 1}));
