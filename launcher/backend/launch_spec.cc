@@ -1,9 +1,11 @@
 #include "launcher/backend/launch_spec.h"
 
+#include <nlohmann/json.hpp>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/env.h"
+#include "common/json_input.h"
 #include "common/strings.h"
 
 namespace dltune::launcher {
@@ -68,6 +70,28 @@ Status validate_spec(const LaunchSpec& spec) {
   if (spec.timeout_s < 0) return invalid_input("the timeout must not be negative");
   DLTUNE_TRY(find_program(spec.argv[0]));
   return ok_status();
+}
+
+std::string outcome_to_json(const LaunchOutcome& o) {
+  return nlohmann::json{
+      {"exit_code", o.exit_code}, {"message", o.message}, {"interrupted", o.interrupted}}
+      .dump();
+}
+
+Result<LaunchOutcome> outcome_from_json(std::string_view text) {
+  auto j = parse_json_bounded(text);
+  if (!j) return std::move(j).error().wrap("a run's outcome");
+  if (!j->is_object() || !(*j)["exit_code"].is_number_integer() || !(*j)["message"].is_string() ||
+      !(*j)["interrupted"].is_boolean() || (*j)["exit_code"].get<int64_t>() < 0 ||
+      (*j)["exit_code"].get<int64_t>() > 255) {
+    return invalid_input(
+        "a run's outcome: expected {\"exit_code\": 0-255, \"message\", \"interrupted\"}");
+  }
+  LaunchOutcome o;
+  o.exit_code = (*j)["exit_code"].get<int>();
+  o.message = (*j)["message"].get<std::string>();
+  o.interrupted = (*j)["interrupted"].get<bool>();
+  return o;
 }
 
 }  // namespace dltune::launcher

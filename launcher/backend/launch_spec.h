@@ -4,6 +4,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -53,6 +54,13 @@ struct LaunchOutcome {
   std::string message;       // one sentence; "" on success
   bool interrupted = false;  // the launcher got SIGINT / SIGTERM / SIGHUP (not a rank failure)
 };
+
+// The outcome as `dltune run --outcome-file` writes it, for the program that started it
+// (`dltune launch` reads why its ranks failed, and whether the user interrupted them, to decide
+// on a restart): {"exit_code": N, "message": "...", "interrupted": bool}.
+std::string outcome_to_json(const LaunchOutcome& o);
+// Reads outcome_to_json()'s text back. Errors: invalid_input when it is not that object.
+Result<LaunchOutcome> outcome_from_json(std::string_view text);
 
 // Resolves `program` like execvp: a name with a '/' is used as is, else it is looked up in
 // PATH. Success: the path of an executable regular file. Failure: kNotFound ("program 'x' was

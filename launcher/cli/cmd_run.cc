@@ -1,6 +1,8 @@
 // `dltune run -n N [--nodes N] [--bind ...] [--tag-output] [--backend local|slurm] [--plan F]
 // -- PROGRAM [ARGS...]`: the generic launcher (issues 3, 25), under which a program runs as it
 // would under mpirun or torchrun. Options struct + setup + run, CLI11's one-file shape.
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 
@@ -25,8 +27,40 @@ struct RunOptions {
   double timeout_s = 0;
   std::string plan_file;
   std::string recipe_file;
+  std::string outcome_file;
+  std::vector<std::string> exports;  // -x NAME[=VALUE], as given
   std::vector<std::string> command;
 };
+
+// mpirun's `-x NAME=VALUE` (set NAME in every rank) and `-x NAME` (every rank gets this
+// command's NAME). Errors: invalid_input for a name that is not a variable's, or `-x NAME` of a
+// NAME that is not set here.
+Result<std::vector<std::pair<std::string, std::string>>> exported_env(
+    const std::vector<std::string>& exports) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const std::string& x : exports) {
+    const size_t eq = x.find('=');
+    const std::string name = x.substr(0, eq);
+    const bool valid =
+        !name.empty() && (std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_') &&
+        std::all_of(name.begin(), name.end(),
+                    [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+    if (!valid) {
+      return invalid_input("-x " + x + ": expected NAME=VALUE or NAME, NAME letters, digits and _");
+    }
+    if (eq != std::string::npos) {
+      out.emplace_back(name, x.substr(eq + 1));
+      continue;
+    }
+    const char* value = std::getenv(name.c_str());  // NOLINT: the user's variable, by name
+    if (value == nullptr) {
+      return invalid_input("-x " + name + ": " + name +
+                           " is not set here; give its value with -x " + name + "=VALUE");
+    }
+    out.emplace_back(name, value);
+  }
+  return out;
+}
 
 Result<launcher::LaunchSpec> make_spec(const RunOptions& o, launcher::Backend backend) {
   launcher::LaunchSpec spec;
@@ -72,6 +106,9 @@ Result<launcher::LaunchSpec> make_spec(const RunOptions& o, launcher::Backend ba
     return invalid_input(std::to_string(spec.nranks) + " ranks do not divide evenly over " +
                          std::to_string(spec.nodes) + " nodes; choose -n as a multiple of --nodes");
   }
+  auto exported = exported_env(o.exports);
+  if (!exported) return exported.error();
+  spec.extra_env = std::move(*exported);
   spec.warn = [](const std::string& what) {
     std::fprintf(stderr, "dltune run: warning: %s\n", what.c_str());
   };
@@ -110,6 +147,12 @@ int run_run(const RunOptions& o) {
   if (!outcome->message.empty()) {
     std::fprintf(stderr, "dltune run: %s\n", outcome->message.c_str());
   }
+  if (!o.outcome_file.empty()) {
+    if (Status w = paths::write_file_atomic(o.outcome_file, launcher::outcome_to_json(*outcome));
+        !w.ok()) {
+      std::fprintf(stderr, "dltune run: --outcome-file: %s\n", w.error().message().c_str());
+    }
+  }
   return outcome->exit_code;
 }
 
@@ -142,12 +185,21 @@ void setup_run(CLI::App& app, int* exit_code) {
   cmd->add_option("--recipe", opts->recipe_file,
                   "A recipe as run (YAML) handed to every rank with the plan: dltune-worker "
                   "trains it (PMIx job data, else the file DLTUNE_RECIPE names)");
+  cmd->add_option("-x", opts->exports,
+                  "NAME=VALUE: set NAME in every rank; NAME: every rank gets this command's "
+                  "NAME (mpirun's -x; repeatable; it wins over what dltune sets)")
+      ->allow_extra_args(false);  // one NAME per -x: `-x A prog` leaves prog to the command
+  cmd->add_option("--outcome-file", opts->outcome_file,
+                  "When the ranks have run, write the outcome to this file as JSON: "
+                  "{\"exit_code\", \"message\" (the failure's sentence, \"\" on success), "
+                  "\"interrupted\" (stopped by a signal to this command)}");
   cmd->add_option("command", opts->command, "PROGRAM [ARGS...] (after --)");
   cmd->positionals_at_end();
   cmd->footer(
       "Every rank gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR "
-      "and MASTER_PORT (PyTorch's env://) and OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK/LOCAL_SIZE; "
-      "rank 0 reads this command's standard input.\n"
+      "and MASTER_PORT (PyTorch's env://), OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK/LOCAL_SIZE, and "
+      "OMP_NUM_THREADS, OPENBLAS_NUM_THREADS and MKL_NUM_THREADS as many as its CPUs (bound), "
+      "else its share of the node's, unless set; rank 0 reads this command's standard input.\n"
       "Exit status, as mpirun's: 0 when every rank exits 0; else the first failed rank's exit "
       "code, 128 + its signal, or its MPI_Abort error code (the rank, its host and the cause are "
       "named); 1 for a failure without a code (a timeout); 2 for bad usage; 130/143 when "

@@ -36,6 +36,11 @@ int main(int argc, char** argv) {
 
   try {
     // --help-env must work without a subcommand.
+    for (int i = 1; i < argc && std::string_view(argv[i]) != "--"; ++i) {
+      // mpirun's `-np N` (a single dash) is `--np N` here; the program's own arguments after
+      // "--" are left alone.
+      if (std::string_view(argv[i]) == "-np") argv[i] = const_cast<char*>("--np");
+    }
     for (int i = 1; i < argc; ++i) {
       if (std::string_view(argv[i]) == "--help-env") {
         std::printf("dltune environment variables:\n%s", dltune::env::describe_all().c_str());

@@ -3,8 +3,10 @@
 // no temporary directory in the test's private TMPDIR, no new /dev/shm entry of ours.
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
 #include <fstream>
 #include <set>
+#include <sstream>
 #include <tuple>
 
 #include <gtest/gtest.h>
@@ -266,6 +268,67 @@ TEST_F(LocalLaunchTest, RanksGetTorchAndOpenMpiVariables) {
   auto m = dltune({"-n", "2"}, {"/bin/sh", "-c", "echo port=$MASTER_PORT"}, mine);
   ASSERT_EQ(m.exit_code, 0) << m.err;
   EXPECT_EQ(m.out, "port=29511\nport=29511\n");
+}
+
+// What torchrun sets (issue 39): each rank's OpenMP and BLAS libraries start as many threads
+// as the rank has CPUs when bound, else its share of the node's; a variable the user set wins.
+TEST_F(LocalLaunchTest, RanksGetTheThreadCountsOfTheirCpus) {
+  for (const char* v : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"}) {
+    if (std::getenv(v) != nullptr) GTEST_SKIP() << v << " is set in this test's environment";
+  }
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  ASSERT_EQ(sched_getaffinity(0, sizeof set, &set), 0);
+  const int cpus = CPU_COUNT(&set);
+  const std::vector<std::string> show = {
+      "/bin/sh", "-c",
+      "echo \"t=$OMP_NUM_THREADS/$OPENBLAS_NUM_THREADS/$MKL_NUM_THREADS "
+      "cpus=$(env -u OMP_NUM_THREADS nproc)\""};  // nproc heeds OMP_NUM_THREADS
+  // Bound (the node's cores split among the ranks): as many threads as the CPUs its binding
+  // gives it (its affinity). On 2 cores that is also the node's share; thread_env()'s unit test
+  // tells the two apart.
+  auto bound = dltune({"-n", "2", "--bind", "core"}, show);
+  ASSERT_EQ(bound.exit_code, 0) << bound.err;
+  int lines = 0;
+  std::istringstream out(bound.out);
+  for (std::string line; std::getline(out, line);) {
+    const std::string n = line.substr(line.find("cpus=") + 5);
+    EXPECT_EQ(line, "t=" + n + "/" + n + "/" + n + " cpus=" + n) << bound.out;
+    ++lines;
+  }
+  EXPECT_EQ(lines, 2) << bound.out;
+  // Unbound: the node's CPUs shared among its ranks.
+  auto unbound = dltune({"-n", "2", "--bind", "none"}, show);
+  ASSERT_EQ(unbound.exit_code, 0) << unbound.err;
+  const std::string t = std::to_string(std::max(1, cpus / 2));
+  const std::string want = "t=" + t + "/" + t + "/" + t + " cpus=" + std::to_string(cpus) + "\n";
+  EXPECT_EQ(unbound.out, want + want) << unbound.out;
+  // The user's own setting wins, variable by variable.
+  RunOptions mine;
+  mine.env = {{"OMP_NUM_THREADS", "3"}};
+  auto m = dltune({"-n", "2", "--bind", "none"}, show, mine);
+  ASSERT_EQ(m.exit_code, 0) << m.err;
+  const std::string w = "t=3/" + t + "/" + t + " cpus=" + std::to_string(cpus) + "\n";
+  EXPECT_EQ(m.out, w + w) << m.out;
+}
+
+// What mpirun users type (issue 39): `-np N`, `-x NAME=VALUE` and `-x NAME` (this command's
+// value); a -x that names nothing to export is refused before any rank starts.
+TEST_F(LocalLaunchTest, SpeaksMpirunsOptions) {
+  RunOptions mine;
+  mine.env = {{"DLTUNE_TEST_EXPORTED", "from-here"}};
+  auto r = dltune({"-np", "2", "-x", "FOO=bar baz", "-x", "DLTUNE_TEST_EXPORTED"},
+                  {"/bin/sh", "-c", "echo \"$FOO|$DLTUNE_TEST_EXPORTED|$WORLD_SIZE\""}, mine);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "bar baz|from-here|2\nbar baz|from-here|2\n");
+  auto unset = dltune({"-n", "1", "-x", "DLTUNE_TEST_NEVER_SET"}, {"/bin/true"});
+  EXPECT_EQ(unset.exit_code, 2) << unset.err;
+  EXPECT_NE(unset.err.find("-x DLTUNE_TEST_NEVER_SET: DLTUNE_TEST_NEVER_SET is not set here"),
+            std::string::npos)
+      << unset.err;
+  auto bad = dltune({"-n", "1", "-x", "1X=2"}, {"/bin/true"});
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  EXPECT_NE(bad.err.find("-x 1X=2: expected NAME=VALUE or NAME"), std::string::npos) << bad.err;
 }
 
 // Standard input reaches rank 0 (mpirun's default); the other ranks read an empty input.
