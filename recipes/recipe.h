@@ -127,7 +127,7 @@ struct TrainingConfig {
   Scaling scaling = Scaling::kAuto;
   OptimizerConfig optimizer;
   ScheduleConfig schedule;
-  int64_t checkpoint_every = 0;  // steps between checkpoints; 0 = only at the end
+  int64_t checkpoint_every = 0;  // steps between checkpoints; 0 = a quarter of the run
   uint64_t seed = 1;
   std::string init_from;  // absolute path of a safetensors file to start from; "" = seeded init
   ParallelConfig parallel;
@@ -166,7 +166,13 @@ struct LaunchConfig {
   // The scaling efficiency's 1-rank baseline, run after a multi-rank job: auto (at most about
   // 10 % of the training's time) or off (no baseline, no efficiency).
   std::string baseline = "auto";
+  // How many times a failed job continues by itself from the run's last checkpoint (a rank
+  // that exited, was killed or hung past the communication timeout), on the same ranks; 0 =
+  // never (the launch stops and says how to --resume). Not part of the tuning key.
+  int64_t restarts = 0;
 };
+// The most restarts a recipe may ask for.
+inline constexpr int64_t kMaxRestarts = 100;
 
 struct Recipe {
   std::string name;         // `name`, default: the file name without .yaml

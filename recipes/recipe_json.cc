@@ -114,7 +114,8 @@ json recipe_view(const Recipe& r) {
                  {"binding", r.launch.binding},
                  {"memory_per_rank",
                   r.launch.memory_per_rank > 0 ? json(r.launch.memory_per_rank) : json("auto")},
-                 {"baseline", r.launch.baseline}};
+                 {"baseline", r.launch.baseline},
+                 {"restarts", r.launch.restarts}};
   return j;
 }
 

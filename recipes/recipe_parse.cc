@@ -209,10 +209,10 @@ void parse_tune(YamlReader& r, const YAML::Node& node, TuneConfig* t) {
 
 void parse_launch(YamlReader& r, const YAML::Node& node, LaunchConfig* l) {
   Fields f;
-  if (!r.fields(
-          node, "launch",
-          {"ranks", "ranks_per_node", "threads_per_rank", "binding", "memory_per_rank", "baseline"},
-          &f))
+  if (!r.fields(node, "launch",
+                {"ranks", "ranks_per_node", "threads_per_rank", "binding", "memory_per_rank",
+                 "baseline", "restarts"},
+                &f))
     return;
   r.get_int_or_auto(f, "ranks", &l->ranks);
   r.get_int_or_auto(f, "ranks_per_node", &l->ranks_per_node);
@@ -221,6 +221,7 @@ void parse_launch(YamlReader& r, const YAML::Node& node, LaunchConfig* l) {
   r.get_bytes_or_auto(f, "memory_per_rank", 1 << 20, std::numeric_limits<uint64_t>::max(),
                       &l->memory_per_rank);
   r.get_choice(f, "baseline", {"auto", "off"}, &l->baseline);
+  r.get_int(f, "restarts", 0, kMaxRestarts, &l->restarts);
 }
 
 }  // namespace dltune::recipes::internal

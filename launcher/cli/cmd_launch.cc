@@ -20,6 +20,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <optional>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 #include <sys/ioctl.h>
@@ -42,6 +44,7 @@
 #include "launcher/flow/launch_plan.h"
 #include "launcher/flow/launch_prediction.h"
 #include "launcher/flow/launch_progress.h"
+#include "launcher/flow/restarts.h"
 #include "launcher/flow/run_dir.h"
 #include "launcher/report/launch_outcome.h"
 #include "recipes/datasets.h"
@@ -57,6 +60,7 @@ using launcher::RunDir;
 struct LaunchOptions {
   launcher::JobOptions job;
   bool retune = false, no_tune = false, dry_run = false, json = false;
+  int max_restarts = -1;  // --max-restarts; -1: the recipe's launch.restarts
   std::string db, resume;
   std::vector<std::string> sets;  // --set KEY=VALUE, as given
 };
@@ -79,6 +83,7 @@ struct Launch {
   launcher::PlanChoice choice;
   launcher::LaunchPrediction prediction;
   int64_t steps = 0;  // the run's length (recipes::training_steps at the plan's batch)
+  std::vector<launcher::Restart> restarts;  // the training's, in order (launcher/flow/restarts.h)
 };
 
 // The width the summary is wrapped at: the terminal's, else 100 columns.
@@ -355,32 +360,67 @@ void announce(const Launch& L, Progress& progress) {
   progress.message("run directory: " + L.dir->path);
 }
 
-// Phase 4: the ranks, following rank 0's metrics. Returns the exit code (0: trained).
+// Phase 4: the ranks, following rank 0's metrics. A failed job continues from the run's last
+// checkpoint on the same ranks, up to launch.restarts times (launcher/flow/restarts.h). Returns
+// the exit code (0: trained).
 int train(Launch& L, Progress& progress, bool* resumed_from_checkpoint) {
   const RunDir& dir = *L.dir;
   const bool resume_ckpt = L.resumed && paths::exists(dir.checkpoint());
   *resumed_from_checkpoint = resume_ckpt;
   if (L.resumed && !resume_ckpt)
     progress.message("no checkpoint yet in " + dir.path + "; starting over");
-  progress.phase(resume_ckpt ? "training (resumed)" : "training");
-  progress.status("starting " + std::to_string(L.job.ranks) + " rank(s)");
-  int code = 0;
-  Status trained;
-  {
-    launcher::MetricsFollower follow(dir.metrics(), static_cast<long>(L.steps), &progress);
-    trained = launcher::run_ranks(L.job, "training", train_argv(L.worker, dir, resume_ckpt), &code,
-                                  dir.plan(), dir.recipe(), !L.choice.plan.placement.empty());
-  }
-  progress.finish();
-  if (!trained.ok()) {
-    std::fprintf(stderr, "dltune launch: %s\n", trained.error().message().c_str());
-    if (paths::exists(dir.checkpoint())) {
-      std::fprintf(stderr,
-                   "dltune launch: the last checkpoint is kept; continue with: dltune "
-                   "launch --resume %s\n",
-                   dir.path.c_str());
+  const int allowed =
+      L.o->max_restarts >= 0 ? L.o->max_restarts : static_cast<int>(L.job.recipe.launch.restarts);
+  bool from_checkpoint = resume_ckpt;
+  std::chrono::steady_clock::time_point failed_at;
+  for (;;) {
+    const int done = static_cast<int>(L.restarts.size());
+    progress.phase(done > 0 ? "training (restart " + std::to_string(done) + " of " +
+                                  std::to_string(allowed) + ")"
+                   : from_checkpoint ? "training (resumed)"
+                                     : "training");
+    progress.status("starting " + std::to_string(L.job.ranks) + " rank(s)");
+    int code = 0;
+    launcher::LaunchOutcome outcome;
+    Status trained;
+    std::optional<std::chrono::steady_clock::time_point> first_step;
+    {
+      launcher::MetricsFollower follow(dir.metrics(), static_cast<long>(L.steps), &progress);
+      trained =
+          launcher::run_ranks(L.job, "training", train_argv(L.worker, dir, from_checkpoint), &code,
+                              dir.plan(), dir.recipe(), !L.choice.plan.placement.empty(), &outcome);
+      follow.stop();
+      first_step = follow.first_step_at();
     }
-    return code != 0 ? code : 1;
+    progress.finish();
+    if (done > 0 && first_step) {
+      L.restarts.back().lost_s = std::chrono::duration<double>(*first_step - failed_at).count();
+    }
+    if (trained.ok()) break;
+    failed_at = std::chrono::steady_clock::now();
+    std::fprintf(stderr, "dltune launch: %s\n", trained.error().message().c_str());
+    const std::string refusal = launcher::restart_refusal(outcome, done, allowed);
+    if (!refusal.empty()) {
+      if (done > 0 && !outcome.interrupted)
+        std::fprintf(stderr, "dltune launch: not restarting again: %s\n", refusal.c_str());
+      if (paths::exists(dir.checkpoint())) {
+        std::fprintf(stderr,
+                     "dltune launch: the last checkpoint is kept; continue with: dltune "
+                     "launch --resume %s\n",
+                     dir.path.c_str());
+      }
+      return code != 0 ? code : 1;
+    }
+    launcher::Restart r;
+    r.at_s = since(L.t0);
+    r.exit_code = code;
+    r.why = outcome.message;
+    r.from_step = launcher::checkpoint_step(dir.checkpoint());
+    from_checkpoint = r.from_step > 0;
+    L.restarts.push_back(r);
+    progress.message(
+        "restart " + std::to_string(done + 1) + " of " + std::to_string(allowed) +
+        " (launch.restarts): " + launcher::restart_text(launcher::restarts_json({r}).front()));
   }
   if (Status m = engine::merge_traces(dir.trace(), L.job.ranks); !m.ok()) {
     std::fprintf(stderr, "dltune launch: no trace.json: %s\n", m.error().message().c_str());
@@ -434,6 +474,7 @@ launcher::RunFacts run_facts(const Launch& L, Progress& progress, bool resumed_f
   facts.copy_gbs = launcher::measure_copy_gbs(
       bucket > 0 ? std::min<uint64_t>(bucket, facts.gradient_bytes) : facts.gradient_bytes);
   facts.resumed_from = resumed_from_checkpoint ? dir.checkpoint() : "";
+  facts.restarts = L.restarts;
   if (L.job.recipe.data.kind == recipes::DataKind::kText) {
     auto h = engine::unigram_entropy_bits(L.job.recipe.data.path);
     if (h) facts.unigram_entropy_bits = *h;
@@ -507,7 +548,7 @@ void setup_launch(CLI::App& app, int* exit_code) {
       "show progress, write a run directory with summary and report");
   cmd->add_option("RECIPE", o->job.recipe,
                   "Recipe file or bundled recipe name (dltune recipe list)");
-  cmd->add_option("-n,--ranks", o->job.ranks, "Ranks (default: the recipe's, else auto)")
+  cmd->add_option("-n,--np,--ranks", o->job.ranks, "Ranks (default: the recipe's, else auto)")
       ->check(CLI::Range(1, 4096));
   cmd->add_option("--nodes", o->job.nodes,
                   "Nodes (slurm backend; default: the allocation's; outside one, an allocation "
@@ -519,6 +560,10 @@ void setup_launch(CLI::App& app, int* exit_code) {
   cmd->add_flag("--no-tune", o->no_tune, "Never tune: the cached plan, else the recipe's settings");
   cmd->add_option("--db", o->db, "User tuning database (default DLTUNE_DB, else XDG data)");
   cmd->add_option("--resume", o->resume, "Continue the run in RUN_DIR from its last checkpoint");
+  cmd->add_option("--max-restarts", o->max_restarts,
+                  "When the ranks fail, continue from the last checkpoint on the same ranks up "
+                  "to N times (default: the recipe's launch.restarts, else 0)")
+      ->check(CLI::Range(0, static_cast<int>(recipes::kMaxRestarts)));
   cmd->add_flag("--dry-run", o->dry_run, "Print the plan and the exact launch; start nothing");
   cmd->add_flag("--json", o->json,
                 "JSON events on standard output, one per line (errors too: {\"event\":\"error\"})");

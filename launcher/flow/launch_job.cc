@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -14,6 +15,7 @@
 #include "launcher/backend/launch_spec.h"
 #include "launcher/backend/rank_program.h"
 #include "launcher/backend/slurm_backend.h"
+#include "launcher/backend/temp_dir.h"
 #include "launcher/flow/launch_progress.h"
 #include "recipes/recipe_overrides.h"
 
@@ -136,17 +138,39 @@ Result<Job> make_job(const JobOptions& o, const topology::Topology& topo) {
 
 Status run_ranks(const Job& job, const std::string& phase, const std::vector<std::string>& argv,
                  int* exit_code, const std::string& plan_file, const std::string& recipe_file,
-                 bool placed) {
+                 bool placed, LaunchOutcome* outcome) {
   // Each launch runs in a `dltune run` child: libpmix's server cannot be started twice in one
   // process, and a launch does several (collective sweep, trials, training).
   auto self = cli::sibling_program("dltune");  // this binary
   if (!self) return self.error();
   std::vector<std::string> cmd = launch_prefix(job, plan_file, recipe_file, placed);
   cmd[0] = *self;
+  std::optional<TempDir> tmp;
+  if (outcome != nullptr) {
+    auto t = TempDir::create_in_tmp("dltune-outcome-");
+    if (!t) return std::move(t).error().wrap(phase);
+    tmp.emplace(std::move(*t));
+    cmd.insert(cmd.end() - 1, {"--outcome-file", tmp->path() + "/outcome.json"});  // before "--"
+  }
   cmd.insert(cmd.end(), argv.begin(), argv.end());
   auto rc = cli::run_to_completion(cmd, "launch");
   if (!rc) return std::move(rc).error().wrap(phase);
   if (exit_code != nullptr) *exit_code = *rc;
+  if (outcome != nullptr) {
+    auto text = paths::read_file(tmp->path() + "/outcome.json");
+    auto o = text ? outcome_from_json(*text) : Result<LaunchOutcome>(text.error());
+    if (o && o->exit_code == *rc) {
+      *outcome = std::move(*o);
+    } else {
+      *outcome = LaunchOutcome{*rc, "", cli::forwarded_signal() != 0};
+    }
+    if (*rc != 0 && !outcome->interrupted) {
+      return peer_failed(
+          phase + " failed (" +
+          (outcome->message.empty() ? "the launcher's message is above" : outcome->message) +
+          "; exit code " + std::to_string(*rc) + ")");
+    }
+  }
   if (*rc == 0) return ok_status();
   if (*rc == 130 || *rc == 143) {
     return Error{ErrorKind::kInternal,

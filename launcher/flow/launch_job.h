@@ -59,9 +59,14 @@ Result<Job> make_job(const JobOptions& options, const topology::Topology& topo);
 // With `plan_file` and `recipe_file`, the ranks get those files' text as the job's plan and
 // recipe (PMIx job data, `dltune run --plan P --recipe R`): no shared filesystem is needed for
 // them; `placed`: the plan has a placement, which binds the ranks (else launch.binding does).
+// `outcome` (optional) receives the child's outcome (`dltune run --outcome-file`): its exit
+// code, the failure's sentence naming the rank, and whether it was interrupted, which tells a
+// rank killed by SIGTERM (143) from a launch stopped by one; where the child wrote none (it
+// could not start the ranks), the exit code with no sentence.
 Status run_ranks(const Job& job, const std::string& phase, const std::vector<std::string>& argv,
                  int* exit_code = nullptr, const std::string& plan_file = "",
-                 const std::string& recipe_file = "", bool placed = false);
+                 const std::string& recipe_file = "", bool placed = false,
+                 LaunchOutcome* outcome = nullptr);
 
 // argv as a shell would need it typed ('quoted' where needed).
 std::string quote_argv(const std::vector<std::string>& argv);

@@ -98,10 +98,21 @@ MetricsFollower::MetricsFollower(std::string path, long total_steps, Progress* p
   state_.total = total_steps;
 }
 
+std::optional<std::chrono::steady_clock::time_point> MetricsFollower::first_step_at() const {
+  const int64_t ns = first_step_ns_.load();
+  if (ns == 0) return std::nullopt;
+  return std::chrono::steady_clock::time_point(std::chrono::nanoseconds(ns));
+}
+
 void MetricsFollower::on_event(const nlohmann::json& j) {
   using text::num;
-  if (progress_ == nullptr) return;
   const std::string ev = j.value("event", "");
+  if (ev == "step" && first_step_ns_.load() == 0) {
+    first_step_ns_ = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                         std::chrono::steady_clock::now().time_since_epoch())
+                         .count();
+  }
+  if (progress_ == nullptr) return;
   if (ev == "step") {
     state_.step = static_cast<long>(num(j, "step")) + 1;
     state_.loss = num(j, "loss", -1);

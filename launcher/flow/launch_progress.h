@@ -8,6 +8,10 @@
 //   training start-up (metrics.jsonl "status" events): "generating 18000 samples"
 #pragma once
 
+#include <atomic>
+#include <chrono>
+#include <optional>
+
 #include <nlohmann/json.hpp>
 
 #include "common/progress.h"
@@ -30,12 +34,16 @@ class MetricsFollower {
  public:
   MetricsFollower(std::string path, long total_steps, Progress* progress);
   void stop() { follower_.stop(); }
+  // When the first step event was seen (the follower's clock, within its polling interval);
+  // nullopt before one. Call after stop(), or accept a value that lags.
+  std::optional<std::chrono::steady_clock::time_point> first_step_at() const;
 
  private:
   void on_event(const nlohmann::json& e);
   ProgressState state_;
   Progress* progress_;
-  EventFollower follower_;  // last: its thread uses the members above
+  std::atomic<int64_t> first_step_ns_{0};  // steady_clock since its epoch; 0: none yet
+  EventFollower follower_;                 // last: its thread uses the members above
 };
 
 }  // namespace dltune::launcher

@@ -12,6 +12,7 @@
 #include "common/result.h"
 #include "launcher/flow/launch_plan.h"
 #include "launcher/flow/launch_prediction.h"
+#include "launcher/flow/restarts.h"
 #include "launcher/flow/run_dir.h"
 #include "recipes/recipe.h"
 #include "tuner/recipe_tuning.h"
@@ -33,15 +34,16 @@ struct RunFacts {
   int64_t baseline_steps = 0;  // its length, its interval and its binding (launch_job.h)
   double baseline_rel_ci = 0;
   std::string baseline_bind;
-  double baseline_seconds = 0;   // the time its steps took
-  double baseline_budget_s = 0;  // the time they were allowed (launch_job.h baseline_budget_s)
-  bool baseline_off = false;     // launch.baseline: off (not measured)
-  std::string baseline_error;    // why it was not measured ("" when it was or was not tried)
-  double wall_seconds = 0;       // the whole launch
-  uint64_t gradient_bytes = 0;   // bytes allreduced per step
-  double copy_gbs = 0;           // single-core copy bandwidth at a bucket's size, for the bound
-  LaunchPrediction prediction;   // what the models said before the run (launch_prediction.h)
-  std::string resumed_from;      // checkpoint a resumed run started from ("" none)
+  double baseline_seconds = 0;    // the time its steps took
+  double baseline_budget_s = 0;   // the time they were allowed (launch_job.h baseline_budget_s)
+  bool baseline_off = false;      // launch.baseline: off (not measured)
+  std::string baseline_error;     // why it was not measured ("" when it was or was not tried)
+  double wall_seconds = 0;        // the whole launch
+  uint64_t gradient_bytes = 0;    // bytes allreduced per step
+  double copy_gbs = 0;            // single-core copy bandwidth at a bucket's size, for the bound
+  LaunchPrediction prediction;    // what the models said before the run (launch_prediction.h)
+  std::string resumed_from;       // checkpoint a resumed run started from ("" none)
+  std::vector<Restart> restarts;  // the training's restarts (launch.restarts), in order
   // Text data: the unigram entropy of the file in bits per byte (what a model that learned
   // only byte frequencies reaches); < 0 for other data.
   double unigram_entropy_bits = -1;
@@ -61,7 +63,8 @@ MetricsLog read_metrics(const std::string& path);
 // precision, nodes, steps,
 // throughput_sps, scaling_efficiency, final_loss, heldout_accuracy, heldout_loss (per
 // prediction, nats; text data also heldout_bits_per_byte and unigram_entropy_bits; null when
-// not measured), plan_source, plan, tuning_seconds, wall_seconds, plus:
+// not measured), plan_source, plan, tuning_seconds, wall_seconds, resumed_from, run_dir,
+// "restarts" (launcher/flow/restarts.h restarts_json(): [] when none), plus:
 // - "step_time": compute_s, exposed_comm_s, other_s and total_s of the mean timed step (all
 //   measured over the same steps; total = global batch / throughput), timed_steps, and
 //   outside_steps_s (start-up, the first step, evaluation, checkpoints: once, not per step);

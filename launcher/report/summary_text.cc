@@ -225,6 +225,11 @@ std::vector<std::pair<std::string, std::string>> summary_rows(const json& s) {
   rows.emplace_back("plan", plan_source_text(s));
   plan_rows(s, par, pipelined, rows);
   prediction_rows(s, rows);
+  // Each restart (launch.restarts): when, which rank and why, where it continued from.
+  const json restarts = s.value("restarts", json::array());
+  for (size_t i = 0; restarts.is_array() && i < restarts.size(); ++i) {
+    rows.emplace_back("restart " + std::to_string(i + 1), restart_text(restarts[i]));
+  }
   for (const auto& w : s.value("warnings", json::array()))
     rows.emplace_back("warning", w.get<std::string>());
   rows.emplace_back("wall time", fixed(num(s, "wall_seconds"), 1) + " s");

@@ -465,6 +465,36 @@ TEST(LaunchOutcome, UnknownFiguresAreNullAndResumedRunsSayWhereTheirPlanIs) {
   EXPECT_NE(text.find("not measured"), std::string::npos) << text;
 }
 
+// Each restart (launch.restarts) is in summary.json and is a row of the summary (and so of
+// the report's summary table), in order.
+TEST(LaunchOutcome, EachRestartIsReported) {
+  FakeRun run(300, 2.31, 0.05);
+  EXPECT_EQ(run.summary()["restarts"], nlohmann::json::array());
+  Restart a;
+  a.at_s = 12.34;
+  a.exit_code = 137;
+  a.why = "rank 1 on n0 was killed by signal 9 (SIGKILL)";
+  a.from_step = 30;
+  a.lost_s = 2.06;
+  Restart b;
+  b.at_s = 20;
+  b.exit_code = 3;
+  run.facts.restarts = {a, b};
+  const auto s = run.summary();
+  ASSERT_EQ(s["restarts"].size(), 2u) << s.dump(1);
+  EXPECT_EQ(s["restarts"][0]["why"], a.why);
+  const std::string text = format_summary(s, 200);
+  const size_t first = text.find(
+      "  restart 1          at 12.3 s: rank 1 on n0 was killed by "
+      "signal 9 (SIGKILL); continued from the checkpoint at step 30");
+  const size_t second = text.find(
+      "  restart 2          at 20.0 s: the ranks failed with exit "
+      "code 3; continued from the start (no checkpoint yet)");
+  EXPECT_NE(first, std::string::npos) << text;
+  EXPECT_NE(second, std::string::npos) << text;
+  EXPECT_LT(first, second) << text;
+}
+
 // The summary wraps at the width asked for, between words, under its value column.
 TEST(LaunchOutcome, WrappingKeepsWordsWhole) {
   EXPECT_EQ(wrap_words("one two three four", 9, 2), "one two\n  three\n  four");

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `dltune launch` end to end on this machine (local backend, 2 ranks): tune + train + run
-# directory, a cached second run, --retune, --dry-run, --json, bad recipes, and an interrupted
-# run resumed to the same final parameters as an uninterrupted one.
+# directory, a cached second run, --retune, --dry-run, --json, bad recipes, an interrupted
+# run resumed to the same final parameters as an uninterrupted one, and a run that loses a rank
+# and restarts by itself (launch.restarts) to those parameters too.
 # Usage: launch_test.sh DLTUNE_BINARY SOURCE_DIR
 set -u
 dltune=$1
@@ -259,4 +260,58 @@ rc=$?
 cmp "$ref/checkpoints/checkpoint.bin" "$cut/checkpoints/checkpoint.bin" ||
   fail "resumed run ended with other parameters than the uninterrupted one"
 [ "$(field "$cut/summary.json" "['steps']")" = 80 ] || fail "resumed summary steps"
+
+# 7. launch.restarts (issue 40): rank 1 SIGKILLed after step 25 (a checkpoint every 10 steps).
+#    With restarts 2 the launch continues by itself from the checkpoint, exits 0 with the
+#    uninterrupted run's final parameters, and its summary says when, which rank, why, from
+#    which step and how long it took; --max-restarts 0 overrides the recipe: it stops as before.
+# kill_rank_when_trained PREVIOUS_RUN LAUNCH_OUTPUT: waits for a run newer than PREVIOUS_RUN to
+# pass step 25 with a checkpoint, then SIGKILLs its rank 1 (the worker whose PMIX_RANK is 1).
+kill_rank_when_trained() {
+  local r victim=
+  for _ in $(seq 1 600); do
+    r=$(newest_run)
+    if [ "$r" != "$1" ] && [ -s "$r/checkpoints/checkpoint.bin" ] &&
+       [ "$(grep -c '"event":"step"' "$r/metrics.jsonl" 2>/dev/null)" -ge 25 ]; then
+      for p in $(pgrep -f "dltune-worker train --run-dir $r"); do
+        if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "PMIX_RANK=1"; then victim=$p; fi
+      done
+      [ -n "$victim" ] && break
+    fi
+    sleep 0.1
+  done
+  [ -n "$victim" ] || fail "the run never reached step 25 with rank 1 running: $(cat "$2")"
+  kill -9 "$victim"
+}
+prev=$(newest_run)
+"$dltune" launch "$tiny" --no-tune --set launch.restarts=2 >"$tmp/out7a" 2>&1 &
+pid=$!
+kill_rank_when_trained "$prev" "$tmp/out7a"
+wait $pid || fail "the launch with launch.restarts 2 exited $? after losing a rank: $(cat "$tmp/out7a")"
+rs=$(newest_run)
+cmp "$ref/checkpoints/checkpoint.bin" "$rs/checkpoints/checkpoint.bin" ||
+  fail "the restarted run ended with other parameters than the uninterrupted one"
+python3 - "$rs/summary.json" <<'PY' || fail "the restart is not in summary.json: $(cat "$rs/summary.json")"
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert s["steps"] == 80, s["steps"]
+r = s["restarts"]
+assert len(r) == 1, r
+r = r[0]
+assert r["exit_code"] == 137 and "rank 1" in r["why"] and "signal 9" in r["why"], r
+assert r["from_step"] >= 20 and r["from_step"] % 10 == 0, r
+assert r["lost_s"] is not None and 0 < r["lost_s"] < 60, r
+PY
+grep -q "restart 1 of 2 (launch.restarts): at .* s: rank 1 .* killed by signal 9" "$tmp/out7a" ||
+  fail "the progress did not say it restarts: $(cat "$tmp/out7a")"
+grep -q "^  restart 1 .*rank 1 on .*; continued from the" "$tmp/out7a" ||
+  fail "the summary has no restart row: $(cat "$tmp/out7a")"
+"$dltune" launch "$tiny" --no-tune --set launch.restarts=2 --max-restarts 0 >"$tmp/out7b" 2>&1 &
+pid=$!
+kill_rank_when_trained "$rs" "$tmp/out7b"
+wait $pid
+rc=$?
+[ $rc -eq 137 ] || fail "--max-restarts 0: the launch exited $rc, not the killed rank's 137: $(cat "$tmp/out7b")"
+grep -q "dltune launch --resume" "$tmp/out7b" || fail "--max-restarts 0: no resume hint: $(cat "$tmp/out7b")"
+grep -q "restart 1" "$tmp/out7b" && fail "--max-restarts 0 restarted: $(cat "$tmp/out7b")"
 echo "launch: all checks passed"

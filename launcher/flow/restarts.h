@@ -1,0 +1,46 @@
+// A job that continues by itself after a failure (issue 40, launch.restarts): when its ranks
+// fail, the launch starts them again on the same ranks from the run directory's last
+// checkpoint, up to launch.restarts times. The checkpoint holds the parameters, the optimizer
+// state, the data order and the RNG state, so the restarted job ends with the same parameters
+// as one that never failed (as `dltune launch --resume` does); the steps after the checkpoint
+// are done again. An interrupt (the user's Ctrl-C or SIGTERM to the launch) is never restarted.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "launcher/backend/launch_spec.h"
+
+namespace dltune::launcher {
+
+// One restart, as the summary reports it.
+struct Restart {
+  double at_s = 0;        // the failed attempt's end, seconds into the launch
+  int exit_code = 0;      // the failed attempt's (as mpirun's: the rank's code, 128 + signal)
+  std::string why;        // `dltune run`'s sentence naming the rank and the cause ("" unknown)
+  int64_t from_step = 0;  // the checkpoint's step the next attempt continued from (0: the start)
+  double lost_s = -1;     // from the failure to the next attempt's first step (< 0: no step)
+};
+
+// Why the launch must not restart after a failed attempt whose outcome is `o`, having
+// restarted `done` times of `allowed`: "" when it restarts; else the reason ("interrupted",
+// "launch.restarts is 0", "the 2 restarts of launch.restarts are used up").
+std::string restart_refusal(const LaunchOutcome& o, int done, int allowed);
+
+// The step of the checkpoint in `path` (its header only; 0 when there is none or it cannot be
+// read: the next attempt then starts from the beginning).
+int64_t checkpoint_step(const std::string& path);
+
+// summary.json's "restarts": [{"at_s", "exit_code", "why", "from_step", "lost_s" (null: the
+// attempt after it trained no step)}].
+nlohmann::json restarts_json(const std::vector<Restart>& restarts);
+
+// One restart as a sentence for the summary and the progress display: "at 12.3 s: rank 1 on
+// node1 was killed by signal 9 (SIGKILL); continued from the checkpoint at step 30, training
+// again 2.1 s after the failure". `r` as restarts_json() writes it.
+std::string restart_text(const nlohmann::json& r);
+
+}  // namespace dltune::launcher

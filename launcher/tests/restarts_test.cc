@@ -1,0 +1,97 @@
+// A job's restarts (launch.restarts, launcher/flow/restarts.h): when a failed attempt is
+// restarted, where it continues from, and how the summary reports it; and the outcome file
+// `dltune run --outcome-file` writes for the launch to decide with.
+#include "launcher/flow/restarts.h"
+
+#include <fstream>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "engine/io/checkpoint.h"
+#include "launcher/backend/temp_dir.h"
+
+namespace dltune::launcher {
+namespace {
+
+using json = nlohmann::json;
+
+TEST(Restarts, RestartsRankFailuresWhileAnyAreLeftButNeverAnInterrupt) {
+  const LaunchOutcome killed{137, "rank 1 on n0 was killed by signal 9 (SIGKILL)", false};
+  EXPECT_EQ(restart_refusal(killed, 0, 2), "");
+  EXPECT_EQ(restart_refusal(killed, 1, 2), "");
+  EXPECT_EQ(restart_refusal(killed, 2, 2), "the 2 restarts of launch.restarts are used up");
+  EXPECT_EQ(restart_refusal(killed, 1, 1), "the 1 restart of launch.restarts is used up");
+  EXPECT_EQ(restart_refusal(killed, 0, 0), "launch.restarts is 0");
+  // A rank killed by SIGTERM exits 143 as an interrupted launch does: only the flag tells.
+  const LaunchOutcome term{143, "rank 0 on n0 was killed by signal 15 (SIGTERM)", false};
+  EXPECT_EQ(restart_refusal(term, 0, 2), "");
+  const LaunchOutcome interrupted{143, "interrupted", true};
+  EXPECT_EQ(restart_refusal(interrupted, 0, 2), "interrupted");
+}
+
+TEST(Restarts, OutcomeFileRoundTripsAndRefusesWhatItDidNotWrite) {
+  const LaunchOutcome o{137, "rank 1 on \"n0\" was killed by signal 9 (SIGKILL)", false};
+  auto back = outcome_from_json(outcome_to_json(o));
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_EQ(back->exit_code, 137);
+  EXPECT_EQ(back->message, o.message);
+  EXPECT_FALSE(back->interrupted);
+  for (const char* bad : {"", "{", "[]", "{\"hello\":1}",
+                          "{\"exit_code\":\"1\",\"message\":\"\",\"interrupted\":false}",
+                          "{\"exit_code\":-1,\"message\":\"\",\"interrupted\":false}",
+                          "{\"exit_code\":256,\"message\":\"\",\"interrupted\":false}",
+                          "{\"exit_code\":1,\"message\":2,\"interrupted\":false}",
+                          "{\"exit_code\":1,\"message\":\"\",\"interrupted\":1}"}) {
+    auto r = outcome_from_json(bad);
+    EXPECT_FALSE(r.ok()) << bad;
+  }
+}
+
+TEST(Restarts, ContinuesFromTheCheckpointsStepOrFromTheStart) {
+  auto dir = TempDir::create_in_tmp("dltune-restarts-test-");
+  ASSERT_TRUE(dir.ok());
+  const std::string path = dir->path() + "/checkpoint.bin";
+  EXPECT_EQ(checkpoint_step(path), 0);  // none yet: from the start
+  engine::Checkpoint ck;
+  ck.model = "lenet";
+  ck.step = 30;
+  ck.params = {1.0f, 2.0f};
+  ck.slots = {{0.5f, 0.25f}};
+  ASSERT_TRUE(engine::save_checkpoint(path, ck).ok());
+  EXPECT_EQ(checkpoint_step(path), 30);
+  std::ofstream(path, std::ios::trunc) << "not a checkpoint";
+  EXPECT_EQ(checkpoint_step(path), 0);  // unreadable: the ranks would refuse it too
+}
+
+TEST(Restarts, TheSummarySaysWhenWhichRankWhyAndWhereItContinued) {
+  Restart a;
+  a.at_s = 12.34;
+  a.exit_code = 137;
+  a.why = "rank 1 on n0 was killed by signal 9 (SIGKILL)";
+  a.from_step = 30;
+  a.lost_s = 2.06;
+  Restart b;  // no sentence, no checkpoint, and no step trained after it
+  b.at_s = 20;
+  b.exit_code = 3;
+  const json j = restarts_json({a, b});
+  ASSERT_EQ(j.size(), 2u);
+  EXPECT_EQ(j[0]["exit_code"], 137);
+  EXPECT_EQ(j[0]["from_step"], 30);
+  EXPECT_TRUE(j[1]["lost_s"].is_null());
+  EXPECT_EQ(restart_text(j[0]),
+            "at 12.3 s: rank 1 on n0 was killed by signal 9 (SIGKILL); continued from the "
+            "checkpoint at step 30, training again 2.1 s after the failure");
+  EXPECT_EQ(restart_text(j[1]),
+            "at 20.0 s: the ranks failed with exit code 3; continued from the start (no "
+            "checkpoint yet)");
+  // A hand-edited summary.json never throws: wrong types read as absent.
+  EXPECT_EQ(restart_text(json::array()), "");
+  EXPECT_EQ(restart_text({{"why", 5}, {"at_s", "x"}, {"exit_code", 1}}),
+            "at 0.0 s: the ranks failed with exit code 1; continued from the start (no "
+            "checkpoint yet)");
+}
+
+}  // namespace
+}  // namespace dltune::launcher
