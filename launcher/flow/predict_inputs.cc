@@ -169,7 +169,8 @@ Result<CommChoice> comm_source(const PredictOptions& o, const std::optional<pred
 }  // namespace
 
 Result<predict::ComputeProfile> profile_here(const std::string& target, bool is_recipe, int batch,
-                                             int steps, const predict::ModelCosts& model) {
+                                             int steps, const predict::ModelCosts& model,
+                                             int threads) {
   auto worker = cli::sibling_program("dltune-worker");
   if (!worker) return worker.error();
   auto dir = TempDir::create_in_tmp("dltune-predict-");
@@ -183,6 +184,8 @@ Result<predict::ComputeProfile> profile_here(const std::string& target, bool is_
                                    std::to_string(batch),
                                    "--steps",
                                    std::to_string(steps),
+                                   "--threads",
+                                   std::to_string(std::max(1, threads)),
                                    "--out",
                                    out};
   auto rc = cli::run_to_completion(argv, "predict");
@@ -196,9 +199,10 @@ Result<predict::ComputeProfile> profile_here(const std::string& target, bool is_
   if (!text) return text.error();
   auto j = nlohmann::json::parse(*text, nullptr, false);
   if (j.is_discarded()) return internal_error("dltune-worker profile wrote no JSON");
-  return predict::profile_from_json(j, model,
-                                    "measured here by dltune-worker profile (" +
-                                        std::to_string(steps) + " steps, 1 BLAS thread)");
+  return predict::profile_from_json(
+      j, model,
+      "measured here by dltune-worker profile (" + std::to_string(steps) + " steps, " +
+          std::to_string(std::max(1, threads)) + " thread" + (threads > 1 ? "s)" : ")"));
 }
 
 Result<std::vector<int>> parse_node_list(const std::string& text) {

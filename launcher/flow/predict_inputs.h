@@ -46,10 +46,12 @@ Result<predict::Link> parse_link(const std::string& text, const std::string& fla
                                  double default_us, double efficiency);
 
 // One rank's compute measured here: dltune-worker profile of `target` (a recipe when
-// `is_recipe`, else a built-in model) at `batch`, `steps` timed steps. Errors: the run failing
-// (exit 2 when it found bad input, else 1).
+// `is_recipe`, else a built-in model) at `batch`, `steps` timed steps, on `threads` threads (the
+// rank's: a launch's ranks train on their binding's cores). Errors: the run failing (exit 2 when
+// it found bad input, else 1).
 Result<predict::ComputeProfile> profile_here(const std::string& target, bool is_recipe, int batch,
-                                             int steps, const predict::ModelCosts& model);
+                                             int steps, const predict::ModelCosts& model,
+                                             int threads = 1);
 
 // Resolves everything; measuring this machine's compute runs dltune-worker profile (seconds).
 // Errors: bad options and files (invalid_input / not_found, exit 2), a profile run that fails
