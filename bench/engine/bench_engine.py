@@ -516,7 +516,9 @@ def main():
     shutil.rmtree(work, ignore_errors=True)
 
     print(f"dltune: `dltune launch` processes, allreduce {a.algo}, bucket {BUCKET}, overlap on; "
-          f"PyTorch: 1 process / DDP (gloo) 2 processes; 1 thread per rank")
+          f"PyTorch: 1 process / DDP (gloo) 2 processes; 1 thread per rank on both sides "
+          f"(launch.threads_per_rank 1; torch.set_num_threads(1)); every thread count: the "
+          f"best-modes part")
     print("figures taken on a shared 2-core machine: compare paired ratios, not single medians")
     for label, model, b in WEAK:
         print(f"weak scaling {model} b{b}: dltune processes {med(eff[label]):.2f} "

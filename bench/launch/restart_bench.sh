@@ -24,6 +24,8 @@ dltune="$build/bin/dltune"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export DLTUNE_DB=$tmp/db.sqlite DLTUNE_RUNS_DIR=$tmp/runs DLTUNE_NO_PROGRESS=1 DLTUNE_SITE_DB=
+# shellcheck source=tests/launch/kill_rank.sh
+. "$src/tests/launch/kill_rank.sh"
 newest_run() { ls -dt "$DLTUNE_RUNS_DIR"/*/ 2>/dev/null | head -1 | sed 's|/$||'; }
 
 "$dltune" launch "$recipe" >"$tmp/tune.out" 2>&1 || { echo "tuning failed:"; cat "$tmp/tune.out"; exit 1; }
@@ -35,19 +37,7 @@ for i in $(seq 1 "$runs"); do
   prev=$(newest_run)
   "$dltune" launch "$recipe" --no-tune --set launch.restarts=2 >"$tmp/run$i.out" 2>&1 &
   pid=$!
-  victim=
-  for _ in $(seq 1 1200); do
-    r=$(newest_run)
-    if [ "$r" != "$prev" ] && [ -s "$r/checkpoints/checkpoint.bin" ] &&
-       [ "$(grep -c '"event":"step"' "$r/metrics.jsonl" 2>/dev/null)" -ge 25 ]; then
-      for p in $(pgrep -f "dltune-worker train --run-dir $r"); do
-        if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "PMIX_RANK=1"; then victim=$p; fi
-      done
-      [ -n "$victim" ] && break
-    fi
-    sleep 0.1
-  done
-  [ -n "$victim" ] && kill -9 "$victim"
+  victim=$(kill_rank_when_trained "$DLTUNE_RUNS_DIR" "$prev" 1 25)
   if ! wait $pid || [ -z "$victim" ]; then
     completes=0
     echo "run $i: did not complete (victim '${victim}'):"
@@ -62,4 +52,6 @@ for i in $(seq 1 "$runs"); do
 done
 median=$(printf '%s\n' "${lost[@]:-}" | sort -g | awk '{a[NR]=$1} END{if(NR==0){print "nan"} else if(NR%2){print a[(NR+1)/2]} else {print (a[NR/2]+a[NR/2+1])/2}}')
 max=$(printf '%s\n' "${lost[@]:-}" | sort -g | tail -1)
+echo "no peer: each restarted run against the same job run uninterrupted in this bench (torchrun's"
+echo "--max-restarts restarts from the program's own checkpoint, which is the program's to write)"
 echo "summary: restart_completes=$completes restart_same_shape_bitwise=$bitwise restart_seconds=$median restart_seconds_max=${max:-nan} runs=$runs"

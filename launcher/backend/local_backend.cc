@@ -90,7 +90,8 @@ EnvBlock rank_environment(const LaunchSpec& spec, int rank, const TempDir& tmp,
   // More ranks than CPUs: Open MPI must yield the core while it waits, as mpirun
   // --oversubscribe makes it do. Direct-launched ranks cannot tell, and spun: 4 ranks on 2
   // cores took 5-18 ms per MPI_Allreduce of 4 B-1 MiB, against 4-560 us under mpirun.
-  if (spec.nranks > usable_cpus()) env.set("OMPI_MCA_mpi_yield_when_idle", "1", false);
+  const int cpus = usable_cpus();
+  if (spec.nranks > cpus) env.set("OMPI_MCA_mpi_yield_when_idle", "1", false);
   if (geteuid() == 0) {
     env.set("OMPI_ALLOW_RUN_AS_ROOT", "1", false);
     env.set("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", false);
@@ -104,7 +105,7 @@ EnvBlock rank_environment(const LaunchSpec& spec, int rank, const TempDir& tmp,
     for (const auto& [k, v] : topology::rank_env(*topo, *place)) env.set(k, v, false);
   }
   const int bound = place != nullptr ? static_cast<int>(place->cpus.size()) : 0;
-  for (const auto& [k, v] : thread_env(bound, usable_cpus(), spec.nranks)) env.set(k, v, false);
+  for (const auto& [k, v] : thread_env(bound, cpus, spec.nranks)) env.set(k, v, false);
   for (const auto& [k, v] : spec.extra_env) env.set(k, v);
   return env;
 }

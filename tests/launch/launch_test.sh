@@ -265,28 +265,13 @@ cmp "$ref/checkpoints/checkpoint.bin" "$cut/checkpoints/checkpoint.bin" ||
 #    With restarts 2 the launch continues by itself from the checkpoint, exits 0 with the
 #    uninterrupted run's final parameters, and its summary says when, which rank, why, from
 #    which step and how long it took; --max-restarts 0 overrides the recipe: it stops as before.
-# kill_rank_when_trained PREVIOUS_RUN LAUNCH_OUTPUT: waits for a run newer than PREVIOUS_RUN to
-# pass step 25 with a checkpoint, then SIGKILLs its rank 1 (the worker whose PMIX_RANK is 1).
-kill_rank_when_trained() {
-  local r victim=
-  for _ in $(seq 1 600); do
-    r=$(newest_run)
-    if [ "$r" != "$1" ] && [ -s "$r/checkpoints/checkpoint.bin" ] &&
-       [ "$(grep -c '"event":"step"' "$r/metrics.jsonl" 2>/dev/null)" -ge 25 ]; then
-      for p in $(pgrep -f "dltune-worker train --run-dir $r"); do
-        if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "PMIX_RANK=1"; then victim=$p; fi
-      done
-      [ -n "$victim" ] && break
-    fi
-    sleep 0.1
-  done
-  [ -n "$victim" ] || fail "the run never reached step 25 with rank 1 running: $(cat "$2")"
-  kill -9 "$victim"
-}
+# shellcheck source=tests/launch/kill_rank.sh
+. "$src/tests/launch/kill_rank.sh"
 prev=$(newest_run)
 "$dltune" launch "$tiny" --no-tune --set launch.restarts=2 >"$tmp/out7a" 2>&1 &
 pid=$!
-kill_rank_when_trained "$prev" "$tmp/out7a"
+kill_rank_when_trained "$DLTUNE_RUNS_DIR" "$prev" 1 25 >/dev/null ||
+  fail "the run never reached step 25 with rank 1 running: $(cat "$tmp/out7a")"
 wait $pid || fail "the launch with launch.restarts 2 exited $? after losing a rank: $(cat "$tmp/out7a")"
 rs=$(newest_run)
 cmp "$ref/checkpoints/checkpoint.bin" "$rs/checkpoints/checkpoint.bin" ||
@@ -308,7 +293,8 @@ grep -q "^  restart 1 .*rank 1 on .*; continued from the" "$tmp/out7a" ||
   fail "the summary has no restart row: $(cat "$tmp/out7a")"
 "$dltune" launch "$tiny" --no-tune --set launch.restarts=2 --max-restarts 0 >"$tmp/out7b" 2>&1 &
 pid=$!
-kill_rank_when_trained "$rs" "$tmp/out7b"
+kill_rank_when_trained "$DLTUNE_RUNS_DIR" "$rs" 1 25 >/dev/null ||
+  fail "the run never reached step 25 with rank 1 running: $(cat "$tmp/out7b")"
 wait $pid
 rc=$?
 [ $rc -eq 137 ] || fail "--max-restarts 0: the launch exited $rc, not the killed rank's 137: $(cat "$tmp/out7b")"
