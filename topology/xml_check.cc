@@ -40,9 +40,12 @@ struct Bitmap {
 };
 
 // hwloc_bitmap_sscanf's format, strictly: comma-separated words of 1 to 8 hex digits after
-// "0x" (an empty word is 0), most significant first, optionally after "0xf...f".
+// "0x" (an empty word is 0), most significant first, optionally after "0xf...f". The string
+// must not start with a comma: hwloc counts its words from the second character, and one
+// word too many fails an assert() in hwloc 2.9 (found by fuzzing: cpuset=",0x1").
 std::optional<Bitmap> parse_bitmap(std::string_view s, size_t max_words) {
   Bitmap b;
+  if (s.starts_with(',')) return std::nullopt;
   if (s.starts_with("0xf...f")) {
     b.infinite = true;
     s.remove_prefix(7);
@@ -126,6 +129,7 @@ class Checker {
     if (std::find(kElements.begin(), kElements.end(), e.name) == kElements.end()) {
       return "unknown element <" + e.name.substr(0, 40) + ">";
     }
+    if (std::string m = other_bitmaps(e); !m.empty()) return m;
     Open o;
     if (stack_.empty()) {
       if (e.name != "topology") return "the document element is <" + e.name + ">, not <topology>";
@@ -141,6 +145,21 @@ class Checker {
   bool has_root() const { return roots_ == 1; }
 
  private:
+  // The bitmaps hwloc 2.9 reads outside <object>: a CPU kind's cpuset and a memory
+  // attribute value's initiator_cpuset. Only their form is checked; hwloc ignores ones that
+  // name no PU.
+  std::string other_bitmaps(const XmlEvent& e) const {
+    const char* attr = e.name == "cpukind"         ? "cpuset"
+                       : e.name == "memattr_value" ? "initiator_cpuset"
+                                                   : nullptr;
+    if (attr == nullptr) return "";
+    const std::string* v = e.attribute(attr);
+    if (v == nullptr || parse_bitmap(*v, max_words()).has_value()) return "";
+    return "<" + e.name + "> has " + attr + " \"" + v->substr(0, 40) +
+           "\", not an hwloc bitmap such as 0x000000ff,0xffffffff";
+  }
+  size_t max_words() const { return (limits_.max_value_bytes / 11) + 1; }
+
   std::string object(const XmlEvent& e, Open* o) {
     const Open& parent = stack_.back();
     if (parent.kind == Open::kOther) return "an <object> inside another element than <object>";
@@ -160,14 +179,13 @@ class Checker {
         return what + " has " + index + " \"" + v->substr(0, 20) + "\", not a small integer";
       }
     }
-    const size_t max_words = (limits_.max_value_bytes / 11) + 1;
     for (int i = 0; i < 4; ++i) {
       const std::string* v = e.attribute(kSetNames[i]);
       if (v == nullptr) {
         if (*side == Side::kIo) continue;
         return what + " has no " + kSetNames[i] + " attribute";
       }
-      auto b = parse_bitmap(*v, max_words);
+      auto b = parse_bitmap(*v, max_words());
       if (!b) {
         return what + " has " + kSetNames[i] + " \"" + v->substr(0, 40) +
                "\", not an hwloc bitmap such as 0x000000ff,0xffffffff";
@@ -179,7 +197,7 @@ class Checker {
     for (const auto& [name, complete] : {std::pair{"allowed_cpuset", 1}, {"allowed_nodeset", 3}}) {
       const std::string* v = e.attribute(name);
       if (v == nullptr) continue;
-      auto b = parse_bitmap(*v, max_words);
+      auto b = parse_bitmap(*v, max_words());
       if (!b) {
         return what + " has " + name + " \"" + v->substr(0, 40) +
                "\", not an hwloc bitmap such as 0x000000ff,0xffffffff";
