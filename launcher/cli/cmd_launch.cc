@@ -44,6 +44,7 @@
 #include "launcher/flow/launch_plan.h"
 #include "launcher/flow/launch_prediction.h"
 #include "launcher/flow/launch_progress.h"
+#include "launcher/flow/reshape.h"
 #include "launcher/flow/restarts.h"
 #include "launcher/flow/run_dir.h"
 #include "launcher/report/launch_outcome.h"
@@ -77,7 +78,11 @@ struct Launch {
   std::string recipe_file;               // the recipe as the user named it
   std::optional<launcher::TempDir> tmp;  // the recipe as run before the run directory holds it
   std::optional<RunDir> resumed;         // --resume's run directory
-  std::optional<RunDir> dir;             // the run directory
+  // --resume on another shape (launcher/flow/reshape.h): the run's plan until now, and what
+  // changed.
+  std::optional<recipes::Plan> old_plan;
+  std::optional<launcher::Reshape> reshape;
+  std::optional<RunDir> dir;                            // the run directory
   std::optional<launcher::RunDirGuard> unless_trained;  // a refused launch leaves no run dir
   launcher::NodeMachines machines;
   launcher::PlanChoice choice;
@@ -227,12 +232,16 @@ Status choose_new(Launch& L, Progress& progress, const tuner::db::Layers& layers
   req.job = L.job.shape;
   req.topo = L.topo;
   req.layers = layers;
-  req.retune = o.retune;
-  req.no_tune = o.no_tune || o.dry_run;
+  req.retune = o.retune && !L.resumed;
+  // A run continued on another shape takes the new shape's cached plan or the recipe's own
+  // settings: it is not tuned (a short tuning within a restart budget is not built yet).
+  req.no_tune = o.no_tune || o.dry_run || L.resumed;
   req.dry_run = o.dry_run;
   req.trial_layouts = [&L] { return trial_layouts(L); };
   req.progress = o.dry_run ? nullptr : &progress;
-  if (!o.dry_run) {
+  if (L.resumed) {
+    L.dir = L.resumed;
+  } else if (!o.dry_run) {
     auto rd = launcher::create_run_dir(env::get(env::kRunsDir), L.job.recipe.name);
     if (!rd) return rd.error();
     L.dir = *rd;
@@ -261,8 +270,14 @@ Status choose_new(Launch& L, Progress& progress, const tuner::db::Layers& layers
   if (!c) return c.error();
   L.choice = std::move(*c);
   L.choice.notes.insert(L.choice.notes.begin(), L.job.notes.begin(), L.job.notes.end());
+  if (L.old_plan) launcher::carry_training(*L.old_plan, &L.choice.plan, &*L.reshape);
   DLTUNE_TRY(lay_out(L, &L.choice.plan));
   place(L, &L.choice.plan);
+  if (L.reshape && L.choice.plan.parallel.pipelined()) {
+    L.reshape->changes.push_back("a pipeline of " + std::to_string(L.choice.plan.parallel.stages) +
+                                 " stages x " + std::to_string(L.choice.plan.parallel.replicas) +
+                                 " replicas");
+  }
   if (L.choice.plan.parallel.stages > 1)
     L.choice.notes.push_back("layout: " + L.choice.plan.parallel.reason);
   if (o.dry_run && L.choice.source != "cache") L.choice.source = "default";
@@ -283,9 +298,16 @@ Status choose(Launch& L, Progress& progress) {
     auto text = paths::read_file(L.resumed->plan());
     auto plan = text ? recipes::parse_plan(*text) : Result<recipes::Plan>(text.error());
     if (!plan) return plan.error().wrap(L.resumed->plan());
-    L.choice.plan = *plan;
-    L.choice.source = std::string(recipes::plan_source_name(plan->provenance.source));
-    L.dir = L.resumed;
+    if (launcher::needs_reshape(*plan, L.job.shape)) {
+      DLTUNE_TRY_CTX(launcher::check_reshape(*plan, L.job.ranks), "--resume " + L.o->resume);
+      L.old_plan = *plan;
+      L.reshape.emplace();
+      DLTUNE_TRY(choose_new(L, progress, *layers));
+    } else {
+      L.choice.plan = *plan;
+      L.choice.source = std::string(recipes::plan_source_name(plan->provenance.source));
+      L.dir = L.resumed;
+    }
   } else {
     DLTUNE_TRY(choose_new(L, progress, *layers));
   }
@@ -307,15 +329,22 @@ int dry_run(Launch& L) {
   d.no_tune = L.o->no_tune;
   d.json = L.o->json;
   d.cores_per_node = L.cores;
+  if (L.resumed) d.resumed = L.resumed->path;
+  if (L.reshape) d.reshaped = launcher::reshape_text(launcher::reshape_json(*L.reshape));
   launcher::print_dry_run(d);
   return 0;
 }
 
 // Phase 3: what the ranks run (plan.json; recipe.yaml is there since phase 2) and how they
-// were started (launch.json).
+// were started (launch.json). A run continued on another shape keeps its plan until then as
+// plan.previous.json.
 Status record(const Launch& L) {
-  if (L.resumed) return ok_status();
+  if (L.resumed && !L.reshape) return ok_status();
   const RunDir& dir = *L.dir;
+  if (L.reshape) {
+    DLTUNE_TRY(paths::write_file_atomic(dir.file("plan.previous.json"),
+                                        recipes::serialize_plan(*L.old_plan)));
+  }
   DLTUNE_TRY(paths::write_file_atomic(dir.plan(), recipes::serialize_plan(L.choice.plan)));
   const nlohmann::json lj = {
       {"recipe", L.job.recipe.name},
@@ -335,7 +364,11 @@ void announce(const Launch& L, Progress& progress) {
   if (!L.resumed) {
     for (const auto& n : choice.notes) progress.message(n);
   }
-  if (L.resumed) {
+  if (L.reshape) {
+    progress.message("plan: planned again for the new shape, resuming " + L.dir->path);
+    const std::string what = launcher::reshape_text(launcher::reshape_json(*L.reshape));
+    progress.message("  " + launcher::wrap_words(what, width - 2, 2));
+  } else if (L.resumed) {
     progress.message("plan: the run directory's plan.json (resuming " + L.dir->path + ")");
   } else if (choice.source == "cache") {
     progress.message("plan: cached in " + choice.db_path +
@@ -475,6 +508,7 @@ launcher::RunFacts run_facts(const Launch& L, Progress& progress, bool resumed_f
       bucket > 0 ? std::min<uint64_t>(bucket, facts.gradient_bytes) : facts.gradient_bytes);
   facts.resumed_from = resumed_from_checkpoint ? dir.checkpoint() : "";
   facts.restarts = L.restarts;
+  if (L.reshape) facts.reshaped = launcher::reshape_json(*L.reshape);
   if (L.job.recipe.data.kind == recipes::DataKind::kText) {
     auto h = engine::unigram_entropy_bits(L.job.recipe.data.path);
     if (h) facts.unigram_entropy_bits = *h;

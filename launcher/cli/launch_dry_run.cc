@@ -33,7 +33,9 @@ std::string oversubscription_warning(const Job& job, int cores, int nodes_per_ma
 void print_dry_run(const DryRun& d) {
   const Job& job = *d.job;
   const PlanChoice& choice = *d.choice;
-  const std::string run_dir = env::get(env::kRunsDir) + "/" + job.recipe.name + "-<UTC time>";
+  const std::string run_dir = !d.resumed.empty()
+                                  ? d.resumed
+                                  : env::get(env::kRunsDir) + "/" + job.recipe.name + "-<UTC time>";
   // As a launch runs them: the plan and the recipe as run reach the ranks as the job's (PMIx
   // job data), the rest is the run directory's.
   std::vector<std::string> cmd =
@@ -41,7 +43,8 @@ void print_dry_run(const DryRun& d) {
                     !choice.plan.placement.empty());
   const std::vector<std::string> ranks = {d.worker, "train", "--run-dir", run_dir};
   cmd.insert(cmd.end(), ranks.begin(), ranks.end());
-  const bool tunes = choice.source != "cache" && !d.no_tune && job.recipe.tune.budget_seconds > 0;
+  const bool tunes = choice.source != "cache" && !d.no_tune && d.resumed.empty() &&
+                     job.recipe.tune.budget_seconds > 0;
   size_t candidates = 0;
   if (tunes) {
     auto c = tuner::generate_candidates(job.recipe, job.shape);
@@ -68,6 +71,8 @@ void print_dry_run(const DryRun& d) {
                         {"command", cmd},
                         {"notes", choice.notes}};
     if (!warning.empty()) j["warnings"] = {warning};
+    if (!d.resumed.empty()) j["resumed"] = d.resumed;
+    if (!d.reshaped.empty()) j["reshaped"] = d.reshaped;
     std::printf("%s\n", j.dump().c_str());
     return;
   }
@@ -83,7 +88,12 @@ void print_dry_run(const DryRun& d) {
   for (const std::string& n : choice.notes) {
     std::printf("note:    %s\n", strings::printable(n, "").c_str());
   }
-  if (choice.source == "cache") {
+  if (!d.reshaped.empty()) {
+    std::printf("plan:    planned again for the new shape: %s:\n",
+                strings::printable(d.reshaped, "").c_str());
+  } else if (!d.resumed.empty()) {
+    std::printf("plan:    the run directory's plan.json, as it is:\n");
+  } else if (choice.source == "cache") {
     std::printf("plan:    cached in %s%s; a launch uses it as it is:\n",
                 strings::printable(choice.db_path, "").c_str(),
                 choice.signed_by == tuner::db::kUnsigned ? " (imported unsigned)" : "");
@@ -102,10 +112,17 @@ void print_dry_run(const DryRun& d) {
   std::printf("  run: %lld steps, a checkpoint every %lld\n", static_cast<long long>(d.steps),
               static_cast<long long>(d.checkpoint_every));
   std::printf("ranks:   %s\n", quote_argv(cmd).c_str());
-  std::printf(
-      "         (a launch creates %s and writes the plan and the recipe as run there; the ranks "
-      "read them from it; --json prints the plan)\n",
-      run_dir.c_str());
+  if (!d.resumed.empty()) {
+    std::printf(
+        "         (a launch continues %s from its last checkpoint%s; --json prints the plan)\n",
+        strings::printable(run_dir, "").c_str(),
+        d.reshaped.empty() ? "" : ", its plan until then kept as plan.previous.json");
+  } else {
+    std::printf(
+        "         (a launch creates %s and writes the plan and the recipe as run there; the "
+        "ranks read them from it; --json prints the plan)\n",
+        run_dir.c_str());
+  }
 }
 
 }  // namespace dltune::launcher

@@ -1,7 +1,8 @@
 // `dltune launch --dry-run`: what a launch would do, printed, with nothing started or written:
 // the recipe (and its --set overrides), the machine and the ranks, where the plan would come
 // from (cached; or tuned first: within which budget, over which collective sizes and how many
-// candidates; or the recipe's own settings with --no-tune), the plan in words, and the exact
+// candidates; or the recipe's own settings with --no-tune; or, resuming, the run directory's
+// plan, or the plan made again for a new shape), the plan in words, and the exact
 // command the ranks would run. --json: one {"event":"dry_run"} object with the same facts: the
 // plan as the ranks would get it, the run's steps and checkpoint interval.
 #pragma once
@@ -23,6 +24,8 @@ struct DryRun {
   bool no_tune = false;          // --no-tune was given
   bool json = false;
   int cores_per_node = 0;  // of this machine (0 = unknown)
+  std::string resumed;     // --resume: the run directory the launch continues ("" a new run)
+  std::string reshaped;    // --resume on another shape: launcher/flow/reshape.h reshape_text()
 };
 
 void print_dry_run(const DryRun& d);

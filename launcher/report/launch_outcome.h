@@ -44,6 +44,7 @@ struct RunFacts {
   LaunchPrediction prediction;    // what the models said before the run (launch_prediction.h)
   std::string resumed_from;       // checkpoint a resumed run started from ("" none)
   std::vector<Restart> restarts;  // the training's restarts (launch.restarts), in order
+  nlohmann::json reshaped;        // --resume on another shape: reshape_json(), else null
   // Text data: the unigram entropy of the file in bits per byte (what a model that learned
   // only byte frequencies reaches); < 0 for other data.
   double unigram_entropy_bits = -1;
@@ -64,7 +65,8 @@ MetricsLog read_metrics(const std::string& path);
 // throughput_sps, scaling_efficiency, final_loss, heldout_accuracy, heldout_loss (per
 // prediction, nats; text data also heldout_bits_per_byte and unigram_entropy_bits; null when
 // not measured), plan_source, plan, tuning_seconds, wall_seconds, resumed_from, run_dir,
-// "restarts" (launcher/flow/restarts.h restarts_json(): [] when none), plus:
+// "restarts" (launcher/flow/restarts.h restarts_json(): [] when none), "reshaped" (a run
+// resumed on another shape: launcher/flow/reshape.h reshape_json(); null otherwise), plus:
 // - "step_time": compute_s, exposed_comm_s, other_s and total_s of the mean timed step (all
 //   measured over the same steps; total = global batch / throughput), timed_steps, and
 //   outside_steps_s (start-up, the first step, evaluation, checkpoints: once, not per step);

@@ -401,6 +401,7 @@ json make_summary(const RunFacts& f, const MetricsLog& log, const RunDir& dir) {
   s["wall_seconds"] = f.wall_seconds;
   s["resumed_from"] = f.resumed_from;
   s["restarts"] = restarts_json(f.restarts);
+  s["reshaped"] = f.reshaped;
   s["run_dir"] = dir.path;
   s["warnings"] = run_warnings(f, log, s);
   return s;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/strings.h"
+#include "launcher/flow/reshape.h"
 #include "launcher/flow/text_format.h"
 #include "launcher/report/launch_outcome.h"
 #include "tuner/db/records.h"
@@ -138,7 +139,9 @@ std::string plan_source_text(const json& s) {
   std::string src = s.value("plan_source", "");
   const auto& db = s["database"];
   const std::string where = db.value("path", "");
-  if (!s.value("resumed_from", "").empty()) {
+  if (s.contains("reshaped") && s["reshaped"].is_object()) {
+    src = "planned again for the new shape (resumed on another shape; the rows below say how)";
+  } else if (!s.value("resumed_from", "").empty()) {
     src = "the run directory's plan.json (resumed; it was " + src + ")";
   } else if (src == "cache") {
     src = "cached in " + where + " (no tuning; --retune measures again)";
@@ -225,6 +228,8 @@ std::vector<std::pair<std::string, std::string>> summary_rows(const json& s) {
   rows.emplace_back("plan", plan_source_text(s));
   plan_rows(s, par, pipelined, rows);
   prediction_rows(s, rows);
+  if (s.contains("reshaped") && s["reshaped"].is_object())
+    rows.emplace_back("new shape", reshape_text(s["reshaped"]));
   // Each restart (launch.restarts): when, which rank and why, where it continued from.
   const json restarts = s.value("restarts", json::array());
   for (size_t i = 0; restarts.is_array() && i < restarts.size(); ++i) {

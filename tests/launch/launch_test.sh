@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # `dltune launch` end to end on this machine (local backend, 2 ranks): tune + train + run
 # directory, a cached second run, --retune, --dry-run, --json, bad recipes, an interrupted
-# run resumed to the same final parameters as an uninterrupted one, and a run that loses a rank
-# and restarts by itself (launch.restarts) to those parameters too.
+# run resumed to the same final parameters as an uninterrupted one, a run that loses a rank
+# and restarts by itself (launch.restarts) to those parameters too, and a stopped run resumed
+# on fewer ranks, planned again.
 # Usage: launch_test.sh DLTUNE_BINARY SOURCE_DIR
 set -u
 dltune=$1
@@ -300,4 +301,45 @@ rc=$?
 [ $rc -eq 137 ] || fail "--max-restarts 0: the launch exited $rc, not the killed rank's 137: $(cat "$tmp/out7b")"
 grep -q "dltune launch --resume" "$tmp/out7b" || fail "--max-restarts 0: no resume hint: $(cat "$tmp/out7b")"
 grep -q "restart 1" "$tmp/out7b" && fail "--max-restarts 0 restarted: $(cat "$tmp/out7b")"
+
+# 8. --resume on another shape (issue 40): the run stopped above (2 ranks, a checkpoint at step
+#    20 or later) continues on 1 rank, planned again: its global batch 64 kept (the data order
+#    and the learning-rate schedule continue), the layout and threads the new shape's. A shape
+#    the global batch does not split over is refused before any rank starts, naming the ones
+#    that work. The loss ends within 1 % of the uninterrupted 2-rank run's.
+cut2=$(newest_run)
+steps_before=$(grep -c '"event":"step"' "$cut2/metrics.jsonl")
+"$dltune" launch --resume "$cut2" -n 3 >"$tmp/out8a" 2>&1
+rc=$?
+[ $rc -eq 2 ] && grep -q "global batch 64, which does not split evenly over 3 ranks.*resume on 1, 2, 4" "$tmp/out8a" ||
+  fail "--resume -n 3: exit $rc, $(cat "$tmp/out8a")"
+[ "$(grep -c '"event":"step"' "$cut2/metrics.jsonl")" = "$steps_before" ] ||
+  fail "--resume -n 3 was refused after a rank trained"
+[ ! -e "$cut2/plan.previous.json" ] || fail "--resume -n 3 rewrote the plan"
+"$dltune" launch --resume "$cut2" -n 1 --dry-run >"$tmp/out8b" 2>&1 || fail "--resume -n 1 --dry-run: $(cat "$tmp/out8b")"
+grep -q "^plan:    planned again for the new shape: from 2 ranks on 1 node to 1 rank on 1 node; global batch 64 kept" "$tmp/out8b" ||
+  fail "the dry run does not say the plan is made again: $(cat "$tmp/out8b")"
+grep -q "a launch continues $cut2 from its last checkpoint" "$tmp/out8b" || fail "dry run: $(cat "$tmp/out8b")"
+"$dltune" launch --resume "$cut2" -n 1 >"$tmp/out8c" 2>&1 || fail "--resume -n 1 exited $?: $(cat "$tmp/out8c")"
+grep -q "^  new shape .*from 2 ranks on 1 node to 1 rank on 1 node; global batch 64 kept" "$tmp/out8c" ||
+  fail "the summary has no new shape row: $(cat "$tmp/out8c")"
+python3 - "$ref" "$cut2" <<'PY' || fail "the run continued on 1 rank is not as planned: $(cat "$tmp/out8c")"
+import json, sys
+ref, run = sys.argv[1], sys.argv[2]
+s = json.load(open(run + "/summary.json"))
+r = s["reshaped"]
+assert r["from"] == {"nodes": 1, "ranks": 2} and r["to"] == {"nodes": 1, "ranks": 1}, r
+assert r["global_batch"] == 64 and "samples per replica 32 -> 64" in r["changes"], r
+assert s["ranks"] == 1 and s["steps"] == 80, s
+plan, before = (json.load(open(run + f)) for f in ("/plan.json", "/plan.previous.json"))
+assert plan["job"]["ranks_per_node"] == 1 and plan["parallel"]["replicas"] == 1, plan["job"]
+assert plan["training"]["global_batch"] == 64 and plan["training"]["per_rank_batch"] == 64
+assert before["job"]["ranks_per_node"] == 2 and before["parallel"]["replicas"] == 2
+assert json.load(open(run + "/launch.json"))["ranks"] == 1
+# Every step once at least, none skipped; the loss within 1 % of the uninterrupted run's.
+steps = {json.loads(l)["step"] for l in open(run + "/metrics.jsonl") if '"event":"step"' in l}
+assert steps == set(range(80)), sorted(set(range(80)) - steps)
+want = json.load(open(ref + "/summary.json"))["final_loss"]
+assert abs(s["final_loss"] - want) <= 0.01 * want, (s["final_loss"], want)
+PY
 echo "launch: all checks passed"
