@@ -46,6 +46,10 @@ Result<std::vector<StageMemory>> layout_memory(const recipes::Graph& graph, cons
   if (l.stages == 1) {
     auto t = estimate_memory(graph, q, buffers);
     if (!t) return t.error();
+    // The snapshot is host memory: the GPU engine's device holds none of it.
+    if (l.checkpoint_snapshot && !l.gpu) {
+      t->checkpoint = (info.parameters + info.state_floats) * int64_t{sizeof(float)} + t->optimizer;
+    }
     out.push_back({graph.nodes.empty() ? "" : graph.nodes.front().name, *t});
     return out;
   }

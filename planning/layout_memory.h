@@ -6,7 +6,9 @@
 //
 // Beyond the memory model's terms, a pipeline's rank 0 (which streams checkpoints to the file)
 // keeps a receive buffer as large as the largest other stage's parameters (PipelineStage);
-// every other rank writes or sends from its live buffers (no term).
+// every other rank writes or sends from its live buffers (no term). A data-parallel CPU run
+// that checkpoints keeps a snapshot on rank 0 for the background write
+// (engine/io/checkpoint_writer.h): its parameters, optimizer state and model state, once more.
 #pragma once
 
 #include <cstdint>
@@ -30,9 +32,10 @@ struct Layout {
   recipes::PipelineSchedule schedule = recipes::PipelineSchedule::kOneFOneB;
   bool recompute = false;
   std::string optimizer = "sgd";
-  bool offload_optimizer = false;  // GPU: the optimizer state in host memory
-  bool gpu = false;                // the GPU engine (device memory)
-  ComputeSettings compute;         // the CPU engine's threads, precision and kernels
+  bool offload_optimizer = false;    // GPU: the optimizer state in host memory
+  bool gpu = false;                  // the GPU engine (device memory)
+  bool checkpoint_snapshot = false;  // the run checkpoints (the snapshot term: see above)
+  ComputeSettings compute;           // the CPU engine's threads, precision and kernels
 };
 
 struct StageMemory {

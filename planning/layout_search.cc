@@ -149,6 +149,7 @@ Status try_stages(const Search& s, int S, std::vector<Attempt>& attempts) {
   l.stages = S;
   l.optimizer = rq.optimizer;
   l.gpu = rq.gpu;
+  l.checkpoint_snapshot = rq.checkpoint_snapshot;
   l.microbatches = fx.microbatches > 0 ? static_cast<int>(fx.microbatches)
                                        : recipes::default_microbatches(S, replica_batch);
   l.schedule = recipes::parse_schedule(fx.schedule).value_or(recipes::PipelineSchedule::kOneFOneB);
@@ -247,6 +248,7 @@ int64_t largest_fitting_batch(const Search& s, const Attempt& best) {
   l.offload_optimizer = bl.offload == recipes::Offload::kOptimizer;
   l.optimizer = s.rq.optimizer;
   l.gpu = s.rq.gpu;
+  l.checkpoint_snapshot = s.rq.checkpoint_snapshot;
   int64_t lo = 0, hi = best.cand.replica_batch;  // lo fits (0: nothing), hi does not
   while (hi - lo > 1) {
     l.replica_batch = lo + (hi - lo) / 2;

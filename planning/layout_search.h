@@ -65,6 +65,9 @@ struct LayoutRequest {
   // or a pipeline or hybrid mode are an error.
   bool gpu = false;
   double host_copy_bytes_per_s = 2e10;
+  // The run checkpoints: a data-parallel CPU layout counts rank 0's snapshot for the background
+  // write (planning/layout_memory.h).
+  bool checkpoint_snapshot = false;
 };
 
 struct LayoutCandidate {

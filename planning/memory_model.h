@@ -110,7 +110,7 @@ inline int64_t offload_buffers(int64_t n, int64_t chunk = kOffloadChunkFloats) {
 struct MemoryTerms {
   int64_t parameters = 0, gradients = 0, optimizer = 0, state = 0;
   int64_t activations = 0, workspace = 0, communication = 0;
-  int64_t checkpoint = 0;  // a pipeline's checkpoint staging (planning/layout_memory.h)
+  int64_t checkpoint = 0;  // checkpoint staging on rank 0 (planning/layout_memory.h)
   int64_t runtime = 0;     // the CPU engine's BLAS buffers (kCpuBlasBytes)
   int64_t offloaded = 0;   // optimizer state in pinned host memory: not part of total()
   int64_t total() const {

@@ -20,6 +20,7 @@ planning::Layout layout_of(const TrainConfig& c, int ranks) {
   l.optimizer = c.optimizer;
   l.offload_optimizer = c.offload_optimizer;
   l.gpu = c.device == "gpu";
+  l.checkpoint_snapshot = !c.checkpoint_path.empty();
   l.compute = {c.threads, c.precision, c.kernels};
   return l;
 }
@@ -31,7 +32,7 @@ Result<planning::MemoryTerms> rank_memory(const TrainConfig& config, int ranks, 
   if (!stages) return stages.error();
   planning::MemoryTerms t =
       (*stages)[static_cast<size_t>(rank % static_cast<int>(stages->size()))].terms;
-  if (rank != 0) t.checkpoint = 0;  // only rank 0 receives the other stages' checkpoint runs
+  if (rank != 0) t.checkpoint = 0;  // only rank 0 stages checkpoints (layout_memory.h)
   return t;
 }
 

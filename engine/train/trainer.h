@@ -47,6 +47,7 @@
 #include "engine/data/sampler.h"
 #include "engine/graph/model.h"
 #include "engine/io/checkpoint.h"
+#include "engine/io/checkpoint_writer.h"
 #include "engine/optim/optimizer.h"
 #include "engine/train/metrics.h"
 #include "engine/train/trace.h"
@@ -72,6 +73,12 @@ struct TrainSummary {
   double samples_per_s = 0.0;  // global samples per second over the timed steps
   double compute_s = 0.0, comm_s = 0.0, wall_s = 0.0;
   bool stopped = false;  // run() ended early because a stop was requested
+  // The checkpoints run() wrote, the seconds training waited for them on this rank (copying the
+  // state for the background write, or waiting for the previous write; a pipeline's are written
+  // while training waits) and the seconds writing them took (0 on ranks that write none).
+  int64_t checkpoints = 0;
+  double checkpoint_blocked_s = 0.0, checkpoint_write_s = 0.0;
+  bool checkpoint_background = false;  // written in the background (data parallel)
 };
 
 class Trainer {
@@ -123,8 +130,9 @@ class Trainer {
   // Held-out accuracy and mean loss, sharded over the ranks (collective).
   Result<EvalMetrics> evaluate();
 
-  // Rank 0 writes the checkpoint (atomically); every rank calls it (no communication, but for
-  // pipelines: the stages of replica 0 send theirs to rank 0).
+  // Rank 0 writes the checkpoint (atomically) and returns when it is written; every rank calls
+  // it (no communication, but for pipelines: the stages of replica 0 send theirs to rank 0).
+  // (run() writes data parallelism's checkpoints in the background: checkpoint_writer.h.)
   Status save(const std::string& path) const;
   // Every rank loads the same checkpoint (a pipeline stage: its tensors of it) and continues at
   // its step. Errors: unreadable file, a checkpoint of another model / parameter count / seed /
@@ -198,6 +206,10 @@ class Trainer {
   // copied, or read by the loader. Errors: the reader's.
   Status read_heldout(int64_t first, int b, float* x, int32_t* y);
   Status save_pipeline(const std::string& path) const;
+  // run()'s checkpoint at this step: rank 0 of a data-parallel run copies the state and writes
+  // it in the background (ckpt_writer_); a pipeline saves while training waits. Adds the
+  // seconds training waited to ckpt_blocked_s_. Errors: the previous background write's, save()'s.
+  Status checkpoint(const std::string& path);
   Status resume_pipeline(const std::string& path);
   // The checkpoint's fields but the tensors; whether a loaded checkpoint fits this run (the
   // whole model's `params` and `state` floats), else invalid_input naming `path`.
@@ -274,6 +286,10 @@ class Trainer {
   bool stop_agreed_ = false;
   int stop_code_ = 0;
   bool diverged_ = false;
+  CheckpointWriter ckpt_writer_;  // rank 0, data parallel: the checkpoint being written
+  double ckpt_blocked_s_ = 0.0;   // seconds run() waited for checkpoints
+  int64_t ckpt_step_ = -1;        // the step of the last checkpoint run() wrote (-1: none)
+  int64_t ckpt_count_ = 0;
 };
 
 }  // namespace dltune::engine

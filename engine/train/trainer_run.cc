@@ -80,6 +80,27 @@ Status Trainer::save(const std::string& path) const {
                          {model_->state(), static_cast<size_t>(model_->num_state())});
 }
 
+Status Trainer::checkpoint(const std::string& path) {
+  const auto t0 = std::chrono::steady_clock::now();
+  Status st = ok_status();
+  if (pipe_ || rank() != 0) {
+    st = save(path);  // a pipeline: the stages stream their tensors to rank 0, which writes
+  } else {
+    if (gpu_) st = sync_host_params();
+    if (st.ok()) {
+      const auto n = static_cast<size_t>(model_->num_params());
+      std::vector<std::span<const float>> slots;
+      for (Buffer* b : opt_->state()) slots.emplace_back(b->data(), n);
+      st = ckpt_writer_.start(path, checkpoint_header(), {model_->params(), n}, slots,
+                              {model_->state(), static_cast<size_t>(model_->num_state())});
+    }
+  }
+  ckpt_blocked_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ckpt_step_ = step_;
+  ++ckpt_count_;
+  return st;
+}
+
 Status Trainer::check_checkpoint(const CheckpointInfo& info, const std::string& path,
                                  int64_t params, int64_t state) const {
   const std::string where = "checkpoint '" + path + "'";
@@ -179,11 +200,23 @@ Result<TrainSummary> Trainer::run(MetricsWriter& metrics) {
     if (!config_.checkpoint_path.empty() && config_.checkpoint_every > 0 &&
         step_ % config_.checkpoint_every == 0) {
       const auto c0 = std::chrono::steady_clock::now();
-      DLTUNE_TRY(save(config_.checkpoint_path));
+      DLTUNE_TRY(checkpoint(config_.checkpoint_path));
       trace_->complete("checkpoint", kTraceCompute, c0, std::chrono::steady_clock::now(), step_);
     }
   }
-  if (!config_.checkpoint_path.empty()) DLTUNE_TRY(save(config_.checkpoint_path));
+  // The last checkpoint: at the end (unless the loop's last one was at this step), and written
+  // before run() returns.
+  if (!config_.checkpoint_path.empty()) {
+    if (ckpt_step_ != step_) DLTUNE_TRY(checkpoint(config_.checkpoint_path));
+    const auto w0 = std::chrono::steady_clock::now();
+    DLTUNE_TRY(ckpt_writer_.wait());
+    ckpt_blocked_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
+  }
+  sum.checkpoints = ckpt_count_;
+  sum.checkpoint_blocked_s = ckpt_blocked_s_;
+  // A pipeline's checkpoints are written while training waits: their writing is that wait.
+  sum.checkpoint_write_s = pipe_ ? ckpt_blocked_s_ : ckpt_writer_.write_s();
+  sum.checkpoint_background = !pipe_;
   DLTUNE_TRY(trace_->close());
   sum.steps = step_;
   sum.steps_run = step_ - first_step;

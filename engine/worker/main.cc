@@ -190,6 +190,11 @@ Status train(const Options& o) {
                         {"compute_s", sum->compute_s},
                         {"comm_s", sum->comm_s},
                         {"wall_seconds", sum->wall_s},
+                        {"checkpoints",
+                         {{"count", sum->checkpoints},
+                          {"blocked_s", sum->checkpoint_blocked_s},
+                          {"write_s", sum->checkpoint_write_s},
+                          {"background", sum->checkpoint_background}}},
                         {"memory", *memory}};
     if (job->summary_path.empty()) {
       std::printf("%s\n", j.dump().c_str());

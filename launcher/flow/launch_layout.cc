@@ -84,6 +84,7 @@ Result<planning::LayoutRequest> request_of(const LayoutQuery& q, const recipes::
   rq.ranks = q.ranks;
   rq.fixed = t.parallel;
   rq.gpu = r.comm.backend == "nccl";
+  rq.checkpoint_snapshot = q.model.empty();  // a recipe's launch checkpoints; `model show` asks
   if (q.stages > 0) rq.fixed.stages = q.stages;
   if (q.microbatches > 0) rq.fixed.microbatches = q.microbatches;
   if (!q.schedule.empty()) {

@@ -19,6 +19,12 @@ inline double num(const nlohmann::json& j, const char* key, double fallback = 0)
   return it != j.end() && it->is_number() ? it->get<double>() : fallback;
 }
 
+// j[key] as a boolean, false when it is absent or not a boolean.
+inline bool flag(const nlohmann::json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_boolean() && it->get<bool>();
+}
+
 // `v` with `digits` decimals ("%.*f").
 inline std::string fixed(double v, int digits) {
   char buf[64];

@@ -22,6 +22,7 @@ using json = nlohmann::json;
 
 using text::bytes_text;
 using text::fixed;
+using text::flag;
 using text::num;
 using text::thousands;
 
@@ -263,6 +264,22 @@ json step_time_json(const RunFacts& f) {
           {"outside_steps_s", outside}};
 }
 
+// The worker's checkpoints (engine/worker/main.cc): how many, what training waited for them
+// per step run and as a share of the mean step, what writing one took and whether it was in the
+// background; null when the worker reported none (a worker of an older dltune).
+json checkpoints_json(const json& worker, const json& step_time) {
+  const json c = worker.value("checkpoints", json());
+  if (!c.is_object()) return nullptr;
+  const double count = num(c, "count"), run = std::max(1.0, num(worker, "steps_run", 1.0));
+  const double per_step = num(c, "blocked_s") / run, total = num(step_time, "total_s");
+  return {{"count", static_cast<int64_t>(count)},
+          {"background", flag(c, "background")},
+          {"blocked_s", num(c, "blocked_s")},
+          {"blocked_s_per_step", per_step},
+          {"share_of_step", total > 0 ? json(per_step / total) : json(nullptr)},
+          {"write_s_each", count > 0 ? json(num(c, "write_s") / count) : json(nullptr)}};
+}
+
 // The worker's memory report (engine/worker/main.cc memory_report()) in brief: the rank whose
 // estimate is largest (the one that decides whether the layout fits), its estimate and its
 // measured peak, and the largest error over the ranks. null when the worker reported none.
@@ -375,6 +392,7 @@ json make_summary(const RunFacts& f, const MetricsLog& log, const RunDir& dir) {
   }
   s["global_batch"] = num(w, "global_batch");
   s["step_time"] = step_time_json(f);
+  s["checkpoints"] = checkpoints_json(w, s["step_time"]);
   s["allreduce"] = allreduce_json(f, s["step_time"]);
   s["memory"] = memory_json(w);
   const recipes::Provenance& pv = f.choice.plan.provenance;

@@ -19,6 +19,7 @@ using Rows = std::vector<std::pair<std::string, std::string>>;
 
 using text::bytes_text;
 using text::fixed;
+using text::flag;
 using text::ms;
 using text::num;
 using text::thousands;
@@ -52,6 +53,18 @@ void throughput_rows(const json& s, Rows& rows) {
   rows.emplace_back("outside the steps",
                     fixed(num(st, "outside_steps_s"), 1) +
                         " s once (start-up, the first step, evaluation, checkpoints)");
+  const json& ck = s.contains("checkpoints") ? s["checkpoints"] : json();
+  if (ck.is_object() && num(ck, "count") > 0) {
+    const json& share = ck.contains("share_of_step") ? ck["share_of_step"] : json();
+    rows.emplace_back(
+        "checkpoints",
+        std::to_string(static_cast<int64_t>(num(ck, "count"))) + " written " +
+            (flag(ck, "background") ? "in the background" : "while training waited") + " (" +
+            ms(num(ck, "write_s_each")) + " each); training waited " +
+            ms(num(ck, "blocked_s_per_step")) + " per step" +
+            (share.is_number() ? " (" + fixed(100 * share.get<double>(), 2) + " % of a step)"
+                               : std::string()));
+  }
 }
 
 // The allreduce row's text for data parallelism: the gradients' volume, the sweep's estimate,

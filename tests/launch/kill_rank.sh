@@ -1,12 +1,13 @@
 # shellcheck shell=bash
 # Sourced by tests/launch/launch_test.sh and bench/launch/restart_bench.sh (not run on its own).
 #
-# kill_rank_when_trained RUNS_DIR PREVIOUS_RUN RANK STEPS: waits up to 120 s for a run directory
-# in RUNS_DIR other than PREVIOUS_RUN (the newest before the launch started) to log STEPS steps
-# with a checkpoint written, then SIGKILLs that run's `dltune-worker train` whose PMIX_RANK is
-# RANK. Prints the killed pid; returns 1 (killing nothing) when no such rank appeared in time.
+# kill_rank_when_trained RUNS_DIR PREVIOUS_RUN RANK STEPS [SIGNAL]: waits up to 120 s for a run
+# directory in RUNS_DIR other than PREVIOUS_RUN (the newest before the launch started) to log
+# STEPS steps with a checkpoint written, then sends SIGNAL (default KILL; STOP hangs the rank)
+# to that run's `dltune-worker train` whose PMIX_RANK is RANK. Prints the signalled pid;
+# returns 1 (signalling nothing) when no such rank appeared in time.
 kill_rank_when_trained() {
-  local runs=$1 previous=$2 rank=$3 steps=$4 r p victim=
+  local runs=$1 previous=$2 rank=$3 steps=$4 sig=${5:-KILL} r p victim=
   for _ in $(seq 1 1200); do
     r=$(ls -dt "$runs"/*/ 2>/dev/null | head -1 | sed 's|/$||')
     if [ -n "$r" ] && [ "$r" != "$previous" ] && [ -s "$r/checkpoints/checkpoint.bin" ] &&
@@ -17,6 +18,25 @@ kill_rank_when_trained() {
       [ -n "$victim" ] && break
     fi
     sleep 0.1
+  done
+  [ -n "$victim" ] || return 1
+  kill -"$sig" "$victim"
+  echo "$victim"
+}
+
+# kill_rank_when_started RUN_DIR RANK OLD_PID: waits up to 60 s for RUN_DIR's `dltune-worker
+# train` whose PMIX_RANK is RANK and whose pid is not OLD_PID (the rank of a restarted attempt,
+# as soon as it runs, before or while it loads the checkpoint), then SIGKILLs it. Prints the
+# killed pid; returns 1 when none appeared in time.
+kill_rank_when_started() {
+  local r=$1 rank=$2 old=$3 p victim=
+  for _ in $(seq 1 3000); do
+    for p in $(pgrep -f "dltune-worker train --run-dir $r"); do
+      [ "$p" = "$old" ] && continue
+      if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "PMIX_RANK=$rank"; then victim=$p; fi
+    done
+    [ -n "$victim" ] && break
+    sleep 0.02
   done
   [ -n "$victim" ] || return 1
   kill -9 "$victim"

@@ -262,7 +262,8 @@ cmp "$ref/checkpoints/checkpoint.bin" "$cut/checkpoints/checkpoint.bin" ||
   fail "resumed run ended with other parameters than the uninterrupted one"
 [ "$(field "$cut/summary.json" "['steps']")" = 80 ] || fail "resumed summary steps"
 
-# 7. launch.restarts (issue 40): rank 1 SIGKILLed after step 25 (a checkpoint every 10 steps).
+# 7. launch.restarts (issue 40): rank 1 SIGKILLed after step 25 (a checkpoint every 10 steps),
+#    and again as soon as the restarted attempt starts it (a failure during the restart).
 #    With restarts 2 the launch continues by itself from the checkpoint, exits 0 with the
 #    uninterrupted run's final parameters, and its summary says when, which rank, why, from
 #    which step and how long it took; --max-restarts 0 overrides the recipe: it stops as before.
@@ -271,9 +272,11 @@ cmp "$ref/checkpoints/checkpoint.bin" "$cut/checkpoints/checkpoint.bin" ||
 prev=$(newest_run)
 "$dltune" launch "$tiny" --no-tune --set launch.restarts=2 >"$tmp/out7a" 2>&1 &
 pid=$!
-kill_rank_when_trained "$DLTUNE_RUNS_DIR" "$prev" 1 25 >/dev/null ||
+first=$(kill_rank_when_trained "$DLTUNE_RUNS_DIR" "$prev" 1 25) ||
   fail "the run never reached step 25 with rank 1 running: $(cat "$tmp/out7a")"
-wait $pid || fail "the launch with launch.restarts 2 exited $? after losing a rank: $(cat "$tmp/out7a")"
+kill_rank_when_started "$(newest_run)" 1 "$first" >/dev/null ||
+  fail "the restarted attempt's rank 1 never started: $(cat "$tmp/out7a")"
+wait $pid || fail "the launch with launch.restarts 2 exited $? after losing a rank twice: $(cat "$tmp/out7a")"
 rs=$(newest_run)
 cmp "$ref/checkpoints/checkpoint.bin" "$rs/checkpoints/checkpoint.bin" ||
   fail "the restarted run ended with other parameters than the uninterrupted one"
@@ -281,14 +284,17 @@ python3 - "$rs/summary.json" <<'PY' || fail "the restart is not in summary.json:
 import json, sys
 s = json.load(open(sys.argv[1]))
 assert s["steps"] == 80, s["steps"]
-r = s["restarts"]
-assert len(r) == 1, r
-r = r[0]
-assert r["exit_code"] == 137 and "rank 1" in r["why"] and "signal 9" in r["why"], r
-assert r["from_step"] >= 20 and r["from_step"] % 10 == 0, r
-assert r["lost_s"] is not None and 0 < r["lost_s"] < 60, r
+rs = s["restarts"]
+assert len(rs) == 2, rs
+for r in rs:
+    assert r["exit_code"] == 137 and "rank 1" in r["why"] and "signal 9" in r["why"], r
+    assert r["from_step"] >= 20 and r["from_step"] % 10 == 0, r
+# The second failure came as the restarted attempt started (its lost_s null unless it trained a
+# step first); the last restart's time lost runs from its failure to the first step after it.
+assert rs[1]["from_step"] >= rs[0]["from_step"], rs
+assert rs[1]["lost_s"] is not None and 0 < rs[1]["lost_s"] < 60, rs
 PY
-grep -q "restart 1 of 2 (launch.restarts): at .* s: rank 1 .* killed by signal 9" "$tmp/out7a" ||
+grep -q "restart 2 of 2 (launch.restarts): at .* s: rank 1 .* killed by signal 9" "$tmp/out7a" ||
   fail "the progress did not say it restarts: $(cat "$tmp/out7a")"
 grep -q "^  restart 1 .*rank 1 on .*; continued from the" "$tmp/out7a" ||
   fail "the summary has no restart row: $(cat "$tmp/out7a")"
@@ -301,13 +307,28 @@ rc=$?
 [ $rc -eq 137 ] || fail "--max-restarts 0: the launch exited $rc, not the killed rank's 137: $(cat "$tmp/out7b")"
 grep -q "dltune launch --resume" "$tmp/out7b" || fail "--max-restarts 0: no resume hint: $(cat "$tmp/out7b")"
 grep -q "restart 1" "$tmp/out7b" && fail "--max-restarts 0 restarted: $(cat "$tmp/out7b")"
+stopped=$(newest_run)  # section 8 continues it
+# A hung rank (SIGSTOP): its peer gives up after the communication timeout (5 s here), the job
+# stops (the hung rank SIGKILLed), and the launch restarts to the same final parameters.
+prev=$(newest_run)
+DLTUNE_COMM_TIMEOUT_MS=5000 "$dltune" launch "$tiny" --no-tune --set launch.restarts=1 \
+  >"$tmp/out7c" 2>&1 &
+pid=$!
+kill_rank_when_trained "$DLTUNE_RUNS_DIR" "$prev" 1 25 STOP >/dev/null ||
+  fail "the run never reached step 25 with rank 1 running: $(cat "$tmp/out7c")"
+wait $pid || fail "the launch exited $? after a rank hung: $(cat "$tmp/out7c")"
+hung=$(newest_run)
+cmp "$ref/checkpoints/checkpoint.bin" "$hung/checkpoints/checkpoint.bin" ||
+  fail "the run restarted after a hang ended with other parameters than the uninterrupted one"
+[ "$(field "$hung/summary.json" "['restarts'][0]['from_step'] >= 20")" = True ] ||
+  fail "no restart after the hang in summary.json: $(cat "$tmp/out7c")"
 
 # 8. --resume on another shape (issue 40): the run stopped above (2 ranks, a checkpoint at step
 #    20 or later) continues on 1 rank, planned again: its global batch 64 kept (the data order
 #    and the learning-rate schedule continue), the layout and threads the new shape's. A shape
 #    the global batch does not split over is refused before any rank starts, naming the ones
 #    that work. The loss ends within 1 % of the uninterrupted 2-rank run's.
-cut2=$(newest_run)
+cut2=$stopped
 steps_before=$(grep -c '"event":"step"' "$cut2/metrics.jsonl")
 "$dltune" launch --resume "$cut2" -n 3 >"$tmp/out8a" 2>&1
 rc=$?
