@@ -170,6 +170,11 @@ struct LaunchConfig {
   // that exited, was killed or hung past the communication timeout), on the same ranks; 0 =
   // never (the launch stops and says how to --resume). Not part of the tuning key.
   int64_t restarts = 0;
+  // The fewest ranks a failed job may continue on: a failure that comes again before the
+  // restarted job trains a step is taken as lasting, and the next restart runs on fewer ranks
+  // (planned again, the global batch kept), down to this many. 0 = the job's own ranks (never
+  // fewer). Not part of the tuning key.
+  int64_t min_ranks = 0;
 };
 // The most restarts a recipe may ask for.
 inline constexpr int64_t kMaxRestarts = 100;

@@ -115,7 +115,8 @@ json recipe_view(const Recipe& r) {
                  {"memory_per_rank",
                   r.launch.memory_per_rank > 0 ? json(r.launch.memory_per_rank) : json("auto")},
                  {"baseline", r.launch.baseline},
-                 {"restarts", r.launch.restarts}};
+                 {"restarts", r.launch.restarts},
+                 {"min_ranks", r.launch.min_ranks}};
   return j;
 }
 

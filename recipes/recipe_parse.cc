@@ -211,7 +211,7 @@ void parse_launch(YamlReader& r, const YAML::Node& node, LaunchConfig* l) {
   Fields f;
   if (!r.fields(node, "launch",
                 {"ranks", "ranks_per_node", "threads_per_rank", "binding", "memory_per_rank",
-                 "baseline", "restarts"},
+                 "baseline", "restarts", "min_ranks"},
                 &f))
     return;
   r.get_int_or_auto(f, "ranks", &l->ranks);
@@ -222,6 +222,7 @@ void parse_launch(YamlReader& r, const YAML::Node& node, LaunchConfig* l) {
                       &l->memory_per_rank);
   r.get_choice(f, "baseline", {"auto", "off"}, &l->baseline);
   r.get_int(f, "restarts", 0, kMaxRestarts, &l->restarts);
+  r.get_int(f, "min_ranks", 0, 4096, &l->min_ranks);
 }
 
 }  // namespace dltune::recipes::internal

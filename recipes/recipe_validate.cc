@@ -228,6 +228,11 @@ void check_model(const Recipe& r, Checks& out) {
 
 void check_launch(const Recipe& r, Checks& out) {
   const LaunchConfig& l = r.launch;
+  if (l.ranks > 0 && l.min_ranks > l.ranks)
+    out.push_back({"launch.min_ranks",
+                   str(l.min_ranks) + " is more than launch.ranks " + str(l.ranks) +
+                       ": a job never continues on more ranks than it has",
+                   {"launch"}});
   if (l.ranks > 0 && l.ranks_per_node > l.ranks)
     out.push_back(
         {"launch.ranks_per_node",

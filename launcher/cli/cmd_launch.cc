@@ -393,9 +393,49 @@ void announce(const Launch& L, Progress& progress) {
   progress.message("run directory: " + L.dir->path);
 }
 
+// A failure that came again before the restarted job trained a step is taken as lasting (a rank
+// that cannot start again): with launch.min_ranks below the job's ranks, the next attempt runs on
+// the most ranks down to it that the global batch splits over, planned again as `--resume -n`
+// does (launcher/flow/reshape.h), the run directory's plan and launch.json rewritten. Returns
+// whether it did (false: the same ranks again, and `why` says why not).
+Result<bool> continue_on_fewer(Launch& L, Progress& progress, std::string* why) {
+  const int64_t min = L.job.recipe.launch.min_ranks;
+  if (min <= 0 || min >= L.job.ranks) {
+    *why = "launch.min_ranks does not allow fewer ranks";
+    return false;
+  }
+  if (L.job.backend == launcher::Backend::kSlurm) {
+    *why = "under Slurm the failed node is not excluded yet";
+    return false;
+  }
+  const int r = launcher::fewer_ranks(L.choice.plan, L.job.ranks, static_cast<int>(min));
+  if (r == 0) {
+    *why = "no count of ranks down to launch.min_ranks " + std::to_string(min) +
+           " splits the global batch " + std::to_string(L.choice.plan.training.global_batch);
+    return false;
+  }
+  launcher::JobOptions jo = L.jo;
+  jo.recipe = L.dir->recipe();  // the recipe as run: its overrides are in it
+  jo.overrides.clear();
+  jo.ranks = r;
+  auto job = launcher::make_job(jo, L.topo);
+  if (!job) return job.error();
+  L.job = std::move(*job);
+  L.old_plan = L.choice.plan;
+  L.reshape.emplace();
+  L.resumed = L.dir;  // planned as a resumed run is: in its run directory, not tuned
+  auto layers = tuner::db::layers_from_env(L.o->db.empty() ? std::nullopt
+                                                           : std::optional<std::string>(L.o->db));
+  if (!layers) return layers.error();
+  DLTUNE_TRY(choose_new(L, progress, *layers));
+  DLTUNE_TRY(recipes::check_plan_for_recipe(L.job.recipe, L.choice.plan, L.job.ranks));
+  DLTUNE_TRY(record(L));
+  return true;
+}
+
 // Phase 4: the ranks, following rank 0's metrics. A failed job continues from the run's last
-// checkpoint on the same ranks, up to launch.restarts times (launcher/flow/restarts.h). Returns
-// the exit code (0: trained).
+// checkpoint on the same ranks, up to launch.restarts times (launcher/flow/restarts.h), or on
+// fewer (continue_on_fewer). Returns the exit code (0: trained).
 int train(Launch& L, Progress& progress, bool* resumed_from_checkpoint) {
   const RunDir& dir = *L.dir;
   const bool resume_ckpt = L.resumed && paths::exists(dir.checkpoint());
@@ -449,6 +489,24 @@ int train(Launch& L, Progress& progress, bool* resumed_from_checkpoint) {
     r.exit_code = code;
     r.why = outcome.message;
     r.from_step = launcher::checkpoint_step(dir.checkpoint());
+    if (done > 0 && !first_step) {  // it failed again before training a step
+      std::string why_not;
+      auto fewer = continue_on_fewer(L, progress, &why_not);
+      if (!fewer) {
+        std::fprintf(stderr, "dltune launch: cannot continue on fewer ranks: %s\n",
+                     fewer.error().message().c_str());
+        return code != 0 ? code : 1;
+      }
+      r.fewer = *fewer;
+      if (*fewer) {
+        progress.message("  the failure came again before a step: continuing on fewer ranks, " +
+                         launcher::reshape_text(launcher::reshape_json(*L.reshape)));
+      } else {
+        progress.message("the failure came again before a step; the same ranks again (" + why_not +
+                         ")");
+      }
+    }
+    r.ranks = L.job.ranks;
     from_checkpoint = r.from_step > 0;
     L.restarts.push_back(r);
     progress.message(

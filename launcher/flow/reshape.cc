@@ -46,6 +46,13 @@ Status check_reshape(const recipes::Plan& old, int ranks) {
                        strings::join(words, ", ") + " ranks");
 }
 
+int fewer_ranks(const recipes::Plan& old, int ranks, int min_ranks) {
+  const int64_t g = old.training.global_batch;
+  for (int r = ranks - 1; r >= std::max(1, min_ranks); --r)
+    if (g >= r && g % r == 0) return r;
+  return 0;
+}
+
 void carry_training(const recipes::Plan& old, recipes::Plan* fresh, Reshape* r) {
   const int ranks = fresh->job.nodes * fresh->job.ranks_per_node;
   recipes::TrainingPlan& t = fresh->training;

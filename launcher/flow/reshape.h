@@ -45,6 +45,10 @@ bool needs_reshape(const recipes::Plan& old, const recipes::JobShape& shape);
 // message names the rank counts that work. Errors: invalid_input.
 Status check_reshape(const recipes::Plan& old, int ranks);
 
+// The most ranks, fewer than `ranks` and at least `min_ranks` (at least 1), that a run planned as
+// `old` can continue on: its global batch split evenly. 0 when there are none.
+int fewer_ranks(const recipes::Plan& old, int ranks, int min_ranks);
+
 // Makes `fresh` (the new shape's plan: the database's, or the recipe's own) continue the run
 // planned as `old`: the global batch kept (strong scaling: split over the new replicas), the
 // learning-rate scale, warm-up and precision kept; the layout reset to data parallelism over

@@ -31,7 +31,9 @@ nlohmann::json restarts_json(const std::vector<Restart>& restarts) {
                  {"exit_code", r.exit_code},
                  {"why", r.why},
                  {"from_step", r.from_step},
-                 {"lost_s", r.lost_s >= 0 ? nlohmann::json(r.lost_s) : nlohmann::json()}});
+                 {"lost_s", r.lost_s >= 0 ? nlohmann::json(r.lost_s) : nlohmann::json()},
+                 {"ranks", r.ranks},
+                 {"fewer", r.fewer}});
   }
   return a;
 }
@@ -50,6 +52,10 @@ std::string restart_text(const nlohmann::json& r) {
   std::string s = "at " + fixed(num(r, "at_s"), 1) + " s: " + why + "; continued from " +
                   (step > 0 ? "the checkpoint at step " + std::to_string(step)
                             : std::string("the start (no checkpoint yet)"));
+  if (text::flag(r, "fewer")) {
+    const auto n = static_cast<int>(num(r, "ranks"));
+    s += ", on " + std::to_string(n) + (n == 1 ? " rank" : " ranks") + ", planned again";
+  }
   if (num(r, "lost_s", -1) >= 0) {
     s += ", training again " + fixed(num(r, "lost_s"), 1) + " s after the failure";
   }

@@ -153,7 +153,7 @@ std::string plan_source_text(const json& s) {
   const auto& db = s["database"];
   const std::string where = db.value("path", "");
   if (s.contains("reshaped") && s["reshaped"].is_object()) {
-    src = "planned again for the new shape (resumed on another shape; the rows below say how)";
+    src = "planned again for a new shape (the rows below say how)";
   } else if (!s.value("resumed_from", "").empty()) {
     src = "the run directory's plan.json (resumed; it was " + src + ")";
   } else if (src == "cache") {

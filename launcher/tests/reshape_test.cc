@@ -45,6 +45,15 @@ TEST(Reshape, AGlobalBatchThatDoesNotSplitIsRefusedNamingTheShapesThatWork) {
       << many.error().message();
 }
 
+TEST(Reshape, FewerRanksAreTheMostTheGlobalBatchSplitsOverDownToTheMinimum) {
+  const recipes::Plan p = plan_of(1, 8, 6);  // global batch 48
+  EXPECT_EQ(fewer_ranks(p, 8, 1), 6);
+  EXPECT_EQ(fewer_ranks(p, 8, 7), 0);  // 7 does not split 48
+  EXPECT_EQ(fewer_ranks(p, 6, 1), 4);
+  EXPECT_EQ(fewer_ranks(p, 2, 0), 1);  // at least one rank
+  EXPECT_EQ(fewer_ranks(p, 1, 1), 0);
+}
+
 TEST(Reshape, TheTrainingIsKeptAndTheShapesSettingsAreTheNewPlans) {
   recipes::Plan old = plan_of(2, 2, 16);  // 4 ranks, global 64
   old.training.lr_scale = 2.0;

@@ -86,6 +86,16 @@ TEST(Restarts, TheSummarySaysWhenWhichRankWhyAndWhereItContinued) {
   EXPECT_EQ(restart_text(j[1]),
             "at 20.0 s: the ranks failed with exit code 3; continued from the start (no "
             "checkpoint yet)");
+  // A restart on fewer ranks (launch.min_ranks) says so.
+  Restart c = a;
+  c.ranks = 1;
+  c.fewer = true;
+  const json k = restarts_json({c});
+  EXPECT_EQ(k[0]["ranks"], 1);
+  EXPECT_EQ(restart_text(k[0]),
+            "at 12.3 s: rank 1 on n0 was killed by signal 9 (SIGKILL); continued from the "
+            "checkpoint at step 30, on 1 rank, planned again, training again 2.1 s after the "
+            "failure");
   // A hand-edited summary.json never throws: wrong types read as absent.
   EXPECT_EQ(restart_text(json::array()), "");
   EXPECT_EQ(restart_text({{"why", 5}, {"at_s", "x"}, {"exit_code", 1}}),

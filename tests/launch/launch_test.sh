@@ -322,6 +322,33 @@ cmp "$ref/checkpoints/checkpoint.bin" "$hung/checkpoints/checkpoint.bin" ||
   fail "the run restarted after a hang ended with other parameters than the uninterrupted one"
 [ "$(field "$hung/summary.json" "['restarts'][0]['from_step'] >= 20")" = True ] ||
   fail "no restart after the hang in summary.json: $(cat "$tmp/out7c")"
+# A failure that comes again before the restarted job trains a step is taken as lasting: with
+# launch.min_ranks 1 the next restart runs on 1 rank, planned again with the global batch kept,
+# and ends within 1 % of the uninterrupted run's loss.
+prev=$(newest_run)
+"$dltune" launch "$tiny" --no-tune --set launch.restarts=3 --set launch.min_ranks=1 \
+  >"$tmp/out7d" 2>&1 &
+pid=$!
+first=$(kill_rank_when_trained "$DLTUNE_RUNS_DIR" "$prev" 1 25) ||
+  fail "the run never reached step 25 with rank 1 running: $(cat "$tmp/out7d")"
+kill_rank_when_started "$(newest_run)" 1 "$first" >/dev/null ||
+  fail "the restarted attempt's rank 1 never started: $(cat "$tmp/out7d")"
+wait $pid || fail "the launch with launch.min_ranks 1 exited $?: $(cat "$tmp/out7d")"
+grep -q "restart 2 of 3 (launch.restarts): .*, on 1 rank, planned again" "$tmp/out7d" ||
+  fail "the second restart did not run on fewer ranks: $(cat "$tmp/out7d")"
+python3 - "$ref" "$(newest_run)" <<'PY' || fail "the run continued on fewer ranks: $(cat "$tmp/out7d")"
+import json, sys
+ref, run = sys.argv[1], sys.argv[2]
+s = json.load(open(run + "/summary.json"))
+rs = s["restarts"]
+assert [r["ranks"] for r in rs] == [2, 1] and [r["fewer"] for r in rs] == [False, True], rs
+assert s["ranks"] == 1 and s["steps"] == 80, s
+assert s["reshaped"]["from"]["ranks"] == 2 and s["reshaped"]["global_batch"] == 64, s["reshaped"]
+assert json.load(open(run + "/launch.json"))["ranks"] == 1
+want = json.load(open(ref + "/summary.json"))["final_loss"]
+assert abs(s["final_loss"] - want) <= 0.01 * want, (s["final_loss"], want)
+print("restart_fewer_loss_rel", abs(s["final_loss"] - want) / want)
+PY
 
 # 8. --resume on another shape (issue 40): the run stopped above (2 ranks, a checkpoint at step
 #    20 or later) continues on 1 rank, planned again: its global batch 64 kept (the data order
