@@ -25,9 +25,11 @@ void sharing(const PredictRequest& r, int nodes, double* scale, double* overlap_
   const int cores = r.cores_per_node;
   if (cores <= 0) return;
   const int ranks = r.per_node * std::min(nodes, r.nodes_per_machine);
-  *scale = std::max(1.0, static_cast<double>(ranks) / cores);
-  // Each rank's communication thread needs a core of its own to overlap for free.
-  *overlap_eff = std::clamp(static_cast<double>(cores - ranks) / ranks, 0.0, 1.0);
+  const int threads = ranks * std::max(1, r.threads_per_rank);
+  *scale = std::max(1.0, static_cast<double>(threads) / cores);
+  // Each rank's communication thread needs a core of its own, beside its compute threads, to
+  // overlap for free.
+  *overlap_eff = std::clamp(static_cast<double>(cores - threads) / ranks, 0.0, 1.0);
 }
 
 Prediction data_prediction(const PredictRequest& r, int n) {

@@ -68,10 +68,12 @@ struct PredictRequest {
   std::vector<int> nodes;
   uint64_t bucket_bytes = 4 << 20;
   bool overlap = true;
-  // Host collectives: the cores a node has (ranks beyond them share cores: compute slows by
-  // ranks / cores, and overlap hides nothing once the ranks' communication threads need the
-  // cores too). 0: devices (no sharing, overlap hides what fits).
+  // Host collectives: the cores a node has (ranks x threads beyond them share cores: compute
+  // slows by ranks x threads / cores, and overlap hides nothing once the ranks' communication
+  // threads need the cores too). 0: devices (no sharing, overlap hides what fits).
   int cores_per_node = 0;
+  // The threads each rank computes on (the compute profile's: it was measured on that many).
+  int threads_per_rank = 1;
   // How many of the job's nodes are one machine (Slurm nodes that are network namespaces of
   // one host, launcher/backend/slurm_backend.h's count_node_machines): cores_per_node are then that
   // machine's cores, shared by per_node x min(N, nodes_per_machine) ranks at N nodes. 1: each

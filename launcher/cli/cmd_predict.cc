@@ -66,6 +66,8 @@ int run_predict(const PredictCli& c) {
     j["model"] = in->model_name;
     j["batch"] = r.compute.batch;
     j["per_node"] = r.per_node;
+    j["threads_per_rank"] =
+        r.cores_per_node > 0 ? nlohmann::json(r.threads_per_rank) : nlohmann::json(nullptr);
     j["parameters"] = r.model.parameters;
     j["single_device_sps"] = predict::single_device_sps(r.compute);
     j["compute_source"] = in->compute_note;
@@ -75,8 +77,12 @@ int run_predict(const PredictCli& c) {
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
   }
-  std::printf("dltune predict: %s, per-rank batch %d, %d rank(s) per node, %.1f M parameters\n",
-              in->model_name.c_str(), r.compute.batch, r.per_node, r.model.parameters / 1e6);
+  // Threads are a host rank's (its compute measured here on that many); a device computes.
+  const std::string threads =
+      r.cores_per_node > 0 ? " x " + std::to_string(r.threads_per_rank) + " thread(s)" : "";
+  std::printf("dltune predict: %s, per-rank batch %d, %d rank(s)%s per node, %.1f M parameters\n",
+              in->model_name.c_str(), r.compute.batch, r.per_node, threads.c_str(),
+              r.model.parameters / 1e6);
   std::printf("  compute        %s\n", in->compute_note.c_str());
   std::printf("  communication  %s\n",
               in->comm_note.empty() ? "none needed" : in->comm_note.c_str());
@@ -114,6 +120,11 @@ void setup_predict(CLI::App& app, int* exit_code) {
   cmd->add_option("--bucket", c->o.bucket, "gradient bucket size (default: the recipe's, 4MiB)");
   cmd->add_flag("--no-overlap", c->o.no_overlap, "reduce gradients after backward");
   cmd->add_option("--db", c->o.db, "tuning database with this machine's sweeps");
+  cmd->add_option("--threads-per-rank", c->o.threads_per_rank,
+                  "threads each rank computes on when measuring compute here (default: the "
+                  "recipe's launch.threads_per_rank, else this node's cores shared among its "
+                  "ranks, as a launch runs them)")
+      ->check(CLI::Range(1, 1024));
   cmd->add_option("--profile-steps", c->o.profile_steps, "timed steps when measuring compute here")
       ->capture_default_str();
   cmd->add_flag("--json", c->json, "print {\"predictions\": [...]} as JSON");

@@ -173,6 +173,7 @@ LaunchPrediction LaunchPredictor::predict(const recipes::Plan& plan, bool with_c
   r.bucket_bytes = std::max<uint64_t>(4, plan.training.bucket_bytes);
   r.overlap = plan.training.overlap;
   r.cores_per_node = cores_;
+  r.threads_per_rank = job_.threads_per_rank;
   r.nodes_per_machine = nodes_per_machine(machines_, nodes);
   out.machines_note = node_machines_note(machines_, nodes, g_per, cores_);
   r.comm = mc.source;

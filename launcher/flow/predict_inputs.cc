@@ -284,10 +284,18 @@ Status resolve_compute(const PredictOptions& o, const std::optional<predict::Dev
             (r.model.transformer ? " for transformers" : " for CNNs") + ", an assumed fraction; " +
             dev->source + ")");
   } else {
-    auto c = profile_here(o.target, in.recipe.has_value(), batch, o.profile_steps, r.model);
+    if (auto t = topology::discover_default()) *cores = static_cast<int>(t->cores.size());
+    // As a launch runs the ranks (launcher/flow/launch_job.cc): the recipe's threads, else the
+    // node's cores shared among its ranks.
+    int threads = o.threads_per_rank;
+    if (threads <= 0 && in.recipe && in.recipe->launch.threads_per_rank > 0)
+      threads = static_cast<int>(in.recipe->launch.threads_per_rank);
+    if (threads <= 0) threads = std::max(1, *cores / std::max(1, r.per_node));
+    auto c =
+        profile_here(o.target, in.recipe.has_value(), batch, o.profile_steps, r.model, threads);
     if (!c) return c.error();
     r.compute = *c;
-    if (auto t = topology::discover_default()) *cores = static_cast<int>(t->cores.size());
+    r.threads_per_rank = threads;
   }
   r.cores_per_node = *cores;
   in.compute_note = r.compute.source + ": one device " +
@@ -383,8 +391,8 @@ Result<PredictInputs> resolve_predict_inputs(const PredictOptions& o) {
   const double opt_s =
       hw->dev ? predict::optimizer_seconds(r.model.parameters, hw->dev->memory_gbps, optimizer) : 0;
   int cores = 0;
-  DLTUNE_TRY(resolve_compute(o, hw->dev, batch, opt_s, in, &cores));
   r.per_node = ranks_per_node(o, *hw, in.recipe);
+  DLTUNE_TRY(resolve_compute(o, hw->dev, batch, opt_s, in, &cores));
   auto comm = comm_source(o, hw->dev, hw->topo, devices, r.per_node, &in.comm_note);
   if (!comm) return comm.error();
   r.comm = comm->source;

@@ -28,6 +28,9 @@ struct PredictOptions {
   bool no_overlap = false;
   std::string db;  // --db (this machine's measured models)
   int profile_steps = 3;
+  // Threads each rank computes on, when the compute is measured here: 0 = as a launch runs them
+  // (the recipe's launch.threads_per_rank, else this node's cores shared among its ranks).
+  int threads_per_rank = 0;
 };
 
 // The resolved inputs, and how each was obtained (printed above the table).

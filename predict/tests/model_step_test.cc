@@ -325,6 +325,30 @@ TEST(Predict, NodesOnOneMachineShareItsCores) {
   EXPECT_EQ(bad.error().exit_code(), 2);
 }
 
+// Threads per rank count as cores taken (issue 38): 2 ranks x 2 threads on 4 cores leave no
+// core for the communication threads, as 4 ranks x 1 would not slow compute either; on 2 cores
+// the same ranks share them and compute takes twice as long.
+TEST(Predict, ThreadsPerRankTakeCoresFromCommunicationAndShareThem) {
+  PredictRequest r;
+  r.model = costs("resnet50");
+  r.compute = profile_from_throughput(r.model, 8, 100, 0, "test");
+  r.per_node = 2;
+  r.nodes = {1};
+  r.cores_per_node = 4;
+  r.overlap = true;
+  r.comm.fabric.intra = {1e-6, 1 / 5e9, 0};
+  auto one = predict_scaling(r);
+  r.threads_per_rank = 2;
+  auto two = predict_scaling(r);
+  r.cores_per_node = 2;
+  auto shared = predict_scaling(r);
+  ASSERT_TRUE(one.ok() && two.ok() && shared.ok());
+  EXPECT_DOUBLE_EQ((*two)[0].compute_s, (*one)[0].compute_s);
+  EXPECT_LT((*one)[0].exposed_comm_s, (*two)[0].exposed_comm_s);
+  EXPECT_GE((*two)[0].exposed_comm_s, (*two)[0].comm_s);  // nothing hidden
+  EXPECT_NEAR((*shared)[0].compute_s, 2 * (*two)[0].compute_s, 1e-12 * (*two)[0].compute_s);
+}
+
 TEST(Predict, AutoLayoutIsNeverSlowerThanDataParallel) {
   PredictRequest r;
   r.model = costs("vgg16");

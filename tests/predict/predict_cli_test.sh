@@ -58,7 +58,15 @@ j = json.load(open(sys.argv[1]))
 p = j["predictions"][0]
 assert p["ranks"] == 1 and p["exposed_comm_ms"] == 0 and abs(p["scaling_efficiency"] - 1) < 1e-9, p
 assert p["step_ms"] > 0 and "measured here" in j["compute_source"], j
+# One rank on this node computes on all its cores, as a launch runs it (issue 38).
+assert j["threads_per_rank"] >= 1, j
+assert f'{j["threads_per_rank"]} thread' in j["compute_source"], j
 PY
+"$dltune" predict lenet --nodes 1 --per-node 1 --batch 16 --profile-steps 2 --threads-per-rank 1 \
+  >"$tmp/here1.txt" 2>"$tmp/err" || fail "--threads-per-rank 1 exited $?: $(cat "$tmp/err")"
+grep -q "^dltune predict: lenet, per-rank batch 16, 1 rank(s) x 1 thread(s) per node" "$tmp/here1.txt" &&
+  grep -q "measured here by dltune-worker profile (2 steps, 1 thread)" "$tmp/here1.txt" ||
+  fail "--threads-per-rank 1: $(cat "$tmp/here1.txt")"
 
 # The pipeline model: one replica of 8 stages.
 "$dltune" predict gpt-tiny --nodes 2 --per-node 4 --device a100 --inter 25 --parallel pipeline \
