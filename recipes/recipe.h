@@ -149,6 +149,10 @@ enum class Objective { kThroughput, kTimeToAccuracy };
 
 struct TuneConfig {
   double budget_seconds = 60;  // wall time the tuner may spend; 0 = do not tune (defaults)
+  // A run continued on another shape (a restart on fewer ranks, `--resume -n`) whose new shape
+  // has no cached plan is tuned this long first; 0 = the recipe's own settings. Not part of the
+  // tuning key.
+  double restart_budget_seconds = 5;
   Objective objective = Objective::kThroughput;
   double target_accuracy = 0.0;  // time-to-accuracy: the held-out accuracy to reach, (0, 1]
 };

@@ -86,6 +86,7 @@ json data_json(const DataConfig& d) {
 json tune_json(const TuneConfig& t) {
   json j = {
       {"budget", t.budget_seconds},
+      {"restart_budget", t.restart_budget_seconds},
       {"objective", t.objective == Objective::kThroughput ? "throughput" : "time-to-accuracy"}};
   if (t.objective == Objective::kTimeToAccuracy) j["target_accuracy"] = t.target_accuracy;
   return j;

@@ -193,8 +193,11 @@ void parse_comm(YamlReader& r, const YAML::Node& node, CommConfig* c) {
 
 void parse_tune(YamlReader& r, const YAML::Node& node, TuneConfig* t) {
   Fields f;
-  if (!r.fields(node, "tune", {"budget", "objective", "target_accuracy"}, &f)) return;
+  if (!r.fields(node, "tune", {"budget", "restart_budget", "objective", "target_accuracy"}, &f))
+    return;
   r.get_number(f, "budget", 0, false, kMaxTuneBudgetSeconds, false, &t->budget_seconds);
+  r.get_number(f, "restart_budget", 0, false, kMaxTuneBudgetSeconds, false,
+               &t->restart_budget_seconds);
   std::string objective = "throughput";
   if (r.get_choice(f, "objective", {"throughput", "time-to-accuracy"}, &objective))
     t->objective = objective == "throughput" ? Objective::kThroughput : Objective::kTimeToAccuracy;

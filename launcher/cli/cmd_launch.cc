@@ -228,14 +228,15 @@ Status choose_new(Launch& L, Progress& progress, const tuner::db::Layers& layers
   predictor.set_node_machines(L.machines);
   launcher::PlanRequest req;
   req.recipe = L.job.recipe;
+  // A run continued on another shape: the new shape's cached plan, else a tuning of
+  // tune.restart_budget (its time counts in the restart's), else the recipe's own settings.
+  if (L.resumed) req.recipe.tune.budget_seconds = L.job.recipe.tune.restart_budget_seconds;
   req.recipe_path = L.job.recipe_path;
   req.job = L.job.shape;
   req.topo = L.topo;
   req.layers = layers;
   req.retune = o.retune && !L.resumed;
-  // A run continued on another shape takes the new shape's cached plan or the recipe's own
-  // settings: it is not tuned (a short tuning within a restart budget is not built yet).
-  req.no_tune = o.no_tune || o.dry_run || L.resumed;
+  req.no_tune = o.no_tune || o.dry_run;
   req.dry_run = o.dry_run;
   req.trial_layouts = [&L] { return trial_layouts(L); };
   req.progress = o.dry_run ? nullptr : &progress;
@@ -258,7 +259,7 @@ Status choose_new(Launch& L, Progress& progress, const tuner::db::Layers& layers
   req.run = [&L](const std::string& phase, const std::vector<std::string>& argv) {
     return launcher::run_ranks(L.job, phase, argv);
   };
-  if (req.retune || (!req.no_tune && L.job.recipe.tune.budget_seconds > 0))
+  if (req.retune || (!req.no_tune && req.recipe.tune.budget_seconds > 0))
     progress.phase("looking up the plan");
   req.predict_sps = [&predictor](const recipes::Plan& plan, const launcher::PlanChoice& so_far) {
     predictor.set_models(so_far.collective_measurements, so_far.level_fits);
@@ -330,7 +331,15 @@ int dry_run(Launch& L) {
   d.json = L.o->json;
   d.cores_per_node = L.cores;
   if (L.resumed) d.resumed = L.resumed->path;
-  if (L.reshape) d.reshaped = launcher::reshape_text(launcher::reshape_json(*L.reshape));
+  if (L.reshape) {
+    d.reshaped = launcher::reshape_text(launcher::reshape_json(*L.reshape));
+    const double b = L.job.recipe.tune.restart_budget_seconds;
+    if (L.choice.source != "cache" && b > 0 && !L.o->no_tune) {
+      char buf[96];
+      std::snprintf(buf, sizeof buf, "; a launch tunes the new shape first, for up to %.0f s", b);
+      d.reshaped += std::string(buf) + " (tune.restart_budget)";
+    }
+  }
   launcher::print_dry_run(d);
   return 0;
 }

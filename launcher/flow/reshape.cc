@@ -123,7 +123,9 @@ std::string reshape_text(const nlohmann::json& r) {
       shape_words(static_cast<int>(whole(to, "nodes")), static_cast<int>(whole(to, "ranks"))) +
       "; global batch " + std::to_string(whole(r, "global_batch")) +
       " kept; the new shape's settings: " +
-      (src == "cache" ? "the database's plan for it" : "the recipe's own (none cached for it)");
+      (src == "cache"   ? "the database's plan for it"
+       : src == "tuned" ? "tuned for it (tune.restart_budget) and stored"
+                        : "the recipe's own (none cached for it)");
   std::vector<std::string> words;
   for (size_t i = 0; changes.is_array() && i < changes.size(); ++i)
     if (changes[i].is_string()) words.push_back(changes[i].get<std::string>());

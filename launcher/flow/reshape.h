@@ -60,8 +60,9 @@ void carry_training(const recipes::Plan& old, recipes::Plan* fresh, Reshape* r);
 nlohmann::json reshape_json(const Reshape& r);
 
 // One line for the summary and the progress display: "from 2 ranks on 1 node to 1 rank on 1
-// node; global batch 64 kept; the new shape's settings the recipe's own (none cached for it);
-// changed: samples per replica 32 -> 64". `r` as reshape_json() writes it.
+// node; global batch 64 kept; the new shape's settings: the recipe's own (none cached for it);
+// changed: samples per replica 32 -> 64" (or "the database's plan for it", "tuned for it
+// (tune.restart_budget) and stored"). `r` as reshape_json() writes it.
 std::string reshape_text(const nlohmann::json& r);
 
 }  // namespace dltune::launcher

@@ -327,7 +327,7 @@ cmp "$ref/checkpoints/checkpoint.bin" "$hung/checkpoints/checkpoint.bin" ||
 # and ends within 1 % of the uninterrupted run's loss.
 prev=$(newest_run)
 "$dltune" launch "$tiny" --no-tune --set launch.restarts=3 --set launch.min_ranks=1 \
-  >"$tmp/out7d" 2>&1 &
+  --set tune.restart_budget=0 >"$tmp/out7d" 2>&1 &
 pid=$!
 first=$(kill_rank_when_trained "$DLTUNE_RUNS_DIR" "$prev" 1 25) ||
   fail "the run never reached step 25 with rank 1 running: $(cat "$tmp/out7d")"
@@ -365,12 +365,17 @@ rc=$?
   fail "--resume -n 3 was refused after a rank trained"
 [ ! -e "$cut2/plan.previous.json" ] || fail "--resume -n 3 rewrote the plan"
 "$dltune" launch --resume "$cut2" -n 1 --dry-run >"$tmp/out8b" 2>&1 || fail "--resume -n 1 --dry-run: $(cat "$tmp/out8b")"
-grep -q "^plan:    planned again for the new shape: from 2 ranks on 1 node to 1 rank on 1 node; global batch 64 kept" "$tmp/out8b" ||
+grep -q "^plan:    planned again for the new shape: from 2 ranks on 1 node to 1 rank on 1 node; global batch 64 kept.*a launch tunes the new shape first, for up to 5 s (tune.restart_budget)" "$tmp/out8b" ||
   fail "the dry run does not say the plan is made again: $(cat "$tmp/out8b")"
 grep -q "a launch continues $cut2 from its last checkpoint" "$tmp/out8b" || fail "dry run: $(cat "$tmp/out8b")"
 "$dltune" launch --resume "$cut2" -n 1 >"$tmp/out8c" 2>&1 || fail "--resume -n 1 exited $?: $(cat "$tmp/out8c")"
 grep -q "^  new shape .*from 2 ranks on 1 node to 1 rank on 1 node; global batch 64 kept" "$tmp/out8c" ||
   fail "the summary has no new shape row: $(cat "$tmp/out8c")"
+"$dltune" db show --json | python3 -c "
+import json, sys
+d = json.load(sys.stdin)
+assert any(p['key']['recipe'] and p['key']['ranks_per_node'] == 1 for p in d['plans']), d['plans']" ||
+  fail "the plan tuned for 1 rank was not stored"
 python3 - "$ref" "$cut2" <<'PY' || fail "the run continued on 1 rank is not as planned: $(cat "$tmp/out8c")"
 import json, sys
 ref, run = sys.argv[1], sys.argv[2]
@@ -378,6 +383,8 @@ s = json.load(open(run + "/summary.json"))
 r = s["reshaped"]
 assert r["from"] == {"nodes": 1, "ranks": 2} and r["to"] == {"nodes": 1, "ranks": 1}, r
 assert r["global_batch"] == 64 and "samples per replica 32 -> 64" in r["changes"], r
+# No plan was cached for 1 rank: tuned within tune.restart_budget (5 s) and stored.
+assert r["plan_source"] == "tuned", r
 assert s["ranks"] == 1 and s["steps"] == 80, s
 plan, before = (json.load(open(run + f)) for f in ("/plan.json", "/plan.previous.json"))
 assert plan["job"]["ranks_per_node"] == 1 and plan["parallel"]["replicas"] == 1, plan["job"]
