@@ -13,7 +13,7 @@
 # `dltune run` start-up, PMIx wire-up, the model and data built again, the checkpoint read).
 # Last line:
 #   summary: restart_completes=0|1 restart_same_shape_bitwise=0|1 restart_seconds=T (median)
-#            restart_seconds_max=T runs=N
+#            restart_seconds_max=T restart_fewer_loss_rel=R runs=N
 set -uo pipefail
 build=${1:-build}
 runs=${2:-3}
@@ -50,8 +50,29 @@ for i in $(seq 1 "$runs"); do
   echo "run $i: restarted from step ${s#* }, training again after ${s%% *} s"
   [ "${s%% *}" = none ] && completes=0 || lost+=("${s%% *}")
 done
+# On fewer ranks: rank 1 killed after step 25 and again as the restart starts it; with
+# launch.min_ranks 1 the job finishes on 1 rank at the global batch kept. Its final loss against
+# the uninterrupted 2-rank run's (restart_fewer_loss_rel, the goal <= 0.01).
+prev=$(newest_run)
+"$dltune" launch "$recipe" --no-tune --set launch.restarts=3 --set launch.min_ranks=1 \
+  --set tune.restart_budget=0 >"$tmp/fewer.out" 2>&1 &
+pid=$!
+first=$(kill_rank_when_trained "$DLTUNE_RUNS_DIR" "$prev" 1 25)
+[ -n "$first" ] && kill_rank_when_started "$(newest_run)" 1 "$first" >/dev/null
+fewer_rel=nan
+if wait $pid; then
+  fewer_rel=$(python3 -c "
+import json, sys
+s, r = (json.load(open(d + '/summary.json')) for d in sys.argv[1:])
+assert s['ranks'] == 1, 'finished on %d ranks' % s['ranks']
+print('%.2e' % (abs(s['final_loss'] - r['final_loss']) / r['final_loss']))" "$(newest_run)" "$ref") ||
+    fewer_rel=nan
+else
+  echo "fewer ranks: did not complete:"; tail -5 "$tmp/fewer.out"
+fi
+echo "fewer ranks: finished on 1 rank, final loss relative to the uninterrupted run's: $fewer_rel"
 median=$(printf '%s\n' "${lost[@]:-}" | sort -g | awk '{a[NR]=$1} END{if(NR==0){print "nan"} else if(NR%2){print a[(NR+1)/2]} else {print (a[NR/2]+a[NR/2+1])/2}}')
 max=$(printf '%s\n' "${lost[@]:-}" | sort -g | tail -1)
 echo "no peer: each restarted run against the same job run uninterrupted in this bench (torchrun's"
 echo "--max-restarts restarts from the program's own checkpoint, which is the program's to write)"
-echo "summary: restart_completes=$completes restart_same_shape_bitwise=$bitwise restart_seconds=$median restart_seconds_max=${max:-nan} runs=$runs"
+echo "summary: restart_completes=$completes restart_same_shape_bitwise=$bitwise restart_seconds=$median restart_seconds_max=${max:-nan} restart_fewer_loss_rel=$fewer_rel runs=$runs"
