@@ -128,6 +128,25 @@ TEST(Trace, TrainingPartsMergeIntoOneChromeTrace) {
     }
 }
 
+// A job that continued on fewer ranks: the parts its earlier attempt's higher ranks left are
+// removed with the merge, and not merged (the trace is the ranks the job ended with).
+TEST(Trace, MergeRemovesThePartsOfRanksTheJobNoLongerHas) {
+  TempDir t;
+  const std::string trace = t.path("trace.json");
+  const std::string event = "[{\"name\": \"step\", \"ph\": \"X\", \"ts\": 5, \"dur\": 1}]";
+  for (int r = 0; r < 3; ++r)
+    ASSERT_TRUE(paths::write_file_atomic(trace + ".rank" + std::to_string(r), event).ok());
+  ASSERT_TRUE(merge_traces(trace, 1).ok());
+  EXPECT_FALSE(fs::exists(trace + ".rank1"));
+  EXPECT_FALSE(fs::exists(trace + ".rank2"));
+  auto text = paths::read_file(trace);
+  ASSERT_TRUE(text.ok());
+  const json merged = json::parse(*text);
+  int ranks = 0;
+  for (const json& e : merged["traceEvents"]) ranks += e.value("name", "") == "process_name";
+  EXPECT_EQ(ranks, 1);
+}
+
 TEST(Trace, MergeErrors) {
   TempDir t;
   const std::string trace = t.path("trace.json");

@@ -110,6 +110,10 @@ Status merge_traces(const std::string& trace_path, int ranks) {
   const json out = {{"traceEvents", events}, {"displayTimeUnit", "ms"}};
   DLTUNE_TRY(paths::write_file_atomic(trace_path, out.dump()));
   for (const auto& part : parts) std::filesystem::remove(part);
+  // Parts of ranks the job no longer has (it continued on fewer): an earlier attempt's, stale.
+  std::error_code ec;
+  for (int r = ranks; std::filesystem::exists(part_path(trace_path, r), ec); ++r)
+    std::filesystem::remove(part_path(trace_path, r), ec);
   return ok_status();
 }
 
