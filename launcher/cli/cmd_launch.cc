@@ -502,8 +502,10 @@ int train(Launch& L, Progress& progress, bool* resumed_from_checkpoint) {
       std::string why_not;
       auto fewer = continue_on_fewer(L, progress, &why_not);
       if (!fewer) {
-        std::fprintf(stderr, "dltune launch: cannot continue on fewer ranks: %s\n",
-                     fewer.error().message().c_str());
+        std::fprintf(stderr,
+                     "dltune launch: cannot continue on fewer ranks: %s\ndltune launch: the last "
+                     "checkpoint is kept; continue with: dltune launch --resume %s\n",
+                     fewer.error().message().c_str(), dir.path.c_str());
         return code != 0 ? code : 1;
       }
       r.fewer = *fewer;
