@@ -66,9 +66,10 @@ std::string bucket_event_name(size_t index, std::string_view algorithm, uint64_t
 // "rank N" per rank, events sorted by time and shifted so the earliest starts at 0; then
 // removes the parts, and those of ranks `ranks`, `ranks` + 1, ... that an earlier attempt of a
 // job now on fewer ranks left. Parts that do not exist are skipped (a rank that died before its
-// first step); the output is written atomically. Errors: invalid_input for ranks < 1; not_found when
-// no part exists; invalid_input naming a part that is not a JSON event array; io_error when
-// the output cannot be written. On error nothing is written and no part is removed.
+// first step); the output is written atomically. Errors: invalid_input for ranks < 1;
+// not_found when no part exists; invalid_input naming a part that is not a JSON event array;
+// io_error when the output cannot be written. On error nothing is written and no part is
+// removed.
 Status merge_traces(const std::string& trace_path, int ranks);
 
 }  // namespace dltune::engine
