@@ -128,6 +128,8 @@ struct TrainingConfig {
   OptimizerConfig optimizer;
   ScheduleConfig schedule;
   int64_t checkpoint_every = 0;  // steps between checkpoints; 0 = a quarter of the run
+  // Seconds between checkpoints as well (the first step after each interval), 0 = none.
+  double checkpoint_every_seconds = 0;
   uint64_t seed = 1;
   std::string init_from;  // absolute path of a safetensors file to start from; "" = seeded init
   ParallelConfig parallel;

@@ -60,6 +60,7 @@ json training_json(const TrainingConfig& t) {
   if (s.kind == ScheduleKind::kCosine) sched["min_lr"] = s.min_lr;
   j["schedule"] = sched;
   j["checkpoint_every"] = t.checkpoint_every;
+  j["checkpoint_every_seconds"] = t.checkpoint_every_seconds;
   j["seed"] = t.seed;
   if (!t.init_from.empty()) j["init_from"] = t.init_from;
   j["parallel"] = {{"mode", t.parallel.mode},

@@ -147,7 +147,7 @@ void parse_training(YamlReader& r, const YAML::Node& node, const std::string& ba
   Fields f;
   if (!r.fields(node, "training",
                 {"epochs", "steps", "batch", "scaling", "optimizer", "schedule", "checkpoint_every",
-                 "seed", "init_from", "parallel", "precision"},
+                 "checkpoint_every_seconds", "seed", "init_from", "parallel", "precision"},
                 &f))
     return;
   r.get_int(f, "epochs", 1, kMaxInt, &t->epochs);
@@ -164,6 +164,7 @@ void parse_training(YamlReader& r, const YAML::Node& node, const std::string& ba
   parse_parallel(r, f, &t->parallel);
   r.get_choice(f, "precision", {"fp32", "bf16", "auto"}, &t->precision);
   r.get_int(f, "checkpoint_every", 0, kMaxInt, &t->checkpoint_every);
+  r.get_number(f, "checkpoint_every_seconds", 0, false, 1e7, false, &t->checkpoint_every_seconds);
   int64_t seed = static_cast<int64_t>(t->seed);
   if (r.get_int(f, "seed", 0, std::numeric_limits<int64_t>::max(), &seed))
     t->seed = static_cast<uint64_t>(seed);

@@ -133,6 +133,37 @@ struct CheckpointSetup {
   std::string path = dir.path.empty() ? std::string() : dir.path + "/ck.bin";
 };
 
+// run()'s checkpoints: by steps, by seconds (rank 0's clock), and the last one at the end, never
+// twice for one step; the background write is done when run() returns and loads.
+TEST(Checkpoint, RunCheckpointsByStepsAndBySeconds) {
+  struct Case {
+    int64_t every;
+    double every_s;
+    int64_t want;
+  };
+  for (const Case& k : {Case{5, 0, 4},       // steps 5, 10, 15, 20 (the last one is the end)
+                        Case{0, 1e-9, 20},   // every step's interval has passed
+                        Case{0, 1e6, 1},     // only the end
+                        Case{7, 1e6, 3}}) {  // 7, 14, and the end at 20
+    CheckpointSetup s;
+    ASSERT_FALSE(s.path.empty());
+    s.c.steps = 20;
+    s.c.checkpoint_every = k.every;
+    s.c.checkpoint_every_s = k.every_s;
+    s.c.checkpoint_path = s.path;
+    auto t = Trainer::create(s.c, nullptr, s.data, nullptr);
+    ASSERT_TRUE(t.ok()) << t.error().message();
+    MetricsWriter metrics;
+    auto sum = (*t)->run(metrics);
+    ASSERT_TRUE(sum.ok()) << sum.error().message();
+    EXPECT_EQ(sum->checkpoints, k.want) << k.every << " steps, " << k.every_s << " s";
+    EXPECT_TRUE(sum->checkpoint_background);
+    auto ck = load_checkpoint(s.path);
+    ASSERT_TRUE(ck.ok()) << ck.error().message();
+    EXPECT_EQ(ck->step, 20);
+  }
+}
+
 TEST(Checkpoint, ResumeIsExact) {
   const CheckpointSetup s;
   ASSERT_FALSE(s.path.empty());

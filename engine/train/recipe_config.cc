@@ -115,6 +115,7 @@ Result<TrainConfig> train_config_from(const recipes::Recipe& recipe, const recip
   if (!steps) return steps.error();
   c.steps = *steps;
   c.checkpoint_every = recipes::checkpoint_interval(recipe, c.steps);
+  c.checkpoint_every_s = recipe.training.checkpoint_every_seconds;
   c.bucket_bytes = plan.training.bucket_bytes;
   c.overlap = plan.training.overlap;
   // Recipes have no device key: `comm.backend: nccl` means the ranks compute on their GPUs.

@@ -69,8 +69,9 @@ Status validate(const TrainConfig& c) {
   for (size_t i = 1; i < c.algorithms.size(); ++i)
     if (c.algorithms[i].max_bytes <= c.algorithms[i - 1].max_bytes)
       return bad("algorithms", "ranges must be sorted by increasing max_bytes");
-  if (c.eval_every < 0 || c.log_every < 1 || c.checkpoint_every < 0)
-    return bad("eval_every/log_every/checkpoint_every", "must be non-negative (log_every >= 1)");
+  if (c.eval_every < 0 || c.log_every < 1 || c.checkpoint_every < 0 || !(c.checkpoint_every_s >= 0))
+    return bad("eval_every/log_every/checkpoint_every/checkpoint_every_s",
+               "must be non-negative (log_every >= 1)");
   if (c.train_size < 1 || c.heldout_size < 0) return bad("train_size", "must be positive");
   if (!(c.heldout_split >= 0.0 && c.heldout_split <= 0.5))
     return bad("heldout_split", "must be in [0, 0.5]");

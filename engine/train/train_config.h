@@ -100,7 +100,10 @@ struct TrainConfig {
   int64_t log_every = 1;         // steps between metric lines
   std::string checkpoint_path;   // "" = no checkpoints
   int64_t checkpoint_every = 0;  // steps; 0 = only at the end
-  std::string metrics_path;      // "" = no metrics file (rank 0 writes it)
+  // Seconds between checkpoints as well, by rank 0's clock (every rank checkpoints after the
+  // same step: rank 0's decision is shared each step); 0 = none.
+  double checkpoint_every_s = 0;
+  std::string metrics_path;  // "" = no metrics file (rank 0 writes it)
   // "" = no trace; else every rank writes Chrome trace events to <trace_path>.rank<R>
   // (engine/trace.h; merge_traces() joins them into trace_path).
   std::string trace_path;

@@ -210,6 +210,9 @@ class Trainer {
   // it in the background (ckpt_writer_); a pipeline saves while training waits. Adds the
   // seconds training waited to ckpt_blocked_s_. Errors: the previous background write's, save()'s.
   Status checkpoint(const std::string& path);
+  // Whether config.checkpoint_every_s has passed since the last checkpoint (or the run's start),
+  // by rank 0's clock, agreed by every rank: one 4-byte allreduce a step while it is set.
+  Result<bool> checkpoint_due_by_time();
   Status resume_pipeline(const std::string& path);
   // The checkpoint's fields but the tensors; whether a loaded checkpoint fits this run (the
   // whole model's `params` and `state` floats), else invalid_input naming `path`.
@@ -289,6 +292,7 @@ class Trainer {
   CheckpointWriter ckpt_writer_;  // rank 0, data parallel: the checkpoint being written
   double ckpt_blocked_s_ = 0.0;   // seconds run() waited for checkpoints
   int64_t ckpt_step_ = -1;        // the step of the last checkpoint run() wrote (-1: none)
+  std::chrono::steady_clock::time_point ckpt_at_;  // when run() began or last checkpointed
   int64_t ckpt_count_ = 0;
 };
 

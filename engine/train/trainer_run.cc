@@ -101,6 +101,15 @@ Status Trainer::checkpoint(const std::string& path) {
   return st;
 }
 
+Result<bool> Trainer::checkpoint_due_by_time() {
+  if (!(config_.checkpoint_every_s > 0) || config_.checkpoint_path.empty()) return false;
+  const double since =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - ckpt_at_).count();
+  int32_t due = rank() == 0 && since >= config_.checkpoint_every_s ? 1 : 0;
+  if (ranks() > 1) DLTUNE_TRY(allreduce_small(&due, 1, comm::DataType::kI32, comm::ReduceOp::kMax));
+  return due != 0;
+}
+
 Status Trainer::check_checkpoint(const CheckpointInfo& info, const std::string& path,
                                  int64_t params, int64_t state) const {
   const std::string where = "checkpoint '" + path + "'";
@@ -162,6 +171,7 @@ Result<TrainSummary> Trainer::run(MetricsWriter& metrics) {
   int64_t timed = 0;
   double timed_s = 0.0;
   const int64_t first_step = step_;
+  ckpt_at_ = start;
   while (step_ < config_.steps) {
     const bool log = (step_ + 1) % config_.log_every == 0 || step_ + 1 == config_.steps;
     auto loss = step(log);
@@ -197,9 +207,12 @@ Result<TrainSummary> Trainer::run(MetricsWriter& metrics) {
       if (rank() == 0) metrics.write(*em);
       DLTUNE_LOG(kInfo, "engine") << "step " << step_ << " held-out accuracy " << em->accuracy;
     }
-    if (!config_.checkpoint_path.empty() && config_.checkpoint_every > 0 &&
-        step_ % config_.checkpoint_every == 0) {
+    auto by_time = checkpoint_due_by_time();
+    if (!by_time) return by_time.error();
+    if (!config_.checkpoint_path.empty() &&
+        ((config_.checkpoint_every > 0 && step_ % config_.checkpoint_every == 0) || *by_time)) {
       const auto c0 = std::chrono::steady_clock::now();
+      ckpt_at_ = c0;
       DLTUNE_TRY(checkpoint(config_.checkpoint_path));
       trace_->complete("checkpoint", kTraceCompute, c0, std::chrono::steady_clock::now(), step_);
     }
