@@ -57,8 +57,7 @@ prev=$(newest_run)
 "$dltune" launch "$recipe" --no-tune --set launch.restarts=3 --set launch.min_ranks=1 \
   --set tune.restart_budget=0 >"$tmp/fewer.out" 2>&1 &
 pid=$!
-first=$(kill_rank_when_trained "$DLTUNE_RUNS_DIR" "$prev" 1 25)
-[ -n "$first" ] && kill_rank_when_started "$(newest_run)" 1 "$first" >/dev/null
+kill_rank_twice "$DLTUNE_RUNS_DIR" "$prev" 1 25
 fewer_rel=nan
 if wait $pid; then
   fewer_rel=$(python3 -c "

@@ -14,21 +14,12 @@
 #include <unistd.h>
 
 #include "common/paths.h"
+#include "engine/tests/temp_dir.h"
 
 namespace dltune::engine {
 namespace {
 
-// A fresh directory under /tmp, removed with everything in it.
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/dltune-ckwriter-XXXXXX";
-    if (mkdtemp(tmpl) != nullptr) path = tmpl;
-  }
-  ~TempDir() {
-    if (!path.empty()) (void)std::system(("rm -rf " + path).c_str());
-  }
-};
+using test_support::TempDir;
 
 Checkpoint header(int64_t step) {
   Checkpoint ck;

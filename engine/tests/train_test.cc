@@ -9,6 +9,7 @@
 #include "common/paths.h"
 #include "engine/io/checkpoint.h"
 #include "engine/optim/optimizer.h"
+#include "engine/tests/temp_dir.h"
 #include "engine/train/metrics.h"
 #include "engine/train/train_config.h"
 #include "engine/train/trainer.h"
@@ -112,17 +113,7 @@ TrainConfig small_config() {
   return c;
 }
 
-// A temporary directory for checkpoints, removed with the object.
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/dltune-engine-ckpt-XXXXXX";
-    if (mkdtemp(tmpl) != nullptr) path = tmpl;
-  }
-  ~TempDir() {
-    if (!path.empty()) (void)std::system(("rm -rf " + path).c_str());
-  }
-};
+using test_support::TempDir;
 
 // small_config(), its data, and a checkpoint path in a fresh temporary directory (empty when
 // the directory could not be made).

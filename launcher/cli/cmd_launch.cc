@@ -85,6 +85,7 @@ struct Launch {
   std::optional<RunDir> dir;                            // the run directory
   std::optional<launcher::RunDirGuard> unless_trained;  // a refused launch leaves no run dir
   launcher::NodeMachines machines;
+  std::optional<tuner::db::Layers> layers;  // the databases, as choose() found them
   launcher::PlanChoice choice;
   launcher::LaunchPrediction prediction;
   int64_t steps = 0;  // the run's length (recipes::training_steps at the plan's batch)
@@ -295,6 +296,7 @@ Status choose(Launch& L, Progress& progress) {
   auto layers = tuner::db::layers_from_env(L.o->db.empty() ? std::nullopt
                                                            : std::optional<std::string>(L.o->db));
   if (!layers) return layers.error();
+  L.layers = *layers;
   if (L.resumed) {
     auto text = paths::read_file(L.resumed->plan());
     auto plan = text ? recipes::parse_plan(*text) : Result<recipes::Plan>(text.error());
@@ -432,11 +434,8 @@ Result<bool> continue_on_fewer(Launch& L, Progress& progress, std::string* why) 
   L.job = std::move(*job);
   L.old_plan = L.choice.plan;
   L.reshape.emplace();
-  L.resumed = L.dir;  // planned as a resumed run is: in its run directory, not tuned
-  auto layers = tuner::db::layers_from_env(L.o->db.empty() ? std::nullopt
-                                                           : std::optional<std::string>(L.o->db));
-  if (!layers) return layers.error();
-  DLTUNE_TRY(choose_new(L, progress, *layers));
+  L.resumed = L.dir;  // planned as a resumed run is: in its run directory (tune.restart_budget)
+  DLTUNE_TRY(choose_new(L, progress, *L.layers));
   DLTUNE_TRY(recipes::check_plan_for_recipe(L.job.recipe, L.choice.plan, L.job.ranks));
   DLTUNE_TRY(record(L));
   return true;

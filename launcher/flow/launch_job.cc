@@ -39,9 +39,8 @@ int auto_ranks_per_node(const recipes::Recipe& r, const topology::Topology& topo
   return std::max<int>(1, static_cast<int>(topo.numa_nodes.size()));
 }
 
-// Threads per rank, and why: the recipe's; 1 for GPU ranks (comm.backend nccl: the device
-// computes); else the node's cores shared evenly among its ranks. Cores left idle, or shared by
-// more threads than they can run, are said.
+}  // namespace
+
 std::pair<int, std::string> threads_per_rank(const recipes::Recipe& r, int per_node, int cores) {
   int threads = static_cast<int>(r.launch.threads_per_rank);
   std::string why;
@@ -64,8 +63,6 @@ std::pair<int, std::string> threads_per_rank(const recipes::Recipe& r, int per_n
   }
   return {threads, why};
 }
-
-}  // namespace
 
 Result<Job> make_job(const JobOptions& o, const topology::Topology& topo) {
   Job job;

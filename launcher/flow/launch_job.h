@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/progress.h"
@@ -49,6 +50,11 @@ struct Job {
 // comm.backend nccl on a local machine without a GPU.
 // not_found (exit 2): no such recipe.
 Result<Job> make_job(const JobOptions& options, const topology::Topology& topo);
+
+// Threads per rank as a launch runs them, and why: the recipe's launch.threads_per_rank; 1 for
+// GPU ranks (comm.backend nccl: the device computes); else a node's `cores` shared evenly among
+// its `per_node` ranks. Cores left idle, or shared by more threads than they can run, are said.
+std::pair<int, std::string> threads_per_rank(const recipes::Recipe& r, int per_node, int cores);
 
 // Runs argv (argv[0] an executable path) as every rank of the job in a `dltune run` child
 // process (launch_prefix(): one embedded PMIx server per process, and a launch does several)

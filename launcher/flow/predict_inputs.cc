@@ -11,6 +11,7 @@
 #include "launcher/backend/rank_program.h"
 #include "launcher/backend/temp_dir.h"
 #include "launcher/flow/cost_fits.h"
+#include "launcher/flow/launch_job.h"
 #include "launcher/flow/text_format.h"
 #include "planning/buckets.h"
 #include "planning/model_costs.h"
@@ -285,12 +286,12 @@ Status resolve_compute(const PredictOptions& o, const std::optional<predict::Dev
             dev->source + ")");
   } else {
     if (auto t = topology::discover_default()) *cores = static_cast<int>(t->cores.size());
-    // As a launch runs the ranks (launcher/flow/launch_job.cc): the recipe's threads, else the
-    // node's cores shared among its ranks.
-    int threads = o.threads_per_rank;
-    if (threads <= 0 && in.recipe && in.recipe->launch.threads_per_rank > 0)
-      threads = static_cast<int>(in.recipe->launch.threads_per_rank);
-    if (threads <= 0) threads = std::max(1, *cores / std::max(1, r.per_node));
+    // As a launch runs the ranks (a built-in model: as a recipe that leaves them auto).
+    const int threads = o.threads_per_rank > 0
+                            ? o.threads_per_rank
+                            : threads_per_rank(in.recipe.value_or(recipes::Recipe{}),
+                                               std::max(1, r.per_node), *cores)
+                                  .first;
     auto c =
         profile_here(o.target, in.recipe.has_value(), batch, o.profile_steps, r.model, threads);
     if (!c) return c.error();

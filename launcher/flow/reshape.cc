@@ -14,6 +14,9 @@ std::string count(int64_t n, const char* one, const char* many) {
   return std::to_string(n) + " " + (n == 1 ? one : many);
 }
 
+// Whether a global batch of g samples splits evenly over r replicas, each getting one at least.
+bool splits(int64_t g, int64_t r) { return r >= 1 && g >= r && g % r == 0; }
+
 std::string shape_words(int nodes, int ranks) {
   return count(ranks, "rank", "ranks") + " on " + count(nodes, "node", "nodes");
 }
@@ -26,11 +29,11 @@ bool needs_reshape(const recipes::Plan& old, const recipes::JobShape& shape) {
 
 Status check_reshape(const recipes::Plan& old, int ranks) {
   const int64_t g = old.training.global_batch;
-  if (ranks >= 1 && g >= ranks && g % ranks == 0) return ok_status();
+  if (splits(g, ranks)) return ok_status();
   // The rank counts that work: the divisors of the global batch, the few nearest the request.
   std::vector<int64_t> fit;
   for (int64_t d = 1; d <= g && d <= 4096; ++d)
-    if (g % d == 0) fit.push_back(d);
+    if (splits(g, d)) fit.push_back(d);
   std::sort(fit.begin(), fit.end(), [ranks](int64_t a, int64_t b) {
     return std::llabs(a - ranks) < std::llabs(b - ranks) ||
            (std::llabs(a - ranks) == std::llabs(b - ranks) && a < b);
@@ -49,7 +52,7 @@ Status check_reshape(const recipes::Plan& old, int ranks) {
 int fewer_ranks(const recipes::Plan& old, int ranks, int min_ranks) {
   const int64_t g = old.training.global_batch;
   for (int r = ranks - 1; r >= std::max(1, min_ranks); --r)
-    if (g >= r && g % r == 0) return r;
+    if (splits(g, r)) return r;
   return 0;
 }
 

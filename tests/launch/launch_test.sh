@@ -272,10 +272,8 @@ cmp "$ref/checkpoints/checkpoint.bin" "$cut/checkpoints/checkpoint.bin" ||
 prev=$(newest_run)
 "$dltune" launch "$tiny" --no-tune --set launch.restarts=2 >"$tmp/out7a" 2>&1 &
 pid=$!
-first=$(kill_rank_when_trained "$DLTUNE_RUNS_DIR" "$prev" 1 25) ||
-  fail "the run never reached step 25 with rank 1 running: $(cat "$tmp/out7a")"
-kill_rank_when_started "$(newest_run)" 1 "$first" >/dev/null ||
-  fail "the restarted attempt's rank 1 never started: $(cat "$tmp/out7a")"
+kill_rank_twice "$DLTUNE_RUNS_DIR" "$prev" 1 25 ||
+  fail "rank 1 was not running at step 25, or not again after the restart: $(cat "$tmp/out7a")"
 wait $pid || fail "the launch with launch.restarts 2 exited $? after losing a rank twice: $(cat "$tmp/out7a")"
 rs=$(newest_run)
 cmp "$ref/checkpoints/checkpoint.bin" "$rs/checkpoints/checkpoint.bin" ||
@@ -329,10 +327,8 @@ prev=$(newest_run)
 "$dltune" launch "$tiny" --no-tune --set launch.restarts=3 --set launch.min_ranks=1 \
   --set tune.restart_budget=0 >"$tmp/out7d" 2>&1 &
 pid=$!
-first=$(kill_rank_when_trained "$DLTUNE_RUNS_DIR" "$prev" 1 25) ||
-  fail "the run never reached step 25 with rank 1 running: $(cat "$tmp/out7d")"
-kill_rank_when_started "$(newest_run)" 1 "$first" >/dev/null ||
-  fail "the restarted attempt's rank 1 never started: $(cat "$tmp/out7d")"
+kill_rank_twice "$DLTUNE_RUNS_DIR" "$prev" 1 25 ||
+  fail "rank 1 was not running at step 25, or not again after the restart: $(cat "$tmp/out7d")"
 wait $pid || fail "the launch with launch.min_ranks 1 exited $?: $(cat "$tmp/out7d")"
 grep -q "restart 2 of 3 (launch.restarts): .*, on 1 rank, planned again" "$tmp/out7d" ||
   fail "the second restart did not run on fewer ranks: $(cat "$tmp/out7d")"
