@@ -181,6 +181,11 @@ struct LaunchConfig {
   // (planned again, the global batch kept), down to this many. 0 = the job's own ranks (never
   // fewer). Not part of the tuning key.
   int64_t min_ranks = 0;
+  // Under Slurm, the fewest nodes a failed job may continue on: when the failed rank's node no
+  // longer answers, the next restart leaves it out and runs on the allocation's other nodes
+  // (the same ranks per node, planned again, the global batch kept), down to this many. 0 =
+  // the job's own nodes (never fewer). Not part of the tuning key.
+  int64_t min_nodes = 0;
 };
 // The most restarts a recipe may ask for.
 inline constexpr int64_t kMaxRestarts = 100;

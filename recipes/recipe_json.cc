@@ -118,7 +118,8 @@ json recipe_view(const Recipe& r) {
                   r.launch.memory_per_rank > 0 ? json(r.launch.memory_per_rank) : json("auto")},
                  {"baseline", r.launch.baseline},
                  {"restarts", r.launch.restarts},
-                 {"min_ranks", r.launch.min_ranks}};
+                 {"min_ranks", r.launch.min_ranks},
+                 {"min_nodes", r.launch.min_nodes}};
   return j;
 }
 

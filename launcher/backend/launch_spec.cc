@@ -73,9 +73,10 @@ Status validate_spec(const LaunchSpec& spec) {
 }
 
 std::string outcome_to_json(const LaunchOutcome& o) {
-  return nlohmann::json{
-      {"exit_code", o.exit_code}, {"message", o.message}, {"interrupted", o.interrupted}}
-      .dump();
+  nlohmann::json j = {
+      {"exit_code", o.exit_code}, {"message", o.message}, {"interrupted", o.interrupted}};
+  if (!o.host.empty()) j["host"] = o.host;
+  return j.dump();
 }
 
 Result<LaunchOutcome> outcome_from_json(std::string_view text) {
@@ -83,14 +84,17 @@ Result<LaunchOutcome> outcome_from_json(std::string_view text) {
   if (!j) return std::move(j).error().wrap("a run's outcome");
   if (!j->is_object() || !(*j)["exit_code"].is_number_integer() || !(*j)["message"].is_string() ||
       !(*j)["interrupted"].is_boolean() || (*j)["exit_code"].get<int64_t>() < 0 ||
-      (*j)["exit_code"].get<int64_t>() > 255) {
+      (*j)["exit_code"].get<int64_t>() > 255 ||
+      (j->contains("host") && !(*j)["host"].is_string())) {
     return invalid_input(
-        "a run's outcome: expected {\"exit_code\": 0-255, \"message\", \"interrupted\"}");
+        "a run's outcome: expected {\"exit_code\": 0-255, \"message\", \"interrupted\", "
+        "\"host\" (optional)}");
   }
   LaunchOutcome o;
   o.exit_code = (*j)["exit_code"].get<int>();
   o.message = (*j)["message"].get<std::string>();
   o.interrupted = (*j)["interrupted"].get<bool>();
+  if (j->contains("host")) o.host = (*j)["host"].get<std::string>();
   return o;
 }
 

@@ -39,6 +39,8 @@ struct LaunchSpec {
   std::vector<std::pair<std::string, std::string>> extra_env;  // added to every rank
   // slurm: each local rank's CPUs (the plan's placement), bound with srun's mask_cpu
   std::vector<std::vector<int>> local_cpus;
+  // slurm: nodes of the allocation the job must not use (srun --exclude): a node lost earlier
+  std::vector<std::string> exclude;
   // Told what the user should know before the ranks start (ranks sharing cores, a plan that
   // cannot be applied), one sentence each; when unset, it is logged as a warning.
   std::function<void(const std::string&)> warn;
@@ -53,11 +55,13 @@ struct LaunchOutcome {
   int exit_code = 0;
   std::string message;       // one sentence; "" on success
   bool interrupted = false;  // the launcher got SIGINT / SIGTERM / SIGHUP (not a rank failure)
+  std::string host;          // the failed rank's node (slurm backend); "" when not known
 };
 
 // The outcome as `dltune run --outcome-file` writes it, for the program that started it
 // (`dltune launch` reads why its ranks failed, and whether the user interrupted them, to decide
-// on a restart): {"exit_code": N, "message": "...", "interrupted": bool}.
+// on a restart, and on which nodes): {"exit_code": N, "message": "...", "interrupted": bool,
+// "host": "..."} ("host" only when known).
 std::string outcome_to_json(const LaunchOutcome& o);
 // Reads outcome_to_json()'s text back. Errors: invalid_input when it is not that object.
 Result<LaunchOutcome> outcome_from_json(std::string_view text);

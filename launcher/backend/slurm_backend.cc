@@ -196,10 +196,27 @@ std::string ip_of(const std::string& name) {
   return buf[0] != '\0' ? buf : name;
 }
 
-// MASTER_ADDR / MASTER_PORT for the job: rank 0 runs on the allocation's first node (srun's
-// block distribution), so its address, and a port free there: found here when this is that
-// node, else by dltune-rank-env in a one-task step on it. The user's values win.
-Result<EnvList> slurm_rendezvous(const std::string& srun, const std::string& rank_env) {
+// The first node of `list` (a Slurm hostlist, "n[1-3],m2") that is not in `exclude`: with
+// none excluded, first_host(); else the list expanded by `scontrol show hostnames`.
+Result<std::string> first_node_left(const std::string& list,
+                                    const std::vector<std::string>& exclude) {
+  if (exclude.empty()) return first_host(list);
+  auto scontrol = find_program("scontrol");
+  if (!scontrol) return scontrol.error();
+  auto out = capture({*scontrol, "show", "hostnames", list});
+  if (!out) return std::move(out).error().wrap("scontrol show hostnames");
+  for (const std::string& raw : strings::split(*out, '\n')) {
+    const std::string h = strings::trim(raw);
+    if (!h.empty() && std::find(exclude.begin(), exclude.end(), h) == exclude.end()) return h;
+  }
+  return invalid_input("every node of " + list + " is excluded");
+}
+
+// MASTER_ADDR / MASTER_PORT for the job: rank 0 runs on the allocation's first node that is not
+// excluded (srun's block distribution), so its address, and a port free there: found here when
+// this is that node, else by dltune-rank-env in a one-task step on it. The user's values win.
+Result<EnvList> slurm_rendezvous(const std::string& srun, const std::string& rank_env,
+                                 const std::vector<std::string>& exclude) {
   const char* user_addr = std::getenv("MASTER_ADDR");  // NOLINT: PyTorch's variable
   const char* user_port = std::getenv("MASTER_PORT");  // NOLINT: as above
   if (user_addr != nullptr && *user_addr != '\0' && user_port != nullptr && *user_port != '\0') {
@@ -213,7 +230,7 @@ Result<EnvList> slurm_rendezvous(const std::string& srun, const std::string& ran
     if (list == nullptr) list = std::getenv("SLURM_NODELIST");  // NOLINT: Slurm's
     if (list == nullptr)
       return invalid_input("SLURM_JOB_NODELIST is not set: not in an allocation");
-    auto first = first_host(list);
+    auto first = first_node_left(list, exclude);
     if (!first) return std::move(first).error().wrap("SLURM_JOB_NODELIST");
     host = *first;
     addr = ip_of(node_addr(host));
@@ -252,6 +269,7 @@ std::vector<std::string> srun_command(const std::string& srun_path,
       argv.push_back("--ntasks-per-node=" + std::to_string(spec.nranks / spec.nodes));
     }
   }
+  if (!spec.exclude.empty()) argv.push_back("--exclude=" + strings::join(spec.exclude, ","));
   if (spec.tag_output) argv.push_back("--label");
   if (!spec.local_cpus.empty()) {
     argv.push_back("--cpu-bind=mask_cpu:" + cpu_masks(spec.local_cpus));
@@ -312,7 +330,18 @@ Result<int> count_node_machines(int nodes, int timeout_ms) {
   return count_boot_ids(*out, nodes);
 }
 
-Status rerun_in_allocation(int nodes, int ntasks) {
+Result<bool> node_answers(const std::string& node, int timeout_ms) {
+  if (!in_slurm_allocation()) return unsupported("not in a Slurm allocation");
+  auto srun = find_program("srun");
+  if (!srun) return unsupported("srun was not found in PATH");
+  // --overlap: the failed step's CPUs may not all be released yet on a node that is fine.
+  auto out = capture({*srun, "--nodes=1", "--ntasks=1", "--nodelist=" + node, "--overlap",
+                      "--quiet", "--input=none", "cat", "/proc/sys/kernel/random/boot_id"},
+                     timeout_ms);
+  return out.ok() && is_boot_id(strings::trim(*out));
+}
+
+Status rerun_in_allocation(int nodes, int ntasks, bool keep_on_node_failure) {
   auto salloc = find_program("salloc");
   if (!salloc) {
     return unsupported(
@@ -322,6 +351,9 @@ Status rerun_in_allocation(int nodes, int ntasks) {
   std::ifstream in("/proc/self/cmdline", std::ios::binary);
   const std::string cmdline((std::istreambuf_iterator<char>(in)), {});
   std::vector<std::string> argv = {*salloc, "--quiet"};
+  // The allocation outlives a failed node, which the job's restarts then leave out: by
+  // default Slurm ends the whole allocation when one of its nodes fails.
+  if (keep_on_node_failure) argv.push_back("--no-kill");
   if (nodes > 0) argv.push_back("--nodes=" + std::to_string(nodes));
   argv.push_back("--ntasks=" + std::to_string(ntasks));
   argv.push_back("--");
@@ -411,7 +443,7 @@ Result<LaunchOutcome> run_slurm(const LaunchSpec& spec_in) {
     return not_found(rank_env + " is missing: build the 'dltune-rank-env' target");
   }
   EnvBlock env(environ);
-  auto rendezvous = slurm_rendezvous(*srun, rank_env);
+  auto rendezvous = slurm_rendezvous(*srun, rank_env, spec.exclude);
   if (!rendezvous) return std::move(rendezvous).error().wrap("PyTorch's rendezvous");
   for (const auto& [k, v] : *rendezvous) env.set(k, v);
   std::optional<TempDir> plan_dir;  // kept until srun ends: the ranks read its files

@@ -46,11 +46,20 @@ inline constexpr int kNodeMachinesTimeoutMs = 10000;
 // kInvalidInput when its output is not one boot id per node.
 Result<int> count_node_machines(int nodes, int timeout_ms = kNodeMachinesTimeoutMs);
 
-// Replaces this process by `salloc --quiet [--nodes=NODES] --ntasks=NTASKS -- <this command
-// line>`, so that the command runs again inside an allocation of that shape (salloc exits
-// with its status). Returns only on failure: kUnsupported when salloc is not installed, kIo
-// when the command line cannot be read or exec fails.
-Status rerun_in_allocation(int nodes, int ntasks);
+// Whether `node` of the current allocation still runs a task: a one-task step on it
+// (`srun --nodelist=NODE ... cat /proc/sys/kernel/random/boot_id`) that prints a boot id
+// within `timeout_ms` (stopped then: a node whose slurmd is gone may hold srun until Slurm's
+// own timeouts). False when the step fails or times out. Errors: kUnsupported outside an
+// allocation or without srun.
+Result<bool> node_answers(const std::string& node, int timeout_ms);
+
+// Replaces this process by `salloc --quiet [--no-kill] [--nodes=NODES] --ntasks=NTASKS --
+// <this command line>`, so that the command runs again inside an allocation of that shape
+// (salloc exits with its status). `keep_on_node_failure`: --no-kill, so that the allocation
+// outlives a failed node (a job that restarts on the nodes left needs it). Returns only on
+// failure: kUnsupported when salloc is not installed, kIo when the command line cannot be read
+// or exec fails.
+Status rerun_in_allocation(int nodes, int ntasks, bool keep_on_node_failure = false);
 
 // One task-status line srun prints when a task ends badly, e.g.
 //   "srun: error: n1: task 2: Exited with exit code 3"

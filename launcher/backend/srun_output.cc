@@ -131,6 +131,7 @@ void name_failure(LaunchOutcome& out, const SrunFailures& w, const PlanEnv& pe) 
     for (const auto& f : w.tasks) {
       if ("rank " + std::to_string(f.rank) == who) {
         out.message.replace(0, who.size(), rank_label(pe, f.rank) + " on " + f.host);
+        out.host = f.host;
         break;
       }
     }
@@ -138,6 +139,7 @@ void name_failure(LaunchOutcome& out, const SrunFailures& w, const PlanEnv& pe) 
     if (auto first = first_failure(w.tasks)) {
       out.message = first->describe(&pe);
       out.exit_code = first->exit_status();
+      out.host = first->host;
     }
   }
 }

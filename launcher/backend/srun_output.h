@@ -27,8 +27,8 @@ struct SrunFailures {
 std::optional<std::string> filter_srun_line(SrunFailures& w, bool tag, bool is_stderr,
                                             std::string_view line);
 
-// A failed job's message and exit code from what srun said: the rank that called MPI_Abort
-// (on its node), else the first failed task in place of srun's own exit.
+// A failed job's message, exit code and host from what srun said: the rank that called
+// MPI_Abort (on its node), else the first failed task in place of srun's own exit.
 void name_failure(LaunchOutcome& out, const SrunFailures& w, const PlanEnv& pe);
 
 }  // namespace dltune::launcher

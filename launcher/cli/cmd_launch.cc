@@ -404,31 +404,15 @@ void announce(const Launch& L, Progress& progress) {
   progress.message("run directory: " + L.dir->path);
 }
 
-// A failure that came again before the restarted job trained a step is taken as lasting (a rank
-// that cannot start again): with launch.min_ranks below the job's ranks, the next attempt runs on
-// the most ranks down to it that the global batch splits over, planned again as `--resume -n`
-// does (launcher/flow/reshape.h), the run directory's plan and launch.json rewritten. Returns
-// whether it did (false: the same ranks again, and `why` says why not).
-Result<bool> continue_on_fewer(Launch& L, Progress& progress, std::string* why) {
-  const int64_t min = L.job.recipe.launch.min_ranks;
-  if (min <= 0 || min >= L.job.ranks) {
-    *why = "launch.min_ranks does not allow fewer ranks";
-    return false;
-  }
-  if (L.job.backend == launcher::Backend::kSlurm) {
-    *why = "under Slurm the failed node is not excluded yet";
-    return false;
-  }
-  const int r = launcher::fewer_ranks(L.choice.plan, L.job.ranks, static_cast<int>(min));
-  if (r == 0) {
-    *why = "no count of ranks down to launch.min_ranks " + std::to_string(min) +
-           " splits the global batch " + std::to_string(L.choice.plan.training.global_batch);
-    return false;
-  }
+// Plans the run again for `ranks` ranks on `nodes` nodes (slurm; 0 locally), leaving out
+// L.jo.exclude, as `--resume -n` does (launcher/flow/reshape.h): the run directory's plan and
+// launch.json rewritten.
+Status replan(Launch& L, Progress& progress, int ranks, int nodes) {
   launcher::JobOptions jo = L.jo;
   jo.recipe = L.dir->recipe();  // the recipe as run: its overrides are in it
   jo.overrides.clear();
-  jo.ranks = r;
+  jo.ranks = ranks;
+  jo.nodes = nodes;
   auto job = launcher::make_job(jo, L.topo);
   if (!job) return job.error();
   L.job = std::move(*job);
@@ -437,8 +421,74 @@ Result<bool> continue_on_fewer(Launch& L, Progress& progress, std::string* why) 
   L.resumed = L.dir;  // planned as a resumed run is: in its run directory (tune.restart_budget)
   DLTUNE_TRY(choose_new(L, progress, *L.layers));
   DLTUNE_TRY(recipes::check_plan_for_recipe(L.job.recipe, L.choice.plan, L.job.ranks));
-  DLTUNE_TRY(record(L));
+  return record(L);
+}
+
+// A failure that came again before the restarted job trained a step is taken as lasting (a rank
+// that cannot start again): with launch.min_ranks below the job's ranks, the next attempt runs on
+// the most ranks down to it that the global batch splits over, planned again (replan()).
+// Returns whether it did (false: the same ranks again, and `why` says why not).
+Result<bool> continue_on_fewer(Launch& L, Progress& progress, std::string* why) {
+  const int64_t min = L.job.recipe.launch.min_ranks;
+  if (L.job.backend == launcher::Backend::kSlurm) {
+    *why = "under Slurm a job continues on fewer nodes when a node is lost (launch.min_nodes)";
+    return false;
+  }
+  if (min <= 0 || min >= L.job.ranks) {
+    *why = "launch.min_ranks does not allow fewer ranks";
+    return false;
+  }
+  const int r = launcher::fewer_ranks(L.choice.plan, L.job.ranks, static_cast<int>(min));
+  if (r == 0) {
+    *why = "no count of ranks down to launch.min_ranks " + std::to_string(min) +
+           " splits the global batch " + std::to_string(L.choice.plan.training.global_batch);
+    return false;
+  }
+  DLTUNE_TRY(replan(L, progress, r, 0));
   return true;
+}
+
+// The most a failed rank's node is given to run a one-task step before it is taken as lost.
+constexpr int kNodeAnswerMs = 10000;
+
+// Under Slurm, the failed rank's node (`host`, from srun's task-status line) is asked to run a
+// one-task step: when it does, the failure was transient and the job restarts on the same nodes
+// (false). When it does not, the node is taken as lost: the next attempt leaves it out (srun
+// --exclude) and runs on the nodes left with the same ranks per node, planned again (replan()),
+// down to launch.min_nodes nodes and launch.min_ranks ranks (true). Errors (the job stops, its
+// checkpoint kept): a lost node that launch.min_nodes or min_ranks does not allow continuing
+// without, or a global batch that does not split over the ranks left.
+Result<bool> continue_without_node(Launch& L, Progress& progress, const std::string& host) {
+  progress.status("asking node " + host + " whether it still runs a step");
+  auto answers = launcher::node_answers(host, kNodeAnswerMs);
+  if (!answers) return std::move(answers).error().wrap("asking node " + host);
+  if (*answers) return false;
+  const int nodes = L.job.shape.nodes - 1;
+  const int ranks = nodes * L.job.shape.ranks_per_node;
+  const int64_t min_nodes = L.job.recipe.launch.min_nodes;
+  const int64_t min_ranks = L.job.recipe.launch.min_ranks;
+  const std::string lost = "node " + host + " does not answer (it ran rank(s) of the job)";
+  if (min_nodes <= 0 || nodes < min_nodes || nodes < 1) {
+    return peer_failed(lost + "; launch.min_nodes " + std::to_string(min_nodes) +
+                       " does not allow continuing on " + std::to_string(nodes) + " node" +
+                       (nodes == 1 ? "" : "s") +
+                       (min_nodes <= 0 ? " (0: never fewer than the job's own)" : ""));
+  }
+  if (min_ranks > 0 && ranks < min_ranks) {
+    return peer_failed(lost + "; the " + std::to_string(ranks) +
+                       " ranks on the nodes left are fewer than launch.min_ranks " +
+                       std::to_string(min_ranks));
+  }
+  DLTUNE_TRY_CTX(launcher::check_reshape(L.choice.plan, ranks), lost);
+  L.jo.exclude.push_back(host);
+  DLTUNE_TRY(replan(L, progress, ranks, nodes));
+  return true;
+}
+
+// How many times the job may restart: --max-restarts, else the recipe's launch.restarts.
+int restarts_allowed(const Launch& L) {
+  return L.o->max_restarts >= 0 ? L.o->max_restarts
+                                : static_cast<int>(L.job.recipe.launch.restarts);
 }
 
 // Phase 4: the ranks, following rank 0's metrics. A failed job continues from the run's last
@@ -450,8 +500,7 @@ int train(Launch& L, Progress& progress, bool* resumed_from_checkpoint) {
   *resumed_from_checkpoint = resume_ckpt;
   if (L.resumed && !resume_ckpt)
     progress.message("no checkpoint yet in " + dir.path + "; starting over");
-  const int allowed =
-      L.o->max_restarts >= 0 ? L.o->max_restarts : static_cast<int>(L.job.recipe.launch.restarts);
+  const int allowed = restarts_allowed(L);
   bool from_checkpoint = resume_ckpt;
   std::chrono::steady_clock::time_point failed_at;
   for (;;) {
@@ -497,7 +546,26 @@ int train(Launch& L, Progress& progress, bool* resumed_from_checkpoint) {
     r.exit_code = code;
     r.why = outcome.message;
     r.from_step = launcher::checkpoint_step(dir.checkpoint());
-    if (done > 0 && !first_step) {  // it failed again before training a step
+    if (L.job.backend == launcher::Backend::kSlurm && !outcome.host.empty()) {
+      auto lost = continue_without_node(L, progress, outcome.host);
+      progress.finish();
+      if (!lost) {
+        std::fprintf(stderr,
+                     "dltune launch: cannot continue: %s\ndltune launch: the last checkpoint is "
+                     "kept; continue with: dltune launch --resume %s\n",
+                     lost.error().message().c_str(), dir.path.c_str());
+        return code != 0 ? code : 1;
+      }
+      if (*lost) {
+        r.fewer = true;
+        r.lost_node = outcome.host;
+        r.nodes = L.job.shape.nodes;
+        progress.message("  node " + outcome.host + " does not answer: continuing without it, " +
+                         launcher::reshape_text(launcher::reshape_json(*L.reshape)));
+      } else {
+        progress.message("  node " + outcome.host + " still answers: the same nodes again");
+      }
+    } else if (done > 0 && !first_step) {  // it failed again before training a step
       std::string why_not;
       auto fewer = continue_on_fewer(L, progress, &why_not);
       if (!fewer) {
@@ -614,7 +682,8 @@ int run_launch(const LaunchOptions& o) {
   // under salloc with the job's shape, so that every phase gets the same nodes.
   if (L.job.backend == launcher::Backend::kSlurm && !launcher::in_slurm_allocation() &&
       !o.dry_run) {
-    Status s = launcher::rerun_in_allocation(L.job.shape.nodes, L.job.ranks);
+    Status s =
+        launcher::rerun_in_allocation(L.job.shape.nodes, L.job.ranks, restarts_allowed(L) > 0);
     return report_error("launch", s.error());  // only reached when salloc could not start
   }
   Progress progress(Progress::detect(o.json, stdout), stdout);

@@ -28,6 +28,7 @@ struct RunOptions {
   std::string plan_file;
   std::string recipe_file;
   std::string outcome_file;
+  std::string exclude;               // --exclude HOST[,HOST...] (slurm)
   std::vector<std::string> exports;  // -x NAME[=VALUE], as given
   std::vector<std::string> command;
 };
@@ -102,6 +103,18 @@ Result<launcher::LaunchSpec> make_spec(const RunOptions& o, launcher::Backend ba
     if (!recipe) return std::move(recipe).error().wrap("--recipe");
     spec.recipe_blob = std::move(*recipe);
   }
+  if (!o.exclude.empty()) {
+    if (backend != launcher::Backend::kSlurm) {
+      return invalid_input("--exclude " + o.exclude + " needs the slurm backend (--backend slurm)");
+    }
+    for (const std::string& h : strings::split(o.exclude, ',')) {
+      if (h.empty() || h.find_first_of(" \t=[]") != std::string::npos) {
+        return invalid_input("--exclude expects node names separated by commas, got '" + o.exclude +
+                             "'");
+      }
+      spec.exclude.push_back(h);
+    }
+  }
   if (spec.nodes > 0 && spec.nranks % spec.nodes != 0) {
     return invalid_input(std::to_string(spec.nranks) + " ranks do not divide evenly over " +
                          std::to_string(spec.nodes) + " nodes; choose -n as a multiple of --nodes");
@@ -123,11 +136,13 @@ Status check_allocation(const launcher::LaunchSpec& spec) {
   if (!launcher::in_slurm_allocation()) {
     return launcher::rerun_in_allocation(spec.nodes, spec.nranks);  // returns only on failure
   }
-  const int have = launcher::allocation_nodes();
-  if (spec.nodes > 0 && have > 0 && have < spec.nodes) {
-    return invalid_input("--nodes " + std::to_string(spec.nodes) + ": this allocation has " +
-                         std::to_string(have) + " node(s); ask salloc/sbatch for " +
-                         std::to_string(spec.nodes) + " or lower --nodes");
+  const int all = launcher::allocation_nodes();  // 0: unknown
+  const int have = all - static_cast<int>(spec.exclude.size());
+  if (spec.nodes > 0 && all > 0 && have < spec.nodes) {
+    return invalid_input(
+        "--nodes " + std::to_string(spec.nodes) + ": this allocation has " + std::to_string(have) +
+        " node(s)" + (spec.exclude.empty() ? "" : " besides the excluded ones") +
+        "; ask salloc/sbatch for " + std::to_string(spec.nodes) + " or lower --nodes");
   }
   return ok_status();
 }
@@ -189,10 +204,14 @@ void setup_run(CLI::App& app, int* exit_code) {
                   "NAME=VALUE: set NAME in every rank; NAME: every rank gets this command's "
                   "NAME (mpirun's -x; repeatable; it wins over what dltune sets)")
       ->allow_extra_args(false);  // one NAME per -x: `-x A prog` leaves prog to the command
+  cmd->add_option("--exclude", opts->exclude,
+                  "HOST[,HOST...]: nodes of the allocation not to run on (slurm backend: srun "
+                  "--exclude; rank 0 and MASTER_ADDR go to the first node left)");
   cmd->add_option("--outcome-file", opts->outcome_file,
                   "When the ranks have run, write the outcome to this file as JSON: "
                   "{\"exit_code\", \"message\" (the failure's sentence, \"\" on success), "
-                  "\"interrupted\" (stopped by a signal to this command)}");
+                  "\"interrupted\" (stopped by a signal to this command), \"host\" (the failed "
+                  "rank's node, slurm backend)}");
   cmd->add_option("command", opts->command, "PROGRAM [ARGS...] (after --)");
   cmd->positionals_at_end();
   cmd->footer(

@@ -81,7 +81,9 @@ Result<Job> make_job(const JobOptions& o, const topology::Topology& topo) {
         "comm.backend nccl runs one rank per GPU, and hwloc finds no GPU on this machine; use "
         "comm.backend auto (or mpi) to train on its CPUs, or launch on a GPU node");
   }
-  int nodes = o.nodes > 0 ? o.nodes : (slurm ? std::max(env_int("SLURM_JOB_NUM_NODES"), 1) : 1);
+  const int excluded = static_cast<int>(o.exclude.size());
+  int nodes =
+      o.nodes > 0 ? o.nodes : (slurm ? std::max(env_int("SLURM_JOB_NUM_NODES") - excluded, 1) : 1);
   if (!slurm && nodes > 1) {
     return invalid_input("--nodes " + std::to_string(nodes) +
                          " needs the slurm backend (run inside an allocation or pass "
@@ -94,16 +96,19 @@ Result<Job> make_job(const JobOptions& o, const topology::Topology& topo) {
   }
   const int cores = std::max(1, static_cast<int>(topo.cores.size()));
   if (ranks <= 0) ranks = nodes * auto_ranks_per_node(job.recipe, topo, cores);
-  if (slurm && in_slurm_allocation() && allocation_nodes() > 0 && nodes > allocation_nodes()) {
+  if (slurm && in_slurm_allocation() && allocation_nodes() > 0 &&
+      nodes > allocation_nodes() - excluded) {
     return invalid_input("--nodes " + std::to_string(nodes) + ": this allocation has " +
-                         std::to_string(allocation_nodes()) + " node(s); ask salloc/sbatch for " +
-                         std::to_string(nodes) + " or lower --nodes");
+                         std::to_string(allocation_nodes() - excluded) + " node(s)" +
+                         (excluded > 0 ? " besides the lost ones" : "") +
+                         "; ask salloc/sbatch for " + std::to_string(nodes) + " or lower --nodes");
   }
   if (ranks % nodes != 0) {
     return invalid_input(std::to_string(ranks) + " ranks do not divide evenly over " +
                          std::to_string(nodes) + " nodes; choose -n as a multiple of --nodes");
   }
   job.ranks = ranks;
+  if (slurm) job.exclude = o.exclude;
   const auto [threads, why] = threads_per_rank(job.recipe, ranks / nodes, cores);
   job.shape = recipes::JobShape{nodes, ranks / nodes, threads};
   job.threads_reason = why;
@@ -159,7 +164,7 @@ Status run_ranks(const Job& job, const std::string& phase, const std::vector<std
     if (o && o->exit_code == *rc) {
       *outcome = std::move(*o);
     } else {
-      *outcome = LaunchOutcome{*rc, "", cli::forwarded_signal() != 0};
+      *outcome = LaunchOutcome{*rc, "", cli::forwarded_signal() != 0, ""};
     }
     if (*rc != 0 && !outcome->interrupted) {
       return peer_failed(
@@ -191,6 +196,7 @@ std::vector<std::string> launch_prefix(const Job& job, const std::string& plan_f
   std::vector<std::string> p = {"dltune", "run", "-n", std::to_string(job.ranks)};
   if (job.backend == Backend::kSlurm) {
     p.insert(p.end(), {"--nodes", std::to_string(job.shape.nodes), "--backend", "slurm"});
+    if (!job.exclude.empty()) p.insert(p.end(), {"--exclude", strings::join(job.exclude, ",")});
   } else {
     p.insert(p.end(), {"--backend", "local"});
   }

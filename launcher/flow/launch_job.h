@@ -22,6 +22,7 @@ struct JobOptions {
   int ranks = 0;                             // -n; 0 = the recipe's, else auto
   int nodes = 0;                             // --nodes; 0 = the allocation's (slurm) or 1
   std::string backend;                       // "" = default_backend()
+  std::vector<std::string> exclude;          // slurm: the allocation's nodes lost, left out
 };
 
 // What the launch is: the job shape, the backend and how ranks bind.
@@ -35,6 +36,7 @@ struct Job {
   std::string precision_reason;    // why training.precision, when the recipe left it auto
   std::vector<std::string> notes;  // what --set changed beyond its keys (a shorter schedule)
   topology::BindPolicy bind = topology::BindPolicy::kAuto;
+  std::vector<std::string> exclude;  // slurm: nodes not to run on (JobOptions::exclude)
 };
 
 // Loads the recipe with the options' overrides (--set), validates it, and works out the job
@@ -42,13 +44,13 @@ struct Job {
 // else SLURM_NTASKS (slurm), else one per GPU, else (launch.threads_per_rank N) as many N-thread
 // ranks as a node's cores hold, else one per NUMA domain, per node; threads per rank from the
 // recipe, else 1 for GPU ranks, else the node's cores over its ranks; nodes from
-// --nodes, else SLURM_JOB_NUM_NODES (slurm), else 1. The recipe is validated again with the
-// job's rank count (batch vs ranks); `notes` says what the overrides changed beyond their own
-// keys (recipes::parse_recipe_with_overrides). Errors (invalid_input, exit 2): every recipe problem
-// as `file:line:col: key: message`, one per line; ranks that do not divide over the nodes; more
-// than one node without the slurm backend; inside an allocation, more nodes than it has;
-// comm.backend nccl on a local machine without a GPU.
-// not_found (exit 2): no such recipe.
+// --nodes, else SLURM_JOB_NUM_NODES less the excluded nodes (slurm), else 1. The recipe is
+// validated again with the job's rank count (batch vs ranks); `notes` says what the overrides
+// changed beyond their own keys (recipes::parse_recipe_with_overrides). Errors (invalid_input, exit
+// 2): every recipe problem as `file:line:col: key: message`, one per line; ranks that do not divide
+// over the nodes; more than one node without the slurm backend; inside an allocation, more nodes
+// than it has; comm.backend nccl on a local machine without a GPU. not_found (exit 2): no such
+// recipe.
 Result<Job> make_job(const JobOptions& options, const topology::Topology& topo);
 
 // Threads per rank as a launch runs them, and why: the recipe's launch.threads_per_rank; 1 for

@@ -34,6 +34,10 @@ nlohmann::json restarts_json(const std::vector<Restart>& restarts) {
                  {"lost_s", r.lost_s >= 0 ? nlohmann::json(r.lost_s) : nlohmann::json()},
                  {"ranks", r.ranks},
                  {"fewer", r.fewer}});
+    if (!r.lost_node.empty()) {
+      a.back()["lost_node"] = r.lost_node;
+      a.back()["nodes"] = r.nodes;
+    }
   }
   return a;
 }
@@ -52,9 +56,18 @@ std::string restart_text(const nlohmann::json& r) {
   std::string s = "at " + fixed(num(r, "at_s"), 1) + " s: " + why + "; continued from " +
                   (step > 0 ? "the checkpoint at step " + std::to_string(step)
                             : std::string("the start (no checkpoint yet)"));
+  const auto lost = r.find("lost_node");
+  if (lost != r.end() && lost->is_string()) {
+    s += ", without node " + lost->get<std::string>() + " (it no longer answered)";
+  }
   if (text::flag(r, "fewer")) {
     const auto n = static_cast<int>(num(r, "ranks"));
-    s += ", on " + std::to_string(n) + (n == 1 ? " rank" : " ranks") + ", planned again";
+    s += ", on " + std::to_string(n) + (n == 1 ? " rank" : " ranks");
+    if (lost != r.end()) {
+      const auto m = static_cast<int>(num(r, "nodes"));
+      s += " on " + std::to_string(m) + (m == 1 ? " node" : " nodes");
+    }
+    s += ", planned again";
   }
   if (num(r, "lost_s", -1) >= 0) {
     s += ", training again " + fixed(num(r, "lost_s"), 1) + " s after the failure";

@@ -11,6 +11,7 @@
 
 #include "launcher/backend/env_block.h"
 #include "launcher/backend/slurm_backend.h"
+#include "launcher/backend/srun_output.h"
 #include "launcher/backend/temp_dir.h"
 
 namespace dltune::launcher {
@@ -75,6 +76,27 @@ TEST(SrunTest, BuildsTheCommandLine) {
                                          "probe",
                                          "--x"};
   EXPECT_EQ(argv, want);
+  // Nodes lost earlier are left out.
+  spec.exclude = {"n3", "n5"};
+  const auto without = srun_command("/usr/bin/srun", "/b/dltune-rank-env", spec);
+  EXPECT_NE(std::find(without.begin(), without.end(), "--exclude=n3,n5"), without.end());
+  EXPECT_LT(std::find(without.begin(), without.end(), "--exclude=n3,n5"),
+            std::find(without.begin(), without.end(), "--"));
+}
+
+// The failed task's node is the outcome's host (the launch asks it whether it still answers),
+// both for srun's own task-status lines and for an MPI_Abort it names.
+TEST(SrunTest, NamesTheFailedRanksHost) {
+  SrunFailures w;
+  for (const char* line :
+       {"srun: error: n1: task 0: Terminated", "srun: error: n3: task 2: Killed"}) {
+    EXPECT_FALSE(filter_srun_line(w, false, true, line).has_value()) << line;
+  }
+  LaunchOutcome out{1, "srun exited with code 1", false, ""};
+  name_failure(out, w, PlanEnv{});
+  EXPECT_EQ(out.host, "n3");
+  EXPECT_EQ(out.exit_code, 137);
+  EXPECT_EQ(out.message, "rank 2 on n3 was killed by signal 9 (Killed)");
 }
 
 // A plan's placement binds each local rank through srun's CPU masks, instead of --bind's policy.

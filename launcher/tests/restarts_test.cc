@@ -18,32 +18,39 @@ namespace {
 using json = nlohmann::json;
 
 TEST(Restarts, RestartsRankFailuresWhileAnyAreLeftButNeverAnInterrupt) {
-  const LaunchOutcome killed{137, "rank 1 on n0 was killed by signal 9 (SIGKILL)", false};
+  const LaunchOutcome killed{137, "rank 1 on n0 was killed by signal 9 (SIGKILL)", false, "n0"};
   EXPECT_EQ(restart_refusal(killed, 0, 2), "");
   EXPECT_EQ(restart_refusal(killed, 1, 2), "");
   EXPECT_EQ(restart_refusal(killed, 2, 2), "the 2 restarts of launch.restarts are used up");
   EXPECT_EQ(restart_refusal(killed, 1, 1), "the 1 restart of launch.restarts is used up");
   EXPECT_EQ(restart_refusal(killed, 0, 0), "launch.restarts is 0");
   // A rank killed by SIGTERM exits 143 as an interrupted launch does: only the flag tells.
-  const LaunchOutcome term{143, "rank 0 on n0 was killed by signal 15 (SIGTERM)", false};
+  const LaunchOutcome term{143, "rank 0 on n0 was killed by signal 15 (SIGTERM)", false, ""};
   EXPECT_EQ(restart_refusal(term, 0, 2), "");
-  const LaunchOutcome interrupted{143, "interrupted", true};
+  const LaunchOutcome interrupted{143, "interrupted", true, ""};
   EXPECT_EQ(restart_refusal(interrupted, 0, 2), "interrupted");
 }
 
 TEST(Restarts, OutcomeFileRoundTripsAndRefusesWhatItDidNotWrite) {
-  const LaunchOutcome o{137, "rank 1 on \"n0\" was killed by signal 9 (SIGKILL)", false};
+  const LaunchOutcome o{137, "rank 1 on \"n0\" was killed by signal 9 (SIGKILL)", false, "n0"};
   auto back = outcome_from_json(outcome_to_json(o));
   ASSERT_TRUE(back.ok()) << back.error().message();
   EXPECT_EQ(back->exit_code, 137);
   EXPECT_EQ(back->message, o.message);
   EXPECT_FALSE(back->interrupted);
+  EXPECT_EQ(back->host, "n0");
+  // Without a host (a local launch) the key is left out, and an outcome without it reads back.
+  auto local = outcome_from_json(outcome_to_json({1, "x", false, ""}));
+  ASSERT_TRUE(local.ok());
+  EXPECT_EQ(local->host, "");
+  EXPECT_EQ(outcome_to_json({1, "x", false, ""}).find("host"), std::string::npos);
   for (const char* bad : {"", "{", "[]", "{\"hello\":1}",
                           "{\"exit_code\":\"1\",\"message\":\"\",\"interrupted\":false}",
                           "{\"exit_code\":-1,\"message\":\"\",\"interrupted\":false}",
                           "{\"exit_code\":256,\"message\":\"\",\"interrupted\":false}",
                           "{\"exit_code\":1,\"message\":2,\"interrupted\":false}",
-                          "{\"exit_code\":1,\"message\":\"\",\"interrupted\":1}"}) {
+                          "{\"exit_code\":1,\"message\":\"\",\"interrupted\":1}",
+                          "{\"exit_code\":1,\"message\":\"\",\"interrupted\":false,\"host\":3}"}) {
     auto r = outcome_from_json(bad);
     EXPECT_FALSE(r.ok()) << bad;
   }
@@ -96,6 +103,20 @@ TEST(Restarts, TheSummarySaysWhenWhichRankWhyAndWhereItContinued) {
             "at 12.3 s: rank 1 on n0 was killed by signal 9 (SIGKILL); continued from the "
             "checkpoint at step 30, on 1 rank, planned again, training again 2.1 s after the "
             "failure");
+  // A node lost under Slurm (launch.min_nodes) is named with the nodes the job went on with.
+  Restart d = a;
+  d.ranks = 4;
+  d.fewer = true;
+  d.lost_node = "n3";
+  d.nodes = 2;
+  const json m = restarts_json({d, c});
+  EXPECT_EQ(m[0]["lost_node"], "n3");
+  EXPECT_EQ(m[0]["nodes"], 2);
+  EXPECT_FALSE(m[1].contains("lost_node"));
+  EXPECT_EQ(restart_text(m[0]),
+            "at 12.3 s: rank 1 on n0 was killed by signal 9 (SIGKILL); continued from the "
+            "checkpoint at step 30, without node n3 (it no longer answered), on 4 ranks on 2 "
+            "nodes, planned again, training again 2.1 s after the failure");
   // A hand-edited summary.json never throws: wrong types read as absent.
   EXPECT_EQ(restart_text(json::array()), "");
   EXPECT_EQ(restart_text({{"why", 5}, {"at_s", "x"}, {"exit_code", 1}}),
