@@ -11,12 +11,12 @@
 //   record         the run directory: plan.json and recipe.yaml, what the ranks run, and
 //                  launch.json, how they were started;
 //   train          the ranks, given that plan and recipe (PMIx job data), following rank 0's
-//                  metrics;
+//                  metrics, and the restarts after a failure (launch_train.cc);
 //   summarize      the 1-rank baseline, summary.json, report.html and the summary printed.
 //
 // Every phase shows its progress (launch_progress.h). The ranks build their engine
 // configuration from the plan and recipe themselves (engine/worker/rank_job.h): nothing else
-// crosses to them but the run directory's path.
+// crosses to them but the run directory's path. What the phases share is in launch_state.h.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -33,12 +33,12 @@
 #include "common/progress.h"
 #include "common/strings.h"
 #include "engine/data/dataset.h"
-#include "engine/train/trace.h"
 #include "launcher/backend/rank_program.h"
 #include "launcher/backend/slurm_backend.h"
 #include "launcher/backend/temp_dir.h"
 #include "launcher/cli/commands.h"
 #include "launcher/cli/launch_dry_run.h"
+#include "launcher/cli/launch_state.h"
 #include "launcher/flow/launch_job.h"
 #include "launcher/flow/launch_layout.h"
 #include "launcher/flow/launch_plan.h"
@@ -54,43 +54,9 @@
 #include "tuner/recipe_tuning.h"
 
 namespace dltune::cli {
-namespace {
+namespace launch_phases {
 
 using launcher::RunDir;
-
-struct LaunchOptions {
-  launcher::JobOptions job;
-  bool retune = false, no_tune = false, dry_run = false, json = false;
-  int max_restarts = -1;  // --max-restarts; -1: the recipe's launch.restarts
-  std::string db, resume;
-  std::vector<std::string> sets;  // --set KEY=VALUE, as given
-};
-
-// What the phases share.
-struct Launch {
-  const LaunchOptions* o = nullptr;
-  std::chrono::steady_clock::time_point t0;
-  topology::Topology topo;
-  std::string worker;  // dltune-worker
-  int cores = 0;       // this node's
-  launcher::JobOptions jo;
-  launcher::Job job;
-  std::string recipe_file;               // the recipe as the user named it
-  std::optional<launcher::TempDir> tmp;  // the recipe as run before the run directory holds it
-  std::optional<RunDir> resumed;         // --resume's run directory
-  // --resume on another shape (launcher/flow/reshape.h): the run's plan until now, and what
-  // changed.
-  std::optional<recipes::Plan> old_plan;
-  std::optional<launcher::Reshape> reshape;
-  std::optional<RunDir> dir;                            // the run directory
-  std::optional<launcher::RunDirGuard> unless_trained;  // a refused launch leaves no run dir
-  launcher::NodeMachines machines;
-  std::optional<tuner::db::Layers> layers;  // the databases, as choose() found them
-  launcher::PlanChoice choice;
-  launcher::LaunchPrediction prediction;
-  int64_t steps = 0;  // the run's length (recipes::training_steps at the plan's batch)
-  std::vector<launcher::Restart> restarts;  // the training's, in order (launcher/flow/restarts.h)
-};
 
 // The width the summary is wrapped at: the terminal's, else 100 columns.
 int summary_width() {
@@ -103,14 +69,6 @@ int summary_width() {
 
 double since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-// The ranks' command for a training run of `dir`: the plan and recipe reach them as the job's
-// (run_ranks), everything else from the run directory's fixed layout.
-std::vector<std::string> train_argv(const std::string& worker, const RunDir& dir, bool resume) {
-  std::vector<std::string> argv = {worker, "train", "--run-dir", dir.path};
-  if (resume) argv.insert(argv.end(), {"--resume", dir.checkpoint()});
-  return argv;
 }
 
 // --resume: the job as its run directory's launch.json and recipe.yaml describe it. launch.json
@@ -404,199 +362,6 @@ void announce(const Launch& L, Progress& progress) {
   progress.message("run directory: " + L.dir->path);
 }
 
-// Plans the run again for `ranks` ranks on `nodes` nodes (slurm; 0 locally), leaving out
-// L.jo.exclude, as `--resume -n` does (launcher/flow/reshape.h): the run directory's plan and
-// launch.json rewritten.
-Status replan(Launch& L, Progress& progress, int ranks, int nodes) {
-  launcher::JobOptions jo = L.jo;
-  jo.recipe = L.dir->recipe();  // the recipe as run: its overrides are in it
-  jo.overrides.clear();
-  jo.ranks = ranks;
-  jo.nodes = nodes;
-  auto job = launcher::make_job(jo, L.topo);
-  if (!job) return job.error();
-  L.job = std::move(*job);
-  L.old_plan = L.choice.plan;
-  L.reshape.emplace();
-  L.resumed = L.dir;  // planned as a resumed run is: in its run directory (tune.restart_budget)
-  DLTUNE_TRY(choose_new(L, progress, *L.layers));
-  DLTUNE_TRY(recipes::check_plan_for_recipe(L.job.recipe, L.choice.plan, L.job.ranks));
-  return record(L);
-}
-
-// A failure that came again before the restarted job trained a step is taken as lasting (a rank
-// that cannot start again): with launch.min_ranks below the job's ranks, the next attempt runs on
-// the most ranks down to it that the global batch splits over, planned again (replan()).
-// Returns whether it did (false: the same ranks again, and `why` says why not).
-Result<bool> continue_on_fewer(Launch& L, Progress& progress, std::string* why) {
-  const int64_t min = L.job.recipe.launch.min_ranks;
-  if (L.job.backend == launcher::Backend::kSlurm) {
-    *why = "under Slurm a job continues on fewer nodes when a node is lost (launch.min_nodes)";
-    return false;
-  }
-  if (min <= 0 || min >= L.job.ranks) {
-    *why = "launch.min_ranks does not allow fewer ranks";
-    return false;
-  }
-  const int r = launcher::fewer_ranks(L.choice.plan, L.job.ranks, static_cast<int>(min));
-  if (r == 0) {
-    *why = "no count of ranks down to launch.min_ranks " + std::to_string(min) +
-           " splits the global batch " + std::to_string(L.choice.plan.training.global_batch);
-    return false;
-  }
-  DLTUNE_TRY(replan(L, progress, r, 0));
-  return true;
-}
-
-// The most a failed rank's node is given to run a one-task step before it is taken as lost.
-constexpr int kNodeAnswerMs = 10000;
-
-// Under Slurm, the failed rank's node (`host`, from srun's task-status line) is asked to run a
-// one-task step: when it does, the failure was transient and the job restarts on the same nodes
-// (false). When it does not, the node is taken as lost: the next attempt leaves it out (srun
-// --exclude) and runs on the nodes left with the same ranks per node, planned again (replan()),
-// down to launch.min_nodes nodes and launch.min_ranks ranks (true). Errors (the job stops, its
-// checkpoint kept): a lost node that launch.min_nodes or min_ranks does not allow continuing
-// without, or a global batch that does not split over the ranks left.
-Result<bool> continue_without_node(Launch& L, Progress& progress, const std::string& host) {
-  progress.status("asking node " + host + " whether it still runs a step");
-  auto answers = launcher::node_answers(host, kNodeAnswerMs);
-  if (!answers) return std::move(answers).error().wrap("asking node " + host);
-  if (*answers) return false;
-  const int nodes = L.job.shape.nodes - 1;
-  const int ranks = nodes * L.job.shape.ranks_per_node;
-  const int64_t min_nodes = L.job.recipe.launch.min_nodes;
-  const int64_t min_ranks = L.job.recipe.launch.min_ranks;
-  const std::string lost = "node " + host + " does not answer (it ran rank(s) of the job)";
-  if (min_nodes <= 0 || nodes < min_nodes || nodes < 1) {
-    return peer_failed(lost + "; launch.min_nodes " + std::to_string(min_nodes) +
-                       " does not allow continuing on " + std::to_string(nodes) + " node" +
-                       (nodes == 1 ? "" : "s") +
-                       (min_nodes <= 0 ? " (0: never fewer than the job's own)" : ""));
-  }
-  if (min_ranks > 0 && ranks < min_ranks) {
-    return peer_failed(lost + "; the " + std::to_string(ranks) +
-                       " ranks on the nodes left are fewer than launch.min_ranks " +
-                       std::to_string(min_ranks));
-  }
-  DLTUNE_TRY_CTX(launcher::check_reshape(L.choice.plan, ranks), lost);
-  L.jo.exclude.push_back(host);
-  DLTUNE_TRY(replan(L, progress, ranks, nodes));
-  return true;
-}
-
-// How many times the job may restart: --max-restarts, else the recipe's launch.restarts.
-int restarts_allowed(const Launch& L) {
-  return L.o->max_restarts >= 0 ? L.o->max_restarts
-                                : static_cast<int>(L.job.recipe.launch.restarts);
-}
-
-// Phase 4: the ranks, following rank 0's metrics. A failed job continues from the run's last
-// checkpoint on the same ranks, up to launch.restarts times (launcher/flow/restarts.h), or on
-// fewer (continue_on_fewer). Returns the exit code (0: trained).
-int train(Launch& L, Progress& progress, bool* resumed_from_checkpoint) {
-  const RunDir& dir = *L.dir;
-  const bool resume_ckpt = L.resumed && paths::exists(dir.checkpoint());
-  *resumed_from_checkpoint = resume_ckpt;
-  if (L.resumed && !resume_ckpt)
-    progress.message("no checkpoint yet in " + dir.path + "; starting over");
-  const int allowed = restarts_allowed(L);
-  bool from_checkpoint = resume_ckpt;
-  std::chrono::steady_clock::time_point failed_at;
-  for (;;) {
-    const int done = static_cast<int>(L.restarts.size());
-    progress.phase(done > 0 ? "training (restart " + std::to_string(done) + " of " +
-                                  std::to_string(allowed) + ")"
-                   : from_checkpoint ? "training (resumed)"
-                                     : "training");
-    progress.status("starting " + std::to_string(L.job.ranks) + " rank(s)");
-    int code = 0;
-    launcher::LaunchOutcome outcome;
-    Status trained;
-    std::optional<std::chrono::steady_clock::time_point> first_step;
-    {
-      launcher::MetricsFollower follow(dir.metrics(), static_cast<long>(L.steps), &progress);
-      trained =
-          launcher::run_ranks(L.job, "training", train_argv(L.worker, dir, from_checkpoint), &code,
-                              dir.plan(), dir.recipe(), !L.choice.plan.placement.empty(), &outcome);
-      follow.stop();
-      first_step = follow.first_step_at();
-    }
-    progress.finish();
-    if (done > 0 && first_step) {
-      L.restarts.back().lost_s = std::chrono::duration<double>(*first_step - failed_at).count();
-    }
-    if (trained.ok()) break;
-    failed_at = std::chrono::steady_clock::now();
-    std::fprintf(stderr, "dltune launch: %s\n", trained.error().message().c_str());
-    const std::string refusal = launcher::restart_refusal(outcome, done, allowed);
-    if (!refusal.empty()) {
-      if (done > 0 && !outcome.interrupted)
-        std::fprintf(stderr, "dltune launch: not restarting again: %s\n", refusal.c_str());
-      if (paths::exists(dir.checkpoint())) {
-        std::fprintf(stderr,
-                     "dltune launch: the last checkpoint is kept; continue with: dltune "
-                     "launch --resume %s\n",
-                     dir.path.c_str());
-      }
-      return code != 0 ? code : 1;
-    }
-    launcher::Restart r;
-    r.at_s = since(L.t0);
-    r.exit_code = code;
-    r.why = outcome.message;
-    r.from_step = launcher::checkpoint_step(dir.checkpoint());
-    if (L.job.backend == launcher::Backend::kSlurm && !outcome.host.empty()) {
-      auto lost = continue_without_node(L, progress, outcome.host);
-      progress.finish();
-      if (!lost) {
-        std::fprintf(stderr,
-                     "dltune launch: cannot continue: %s\ndltune launch: the last checkpoint is "
-                     "kept; continue with: dltune launch --resume %s\n",
-                     lost.error().message().c_str(), dir.path.c_str());
-        return code != 0 ? code : 1;
-      }
-      if (*lost) {
-        r.fewer = true;
-        r.lost_node = outcome.host;
-        r.nodes = L.job.shape.nodes;
-        progress.message("  node " + outcome.host + " does not answer: continuing without it, " +
-                         launcher::reshape_text(launcher::reshape_json(*L.reshape)));
-      } else {
-        progress.message("  node " + outcome.host + " still answers: the same nodes again");
-      }
-    } else if (done > 0 && !first_step) {  // it failed again before training a step
-      std::string why_not;
-      auto fewer = continue_on_fewer(L, progress, &why_not);
-      if (!fewer) {
-        std::fprintf(stderr,
-                     "dltune launch: cannot continue on fewer ranks: %s\ndltune launch: the last "
-                     "checkpoint is kept; continue with: dltune launch --resume %s\n",
-                     fewer.error().message().c_str(), dir.path.c_str());
-        return code != 0 ? code : 1;
-      }
-      r.fewer = *fewer;
-      if (*fewer) {
-        progress.message("  the failure came again before a step: continuing on fewer ranks, " +
-                         launcher::reshape_text(launcher::reshape_json(*L.reshape)));
-      } else {
-        progress.message("the failure came again before a step; the same ranks again (" + why_not +
-                         ")");
-      }
-    }
-    r.ranks = L.job.ranks;
-    from_checkpoint = r.from_step > 0;
-    L.restarts.push_back(r);
-    progress.message(
-        "restart " + std::to_string(done + 1) + " of " + std::to_string(allowed) +
-        " (launch.restarts): " + launcher::restart_text(launcher::restarts_json({r}).front()));
-  }
-  if (Status m = engine::merge_traces(dir.trace(), L.job.ranks); !m.ok()) {
-    std::fprintf(stderr, "dltune launch: no trace.json: %s\n", m.error().message().c_str());
-  }
-  return 0;
-}
-
 // The run's facts for the summary (launch_outcome.h), the 1-rank baseline measured.
 launcher::RunFacts run_facts(const Launch& L, Progress& progress, bool resumed_from_checkpoint) {
   const RunDir& dir = *L.dir;
@@ -709,10 +474,10 @@ int run_launch(const LaunchOptions& o) {
   return 0;
 }
 
-}  // namespace
+}  // namespace launch_phases
 
 void setup_launch(CLI::App& app, int* exit_code) {
-  auto o = std::make_shared<LaunchOptions>();
+  auto o = std::make_shared<launch_phases::LaunchOptions>();
   auto* cmd = app.add_subcommand(
       "launch",
       "Train a recipe: plan from the tuning database (or tune and store), launch the ranks, "
@@ -754,7 +519,7 @@ void setup_launch(CLI::App& app, int* exit_code) {
       *exit_code = report_error("launch", invalid_input("give a RECIPE (or --resume RUN_DIR)"));
       return;
     }
-    *exit_code = run_launch(*o);
+    *exit_code = launch_phases::run_launch(*o);
   });
 }
 
