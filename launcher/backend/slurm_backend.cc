@@ -196,21 +196,35 @@ std::string ip_of(const std::string& name) {
   return buf[0] != '\0' ? buf : name;
 }
 
-// The first node of `list` (a Slurm hostlist, "n[1-3],m2") that is not in `exclude`: with
-// none excluded, first_host(); else the list expanded by `scontrol show hostnames`.
-Result<std::string> first_node_left(const std::string& list,
-                                    const std::vector<std::string>& exclude) {
-  if (exclude.empty()) return first_host(list);
+// `list` (a Slurm hostlist, "n[1-3],m2") expanded by `scontrol show hostnames`, in order.
+Result<std::vector<std::string>> expand_hostlist(const std::string& list) {
   auto scontrol = find_program("scontrol");
   if (!scontrol) return scontrol.error();
   auto out = capture({*scontrol, "show", "hostnames", list});
   if (!out) return std::move(out).error().wrap("scontrol show hostnames");
+  std::vector<std::string> hosts;
   for (const std::string& raw : strings::split(*out, '\n')) {
-    const std::string h = strings::trim(raw);
-    if (!h.empty() && std::find(exclude.begin(), exclude.end(), h) == exclude.end()) return h;
+    std::string h = strings::trim(raw);
+    if (!h.empty()) hosts.push_back(std::move(h));
+  }
+  return hosts;
+}
+
+// The first node of `list` that is not in `exclude`: with none excluded, first_host(); else the
+// list expanded.
+Result<std::string> first_node_left(const std::string& list,
+                                    const std::vector<std::string>& exclude) {
+  if (exclude.empty()) return first_host(list);
+  auto hosts = expand_hostlist(list);
+  if (!hosts) return hosts.error();
+  for (const std::string& h : *hosts) {
+    if (std::find(exclude.begin(), exclude.end(), h) == exclude.end()) return h;
   }
   return invalid_input("every node of " + list + " is excluded");
 }
+
+// The most the one-task step that finds a free port on rank 0's node may take.
+constexpr int kRendezvousTimeoutMs = 60000;
 
 // MASTER_ADDR / MASTER_PORT for the job: rank 0 runs on the allocation's first node that is not
 // excluded (srun's block distribution), so its address, and a port free there: found here when
@@ -243,8 +257,11 @@ Result<EnvList> slurm_rendezvous(const std::string& srun, const std::string& ran
   if (free_tcp_port(addr).ok()) {
     port = free_tcp_port("0.0.0.0");
   } else if (!host.empty()) {
-    auto out = capture({srun, "--nodes=1", "--ntasks=1", "--nodelist=" + host, "--quiet",
-                        "--input=none", rank_env, "--free-port", "0.0.0.0"});
+    std::vector<std::string> ask = {srun,      "--nodes=1",   "--ntasks=1", "--nodelist=" + host,
+                                    "--quiet", "--input=none"};
+    if (!exclude.empty()) ask.push_back("--overlap");  // as srun_command() says
+    ask.insert(ask.end(), {rank_env, "--free-port", "0.0.0.0"});
+    auto out = capture(ask, kRendezvousTimeoutMs);
     auto n = out ? strings::parse_int(strings::trim(*out)) : Result<int64_t>(out.error());
     if (n && *n > 0 && *n < 65536) port = static_cast<int>(*n);
   }
@@ -269,7 +286,12 @@ std::vector<std::string> srun_command(const std::string& srun_path,
       argv.push_back("--ntasks-per-node=" + std::to_string(spec.nranks / spec.nodes));
     }
   }
-  if (!spec.exclude.empty()) argv.push_back("--exclude=" + strings::join(spec.exclude, ","));
+  if (!spec.exclude.empty()) {
+    argv.push_back("--exclude=" + strings::join(spec.exclude, ","));
+    // A step that ran on a lost node holds its CPUs on the other nodes until Slurm times the
+    // node out (SlurmdTimeout): the next steps share them instead of waiting that long.
+    argv.push_back("--overlap");
+  }
   if (spec.tag_output) argv.push_back("--label");
   if (!spec.local_cpus.empty()) {
     argv.push_back("--cpu-bind=mask_cpu:" + cpu_masks(spec.local_cpus));
@@ -328,6 +350,20 @@ Result<int> count_node_machines(int nodes, int timeout_ms) {
                      timeout_ms);
   if (!out) return std::move(out).error();
   return count_boot_ids(*out, nodes);
+}
+
+Result<std::vector<std::string>> job_nodes(int nodes, const std::vector<std::string>& exclude) {
+  const char* list = std::getenv("SLURM_JOB_NODELIST");       // NOLINT: Slurm's
+  if (list == nullptr) list = std::getenv("SLURM_NODELIST");  // NOLINT: Slurm's
+  if (list == nullptr) return unsupported("not in a Slurm allocation");
+  auto hosts = expand_hostlist(list);
+  if (!hosts) return hosts.error();
+  std::vector<std::string> out;
+  for (const std::string& h : *hosts) {
+    if (static_cast<int>(out.size()) == nodes) break;
+    if (std::find(exclude.begin(), exclude.end(), h) == exclude.end()) out.push_back(h);
+  }
+  return out;
 }
 
 Result<bool> node_answers(const std::string& node, int timeout_ms) {

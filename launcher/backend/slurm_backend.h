@@ -46,6 +46,11 @@ inline constexpr int kNodeMachinesTimeoutMs = 10000;
 // kInvalidInput when its output is not one boot id per node.
 Result<int> count_node_machines(int nodes, int timeout_ms = kNodeMachinesTimeoutMs);
 
+// The first `nodes` nodes of the current allocation that are not in `exclude`, in the
+// allocation's order: the nodes a step of that many nodes with srun --exclude runs on. Errors:
+// kUnsupported outside an allocation; scontrol's (it expands the allocation's host list).
+Result<std::vector<std::string>> job_nodes(int nodes, const std::vector<std::string>& exclude);
+
 // Whether `node` of the current allocation still runs a task: a one-task step on it
 // (`srun --nodelist=NODE ... cat /proc/sys/kernel/random/boot_id`) that prints a boot id
 // within `timeout_ms` (stopped then: a node whose slurmd is gone may hold srun until Slurm's

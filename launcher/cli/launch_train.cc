@@ -67,18 +67,38 @@ Result<bool> continue_on_fewer(Launch& L, Progress& progress, std::string* why) 
 // The most a failed rank's node is given to run a one-task step before it is taken as lost.
 constexpr int kNodeAnswerMs = 10000;
 
-// Under Slurm, the failed rank's node (`host`, from srun's task-status line) is asked to run a
-// one-task step: when it does, the failure was transient and the job restarts on the same nodes
-// (false). When it does not, the node is taken as lost: the next attempt leaves it out (srun
+// The first node of the job that does not run a one-task step within kNodeAnswerMs: `named`
+// (the failed rank's, from srun's task-status line; "" unknown) first, then the job's others in
+// order, since a node lost whole (its step daemon gone with its ranks) shows in srun's lines
+// only as its peers' failures. "" when every node answers.
+Result<std::string> lost_node(const Launch& L, Progress& progress, const std::string& named) {
+  auto nodes = launcher::job_nodes(L.job.shape.nodes, L.jo.exclude);
+  if (!nodes) return std::move(nodes).error().wrap("the job's nodes");
+  std::vector<std::string> order;
+  if (!named.empty()) order.push_back(named);
+  for (const std::string& n : *nodes)
+    if (n != named) order.push_back(n);
+  for (const std::string& n : order) {
+    progress.status("asking node " + n + " whether it still runs a step");
+    auto answers = launcher::node_answers(n, kNodeAnswerMs);
+    if (!answers) return std::move(answers).error().wrap("asking node " + n);
+    if (!*answers) return n;
+  }
+  return std::string();
+}
+
+// Under Slurm, the job's nodes are asked to run a one-task step, the failed rank's first
+// (lost_node()): when all do, the failure was transient and the job restarts on the same nodes
+// (""). When one does not, it is taken as lost: the next attempt leaves it out (srun
 // --exclude) and runs on the nodes left with the same ranks per node, planned again (replan()),
-// down to launch.min_nodes nodes and launch.min_ranks ranks (true). Errors (the job stops, its
-// checkpoint kept): a lost node that launch.min_nodes or min_ranks does not allow continuing
-// without, or a global batch that does not split over the ranks left.
-Result<bool> continue_without_node(Launch& L, Progress& progress, const std::string& host) {
-  progress.status("asking node " + host + " whether it still runs a step");
-  auto answers = launcher::node_answers(host, kNodeAnswerMs);
-  if (!answers) return std::move(answers).error().wrap("asking node " + host);
-  if (*answers) return false;
+// down to launch.min_nodes nodes and launch.min_ranks ranks (its name). Errors (the job stops,
+// its checkpoint kept): a lost node that launch.min_nodes or min_ranks does not allow
+// continuing without, or a global batch that does not split over the ranks left.
+Result<std::string> continue_without_node(Launch& L, Progress& progress, const std::string& named) {
+  auto found = lost_node(L, progress, named);
+  if (!found) return found.error();
+  if (found->empty()) return std::string();
+  const std::string host = *found;
   const int nodes = L.job.shape.nodes - 1;
   const int ranks = nodes * L.job.shape.ranks_per_node;
   const int64_t min_nodes = L.job.recipe.launch.min_nodes;
@@ -98,7 +118,7 @@ Result<bool> continue_without_node(Launch& L, Progress& progress, const std::str
   DLTUNE_TRY_CTX(launcher::check_reshape(L.choice.plan, ranks), lost);
   L.jo.exclude.push_back(host);
   DLTUNE_TRY(replan(L, progress, ranks, nodes));
-  return true;
+  return host;
 }
 
 }  // namespace
@@ -169,7 +189,7 @@ int train(Launch& L, Progress& progress, bool* resumed_from_checkpoint) {
     r.exit_code = code;
     r.why = outcome.message;
     r.from_step = launcher::checkpoint_step(dir.checkpoint());
-    if (L.job.backend == launcher::Backend::kSlurm && !outcome.host.empty()) {
+    if (L.job.backend == launcher::Backend::kSlurm) {
       auto lost = continue_without_node(L, progress, outcome.host);
       progress.finish();
       if (!lost) {
@@ -179,14 +199,19 @@ int train(Launch& L, Progress& progress, bool* resumed_from_checkpoint) {
                      lost.error().message().c_str(), dir.path.c_str());
         return code != 0 ? code : 1;
       }
-      if (*lost) {
+      if (!lost->empty()) {
         r.fewer = true;
-        r.lost_node = outcome.host;
+        r.lost_node = *lost;
         r.nodes = L.job.shape.nodes;
-        progress.message("  node " + outcome.host + " does not answer: continuing without it, " +
+        progress.message("  node " + *lost + " does not answer: continuing without it, " +
                          launcher::reshape_text(launcher::reshape_json(*L.reshape)));
       } else {
-        progress.message("  node " + outcome.host + " still answers: the same nodes again");
+        progress.message("  " +
+                         (outcome.host.empty() ? std::string("every node of the job still answers")
+                                               : "node " + outcome.host +
+                                                     " still answers, as does every other node "
+                                                     "of the job") +
+                         ": the same nodes again");
       }
     } else if (done > 0 && !first_step) {  // it failed again before training a step
       std::string why_not;

@@ -82,6 +82,9 @@ TEST(SrunTest, BuildsTheCommandLine) {
   EXPECT_NE(std::find(without.begin(), without.end(), "--exclude=n3,n5"), without.end());
   EXPECT_LT(std::find(without.begin(), without.end(), "--exclude=n3,n5"),
             std::find(without.begin(), without.end(), "--"));
+  // ... sharing the CPUs the lost node's step still holds (until Slurm times the node out).
+  EXPECT_NE(std::find(without.begin(), without.end(), "--overlap"), without.end());
+  EXPECT_EQ(std::find(argv.begin(), argv.end(), "--overlap"), argv.end());
 }
 
 // The failed task's node is the outcome's host (the launch asks it whether it still answers),
