@@ -53,17 +53,13 @@ struct TuneRankArgs {
   bool verify = false;
 };
 
-// Runs the ranks and returns rank 0's outcome (JSON text). Ranks killed by a signal before the
-// sweep measured its first size (rank 0's --progress file still empty: a crash while MPI starts,
-// which Open MPI 4.1 under Slurm's PMIx was seen to do once in many runs) are started once
-// more, saying so; any other failure, and an interrupt, is the answer.
+// Runs the ranks and returns rank 0's outcome (JSON text).
 Result<std::string> run_tune_ranks(const TuneRankArgs& a) {
   auto prog = sibling_program("dltune-tune-rank");
   if (!prog) return prog.error();
   auto dir = launcher::TempDir::create_in_tmp("dltune-tune-");
   if (!dir) return dir.error();
   const std::string out_path = dir->path() + "/outcome.json";
-  const std::string progress_path = dir->path() + "/progress.jsonl";
   char budget[32];
   std::snprintf(budget, sizeof budget, "%.3f", a.budget_s);
   std::vector<std::string> args = {*prog,
@@ -76,9 +72,7 @@ Result<std::string> run_tune_ranks(const TuneRankArgs& a) {
                                    "--budget",
                                    budget,
                                    "--out",
-                                   out_path,
-                                   "--progress",
-                                   progress_path};
+                                   out_path};
   if (a.verify) args.push_back("--verify");
   auto l = local_rank_launcher_or_threads("tune", a.ranks, &args);
   if (!l) return l.error();
@@ -86,18 +80,6 @@ Result<std::string> run_tune_ranks(const TuneRankArgs& a) {
   launch.insert(launch.end(), args.begin(), args.end());
   auto rc = run_to_completion(launch, "tune");
   if (!rc) return rc.error();
-  const bool signalled = *rc > 128 && *rc < 128 + 65 && *rc != 130 && *rc != 143;
-  if (signalled && forwarded_signal() == 0) {
-    auto progress = paths::read_file(progress_path);
-    if (!progress || progress->empty()) {
-      std::fprintf(stderr,
-                   "dltune tune: a tuning rank was killed by signal %d before the first size was "
-                   "measured; starting the ranks once more\n",
-                   *rc - 128);
-      rc = run_to_completion(launch, "tune");
-      if (!rc) return rc.error();
-    }
-  }
   if (*rc != 0) {
     return peer_failed("the tuning ranks failed (exit code " + std::to_string(*rc) +
                        "); their messages are above");

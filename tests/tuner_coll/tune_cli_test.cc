@@ -10,7 +10,6 @@
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -276,45 +275,6 @@ TEST_F(TuneCli, AStepFailingOnOneRankEndsTheSearchPromptly) {
   EXPECT_NE(one.err.find("failed on rank 1 (injected step failure"), std::string::npos) << one.err;
   EXPECT_NE(one.err.find("but not on every rank"), std::string::npos) << one.err;
   EXPECT_LT(one.seconds, 120) << "waited for the communication timeout";
-}
-
-// A rank killed by a signal before the sweep measured anything (a crash while MPI starts) is
-// started once more, saying so; the second crash would be the answer. The ranks here are a
-// wrapper that SIGSEGVs itself the first time it runs, beside a copy of dltune (which finds its
-// rank programs next to itself).
-TEST_F(TuneCli, RanksKilledAtStartUpAreStartedOnceMore) {
-  const std::string bin = std::string(DLTUNE_BIN).substr(0, std::string(DLTUNE_BIN).rfind('/'));
-  const std::string here = dir_ + "/bin";
-  const std::string wrapper = here + "/dltune-tune-rank";
-  const std::string setup = "mkdir '" + here + "' && cp '" + DLTUNE_BIN + "' '" + here +
-                            "/' && for f in '" + bin + "'/dltune-*; do ln -s \"$f\" '" + here +
-                            "/'; done && rm '" + wrapper + "'";
-  ASSERT_EQ(std::system(setup.c_str()), 0);
-  ASSERT_TRUE(paths::write_file_atomic(wrapper,
-                                       "#!/bin/sh\n"
-                                       "case \" $* \" in *\" --check-args \"*) exec '" +
-                                           bin +
-                                           "/dltune-tune-rank' \"$@\";; esac\n"
-                                           "if mkdir '" +
-                                           dir_ +
-                                           "/crashed' 2>/dev/null; then kill -SEGV $$; fi\n"
-                                           "exec '" +
-                                           bin + "/dltune-tune-rank' \"$@\"\n")
-                  .ok());
-  ASSERT_EQ(chmod(wrapper.c_str(), 0755), 0);
-  const std::string cmd = here + "/dltune tune --collectives -n 2 --max-bytes 64 --json --db " +
-                          db_ + " >'" + dir_ + "/o' 2>'" + dir_ + "/e'";
-  const int status = std::system(cmd.c_str());
-  const std::string err = paths::read_file(dir_ + "/e").value_or("");
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << err;
-  EXPECT_TRUE(paths::exists(dir_ + "/crashed"));  // the first start did crash
-  EXPECT_NE(err.find("a tuning rank was killed by signal 11 before the first size was measured; "
-                     "starting the ranks once more"),
-            std::string::npos)
-      << err;
-  auto j = nlohmann::json::parse(paths::read_file(dir_ + "/o").value_or("{}"), nullptr, false);
-  ASSERT_TRUE(j.is_object());
-  EXPECT_EQ(j["outcome"]["sizes"].size(), 5u);  // 4 B .. 64 B, measured by the second start
 }
 
 TEST_F(TuneCli, TunesStoresAndThenHitsTheCache) {
