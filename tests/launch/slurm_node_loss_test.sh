@@ -5,9 +5,10 @@
 # one (salloc --no-kill, as launch.restarts asks) and trains one rank per node. First the rank
 # on n2 is killed: the launch asks the job's nodes to run a step, all answer, and it restarts on
 # the same three. Then node n3 is lost whole: every process in its namespace killed (slurmd, the
-# step daemon, the rank), so srun hears of it only through its peers' failures. The launch finds that n3 does not answer and continues from the last checkpoint on n1
-# and n2 (srun --exclude=n3), planned again with the global batch kept; the summary names the lost
-# node (node_loss_completes=1). Then, with launch.min_nodes 0 (the default), a lost node stops
+# step daemon, the rank), so srun hears of it only through its peers' failures. The launch finds
+# that n3 does not answer and continues from the last checkpoint on n1 and n2 (srun
+# --exclude=n3), planned again with the global batch kept; the summary names the lost node
+# (node_loss_completes=1). Then, with launch.min_nodes 0 (the default), a lost node stops
 # the job, the checkpoint kept, with the --resume command.
 # Exit 77 (skip) without Slurm / munge / iproute2 or root.
 # Usage: slurm_node_loss_test.sh DLTUNE_BINARY SOURCE_DIR
