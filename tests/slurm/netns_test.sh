@@ -4,9 +4,10 @@
 #  - the nodes have their own addresses on the bridge and nothing of it shows in the host's
 #    network stack;
 #  - `dltune tune --collectives` on one node (1 x 2 ranks), then under `salloc -N 2 -n 4`
-#    across both nodes (2 x 2 ranks) with the hierarchical algorithm among the candidates,
-#    stores each shape's plan and sweep and the per-level cost models with their fit error
-#    (intra from the one-node sweep, inter from the two-node one);
+#    across both nodes (4 ranks: srun puts 3 on n1 and 1 on n2, nodes of 4 CPUs) with the
+#    hierarchical algorithm among the candidates, stores each shape's plan and sweep and the
+#    per-level cost models with their fit error (intra from the one-node sweep, inter from the
+#    two-node one);
 #  - the sweep's bytes crossed the shaped links (tc's counters on the nodes' veths);
 #  - `dltune predict` uses the stored models for the nodes and exits 2 where it has none;
 #  - the nodes' ranks run in the cluster's own cpu cgroup (equal shares of the host's cores,
