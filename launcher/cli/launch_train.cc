@@ -4,8 +4,10 @@
 // and launch.min_ranks allows it (local ranks); under Slurm, without the failed rank's node when
 // it no longer answers and launch.min_nodes allows it. Every change of shape is planned again as
 // `--resume -n` does (launcher/flow/reshape.h).
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <future>
 #include <optional>
 #include <string>
 #include <vector>
@@ -67,22 +69,47 @@ Result<bool> continue_on_fewer(Launch& L, Progress& progress, std::string* why) 
 // The most a failed rank's node is given to run a one-task step before it is taken as lost.
 constexpr int kNodeAnswerMs = 10000;
 
+// How many nodes lost_node() asks at once (each a one-task srun step).
+constexpr size_t kNodesAskedAtOnce = 16;
+
 // The first node of the job that does not run a one-task step within kNodeAnswerMs: `named`
 // (the failed rank's, from srun's task-status line; "" unknown) first, then the job's others in
-// order, since a node lost whole (its step daemon gone with its ranks) shows in srun's lines
-// only as its peers' failures. "" when every node answers.
+// order, kNodesAskedAtOnce at a time, since a node lost whole (its step daemon gone with its
+// ranks) shows in srun's lines only as its peers' failures. "" when every node answers.
 Result<std::string> lost_node(const Launch& L, Progress& progress, const std::string& named) {
   auto nodes = launcher::job_nodes(L.job.shape.nodes, L.jo.exclude);
   if (!nodes) return std::move(nodes).error().wrap("the job's nodes");
-  std::vector<std::string> order;
-  if (!named.empty()) order.push_back(named);
+  if (!named.empty()) {
+    progress.status("asking node " + named + " whether it still runs a step");
+    auto answers = launcher::node_answers(named, kNodeAnswerMs);
+    if (!answers) return std::move(answers).error().wrap("asking node " + named);
+    if (!*answers) return named;
+  }
+  std::vector<std::string> others;
   for (const std::string& n : *nodes)
-    if (n != named) order.push_back(n);
-  for (const std::string& n : order) {
-    progress.status("asking node " + n + " whether it still runs a step");
-    auto answers = launcher::node_answers(n, kNodeAnswerMs);
-    if (!answers) return std::move(answers).error().wrap("asking node " + n);
-    if (!*answers) return n;
+    if (n != named) others.push_back(n);
+  for (size_t at = 0; at < others.size(); at += kNodesAskedAtOnce) {
+    const size_t end = std::min(others.size(), at + kNodesAskedAtOnce);
+    progress.status("asking " + std::to_string(end - at) + " more node(s) of the job whether " +
+                    "they still run a step");
+    std::vector<std::future<Result<bool>>> asked;
+    for (size_t i = at; i < end; ++i) {
+      asked.push_back(std::async(std::launch::async, [&n = others[i]] {
+        return launcher::node_answers(n, kNodeAnswerMs);
+      }));
+    }
+    std::optional<std::string> silent;
+    std::optional<Error> failed;
+    for (size_t i = at; i < end; ++i) {  // every future waited for, in the job's node order
+      auto answers = asked[i - at].get();
+      if (!answers && !failed && !silent) {
+        failed = std::move(answers).error().wrap("asking node " + others[i]);
+      } else if (answers && !*answers && !failed && !silent) {
+        silent = others[i];
+      }
+    }
+    if (failed) return *failed;
+    if (silent) return *silent;
   }
   return std::string();
 }
