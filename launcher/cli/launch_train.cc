@@ -72,44 +72,34 @@ constexpr int kNodeAnswerMs = 10000;
 // How many nodes lost_node() asks at once (each a one-task srun step).
 constexpr size_t kNodesAskedAtOnce = 16;
 
-// The first node of the job that does not run a one-task step within kNodeAnswerMs: `named`
-// (the failed rank's, from srun's task-status line; "" unknown) first, then the job's others in
-// order, kNodesAskedAtOnce at a time, since a node lost whole (its step daemon gone with its
-// ranks) shows in srun's lines only as its peers' failures. "" when every node answers.
+// The first node of the job that does not run a one-task step within kNodeAnswerMs, asked
+// kNodesAskedAtOnce at a time in this order: `named` (the failed rank's, from srun's task-status
+// line; "" unknown) first, then the job's others, since a node lost whole (its step daemon gone
+// with its ranks) shows in srun's lines only as its peers' failures. "" when every node answers.
 Result<std::string> lost_node(const Launch& L, Progress& progress, const std::string& named) {
   auto nodes = launcher::job_nodes(L.job.shape.nodes, L.jo.exclude);
   if (!nodes) return std::move(nodes).error().wrap("the job's nodes");
-  if (!named.empty()) {
-    progress.status("asking node " + named + " whether it still runs a step");
-    auto answers = launcher::node_answers(named, kNodeAnswerMs);
-    if (!answers) return std::move(answers).error().wrap("asking node " + named);
-    if (!*answers) return named;
-  }
-  std::vector<std::string> others;
+  std::vector<std::string> order;
+  if (!named.empty()) order.push_back(named);
   for (const std::string& n : *nodes)
-    if (n != named) others.push_back(n);
-  for (size_t at = 0; at < others.size(); at += kNodesAskedAtOnce) {
-    const size_t end = std::min(others.size(), at + kNodesAskedAtOnce);
-    progress.status("asking " + std::to_string(end - at) + " more node(s) of the job whether " +
-                    "they still run a step");
+    if (n != named) order.push_back(n);
+  for (size_t at = 0; at < order.size(); at += kNodesAskedAtOnce) {
+    const size_t end = std::min(order.size(), at + kNodesAskedAtOnce);
+    progress.status("asking " + std::to_string(end - at) + " node(s) of the job whether they " +
+                    "still run a step");
     std::vector<std::future<Result<bool>>> asked;
     for (size_t i = at; i < end; ++i) {
-      asked.push_back(std::async(std::launch::async, [&n = others[i]] {
+      asked.push_back(std::async(std::launch::async, [&n = order[i]] {
         return launcher::node_answers(n, kNodeAnswerMs);
       }));
     }
-    std::optional<std::string> silent;
-    std::optional<Error> failed;
-    for (size_t i = at; i < end; ++i) {  // every future waited for, in the job's node order
-      auto answers = asked[i - at].get();
-      if (!answers && !failed && !silent) {
-        failed = std::move(answers).error().wrap("asking node " + others[i]);
-      } else if (answers && !*answers && !failed && !silent) {
-        silent = others[i];
-      }
+    std::vector<Result<bool>> answers;
+    for (auto& f : asked) answers.push_back(f.get());  // every step waited for
+    for (size_t i = at; i < end; ++i) {
+      Result<bool>& answer = answers[i - at];
+      if (!answer) return std::move(answer).error().wrap("asking node " + order[i]);
+      if (!*answer) return order[i];
     }
-    if (failed) return *failed;
-    if (silent) return *silent;
   }
   return std::string();
 }
@@ -148,6 +138,59 @@ Result<std::string> continue_without_node(Launch& L, Progress& progress, const s
   return host;
 }
 
+// The shape the next attempt runs on, after a failure that restarts (outcome, `again`: it came
+// again before the restarted job trained a step): under Slurm, without a node that no longer
+// answers (continue_without_node); locally, on fewer ranks when the failure came again
+// (continue_on_fewer); else the same. Fills r's fewer / lost_node / nodes and says what it chose.
+// Errors: the job cannot continue (the caller stops it, keeping the checkpoint).
+Status restart_shape(Launch& L, Progress& progress, const launcher::LaunchOutcome& outcome,
+                     bool again, launcher::Restart* r) {
+  if (L.job.backend == launcher::Backend::kSlurm) {
+    auto lost = continue_without_node(L, progress, outcome.host);
+    progress.finish();
+    if (!lost) return std::move(lost).error().wrap("cannot continue");
+    if (lost->empty()) {
+      const std::string who =
+          outcome.host.empty()
+              ? "every node of the job still answers"
+              : "node " + outcome.host + " still answers, as does every other node of the job";
+      progress.message("  " + who + ": the same nodes again");
+      return ok_status();
+    }
+    r->fewer = true;
+    r->lost_node = *lost;
+    r->nodes = L.job.shape.nodes;
+    progress.message("  node " + *lost + " does not answer: continuing without it, " +
+                     launcher::reshape_text(launcher::reshape_json(*L.reshape)));
+    return ok_status();
+  }
+  if (!again) return ok_status();
+  std::string why_not;
+  auto fewer = continue_on_fewer(L, progress, &why_not);
+  if (!fewer) return std::move(fewer).error().wrap("cannot continue on fewer ranks");
+  r->fewer = *fewer;
+  if (*fewer) {
+    progress.message("  the failure came again before a step: continuing on fewer ranks, " +
+                     launcher::reshape_text(launcher::reshape_json(*L.reshape)));
+  } else {
+    progress.message("the failure came again before a step; the same ranks again (" + why_not +
+                     ")");
+  }
+  return ok_status();
+}
+
+// Tells the user how to continue a job that stops after a failure (its checkpoint is kept:
+// `--resume`), when `always` or when a checkpoint exists, and returns its exit code.
+int stop_after_failure(const RunDir& dir, int code, bool always) {
+  if (always || paths::exists(dir.checkpoint())) {
+    std::fprintf(stderr,
+                 "dltune launch: the last checkpoint is kept; continue with: dltune launch "
+                 "--resume %s\n",
+                 dir.path.c_str());
+  }
+  return code != 0 ? code : 1;
+}
+
 }  // namespace
 
 std::vector<std::string> train_argv(const std::string& worker, const RunDir& dir, bool resume) {
@@ -162,8 +205,8 @@ int restarts_allowed(const Launch& L) {
 }
 
 // Phase 4: the ranks, following rank 0's metrics. A failed job continues from the run's last
-// checkpoint on the same ranks, up to launch.restarts times (launcher/flow/restarts.h), or on
-// fewer (continue_on_fewer). Returns the exit code (0: trained).
+// checkpoint up to launch.restarts times (launcher/flow/restarts.h), on the shape
+// restart_shape() chooses. Returns the exit code (0: trained).
 int train(Launch& L, Progress& progress, bool* resumed_from_checkpoint) {
   const RunDir& dir = *L.dir;
   const bool resume_ckpt = L.resumed && paths::exists(dir.checkpoint());
@@ -203,61 +246,16 @@ int train(Launch& L, Progress& progress, bool* resumed_from_checkpoint) {
     if (!refusal.empty()) {
       if (done > 0 && !outcome.interrupted)
         std::fprintf(stderr, "dltune launch: not restarting again: %s\n", refusal.c_str());
-      if (paths::exists(dir.checkpoint())) {
-        std::fprintf(stderr,
-                     "dltune launch: the last checkpoint is kept; continue with: dltune "
-                     "launch --resume %s\n",
-                     dir.path.c_str());
-      }
-      return code != 0 ? code : 1;
+      return stop_after_failure(dir, code, false);
     }
     launcher::Restart r;
     r.at_s = since(L.t0);
     r.exit_code = code;
     r.why = outcome.message;
     r.from_step = launcher::checkpoint_step(dir.checkpoint());
-    if (L.job.backend == launcher::Backend::kSlurm) {
-      auto lost = continue_without_node(L, progress, outcome.host);
-      progress.finish();
-      if (!lost) {
-        std::fprintf(stderr,
-                     "dltune launch: cannot continue: %s\ndltune launch: the last checkpoint is "
-                     "kept; continue with: dltune launch --resume %s\n",
-                     lost.error().message().c_str(), dir.path.c_str());
-        return code != 0 ? code : 1;
-      }
-      if (!lost->empty()) {
-        r.fewer = true;
-        r.lost_node = *lost;
-        r.nodes = L.job.shape.nodes;
-        progress.message("  node " + *lost + " does not answer: continuing without it, " +
-                         launcher::reshape_text(launcher::reshape_json(*L.reshape)));
-      } else {
-        progress.message("  " +
-                         (outcome.host.empty() ? std::string("every node of the job still answers")
-                                               : "node " + outcome.host +
-                                                     " still answers, as does every other node "
-                                                     "of the job") +
-                         ": the same nodes again");
-      }
-    } else if (done > 0 && !first_step) {  // it failed again before training a step
-      std::string why_not;
-      auto fewer = continue_on_fewer(L, progress, &why_not);
-      if (!fewer) {
-        std::fprintf(stderr,
-                     "dltune launch: cannot continue on fewer ranks: %s\ndltune launch: the last "
-                     "checkpoint is kept; continue with: dltune launch --resume %s\n",
-                     fewer.error().message().c_str(), dir.path.c_str());
-        return code != 0 ? code : 1;
-      }
-      r.fewer = *fewer;
-      if (*fewer) {
-        progress.message("  the failure came again before a step: continuing on fewer ranks, " +
-                         launcher::reshape_text(launcher::reshape_json(*L.reshape)));
-      } else {
-        progress.message("the failure came again before a step; the same ranks again (" + why_not +
-                         ")");
-      }
+    if (Status s = restart_shape(L, progress, outcome, done > 0 && !first_step, &r); !s.ok()) {
+      std::fprintf(stderr, "dltune launch: %s\n", s.error().message().c_str());
+      return stop_after_failure(dir, code, true);
     }
     r.ranks = L.job.ranks;
     from_checkpoint = r.from_step > 0;

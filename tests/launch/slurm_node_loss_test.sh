@@ -40,33 +40,13 @@ recipe=$src/tests/launch/data/tiny.yaml
 common=(--backend slurm --no-tune --set launch.ranks_per_node=1 --set training.steps=200
   --set training.checkpoint_every=10 --set launch.restarts=2 --set launch.baseline=off)
 
+# shellcheck source=tests/launch/kill_rank.sh
+. "$src/tests/launch/kill_rank.sh"
+newest() { newest_run_in "$DLTUNE_RUNS_DIR"; }
 # rank_on NODE: the pid of the newest run's `dltune-worker train` running on NODE.
-rank_on() {
-  local r p
-  r=$(newest)
-  [ -n "$r" ] || return 0
-  for p in $(pgrep -f "dltune-worker train --run-dir $r"); do
-    if tr '\0' '\n' 2>/dev/null <"/proc/$p/environ" | grep -qx "SLURMD_NODENAME=$1"; then
-      echo "$p"
-      return
-    fi
-  done
-}
-newest() { ls -dt "$DLTUNE_RUNS_DIR"/*/ 2>/dev/null | head -1 | sed 's|/$||'; }
-# when_trained PREVIOUS STEPS: waits up to 120 s for a run directory newer than PREVIOUS (the
-# newest before the launch) to log STEPS steps with a checkpoint.
-when_trained() {
-  local r
-  for _ in $(seq 1 1200); do
-    r=$(newest)
-    if [ -n "$r" ] && [ "$r" != "$1" ] && [ -s "$r/checkpoints/checkpoint.bin" ] &&
-       [ "$(grep -c '"event":"step"' "$r/metrics.jsonl" 2>/dev/null)" -ge "$2" ]; then
-      return 0
-    fi
-    sleep 0.1
-  done
-  return 1
-}
+rank_on() { worker_pid "$(newest)" "SLURMD_NODENAME=$1"; }
+# when_trained PREVIOUS STEPS: wait_trained in this test's runs directory.
+when_trained() { wait_trained "$DLTUNE_RUNS_DIR" "$1" "$2" >/dev/null; }
 
 # 1. One launch, two failures: the rank on n2 killed, its node fine (the same three nodes
 # again), then node n3 lost whole (the job goes on on n1 and n2).
