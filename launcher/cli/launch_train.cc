@@ -42,16 +42,13 @@ Status replan(Launch& L, Progress& progress, int ranks, int nodes) {
   return record(L);
 }
 
-// A failure that came again before the restarted job trained a step is taken as lasting (a rank
-// that cannot start again): with launch.min_ranks below the job's ranks, the next attempt runs on
-// the most ranks down to it that the global batch splits over, planned again (replan()).
-// Returns whether it did (false: the same ranks again, and `why` says why not).
+// Local ranks: a failure that came again before the restarted job trained a step is taken as
+// lasting (a rank that cannot start again): with launch.min_ranks below the job's ranks, the
+// next attempt runs on the most ranks down to it that the global batch splits over, planned
+// again (replan()). Returns whether it did (false: the same ranks again, and `why` says why
+// not).
 Result<bool> continue_on_fewer(Launch& L, Progress& progress, std::string* why) {
   const int64_t min = L.job.recipe.launch.min_ranks;
-  if (L.job.backend == launcher::Backend::kSlurm) {
-    *why = "under Slurm a job continues on fewer nodes when a node is lost (launch.min_nodes)";
-    return false;
-  }
   if (min <= 0 || min >= L.job.ranks) {
     *why = "launch.min_ranks does not allow fewer ranks";
     return false;
