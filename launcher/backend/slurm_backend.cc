@@ -223,6 +223,16 @@ Result<std::string> first_node_left(const std::string& list,
   return invalid_input("every node of " + list + " is excluded");
 }
 
+// Slurm's KillWait (scontrol show config), its default 30 s when scontrol does not say.
+int slurm_kill_wait_s() {
+  constexpr int kDefault = 30;
+  auto scontrol = find_program("scontrol");
+  if (!scontrol) return kDefault;
+  auto out = capture({*scontrol, "show", "config"}, 10000);
+  if (!out) return kDefault;
+  return parse_kill_wait(*out).value_or(kDefault);
+}
+
 // The most the one-task step that finds a free port on rank 0's node may take.
 constexpr int kRendezvousTimeoutMs = 60000;
 
@@ -377,6 +387,20 @@ Result<bool> node_answers(const std::string& node, int timeout_ms) {
   return out.ok() && is_boot_id(strings::trim(*out));
 }
 
+std::optional<int> parse_kill_wait(std::string_view scontrol_config) {
+  for (const std::string& raw : strings::split(scontrol_config, '\n')) {
+    const std::string line = strings::trim(raw);
+    const size_t eq = line.find('=');
+    if (eq == std::string::npos || strings::trim(line.substr(0, eq)) != "KillWait") continue;
+    std::string value = strings::trim(line.substr(eq + 1));
+    if (value.ends_with(" sec")) value = strings::trim(value.substr(0, value.size() - 4));
+    auto n = strings::parse_int(value);
+    if (n && *n >= 0 && *n <= 65535) return static_cast<int>(*n);
+    return std::nullopt;
+  }
+  return std::nullopt;
+}
+
 Status rerun_in_allocation(int nodes, int ntasks, bool keep_on_node_failure) {
   auto salloc = find_program("salloc");
   if (!salloc) {
@@ -492,10 +516,18 @@ Result<LaunchOutcome> run_slurm(const LaunchSpec& spec_in) {
   Supervisor sup(opts);
   DLTUNE_TRY(sup.install_signal_handling());
   SrunFailures failures;
-  sup.set_line_filter(
-      [&failures, tag = spec.tag_output](int, bool is_stderr, std::string_view line) {
-        return filter_srun_line(failures, tag, is_stderr, line);
-      });
+  const int end_within_s = slurm_kill_wait_s() + 2 + kSrunEndSlackS;
+  const std::string overstayed =
+      "srun did not end within " + std::to_string(end_within_s) + " s of a task's failure";
+  sup.set_line_filter([&failures, &sup, &overstayed, end_within_s, tag = spec.tag_output](
+                          int, bool is_stderr, std::string_view line) {
+    const size_t known = failures.tasks.size();
+    auto shown = filter_srun_line(failures, tag, is_stderr, line);
+    if (failures.tasks.size() > known) {
+      sup.stop_unless_ended(std::chrono::seconds(end_within_s), {overstayed, 1});
+    }
+    return shown;
+  });
   // srun's task-status lines may still be in the pipe when srun is reaped: the failed rank
   // is named after run(), from all of them.
   sup.set_exit_judge([](int, int status) -> std::string {
@@ -507,6 +539,10 @@ Result<LaunchOutcome> run_slurm(const LaunchSpec& spec_in) {
   if (!index) return std::move(index).error().wrap("starting srun");
   LaunchOutcome out = sup.run();
   if (out.exit_code == 0 || out.interrupted) return out;
+  if (out.message == overstayed) {
+    warn_user(spec, overstayed + " (Slurm's KillWait + 2 s + " + std::to_string(kSrunEndSlackS) +
+                        " s): stopped it; a node of the job may be gone, its step daemon with it");
+  }
   name_failure(out, failures, pe);
   return out;
 }

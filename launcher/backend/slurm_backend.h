@@ -92,6 +92,14 @@ std::optional<SrunTaskFailure> parse_srun_failure(std::string_view line);
 // its peers saw it vanish and exited), which is why order alone is not enough.
 std::optional<SrunTaskFailure> first_failure(const std::vector<SrunTaskFailure>& lines);
 
+// Slurm's KillWait in seconds from `scontrol show config`'s output (its line "KillWait = 30
+// sec"); nullopt when no such line gives a whole number of seconds.
+std::optional<int> parse_kill_wait(std::string_view scontrol_config);
+
+// How long srun may take to end after it reported a failed task, beyond Slurm's KillWait and
+// its own 2 s: a loaded node's step daemons still answer within it.
+inline constexpr int kSrunEndSlackS = 10;
+
 // Runs spec.nranks ranks with srun inside the current allocation (see launcher/supervisor.h
 // for the policy; srun gets SIGTERM for the launcher's SIGINT). The plan blob, when given, is
 // written to a private file named in DLTUNE_PLAN for the ranks, with what external programs
@@ -100,6 +108,9 @@ std::optional<SrunTaskFailure> first_failure(const std::vector<SrunTaskFailure>&
 // the allocation's first node (its NodeAddr), MASTER_PORT a port free there (the user's values
 // win). With --nodes, the plan's placement binds each local rank's CPUs (srun
 // --cpu-bind=mask_cpu, which needs the site's task/affinity plugin) unless --bind was given.
+// srun, once it reported a failed task, gets KillWait + 2 s + kSrunEndSlackS to end (it stops
+// the step first) and is stopped then: srun waits for every node's step daemon, and one on a
+// node that is gone holds it until Slurm's own timeouts (minutes), the job's restart with it.
 // Success: the outcome; a failed task is named from srun's task-status line, with its exit code (or
 // 128 + signal, or MPI_Abort's error code) as the outcome's. Failure: kInvalidInput / kNotFound for
 // a bad spec, kUnsupported when srun is not installed, kNotFound when dltune-rank-env is missing,

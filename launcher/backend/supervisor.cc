@@ -233,6 +233,12 @@ void Supervisor::fail(const Failure& failure) {
   stop_all(SIGTERM);
 }
 
+void Supervisor::stop_unless_ended(std::chrono::milliseconds grace, Failure failure) {
+  if (overstay_at_ || stopping_) return;
+  overstay_at_ = Clock::now() + grace;
+  overstay_ = std::move(failure);
+}
+
 void Supervisor::signal_groups(int sig) {
   for (const Child& c : children_) {
     if (c.running && c.pid > 0) kill(-c.pid, sig);
@@ -425,7 +431,7 @@ bool Supervisor::any_stream_open() const {
 
 int Supervisor::poll_timeout_ms() const {
   std::optional<Clock::time_point> next;
-  for (const auto& t : {job_deadline_, kill_at_, drain_until_, decide_at_}) {
+  for (const auto& t : {job_deadline_, kill_at_, drain_until_, decide_at_, overstay_at_}) {
     if (t && (!next || *t < *next)) next = t;
   }
   if (!next) return -1;
@@ -452,6 +458,10 @@ void Supervisor::check_deadlines() {
                 (who.size() == 1 ? " was" : " were") + " still running",
             1});
     }
+  }
+  if (overstay_at_ && now >= *overstay_at_) {
+    overstay_at_.reset();
+    if (any_running() && !stopping_) fail(overstay_);
   }
   if (decide_at_ && now >= *decide_at_) decide();
   if (kill_at_ && now >= *kill_at_) {

@@ -117,6 +117,13 @@ class Supervisor {
   static constexpr std::chrono::milliseconds kCauseWait{3000};
   // Watches `fd` (not owned) for readability and calls `check` when it is readable.
   void watch(int fd, EventCheck check);
+  // A child said that the job failed and that it will end by itself (srun's task-status line:
+  // srun then stops the step and ends within Slurm's KillWait): when children still run
+  // `grace` from now, the launch fails with `failure` and they are stopped (SIGTERM, then
+  // SIGKILL after kill_grace_ms), so that a child that does not keep its word (srun waiting for
+  // a node that is gone) cannot hold the launch until Slurm's own timeouts. Call it from a
+  // LineFilter or EventCheck while run() supervises; the first call's deadline stays.
+  void stop_unless_ended(std::chrono::milliseconds grace, Failure failure);
 
   // Supervises until every child has exited and its output is drained; see the policy above.
   LaunchOutcome run();
@@ -187,6 +194,8 @@ class Supervisor {
   // exited with an error themselves, so a death by signal seen within kSettle wins.
   static constexpr std::chrono::milliseconds kSettle{150};
   std::optional<Clock::time_point> decide_at_;
+  std::optional<Clock::time_point> overstay_at_;  // stop_unless_ended()'s deadline
+  Failure overstay_;                              // and its failure
   std::optional<Clock::time_point> cause_wait_until_;  // set with the first failure
   Failure by_signal_;                                  // first failure by signal
   Failure by_exit_;                                    // first failure by exit code

@@ -63,16 +63,49 @@ Result<bool> continue_on_fewer(Launch& L, Progress& progress, std::string* why) 
   return true;
 }
 
-// The most a failed rank's node is given to run a one-task step before it is taken as lost.
+// The most a node is given to run a one-task step, the first time it is asked.
 constexpr int kNodeAnswerMs = 10000;
+// ... and the second time, a node that did not answer the first: a busy controller or a node
+// still tearing down the failed step may take longer than kNodeAnswerMs.
+constexpr int kNodeAnswerAgainMs = 30000;
 
 // How many nodes lost_node() asks at once (each a one-task srun step).
 constexpr size_t kNodesAskedAtOnce = 16;
 
-// The first node of the job that does not run a one-task step within kNodeAnswerMs, asked
-// kNodesAskedAtOnce at a time in this order: `named` (the failed rank's, from srun's task-status
-// line; "" unknown) first, then the job's others, since a node lost whole (its step daemon gone
-// with its ranks) shows in srun's lines only as its peers' failures. "" when every node answers.
+// Which of `nodes` do not run a one-task step within `timeout_ms`, asked kNodesAskedAtOnce at
+// a time (their order kept). Errors: node_answers()'s.
+Result<std::vector<std::string>> silent_nodes(Progress& progress,
+                                              const std::vector<std::string>& nodes,
+                                              int timeout_ms) {
+  std::vector<std::string> silent;
+  for (size_t at = 0; at < nodes.size(); at += kNodesAskedAtOnce) {
+    const size_t end = std::min(nodes.size(), at + kNodesAskedAtOnce);
+    progress.status("asking " + std::to_string(end - at) + " node(s) of the job whether they " +
+                    "still run a step");
+    std::vector<std::future<Result<bool>>> asked;
+    for (size_t i = at; i < end; ++i) {
+      asked.push_back(std::async(std::launch::async, [&n = nodes[i], timeout_ms] {
+        return launcher::node_answers(n, timeout_ms);
+      }));
+    }
+    std::vector<Result<bool>> answers;
+    for (auto& f : asked) answers.push_back(f.get());  // every step waited for
+    for (size_t i = at; i < end; ++i) {
+      Result<bool>& answer = answers[i - at];
+      if (!answer) return std::move(answer).error().wrap("asking node " + nodes[i]);
+      if (!*answer) silent.push_back(nodes[i]);
+    }
+  }
+  return silent;
+}
+
+// The first node of the job that runs no one-task step, in this order: `named` (the failed
+// rank's, from srun's task-status line; "" unknown) first, then the job's others, since a node
+// lost whole (its step daemon gone with its ranks) shows in srun's lines only as its peers'
+// failures. Each node is asked (kNodeAnswerMs), and those that did not answer once more
+// (kNodeAnswerAgainMs): a node is lost when it answers neither. "" when every node answers.
+// Errors: node_answers()'s; no node answering at all (Slurm itself not running steps: nothing
+// tells which node is lost).
 Result<std::string> lost_node(const Launch& L, Progress& progress, const std::string& named) {
   auto nodes = launcher::job_nodes(L.job.shape.nodes, L.jo.exclude);
   if (!nodes) return std::move(nodes).error().wrap("the job's nodes");
@@ -80,25 +113,18 @@ Result<std::string> lost_node(const Launch& L, Progress& progress, const std::st
   if (!named.empty()) order.push_back(named);
   for (const std::string& n : *nodes)
     if (n != named) order.push_back(n);
-  for (size_t at = 0; at < order.size(); at += kNodesAskedAtOnce) {
-    const size_t end = std::min(order.size(), at + kNodesAskedAtOnce);
-    progress.status("asking " + std::to_string(end - at) + " node(s) of the job whether they " +
-                    "still run a step");
-    std::vector<std::future<Result<bool>>> asked;
-    for (size_t i = at; i < end; ++i) {
-      asked.push_back(std::async(std::launch::async, [&n = order[i]] {
-        return launcher::node_answers(n, kNodeAnswerMs);
-      }));
-    }
-    std::vector<Result<bool>> answers;
-    for (auto& f : asked) answers.push_back(f.get());  // every step waited for
-    for (size_t i = at; i < end; ++i) {
-      Result<bool>& answer = answers[i - at];
-      if (!answer) return std::move(answer).error().wrap("asking node " + order[i]);
-      if (!*answer) return order[i];
-    }
+  auto silent = silent_nodes(progress, order, kNodeAnswerMs);
+  if (!silent) return silent.error();
+  if (silent->empty()) return std::string();
+  silent = silent_nodes(progress, *silent, kNodeAnswerAgainMs);
+  if (!silent) return silent.error();
+  if (silent->empty()) return std::string();
+  if (silent->size() == order.size()) {
+    return peer_failed("no node of the job runs a step (asked twice, the second time for " +
+                       std::to_string(kNodeAnswerAgainMs / 1000) +
+                       " s): is Slurm's controller running? (scontrol ping)");
   }
-  return std::string();
+  return silent->front();
 }
 
 // Under Slurm, the job's nodes are asked to run a one-task step, the failed rank's first

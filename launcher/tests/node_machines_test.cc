@@ -1,7 +1,7 @@
-// launcher/slurm_backend.h's count_boot_ids and count_node_machines: how many machines a
-// Slurm allocation's nodes are, from one boot id per node. count_node_machines runs against a
-// fake srun first on PATH (no Slurm is needed), which records its arguments and prints what a
-// test asks of it, or hangs for the timeout.
+// launcher/slurm_backend.h's parse_kill_wait, and its count_boot_ids and count_node_machines:
+// how many machines a Slurm allocation's nodes are, from one boot id per node.
+// count_node_machines runs against a fake srun first on PATH (no Slurm is needed), which records
+// its arguments and prints what a test asks of it, or hangs for the timeout.
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -31,6 +31,23 @@ TEST(NodeMachinesTest, CountsDistinctBootIds) {
   for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   EXPECT_EQ(*count_boot_ids("\n  " + a + " \r\n\n" + upper, 2), 1);
   EXPECT_EQ(*count_boot_ids(a, 1), 1);
+}
+
+// KillWait from `scontrol show config` (Slurm 22.05's layout), and what is not one.
+TEST(NodeMachinesTest, ReadsSlurmsKillWait) {
+  EXPECT_EQ(parse_kill_wait("Configuration data as of 2026-11-30T06:34:28\n"
+                            "JobAcctGatherType       = (null)\n"
+                            "KeepAliveTime           = NONE\n"
+                            "KillOnBadExit           = 0\n"
+                            "KillWait                = 30 sec\n"
+                            "MessageTimeout          = 10 sec\n"),
+            30);
+  EXPECT_EQ(parse_kill_wait("KillWait=2 sec"), 2);
+  EXPECT_EQ(parse_kill_wait("KillWait = 0"), 0);
+  EXPECT_EQ(parse_kill_wait("KillOnBadExit = 1\nMessageTimeout = 10 sec\n"), std::nullopt);
+  EXPECT_EQ(parse_kill_wait("KillWait = soon"), std::nullopt);
+  EXPECT_EQ(parse_kill_wait("KillWait = -4 sec"), std::nullopt);
+  EXPECT_EQ(parse_kill_wait(""), std::nullopt);
 }
 
 TEST(NodeMachinesTest, RejectsWhatIsNotOneBootIdPerNode) {

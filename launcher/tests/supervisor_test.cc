@@ -6,6 +6,9 @@
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
+#include <optional>
+#include <string>
+#include <string_view>
 
 #include <dirent.h>
 #include <gtest/gtest.h>
@@ -137,6 +140,37 @@ TEST(SupervisorTest, FiltersOutputLines) {
   EXPECT_EQ(sup.run().exit_code, 0);
   std::sort(seen.begin(), seen.end());
   EXPECT_EQ(seen, (std::vector<std::string>{"0e:c", "0o:a", "0o:b"}));
+}
+
+// srun's task-status line says the step failed; a child that then does not end by itself
+// (srun waiting for a node that is gone, ignoring SIGTERM) is stopped after the grace, the
+// launch failing with the caller's failure. One that ends within it keeps its own verdict.
+TEST(SupervisorTest, StopsAChildThatOverstaysItsFailure) {
+  for (const bool ends_in_time : {false, true}) {
+    Supervisor sup({false, 200, 0});
+    ASSERT_TRUE(sup.install_signal_handling().ok());
+    sup.set_line_filter([&sup](int, bool, std::string_view line) {
+      if (line == "task 0 failed") {
+        sup.stop_unless_ended(std::chrono::milliseconds(300), {"the step overstayed", 7});
+      }
+      return std::optional<std::string>(line);
+    });
+    const auto start = std::chrono::steady_clock::now();
+    const std::string after = ends_in_time ? "sleep 0.1; exit 2" : "sleep 30";
+    ASSERT_TRUE(sup.spawn(sh("trap '' TERM; echo 'task 0 failed'; " + after, 0)).ok());
+    LaunchOutcome out = sup.run();
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (ends_in_time) {
+      EXPECT_EQ(out.exit_code, 2);
+      EXPECT_EQ(out.message, "rank 0 on h exited with code 2");
+    } else {
+      EXPECT_EQ(out.exit_code, 7);
+      EXPECT_EQ(out.message, "the step overstayed");
+      EXPECT_GE(secs, 0.3);
+      EXPECT_LT(secs, 5.0);  // 0.3 s, then SIGKILL 0.2 s after the ignored SIGTERM
+    }
+  }
 }
 
 // True when a process whose command line contains `needle` exists.

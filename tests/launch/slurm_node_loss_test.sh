@@ -18,7 +18,7 @@ src=$2
 tmp=$(mktemp -d)
 cluster=$tmp/cluster
 script=$src/tests/slurm/netns_cluster.sh
-fail() { echo "FAIL: $*"; [ -d "$cluster/log" ] && tail -n 8 "$cluster"/log/*.log; exit 1; }
+fail() { echo "FAIL: $*"; [ -d "$cluster/log" ] && tail -n 40 "$cluster"/log/slurm*.log; exit 1; }
 cleanup() { bash "$script" stop "$cluster" >/dev/null 2>&1; rm -rf "$tmp"; }
 trap cleanup EXIT
 
@@ -45,6 +45,11 @@ common=(--backend slurm --no-tune --set launch.ranks_per_node=1 --set training.s
 newest() { newest_run_in "$DLTUNE_RUNS_DIR"; }
 # rank_on NODE: the pid of the newest run's `dltune-worker train` running on NODE.
 rank_on() { worker_pid "$(newest)" "SLURMD_NODENAME=$1"; }
+# last_step RUN: the last step RUN's metrics logged (0 before any).
+last_step() {
+  grep '"event":"step"' "$1/metrics.jsonl" 2>/dev/null | tail -n 1 | grep -o '"step":[0-9]*' |
+    cut -d: -f2 | grep . || echo 0
+}
 # when_trained PREVIOUS STEPS: wait_trained in this test's runs directory.
 when_trained() { wait_trained "$DLTUNE_RUNS_DIR" "$1" "$2" >/dev/null; }
 
@@ -58,13 +63,16 @@ when_trained "$previous" 30 || { kill $pid; fail "the 3-node run never trained 3
 victim=$(rank_on n2)
 old_n3=$(rank_on n3)
 [ -n "$victim" ] && [ -n "$old_n3" ] || { kill $pid; fail "no rank on n2 or n3: $(cat "$tmp/out1")"; }
-kill -9 "$victim"
-# The second attempt: a new rank on n3 that has trained (30 more steps logged).
 run=$(newest)
+killed_at=$(last_step "$run")
+kill -9 "$victim"
+# The second attempt: a new rank on n3, and a step 25 past the last one logged before the kill,
+# which only the second attempt reaches (it went back to a checkpoint at or before that step)
+# having written a checkpoint at least 10 steps past the one it started from.
 for _ in $(seq 1 1200); do
   victim=$(rank_on n3)
   [ -n "$victim" ] && [ "$victim" != "$old_n3" ] &&
-    [ "$(grep -c '"event":"step"' "$run/metrics.jsonl")" -ge 60 ] && break
+    [ "$(last_step "$run")" -ge $((killed_at + 25)) ] && break
   victim=
   sleep 0.1
 done
