@@ -253,6 +253,7 @@ void Progress::update(const ProgressState& s) {
   std::lock_guard<std::mutex> lock(mu_);
   const auto now = Clock::now();
   state_ = s;
+  state_s_ = elapsed_s();
   showing_state_ = true;
   if (first_step_ < 0 || s.step < first_step_) {  // the pace counts from the first step seen
     first_step_ = s.step;
@@ -343,8 +344,16 @@ void Progress::heartbeat_loop() {
     } else if (mode_ == Mode::kJson && quiet >= kHeartbeatS) {
       print_json_locked("heartbeat", {{"phase", phase_}, {"phase_s", ms3(phase_elapsed_s())}});
     } else if (mode_ == Mode::kPlain && quiet >= kPlainQuietS) {
+      // After a step, the status set before it is old news: say how long the next is taking.
+      std::string what = status_;
+      if (showing_state_) {
+        what = "waiting for step " + std::to_string(state_.step + 1) +
+               (state_.total > 0 ? "/" + std::to_string(state_.total) : "") + " (step " +
+               std::to_string(state_.step) + " came " +
+               format_duration(elapsed_s() - state_s_) + " ago)";
+      }
       std::fprintf(out_, "dltune: %s%s (%s, launch %s)\n", phase_.c_str(),
-                   status_.empty() ? "" : (": " + status_).c_str(),
+                   what.empty() ? "" : (": " + what).c_str(),
                    format_duration(phase_elapsed_s()).c_str(),
                    format_duration(elapsed_s()).c_str());
       std::fflush(out_);

@@ -108,6 +108,7 @@ class Progress {
   std::string status_;
   bool showing_state_ = false;  // the line shows state_ (else status_)
   ProgressState state_;
+  double state_s_ = 0;  // elapsed_s() when state_ was reported
   std::chrono::steady_clock::time_point start_, phase_start_;
   std::chrono::steady_clock::time_point last_draw_{}, last_print_{};
   long last_plain_step_ = -1;
