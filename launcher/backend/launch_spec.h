@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "launcher/backend/rank_output.h"
 #include "recipes/plan.h"
 #include "topology/topology.h"
 
@@ -28,7 +29,8 @@ struct LaunchSpec {
   std::vector<std::string> argv;  // argv[0] is the program as the user wrote it
   topology::BindPolicy bind = topology::BindPolicy::kAuto;  // --bind
   bool bind_from_user = false;  // --bind / DLTUNE_BIND given: the plan's placement yields to it
-  bool tag_output = false;      // prefix every output line with "[rank] "
+  // The ranks' output: tagged "[rank] ", timestamped, copied to files (launcher/rank_output.h)
+  RankOutputOptions output;
   // The job's plan (`dltune run --plan`), read before anything starts, and its text as every
   // rank gets it (PMIx job data, DLTUNE_PLAN); "" / nullopt = none.
   std::optional<recipes::Plan> plan;

@@ -15,6 +15,7 @@
 #include "launcher/backend/env_block.h"
 #include "launcher/backend/plan_env.h"
 #include "launcher/backend/pmix_server.h"
+#include "launcher/backend/rank_output.h"
 #include "launcher/backend/rank_env.h"
 #include "launcher/backend/supervisor.h"
 #include "launcher/backend/temp_dir.h"
@@ -187,8 +188,15 @@ Result<LaunchOutcome> run_local(const LaunchSpec& spec) {
 
   // Declared after the directories so that it stops the ranks before they are removed, and
   // before the server so that the PMIx threads inherit the blocked signal mask.
-  Supervisor sup({spec.tag_output, spec.kill_grace_ms, spec.timeout_s});
+  Supervisor sup({false, spec.kill_grace_ms, spec.timeout_s});
   DLTUNE_TRY(sup.install_signal_handling());
+  auto output = RankOutput::open(spec.output);
+  if (!output) return std::move(output).error();
+  if (spec.output.active()) {  // child `index` is rank `index`
+    sup.set_line_filter([&output](int index, bool is_stderr, std::string_view line) {
+      return output->line(index, is_stderr, line);
+    });
+  }
   auto server = PmixServer::start(tmp->path(), std::move(machine));
   if (!server) return std::move(server).error().wrap("starting the PMIx server");
   PmixServer& srv = **server;

@@ -26,6 +26,7 @@
 #include "launcher/backend/env_block.h"
 #include "launcher/backend/plan_env.h"
 #include "launcher/backend/rank_env.h"
+#include "launcher/backend/rank_output.h"
 #include "launcher/backend/srun_output.h"
 #include "launcher/backend/supervisor.h"
 #include "launcher/backend/temp_dir.h"
@@ -302,7 +303,8 @@ std::vector<std::string> srun_command(const std::string& srun_path,
     // node out (SlurmdTimeout): the next steps share them instead of waiting that long.
     argv.push_back("--overlap");
   }
-  if (spec.tag_output) argv.push_back("--label");
+  // Each line names its task: the tag, the per-rank files.
+  if (spec.output.tag || !spec.output.dir.empty()) argv.push_back("--label");
   if (!spec.local_cpus.empty()) {
     argv.push_back("--cpu-bind=mask_cpu:" + cpu_masks(spec.local_cpus));
   } else if (const char* bind = srun_cpu_bind(spec.bind)) {
@@ -516,17 +518,23 @@ Result<LaunchOutcome> run_slurm(const LaunchSpec& spec_in) {
   Supervisor sup(opts);
   DLTUNE_TRY(sup.install_signal_handling());
   SrunFailures failures;
+  auto output = RankOutput::open(spec.output);
+  if (!output) return std::move(output).error();
+  const bool labelled = spec.output.tag || !spec.output.dir.empty();  // srun_command's --label
   const int end_within_s = slurm_kill_wait_s() + 2 + kSrunEndSlackS;
   const std::string overstayed =
       "srun did not end within " + std::to_string(end_within_s) + " s of a task's failure";
-  sup.set_line_filter([&failures, &sup, &overstayed, end_within_s, tag = spec.tag_output](
-                          int, bool is_stderr, std::string_view line) {
+  sup.set_line_filter([&, end_within_s](int, bool is_stderr,
+                                        std::string_view line) -> std::optional<std::string> {
     const size_t known = failures.tasks.size();
-    auto shown = filter_srun_line(failures, tag, is_stderr, line);
+    auto shown = filter_srun_line(failures, is_stderr, line);
     if (failures.tasks.size() > known) {
       sup.stop_unless_ended(std::chrono::seconds(end_within_s), {overstayed, 1});
     }
-    return shown;
+    if (!shown || !spec.output.active()) return shown;
+    const auto [task, text] = labelled ? split_srun_label(*shown)
+                                       : std::pair<int, std::string_view>{-1, *shown};
+    return output->line(task, is_stderr, text);
   });
   // srun's task-status lines may still be in the pipe when srun is reaped: the failed rank
   // is named after run(), from all of them.

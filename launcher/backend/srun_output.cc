@@ -9,20 +9,6 @@
 namespace dltune::launcher {
 namespace {
 
-// "  3: text" (srun --label) -> "[3] text"; other lines unchanged.
-std::string relabel(std::string_view line) {
-  size_t i = 0;
-  while (i < line.size() && line[i] == ' ') ++i;
-  size_t j = i;
-  while (j < line.size() && std::isdigit(static_cast<unsigned char>(line[j]))) ++j;
-  if (j == i || j + 1 >= line.size() + 1 || j >= line.size() || line[j] != ':') {
-    return std::string(line);
-  }
-  std::string rest(line.substr(j + 1));
-  if (!rest.empty() && rest[0] == ' ') rest.erase(0, 1);
-  return "[" + std::string(line.substr(i, j - i)) + "] " + rest;
-}
-
 // srun's and slurmstepd's lines about tearing a failed step down: noise beside the task
 // failure that caused it.
 bool is_srun_teardown_noise(std::string_view line) {
@@ -36,6 +22,17 @@ bool is_srun_teardown_noise(std::string_view line) {
 }
 
 }  // namespace
+
+std::pair<int, std::string_view> split_srun_label(std::string_view line) {
+  size_t i = 0;
+  while (i < line.size() && line[i] == ' ') ++i;
+  size_t j = i;
+  while (j < line.size() && j - i < 9 && std::isdigit(static_cast<unsigned char>(line[j]))) ++j;
+  if (j == i || j >= line.size() || line[j] != ':') return {-1, line};
+  std::string_view rest = line.substr(j + 1);
+  if (!rest.empty() && rest[0] == ' ') rest.remove_prefix(1);
+  return {std::stoi(std::string(line.substr(i, j - i))), rest};
+}
 
 std::optional<SrunTaskFailure> first_failure(const std::vector<SrunTaskFailure>& lines) {
   for (const auto& f : lines) {
@@ -95,7 +92,7 @@ std::optional<SrunTaskFailure> parse_srun_failure(std::string_view line) {
   return f;
 }
 
-std::optional<std::string> filter_srun_line(SrunFailures& w, bool tag, bool is_stderr,
+std::optional<std::string> filter_srun_line(SrunFailures& w, bool is_stderr,
                                             std::string_view line) {
   if (is_stderr) {
     if (auto at = line.find("MPI_ABORT was invoked on rank "); at != std::string_view::npos) {
@@ -119,7 +116,7 @@ std::optional<std::string> filter_srun_line(SrunFailures& w, bool tag, bool is_s
       return std::nullopt;
     }
   }
-  return tag ? relabel(line) : std::string(line);
+  return std::string(line);
 }
 
 void name_failure(LaunchOutcome& out, const SrunFailures& w, const PlanEnv& pe) {

@@ -22,10 +22,13 @@ struct SrunFailures {
 };
 
 // The supervisor's line filter for srun: records the failures in `w`, drops srun's task-status
-// lines and teardown noise (logged at debug), relabels the rest when `tag` ("  3: text" ->
-// "[3] text").
-std::optional<std::string> filter_srun_line(SrunFailures& w, bool tag, bool is_stderr,
+// lines and teardown noise (logged at debug) (nullopt), and returns the rest as it is.
+std::optional<std::string> filter_srun_line(SrunFailures& w, bool is_stderr,
                                             std::string_view line);
+
+// A line of srun --label's output split into its task and text: "  3: text" -> {3, "text"};
+// {-1, line} for a line with no label (srun's own).
+std::pair<int, std::string_view> split_srun_label(std::string_view line);
 
 // A failed job's message, exit code and host from what srun said: the rank that called
 // MPI_Abort (on its node), else the first failed task in place of srun's own exit.

@@ -12,6 +12,7 @@
 #include "launcher/backend/launch_spec.h"
 #include "launcher/backend/local_backend.h"
 #include "launcher/backend/plan_env.h"
+#include "launcher/backend/rank_output.h"
 #include "launcher/backend/slurm_backend.h"
 #include "launcher/cli/commands.h"
 
@@ -22,7 +23,10 @@ struct RunOptions {
   int nranks = -1;
   int nodes = 0;
   std::string bind;
+  std::string bind_to;  // mpirun's --bind-to
   bool tag_output = false;
+  std::string output_filename;  // --output-filename DIR[:nocopy]
+  bool timestamp_output = false;
   std::string backend;
   double timeout_s = 0;
   std::string plan_file;
@@ -63,6 +67,22 @@ Result<std::vector<std::pair<std::string, std::string>>> exported_env(
   return out;
 }
 
+// --bind, or mpirun's --bind-to in its words (none, core, numa; hwthread and socket have no
+// dltune policy), as --bind's value; "" when neither was given. Errors: both given, or a
+// --bind-to value dltune cannot honour.
+Result<std::string> bind_option(const RunOptions& o) {
+  if (o.bind_to.empty()) return o.bind;
+  if (!o.bind.empty()) return invalid_input("give --bind or --bind-to, not both");
+  if (o.bind_to == "none" || o.bind_to == "core" || o.bind_to == "numa") return o.bind_to;
+  if (o.bind_to == "hwthread" || o.bind_to == "socket" || o.bind_to == "package" ||
+      o.bind_to == "l3cache") {
+    return invalid_input("--bind-to " + o.bind_to +
+                         ": dltune binds a rank to whole cores (core) or to a NUMA domain (numa), "
+                         "or not at all (none)");
+  }
+  return invalid_input("--bind-to " + o.bind_to + ": expected none, core or numa");
+}
+
 Result<launcher::LaunchSpec> make_spec(const RunOptions& o, launcher::Backend backend) {
   launcher::LaunchSpec spec;
   spec.argv = o.command;
@@ -81,11 +101,19 @@ Result<launcher::LaunchSpec> make_spec(const RunOptions& o, launcher::Backend ba
     if (!n) return invalid_input("SLURM_NTASKS is not a number: '" + std::string(ntasks) + "'");
     spec.nranks = static_cast<int>(*n);
   }
-  auto bind = topology::parse_bind_policy(o.bind.empty() ? env::get(env::kBind) : o.bind);
+  auto user_bind = bind_option(o);
+  if (!user_bind) return user_bind.error();
+  auto bind = topology::parse_bind_policy(user_bind->empty() ? env::get(env::kBind) : *user_bind);
   if (!bind) return std::move(bind).error().wrap(o.bind.empty() ? "DLTUNE_BIND" : "--bind");
   spec.bind = *bind;
-  spec.bind_from_user = !o.bind.empty() || env::get_if_set(env::kBind).has_value();
-  spec.tag_output = o.tag_output;
+  spec.bind_from_user = !user_bind->empty() || env::get_if_set(env::kBind).has_value();
+  if (!o.output_filename.empty()) {
+    auto out = launcher::parse_output_filename(o.output_filename);
+    if (!out) return out.error();
+    spec.output = *out;
+  }
+  spec.output.tag = o.tag_output;
+  spec.output.timestamp = o.timestamp_output;
   spec.timeout_s = o.timeout_s;
   auto grace = strings::parse_int(env::get(env::kKillGrace));
   if (!grace || *grace > 600'000) {
@@ -186,7 +214,14 @@ void setup_run(CLI::App& app, int* exit_code) {
                   "dltune runs itself again under salloc with this many nodes)")
       ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--bind", opts->bind, "CPU binding: none, core, numa or auto (DLTUNE_BIND)");
+  cmd->add_option("--bind-to", opts->bind_to,
+                  "mpirun's spelling of --bind: none, core or numa");
   cmd->add_flag("--tag-output", opts->tag_output, "Prefix every output line with [rank]");
+  cmd->add_option("--output-filename", opts->output_filename,
+                  "DIR[:nocopy]: also write each rank's output to DIR/1/rank.N/stdout and "
+                  "stderr (Open MPI's layout); :nocopy: to the files only");
+  cmd->add_flag("--timestamp-output", opts->timestamp_output,
+                "Start every output line with the time it arrived, [YYYY-MM-DDTHH:MM:SS.mmm]");
   cmd->add_option("--backend", opts->backend,
                   "local (embedded PMIx server) or slurm (srun --mpi=pmix); default: slurm "
                   "inside an allocation, else local (DLTUNE_BACKEND)");

@@ -58,7 +58,7 @@ TEST(SrunTest, BuildsTheCommandLine) {
   LaunchSpec spec;
   spec.nranks = 4;
   spec.argv = {"probe", "--x"};
-  spec.tag_output = true;
+  spec.output.tag = true;
   spec.bind = topology::BindPolicy::kCore;
   spec.nodes = 2;
   const auto argv = srun_command("/usr/bin/srun", "/b/dltune-rank-env", spec);
@@ -93,7 +93,7 @@ TEST(SrunTest, NamesTheFailedRanksHost) {
   SrunFailures w;
   for (const char* line :
        {"srun: error: n1: task 0: Terminated", "srun: error: n3: task 2: Killed"}) {
-    EXPECT_FALSE(filter_srun_line(w, false, true, line).has_value()) << line;
+    EXPECT_FALSE(filter_srun_line(w, true, line).has_value()) << line;
   }
   LaunchOutcome out{1, "srun exited with code 1", false, ""};
   name_failure(out, w, PlanEnv{});

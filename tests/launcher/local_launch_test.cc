@@ -4,7 +4,10 @@
 #include <algorithm>
 #include <climits>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <tuple>
@@ -329,6 +332,50 @@ TEST_F(LocalLaunchTest, SpeaksMpirunsOptions) {
   auto bad = dltune({"-n", "1", "-x", "1X=2"}, {"/bin/true"});
   EXPECT_EQ(bad.exit_code, 2) << bad.err;
   EXPECT_NE(bad.err.find("-x 1X=2: expected NAME=VALUE or NAME"), std::string::npos) << bad.err;
+}
+
+// mpirun's --output-filename (each rank's lines in DIR/1/rank.N/stdout and stderr, printed too
+// unless DIR:nocopy), --timestamp-output and --bind-to (issue 39).
+TEST_F(LocalLaunchTest, WritesEachRanksOutputToItsFiles) {
+  char tmpl[] = "/tmp/dltune-output-test-XXXXXX";  // not TMPDIR: TearDown wants that one empty
+  const std::string base = mkdtemp(tmpl);
+  const std::string dir = base + "/logs";
+  const std::vector<std::string> prog = {"/bin/sh", "-c", "echo out $RANK; echo err $RANK >&2"};
+  auto r = dltune({"-n", "2", "--output-filename", dir, "--tag-output"}, prog);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const std::string rank : {"0", "1"}) {
+    std::ifstream out(dir + "/1/rank." + rank + "/stdout"), err(dir + "/1/rank." + rank + "/stderr");
+    std::string o((std::istreambuf_iterator<char>(out)), {}), e((std::istreambuf_iterator<char>(err)), {});
+    EXPECT_EQ(o, "out " + rank + "\n");
+    EXPECT_EQ(e, "err " + rank + "\n");
+    EXPECT_NE(r.out.find("[" + rank + "] out " + rank + "\n"), std::string::npos) << r.out;
+    EXPECT_NE(r.err.find("[" + rank + "] err " + rank + "\n"), std::string::npos) << r.err;
+  }
+  // :nocopy: the files only; with --timestamp-output, every line starts with its time.
+  const std::string quiet = base + "/quiet";
+  auto q = dltune({"-n", "1", "--output-filename", quiet + ":nocopy", "--timestamp-output"}, prog);
+  ASSERT_EQ(q.exit_code, 0) << q.err;
+  EXPECT_EQ(q.out, "");
+  std::ifstream in(quiet + "/1/rank.0/stdout");
+  const std::string line((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_TRUE(std::regex_match(line, std::regex(R"(\[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\] out 0\n)")))
+      << line;
+  // --bind-to in mpirun's words; what dltune cannot honour is refused before any rank starts.
+  auto bound = dltune({"-n", "1", "--bind-to", "none"}, {"/bin/sh", "-c", "echo ran"});
+  EXPECT_EQ(bound.exit_code, 0) << bound.err;
+  EXPECT_EQ(bound.out, "ran\n");
+  for (const char* v : {"socket", "hwthread", "board"}) {
+    auto bad = dltune({"-n", "1", "--bind-to", v}, {"/bin/sh", "-c", "echo ran"});
+    EXPECT_EQ(bad.exit_code, 2) << v << ": " << bad.err;
+    EXPECT_EQ(bad.out, "") << v;
+    EXPECT_NE(bad.err.find(std::string("--bind-to ") + v), std::string::npos) << bad.err;
+  }
+  auto both = dltune({"-n", "1", "--bind", "core", "--bind-to", "core"}, {"/bin/true"});
+  EXPECT_EQ(both.exit_code, 2) << both.err;
+  auto file = dltune({"-n", "1", "--output-filename", dir + "/1/rank.0/stdout"}, {"/bin/true"});
+  EXPECT_EQ(file.exit_code, 2) << file.err;
+  EXPECT_NE(file.err.find("--output-filename"), std::string::npos) << file.err;
+  std::filesystem::remove_all(base);
 }
 
 // Standard input reaches rank 0 (mpirun's default); the other ranks read an empty input.

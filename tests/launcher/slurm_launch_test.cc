@@ -3,7 +3,11 @@
 // reason, when the Slurm or munge packages are missing.
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -113,6 +117,29 @@ TEST_F(SlurmLaunchTest, TaggedOutputUsesRankPrefixes) {
   auto r = in_allocation({"-n", "4", "--tag-output"}, {binary("pmix_probe")});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("[3] probe rank=3 size=4"), std::string::npos) << r.out;
+}
+
+// --output-filename under srun: each task's lines (srun --label tells them apart) in its own
+// files, timestamped; :nocopy prints none of them.
+TEST_F(SlurmLaunchTest, OutputFilenameKeepsEachTasksLines) {
+  char tmpl[] = "/tmp/dltune-slurm-output-XXXXXX";
+  const std::string base = mkdtemp(tmpl);
+  auto r = in_allocation({"-n", "4", "--output-filename", base + ":nocopy", "--timestamp-output"},
+                         {"/bin/sh", "-c", "echo out $RANK; echo err $RANK >&2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "");
+  const std::string stamp = R"(\[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\] )";
+  for (int rank = 0; rank < 4; ++rank) {
+    const std::string folder = base + "/1/rank." + std::to_string(rank);
+    for (const std::string stream : {"out", "err"}) {
+      std::ifstream in(folder + "/std" + stream);
+      const std::string text((std::istreambuf_iterator<char>(in)), {});
+      EXPECT_TRUE(std::regex_match(
+          text, std::regex(stamp + stream + " " + std::to_string(rank) + "\n")))
+          << folder << "/std" << stream << ": " << text;
+    }
+  }
+  std::filesystem::remove_all(base);
 }
 
 TEST_F(SlurmLaunchTest, OpenMpiAcrossNodes) {
