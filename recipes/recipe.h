@@ -186,6 +186,12 @@ struct LaunchConfig {
   // (the same ranks per node, planned again, the global batch kept), down to this many. 0 =
   // the job's own nodes (never fewer). Not part of the tuning key.
   int64_t min_nodes = 0;
+  // Under Slurm, nodes held beyond the job's to take a lost node's place: the restart runs on
+  // a spare with the same shape, plan and global batch, as after a rank's failure. dltune asks
+  // salloc for this many more nodes when it obtains the allocation; inside one, the job's
+  // default node count is the allocation's less these (any node of the allocation the job does
+  // not run on serves as a spare). Not part of the tuning key.
+  int64_t spare_nodes = 0;
 };
 // The most restarts a recipe may ask for.
 inline constexpr int64_t kMaxRestarts = 100;

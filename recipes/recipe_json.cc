@@ -119,7 +119,8 @@ json recipe_view(const Recipe& r) {
                  {"baseline", r.launch.baseline},
                  {"restarts", r.launch.restarts},
                  {"min_ranks", r.launch.min_ranks},
-                 {"min_nodes", r.launch.min_nodes}};
+                 {"min_nodes", r.launch.min_nodes},
+                 {"spare_nodes", r.launch.spare_nodes}};
   return j;
 }
 

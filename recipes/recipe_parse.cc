@@ -215,7 +215,7 @@ void parse_launch(YamlReader& r, const YAML::Node& node, LaunchConfig* l) {
   Fields f;
   if (!r.fields(node, "launch",
                 {"ranks", "ranks_per_node", "threads_per_rank", "binding", "memory_per_rank",
-                 "baseline", "restarts", "min_ranks", "min_nodes"},
+                 "baseline", "restarts", "min_ranks", "min_nodes", "spare_nodes"},
                 &f))
     return;
   r.get_int_or_auto(f, "ranks", &l->ranks);
@@ -228,6 +228,7 @@ void parse_launch(YamlReader& r, const YAML::Node& node, LaunchConfig* l) {
   r.get_int(f, "restarts", 0, kMaxRestarts, &l->restarts);
   r.get_int(f, "min_ranks", 0, 4096, &l->min_ranks);
   r.get_int(f, "min_nodes", 0, 4096, &l->min_nodes);
+  r.get_int(f, "spare_nodes", 0, 4096, &l->spare_nodes);
 }
 
 }  // namespace dltune::recipes::internal

@@ -444,11 +444,14 @@ int run_launch(const LaunchOptions& o) {
   L.t0 = std::chrono::steady_clock::now();
   if (Status s = open_job(L); !s) return report_error("launch", s.error());
   // The slurm backend outside an allocation: the whole launch (tuning and training) runs again
-  // under salloc with the job's shape, so that every phase gets the same nodes.
+  // under salloc with the job's shape, so that every phase gets the same nodes, and the spare
+  // nodes (launch.spare_nodes) with their tasks.
   if (L.job.backend == launcher::Backend::kSlurm && !launcher::in_slurm_allocation() &&
       !o.dry_run) {
-    Status s =
-        launcher::rerun_in_allocation(L.job.shape.nodes, L.job.ranks, restarts_allowed(L) > 0);
+    const int spare = static_cast<int>(L.job.recipe.launch.spare_nodes);
+    Status s = launcher::rerun_in_allocation(L.job.shape.nodes + spare,
+                                             L.job.ranks + spare * L.job.shape.ranks_per_node,
+                                             restarts_allowed(L) > 0);
     return report_error("launch", s.error());  // only reached when salloc could not start
   }
   Progress progress(Progress::detect(o.json, stdout), stdout);

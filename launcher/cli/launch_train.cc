@@ -67,7 +67,14 @@ Result<bool> continue_on_fewer(Launch& L, Progress& progress, std::string* why) 
 constexpr int kNodeAnswerMs = 10000;
 // ... and the second time, a node that did not answer the first: a busy controller or a node
 // still tearing down the failed step may take longer than kNodeAnswerMs.
-constexpr int kNodeAnswerAgainMs = 30000;
+constexpr int kNodeAnswerAgainMs = 20000;
+
+// A node found lost, and the spare node that takes its place ("" when the job continues on
+// fewer nodes); both "" when no node was lost.
+struct NodeLoss {
+  std::string node;
+  std::string spare;
+};
 
 // How many nodes lost_node() asks at once (each a one-task srun step).
 constexpr size_t kNodesAskedAtOnce = 16;
@@ -127,18 +134,53 @@ Result<std::string> lost_node(const Launch& L, Progress& progress, const std::st
   return silent->front();
 }
 
+// A node of the allocation beyond the job's that answers a one-task step, to run in place of
+// a lost one (launch.spare_nodes), once the lost node is in L.jo.exclude: the node the job's
+// next step takes that `before` (the failed attempt's nodes) did not have. One that does not
+// answer is left out too (L.jo.exclude) and the next is tried. "" when no spare is left.
+Result<std::string> take_spare(Launch& L, Progress& progress,
+                               const std::vector<std::string>& before) {
+  const int allocated = launcher::allocation_nodes();
+  while (allocated > 0 &&
+         allocated - static_cast<int>(L.jo.exclude.size()) >= L.job.shape.nodes) {
+    auto now = launcher::job_nodes(L.job.shape.nodes, L.jo.exclude);
+    if (!now) return std::move(now).error().wrap("the job's nodes");
+    std::string spare;
+    for (const std::string& n : *now)
+      if (std::find(before.begin(), before.end(), n) == before.end()) spare = n;
+    if (spare.empty()) return std::string();
+    progress.status("asking spare node " + spare + " whether it runs a step");
+    auto answers = launcher::node_answers(spare, kNodeAnswerMs);
+    if (!answers) return std::move(answers).error().wrap("asking node " + spare);
+    if (*answers) return spare;
+    progress.message("  spare node " + spare + " does not answer either: left out");
+    L.jo.exclude.push_back(spare);
+  }
+  return std::string();
+}
+
 // Under Slurm, the job's nodes are asked to run a one-task step, the failed rank's first
 // (lost_node()): when all do, the failure was transient and the job restarts on the same nodes
-// (""). When one does not, it is taken as lost: the next attempt leaves it out (srun
-// --exclude) and runs on the nodes left with the same ranks per node, planned again (replan()),
-// down to launch.min_nodes nodes and launch.min_ranks ranks (its name). Errors (the job stops,
+// ({}). When one does not, it is taken as lost and the next attempt leaves it out (srun
+// --exclude): on a spare node of the allocation in its place when one answers (take_spare():
+// the same shape and plan), else on the nodes left with the same ranks per node, planned again
+// (replan()), down to launch.min_nodes nodes and launch.min_ranks ranks. Errors (the job stops,
 // its checkpoint kept): a lost node that launch.min_nodes or min_ranks does not allow
 // continuing without, or a global batch that does not split over the ranks left.
-Result<std::string> continue_without_node(Launch& L, Progress& progress, const std::string& named) {
+Result<NodeLoss> continue_without_node(Launch& L, Progress& progress, const std::string& named) {
   auto found = lost_node(L, progress, named);
   if (!found) return found.error();
-  if (found->empty()) return std::string();
+  if (found->empty()) return NodeLoss{};
   const std::string host = *found;
+  auto before = launcher::job_nodes(L.job.shape.nodes, L.jo.exclude);
+  if (!before) return std::move(before).error().wrap("the job's nodes");
+  L.jo.exclude.push_back(host);
+  auto spare = take_spare(L, progress, *before);
+  if (!spare) return spare.error();
+  if (!spare->empty()) {
+    L.job.exclude = L.jo.exclude;
+    return NodeLoss{host, *spare};
+  }
   const int nodes = L.job.shape.nodes - 1;
   const int ranks = nodes * L.job.shape.ranks_per_node;
   const int64_t min_nodes = L.job.recipe.launch.min_nodes;
@@ -156,9 +198,8 @@ Result<std::string> continue_without_node(Launch& L, Progress& progress, const s
                        std::to_string(min_ranks));
   }
   DLTUNE_TRY_CTX(launcher::check_reshape(L.choice.plan, ranks), lost);
-  L.jo.exclude.push_back(host);
   DLTUNE_TRY(replan(L, progress, ranks, nodes));
-  return host;
+  return NodeLoss{host, ""};
 }
 
 // The shape the next attempt runs on, after a failure that restarts (outcome, `again`: it came
@@ -172,7 +213,7 @@ Status restart_shape(Launch& L, Progress& progress, const launcher::LaunchOutcom
     auto lost = continue_without_node(L, progress, outcome.host);
     progress.finish();
     if (!lost) return std::move(lost).error().wrap("cannot continue");
-    if (lost->empty()) {
+    if (lost->node.empty()) {
       const std::string who =
           outcome.host.empty()
               ? "every node of the job still answers"
@@ -180,10 +221,17 @@ Status restart_shape(Launch& L, Progress& progress, const launcher::LaunchOutcom
       progress.message("  " + who + ": the same nodes again");
       return ok_status();
     }
-    r->fewer = true;
-    r->lost_node = *lost;
+    r->lost_node = lost->node;
+    r->spare_node = lost->spare;
     r->nodes = L.job.shape.nodes;
-    progress.message("  node " + *lost + " does not answer: continuing without it, " +
+    if (!lost->spare.empty()) {
+      progress.message("  node " + lost->node + " does not answer: continuing on spare node " +
+                       lost->spare + " in its place, the same " + std::to_string(L.job.ranks) +
+                       " ranks on " + std::to_string(L.job.shape.nodes) + " nodes");
+      return ok_status();
+    }
+    r->fewer = true;
+    progress.message("  node " + lost->node + " does not answer: continuing without it, " +
                      launcher::reshape_text(launcher::reshape_json(*L.reshape)));
     return ok_status();
   }

@@ -82,15 +82,21 @@ Result<Job> make_job(const JobOptions& o, const topology::Topology& topo) {
         "comm.backend auto (or mpi) to train on its CPUs, or launch on a GPU node");
   }
   const int excluded = static_cast<int>(o.exclude.size());
-  int nodes =
-      o.nodes > 0 ? o.nodes : (slurm ? std::max(env_int("SLURM_JOB_NUM_NODES") - excluded, 1) : 1);
+  // launch.spare_nodes: the allocation's nodes beyond the job's, held for a lost node's place.
+  const int spare = slurm ? static_cast<int>(job.recipe.launch.spare_nodes) : 0;
+  const int allocated = env_int("SLURM_JOB_NUM_NODES");
+  int nodes = o.nodes > 0 ? o.nodes : (slurm ? std::max(allocated - excluded - spare, 1) : 1);
   if (!slurm && nodes > 1) {
     return invalid_input("--nodes " + std::to_string(nodes) +
                          " needs the slurm backend (run inside an allocation or pass "
                          "--backend slurm)");
   }
   int ranks = o.ranks > 0 ? o.ranks : static_cast<int>(job.recipe.launch.ranks);
-  if (ranks <= 0 && slurm) ranks = env_int("SLURM_NTASKS");
+  if (ranks <= 0 && slurm) {
+    ranks = env_int("SLURM_NTASKS");
+    // The allocation's tasks include the spare nodes' (salloc was asked for them too).
+    if (spare > 0 && allocated > 0 && ranks % allocated == 0) ranks = ranks / allocated * nodes;
+  }
   if (ranks <= 0 && job.recipe.launch.ranks_per_node > 0) {
     ranks = nodes * static_cast<int>(job.recipe.launch.ranks_per_node);
   }

@@ -37,6 +37,7 @@ nlohmann::json restarts_json(const std::vector<Restart>& restarts) {
     if (!r.lost_node.empty()) {
       a.back()["lost_node"] = r.lost_node;
       a.back()["nodes"] = r.nodes;
+      if (!r.spare_node.empty()) a.back()["spare_node"] = r.spare_node;
     }
   }
   return a;
@@ -59,6 +60,10 @@ std::string restart_text(const nlohmann::json& r) {
   const auto lost = r.find("lost_node");
   if (lost != r.end() && lost->is_string()) {
     s += ", without node " + lost->get<std::string>() + " (it no longer answered)";
+    const auto spare = r.find("spare_node");
+    if (spare != r.end() && spare->is_string()) {
+      s += ", on spare node " + spare->get<std::string>() + " in its place";
+    }
   }
   if (text::flag(r, "fewer")) {
     const auto n = static_cast<int>(num(r, "ranks"));

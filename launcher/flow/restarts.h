@@ -26,6 +26,7 @@ struct Restart {
   int ranks = 0;          // the ranks the next attempt ran on
   bool fewer = false;     // fewer than before: the failure was taken as lasting (min_ranks)
   std::string lost_node;  // slurm: the failed rank's node, which no longer answered (left out)
+  std::string spare_node;  // slurm: the spare node that ran in lost_node's place ("" none)
   int nodes = 0;          // the nodes the next attempt ran on (0: not recorded)
 };
 
@@ -40,14 +41,16 @@ int64_t checkpoint_step(const std::string& path);
 
 // summary.json's "restarts": [{"at_s", "exit_code", "why", "from_step", "lost_s" (null: the
 // attempt after it trained no step), "ranks" (the next attempt's), "fewer", and with a node
-// lost under Slurm "lost_node" and "nodes" (the next attempt's)}].
+// lost under Slurm "lost_node" and "nodes" (the next attempt's), and "spare_node" when a spare
+// node took its place}].
 nlohmann::json restarts_json(const std::vector<Restart>& restarts);
 
 // One restart as a sentence for the summary and the progress display: "at 12.3 s: rank 1 on
 // node1 was killed by signal 9 (SIGKILL); continued from the checkpoint at step 30, training
 // again 2.1 s after the failure" (", on 1 rank, planned again" when it ran on fewer; ", without
-// node n3 (it no longer answered), on 4 ranks on 2 nodes, planned again" after a lost node). `r`
-// as restarts_json() writes it.
+// node n3 (it no longer answered), on 4 ranks on 2 nodes, planned again" after a lost node;
+// ", without node n3 (it no longer answered), on spare node n4 in its place" with a spare).
+// `r` as restarts_json() writes it.
 std::string restart_text(const nlohmann::json& r);
 
 }  // namespace dltune::launcher

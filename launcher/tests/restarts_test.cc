@@ -117,6 +117,20 @@ TEST(Restarts, TheSummarySaysWhenWhichRankWhyAndWhereItContinued) {
             "at 12.3 s: rank 1 on n0 was killed by signal 9 (SIGKILL); continued from the "
             "checkpoint at step 30, without node n3 (it no longer answered), on 4 ranks on 2 "
             "nodes, planned again, training again 2.1 s after the failure");
+  // A spare node in the lost one's place (launch.spare_nodes): the same shape, nothing replanned.
+  Restart e = a;
+  e.ranks = 4;
+  e.lost_node = "n2";
+  e.spare_node = "n4";
+  e.nodes = 2;
+  const json p = restarts_json({e, d});
+  EXPECT_EQ(p[0]["spare_node"], "n4");
+  EXPECT_FALSE(p[0]["fewer"].get<bool>());
+  EXPECT_FALSE(p[1].contains("spare_node"));
+  EXPECT_EQ(restart_text(p[0]),
+            "at 12.3 s: rank 1 on n0 was killed by signal 9 (SIGKILL); continued from the "
+            "checkpoint at step 30, without node n2 (it no longer answered), on spare node n4 in "
+            "its place, training again 2.1 s after the failure");
   // A hand-edited summary.json never throws: wrong types read as absent.
   EXPECT_EQ(restart_text(json::array()), "");
   EXPECT_EQ(restart_text({{"why", 5}, {"at_s", "x"}, {"exit_code", 1}}),

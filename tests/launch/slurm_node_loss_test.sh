@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# A job that loses a node under Slurm continues on the nodes left (issue 40), on three simulated
-# nodes that talk over a network (tests/slurm/netns_cluster.sh: each node a network namespace with
-# its own slurmd). `dltune launch --backend slurm --nodes 3`, run outside an allocation, obtains
-# one (salloc --no-kill, as launch.restarts asks) and trains one rank per node. First the rank
-# on n2 is killed: the launch asks the job's nodes to run a step, all answer, and it restarts on
-# the same three. Then node n3 is lost whole: every process in its namespace killed (slurmd, the
+# A job that loses a node under Slurm continues on a spare node or on the nodes left (issue 40),
+# on four simulated nodes that talk over a network (tests/slurm/netns_cluster.sh: each node a
+# network namespace with its own slurmd). `dltune launch --backend slurm --nodes 3` with
+# launch.spare_nodes 1, run outside an allocation, obtains one of four nodes (salloc --no-kill,
+# as launch.restarts asks) and trains one rank on each of the first three. First the rank on n2
+# is killed: the launch asks the job's nodes to run a step, all answer, and it restarts on the
+# same three. Then node n3 is lost whole: every process in its namespace killed (slurmd, the
 # step daemon, the rank), so srun hears of it only through its peers' failures. The launch finds
-# that n3 does not answer and continues from the last checkpoint on n1 and n2 (srun
-# --exclude=n3), planned again with the global batch kept; the summary names the lost node
-# (node_loss_completes=1). Then, with launch.min_nodes 0 (the default), a lost node stops
-# the job, the checkpoint kept, with the --resume command.
+# that n3 does not answer and continues from the last checkpoint with the spare n4 in its place
+# (srun --exclude=n3; the same shape and plan; spare_node_completes=1). Then n4 is lost whole:
+# no spare is left, and the job continues on n1 and n2, planned again with the global batch
+# kept; the summary names the lost nodes (node_loss_completes=1). Then, with launch.min_nodes 0
+# (the default), a lost node stops the job, the checkpoint kept, with the --resume command.
 # Exit 77 (skip) without Slurm / munge / iproute2 or root.
 # Usage: slurm_node_loss_test.sh DLTUNE_BINARY SOURCE_DIR
 set -u
@@ -22,7 +24,7 @@ fail() { echo "FAIL: $*"; [ -d "$cluster/log" ] && tail -n 40 "$cluster"/log/slu
 cleanup() { bash "$script" stop "$cluster" >/dev/null 2>&1; rm -rf "$tmp"; }
 trap cleanup EXIT
 
-bash "$script" start "$cluster" 3 2
+bash "$script" start "$cluster" 4 2
 rc=$?
 [ $rc -eq 77 ] && exit 77
 [ $rc -eq 0 ] || fail "netns_cluster.sh start exited $rc"
@@ -53,60 +55,83 @@ last_step() {
 # when_trained PREVIOUS STEPS: wait_trained in this test's runs directory.
 when_trained() { wait_trained "$DLTUNE_RUNS_DIR" "$1" "$2" >/dev/null; }
 
-# 1. One launch, two failures: the rank on n2 killed, its node fine (the same three nodes
-# again), then node n3 lost whole (the job goes on on n1 and n2).
+# 1. One launch, three failures, on nodes n1-n3 of an allocation of n1-n4 (n4 the spare node
+# launch.spare_nodes 1 asks salloc for): the rank on n2 killed, its node fine (the same nodes
+# again); node n3 lost whole (the spare n4 takes its place: the same shape, no replanning); node
+# n4 lost whole (no spare left: the job goes on on n1 and n2, planned again).
+# wait_for_new_rank NODE OLD_PID AFTER_STEP: waits for a rank on NODE other than OLD_PID, and for
+# a step 25 past AFTER_STEP (the last one logged before the previous failure), which only the
+# restarted attempt reaches (it went back to a checkpoint at or before that step) having written
+# a checkpoint at least 10 steps past the one it started from. Prints the rank's pid.
+wait_for_new_rank() {
+  local p
+  for _ in $(seq 1 1200); do
+    p=$(rank_on "$1")
+    if [ -n "$p" ] && [ "$p" != "$2" ] && [ "$(last_step "$run")" -ge $(($3 + 25)) ]; then
+      echo "$p"
+      return 0
+    fi
+    sleep 0.1
+  done
+  return 1
+}
 previous=$(newest)
 timeout 400 bash "$script" exec "$cluster" "$dltune" launch "$recipe" "${common[@]}" \
-  --nodes 3 -n 3 --set launch.ranks=3 --set launch.min_nodes=2 >"$tmp/out1" 2>&1 &
+  --nodes 3 -n 3 --set launch.ranks=3 --set launch.min_nodes=2 --set launch.spare_nodes=1 \
+  --set launch.restarts=3 >"$tmp/out1" 2>&1 &
 pid=$!
 when_trained "$previous" 30 || { kill $pid; fail "the 3-node run never trained 30 steps: $(cat "$tmp/out1")"; }
+run=$(newest)
 victim=$(rank_on n2)
 old_n3=$(rank_on n3)
 [ -n "$victim" ] && [ -n "$old_n3" ] || { kill $pid; fail "no rank on n2 or n3: $(cat "$tmp/out1")"; }
-run=$(newest)
+[ -z "$(rank_on n4)" ] || { kill $pid; fail "a rank runs on the spare node n4: $(cat "$tmp/out1")"; }
 killed_at=$(last_step "$run")
 kill -9 "$victim"
-# The second attempt: a new rank on n3, and a step 25 past the last one logged before the kill,
-# which only the second attempt reaches (it went back to a checkpoint at or before that step)
-# having written a checkpoint at least 10 steps past the one it started from.
-for _ in $(seq 1 1200); do
-  victim=$(rank_on n3)
-  [ -n "$victim" ] && [ "$victim" != "$old_n3" ] &&
-    [ "$(last_step "$run")" -ge $((killed_at + 25)) ] && break
-  victim=
-  sleep 0.1
-done
-[ -n "$victim" ] || { kill $pid; fail "the restarted attempt never trained on n3: $(cat "$tmp/out1")"; }
+wait_for_new_rank n3 "$old_n3" "$killed_at" >/dev/null ||
+  { kill $pid; fail "the restarted attempt never trained on n3: $(cat "$tmp/out1")"; }
+killed_at=$(last_step "$run")
 lose_node 3
-wait $pid || fail "the launch that lost n3 exited $?: $(cat "$tmp/out1")"
-python3 - "$run/summary.json" "$run/launch.json" <<'PY' || fail "summary after the lost node: $(cat "$tmp/out1")"
+wait_for_new_rank n4 "" "$killed_at" >/dev/null ||
+  { kill $pid; fail "the spare node n4 never trained in n3's place: $(cat "$tmp/out1")"; }
+lose_node 4
+wait $pid || fail "the launch that lost n3 and n4 exited $?: $(cat "$tmp/out1")"
+python3 - "$run/summary.json" "$run/launch.json" <<'PY' || fail "summary after the lost nodes: $(cat "$tmp/out1")"
 import json, sys
 s, l = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
 assert s["backend"] == "slurm" and s["steps"] == 200, s
 r = s["restarts"]
-assert len(r) == 2, r
+assert len(r) == 3, r
 # Every node answered: the same nodes.
 assert not r[0]["fewer"] and "lost_node" not in r[0] and r[0]["ranks"] == 3, r
-# n3 did not: on the two nodes left, planned again, the global batch kept.
-assert r[1]["lost_node"] == "n3" and r[1]["nodes"] == 2 and r[1]["ranks"] == 2, r
-assert r[1]["fewer"] and r[1]["from_step"] >= r[0]["from_step"] + 10, r
-assert r[1]["lost_s"] is not None and r[1]["lost_s"] > 0, r
+# n3 did not: the spare n4 in its place, the same shape.
+assert r[1]["lost_node"] == "n3" and r[1]["spare_node"] == "n4", r
+assert not r[1]["fewer"] and r[1]["nodes"] == 3 and r[1]["ranks"] == 3, r
+# n4 did not either, and no spare is left: on the two nodes left, planned again.
+assert r[2]["lost_node"] == "n4" and "spare_node" not in r[2], r
+assert r[2]["nodes"] == 2 and r[2]["ranks"] == 2 and r[2]["fewer"], r
+for a, b in zip(r, r[1:]):
+    assert b["from_step"] >= a["from_step"] + 10, r
+assert all(x["lost_s"] is not None and x["lost_s"] > 0 for x in r), r
 assert s["nodes"] == 2 and s["ranks"] == 2, (s["nodes"], s["ranks"])
 assert s["reshaped"]["from"] == {"nodes": 3, "ranks": 3}, s["reshaped"]
 assert s["reshaped"]["to"] == {"nodes": 2, "ranks": 2}, s["reshaped"]
 assert s["reshaped"]["global_batch"] == 96, s["reshaped"]
 assert l["nodes"] == 2, l
 print("node_loss_completes=1")
+print("spare_node_completes=1")
 PY
 grep -q "still answers, as does every other node of the job: the same nodes again" "$tmp/out1" ||
   fail "the launch did not say every node still answers: $(cat "$tmp/out1")"
-grep -q "node n3 does not answer: continuing without it" "$tmp/out1" ||
-  fail "the launch did not say it left n3 out: $(cat "$tmp/out1")"
-grep -q "without node n3 (it no longer answered), on 2 ranks on 2 nodes" "$tmp/out1" ||
+grep -q "node n3 does not answer: continuing on spare node n4 in its place, the same 3 ranks on 3 nodes" \
+  "$tmp/out1" || fail "the launch did not say n4 took n3's place: $(cat "$tmp/out1")"
+grep -q "node n4 does not answer: continuing without it" "$tmp/out1" ||
+  fail "the launch did not say it left n4 out: $(cat "$tmp/out1")"
+grep -q "without node n4 (it no longer answered), on 2 ranks on 2 nodes" "$tmp/out1" ||
   fail "the summary's restart row: $(cat "$tmp/out1")"
 
 # 2. launch.min_nodes 0 (the default): a lost node stops the job, its checkpoint kept. On n1 and
-# n2 (n3 is gone; Slurm still counts it up until its SlurmdTimeout), n2 lost whole.
+# n2 (n3 and n4 are gone; Slurm counts them up until its SlurmdTimeout), n2 lost whole.
 previous=$(newest)
 timeout 400 bash "$script" exec "$cluster" salloc --quiet --no-kill -w n1,n2 -N 2 -n 2 \
   "$dltune" launch "$recipe" "${common[@]}" --nodes 2 -n 2 --set launch.ranks=2 >"$tmp/out2" 2>&1 &
