@@ -6,8 +6,8 @@ target_compile_options(dltune_build_flags INTERFACE
 if(DLTUNE_WERROR)
   target_compile_options(dltune_build_flags INTERFACE $<$<COMPILE_LANGUAGE:CXX,C>:-Werror>)
 endif()
-# DLTUNE_SANITIZE_OPT: the optimisation level of a sanitized build. 1 (the default) is the
-# sanitizers' recommended level, and a third faster to build than -O2 under them
+# DLTUNE_SANITIZE_OPT: the optimisation level of a sanitized build and of a fuzz build. 1 (the
+# default) is the sanitizers' recommended level, and a third faster to build than -O2 under them
 # (recipes/plan_json.cc: 40 s at -O2, 26 s at -O1). 0 builds fastest, CI's unit-test build
 # (six of the heaviest sources: 153 s at -O1, 95 s at -O0). Sources that ask for -O3 (the
 # engine's kernels, comm's reductions) keep it, so the numerics tests stay quick at 0.
@@ -42,9 +42,11 @@ if(DLTUNE_FUZZ)
   if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
     message(FATAL_ERROR "DLTUNE_FUZZ=ON needs clang: configure with CC=clang CXX=clang++")
   endif()
+  # At DLTUNE_SANITIZE_OPT (1) rather than the build type's -O2, as libFuzzer's documentation
+  # builds its examples: CI builds the fuzzers from scratch on every run.
   target_compile_options(dltune_build_flags INTERFACE
     -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer
-    -fno-sanitize-recover=undefined)
+    -fno-sanitize-recover=undefined $<$<COMPILE_LANGUAGE:CXX,C>:-O${DLTUNE_SANITIZE_OPT}>)
   # Instrumented code calls libFuzzer's hooks: every program of a fuzz build links them (without
   # libFuzzer's main); the fuzz targets add libFuzzer itself.
   target_link_options(dltune_build_flags INTERFACE -fsanitize=fuzzer-no-link,address,undefined)
