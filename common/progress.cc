@@ -349,8 +349,8 @@ void Progress::heartbeat_loop() {
       if (showing_state_) {
         what = "waiting for step " + std::to_string(state_.step + 1) +
                (state_.total > 0 ? "/" + std::to_string(state_.total) : "") + " (step " +
-               std::to_string(state_.step) + " came " +
-               format_duration(elapsed_s() - state_s_) + " ago)";
+               std::to_string(state_.step) + " came " + format_duration(elapsed_s() - state_s_) +
+               " ago)";
       }
       std::fprintf(out_, "dltune: %s%s (%s, launch %s)\n", phase_.c_str(),
                    what.empty() ? "" : (": " + what).c_str(),

@@ -80,8 +80,10 @@ void RankOutput::write_file(int rank, bool is_stderr, const std::string& line) {
     if (paths::make_dirs(folder).ok()) f = std::fopen(path.c_str(), "ae");
     if (f == nullptr) {
       write_failed_ = true;
-      std::fprintf(stderr, "dltune run: --output-filename: cannot write %s (%s); the ranks' output "
-                   "is only printed from now on\n", path.c_str(), std::strerror(errno));
+      std::fprintf(stderr,
+                   "dltune run: --output-filename: cannot write %s (%s); the ranks' output "
+                   "is only printed from now on\n",
+                   path.c_str(), std::strerror(errno));
       return;
     }
     if (files_.size() < kMaxOpenFiles) files_[key] = f;

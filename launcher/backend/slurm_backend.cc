@@ -524,18 +524,18 @@ Result<LaunchOutcome> run_slurm(const LaunchSpec& spec_in) {
   const int end_within_s = slurm_kill_wait_s() + 2 + kSrunEndSlackS;
   const std::string overstayed =
       "srun did not end within " + std::to_string(end_within_s) + " s of a task's failure";
-  sup.set_line_filter([&, end_within_s](int, bool is_stderr,
-                                        std::string_view line) -> std::optional<std::string> {
-    const size_t known = failures.tasks.size();
-    auto shown = filter_srun_line(failures, is_stderr, line);
-    if (failures.tasks.size() > known) {
-      sup.stop_unless_ended(std::chrono::seconds(end_within_s), {overstayed, 1});
-    }
-    if (!shown || !spec.output.active()) return shown;
-    const auto [task, text] = labelled ? split_srun_label(*shown)
-                                       : std::pair<int, std::string_view>{-1, *shown};
-    return output->line(task, is_stderr, text);
-  });
+  sup.set_line_filter(
+      [&, end_within_s](int, bool is_stderr, std::string_view line) -> std::optional<std::string> {
+        const size_t known = failures.tasks.size();
+        auto shown = filter_srun_line(failures, is_stderr, line);
+        if (failures.tasks.size() > known) {
+          sup.stop_unless_ended(std::chrono::seconds(end_within_s), {overstayed, 1});
+        }
+        if (!shown || !spec.output.active()) return shown;
+        const auto [task, text] =
+            labelled ? split_srun_label(*shown) : std::pair<int, std::string_view>{-1, *shown};
+        return output->line(task, is_stderr, text);
+      });
   // srun's task-status lines may still be in the pipe when srun is reaped: the failed rank
   // is named after run(), from all of them.
   sup.set_exit_judge([](int, int status) -> std::string {

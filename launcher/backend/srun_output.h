@@ -23,8 +23,7 @@ struct SrunFailures {
 
 // The supervisor's line filter for srun: records the failures in `w`, drops srun's task-status
 // lines and teardown noise (logged at debug) (nullopt), and returns the rest as it is.
-std::optional<std::string> filter_srun_line(SrunFailures& w, bool is_stderr,
-                                            std::string_view line);
+std::optional<std::string> filter_srun_line(SrunFailures& w, bool is_stderr, std::string_view line);
 
 // A line of srun --label's output split into its task and text: "  3: text" -> {3, "text"};
 // {-1, line} for a line with no label (srun's own).

@@ -194,8 +194,9 @@ class Supervisor {
   // exited with an error themselves, so a death by signal seen within kSettle wins.
   static constexpr std::chrono::milliseconds kSettle{150};
   std::optional<Clock::time_point> decide_at_;
-  std::optional<Clock::time_point> overstay_at_;  // stop_unless_ended()'s deadline
-  Failure overstay_;                              // and its failure
+  // stop_unless_ended()'s deadline and failure
+  std::optional<Clock::time_point> overstay_at_;
+  Failure overstay_;
   std::optional<Clock::time_point> cause_wait_until_;  // set with the first failure
   Failure by_signal_;                                  // first failure by signal
   Failure by_exit_;                                    // first failure by exit code

@@ -214,8 +214,7 @@ void setup_run(CLI::App& app, int* exit_code) {
                   "dltune runs itself again under salloc with this many nodes)")
       ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--bind", opts->bind, "CPU binding: none, core, numa or auto (DLTUNE_BIND)");
-  cmd->add_option("--bind-to", opts->bind_to,
-                  "mpirun's spelling of --bind: none, core or numa");
+  cmd->add_option("--bind-to", opts->bind_to, "mpirun's spelling of --bind: none, core or numa");
   cmd->add_flag("--tag-output", opts->tag_output, "Prefix every output line with [rank]");
   cmd->add_option("--output-filename", opts->output_filename,
                   "DIR[:nocopy]: also write each rank's output to DIR/1/rank.N/stdout and "

@@ -111,8 +111,8 @@ Result<std::vector<std::string>> silent_nodes(Progress& progress,
 // lost whole (its step daemon gone with its ranks) shows in srun's lines only as its peers'
 // failures. Each node is asked (kNodeAnswerMs), and those that did not answer once more
 // (kNodeAnswerAgainMs): a node is lost when it answers neither. "" when every node answers.
-// Errors: node_answers()'s; no node answering at all (Slurm itself not running steps: nothing
-// tells which node is lost).
+// Errors: node_answers()'s; no node of a job of several answering at all (Slurm itself not
+// running steps: nothing tells which node is lost).
 Result<std::string> lost_node(const Launch& L, Progress& progress, const std::string& named) {
   auto nodes = launcher::job_nodes(L.job.shape.nodes, L.jo.exclude);
   if (!nodes) return std::move(nodes).error().wrap("the job's nodes");
@@ -126,7 +126,7 @@ Result<std::string> lost_node(const Launch& L, Progress& progress, const std::st
   silent = silent_nodes(progress, *silent, kNodeAnswerAgainMs);
   if (!silent) return silent.error();
   if (silent->empty()) return std::string();
-  if (silent->size() == order.size()) {
+  if (order.size() > 1 && silent->size() == order.size()) {
     return peer_failed("no node of the job runs a step (asked twice, the second time for " +
                        std::to_string(kNodeAnswerAgainMs / 1000) +
                        " s): is Slurm's controller running? (scontrol ping)");
@@ -141,8 +141,7 @@ Result<std::string> lost_node(const Launch& L, Progress& progress, const std::st
 Result<std::string> take_spare(Launch& L, Progress& progress,
                                const std::vector<std::string>& before) {
   const int allocated = launcher::allocation_nodes();
-  while (allocated > 0 &&
-         allocated - static_cast<int>(L.jo.exclude.size()) >= L.job.shape.nodes) {
+  while (allocated > 0 && allocated - static_cast<int>(L.jo.exclude.size()) >= L.job.shape.nodes) {
     auto now = launcher::job_nodes(L.job.shape.nodes, L.jo.exclude);
     if (!now) return std::move(now).error().wrap("the job's nodes");
     std::string spare;

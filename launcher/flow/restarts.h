@@ -26,8 +26,9 @@ struct Restart {
   int ranks = 0;          // the ranks the next attempt ran on
   bool fewer = false;     // fewer than before: the failure was taken as lasting (min_ranks)
   std::string lost_node;  // slurm: the failed rank's node, which no longer answered (left out)
-  std::string spare_node;  // slurm: the spare node that ran in lost_node's place ("" none)
-  int nodes = 0;          // the nodes the next attempt ran on (0: not recorded)
+  // slurm: the spare node that ran in lost_node's place ("" none)
+  std::string spare_node;
+  int nodes = 0;  // the nodes the next attempt ran on (0: not recorded)
 };
 
 // Why the launch must not restart after a failed attempt whose outcome is `o`, having

@@ -344,8 +344,10 @@ TEST_F(LocalLaunchTest, WritesEachRanksOutputToItsFiles) {
   auto r = dltune({"-n", "2", "--output-filename", dir, "--tag-output"}, prog);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (const std::string rank : {"0", "1"}) {
-    std::ifstream out(dir + "/1/rank." + rank + "/stdout"), err(dir + "/1/rank." + rank + "/stderr");
-    std::string o((std::istreambuf_iterator<char>(out)), {}), e((std::istreambuf_iterator<char>(err)), {});
+    std::ifstream out(dir + "/1/rank." + rank + "/stdout"),
+        err(dir + "/1/rank." + rank + "/stderr");
+    std::string o((std::istreambuf_iterator<char>(out)), {}),
+        e((std::istreambuf_iterator<char>(err)), {});
     EXPECT_EQ(o, "out " + rank + "\n");
     EXPECT_EQ(e, "err " + rank + "\n");
     EXPECT_NE(r.out.find("[" + rank + "] out " + rank + "\n"), std::string::npos) << r.out;
@@ -358,7 +360,8 @@ TEST_F(LocalLaunchTest, WritesEachRanksOutputToItsFiles) {
   EXPECT_EQ(q.out, "");
   std::ifstream in(quiet + "/1/rank.0/stdout");
   const std::string line((std::istreambuf_iterator<char>(in)), {});
-  EXPECT_TRUE(std::regex_match(line, std::regex(R"(\[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\] out 0\n)")))
+  EXPECT_TRUE(
+      std::regex_match(line, std::regex(R"(\[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\] out 0\n)")))
       << line;
   // --bind-to in mpirun's words; what dltune cannot honour is refused before any rank starts.
   auto bound = dltune({"-n", "1", "--bind-to", "none"}, {"/bin/sh", "-c", "echo ran"});

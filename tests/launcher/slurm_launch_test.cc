@@ -134,8 +134,8 @@ TEST_F(SlurmLaunchTest, OutputFilenameKeepsEachTasksLines) {
     for (const std::string stream : {"out", "err"}) {
       std::ifstream in(folder + "/std" + stream);
       const std::string text((std::istreambuf_iterator<char>(in)), {});
-      EXPECT_TRUE(std::regex_match(
-          text, std::regex(stamp + stream + " " + std::to_string(rank) + "\n")))
+      EXPECT_TRUE(
+          std::regex_match(text, std::regex(stamp + stream + " " + std::to_string(rank) + "\n")))
           << folder << "/std" << stream << ": " << text;
     }
   }
