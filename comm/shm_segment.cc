@@ -11,6 +11,7 @@
 
 #include "comm/spin_wait.h"
 #include "common/check.h"
+#include "common/shm_name.h"
 
 namespace dltune::comm {
 namespace {
@@ -90,22 +91,29 @@ Result<std::shared_ptr<SharedSegment>> SharedSegment::create(Communicator& local
   uint8_t* map = nullptr;
   if (me == 0) {
     // The name is unlinked once every local rank has mapped it, but a rank 0 killed before
-    // that leaves it behind, and a later process with its pid would find it taken: the next
-    // counter values are tried (a stale name is never removed: in another pid namespace
+    // that leaves it behind (dltune's launcher removes it when it reaps the rank; another
+    // launcher may not), and a later process with its pid would find it taken: the next
+    // counter values are tried (a stale name is never removed here: in another pid namespace
     // sharing /dev/shm it may be a live job's).
     Result<uint8_t*> m = internal_error("no segment name tried");
     for (int attempt = 0; attempt < kNameAttempts; ++attempt) {
-      std::snprintf(name, sizeof name, "/dltune-%d-%llu", static_cast<int>(getpid()),
-                    static_cast<unsigned long long>(counter.fetch_add(1)));
+      std::snprintf(name, sizeof name, "%s",
+                    shm_segment_name(static_cast<int>(getpid()), counter.fetch_add(1)).c_str());
       int open_errno = 0;
       m = map_segment(name, total, true, &open_errno);
       if (m || open_errno != EEXIST) break;
     }
     // Peers learn about a failure from an empty name, so that they fail too instead of waiting.
     if (!m) name[0] = '\0';
-    for (int r = 1; r < n; ++r) DLTUNE_TRY(local.send(r, kNameTag, name, sizeof name, deadline));
-    if (!m) return m.error().wrap("creating a node-shared segment");
+    Status sent;
+    for (int r = 1; r < n && sent; ++r) sent = local.send(r, kNameTag, name, sizeof name, deadline);
+    if (!m) return sent ? m.error().wrap("creating a node-shared segment") : sent.error();
     map = *m;
+    if (!sent) {  // a peer is gone: the segment goes too
+      shm_unlink(name);
+      munmap(map, total);
+      return sent.error();
+    }
     bool acked = true;
     Status failed;
     for (int r = 1; r < n; ++r) {

@@ -1,8 +1,14 @@
 #include "common/paths.h"
 
+#include <cstdio>
+#include <fstream>
+#include <string>
+
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <unistd.h>
+
+#include "common/shm_name.h"
 
 namespace dltune {
 namespace {
@@ -54,6 +60,27 @@ TEST(Paths, AtomicWriteReadBackAndMakeDirs) {
   EXPECT_FALSE(paths::write_file_atomic(dir + "/missing/x", "y").ok());
   std::string cmd = std::string("rm -rf ") + tmpl;
   ASSERT_EQ(system(cmd.c_str()), 0);
+}
+
+// common/shm_name.h: the segments' one name format, and removing a dead process's segments only.
+TEST(ShmName, RemovesOnlyThatProcesssSegments) {
+  EXPECT_EQ(shm_segment_name(1234, 7), "/dltune-1234-7");
+  const int dead = 2147483000;  // above any pid_max: no live process's
+  for (const std::string& name :
+       {shm_segment_name(dead, 0), shm_segment_name(dead, 15), shm_segment_name(dead + 1, 0),
+        std::string("/dltune-") + std::to_string(dead) + "-x", shm_segment_name(dead / 10, 0)}) {
+    std::ofstream("/dev/shm" + name) << "x";
+  }
+  EXPECT_EQ(remove_shm_segments_of(dead), 2);
+  EXPECT_FALSE(paths::exists("/dev/shm" + shm_segment_name(dead, 0)));
+  EXPECT_FALSE(paths::exists("/dev/shm" + shm_segment_name(dead, 15)));
+  // Another pid's (a longer or a shorter one) and a name not of the format stay.
+  for (const std::string& name : {shm_segment_name(dead + 1, 0), shm_segment_name(dead / 10, 0),
+                                  std::string("/dltune-") + std::to_string(dead) + "-x"}) {
+    EXPECT_TRUE(paths::exists("/dev/shm" + name)) << name;
+    std::remove(("/dev/shm" + name).c_str());
+  }
+  EXPECT_EQ(remove_shm_segments_of(dead), 0);
 }
 
 }  // namespace

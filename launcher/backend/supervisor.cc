@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/shm_name.h"
 
 namespace dltune::launcher {
 namespace {
@@ -280,6 +281,8 @@ void Supervisor::reap() {
     // Whatever the rank left in its group dies with it, now: once the group is empty its id
     // may be reused, so it is never signalled again.
     kill(-r.pid, SIGKILL);
+    // A rank killed while it made a node-shared segment leaves it in /dev/shm (common/shm_name.h).
+    if (!WIFEXITED(r.status) || WEXITSTATUS(r.status) != 0) remove_shm_segments_of(r.pid);
     const int index = static_cast<int>(it - children_.begin());
     const std::string why =
         judge_ ? judge_(index, r.status) : default_exit_judgement(it->name, it->host, r.status);

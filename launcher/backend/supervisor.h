@@ -4,7 +4,8 @@
 // Used by both backends: the local backend spawns one child per rank, the slurm backend one
 // child (srun). Each child runs in its own process group, so signals reach the processes a
 // rank started too; when a child exits, what is left in its group gets SIGKILL, so nothing
-// outlives the launch.
+// outlives the launch, and when it did not exit with code 0 its node-shared memory segments
+// (/dev/shm/dltune-<pid>-*, common/shm_name.h) are removed.
 //
 //   Supervisor sup(opts);
 //   DLTUNE_TRY(sup.install_signal_handling());   // before any thread is created

@@ -173,6 +173,32 @@ TEST(SupervisorTest, StopsAChildThatOverstaysItsFailure) {
   }
 }
 
+// A rank killed while it made a node-shared segment (before its peers mapped and unlinked it)
+// leaves it in /dev/shm: the supervisor removes its segments when it reaps it; another
+// process's stay.
+TEST(SupervisorTest, RemovesTheSegmentsOfARankThatDied) {
+  const std::string pid_file = "/tmp/dltune-supervisor-test-" + std::to_string(getpid());
+  const std::string mine = "/dev/shm/dltune-" + std::to_string(getpid()) + "-77";
+  std::ofstream(mine) << "x";
+  Supervisor sup({});
+  ASSERT_TRUE(sup.install_signal_handling().ok());
+  ASSERT_TRUE(sup.spawn(sh("echo $$ > " + pid_file +
+                               "; echo x > /dev/shm/dltune-$$-3; echo x > /dev/shm/dltune-$$-4;"
+                               " kill -9 $$",
+                           0))
+                  .ok());
+  LaunchOutcome out = sup.run();
+  EXPECT_EQ(out.exit_code, 128 + 9);
+  std::string pid;
+  std::ifstream(pid_file) >> pid;
+  ASSERT_FALSE(pid.empty());
+  EXPECT_NE(access(("/dev/shm/dltune-" + pid + "-3").c_str(), F_OK), 0);
+  EXPECT_NE(access(("/dev/shm/dltune-" + pid + "-4").c_str(), F_OK), 0);
+  EXPECT_EQ(access(mine.c_str(), F_OK), 0);  // this live process's stays
+  unlink(mine.c_str());
+  unlink(pid_file.c_str());
+}
+
 // True when a process whose command line contains `needle` exists.
 bool process_exists(const std::string& needle) {
   DIR* d = opendir("/proc");
