@@ -372,6 +372,31 @@ TEST(Trainer, ReleasingScratchBetweenStepsChangesNothing) {
   }
 }
 
+// An update that diverges in a step whose loss was still finite (the loss is computed before
+// it): the checkpoint due after that step is not written, and the run ends saying why.
+TEST(Trainer, NonFiniteParametersAreNeverCheckpointed) {
+  TrainConfig c = small_config();
+  c.lr = 1e300;  // infinite as the optimizer's float: the first update ruins the parameters
+  c.steps = 5;
+  c.checkpoint_every = 1;
+  char tmpl[] = "/tmp/dltune-engine-diverge-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  c.checkpoint_path = std::string(tmpl) + "/ck.bin";
+  Dataset data = synthetic_digits(c.train_size, c.seed);
+  auto t = Trainer::create(c, nullptr, data, nullptr);
+  ASSERT_TRUE(t.ok()) << t.error().message();
+  MetricsWriter metrics;
+  auto r = (*t)->run(metrics);
+  ASSERT_FALSE(r.ok()) << "trained at lr 1e300";
+  EXPECT_TRUE((*t)->diverged());
+  EXPECT_EQ(r.error().kind(), ErrorKind::kInvalidInput);
+  EXPECT_NE(r.error().message().find("training diverged: the parameters are not finite at step 1"),
+            std::string::npos)
+      << r.error().message();
+  EXPECT_NE(access(c.checkpoint_path.c_str(), F_OK), 0) << "a ruined checkpoint was written";
+  (void)std::system((std::string("rm -rf ") + tmpl).c_str());
+}
+
 // A learning rate far too high makes the loss NaN: run() must end with an error that says so
 // (not train on and report a loss of 0), and must not checkpoint the ruined parameters.
 TEST(Trainer, DivergenceEndsTheRunWithAClearErrorAndNoRuinedCheckpoint) {
@@ -390,7 +415,11 @@ TEST(Trainer, DivergenceEndsTheRunWithAClearErrorAndNoRuinedCheckpoint) {
   ASSERT_FALSE(r.ok()) << "trained 200 steps at lr 500 without diverging";
   EXPECT_EQ(r.error().kind(), ErrorKind::kInvalidInput);
   const std::string m = r.error().message();
-  EXPECT_NE(m.find("training diverged: the loss is"), std::string::npos) << m;
+  // The loss of a logged step, or the parameters when a checkpoint is due (an update that
+  // diverged in a step whose loss was still finite).
+  EXPECT_TRUE(m.find("training diverged: the loss is") != std::string::npos ||
+              m.find("training diverged: the parameters are not finite") != std::string::npos)
+      << m;
   EXPECT_NE(m.find("global batch 32"), std::string::npos) << m;
   EXPECT_LT((*t)->steps_done(), c.steps);
   // Every checkpoint written was of a step whose loss was finite.

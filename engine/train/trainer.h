@@ -111,10 +111,13 @@ class Trainer {
   Status set_communication(uint64_t bucket_bytes, bool overlap);
   // Trains until config.steps, logging metrics (rank 0 writes `metrics`), evaluating per
   // epoch or eval_every, checkpointing per checkpoint_every and at the end. A logged loss that
-  // is NaN or infinite ends it on every rank with diverged_error(), before the next checkpoint. A
+  // is NaN or infinite ends it on every rank with diverged_error(), before the next checkpoint,
+  // as do parameters that are not finite when a checkpoint is due (an update that diverged in a
+  // step whose loss was still finite; data-parallel CPU ranks, which hold the same ones). A
   // stop request (set_stop_source) ends it after the step in which any rank saw the request: every
   // rank stops after the same step, saves the checkpoint (when checkpoint_path is set) and returns
-  // with summary.stopped.
+  // with summary.stopped. Whatever ends it, it returns once the checkpoint being written is on
+  // disk (or failed).
   Result<TrainSummary> run(MetricsWriter& metrics);
   // Whether run() ended because the loss diverged (then the same error on every rank).
   bool diverged() const { return diverged_; }
@@ -236,10 +239,11 @@ class Trainer {
   double loss_and_gradient(const float* logits, const int32_t* labels, int B, float* dlogits);
   // Marks node `node`'s final tensors done; starts every bucket that became complete.
   void tensors_final(int node, bool traced);
-  // The error run() returns when the global loss of a logged step is not finite (`loss`):
-  // invalid_input (the recipe's optimisation settings cannot train this model), naming the
-  // step, the learning rate and the scaling behind it.
-  Error diverged_error(double loss) const;
+  // The error run() returns when the global loss of a logged step is not finite, or the
+  // parameters (`what`: "the loss is NaN", ...): invalid_input (the recipe's optimisation
+  // settings cannot train this model), naming the step, the learning rate and the scaling
+  // behind it.
+  Error diverged_error(const std::string& what) const;
   // The allreduce options of bucket `b`: its algorithm (make_buckets() checked the name) and,
   // when the plan gave one, the ring's segment size.
   static comm::AllreduceOptions bucket_options(const Bucket& b);

@@ -81,6 +81,17 @@ Status Trainer::save(const std::string& path) const {
 }
 
 Status Trainer::checkpoint(const std::string& path) {
+  // The step's loss was finite, but its update may not have been: checkpointing non-finite
+  // parameters would replace the last good checkpoint. Data-parallel CPU ranks hold the same
+  // parameters, so every rank stops here alike (a pipeline's stages, or GPU ranks whose host
+  // copy only rank 0 refreshes, could not agree without a collective: not checked).
+  if (!pipe_ && !gpu_) {
+    const float* p = model_->params();
+    if (!std::all_of(p, p + model_->num_params(), [](float v) { return std::isfinite(v); })) {
+      diverged_ = true;
+      return diverged_error("the parameters are not finite");
+    }
+  }
   const auto t0 = std::chrono::steady_clock::now();
   Status st = ok_status();
   if (pipe_ || rank() != 0) {
@@ -150,20 +161,28 @@ Status Trainer::resume(const std::string& path) {
   return ok_status();
 }
 
-Error Trainer::diverged_error(double loss) const {
+Error Trainer::diverged_error(const std::string& what) const {
   const double peak = config_.lr;
   char buf[400];
   std::snprintf(buf, sizeof buf,
-                "training diverged: the loss is %s at step %lld (learning rate %.4g in that step, "
+                "training diverged: %s at step %lld (learning rate %.4g in that step, "
                 "peak %.4g, global batch %lld): lower optimizer.lr or the batch, lengthen the "
                 "warmup, or scale lr less with the global batch (optimizer.lr_scaling: sqrt or "
                 "none)",
-                std::isnan(loss) ? "NaN" : "infinite", static_cast<long long>(step_),
-                learning_rate(config_, step_ - 1), peak, static_cast<long long>(global_batch_));
+                what.c_str(), static_cast<long long>(step_), learning_rate(config_, step_ - 1),
+                peak, static_cast<long long>(global_batch_));
   return invalid_input(buf);
 }
 
 Result<TrainSummary> Trainer::run(MetricsWriter& metrics) {
+  // Every way out of run() waits for the checkpoint being written: its caller may read the last
+  // one at once (a diverged run's last good checkpoint), and reading it while the writer renames
+  // a new one over it mixed two checkpoints (a checksum mismatch). An error path's write error
+  // is lost to the error that ended the run.
+  struct SettleCheckpoint {
+    CheckpointWriter& writer;
+    ~SettleCheckpoint() { (void)writer.wait(); }
+  } settle{ckpt_writer_};
   TrainSummary sum;
   const auto start = std::chrono::steady_clock::now();
   const int64_t per_epoch = sampler_->steps_per_epoch();
@@ -189,7 +208,8 @@ Result<TrainSummary> Trainer::run(MetricsWriter& metrics) {
       // checkpoint of the ruined parameters could replace the last good one.
       if (!std::isfinite(*loss)) {
         diverged_ = true;
-        return diverged_error(*loss);
+        return diverged_error(std::string("the loss is ") +
+                              (std::isnan(*loss) ? "NaN" : "infinite"));
       }
     }
     if (stop_agreed_) {

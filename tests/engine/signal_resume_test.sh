@@ -95,7 +95,7 @@ run --recipe "$DIR/hot.yaml" --plan "$DIR/plan.json" >"$DIR/hot.out" 2>&1
 RC=$?
 set -e
 [[ $RC -eq 2 ]] || { cat "$DIR/hot.out"; fail "the diverging job exited $RC, expected 2"; }
-N=$(grep -c "training diverged: the loss is" "$DIR/hot.out" || true)
+N=$(grep -c "training diverged: " "$DIR/hot.out" || true)
 [[ $N -eq 1 ]] || { cat "$DIR/hot.out"; fail "the divergence was reported $N times, expected once"; }
 echo "PASS: stopped after step $STOPPED of $STEPS (exit 143), resumed to the reference checkpoint;"
 echo "      a diverging job exits 2 with one report"
