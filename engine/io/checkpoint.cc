@@ -6,6 +6,7 @@
 #include <memory>
 
 #include <nlohmann/json.hpp>
+#include <sys/stat.h>
 
 #include "common/hash.h"
 #include "common/json_input.h"
@@ -118,6 +119,10 @@ Result<CheckpointInfo> read_checkpoint_info(const std::string& path) {
     return invalid_input(where + " has unreadable metadata");
   }
   info.payload_offset = magic_len + line.size() + 1;
+  struct stat st {};
+  if (fstat(fileno(f->get()), &st) != 0) return errno_error("reading " + where);
+  info.file_dev = static_cast<uint64_t>(st.st_dev);
+  info.file_ino = static_cast<uint64_t>(st.st_ino);
   if (std::fseek(f->get(), 0, SEEK_END) != 0) return errno_error("reading " + where);
   const long end = std::ftell(f->get());
   if (end < 0) return errno_error("reading " + where);
@@ -164,6 +169,12 @@ Status read_checkpoint_pieces(const std::string& path, const CheckpointInfo& inf
   });
   auto f = open_read(path);
   if (!f) return f.error();
+  struct stat st {};
+  if (fstat(fileno(f->get()), &st) != 0) return errno_error("reading " + where);
+  if (info.file_ino != 0 && (static_cast<uint64_t>(st.st_dev) != info.file_dev ||
+                             static_cast<uint64_t>(st.st_ino) != info.file_ino)) {
+    return io_error(where + " was replaced by another checkpoint while it was being read");
+  }
   if (std::fseek(f->get(), static_cast<long>(info.payload_offset), SEEK_SET) != 0)
     return errno_error("reading " + where);
   const size_t total = (base.back() + part_size.back()) * sizeof(float);
@@ -194,7 +205,10 @@ Status read_checkpoint_pieces(const std::string& path, const CheckpointInfo& inf
   return ok_status();
 }
 
-Result<Checkpoint> load_checkpoint(const std::string& path) {
+namespace {
+
+// load_checkpoint() once: a checkpoint replaced while it is read is an io_error.
+Result<Checkpoint> load_checkpoint_once(const std::string& path) {
   auto info = read_checkpoint_info(path);
   if (!info) return info.error();
   Checkpoint ck = info->meta;
@@ -209,6 +223,19 @@ Result<Checkpoint> load_checkpoint(const std::string& path) {
   pieces.push_back({1 + info->slots.size(), 0, info->state, ck.state.data()});
   DLTUNE_TRY(read_checkpoint_pieces(path, *info, std::move(pieces)));
   return ck;
+}
+
+}  // namespace
+
+Result<Checkpoint> load_checkpoint(const std::string& path) {
+  constexpr int kAttempts = 3;
+  for (int attempt = 1;; ++attempt) {
+    auto ck = load_checkpoint_once(path);
+    if (ck || attempt == kAttempts || ck.error().kind() != ErrorKind::kIo ||
+        ck.error().message().find("was replaced by another checkpoint") == std::string::npos) {
+      return ck;
+    }
+  }
 }
 
 }  // namespace dltune::engine

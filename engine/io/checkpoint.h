@@ -40,8 +40,10 @@ Status save_checkpoint(const std::string& path, const Checkpoint& ck);
 Status save_checkpoint(const std::string& path, const Checkpoint& ck, std::span<const float> params,
                        const std::vector<std::span<const float>>& slots,
                        std::span<const float> state);
-// Reads and verifies a checkpoint: header, metadata, sizes and checksum. Errors
-// (invalid_input) name the path and what is wrong ("truncated", "checksum mismatch", ...).
+// Reads and verifies a checkpoint: header, metadata, sizes and checksum; read again (up to three
+// times) when a new checkpoint replaces it while it is read (a training writing as it is
+// resumed or inspected). Errors (invalid_input) name the path and what is wrong ("truncated",
+// "checksum mismatch", ...); io_error when it kept being replaced.
 Result<Checkpoint> load_checkpoint(const std::string& path);
 
 // Reading a checkpoint without holding it (a pipeline stage resumes only its own tensors, and
@@ -56,6 +58,9 @@ struct CheckpointInfo {
   std::vector<size_t> slots;
   size_t payload_offset = 0;  // bytes before the payload
   std::string sha256;         // the payload's, from the metadata
+  // The file read (device and inode): a checkpoint written over it in the meantime is another
+  // file (save_checkpoint() renames a new one into place), which read_checkpoint_pieces() refuses.
+  uint64_t file_dev = 0, file_ino = 0;
 };
 // Floats [offset, offset + count) of payload part `part` (0 the parameters, 1 + k optimizer slot
 // k, 1 + slots.size() the model state), to be copied to dst.
@@ -68,6 +73,8 @@ struct CheckpointPiece {
 Result<CheckpointInfo> read_checkpoint_info(const std::string& path);
 // Reads the payload of `path` (described by `info`) once, verifying its checksum and copying
 // each piece as it passes. Errors: invalid_input for a piece outside its part (nothing read);
+// io_error when `path` is no longer the file `info` was read from (nothing read: a header of
+// one checkpoint and the payload of the next would not match);
 // as load_checkpoint() otherwise: after a checksum mismatch the destinations hold the corrupt
 // file's values, so the caller must not use them.
 Status read_checkpoint_pieces(const std::string& path, const CheckpointInfo& info,

@@ -95,6 +95,8 @@ TEST_F(CheckpointPieces, PiecesEqualTheWholeFilesFloatsAcrossChunks) {
   ASSERT_TRUE(text.ok());
   (*text)[text->size() - 7] ^= 0x21;
   ASSERT_TRUE(paths::write_file_atomic(path_, *text).ok());
+  info = read_checkpoint_info(path_);  // another file now (the header is intact)
+  ASSERT_TRUE(info.ok()) << info.error().message();
   auto st = read_checkpoint_pieces(path_, *info, {{0, 0, 5, out.data()}});
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.error().message().find("checksum mismatch"), std::string::npos);
@@ -116,6 +118,31 @@ TEST_F(CheckpointPieces, AStreamedFileReadsAlike) {
       read_checkpoint_pieces(path_, *info, {{2, 69997, 3, mid.data()}, {3, 0, 3, st.data()}}).ok());
   EXPECT_EQ(mid, std::vector<float>(ck.slots[1].end() - 3, ck.slots[1].end()));
   EXPECT_EQ(st, ck.state);
+}
+
+// A checkpoint written over the one being read (save_checkpoint renames a new file into place):
+// the payload is not read from the new file with the old one's header, and load_checkpoint()
+// reads the new one whole.
+TEST_F(CheckpointPieces, AReplacedFileIsNotReadWithTheOldHeader) {
+  Checkpoint first = sample(1000, 10);
+  ASSERT_TRUE(save_checkpoint(path_, first).ok());
+  auto info = read_checkpoint_info(path_);
+  ASSERT_TRUE(info.ok()) << info.error().message();
+  Checkpoint second = sample(1000, 10);
+  second.step = first.step + 1;
+  for (float& p : second.params) p += 1.0f;
+  ASSERT_TRUE(save_checkpoint(path_, second).ok());
+  std::vector<float> out(1000, -1.0f);
+  auto st = read_checkpoint_pieces(path_, *info, {{0, 0, 1000, out.data()}});
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error().kind(), ErrorKind::kIo);
+  EXPECT_NE(st.error().message().find("was replaced by another checkpoint"), std::string::npos)
+      << st.error().message();
+  EXPECT_EQ(out, std::vector<float>(1000, -1.0f));  // nothing read
+  auto whole = load_checkpoint(path_);
+  ASSERT_TRUE(whole.ok()) << whole.error().message();
+  EXPECT_EQ(whole->step, second.step);
+  EXPECT_EQ(whole->params, second.params);
 }
 
 }  // namespace
