@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 #include <sys/stat.h>
@@ -57,6 +58,11 @@ Status save_checkpoint(const std::string& path, const Checkpoint& ck, std::span<
 }
 
 namespace {
+
+// The end of read_checkpoint_pieces()'s error for a file that is no longer the one its info was
+// read from, which load_checkpoint() reads again.
+constexpr std::string_view kReplaced =
+    " was replaced by another checkpoint while it was being read";
 
 // Closes a FILE* on every path out.
 struct FileCloser {
@@ -173,7 +179,7 @@ Status read_checkpoint_pieces(const std::string& path, const CheckpointInfo& inf
   if (fstat(fileno(f->get()), &st) != 0) return errno_error("reading " + where);
   if (info.file_ino != 0 && (static_cast<uint64_t>(st.st_dev) != info.file_dev ||
                              static_cast<uint64_t>(st.st_ino) != info.file_ino)) {
-    return io_error(where + " was replaced by another checkpoint while it was being read");
+    return io_error(where + std::string(kReplaced));
   }
   if (std::fseek(f->get(), static_cast<long>(info.payload_offset), SEEK_SET) != 0)
     return errno_error("reading " + where);
@@ -232,7 +238,7 @@ Result<Checkpoint> load_checkpoint(const std::string& path) {
   for (int attempt = 1;; ++attempt) {
     auto ck = load_checkpoint_once(path);
     if (ck || attempt == kAttempts || ck.error().kind() != ErrorKind::kIo ||
-        ck.error().message().find("was replaced by another checkpoint") == std::string::npos) {
+        !ck.error().message().ends_with(kReplaced)) {
       return ck;
     }
   }

@@ -375,15 +375,14 @@ TEST(Trainer, ReleasingScratchBetweenStepsChangesNothing) {
 // An update that diverges in a step whose loss was still finite (the loss is computed before
 // it): the checkpoint due after that step is not written, and the run ends saying why.
 TEST(Trainer, NonFiniteParametersAreNeverCheckpointed) {
-  TrainConfig c = small_config();
+  CheckpointSetup s;
+  ASSERT_FALSE(s.path.empty());
+  TrainConfig& c = s.c;
   c.lr = 1e300;  // infinite as the optimizer's float: the first update ruins the parameters
   c.steps = 5;
   c.checkpoint_every = 1;
-  char tmpl[] = "/tmp/dltune-engine-diverge-XXXXXX";
-  ASSERT_NE(mkdtemp(tmpl), nullptr);
-  c.checkpoint_path = std::string(tmpl) + "/ck.bin";
-  Dataset data = synthetic_digits(c.train_size, c.seed);
-  auto t = Trainer::create(c, nullptr, data, nullptr);
+  c.checkpoint_path = s.path;
+  auto t = Trainer::create(c, nullptr, s.data, nullptr);
   ASSERT_TRUE(t.ok()) << t.error().message();
   MetricsWriter metrics;
   auto r = (*t)->run(metrics);
@@ -394,21 +393,19 @@ TEST(Trainer, NonFiniteParametersAreNeverCheckpointed) {
             std::string::npos)
       << r.error().message();
   EXPECT_NE(access(c.checkpoint_path.c_str(), F_OK), 0) << "a ruined checkpoint was written";
-  (void)std::system((std::string("rm -rf ") + tmpl).c_str());
 }
 
 // A learning rate far too high makes the loss NaN: run() must end with an error that says so
 // (not train on and report a loss of 0), and must not checkpoint the ruined parameters.
 TEST(Trainer, DivergenceEndsTheRunWithAClearErrorAndNoRuinedCheckpoint) {
-  TrainConfig c = small_config();
+  CheckpointSetup s;
+  ASSERT_FALSE(s.path.empty());
+  TrainConfig& c = s.c;
   c.lr = 500;
   c.steps = 200;
   c.checkpoint_every = 1;
-  char tmpl[] = "/tmp/dltune-engine-diverge-XXXXXX";
-  ASSERT_NE(mkdtemp(tmpl), nullptr);
-  c.checkpoint_path = std::string(tmpl) + "/ck.bin";
-  Dataset data = synthetic_digits(c.train_size, c.seed);
-  auto t = Trainer::create(c, nullptr, data, nullptr);
+  c.checkpoint_path = s.path;
+  auto t = Trainer::create(c, nullptr, s.data, nullptr);
   ASSERT_TRUE(t.ok()) << t.error().message();
   MetricsWriter metrics;
   auto r = (*t)->run(metrics);
@@ -429,7 +426,6 @@ TEST(Trainer, DivergenceEndsTheRunWithAClearErrorAndNoRuinedCheckpoint) {
     EXPECT_LT(ck->step, (*t)->steps_done());
     for (float p : ck->params) ASSERT_TRUE(std::isfinite(p));
   }
-  (void)std::system((std::string("rm -rf ") + tmpl).c_str());
 }
 
 }  // namespace

@@ -72,6 +72,7 @@ void RankOutput::write_file(int rank, bool is_stderr, const std::string& line) {
   if (write_failed_) return;
   const auto key = std::make_pair(rank, is_stderr);
   FILE* f = nullptr;
+  bool kept = true;  // stays open in files_ (else closed after this line)
   if (auto it = files_.find(key); it != files_.end()) {
     f = it->second;
   } else {
@@ -86,11 +87,12 @@ void RankOutput::write_file(int rank, bool is_stderr, const std::string& line) {
                    path.c_str(), std::strerror(errno));
       return;
     }
-    if (files_.size() < kMaxOpenFiles) files_[key] = f;
+    kept = files_.size() < kMaxOpenFiles;
+    if (kept) files_[key] = f;
   }
   std::fwrite(line.data(), 1, line.size(), f);
   std::fputc('\n', f);
-  if (files_.count(key) != 0) {
+  if (kept) {
     std::fflush(f);  // a rank's file is complete whenever the job stops
   } else {
     std::fclose(f);
@@ -98,19 +100,17 @@ void RankOutput::write_file(int rank, bool is_stderr, const std::string& line) {
 }
 
 std::optional<std::string> RankOutput::line(int rank, bool is_stderr, std::string_view text) {
-  std::string stamped;
+  std::string time;
   if (options_.timestamp) {
     const auto now = std::chrono::system_clock::now().time_since_epoch();
-    stamped = timestamp_prefix(std::chrono::duration_cast<std::chrono::milliseconds>(now).count());
+    time = timestamp_prefix(std::chrono::duration_cast<std::chrono::milliseconds>(now).count());
   }
-  stamped.append(text);
-  if (!options_.dir.empty() && rank >= 0) write_file(rank, is_stderr, stamped);
-  if (!options_.dir.empty() && !options_.copy && rank >= 0) return std::nullopt;
-  if (!options_.tag || rank < 0) return stamped;
-  if (!options_.timestamp) return "[" + std::to_string(rank) + "] " + stamped;
-  const size_t after_time = stamped.find("] ") + 2;
-  return stamped.substr(0, after_time) + "[" + std::to_string(rank) + "] " +
-         stamped.substr(after_time);
+  if (!options_.dir.empty() && rank >= 0) {
+    write_file(rank, is_stderr, time + std::string(text));
+    if (!options_.copy) return std::nullopt;
+  }
+  const std::string tag = options_.tag && rank >= 0 ? "[" + std::to_string(rank) + "] " : "";
+  return time + tag + std::string(text);
 }
 
 }  // namespace dltune::launcher

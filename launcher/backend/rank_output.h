@@ -35,6 +35,8 @@ struct RankOutputOptions {
 
   // True when lines need more than printing as they are.
   bool active() const { return !dir.empty() || timestamp || tag; }
+  // True when each line must say its rank (the tag, the per-rank files): srun --label.
+  bool per_rank() const { return !dir.empty() || tag; }
 };
 
 // Parses --output-filename's value: "DIR" or "DIR:nocopy" (any case), DIR made absolute

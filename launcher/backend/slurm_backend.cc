@@ -224,12 +224,13 @@ Result<std::string> first_node_left(const std::string& list,
   return invalid_input("every node of " + list + " is excluded");
 }
 
-// Slurm's KillWait (scontrol show config), its default 30 s when scontrol does not say.
+// Slurm's KillWait (scontrol show config), its default 30 s when scontrol does not say within
+// 2 s (it is asked while the launcher's loop waits: a failed task's line has just come).
 int slurm_kill_wait_s() {
   constexpr int kDefault = 30;
   auto scontrol = find_program("scontrol");
   if (!scontrol) return kDefault;
-  auto out = capture({*scontrol, "show", "config"}, 10000);
+  auto out = capture({*scontrol, "show", "config"}, 2000);
   if (!out) return kDefault;
   return parse_kill_wait(*out).value_or(kDefault);
 }
@@ -303,8 +304,7 @@ std::vector<std::string> srun_command(const std::string& srun_path,
     // node out (SlurmdTimeout): the next steps share them instead of waiting that long.
     argv.push_back("--overlap");
   }
-  // Each line names its task: the tag, the per-rank files.
-  if (spec.output.tag || !spec.output.dir.empty()) argv.push_back("--label");
+  if (spec.output.per_rank()) argv.push_back("--label");
   if (!spec.local_cpus.empty()) {
     argv.push_back("--cpu-bind=mask_cpu:" + cpu_masks(spec.local_cpus));
   } else if (const char* bind = srun_cpu_bind(spec.bind)) {
@@ -520,22 +520,23 @@ Result<LaunchOutcome> run_slurm(const LaunchSpec& spec_in) {
   SrunFailures failures;
   auto output = RankOutput::open(spec.output);
   if (!output) return std::move(output).error();
-  const bool labelled = spec.output.tag || !spec.output.dir.empty();  // srun_command's --label
-  const int end_within_s = slurm_kill_wait_s() + 2 + kSrunEndSlackS;
-  const std::string overstayed =
-      "srun did not end within " + std::to_string(end_within_s) + " s of a task's failure";
-  sup.set_line_filter(
-      [&, end_within_s](int, bool is_stderr, std::string_view line) -> std::optional<std::string> {
-        const size_t known = failures.tasks.size();
-        auto shown = filter_srun_line(failures, is_stderr, line);
-        if (failures.tasks.size() > known) {
-          sup.stop_unless_ended(std::chrono::seconds(end_within_s), {overstayed, 1});
-        }
-        if (!shown || !spec.output.active()) return shown;
-        const auto [task, text] =
-            labelled ? split_srun_label(*shown) : std::pair<int, std::string_view>{-1, *shown};
-        return output->line(task, is_stderr, text);
-      });
+  // The failure srun is stopped with when it overstays (set with the first failed task's
+  // deadline: KillWait is asked of Slurm then, not at every launch).
+  std::string overstayed;
+  sup.set_line_filter([&](int, bool is_stderr,
+                          std::string_view line) -> std::optional<std::string> {
+    const size_t known = failures.tasks.size();
+    auto shown = filter_srun_line(failures, is_stderr, line);
+    if (failures.tasks.size() > known && overstayed.empty()) {
+      const int within_s = slurm_kill_wait_s() + 2 + kSrunEndSlackS;
+      overstayed = "srun did not end within " + std::to_string(within_s) + " s of a task's failure";
+      sup.stop_unless_ended(std::chrono::seconds(within_s), {overstayed, 1});
+    }
+    if (!shown || !spec.output.active()) return shown;
+    const auto [task, text] = spec.output.per_rank() ? split_srun_label(*shown)
+                                                     : std::pair<int, std::string_view>{-1, *shown};
+    return output->line(task, is_stderr, text);
+  });
   // srun's task-status lines may still be in the pipe when srun is reaped: the failed rank
   // is named after run(), from all of them.
   sup.set_exit_judge([](int, int status) -> std::string {
@@ -547,7 +548,7 @@ Result<LaunchOutcome> run_slurm(const LaunchSpec& spec_in) {
   if (!index) return std::move(index).error().wrap("starting srun");
   LaunchOutcome out = sup.run();
   if (out.exit_code == 0 || out.interrupted) return out;
-  if (out.message == overstayed) {
+  if (!overstayed.empty() && out.message == overstayed) {
     warn_user(spec, overstayed + " (Slurm's KillWait + 2 s + " + std::to_string(kSrunEndSlackS) +
                         " s): stopped it; a node of the job may be gone, its step daemon with it");
   }

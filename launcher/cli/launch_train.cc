@@ -106,19 +106,18 @@ Result<std::vector<std::string>> silent_nodes(Progress& progress,
   return silent;
 }
 
-// The first node of the job that runs no one-task step, in this order: `named` (the failed
+// The first of the job's `nodes` that runs no one-task step, in this order: `named` (the failed
 // rank's, from srun's task-status line; "" unknown) first, then the job's others, since a node
 // lost whole (its step daemon gone with its ranks) shows in srun's lines only as its peers'
 // failures. Each node is asked (kNodeAnswerMs), and those that did not answer once more
 // (kNodeAnswerAgainMs): a node is lost when it answers neither. "" when every node answers.
 // Errors: node_answers()'s; no node of a job of several answering at all (Slurm itself not
 // running steps: nothing tells which node is lost).
-Result<std::string> lost_node(const Launch& L, Progress& progress, const std::string& named) {
-  auto nodes = launcher::job_nodes(L.job.shape.nodes, L.jo.exclude);
-  if (!nodes) return std::move(nodes).error().wrap("the job's nodes");
+Result<std::string> lost_node(Progress& progress, const std::vector<std::string>& nodes,
+                              const std::string& named) {
   std::vector<std::string> order;
   if (!named.empty()) order.push_back(named);
-  for (const std::string& n : *nodes)
+  for (const std::string& n : nodes)
     if (n != named) order.push_back(n);
   auto silent = silent_nodes(progress, order, kNodeAnswerMs);
   if (!silent) return silent.error();
@@ -167,12 +166,12 @@ Result<std::string> take_spare(Launch& L, Progress& progress,
 // its checkpoint kept): a lost node that launch.min_nodes or min_ranks does not allow
 // continuing without, or a global batch that does not split over the ranks left.
 Result<NodeLoss> continue_without_node(Launch& L, Progress& progress, const std::string& named) {
-  auto found = lost_node(L, progress, named);
+  auto before = launcher::job_nodes(L.job.shape.nodes, L.jo.exclude);  // the failed attempt's
+  if (!before) return std::move(before).error().wrap("the job's nodes");
+  auto found = lost_node(progress, *before, named);
   if (!found) return found.error();
   if (found->empty()) return NodeLoss{};
   const std::string host = *found;
-  auto before = launcher::job_nodes(L.job.shape.nodes, L.jo.exclude);
-  if (!before) return std::move(before).error().wrap("the job's nodes");
   L.jo.exclude.push_back(host);
   auto spare = take_spare(L, progress, *before);
   if (!spare) return spare.error();

@@ -84,7 +84,7 @@ Result<Job> make_job(const JobOptions& o, const topology::Topology& topo) {
   const int excluded = static_cast<int>(o.exclude.size());
   // launch.spare_nodes: the allocation's nodes beyond the job's, held for a lost node's place.
   const int spare = slurm ? static_cast<int>(job.recipe.launch.spare_nodes) : 0;
-  const int allocated = env_int("SLURM_JOB_NUM_NODES");
+  const int allocated = allocation_nodes();
   int nodes = o.nodes > 0 ? o.nodes : (slurm ? std::max(allocated - excluded - spare, 1) : 1);
   if (!slurm && nodes > 1) {
     return invalid_input("--nodes " + std::to_string(nodes) +
@@ -102,10 +102,9 @@ Result<Job> make_job(const JobOptions& o, const topology::Topology& topo) {
   }
   const int cores = std::max(1, static_cast<int>(topo.cores.size()));
   if (ranks <= 0) ranks = nodes * auto_ranks_per_node(job.recipe, topo, cores);
-  if (slurm && in_slurm_allocation() && allocation_nodes() > 0 &&
-      nodes > allocation_nodes() - excluded) {
+  if (slurm && in_slurm_allocation() && allocated > 0 && nodes > allocated - excluded) {
     return invalid_input("--nodes " + std::to_string(nodes) + ": this allocation has " +
-                         std::to_string(allocation_nodes() - excluded) + " node(s)" +
+                         std::to_string(allocated - excluded) + " node(s)" +
                          (excluded > 0 ? " besides the lost ones" : "") +
                          "; ask salloc/sbatch for " + std::to_string(nodes) + " or lower --nodes");
   }
