@@ -1,18 +1,25 @@
 // `dltune recipe`: check recipes (every problem, located), show one normalised (YAML, or JSON),
 // list the bundled ones. A recipe whose data files are missing is still shown, with a note. A
-// recipe argument is a file path or a bundled recipe's name.
+// recipe argument is a file path or a bundled recipe's name; a file with a top-level `program`
+// key is a program recipe (recipes/program.h) and goes to its own parser.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include <yaml-cpp/yaml.h>
 
+#include "common/paths.h"
+#include "common/strings.h"
 #include "launcher/backend/rank_program.h"
 #include "launcher/cli/commands.h"
 #include "launcher/flow/launch_layout.h"
+#include "recipes/program.h"
 #include "recipes/recipe.h"
 
 namespace dltune::cli {
@@ -24,15 +31,32 @@ struct RecipeOptions {
   bool signature = false;
 };
 
+// One recipe argument, parsed by the parser its text asks for.
+struct Checked {
+  std::string path;      // resolved; "" when the argument named nothing
+  bool program = false;  // a program recipe: `prog` holds it, else `model`
+  recipes::ParseOutcome model;
+  recipes::ProgramParseOutcome prog;
+  std::vector<recipes::Problem>& problems() { return program ? prog.problems : model.problems; }
+  bool ok() const { return program ? prog.ok() : model.ok(); }
+};
+
 // Parses one recipe argument: problems for a bad or missing file, else the recipe.
-recipes::ParseOutcome check_one(const std::string& arg) {
+Checked check_one(const std::string& arg) {
+  Checked c;
   auto path = recipes::resolve_recipe_path(arg);
   if (!path) {
-    recipes::ParseOutcome out;
-    out.problems.push_back({arg, 0, 0, "recipe", path.error().message()});
-    return out;
+    c.model.problems.push_back({arg, 0, 0, "recipe", path.error().message()});
+    return c;
   }
-  return recipes::parse_recipe_file(*path);
+  c.path = *path;
+  auto text = paths::read_file(c.path);  // unreadable: the model parser says so
+  c.program = text.ok() && recipes::names_program(*text);
+  if (c.program)
+    c.prog = recipes::parse_program_recipe_file(c.path);
+  else
+    c.model = recipes::parse_recipe_file(c.path);
+  return c;
 }
 
 // Whether the recipe's model fits a rank's memory in some layout (the layout search with the
@@ -57,34 +81,41 @@ std::optional<std::string> check_memory(const std::string& path, recipes::ParseO
   return a->candidates.front().layout.reason;
 }
 
+nlohmann::json problems_json(const std::vector<recipes::Problem>& problems) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const recipes::Problem& p : problems)
+    out.push_back({{"file", p.file},
+                   {"line", p.line},
+                   {"column", p.column},
+                   {"key", p.key},
+                   {"message", p.message},
+                   {"text", p.to_string()}});
+  return out;
+}
+
 int run_check(const RecipeOptions& opts) {
   int code = 0;
   nlohmann::json report = nlohmann::json::array();
   for (const std::string& arg : opts.recipes) {
-    recipes::ParseOutcome outcome = check_one(arg);
+    Checked c = check_one(arg);
     std::optional<std::string> layout;
-    if (outcome.ok()) layout = check_memory(*recipes::resolve_recipe_path(arg), outcome);
-    if (!outcome.ok()) code = 2;
+    if (c.ok() && !c.program) layout = check_memory(c.path, c.model);
+    if (!c.ok()) code = 2;
     if (opts.json) {
-      nlohmann::json problems = nlohmann::json::array();
-      for (const recipes::Problem& p : outcome.problems)
-        problems.push_back({{"file", p.file},
-                            {"line", p.line},
-                            {"column", p.column},
-                            {"key", p.key},
-                            {"message", p.message},
-                            {"text", p.to_string()}});
       report.push_back({{"recipe", arg},
-                        {"ok", outcome.ok()},
-                        {"problems", problems},
+                        {"kind", c.program ? "program" : "model"},
+                        {"ok", c.ok()},
+                        {"problems", problems_json(c.problems())},
                         {"layout", layout ? nlohmann::json(*layout) : nlohmann::json(nullptr)}});
       continue;
     }
-    if (outcome.ok()) {
+    if (c.ok()) {
       std::printf("%s: ok\n", arg.c_str());
       if (layout) std::printf("  layout: %s\n", layout->c_str());
+      if (c.program)
+        std::printf("  program: %s\n", strings::join(c.prog.recipe.command, " ").c_str());
     }
-    for (const recipes::Problem& p : outcome.problems)
+    for (const recipes::Problem& p : c.problems())
       std::fprintf(stderr, "%s\n", p.to_string().c_str());
   }
   if (opts.json) std::printf("%s\n", report.dump(2).c_str());
@@ -98,8 +129,49 @@ bool data_files_only(const recipes::Problem& p) {
                                   p.message.find(" lacks ") != std::string::npos);
 }
 
+// A YAML view as JSON: plain scalars that are numbers become numbers, everything else strings
+// (the YAML view quotes the strings that would read as numbers).
+nlohmann::ordered_json yaml_to_json(const YAML::Node& n) {
+  if (n.IsMap()) {
+    nlohmann::ordered_json out = nlohmann::ordered_json::object();
+    for (auto it = n.begin(); it != n.end(); ++it)
+      out[it->first.Scalar()] = yaml_to_json(it->second);
+    return out;
+  }
+  if (n.IsSequence()) {
+    nlohmann::ordered_json out = nlohmann::ordered_json::array();
+    for (const YAML::Node& item : n) out.push_back(yaml_to_json(item));
+    return out;
+  }
+  if (!n.IsScalar()) return nullptr;
+  const std::string& s = n.Scalar();
+  if (n.Tag() == "?") {
+    if (auto i = strings::parse_int(s)) return *i;
+    char* end = nullptr;
+    const double d = std::strtod(s.c_str(), &end);
+    if (!s.empty() && end == s.c_str() + s.size() && std::isfinite(d)) return d;
+  }
+  return s;
+}
+
+int show_program(const RecipeOptions& opts, const Checked& c) {
+  for (const recipes::Problem& p : c.prog.problems)
+    std::fprintf(stderr, "%s\n", p.to_string().c_str());
+  if (!c.prog.ok()) return 2;
+  const std::string yaml = recipes::program_recipe_to_yaml(c.prog.recipe);
+  if (opts.signature)
+    std::printf("%s\n", recipes::program_signature(c.prog.recipe).c_str());
+  else if (opts.json)
+    std::printf("%s\n", yaml_to_json(YAML::Load(yaml)).dump(2).c_str());  // our own YAML
+  else
+    std::printf("%s", yaml.c_str());
+  return 0;
+}
+
 int run_show(const RecipeOptions& opts) {
-  const recipes::ParseOutcome outcome = check_one(opts.recipes.front());
+  Checked c = check_one(opts.recipes.front());
+  if (c.program) return show_program(opts, c);
+  const recipes::ParseOutcome& outcome = c.model;
   bool showable = true;
   for (const recipes::Problem& p : outcome.problems) showable = showable && data_files_only(p);
   for (const recipes::Problem& p : outcome.problems) {
