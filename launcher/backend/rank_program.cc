@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -57,7 +58,8 @@ void forward_signal(int sig) {
 
 int forwarded_signal() { return g_forwarded; }
 
-Result<int> run_to_completion(const std::vector<std::string>& argv, const std::string& command) {
+Result<int> run_to_completion(const std::vector<std::string>& argv, const std::string& command,
+                              const std::string& cwd, const std::string& output) {
   std::vector<char*> cargv;
   for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
   cargv.push_back(nullptr);
@@ -85,6 +87,19 @@ Result<int> run_to_completion(const std::vector<std::string>& argv, const std::s
     // A parent killed outright (SIGKILL) forwards nothing: the child hears of it all the same.
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (getppid() != parent) _exit(128 + SIGTERM);  // it died before the line above
+    if (!cwd.empty() && chdir(cwd.c_str()) != 0) {
+      std::fprintf(stderr, "dltune %s: cannot change to %s: %s\n", command.c_str(), cwd.c_str(),
+                   std::strerror(errno));
+      _exit(127);
+    }
+    if (!output.empty()) {
+      const int fd = open(output.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+      if (fd < 0 || dup2(fd, STDOUT_FILENO) < 0 || dup2(fd, STDERR_FILENO) < 0) {
+        std::fprintf(stderr, "dltune %s: cannot write %s: %s\n", command.c_str(), output.c_str(),
+                     std::strerror(errno));
+        _exit(127);
+      }
+    }
     execvp(cargv[0], cargv.data());
     std::fprintf(stderr, "dltune %s: cannot run %s: %s\n", command.c_str(), cargv[0],
                  std::strerror(errno));

@@ -21,8 +21,11 @@ bool on_path(const std::string& program);
 // SIGTERM sent to this process while it waits are forwarded to it once each (so a terminal's
 // Ctrl-C reaches it exactly once). Should this process die without forwarding (SIGKILL), the
 // child gets SIGTERM (PR_SET_PDEATHSIG), so that it stops its ranks instead of running on.
-// Errors only when fork or waitpid fail.
-Result<int> run_to_completion(const std::vector<std::string>& argv, const std::string& command);
+// With `cwd`, the child starts in that directory; with `output`, its standard output and error
+// go to that file (appended, created 0600) instead (127 when either cannot be done). Errors only
+// when fork or waitpid fail.
+Result<int> run_to_completion(const std::vector<std::string>& argv, const std::string& command,
+                              const std::string& cwd = "", const std::string& output = "");
 // The last signal (SIGINT or SIGTERM) run_to_completion forwarded to a child, 0 when none: a
 // caller that sees it cleans up and exits 128 + it (130 / 143) rather than reporting the
 // child's failure.

@@ -38,6 +38,7 @@
 #include "launcher/backend/temp_dir.h"
 #include "launcher/cli/commands.h"
 #include "launcher/cli/launch_dry_run.h"
+#include "launcher/cli/launch_program.h"
 #include "launcher/cli/launch_state.h"
 #include "launcher/flow/launch_job.h"
 #include "launcher/flow/launch_layout.h"
@@ -506,6 +507,10 @@ void setup_launch(CLI::App& app, int* exit_code) {
   cmd->add_flag("--dry-run", o->dry_run, "Print the plan and the exact launch; start nothing");
   cmd->add_flag("--json", o->json,
                 "JSON events on standard output, one per line (errors too: {\"event\":\"error\"})");
+  cmd->add_flag("--tag-output", o->tag_output,
+                "A program recipe: prefix every line of the program's output with [rank]");
+  cmd->add_flag("--timestamp-output", o->timestamp_output,
+                "A program recipe: start every line of the program's output with its time");
   cmd->add_option("--set", o->sets,
                   "Change a recipe key, checked as the file's are: --set training.steps=10 "
                   "--set data.path=/data/cifar (any key; repeatable; recorded in the run "
@@ -520,6 +525,17 @@ void setup_launch(CLI::App& app, int* exit_code) {
   cmd->callback([o, exit_code] {
     if (o->job.recipe.empty() && o->resume.empty()) {
       *exit_code = report_error("launch", invalid_input("give a RECIPE (or --resume RUN_DIR)"));
+      return;
+    }
+    if (!o->job.recipe.empty() && launch_phases::is_program_recipe(o->job.recipe)) {
+      *exit_code = launch_phases::run_program_launch(*o);
+      return;
+    }
+    if (o->tag_output || o->timestamp_output) {
+      *exit_code = report_error(
+          "launch", invalid_input("--tag-output and --timestamp-output are for program recipes' "
+                                  "output; a model recipe's ranks report through the progress "
+                                  "display and RUN_DIR/metrics.jsonl"));
       return;
     }
     *exit_code = launch_phases::run_launch(*o);

@@ -28,6 +28,7 @@
 #include "launcher/backend/rank_program.h"
 #include "launcher/backend/temp_dir.h"
 #include "launcher/cli/commands.h"
+#include "launcher/cli/launch_program.h"
 #include "launcher/cli/tune_recipe.h"
 #include "launcher/flow/cost_fits.h"
 #include "recipes/plan.h"
@@ -206,6 +207,22 @@ int run_tune(const TuneCliOptions& o) {
   {
     const char* tmp = std::getenv("TMPDIR");  // NOLINT: TempDir::create_in_tmp's parent
     launcher::sweep_stale_temp_dirs(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", "dltune-tune-");
+  }
+  if (!o.recipe.empty() && launch_phases::is_program_recipe(o.recipe)) {
+    if (o.collectives || o.verify || o.strategy != "model") {
+      return report_error("tune", invalid_input("--collectives, --verify and --strategy do not "
+                                                "apply to a program recipe"));
+    }
+    launch_phases::LaunchOptions l;
+    l.job.recipe = o.recipe;
+    l.job.ranks = o.ranks_given ? o.ranks : 0;
+    l.db = o.db;
+    l.retune = o.retune;
+    l.json = o.json;
+    l.tune_only = true;
+    l.grid = o.grid;
+    l.budget_s = o.budget_given ? o.budget_s : 0;
+    return launch_phases::run_program_launch(l);
   }
   if (!o.recipe.empty()) {
     if (o.collectives) {

@@ -32,6 +32,12 @@ struct LaunchOptions {
   int max_restarts = -1;  // --max-restarts; -1: the recipe's launch.restarts
   std::string db, resume;
   std::vector<std::string> sets;  // --set KEY=VALUE, as given
+  // A program recipe's ranks' output: each line prefixed with its rank / its arrival time.
+  bool tag_output = false, timestamp_output = false;
+  // `dltune tune` of a program recipe: tune (or find the cached plan) and stop; `grid`: every
+  // candidate measured alike; budget_s > 0 replaces tune.budget.
+  bool tune_only = false, grid = false;
+  double budget_s = 0;
 };
 
 // What the phases share.

@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# Program recipes through `dltune launch` (issue 39), local backend:
+# 1. A stand-in program whose throughput is known (data/program/fake_trainer.py: batch x 10,
+#    x 1.5 on 2 ranks; batch 999 runs out of memory, 7 prints no throughput, 5 hangs): the
+#    tuning picks b64 on 2 ranks x 1 thread, records each failure with its reason and output,
+#    the final run gets the winner's values in its command and environment (the program checks
+#    them) and passes its output through, and summary.json / plan.json say what ran.
+# 2. The second launch finds the plan in the database (no trial runs); editing the program's
+#    file tunes again; --dry-run prints the exact command; --json ends with a summary event.
+# 3. Every candidate failing: exit 1 naming the reasons, nothing stored. A bad recipe: exit 2
+#    with the file, line and key, before anything runs.
+# 4. The shipped examples (examples/pytorch-ddp, examples/mpi4py) pass `recipe check`, and
+#    copies with a smaller search are tuned and run by `dltune launch`.
+# Usage: program_launch_test.sh DLTUNE_BINARY SOURCE_DIR
+set -u
+dltune=$1
+src=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() {
+  echo "FAIL: $*"
+  [ -f "$tmp/out.txt" ] && tail -40 "$tmp/out.txt"
+  exit 1
+}
+export DLTUNE_DB=$tmp/db.sqlite DLTUNE_RUNS_DIR=$tmp/runs DLTUNE_NO_PROGRESS=1 DLTUNE_SITE_DB=
+export FAKE_TRAINER_LOG=$tmp/fake.log
+newest_run() { ls -dt "$DLTUNE_RUNS_DIR"/*/ | head -1 | sed 's|/$||'; }
+mkdir -p "$tmp/prog"
+cp "$src/tests/launch/data/program/fake_trainer.py" "$tmp/prog/"
+fake_recipe() {  # fake_recipe FILE BATCHES: the stand-in's recipe with that batch list
+  cat >"$1" <<EOF
+name: fake
+program:
+  command: [/usr/bin/python3, fake_trainer.py, --batch, "{batch}", --steps, "{steps}",
+            --bucket-mb, "{bucket_mb}"]
+  throughput: {pattern: 'samples/s: ([0-9.]+)'}
+  steps: 30
+  trial_steps: 4
+  trial_timeout: 4
+tune:
+  budget: 120
+  search:
+    batch: $2
+    ranks_per_node: [1, 2]
+    bucket_mb: [2]
+launch: {binding: core}
+EOF
+}
+fake_recipe "$tmp/prog/fake.yaml" "[16, 64, 999, 7, 5]"
+
+# 1. Tuned, then run with the winner.
+"$dltune" launch "$tmp/prog/fake.yaml" >"$tmp/out.txt" 2>&1 || fail "first launch exited $?"
+run=$(newest_run)
+grep -q '^samples/s: 960.0$' "$tmp/out.txt" || fail "the program's output was not passed through"
+grep -q 'out of memory' "$tmp/out.txt" || fail "the failed candidate's output is not shown"
+[ "$(tail -1 "$tmp/fake.log")" = "64 2 1 30 2" ] ||
+  fail "the final run did not get b64, 2 ranks x 1 thread, 30 steps, bucket 2: $(tail -1 "$tmp/fake.log")"
+trial_runs=$(($(wc -l <"$tmp/fake.log") - 1))
+python3 - "$run" <<'PY' || fail "summary.json / plan.json"
+import json, sys
+run = sys.argv[1]
+s = json.load(open(run + "/summary.json"))
+assert s["program"] is True and s["exit_code"] == 0, s
+assert s["throughput_sps"] == 960.0, s["throughput_sps"]
+assert s["plan_source"] == "tuned", s["plan_source"]
+v = s["values"]
+assert (v["batch"], v["ranks"], v["threads_per_rank"], v["bucket_mb"]) == (64, 2, 1, 2), v
+reasons = {}
+for t in s["trials"]:
+    if t["failed"]:
+        reasons.setdefault(t["candidate"].split()[0], t["reason"])
+assert set(reasons) == {"b999", "b7", "b5"}, reasons
+assert "code 3" in reasons["b999"], reasons["b999"]
+assert "matching" in reasons["b7"], reasons["b7"]
+assert "4 s" in reasons["b5"], reasons["b5"]
+# No candidate that failed was measured, and the winner beat every one measured.
+ok = [t for t in s["trials"] if not t["failed"]]
+assert max(t["samples_per_s"] for t in ok) == 960.0, ok
+p = json.load(open(run + "/plan.json"))
+assert p["training"]["per_rank_batch"] == 64 and p["training"]["global_batch"] == 128, p["training"]
+assert p["training"]["bucket_bytes"] == 2 << 20, p["training"]
+assert p["job"]["ranks_per_node"] == 2 and p["job"].get("threads_per_rank", 1) == 1, p["job"]
+assert p["provenance"]["source"] == "tuned" and "b64" in p["provenance"]["reason"], p["provenance"]
+l = json.load(open(run + "/launch.json"))
+assert l["program"] is True and "--batch" in l["command"], l
+PY
+grep -q 'rank 1 of 2: 1 threads' "$run/output/1/rank.1/stdout" ||
+  fail "rank 1's output is not in $run/output/1/rank.1/stdout"
+grep -q '^rank 1 of 2' "$tmp/out.txt" || fail "rank 1's output was not passed through"
+
+# 2. Cached; a changed program tunes again; the dry run; --json.
+"$dltune" launch "$tmp/prog/fake.yaml" >"$tmp/out.txt" 2>&1 || fail "second launch exited $?"
+grep -q '(cache)' "$tmp/out.txt" || fail "the second launch did not find the plan"
+[ $(($(wc -l <"$tmp/fake.log") - 1)) -eq $((trial_runs + 1)) ] ||
+  fail "the second launch ran trials (or not the final run)"
+"$dltune" launch "$tmp/prog/fake.yaml" --dry-run >"$tmp/out.txt" 2>&1 || fail "dry run exited $?"
+grep -q 'fake_trainer.py --batch 64 --steps 30 --bucket-mb 2' "$tmp/out.txt" ||
+  fail "the dry run does not show the command with the plan's values"
+echo "# edited" >>"$tmp/prog/fake_trainer.py"
+"$dltune" launch "$tmp/prog/fake.yaml" --json >"$tmp/out.txt" 2>&1 || fail "third launch exited $?"
+python3 - "$tmp/out.txt" <<'PY' || fail "--json: the last line is not a tuned summary event"
+import json, sys
+last = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+assert last["event"] == "summary" and last["plan_source"] == "tuned", last
+PY
+
+# 3. Every candidate failing; bad recipes.
+fake_recipe "$tmp/prog/oom.yaml" "[999]"
+sed -i 's/^name: fake/name: oom/' "$tmp/prog/oom.yaml"
+"$dltune" launch "$tmp/prog/oom.yaml" >"$tmp/out.txt" 2>&1
+rc=$?
+[ $rc -eq 1 ] || fail "a launch whose every candidate failed exited $rc, expected 1"
+grep -q 'code 3' "$tmp/out.txt" || fail "the failed candidates' reasons are not given"
+"$dltune" launch "$tmp/prog/oom.yaml" --dry-run >"$tmp/out.txt" 2>&1
+grep -q 'not tuned' "$tmp/out.txt" || fail "a plan was stored for a failed tuning"
+sed 's/"{bucket_mb}"/"{bucket}"/' "$tmp/prog/fake.yaml" >"$tmp/prog/bad.yaml"
+"$dltune" launch "$tmp/prog/bad.yaml" >"$tmp/out.txt" 2>&1
+rc=$?
+[ $rc -eq 2 ] || fail "a recipe with an unknown placeholder exited $rc, expected 2"
+grep -q 'bad.yaml:[0-9]*:[0-9]*: program.command' "$tmp/out.txt" ||
+  fail "the bad placeholder is not located"
+
+# 4. The shipped examples.
+for ex in pytorch-ddp mpi4py; do
+  "$dltune" recipe check "$src/examples/$ex/recipe.yaml" >"$tmp/out.txt" 2>&1 ||
+    fail "recipe check examples/$ex/recipe.yaml exited $?"
+done
+small() {  # small EXAMPLE BATCHES BUCKETS STEPS: a copy of the example's recipe, searching less
+  local out=$tmp/$1.yaml
+  sed -e "s|train.py|$src/examples/$1/train.py|" -e "s|^    batch: .*|    batch: $2|" \
+    -e "s|^    bucket_mb: .*|    bucket_mb: $3|" -e "s|^  steps: .*|  steps: $4|" \
+    -e "s|^  trial_steps: .*|  trial_steps: $4|" -e "s|^  budget: .*|  budget: 60|" \
+    "$src/examples/$1/recipe.yaml" >"$out"
+  echo "$out"
+}
+"$dltune" launch "$(small pytorch-ddp "[16]" "[25]" 8)" >"$tmp/out.txt" 2>&1 ||
+  fail "the PyTorch DDP example exited $?"
+grep -q '^samples/s: ' "$tmp/out.txt" || fail "the PyTorch example printed no throughput"
+grep -q 'pytorch-ddp: [0-9.]* samples/s' "$tmp/out.txt" || fail "no summary for the PyTorch example"
+if /usr/bin/python3 -c 'import mpi4py' 2>/dev/null; then
+  "$dltune" launch "$(small mpi4py "[64]" "[1, 4]" 20)" >"$tmp/out.txt" 2>&1 ||
+    fail "the mpi4py example exited $?"
+  grep -q 'mpi4py-mlp: [0-9.]* samples/s' "$tmp/out.txt" || fail "no summary for the mpi4py example"
+else
+  echo "SKIP the mpi4py example: python3-mpi4py is not installed (apt-get install python3-mpi4py)"
+fi
+echo "program_launch_test: ok"
