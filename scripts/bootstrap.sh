@@ -28,7 +28,8 @@ jobs=${JOBS:-$(nproc)}
 # libsodium signs bundles (required); clang with libFuzzer and its sanitizer runtimes builds the
 # fuzz targets CI runs (fuzz/). libturbojpeg0-dev and libpng-dev decode imagefolder data
 # (optional: DLTUNE_WITH_JPEG / DLTUNE_WITH_PNG); python3-pil writes and checks the image test
-# fixtures, python3-protobuf decodes the TensorBoard event files in the tests.
+# fixtures, python3-protobuf decodes the TensorBoard event files in the tests, python3-mpi4py
+# runs the mpi4py example program recipe (examples/mpi4py) that `dltune launch` tunes in them.
 packages=(
   build-essential cmake ninja-build pkg-config git clang-format
   clang libfuzzer-14-dev libclang-rt-14-dev
@@ -40,7 +41,7 @@ packages=(
   libgtest-dev googletest
   slurmctld slurmd slurm-client libslurm-dev munge
   procps psmisc iproute2 python3
-  python3-torch python3-torchvision python3-pil python3-protobuf
+  python3-torch python3-torchvision python3-pil python3-protobuf python3-mpi4py
   mpich libmpich-dev
   chromium
 )
