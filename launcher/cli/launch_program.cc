@@ -438,7 +438,18 @@ int run_and_summarize(ProgramLaunch& P, Progress& progress) {
   progress.message("run directory: " + P.dir->path);
   if (P.unless_run) P.unless_run->keep();
   std::fflush(stdout);
+  // launch.restarts (or --max-restarts): a program that fails is started again as it was, on
+  // the same ranks; it resumes from its own checkpoints, which dltune does not know of.
+  const int restarts =
+      P.o->max_restarts >= 0 ? P.o->max_restarts : static_cast<int>(P.recipe.launch.restarts);
   auto r = run_program(run);
+  for (int k = 1; r && r->exit_code != 0 && !r->interrupted && k <= restarts; ++k) {
+    progress.message(
+        "the program failed (" +
+        (r->message.empty() ? "exit code " + std::to_string(r->exit_code) : r->message) +
+        "); starting it again, restart " + std::to_string(k) + " of " + std::to_string(restarts));
+    r = run_program(run);
+  }
   if (!r) return report_error("launch", r.error());
   if (r->exit_code != 0) {
     std::fprintf(stderr, "dltune launch: %s failed: %s\n", P.recipe.name.c_str(),

@@ -22,7 +22,8 @@ bool is_program_recipe(const std::string& recipe);
 //             the exact command and stops;
 //   record    the run directory: plan.json, recipe.yaml (as run), launch.json;
 //   run       the program with the plan's values and the collective rules cached for its
-//             shape, its output passed through (RUN_DIR/output/1/rank.N/ as well);
+//             shape, its output passed through (RUN_DIR/output/1/rank.N/ as well), started
+//             again up to launch.restarts (--max-restarts) times when it fails;
 //   summarize summary.json and the summary: throughput, the plan and why, every candidate.
 // Options a program launch cannot honour (--resume, --set, --nodes above 1, the slurm
 // backend) are refused with exit 2 before anything runs. Returns the exit code: the program's

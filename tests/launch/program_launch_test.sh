@@ -8,7 +8,8 @@
 # 2. The second launch finds the plan in the database (no trial runs); editing the program's
 #    file tunes again; --dry-run prints the exact command; --json ends with a summary event.
 # 3. Every candidate failing: exit 1 naming the reasons, nothing stored. A bad recipe: exit 2
-#    with the file, line and key, before anything runs.
+#    with the file, line and key, before anything runs. A program that fails once: exit 5 (its
+#    code, as mpirun gives it), and with launch.restarts 1 it is started again and finishes.
 # 4. The shipped examples (examples/pytorch-ddp, examples/mpi4py) pass `recipe check`, and
 #    copies with a smaller search are tuned and run by `dltune launch`.
 # Usage: program_launch_test.sh DLTUNE_BINARY SOURCE_DIR
@@ -119,6 +120,17 @@ rc=$?
 [ $rc -eq 2 ] || fail "a recipe with an unknown placeholder exited $rc, expected 2"
 grep -q 'bad.yaml:[0-9]*:[0-9]*: program.command' "$tmp/out.txt" ||
   fail "the bad placeholder is not located"
+
+fake_recipe "$tmp/prog/once.yaml" "[3]"
+sed -i -e 's/^name: fake/name: once/' -e 's/^launch: {binding: core}/launch: {binding: core, restarts: 1}/' \
+  "$tmp/prog/once.yaml"
+"$dltune" launch "$tmp/prog/once.yaml" --no-tune --max-restarts 0 >"$tmp/out.txt" 2>&1
+rc=$?
+[ $rc -eq 5 ] || fail "a program that exited 5 made the launch exit $rc"
+rm -f "$FAKE_TRAINER_LOG.once"
+"$dltune" launch "$tmp/prog/once.yaml" --no-tune >"$tmp/out.txt" 2>&1 ||
+  fail "with launch.restarts 1, a program failing once made the launch exit $?"
+grep -q 'restart 1 of 1' "$tmp/out.txt" || fail "the restart is not announced"
 
 # 4. The shipped examples.
 for ex in pytorch-ddp mpi4py; do

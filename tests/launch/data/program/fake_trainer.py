@@ -11,6 +11,8 @@ appends it to $DLTUNE_METRICS; every rank first prints "rank R of W: T threads".
   999  exits 3 after "RuntimeError: out of memory" on stderr (every rank)
   7    prints no throughput line
   5    hangs (the trial timeout must stop it)
+  3    rank 0 exits 5 the first time ($FAKE_TRAINER_LOG.once does not exist yet: it creates
+       it), then trains
 The steps it was told are appended to FAKE_TRAINER_LOG, one line per run of rank 0:
 "batch ranks threads steps bucket"."""
 import argparse
@@ -47,6 +49,11 @@ if a.batch == 999:
     sys.exit(3)
 if a.batch == 5:
     time.sleep(3600)
+once = os.environ.get("FAKE_TRAINER_LOG", "/nonexistent") + ".once"
+if a.batch == 3 and rank == 0 and not os.path.exists(once):
+    open(once, "w").close()
+    print("fake_trainer: failing once", file=sys.stderr)
+    sys.exit(5)
 print("rank %d of %d: %s threads" % (rank, world, threads), flush=True)
 if rank == 0:
     if os.environ.get("FAKE_TRAINER_LOG"):
