@@ -46,6 +46,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/halving_json.h"
 #include "common/paths.h"
 #include "tuner/db/lookup.h"
 #include "tuner/db/store.h"
@@ -138,13 +139,18 @@ std::optional<double> head_to_head(const Args& a, const nlohmann::json& grid,
     return std::nullopt;
   }
   const std::string dir = a.work_dir + "/head-to-head";
-  const nlohmann::json file = {
-      {"version", 1},
-      {"recipe", a.recipe},
-      {"base", grid["plan"]},
-      {"candidates", list},
-      {"schedule",
-       {{"grid", true}, {"min_steps", 4}, {"max_steps", kHeadToHeadSteps}, {"budget_s", 1e5}}}};
+  // The schedule in the trial program's one form (common/halving_json.h): every key, so that a
+  // new one cannot go missing here again (a hand-written subset lacked 'eta' once).
+  halving::Schedule schedule;
+  schedule.halving.grid = true;
+  schedule.halving.min_steps = 4;
+  schedule.halving.max_steps = kHeadToHeadSteps;
+  schedule.halving.budget_s = 1e5;
+  const nlohmann::json file = {{"version", 1},
+                               {"recipe", a.recipe},
+                               {"base", grid["plan"]},
+                               {"candidates", list},
+                               {"schedule", halving::schedule_to_json(schedule)}};
   if (!paths::make_dirs(dir).ok() ||
       !paths::write_file_atomic(dir + "/candidates.json", file.dump(1)).ok()) {
     std::fprintf(stderr, "bench/tuner: cannot write %s/candidates.json\n", dir.c_str());
