@@ -25,6 +25,7 @@
 #include "launcher/cli/commands.h"
 #include "launcher/cli/program_run.h"
 #include "launcher/flow/launch_job.h"
+#include "launcher/report/launch_outcome.h"
 #include "recipes/program.h"
 #include "tuner/db/key.h"
 #include "tuner/db/lookup.h"
@@ -220,7 +221,7 @@ Status tune(ProgramLaunch& P, Progress& progress) {
       return failed;
     }
     interrupted = r->interrupted;
-    return trial_result(*r);
+    return trial_result(*r, timeout_s);
   };
   tuner::ProgramTuneOptions opt;
   opt.budget_s = budget_s(P);
@@ -390,7 +391,9 @@ Status summarize(const ProgramLaunch& P, const ProgramRunResult& r, const std::s
                               : "no throughput (" + r.throughput_error + ")";
   text += " in " + fixed(r.wall_s, 1) + " s\n  plan (" + P.source +
           (P.db_path.empty() ? "" : ", " + P.db_path) + "): " + plan_words(P) + "\n";
-  if (!P.plan.provenance.reason.empty()) text += "  why: " + P.plan.provenance.reason + "\n";
+  if (!P.plan.provenance.reason.empty()) {
+    text += "  " + launcher::wrap_words("why: " + P.plan.provenance.reason, 96, 7) + "\n";
+  }
   if (P.outcome) text += tuner::format_program_outcome(*P.outcome);
   text += "  run directory: " + P.dir->path + "\n";
   std::printf("%s", text.c_str());

@@ -156,11 +156,16 @@ Result<ProgramRunResult> run_program(const ProgramRun& run) {
   return r;
 }
 
-tuner::ProgramTrialResult trial_result(const ProgramRunResult& r) {
+tuner::ProgramTrialResult trial_result(const ProgramRunResult& r, double timeout_s) {
   tuner::ProgramTrialResult t;
   t.wall_s = r.wall_s;
   t.samples_per_s = r.samples_per_s;
-  if (r.exit_code != 0) {
+  if (r.exit_code != 0 && timeout_s > 0 && r.wall_s >= timeout_s) {
+    // `dltune run --timeout` stopped it: say so in the recipe's words.
+    t.failed = true;
+    t.reason = "ran past program.trial_timeout (" + number("%g", timeout_s) + " s)" +
+               (r.message.empty() ? "" : ": " + r.message);
+  } else if (r.exit_code != 0) {
     t.failed = true;
     t.reason = r.message.empty() ? "exited with code " + std::to_string(r.exit_code) : r.message;
   } else if (r.samples_per_s <= 0) {

@@ -51,8 +51,9 @@ Result<std::vector<std::string>> program_run_argv(const ProgramRun& run);
 Result<ProgramRunResult> run_program(const ProgramRun& run);
 
 // A result as the tuner's trial record: failed (with the reason and tail) when it exited
-// non-zero or reported no throughput.
-tuner::ProgramTrialResult trial_result(const ProgramRunResult& r);
+// non-zero or reported no throughput; a failure that came after `timeout_s` (> 0) is said to
+// have run past program.trial_timeout.
+tuner::ProgramTrialResult trial_result(const ProgramRunResult& r, double timeout_s = 0);
 
 // The last `lines` lines of `text` (each line at most 200 bytes, printable).
 std::string last_lines(const std::string& text, size_t lines);

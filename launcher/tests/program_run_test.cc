@@ -139,6 +139,16 @@ TEST(ProgramRun, ARunBecomesATrialResult) {
   EXPECT_TRUE(t.failed);
   EXPECT_EQ(t.reason, silent.throughput_error);
 
+  ProgramRunResult late;
+  late.exit_code = 1;
+  late.wall_s = 4.2;
+  late.message = "the job did not finish within 4 s (--timeout): rank 0 on vm was still running";
+  t = trial_result(late, 4);
+  EXPECT_TRUE(t.failed);
+  EXPECT_EQ(t.reason.rfind("ran past program.trial_timeout (4 s): the job did not finish", 0), 0u)
+      << t.reason;
+  EXPECT_EQ(trial_result(crashed, 4).reason, crashed.message);  // it failed before the limit
+
   ProgramRunResult no_message;
   no_message.exit_code = 137;
   EXPECT_EQ(trial_result(no_message).reason, "exited with code 137");
