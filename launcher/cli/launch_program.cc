@@ -339,7 +339,10 @@ int dry_run(ProgramLaunch& P) {
 Status record(const ProgramLaunch& P, const std::vector<std::string>& argv) {
   const RunDir& dir = *P.dir;
   DLTUNE_TRY(paths::write_file_atomic(dir.plan(), recipes::serialize_plan(P.plan)));
-  DLTUNE_TRY(paths::write_file_atomic(dir.recipe(), recipes::program_recipe_to_yaml(P.recipe)));
+  // The recipe as run; the program ran in the recipe's folder, which the YAML does not hold.
+  DLTUNE_TRY(paths::write_file_atomic(dir.recipe(), "# " + P.recipe.source_path + ", run in " +
+                                                        P.recipe.source_dir + "\n" +
+                                                        recipes::program_recipe_to_yaml(P.recipe)));
   const nlohmann::json lj = {
       {"recipe", P.recipe.name},    {"program", true},    {"ranks", P.chosen.values.ranks},
       {"nodes", P.machine.nodes},   {"backend", "local"}, {"plan_source", P.source},

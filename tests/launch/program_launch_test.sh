@@ -82,6 +82,8 @@ assert p["training"]["per_rank_batch"] == 64 and p["training"]["global_batch"] =
 assert p["training"]["bucket_bytes"] == 2 << 20, p["training"]
 assert p["job"]["ranks_per_node"] == 2 and p["job"].get("threads_per_rank", 1) == 1, p["job"]
 assert p["provenance"]["source"] == "tuned" and "b64" in p["provenance"]["reason"], p["provenance"]
+first = open(run + "/recipe.yaml").readline()
+assert first.startswith("# ") and first.rstrip().endswith("run in " + run.split("/runs/")[0] + "/prog"), first
 l = json.load(open(run + "/launch.json"))
 assert l["program"] is True and "--batch" in l["command"], l
 PY
