@@ -118,17 +118,6 @@ YAML::Node without(YamlReader& r, const YAML::Node& node, const std::string& pat
   return kept;
 }
 
-std::string default_name(const std::string& file) {
-  const std::string stem = fs::path(file).stem().string();
-  return stem.empty() ? "program" : stem;
-}
-
-bool valid_name(const std::string& s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
-  });
-}
-
 // Why `name` may not be set in program.env, or "" when it may.
 std::string env_name_problem(const std::string& name) {
   const bool shape = !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0])) &&
@@ -373,7 +362,7 @@ void parse_document(Context& c, const YAML::Node& root, ProgramRecipe* p) {
   Fields f;
   const YAML::Node kept = without(c.r, root, "", kTopRefusals);
   if (!c.r.fields(kept, "", {"name", "description", "program", "tune", "launch"}, &f)) return;
-  if (c.r.get_string(f, "name", &p->name) && f.has("name") && !valid_name(p->name))
+  if (c.r.get_string(f, "name", &p->name) && f.has("name") && !internal::valid_name(p->name))
     c.r.report(*f.find("name"), "'" + shown_scalar(p->name) +
                                     "' may only use letters, digits, '.', '_' and '-' (it names "
                                     "the run directory)");
@@ -452,52 +441,34 @@ std::string absolute_dir(const std::string& dir) {
 }  // namespace
 
 bool names_program(std::string_view yaml_text) {
-  try {
-    if (precheck_yaml(yaml_text, "").has_value()) return false;  // too big, aliases, 2 documents
-    const YAML::Node root = YAML::Load(std::string(yaml_text));
-    if (!root.IsMap()) return false;
-    for (auto it = root.begin(); it != root.end(); ++it)
-      if (it->first.IsScalar() && it->first.Scalar() == "program") return true;
-  } catch (const std::exception&) {  // not YAML
-  }
+  std::vector<Problem> not_yaml;  // the parser that gets the text says what is wrong with it
+  const auto root = internal::load_document(yaml_text, "", &not_yaml);
+  if (!root || !root->IsMap()) return false;
+  for (auto it = root->begin(); it != root->end(); ++it)
+    if (it->first.IsScalar() && it->first.Scalar() == "program") return true;
   return false;
 }
 
 ProgramParseOutcome parse_program_recipe(std::string_view yaml_text, const std::string& file,
                                          const std::string& base_dir) {
   ProgramParseOutcome out;
-  if (auto problem = precheck_yaml(yaml_text, file)) {
-    out.problems.push_back(std::move(*problem));
-    return out;
-  }
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(yaml_text));
-  } catch (const YAML::Exception& e) {
-    Problem p{file, e.mark.line + 1, e.mark.column + 1, "syntax",
-              "YAML syntax error: " + e.msg + "; check the indentation, colons and brackets here"};
-    if (e.mark.line < 0) p.line = p.column = 0;
-    out.problems.push_back(std::move(p));
-    return out;
-  }
+  const auto root = internal::load_document(yaml_text, file, &out.problems);
+  if (!root) return out;
   SourceMap where;
   YamlReader r(file, &out.problems, &where);
   ProgramRecipe& recipe = out.recipe;
-  recipe.name = default_name(file);
+  recipe.name = internal::default_name(file, "program");
   recipe.source_path = file;
   recipe.source_dir = absolute_dir(base_dir);
   Context c{r, out.problems, {}};
   try {
-    parse_document(c, root, &recipe);
+    parse_document(c, *root, &recipe);
     check_placeholders(c, recipe);
     check_search(c, where, recipe);
   } catch (const std::exception& e) {  // not expected: the reader never converts with as<>
     out.problems.push_back({file, 0, 0, "recipe", std::string("cannot read: ") + e.what()});
   }
-  std::stable_sort(out.problems.begin(), out.problems.end(),
-                   [](const Problem& a, const Problem& b) {
-                     return std::tie(a.line, a.column) < std::tie(b.line, b.column);
-                   });
+  internal::sort_problems(&out.problems);
   return out;
 }
 
@@ -517,9 +488,7 @@ Result<ProgramRecipe> load_program_recipe(const std::string& path_or_name) {
   if (!path) return std::move(path).error();
   ProgramParseOutcome parsed = parse_program_recipe_file(*path);
   if (parsed.ok()) return std::move(parsed.recipe);
-  std::vector<std::string> lines;
-  for (const Problem& p : parsed.problems) lines.push_back(p.to_string());
-  return invalid_input(strings::join(lines, "\n"));
+  return invalid_input(internal::problems_text(parsed.problems));
 }
 
 }  // namespace dltune::recipes

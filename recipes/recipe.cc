@@ -151,9 +151,7 @@ namespace {
 
 Result<Recipe> recipe_or_problems(ParseOutcome parsed) {
   if (parsed.ok()) return std::move(parsed.recipe);
-  std::vector<std::string> lines;
-  for (const Problem& p : parsed.problems) lines.push_back(p.to_string());
-  return invalid_input(strings::join(lines, "\n"));
+  return invalid_input(internal::problems_text(parsed.problems));
 }
 
 }  // namespace

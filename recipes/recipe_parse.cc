@@ -236,21 +236,6 @@ void parse_launch(YamlReader& r, const YAML::Node& node, LaunchConfig* l) {
 namespace dltune::recipes {
 namespace {
 
-// The name defaults to the file name without its extension.
-std::string default_name(const std::string& file) {
-  std::string base = file.substr(file.find_last_of('/') + 1);
-  if (const size_t dot = base.rfind('.'); dot != std::string::npos && dot > 0) base.resize(dot);
-  return base.empty() ? "recipe" : base;
-}
-
-bool valid_name(const std::string& s) {
-  if (s.empty()) return false;
-  for (char c : s)
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.')
-      return false;
-  return true;
-}
-
 // Reads the top-level mapping into `recipe`.
 void parse_document(YamlReader& r, const YAML::Node& root, const std::string& base_dir,
                     Recipe* recipe) {
@@ -264,7 +249,8 @@ void parse_document(YamlReader& r, const YAML::Node& root, const std::string& ba
   if (!r.fields(root, "",
                 {"name", "description", "model", "data", "training", "comm", "tune", "launch"}, &f))
     return;
-  if (r.get_string(f, "name", &recipe->name) && f.has("name") && !valid_name(recipe->name))
+  if (r.get_string(f, "name", &recipe->name) && f.has("name") &&
+      !internal::valid_name(recipe->name))
     r.report(*f.find("name"), "'" + recipe->name +
                                   "' may only use letters, digits, '.', '_' and '-' (it names "
                                   "the run directory)");
@@ -284,34 +270,58 @@ void parse_document(YamlReader& r, const YAML::Node& root, const std::string& ba
   if (const Fields::Entry* e = f.find("launch")) parse_launch(r, e->value, &recipe->launch);
 }
 
-void sort_problems(std::vector<Problem>* problems) {
+}  // namespace
+
+std::string internal::default_name(const std::string& file, const std::string& fallback) {
+  std::string base = file.substr(file.find_last_of('/') + 1);
+  if (const size_t dot = base.rfind('.'); dot != std::string::npos && dot > 0) base.resize(dot);
+  return base.empty() ? fallback : base;
+}
+
+bool internal::valid_name(const std::string& s) {
+  if (s.empty()) return false;
+  for (char c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.')
+      return false;
+  return true;
+}
+
+void internal::sort_problems(std::vector<Problem>* problems) {
   std::stable_sort(problems->begin(), problems->end(), [](const Problem& a, const Problem& b) {
     return std::tie(a.line, a.column) < std::tie(b.line, b.column);
   });
 }
 
-}  // namespace
-
-ParseOutcome parse_recipe(std::string_view yaml_text, const std::string& file,
-                          const std::string& base_dir) {
+std::optional<YAML::Node> internal::load_document(std::string_view text, const std::string& file,
+                                                  std::vector<Problem>* problems) {
   // Bounds before yaml-cpp builds a tree (and before anything walks one).
-  if (auto problem = precheck_yaml(yaml_text, file)) {
-    ParseOutcome out;
-    out.problems.push_back(std::move(*problem));
-    return out;
+  if (auto problem = precheck_yaml(text, file)) {
+    problems->push_back(std::move(*problem));
+    return std::nullopt;
   }
-  YAML::Node root;
   try {
-    root = YAML::Load(std::string(yaml_text));
+    return YAML::Load(std::string(text));
   } catch (const YAML::Exception& e) {
-    ParseOutcome out;
     Problem p{file, e.mark.line + 1, e.mark.column + 1, "syntax",
               "YAML syntax error: " + e.msg + "; check the indentation, colons and brackets here"};
     if (e.mark.line < 0) p.line = p.column = 0;
-    out.problems.push_back(std::move(p));
-    return out;
+    problems->push_back(std::move(p));
+    return std::nullopt;
   }
-  return internal::parse_recipe_document(root, file, base_dir);
+}
+
+std::string internal::problems_text(const std::vector<Problem>& problems) {
+  std::vector<std::string> lines;
+  for (const Problem& p : problems) lines.push_back(p.to_string());
+  return strings::join(lines, "\n");
+}
+
+ParseOutcome parse_recipe(std::string_view yaml_text, const std::string& file,
+                          const std::string& base_dir) {
+  ParseOutcome out;
+  auto root = internal::load_document(yaml_text, file, &out.problems);
+  if (!root) return out;
+  return internal::parse_recipe_document(*root, file, base_dir);
 }
 
 ParseOutcome internal::parse_recipe_document(const YAML::Node& root, const std::string& file,
@@ -320,7 +330,7 @@ ParseOutcome internal::parse_recipe_document(const YAML::Node& root, const std::
   SourceMap where;
   YamlReader r(file, &out.problems, &where);
   Recipe& recipe = out.recipe;
-  recipe.name = default_name(file);
+  recipe.name = internal::default_name(file, "recipe");
   recipe.source_path = file;
   recipe.source_dir = base_dir;
   try {
@@ -340,7 +350,7 @@ ParseOutcome internal::parse_recipe_document(const YAML::Node& root, const std::
   });
   for (Problem& c : internal::locate_checks(recipe, checks, &where))
     out.problems.push_back(std::move(c));
-  sort_problems(&out.problems);
+  internal::sort_problems(&out.problems);
   return out;
 }
 

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <yaml-cpp/yaml.h>
 
@@ -21,6 +22,21 @@ inline constexpr int64_t kMaxInt = std::numeric_limits<int32_t>::max();
 inline constexpr double kInf = std::numeric_limits<double>::infinity();
 
 std::optional<DataKind> parse_data_kind(std::string_view s);
+
+// What model recipes and program recipes (program_parse.cc) parse alike:
+// The name a recipe without `name` gets: its file's name without the extension, `fallback`
+// when nothing is left.
+std::string default_name(const std::string& file, const std::string& fallback);
+// Whether `s` may name a recipe: letters, digits, '.', '_' and '-' (it names the run directory).
+bool valid_name(const std::string& s);
+// Sorts problems by line, then column, keeping the order of equal ones.
+void sort_problems(std::vector<Problem>* problems);
+// The YAML document of `text`: precheck_yaml() first, then yaml-cpp; on failure, nullopt and
+// the problem (a syntax error located at yaml-cpp's mark) appended to `problems`.
+std::optional<YAML::Node> load_document(std::string_view text, const std::string& file,
+                                        std::vector<Problem>* problems);
+// Every problem on its own line (Problem::to_string), for an invalid_input error.
+std::string problems_text(const std::vector<Problem>& problems);
 
 // Each reads its section into the recipe, reporting through `r`; relative data paths resolve
 // against `base_dir`.

@@ -29,6 +29,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/halving.h"
+#include "common/number_text.h"
 #include "common/strings.h"
 
 namespace dltune::tuner {
@@ -39,20 +40,15 @@ constexpr size_t kMaxReasonBytes = 300;  // of one trial's reason quoted in the 
 constexpr size_t kListedFailures = 3;    // failures the outcome's reason names
 constexpr size_t kTailLines = 10;        // of a failed trial's output in the table
 
-// "1,234": a throughput in the reasons, rounded and its thousands separated by commas (as
-// launcher/flow/text_format.h's thousands(), which tuner/ cannot include); below 100, one
-// decimal ("12.5").
+// "1,234": a throughput in the reasons, rounded with its thousands separated
+// (strings::thousands); below 100, one decimal ("12.5").
 std::string fmt_sps(double v) {
-  char b[64];
   if (!std::isfinite(v) || v < 99.95 || v > 1e18) {
+    char b[64];
     std::snprintf(b, sizeof b, v < 99.95 ? "%.1f" : "%g", v);
     return b;
   }
-  std::string s = std::to_string(std::llround(v));
-  for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) {
-    s.insert(static_cast<size_t>(i), ",");
-  }
-  return s;
+  return strings::thousands(v);
 }
 
 // "1.12x": a ratio in the reasons.

@@ -25,6 +25,7 @@
 #include "launcher/cli/commands.h"
 #include "launcher/cli/program_run.h"
 #include "launcher/flow/launch_job.h"
+#include "launcher/flow/text_format.h"
 #include "launcher/report/launch_outcome.h"
 #include "recipes/program.h"
 #include "tuner/db/key.h"
@@ -58,11 +59,7 @@ struct ProgramLaunch {
   std::map<int, recipes::Plan> bases;  // ranks per node -> the collective rules cached for it
 };
 
-std::string fixed(double v, int decimals) {
-  char buf[48];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
-  return buf;
-}
+using launcher::text::fixed;
 
 // Phase 1. The options a program launch cannot honour are refused before anything runs.
 Status open_program(ProgramLaunch& P) {

@@ -23,13 +23,15 @@
 #include "common/strings.h"
 #include "launcher/backend/launch_spec.h"
 #include "launcher/backend/rank_program.h"
+#include "launcher/flow/text_format.h"
 
 namespace dltune::cli {
 namespace {
 
-std::string number(const char* format, double v) {
+// Seconds as a person writes them: 120, 7.5 ("%g").
+std::string seconds_text(double v) {
   char buf[40];
-  std::snprintf(buf, sizeof buf, format, v);
+  std::snprintf(buf, sizeof buf, "%g", v);
   return buf;
 }
 
@@ -102,7 +104,7 @@ Result<std::vector<std::string>> program_run_argv(const ProgramRun& run) {
   if (!env) return env.error();
   std::vector<std::string> a = {*self,       "run",   "-n",     std::to_string(v.ranks),
                                 "--backend", "local", "--bind", run.binding};
-  if (run.timeout_s > 0) a.insert(a.end(), {"--timeout", number("%g", run.timeout_s)});
+  if (run.timeout_s > 0) a.insert(a.end(), {"--timeout", seconds_text(run.timeout_s)});
   const std::string t = std::to_string(v.threads_per_rank);
   for (const char* name : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"}) {
     a.insert(a.end(), {"-x", std::string(name) + "=" + t});
@@ -112,7 +114,8 @@ Result<std::vector<std::string>> program_run_argv(const ProgramRun& run) {
     a.insert(a.end(), {"-x", "DLTUNE_TRIAL_STEPS=" + std::to_string(run.trial_steps)});
   }
   if (run.trial_seconds > 0) {
-    a.insert(a.end(), {"-x", "DLTUNE_TRIAL_SECONDS=" + number("%.1f", run.trial_seconds)});
+    a.insert(a.end(),
+             {"-x", "DLTUNE_TRIAL_SECONDS=" + launcher::text::fixed(run.trial_seconds, 1)});
   }
   for (const auto& [name, value] : *env) a.insert(a.end(), {"-x", name + "=" + value});
   a.insert(a.end(),
@@ -163,7 +166,7 @@ tuner::ProgramTrialResult trial_result(const ProgramRunResult& r, double timeout
   if (r.exit_code != 0 && timeout_s > 0 && r.wall_s >= timeout_s) {
     // `dltune run --timeout` stopped it: say so in the recipe's words.
     t.failed = true;
-    t.reason = "ran past program.trial_timeout (" + number("%g", timeout_s) + " s)" +
+    t.reason = "ran past program.trial_timeout (" + seconds_text(timeout_s) + " s)" +
                (r.message.empty() ? "" : ": " + r.message);
   } else if (r.exit_code != 0) {
     t.failed = true;

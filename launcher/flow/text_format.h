@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/number_text.h"
 #include "common/strings.h"
 
 namespace dltune::launcher::text {
@@ -32,15 +33,8 @@ inline std::string fixed(double v, int digits) {
   return buf;
 }
 
-// `v` rounded, its thousands separated by commas: 4249.3 -> "4,249".
-inline std::string thousands(double v) {
-  std::string s = std::to_string(std::llround(v));
-  const size_t start = s[0] == '-' ? 1 : 0;
-  for (int i = static_cast<int>(s.size()) - 3; i > static_cast<int>(start); i -= 3) {
-    s.insert(static_cast<size_t>(i), ",");
-  }
-  return s;
-}
+// `v` rounded, its thousands separated by commas: 4249.3 -> "4,249" (common/number_text.h).
+using strings::thousands;
 
 // `b` bytes in readable units (strings::format_bytes); negative counts as 0.
 inline std::string bytes_text(double b) {
