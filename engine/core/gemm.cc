@@ -7,30 +7,61 @@
 #include "engine/core/parallel.h"
 
 namespace dltune::engine {
+namespace {
+
+// Block edges fall on multiples of 16 rows and 16 columns: whole cache lines of C's rows, and
+// whole register tiles of OpenBLAS's and oneDNN's AVX2 / AVX-512 kernels. Measured on one Zen 3
+// core, 256 x 512 x 784 cut into 3 x 2 and 6 x 4 blocks (rows not multiples of 16) took 6 % and
+// 17 % longer than the same count as 2 x 3 and 4 x 6.
+constexpr int64_t kAlign = 16;
+
+void aligned_part(int64_t n, int64_t parts, int64_t part, int64_t* begin, int64_t* end) {
+  part_range(n, parts, part, begin, end);
+  *begin = part == 0 ? 0 : *begin / kAlign * kAlign;
+  *end = part + 1 == parts ? n : *end / kAlign * kAlign;
+}
+
+}  // namespace
 
 GemmGrid gemm_grid(int64_t M, int64_t N, int64_t K) {
-  // Blocks of at least ~8 MFLOP (about 120 us on one core here) and at least 32 rows and 64
-  // columns (narrower blocks lose the kernels' register tiles). The grid does not depend on the
-  // thread count (so neither do the results), so one thread runs every block too, each a BLAS
-  // call that packs its panels again: at 1 MFLOP a block (15 us) that cost mlp b64 on one
-  // thread about 15 % (11,900 against 13,500 samples/s here); at 8 MFLOP it is within noise.
-  constexpr double kMinFlops = 8e6;
+  // How many blocks: at least ~kMinFlops each. The grid may not depend on the thread count (so
+  // that neither do the results), so a rank on one thread runs every block too, each a BLAS call
+  // that packs its panels of A and B again. Packing is what a grid costs: a block of bm x bn
+  // packs (bm + bn) K floats for its bm bn K multiply-adds, so blocks should be large and square.
+  // Measured with OpenBLAS 0.3.21 on one Zen 3 core (`bench-engine-rank train mlp 256 1 3`,
+  // samples/s): one call per product 29,600; blocks of >= 32 MFLOP 28,200, >= 16 MFLOP 27,500,
+  // >= 8 MFLOP 26,900; the grid before this one (>= 8 MFLOP, the short side split first, so
+  // 8 x 3 blocks of 32 x 171 for 256 x 512 x 784) 24,200. 16 MFLOP is about 0.2 ms of one core
+  // here: enough blocks for a few threads on a mid-size product, little repacking on one.
+  constexpr double kMinFlops = 16e6;
   constexpr int64_t kMinRows = 32, kMinCols = 64;
   const double flops =
       2.0 * static_cast<double>(M) * static_cast<double>(N) * std::max<int64_t>(K, 1);
   const int64_t want = nice_task_count(static_cast<int64_t>(flops / kMinFlops));
   const int64_t max_m = std::max<int64_t>(1, M / kMinRows),
                 max_n = std::max<int64_t>(1, N / kMinCols);
-  GemmGrid g;
-  // Split the longer side first (in units of its minimum block), then the other.
-  if (M / kMinRows >= N / kMinCols) {
-    g.mt = std::min(want, max_m);
-    g.nt = std::min(std::max<int64_t>(1, want / g.mt), max_n);
-  } else {
-    g.nt = std::min(want, max_n);
-    g.mt = std::min(std::max<int64_t>(1, want / g.nt), max_m);
+  // Of the grids with the most blocks (at most `want`), the one that packs least: mt N + nt M
+  // floats per unit of K, smallest for square blocks.
+  GemmGrid best;
+  int64_t best_blocks = 0;
+  double best_pack = 0;
+  for (int64_t mt = 1; mt <= std::min(want, max_m); ++mt) {
+    const int64_t nt = std::min(want / mt, max_n);
+    const int64_t blocks = mt * nt;
+    const double pack = static_cast<double>(mt) * N + static_cast<double>(nt) * M;
+    if (blocks > best_blocks || (blocks == best_blocks && pack < best_pack)) {
+      best = GemmGrid{mt, nt};
+      best_blocks = blocks;
+      best_pack = pack;
+    }
   }
-  return g;
+  return best;
+}
+
+void gemm_block(const GemmGrid& g, int64_t M, int64_t N, int64_t block, int64_t* m0, int64_t* m1,
+                int64_t* n0, int64_t* n1) {
+  aligned_part(M, g.mt, block / g.nt, m0, m1);
+  aligned_part(N, g.nt, block % g.nt, n0, n1);
 }
 
 void serial_sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
@@ -50,12 +81,7 @@ void parallel_sgemm(ThreadPool& pool, bool trans_a, bool trans_b, int64_t M, int
   const GemmGrid g = gemm_grid(M, N, K);
   pool.run(g.mt * g.nt, [&](int64_t task, int) {
     int64_t m0 = 0, m1 = 0, n0 = 0, n1 = 0;
-    part_range(M, g.mt, task / g.nt, &m0, &m1);
-    part_range(N, g.nt, task % g.nt, &n0, &n1);
-    // Column blocks start on multiples of 16 floats (whole cache lines of C's rows).
-    const int64_t nb = task % g.nt;
-    n0 = nb == 0 ? 0 : n0 / 16 * 16;
-    n1 = nb + 1 == g.nt ? N : n1 / 16 * 16;
+    gemm_block(g, M, N, task, &m0, &m1, &n0, &n1);
     const float* a = trans_a ? A + m0 : A + m0 * lda;
     const float* b = trans_b ? B + n0 * ldb : B + n0;
     serial_sgemm(trans_a, trans_b, m1 - m0, n1 - n0, K, alpha, a, lda, b, ldb, beta,

@@ -21,6 +21,11 @@ struct GemmGrid {
 };
 GemmGrid gemm_grid(int64_t M, int64_t N, int64_t K);
 
+// Rows [m0, m1) and columns [n0, n1) of C in block `block` (0 <= block < g.mt * g.nt, row-major
+// over the grid) of an M x N product; inner edges on multiples of 16.
+void gemm_block(const GemmGrid& g, int64_t M, int64_t N, int64_t block, int64_t* m0, int64_t* m1,
+                int64_t* n0, int64_t* n1);
+
 // C (M, N) = alpha op(A) op(B) + beta C, row-major as cblas_sgemm(CblasRowMajor, ...): op(A) is
 // (M, K) (A stored (K, M) when trans_a), op(B) is (K, N) (B stored (N, K) when trans_b).
 // beta 0 writes C without reading it. Runs on `pool` over gemm_grid(M, N, K).

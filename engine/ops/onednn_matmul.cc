@@ -81,11 +81,7 @@ void onednn_parallel_matmul(ThreadPool& pool, bool trans_a, bool trans_b, int64_
   pool.run(g.mt * g.nt, [&](int64_t task, int) {
     onednn_detail::one_thread_here();
     int64_t m0 = 0, m1 = 0, n0 = 0, n1 = 0;
-    part_range(M, g.mt, task / g.nt, &m0, &m1);
-    part_range(N, g.nt, task % g.nt, &n0, &n1);
-    const int64_t nb = task % g.nt;  // column blocks on whole cache lines, as parallel_sgemm
-    n0 = nb == 0 ? 0 : n0 / 16 * 16;
-    n1 = nb + 1 == g.nt ? N : n1 / 16 * 16;
+    gemm_block(g, M, N, task, &m0, &m1, &n0, &n1);
     const Mm& mm = cached(Key{m1 - m0, n1 - n0, K, trans_a, trans_b, lda, ldb, ldc, accumulate});
     thread_local std::vector<char> pad;
     const size_t pad_bytes = mm.pd.scratchpad_desc().get_size();

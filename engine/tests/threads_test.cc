@@ -4,6 +4,7 @@
 // everywhere: task boundaries follow the shapes, reductions run in a fixed order). The
 // reference is the same computation on one thread; the numbers themselves are checked against
 // PyTorch by torch_ref_test.
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <vector>
@@ -115,6 +116,40 @@ TEST(ParallelSgemm, SameBitsOnAnyThreadCountAndCloseToOneProduct) {
         ASSERT_NEAR(cm[i], one[i], 1e-4 * (1.0 + std::abs(one[i])));
     }
   }
+}
+
+// The grid tiles C exactly, with inner edges on multiples of 16, blocks of at least 32 rows and
+// 64 columns (or the whole side), and of the grids with its block count none packs less
+// (mt N + nt M, counted here by brute force).
+TEST(GemmGrid, TilesCInAlignedSquarishBlocks) {
+  struct Shape {
+    int64_t M, N, K;
+  } shapes[] = {{256, 512, 784}, {784, 512, 256}, {300, 257, 70}, {2048, 384, 128}, {5, 3, 2}};
+  for (const Shape& s : shapes) {
+    const GemmGrid g = gemm_grid(s.M, s.N, s.K);
+    std::vector<int> covered(static_cast<size_t>(s.M * s.N), 0);
+    for (int64_t b = 0; b < g.mt * g.nt; ++b) {
+      int64_t m0 = 0, m1 = 0, n0 = 0, n1 = 0;
+      gemm_block(g, s.M, s.N, b, &m0, &m1, &n0, &n1);
+      EXPECT_TRUE(m0 % 16 == 0 && n0 % 16 == 0) << b;
+      EXPECT_TRUE(m1 == s.M || m1 % 16 == 0) << b;
+      EXPECT_TRUE(n1 == s.N || n1 % 16 == 0) << b;
+      EXPECT_GE(m1 - m0, std::min<int64_t>(s.M, 17)) << b;
+      EXPECT_GE(n1 - n0, std::min<int64_t>(s.N, 49)) << b;
+      for (int64_t i = m0; i < m1; ++i)
+        for (int64_t j = n0; j < n1; ++j) ++covered[static_cast<size_t>(i * s.N + j)];
+    }
+    EXPECT_EQ(std::count(covered.begin(), covered.end(), 1), s.M * s.N);
+    for (int64_t mt = 1; mt <= g.mt * g.nt; ++mt) {
+      if ((g.mt * g.nt) % mt != 0 || mt > std::max<int64_t>(1, s.M / 32)) continue;
+      const int64_t nt = g.mt * g.nt / mt;
+      if (nt > std::max<int64_t>(1, s.N / 64)) continue;
+      EXPECT_LE(g.mt * s.N + g.nt * s.M, mt * s.N + nt * s.M) << mt << " x " << nt;
+    }
+  }
+  // mlp b256's first layer: not the thin 8 x 3 blocks of 32 rows the grid once chose.
+  const GemmGrid mlp = gemm_grid(256, 512, 784);
+  EXPECT_GE(256 / mlp.mt, 64);
 }
 
 // Every op (and each of its kernels): forward, input gradient, parameter gradients and state
