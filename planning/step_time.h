@@ -42,6 +42,10 @@ struct ComputeProfile {
   std::vector<double> forward_s, backward_s;  // per node
   double optimizer_s = 0;
   double other_s = 0;  // per step outside forward, backward and the update (input copy, loss)
+  // How far the step time may be off, as a relative half-width (0.05: +-5 %), and why (said
+  // with every interval). 0: taken as exact (a throughput as given).
+  double spread = 0;
+  std::string spread_basis;
   double forward_total() const;
   double backward_total() const;
   double step_s() const { return forward_total() + backward_total() + optimizer_s + other_s; }

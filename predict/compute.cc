@@ -1,5 +1,8 @@
 #include "predict/compute.h"
 
+#include <algorithm>
+#include <vector>
+
 #include <nlohmann/json.hpp>
 
 namespace dltune::predict {
@@ -10,6 +13,8 @@ ComputeProfile profile_from_rate(const ModelCosts& model, int batch, double flop
   p.source = std::move(source);
   p.batch = batch;
   p.optimizer_s = optimizer_s;
+  p.spread = kAssumedFractionSpread;
+  p.spread_basis = "the assumed fraction of peak";
   for (double f : model.flops) {
     const double fwd = flops_per_s > 0 ? f * batch / flops_per_s : 0;
     p.forward_s.push_back(fwd);
@@ -28,6 +33,8 @@ ComputeProfile profile_from_throughput(const ModelCosts& model, int batch, doubl
   if (flops <= 0) {  // a model with no FLOPs: all the time in the update
     p.optimizer_s = batch / sps;
   }
+  p.spread = 0;
+  p.spread_basis = "a throughput as given";
   return p;
 }
 
@@ -59,6 +66,20 @@ Result<ComputeProfile> profile_from_json(const nlohmann::json& j, const ModelCos
   p.optimizer_s = j.value("optimizer_s", 0.0);
   const double step = j.value("step_s", 0.0);
   p.other_s = std::max(0.0, step - p.forward_total() - p.backward_total() - p.optimizer_s);
+  std::vector<double> steps;
+  if (j.contains("step_samples_s") && j["step_samples_s"].is_array()) {
+    for (const auto& v : j["step_samples_s"])
+      if (v.is_number() && v.get<double>() > 0) steps.push_back(v.get<double>());
+  }
+  if (steps.size() >= 2) {
+    std::sort(steps.begin(), steps.end());
+    const size_t n = steps.size();
+    const double median = n % 2 ? steps[n / 2] : (steps[n / 2 - 1] + steps[n / 2]) / 2;
+    p.spread = (steps.back() - steps.front()) / 2 / median;
+    p.spread_basis = "the range of " + std::to_string(n) + " timed steps";
+  } else {
+    p.spread_basis = "one timed step: no spread known";
+  }
   return p;
 }
 

@@ -39,6 +39,24 @@ const LevelFit* nearest(const std::vector<LevelFit>& fits, const std::string& le
   return best;
 }
 
+// The sweep's spread at one shape: the median over its sizes of 1 MiB and more (gradient
+// buckets; all sizes when it has none) of each size's (p90 - p10) / 2 / median. 0 when no row
+// has percentiles.
+double sweep_spread(const std::vector<tuner::db::Measurement>& ms) {
+  std::vector<double> big, all;
+  for (const auto& m : ms) {
+    if (m.median_us <= 0 || m.p90_us <= 0 || m.p10_us <= 0 || m.p90_us < m.p10_us) continue;
+    const double s = (m.p90_us - m.p10_us) / 2 / m.median_us;
+    all.push_back(s);
+    if (m.bytes >= (1u << 20)) big.push_back(s);
+  }
+  std::vector<double>& v = big.empty() ? all : big;
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 }  // namespace
 
 std::vector<LevelFit> fit_all_levels(const std::vector<tuner::db::Measurement>& rows) {
@@ -84,6 +102,7 @@ MachineComm machine_comm(const std::vector<tuner::db::Measurement>& rows,
                 pts.end());
       if (auto c = tuner::PiecewiseCost::fit(pts)) mc.source.measured[shape][algo] = *c;
     }
+    if (mc.source.measured.count(shape)) mc.source.measured_spread[shape] = sweep_spread(ms);
   }
   const LevelFit* intra = nearest(mc.fits, "intra", per_node);
   const LevelFit* inter = nearest(mc.fits, "inter", per_node);
@@ -95,6 +114,15 @@ MachineComm machine_comm(const std::vector<tuner::db::Measurement>& rows,
   }
   if (intra) mc.source.fabric.intra = intra->link;
   if (inter) mc.source.fabric.inter = inter->link;
+  // Elsewhere the fits' error: twice the larger RMS relative residual of the levels used.
+  const LevelFit* worst = nullptr;
+  for (const LevelFit* f : {intra, inter}) {
+    if (f != nullptr && (worst == nullptr || f->rel_rms > worst->rel_rms)) worst = f;
+  }
+  if (worst != nullptr) {
+    mc.source.model_spread = 2 * worst->rel_rms;
+    mc.source.model_spread_basis = "twice the " + worst->level + " fit's RMS error";
+  }
   return mc;
 }
 

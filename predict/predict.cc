@@ -1,7 +1,9 @@
 #include "predict/predict.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <functional>
 
 #include <nlohmann/json.hpp>
 
@@ -94,7 +96,66 @@ Result<Prediction> pipeline_prediction(const PredictRequest& r, int n, int stage
   return p;
 }
 
+// `c` with every time multiplied by f.
+ComputeProfile scaled(ComputeProfile c, double f) {
+  for (double& t : c.forward_s) t *= f;
+  for (double& t : c.backward_s) t *= f;
+  c.optimizer_s *= f;
+  c.other_s *= f;
+  return c;
+}
+
+// A spread as a factor's half-width: below 1, so that the fast end stays a positive time.
+double clamp_spread(double s) { return std::clamp(std::isfinite(s) ? s : 0.0, 0.0, 0.9); }
+
+// p's intervals (Prediction's comment): step_of(request) is the step of p's layout predicted
+// from another request; `global` is the samples of one step, at n nodes of r.per_node ranks.
+void set_intervals(const PredictRequest& r, int n, double global,
+                   const std::function<double(const PredictRequest&)>& step_of, Prediction& p) {
+  const int ranks = n * r.per_node;
+  p.compute_spread = clamp_spread(r.compute.spread);
+  p.comm_spread = ranks > 1 ? clamp_spread(r.comm.spread(n, r.per_node)) : 0;
+  p.comm_spread_basis = ranks > 1 ? r.comm.spread_basis(n, r.per_node) : "";
+  p.step_range = {p.step_s, p.step_s};
+  p.throughput_range = {p.throughput_sps, p.throughput_sps};
+  p.efficiency_range = {p.scaling_efficiency, p.scaling_efficiency};
+  if (p.compute_spread == 0 && p.comm_spread == 0) return;
+  for (int c : {-1, 1}) {
+    for (int m : {-1, 1}) {
+      PredictRequest q = r;
+      q.compute = scaled(r.compute, 1 + c * p.compute_spread);
+      q.comm.scale = r.comm.scale * (1 + m * p.comm_spread);
+      const double step = step_of(q);
+      const double sps = step > 0 ? global / step : 0;
+      const double single = single_device_sps(q.compute);
+      const double eff = single > 0 ? sps / (ranks * single) : 0;
+      p.step_range = {std::min(p.step_range.lo, step), std::max(p.step_range.hi, step)};
+      p.throughput_range = {std::min(p.throughput_range.lo, sps),
+                            std::max(p.throughput_range.hi, sps)};
+      p.efficiency_range = {std::min(p.efficiency_range.lo, eff),
+                            std::max(p.efficiency_range.hi, eff)};
+    }
+  }
+}
+
+// "12.5" or "12.5-13.1" (a range) with `digits` decimals.
+std::string with_range(double lo, double hi, int digits) {
+  const std::string a = fixed(lo, digits), b = fixed(hi, digits);
+  return a == b ? a : a + "-" + b;
+}
+
+std::string percent(double rel) { return "+-" + fixed(100 * rel, rel < 0.1 ? 1 : 0) + " %"; }
+
 }  // namespace
+
+double CommSource::spread(int nodes, int per_node) const {
+  auto it = measured_spread.find({nodes, per_node});
+  return it != measured_spread.end() ? it->second : model_spread;
+}
+
+std::string CommSource::spread_basis(int nodes, int per_node) const {
+  return measured_spread.count({nodes, per_node}) ? measured_spread_basis : model_spread_basis;
+}
 
 Result<Parallel> parse_parallel(const std::string& s) {
   if (s == "data") return Parallel::kData;
@@ -105,6 +166,12 @@ Result<Parallel> parse_parallel(const std::string& s) {
 }
 
 CommTime CommSource::allreduce(double bytes, int nodes, int per_node) const {
+  CommTime t = unscaled_allreduce(bytes, nodes, per_node);
+  t.seconds *= scale;
+  return t;
+}
+
+CommTime CommSource::unscaled_allreduce(double bytes, int nodes, int per_node) const {
   if (nodes * per_node <= 1) return {"none", 0};
   auto it = measured.find({nodes, per_node});
   if (it != measured.end() && plan_algo && plan_shape == std::make_pair(nodes, per_node)) {
@@ -133,7 +200,7 @@ double CommSource::send(double bytes, bool across_nodes, int per_node) const {
   const Link& l = across_nodes ? fabric.inter : fabric.intra;
   // One rank alone on its node's links when it crosses nodes.
   const double beta = across_nodes ? l.beta_s_per_b / std::max(1, per_node) : l.beta_s_per_b;
-  return l.alpha_s + bytes * beta;
+  return scale * (l.alpha_s + bytes * beta);
 }
 
 Result<Prediction> predict_pipeline_layout(const PredictRequest& r, int nodes,
@@ -153,6 +220,13 @@ Result<Prediction> predict_pipeline_layout(const PredictRequest& r, int nodes,
   p.throughput_sps = p.step_s > 0 ? global / p.step_s : 0;
   const double single = single_device_sps(r.compute);
   p.scaling_efficiency = single > 0 ? p.throughput_sps / (ranks * single) : 0;
+  set_intervals(
+      r, nodes, global,
+      [&](const PredictRequest& q) {
+        auto e = pipeline_prediction(q, nodes, l.stages, &l);
+        return e ? e->step_s : p.step_s;
+      },
+      p);
   return p;
 }
 
@@ -176,9 +250,10 @@ Result<std::vector<Prediction>> predict_scaling(const PredictRequest& r) {
   std::vector<Prediction> out;
   for (int n : r.nodes) {
     const int p = n * r.per_node;
-    std::vector<Prediction> cands;
+    // (stages, prediction); 0 stages: data parallelism.
+    std::vector<std::pair<int, Prediction>> cands;
     if (r.parallel == Parallel::kData || r.parallel == Parallel::kAuto) {
-      cands.push_back(data_prediction(r, n));
+      cands.emplace_back(0, data_prediction(r, n));
     }
     if (r.parallel != Parallel::kData) {
       // Stage counts the model cannot be cut into (too few places where one tensor crosses)
@@ -188,21 +263,29 @@ Result<std::vector<Prediction>> predict_scaling(const PredictRequest& r) {
         const bool one_replica = s == p;
         if (r.parallel == Parallel::kPipeline && !one_replica) continue;
         if (r.parallel == Parallel::kHybrid && one_replica) continue;
-        if (auto c = pipeline_prediction(r, n, s)) cands.push_back(std::move(*c));
+        if (auto c = pipeline_prediction(r, n, s)) cands.emplace_back(s, std::move(*c));
       }
       if (r.parallel == Parallel::kPipeline && cands.empty() && p > 1 && r.model.nodes() >= p) {
-        if (auto c = pipeline_prediction(r, n, p)) cands.push_back(std::move(*c));  // p not 2^k
+        if (auto c = pipeline_prediction(r, n, p)) cands.emplace_back(p, std::move(*c));
       }
     }
-    if (cands.empty()) cands.push_back(data_prediction(r, n));  // nothing else fits p
-    Prediction best =
-        *std::min_element(cands.begin(), cands.end(),
-                          [](const auto& a, const auto& b) { return a.step_s < b.step_s; });
+    if (cands.empty()) cands.emplace_back(0, data_prediction(r, n));  // nothing else fits p
+    auto [stages, best] = *std::min_element(
+        cands.begin(), cands.end(),
+        [](const auto& a, const auto& b) { return a.second.step_s < b.second.step_s; });
     best.nodes = n;
     best.ranks = p;
-    best.throughput_sps =
-        best.step_s > 0 ? r.compute.batch * static_cast<double>(p) / best.step_s : 0;
+    const double global = r.compute.batch * static_cast<double>(p);
+    best.throughput_sps = best.step_s > 0 ? global / best.step_s : 0;
     best.scaling_efficiency = single > 0 ? best.throughput_sps / (p * single) : 0;
+    set_intervals(
+        r, n, global,
+        [&, s = stages, fallback = best.step_s](const PredictRequest& q) {
+          if (s == 0) return data_prediction(q, n).step_s;
+          auto e = pipeline_prediction(q, n, s);
+          return e ? e->step_s : fallback;
+        },
+        best);
     out.push_back(std::move(best));
   }
   return out;
@@ -222,6 +305,12 @@ nlohmann::json predictions_to_json(const std::vector<Prediction>& ps) {
                         {"algorithm", p.algorithm},
                         {"layout", p.layout},
                         {"buckets", p.buckets}};
+    j["step_ms_range"] = {p.step_range.lo * 1e3, p.step_range.hi * 1e3};
+    j["throughput_sps_range"] = {p.throughput_range.lo, p.throughput_range.hi};
+    j["scaling_efficiency_range"] = {p.efficiency_range.lo, p.efficiency_range.hi};
+    j["compute_spread"] = p.compute_spread;
+    j["comm_spread"] = p.comm_spread;
+    if (!p.comm_spread_basis.empty()) j["comm_spread_basis"] = p.comm_spread_basis;
     if (p.bubble > 0) j["bubble"] = p.bubble;
     if (!p.partition.empty()) j["partition"] = p.partition;
     arr.push_back(std::move(j));
@@ -231,20 +320,56 @@ nlohmann::json predictions_to_json(const std::vector<Prediction>& ps) {
 
 std::string format_predictions(const std::vector<Prediction>& ps) {
   std::string o;
-  char line[256];
-  std::snprintf(line, sizeof line, "%7s %7s %10s %11s %12s %15s %10s  %-14s %s\n", "nodes", "ranks",
-                "step_ms", "compute_ms", "exposed_ms", "throughput/s", "efficiency", "algorithm",
-                "layout");
+  char line[320];
+  std::snprintf(line, sizeof line, "%7s %7s %10s %11s %12s %23s %17s  %-14s %s\n", "nodes", "ranks",
+                "step_ms", "compute_ms", "exposed_ms", "throughput/s (interval)", "efficiency %",
+                "algorithm", "layout");
   o += line;
   for (const Prediction& p : ps) {
-    std::snprintf(line, sizeof line, "%7d %7d %10s %11s %12s %15s %9s%%  %-14s %s\n", p.nodes,
+    const std::string sps = fixed(p.throughput_sps, 0) + " (" +
+                            with_range(p.throughput_range.lo, p.throughput_range.hi, 0) + ")";
+    const std::string eff =
+        fixed(100 * p.scaling_efficiency, 1) + " (" +
+        with_range(100 * p.efficiency_range.lo, 100 * p.efficiency_range.hi, 0) + ")";
+    std::snprintf(line, sizeof line, "%7d %7d %10s %11s %12s %23s %17s  %-14s %s\n", p.nodes,
                   p.ranks, fixed(p.step_s * 1e3, 2).c_str(), fixed(p.compute_s * 1e3, 2).c_str(),
-                  fixed(p.exposed_comm_s * 1e3, 2).c_str(), fixed(p.throughput_sps, 0).c_str(),
-                  fixed(100 * p.scaling_efficiency, 1).c_str(), p.algorithm.c_str(),
-                  p.layout.c_str());
+                  fixed(p.exposed_comm_s * 1e3, 2).c_str(), sps.c_str(), eff.c_str(),
+                  p.algorithm.c_str(), p.layout.c_str());
     o += line;
   }
   return o;
+}
+
+std::string interval_note(const PredictRequest& r, const std::vector<Prediction>& ps) {
+  const double compute = clamp_spread(r.compute.spread);
+  std::string o = "compute " + percent(compute) + " (" +
+                  (r.compute.spread_basis.empty() ? "no spread known" : r.compute.spread_basis) +
+                  ")";
+  // Communication's spread per distinct (spread, basis), naming the node counts of each.
+  std::vector<std::pair<std::string, std::vector<int>>> comm;
+  for (const Prediction& p : ps) {
+    if (p.ranks <= 1) continue;
+    const std::string what = percent(p.comm_spread) + " (" + p.comm_spread_basis + ")";
+    auto it =
+        std::find_if(comm.begin(), comm.end(), [&](const auto& c) { return c.first == what; });
+    if (it == comm.end()) {
+      comm.push_back({what, {p.nodes}});
+    } else {
+      it->second.push_back(p.nodes);
+    }
+  }
+  for (size_t i = 0; i < comm.size(); ++i) {
+    o += i == 0 ? "; communication " : ", ";
+    o += comm[i].first;
+    if (comm.size() > 1) {
+      std::string nodes;
+      for (int n : comm[i].second) nodes += (nodes.empty() ? "" : ",") + std::to_string(n);
+      o += " at " + nodes + " node(s)";
+    }
+  }
+  return o +
+         "; each end puts every input at the same end of its spread; the step model's own error "
+         "(overlap, contention) is not in them";
 }
 
 }  // namespace dltune::predict

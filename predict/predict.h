@@ -55,10 +55,24 @@ struct CommSource {
   // fastest measured candidate where it names none there.
   std::pair<int, int> plan_shape{0, 0};
   std::function<std::string(double bytes)> plan_algo;
+  // How far its times may be off, as relative half-widths, and why: at a shape with measured
+  // curves, the spread its sweep measured there; elsewhere the model's (a fit's error, a
+  // datasheet model's checked error; 0 for links as given).
+  std::map<std::pair<int, int>, double> measured_spread;
+  std::string measured_spread_basis = "the sweep's p10-p90 spread";
+  double model_spread = 0;
+  std::string model_spread_basis = "links as given";
+  double spread(int nodes, int per_node) const;
+  std::string spread_basis(int nodes, int per_node) const;
+  // Every time below is multiplied by this (the ends of predict_scaling()'s intervals).
+  double scale = 1;
   // Seconds of one allreduce of `bytes` on nodes x per_node ranks, and its algorithm.
   CommTime allreduce(double bytes, int nodes, int per_node) const;
   // A point-to-point message between two ranks (pipeline cuts).
   double send(double bytes, bool across_nodes, int per_node) const;
+
+ private:
+  CommTime unscaled_allreduce(double bytes, int nodes, int per_node) const;
 };
 
 struct PredictRequest {
@@ -83,6 +97,11 @@ struct PredictRequest {
   Parallel parallel = Parallel::kData;
 };
 
+// An interval [lo, hi] around a predicted value.
+struct Range {
+  double lo = 0, hi = 0;
+};
+
 struct Prediction {
   int nodes = 1, ranks = 1;
   double step_s = 0, compute_s = 0, exposed_comm_s = 0, comm_s = 0;
@@ -91,6 +110,15 @@ struct Prediction {
   int buckets = 0;
   double bubble = 0;
   std::vector<std::string> partition;  // a pipeline's: the first node of stages 1..S-1
+  // The intervals the inputs' spreads give: the same layout predicted again with the compute
+  // (request.compute.spread) and the communication (request.comm.spread() at this shape) each
+  // at either end of its spread, the extremes over those four corners (the step grows with
+  // both, so its ends are both slow and both fast; the efficiency's are mixed). The step
+  // model's own error (overlap, contention it does not model) is not in them. lo == hi == the
+  // value when both spreads are 0.
+  double compute_spread = 0, comm_spread = 0;
+  std::string comm_spread_basis;
+  Range step_range, throughput_range, efficiency_range;
 };
 
 // One rank's throughput alone: batch / its compute step.
@@ -114,10 +142,17 @@ Result<Prediction> predict_pipeline_layout(const PredictRequest& request, int no
                                            const PipelineLayout& layout);
 
 // {"predictions": [{"nodes", "ranks", "step_ms", "compute_ms", "exposed_comm_ms",
-// "throughput_sps", "scaling_efficiency", "algorithm", "layout", "comm_ms", "buckets"}]}, and
-// for pipelines "bubble" and "partition" (the first node of stages 1..S-1).
+// "throughput_sps", "scaling_efficiency", "algorithm", "layout", "comm_ms", "buckets",
+// "step_ms_range": [lo, hi], "throughput_sps_range", "scaling_efficiency_range",
+// "compute_spread", "comm_spread", "comm_spread_basis"}]}, and for pipelines "bubble" and
+// "partition" (the first node of stages 1..S-1).
 nlohmann::json predictions_to_json(const std::vector<Prediction>& p);
-// The table `dltune predict` prints.
+// The table `dltune predict` prints: throughput and efficiency each with its interval.
 std::string format_predictions(const std::vector<Prediction>& p);
+// One line on what the intervals of `p` (predicted from `request`) cover, e.g. "compute +-3 %
+// (the range of 3 timed steps); communication +-9 % (the sweep's p10-p90 spread) at 1 node(s),
+// +-12 % (twice the inter fit's RMS error) at 2,4 node(s); each end puts ...; the step model's
+// own error (overlap, contention) is not in them".
+std::string interval_note(const PredictRequest& request, const std::vector<Prediction>& p);
 
 }  // namespace dltune::predict

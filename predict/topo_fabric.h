@@ -28,6 +28,12 @@ namespace dltune::predict {
 // network's framing; an assumption of the model, applied to topology files and --inter alike).
 inline constexpr double kNetworkEfficiency = 0.9;
 
+// The allreduce model's error on links from specifications (a topology file, a device's
+// datasheet): the largest relative error of its bus bandwidth against published nccl-tests
+// results of two AWS fabrics that nothing in it was fitted to (bench/predict `fabrics`,
+// nccl_tests_err_max = 0.156). predict's intervals take it as the communication's spread there.
+inline constexpr double kSpecifiedFabricError = 0.16;
+
 struct NodeTopology {
   std::string format;  // "nccl" or "hwloc"
   int gpus = 0;

@@ -65,6 +65,7 @@ Result<NodeProfile> profile_nodes(TrainConfig cfg, int steps, int warmup, int th
   p.optimizer_s = median(opt);
   p.input_s = median(input);
   p.step_s = median(step_s);
+  p.step_samples_s = step_s;
   return p;
 }
 

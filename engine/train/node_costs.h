@@ -22,11 +22,12 @@ namespace dltune::engine {
 
 // The figures of one profile (`dltune-worker profile`'s JSON): per graph node, the median over
 // the timed steps of one step's forward and backward seconds; the optimizer's and the input's
-// share of a step (seconds).
+// share of a step (seconds); every timed step's wall seconds, in order.
 struct NodeProfile {
   int batch = 0;
   std::vector<double> forward_s, backward_s;
   double optimizer_s = 0, input_s = 0, step_s = 0;
+  std::vector<double> step_samples_s;
 };
 
 // Trains `config` (its per_rank_batch) on one rank alone, `warmup` untimed steps then `steps`

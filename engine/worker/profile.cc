@@ -120,6 +120,7 @@ Status profile(const ProfileOptions& o) {
   j["optimizer_s"] = p->optimizer_s;
   j["input_s"] = p->input_s;
   j["step_s"] = p->step_s;
+  j["step_samples_s"] = p->step_samples_s;
   return emit(o, j.dump() + "\n");
 }
 

@@ -13,9 +13,10 @@
 // recipe's own data otherwise; GPT built-ins read /usr/share/common-licenses/GPL-3). After W
 // untimed steps (default 2) it times N steps (default 5) and writes JSON: {"model", "batch",
 // "steps", "threads", "forward_s": [per node], "backward_s": [per node], "optimizer_s",
-// "input_s", "step_s"}, each the median over the timed steps of one step's seconds (forward and
-// backward of a node from the model's own clock; optimizer_s the rest of the step after
-// compute, input_s compute minus the nodes: copying the batch in and the loss). Exit: 0, 1 when
+// "input_s", "step_s", "step_samples_s"}, each but the last the median over the timed steps of
+// one step's seconds (forward and backward of a node from the model's own clock; optimizer_s
+// the rest of the step after compute, input_s compute minus the nodes: copying the batch in and
+// the loss); step_samples_s every timed step's wall seconds, in order. Exit: 0, 1 when
 // training fails, 2 for bad input (an unknown model or recipe, a batch < 1).
 //
 // --fit: each node's cost around a replica batch of B for the layout search

@@ -10,8 +10,10 @@
 // table's peak x its fraction), else measured here (dltune-worker profile). Communication:
 // --topo, then --intra / --inter, else this machine's tuning database (measured sweeps at the
 // shapes it has, level fits elsewhere). --json: {"predictions": [{"nodes", "ranks", "step_ms",
-// "compute_ms", "exposed_comm_ms", "throughput_sps", "scaling_efficiency", "algorithm", ...}],
-// ..., "note"}; "note" (for a device's compute) says that pipeline rows are a what-if, as the
+// "compute_ms", "exposed_comm_ms", "throughput_sps", "scaling_efficiency", "algorithm", ...,
+// "throughput_sps_range", ...}], ..., "interval_note", "note"}; every row carries the interval
+// its inputs' spreads give (predict/predict.h's Prediction), and the table says what they
+// cover. "note" (for a device's compute) says that pipeline rows are a what-if, as the
 // GPU engine trains data-parallel layouts only. Bad input (an unknown device or model, a node
 // count < 1, a topology file that does not parse, no model for a shape asked) exits 2 with one
 // sentence.
@@ -73,6 +75,7 @@ int run_predict(const PredictCli& c) {
     j["compute_source"] = in->compute_note;
     j["comm_source"] = in->comm_note;
     j["overlap"] = in->overlap_note;
+    j["interval_note"] = predict::interval_note(r, *p);
     if (!note.empty()) j["note"] = note;
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
@@ -88,6 +91,7 @@ int run_predict(const PredictCli& c) {
               in->comm_note.empty() ? "none needed" : in->comm_note.c_str());
   std::printf("  overlap        %s\n\n", in->overlap_note.c_str());
   std::printf("%s", predict::format_predictions(*p).c_str());
+  std::printf("\nintervals: %s\n", predict::interval_note(r, *p).c_str());
   if (!note.empty()) std::printf("\nnote: %s\n", note.c_str());
   return 0;
 }

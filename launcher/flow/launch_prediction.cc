@@ -68,6 +68,7 @@ void predict_curve(predict::PredictRequest r, const predict::MachineComm& mc, in
     // No network was measured here: a 10 Gbit/s Ethernet link per node (the namespace
     // cluster's default), said so.
     r.comm.fabric.inter = {20e-6, g_per / 1.25e9, 0};
+    r.comm.model_spread_basis += "; the assumed network's own error is unknown";
     out.curve_note =
         "across nodes: an assumed 10 Gbit/s, 20 us link per node (no inter-node "
         "sweep stored on this machine)";
@@ -194,6 +195,7 @@ LaunchPrediction LaunchPredictor::predict(const recipes::Plan& plan, bool with_c
   out.single_sps = predict::single_device_sps(r.compute);
   if (layout.pipelined()) {
     predict_pipeline(r, nodes, layout, replica_batch, *cuts, out);
+    if (out.ok) out.interval_note = predict::interval_note(r, {out.job});
     return out;
   }
   r.nodes = {nodes};
@@ -204,6 +206,7 @@ LaunchPrediction LaunchPredictor::predict(const recipes::Plan& plan, bool with_c
   }
   out.job = at_job->front();
   out.ok = true;
+  out.interval_note = predict::interval_note(r, *at_job);
   if (with_curve) predict_curve(std::move(r), mc, nodes, g_per, machines_, out);
   return out;
 }
@@ -244,6 +247,11 @@ nlohmann::json prediction_json(const LaunchPrediction& p) {
                       {"single_device_sps", p.single_sps},
                       {"compute_source", p.compute_note},
                       {"comm_source", p.comm_note}};
+  const predict::Prediction& job = p.job;
+  j["step_ms_range"] = {job.step_range.lo * 1e3, job.step_range.hi * 1e3};
+  j["throughput_sps_range"] = {job.throughput_range.lo, job.throughput_range.hi};
+  j["scaling_efficiency_range"] = {job.efficiency_range.lo, job.efficiency_range.hi};
+  j["interval_note"] = p.interval_note;
   nlohmann::json curve = nlohmann::json::array();
   for (const auto& c : p.curve) {
     curve.push_back({{"nodes", c.nodes},

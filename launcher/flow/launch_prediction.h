@@ -29,6 +29,7 @@ struct LaunchPrediction {
   std::vector<predict::Prediction> curve;  // 1, 2, 4, ... 1024 nodes
   std::string compute_note, comm_note, curve_note;
   std::string machines_note;  // what machines the job's nodes are ("" with one node)
+  std::string interval_note;  // what job's intervals cover (predict::interval_note)
   double single_sps = 0;
 };
 
@@ -98,7 +99,9 @@ AllreduceBound allreduce_bound(uint64_t gradient_bytes, int nodes, int ranks_per
                                double copy_gbs, const std::vector<predict::LevelFit>& fits);
 
 // summary.json's "prediction": {"step_ms", "compute_ms", "exposed_comm_ms", "throughput_sps",
-// "scaling_efficiency", "algorithm", "compute_source", "comm_source", "scaling": [{"nodes",
+// "scaling_efficiency", "step_ms_range": [lo, hi], "throughput_sps_range",
+// "scaling_efficiency_range", "interval_note", "algorithm", "compute_source", "comm_source",
+// "scaling": [{"nodes",
 // "ranks", "throughput_sps", "scaling_efficiency", "step_ms", "exposed_comm_ms"}],
 // "scaling_note", "machines_note" (when the job's nodes were asked about)}, or {"error": why}.
 nlohmann::json prediction_json(const LaunchPrediction& p);

@@ -216,13 +216,21 @@ void prediction_rows(const json& s, Rows& rows) {
   const json& p = s.value("prediction", json::object());
   if (!p.contains("step_ms")) return;
   const auto& st = s["step_time"];
+  // The interval its inputs' spreads give, where the prediction has one.
+  std::string interval;
+  if (const json& r = p.value("throughput_sps_range", json());
+      r.is_array() && r.size() == 2 && r[0].is_number() && r[1].is_number() &&
+      thousands(r[0].get<double>()) != thousands(r[1].get<double>())) {
+    interval = " (" + thousands(r[0].get<double>()) + "-" + thousands(r[1].get<double>()) + ")";
+  }
   rows.emplace_back("predicted",
-                    thousands(num(p, "throughput_sps")) + " samples/s, step " +
+                    thousands(num(p, "throughput_sps")) + interval + " samples/s, step " +
                         fixed(num(p, "step_ms"), 2) + " ms = compute " +
                         fixed(num(p, "compute_ms"), 2) + " ms + exposed communication " +
                         fixed(num(p, "exposed_comm_ms"), 2) + " ms (" + p.value("algorithm", "") +
                         "); measured " + thousands(num(s, "throughput_sps")) + " samples/s, step " +
                         ms(num(st, "compute_s") + num(st, "exposed_comm_s")));
+  if (!interval.empty()) rows.emplace_back("  interval", p.value("interval_note", ""));
   // Nodes that are one machine share its cores: the prediction above counted on it.
   if (p.contains("machines_note")) rows.emplace_back("  machines", p.value("machines_note", ""));
 }

@@ -561,6 +561,18 @@ TEST(LaunchOutcome, ThePredictionStandsBesideTheMeasurement) {
   EXPECT_NE(text.find("predicted          42,000 samples/s, step 12.00 ms = compute 10.00 ms"),
             std::string::npos)
       << text;
+  // With an interval (issue 41): beside the figure, and what it covers on a row of its own.
+  run.facts.prediction.job.throughput_range = {40000, 44000};
+  run.facts.prediction.interval_note = "compute +-5.0 % (the range of 3 timed steps)";
+  const auto si = run.summary();
+  EXPECT_EQ(si["prediction"]["throughput_sps_range"], nlohmann::json({40000.0, 44000.0}));
+  const std::string with = format_summary(si);
+  EXPECT_NE(with.find("predicted          42,000 (40,000-44,000) samples/s, step 12.00 ms"),
+            std::string::npos)
+      << with;
+  EXPECT_NE(with.find("    interval         compute +-5.0 % (the range of 3 timed steps)"),
+            std::string::npos)
+      << with;
 }
 
 // Issue 43, item 2: a plan that came unsigned from a bundle says so in summary.json and in the

@@ -32,10 +32,20 @@ effs = [x["scaling_efficiency"] for x in p]
 assert effs == sorted(effs, reverse=True), effs
 assert j["batch"] == 32 and j["per_node"] == 8 and j["parameters"] == 25557032, j
 assert "h100" in j["compute_source"] and "fraction" in j["compute_source"], j
+# Intervals (issue 41): a device's rate is an assumed +-25 %, its links the model's checked
+# error against nccl-tests; every range holds its value, and the note says what they cover.
+for x in p:
+    for k, lo_hi in (("step_ms", x["step_ms_range"]), ("throughput_sps", x["throughput_sps_range"]),
+                     ("scaling_efficiency", x["scaling_efficiency_range"])):
+        assert lo_hi[0] <= x[k] * (1 + 1e-12) and x[k] <= lo_hi[1] * (1 + 1e-12), (k, x)
+    assert x["compute_spread"] == 0.25 and x["comm_spread"] == 0.16, x
+    assert x["throughput_sps_range"][1] > 1.3 * x["throughput_sps_range"][0], x
+assert "compute +-25 % (the assumed fraction of peak)" in j["interval_note"], j["interval_note"]
 PY
 "$dltune" predict resnet50 --nodes 1,8 --per-node 8 --device h100 --inter 50 >"$tmp/h100.txt" ||
   fail "the table exited $?"
-grep -q "exposed_ms" "$tmp/h100.txt" && grep -q "efficiency" "$tmp/h100.txt" ||
+grep -q "exposed_ms" "$tmp/h100.txt" && grep -q "efficiency" "$tmp/h100.txt" &&
+  grep -q "throughput/s (interval)" "$tmp/h100.txt" && grep -q "^intervals: compute" "$tmp/h100.txt" ||
   fail "the table: $(cat "$tmp/h100.txt")"
 
 # A published throughput on the nodes of a topology file (8 GPUs, 4 x 100 Gbit/s EFA).
@@ -61,6 +71,11 @@ assert p["step_ms"] > 0 and "measured here" in j["compute_source"], j
 # One rank on this node computes on all its cores, as a launch runs it (issue 38).
 assert j["threads_per_rank"] >= 1, j
 assert f'{j["threads_per_rank"]} thread' in j["compute_source"], j
+# Its interval is the timed steps' spread (2 steps), exact in nothing else.
+assert "the range of 2 timed steps" in j["interval_note"], j["interval_note"]
+lo, hi = p["throughput_sps_range"]
+assert lo < p["throughput_sps"] < hi or p["compute_spread"] == 0, p
+assert abs(hi / p["throughput_sps"] - 1 / (1 - p["compute_spread"])) < 1e-9, p
 PY
 "$dltune" predict lenet --nodes 1 --per-node 1 --batch 16 --profile-steps 2 --threads-per-rank 1 \
   >"$tmp/here1.txt" 2>"$tmp/err" || fail "--threads-per-rank 1 exited $?: $(cat "$tmp/err")"
