@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <map>
 
 #include "common/stats.h"
 #include "engine/core/rng.h"
+#include "recipes/model/ops.h"
 
 namespace dltune::engine {
 namespace {
@@ -19,6 +21,18 @@ double seconds_since(Clock::time_point t) {
 void fill_normal(Buffer& b, uint64_t seed) {
   Rng rng(seed);
   for (size_t i = 0; i < b.size(); ++i) b[i] = rng.normal();
+}
+
+// What makes two nodes' timings interchangeable: the op with every attribute, and its shapes.
+std::string shape_signature(Model& m, int node) {
+  const Op& op = m.op(node);
+  const recipes::Node& n = m.graph().nodes[static_cast<size_t>(node)];
+  std::string s = recipes::describe_op(n.op, n.attrs, true) + " in";
+  for (const Shape& in : op.in_shapes()) {
+    for (int64_t d : in) s += " " + std::to_string(d);
+    s += ";";
+  }
+  return s;
 }
 
 }  // namespace
@@ -74,6 +88,7 @@ Result<std::vector<KernelTiming>> time_node_kernels(Model& m, int node,
 }
 
 Result<std::vector<NodeKernelChoice>> select_kernels(Model& m, const KernelSelectOptions& opt) {
+  const auto t0 = Clock::now();
   if (opt.batch > m.max_batch()) m.reserve(opt.batch);
   Buffer input(static_cast<size_t>(opt.batch * m.input_numel()));
   const bool tokens = m.graph().input_kind == recipes::InputKind::kTokens;
@@ -81,30 +96,48 @@ Result<std::vector<NodeKernelChoice>> select_kernels(Model& m, const KernelSelec
   for (size_t i = 0; i < input.size(); ++i)
     input[i] = tokens ? static_cast<float>(rng.below(2)) : rng.normal();
   m.forward(input.data(), opt.batch, true, 0, /*update_state=*/false);
-  std::vector<NodeKernelChoice> report;
-  KernelChoices best;
+  std::vector<NodeKernelChoice> report(static_cast<size_t>(m.num_nodes()));
+  std::vector<int> choosing;  // nodes with a choice, largest forward FLOPs first
   for (int i = 0; i < m.num_nodes(); ++i) {
-    NodeKernelChoice c;
+    NodeKernelChoice& c = report[static_cast<size_t>(i)];
     c.node = i;
     c.name = m.graph().nodes[static_cast<size_t>(i)].name;
     c.op = m.op(i).kind();
-    const std::vector<std::string> kernels = m.kernel_candidates(i);
-    if (kernels.size() < 2) {
-      c.chosen = m.kernel(i);
-      c.reason = "only kernel";
-      report.push_back(std::move(c));
+    c.chosen = m.kernel(i);
+    c.reason = "only kernel";
+    if (m.kernel_candidates(i).size() >= 2) choosing.push_back(i);
+  }
+  auto flops = [&](int i) {
+    const recipes::Node& n = m.graph().nodes[static_cast<size_t>(i)];
+    return recipes::op_flops(n.op, n.attrs, m.op(i).in_shapes(), m.op(i).out_shape());
+  };
+  std::stable_sort(choosing.begin(), choosing.end(),
+                   [&](int a, int b) { return flops(a) > flops(b); });
+  std::map<std::string, int> measured;  // op, attributes and shapes -> the node measured
+  KernelChoices best;
+  for (int i : choosing) {
+    NodeKernelChoice& c = report[static_cast<size_t>(i)];
+    const std::string same = shape_signature(m, i);
+    if (auto it = measured.find(same); it != measured.end()) {
+      const NodeKernelChoice& first = report[static_cast<size_t>(it->second)];
+      c.chosen = first.chosen;
+      c.timings = first.timings;
+      c.reason = "as " + first.name + ": same op and shapes";
+    } else if (opt.seconds > 0 && seconds_since(t0) > opt.seconds) {
+      c.reason = "not measured: the time limit";
       continue;
+    } else {
+      auto t = time_node_kernels(m, i, opt);
+      if (!t) return t.error();
+      c.timings = std::move(*t);
+      const auto fastest = std::min_element(
+          c.timings.begin(), c.timings.end(),
+          [](const KernelTiming& a, const KernelTiming& b) { return a.median_s < b.median_s; });
+      c.chosen = fastest->kernel;
+      c.reason = "fastest of " + std::to_string(c.timings.size()) + " measured";
+      measured[same] = i;
     }
-    auto t = time_node_kernels(m, i, opt);
-    if (!t) return t.error();
-    c.timings = std::move(*t);
-    const auto fastest = std::min_element(
-        c.timings.begin(), c.timings.end(),
-        [](const KernelTiming& a, const KernelTiming& b) { return a.median_s < b.median_s; });
-    c.chosen = fastest->kernel;
-    c.reason = "fastest of " + std::to_string(c.timings.size()) + " measured";
     best[c.name] = c.chosen;
-    report.push_back(std::move(c));
   }
   DLTUNE_TRY(m.set_kernels(best));
   return report;
@@ -118,17 +151,23 @@ KernelChoices choices_of(const std::vector<NodeKernelChoice>& report) {
 
 std::string kernel_report_text(const std::vector<NodeKernelChoice>& report) {
   std::string s;
-  char line[256];
+  char line[512];
+  std::snprintf(line, sizeof line, "  %-24s %-10s %-10s  %-40s %s\n", "node", "op", "kernel",
+                "each candidate's fwd+bwd (median)", "why");
+  s += line;
   for (const auto& c : report) {
-    if (c.timings.empty()) continue;
-    std::snprintf(line, sizeof line, "  %-28s %-10s %-10s", c.name.c_str(), c.op.c_str(),
-                  c.chosen.c_str());
-    s += line;
+    if (c.reason == "only kernel") continue;
+    std::string timings;
     for (const auto& t : c.timings) {
-      std::snprintf(line, sizeof line, "  %s %.3f ms", t.kernel.c_str(), 1e3 * t.median_s);
-      s += line;
+      char one[96];
+      std::snprintf(one, sizeof one, "%s%s %.3f ms", timings.empty() ? "" : ", ", t.kernel.c_str(),
+                    1e3 * t.median_s);
+      timings += one;
     }
-    s += "\n";
+    std::snprintf(line, sizeof line, "  %-24s %-10s %-10s  %-40s %s\n", c.name.c_str(),
+                  c.op.c_str(), c.chosen.c_str(), timings.empty() ? "-" : timings.c_str(),
+                  c.reason.c_str());
+    s += line;
   }
   return s;
 }

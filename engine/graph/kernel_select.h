@@ -43,6 +43,10 @@ struct KernelSelectOptions {
   int batch = 32;   // samples per timed pass (the rank's micro-batch)
   int warmup = 1;   // unmeasured passes per candidate before the rounds
   int repeats = 5;  // measured rounds (each runs every candidate once)
+  // Wall seconds for the whole selection (0: no limit). Nodes are measured in the order of
+  // their forward FLOPs, largest first, so a limit leaves the cheapest ones unmeasured: they
+  // keep the kernel they had, with the reason "not measured: the time limit".
+  double seconds = 0;
 };
 
 // Times every candidate kernel of node `node` (see the header). Preconditions: the model is
@@ -52,7 +56,9 @@ Result<std::vector<KernelTiming>> time_node_kernels(Model& m, int node,
                                                     const KernelSelectOptions& opt);
 
 // Measures every node of `m` that has more than one kernel and sets it to its fastest; nodes
-// with one kernel are listed with it. Runs one training forward on random inputs first (the
+// with one kernel are listed with it. A node with the same op, attributes and shapes as one
+// measured before takes that one's choice and timings unmeasured (reason "as NODE: same op and
+// shapes"): ResNets repeat their blocks. Runs one training forward on random inputs first (the
 // model is reserved for opt.batch when it is not). The model's parameters are left as they
 // were; their gradients and the activations are overwritten. Errors: as time_node_kernels.
 Result<std::vector<NodeKernelChoice>> select_kernels(Model& m, const KernelSelectOptions& opt);
@@ -60,8 +66,9 @@ Result<std::vector<NodeKernelChoice>> select_kernels(Model& m, const KernelSelec
 // The choices of a report (every node, the defaults included).
 KernelChoices choices_of(const std::vector<NodeKernelChoice>& report);
 
-// The report as a table (one line per node with a choice: name, op, chosen kernel, each
-// candidate's median in ms), and as JSON: [{"node", "op", "kernel", "reason", "timings":
+// The report as a table (a header, then one line per node with a choice: name, op, chosen
+// kernel, each candidate's median in ms, the reason), and as JSON: [{"node", "op", "kernel",
+// "reason", "timings":
 // [{"kernel", "median_ms", "min_ms", "max_ms", "samples"}]}].
 std::string kernel_report_text(const std::vector<NodeKernelChoice>& report);
 nlohmann::json kernel_report_json(const std::vector<NodeKernelChoice>& report);

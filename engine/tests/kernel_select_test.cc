@@ -68,6 +68,54 @@ TEST(KernelSelect, TimesEveryCandidateAndKeepsTheFastest) {
   EXPECT_EQ(fresh->kernels(), m->kernels());
 }
 
+// ResNet-20 repeats its blocks: a node with the same op and shapes as one measured takes that
+// one's choice unmeasured; a time limit leaves nodes unmeasured on the kernel they had.
+TEST(KernelSelect, RepeatedShapesAreMeasuredOnceAndALimitStopsMeasuring) {
+  auto g = recipes::builtin_graph("resnet20", {});
+  ASSERT_TRUE(g.has_value());
+  auto m = Model::build(*g, "resnet20");
+  ASSERT_TRUE(m.ok());
+  m->init_params(1);
+  KernelSelectOptions opt;
+  opt.batch = 2;
+  opt.repeats = 1;
+  auto report = select_kernels(*m, opt);
+  ASSERT_TRUE(report.ok()) << report.error().message();
+  int measured = 0, reused = 0;
+  for (const NodeKernelChoice& c : *report) {
+    if (c.reason.rfind("fastest of", 0) == 0) ++measured;
+    if (c.reason.rfind("as ", 0) != 0) continue;
+    ++reused;
+    // The twin it names was measured, with the same op and input shape, and chose alike.
+    const std::string twin = c.reason.substr(3, c.reason.find(':') - 3);
+    const auto it = std::find_if(report->begin(), report->end(),
+                                 [&](const NodeKernelChoice& o) { return o.name == twin; });
+    ASSERT_NE(it, report->end()) << c.reason;
+    EXPECT_EQ(it->reason.rfind("fastest of", 0), 0u) << it->reason;
+    EXPECT_EQ(it->chosen, c.chosen);
+    EXPECT_EQ(m->op(it->node).in_shapes(), m->op(c.node).in_shapes()) << c.name;
+    EXPECT_EQ(m->kernel(c.node), c.chosen);
+  }
+  // layer1's six 3x3 convolutions on 16x32x32 are one shape: at most one of them measured.
+  EXPECT_GE(reused, 5);
+  EXPECT_GE(measured, 3);  // a 3x3 convolution in each of the three stages at least
+  KernelSelectOptions limited = opt;
+  limited.seconds = 1e-9;  // spent before the first node
+  auto fresh = Model::build(*g, "resnet20");
+  ASSERT_TRUE(fresh.ok());
+  fresh->init_params(1);
+  const auto defaults = fresh->kernels();
+  auto none = select_kernels(*fresh, limited);
+  ASSERT_TRUE(none.ok());
+  for (const NodeKernelChoice& c : *none) {
+    EXPECT_TRUE(c.timings.empty()) << c.name;
+    if (fresh->kernel_candidates(c.node).size() > 1) {
+      EXPECT_EQ(c.reason, "not measured: the time limit") << c.name;
+    }
+  }
+  EXPECT_EQ(fresh->kernels(), defaults);
+}
+
 TEST(KernelSelect, BadChoicesAreRefusedAndChangeNothing) {
   auto g = recipes::builtin_graph("lenet5", {});
   auto m = Model::build(*g, "lenet5");

@@ -1,6 +1,7 @@
 #include "engine/worker/profile.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -11,9 +12,11 @@
 #include "common/paths.h"
 #include "common/strings.h"
 #include "engine/gpu/gpu_context.h"
+#include "engine/graph/kernel_select.h"
 #include "engine/train/node_costs.h"
 #include "engine/train/recipe_config.h"
 #include "engine/train/train_data.h"
+#include "engine/train/trainer.h"
 #include "recipes/model/builtins.h"
 #include "recipes/plan.h"
 #include "recipes/recipe.h"
@@ -24,8 +27,10 @@ namespace {
 struct ProfileOptions {
   std::string model, recipe, out;
   int batch = 32, steps = 5, warmup = 2, threads = 1;
-  bool fit = false, device_memory = false;
+  bool fit = false, device_memory = false, kernels = false;
   bool steps_given = false;  // --steps on the command line (--fit's default is 3)
+  std::string precision;     // --kernels: "" (the recipe's), fp32, bf16
+  double seconds = 0;        // --kernels: the selection's time limit (0: none)
 };
 
 ProfileOptions& opts() {
@@ -93,6 +98,39 @@ Status fit(const ProfileOptions& o, const TrainConfig& cfg) {
   return emit(o, planning::node_costs_to_json(*costs).dump() + "\n");
 }
 
+// --kernels: each node's kernel chosen by measurement at --batch on --threads
+// (engine/graph/kernel_select.h), within --seconds.
+Status kernels(const ProfileOptions& o, TrainConfig cfg) {
+  const auto t0 = std::chrono::steady_clock::now();
+  cfg.threads = o.threads;
+  cfg.eval_every = 0;
+  cfg.checkpoint_every = 0;
+  if (!o.precision.empty()) cfg.precision = o.precision;
+  Dataset train;
+  DLTUNE_TRY(load_train_data(cfg, &train, nullptr, cfg.train_size));
+  auto trainer = Trainer::create(cfg, nullptr, train, nullptr);
+  if (!trainer) return trainer.error();
+  KernelSelectOptions ko;
+  ko.batch = static_cast<int>(cfg.per_rank_batch);
+  ko.seconds = o.seconds;
+  auto report = select_kernels((*trainer)->model(), ko);
+  if (!report) return report.error();
+  nlohmann::json choices = nlohmann::json::object();
+  for (const NodeKernelChoice& c : *report) {
+    if (!c.timings.empty()) choices[c.name] = c.chosen;
+  }
+  nlohmann::json j;
+  j["model"] = o.model.empty() ? o.recipe : o.model;
+  j["batch"] = o.batch;
+  j["threads"] = o.threads;
+  j["precision"] = cfg.precision;
+  j["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  j["kernels"] = kernel_report_json(*report);
+  j["text"] = kernel_report_text(*report);
+  j["choices"] = std::move(choices);
+  return emit(o, j.dump() + "\n");
+}
+
 // --device-memory: GPU 0's memory.
 Status device_memory(const ProfileOptions& o) {
   auto bytes = gpu::device_memory_bytes(0);
@@ -108,6 +146,7 @@ Status profile(const ProfileOptions& o) {
   auto cfg = profile_config(o.model, o.recipe, o.fit ? std::min(o.batch, 64) : o.batch);
   if (!cfg) return cfg.error();
   if (o.fit) return fit(o, *cfg);
+  if (o.kernels) return kernels(o, *cfg);
   auto p = profile_nodes(*cfg, o.steps, o.warmup, o.threads);
   if (!p) return p.error();
   nlohmann::json j;
@@ -145,6 +184,11 @@ CLI::App* add_profile_command(CLI::App& app) {
   cmd->add_flag("--fit", o.fit,
                 "each node's per-sample and per-call cost around --batch (the layout search's)");
   cmd->add_flag("--device-memory", o.device_memory, "GPU 0's memory as this process sees it");
+  cmd->add_flag("--kernels", o.kernels,
+                "choose each node's kernel by measurement at --batch on --threads");
+  cmd->add_option("--precision", o.precision, "--kernels: fp32 or bf16 (default: the recipe's)");
+  cmd->add_option("--seconds", o.seconds, "--kernels: time limit (largest nodes first)")
+      ->check(CLI::NonNegativeNumber);
   return cmd;
 }
 
@@ -153,7 +197,7 @@ int run_profile_command() {
   auto st = profile(o);
   if (!st) {
     // --fit and --device-memory answer the launcher, which reads the reason from --out.
-    const bool answered = (o.fit || o.device_memory) && !o.out.empty() &&
+    const bool answered = (o.fit || o.device_memory || o.kernels) && !o.out.empty() &&
                           paths::write_file_atomic(
                               o.out, nlohmann::json{{"error", st.error().message()}}.dump() + "\n")
                               .ok();

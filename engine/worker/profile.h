@@ -26,8 +26,15 @@
 // --device-memory: {"device_memory_bytes": N}, GPU 0's memory as this process sees it; exit 2
 // when no GPU answers (no CUDA build, no device).
 //
-// With --fit or --device-memory and --out, a failure writes {"error": "why"} there instead of
-// to standard error (the launcher asks, and says why in its own words), with the exit code.
+// --kernels: each node's kernel chosen by measurement (engine/graph/kernel_select.h) at
+// --batch on --threads, in --precision (default the recipe's), within --seconds (default no
+// limit; the largest nodes first), as {"model", "batch", "threads", "precision", "seconds"
+// (taken), "kernels": [kernel_report_json's], "text": kernel_report_text's table, "choices":
+// {node: kernel} (the measured nodes and those that took a measured twin's choice)}.
+//
+// With --fit, --device-memory or --kernels and --out, a failure writes {"error": "why"} there
+// instead of to standard error (the launcher asks, and says why in its own words), with the exit
+// code.
 #pragma once
 
 #include <string>

@@ -2,6 +2,7 @@
 //
 //   dltune model list [--json]
 //   dltune model show MODEL|RECIPE [--input C,H,W|T] [--json]
+//                     [--kernels [--kernel-batch B] [--threads T] [--precision fp32|bf16]]
 //   dltune model forward MODEL|RECIPE --weights W --input X -o Y
 //
 // MODEL is a built-in name (dltune model list); anything else is a recipe file or a bundled
@@ -9,7 +10,11 @@
 // each node's op and attributes, inputs, output shape, parameters and forward FLOPs per sample;
 // --json has "parameters" (the total, a tied tensor counted once), "flops_per_sample" and
 // "nodes", and "memory", the memory model's terms for the best layout (launch_layout.h's
-// candidate_json()). `forward` runs in dltune-worker (the launcher links no BLAS).
+// candidate_json()). --kernels measures each node's candidate kernels here (dltune-worker
+// profile --kernels, engine/graph/kernel_select.h) and shows which each node runs and why (a
+// launch's tuning makes the same choice for its plan, launcher/flow/plan_kernels.h); --json
+// adds "kernels", the worker's answer. `forward` runs in dltune-worker (the launcher links no
+// BLAS).
 #include <algorithm>
 #include <cstdio>
 #include <memory>
@@ -36,7 +41,33 @@ struct ModelOptions {
   int64_t batch = 1;
   int ranks = 1, stages = 0, microbatches = 0;
   std::string optimizer, schedule, recompute, offload;
+  // --kernels: each node's kernel measured here at `kernel_batch` on `threads`, in `precision`.
+  bool kernels = false;
+  int64_t kernel_batch = 32;
+  int threads = 1;
+  std::string precision;
 };
+
+// The worker's kernel choice for `o` (dltune-worker profile --kernels): its JSON, with "text",
+// the table. Errors: --input with a built-in model (measured at its own input only), the
+// worker's.
+Result<nlohmann::json> measure_kernels(const ModelOptions& o) {
+  auto worker = sibling_program("dltune-worker");
+  if (!worker) return worker.error();
+  std::vector<std::string> args = {"--kernels", "--batch", std::to_string(o.kernel_batch),
+                                   "--threads", std::to_string(o.threads)};
+  if (recipes::builtin_info(o.model)) {
+    if (!o.input.empty())
+      return invalid_input("--kernels measures a built-in model at its own input: drop --input");
+    args.insert(args.end(), {"--model", o.model});
+  } else {
+    auto path = recipes::resolve_recipe_path(o.model);
+    if (!path) return path.error();
+    args.insert(args.end(), {"--recipe", *path});
+  }
+  if (!o.precision.empty()) args.insert(args.end(), {"--precision", o.precision});
+  return launcher::ask_worker(*worker, args);
+}
 
 // The memory model's terms for `o` (the layout search, launch_layout.h): the best layout's
 // {"layout", "replica_batch", "stages": [{"first_node", "terms"}]}.
@@ -178,6 +209,12 @@ int run_show(const ModelOptions& o) {
   }
   auto memory = memory_terms(o);
   if (!memory) return report_error("model show", memory.error());
+  nlohmann::json kernels;
+  if (o.kernels) {
+    auto k = measure_kernels(o);
+    if (!k) return report_error("model show --kernels", k.error());
+    kernels = std::move(*k);
+  }
   if (o.json) {
     nlohmann::json j = {{"model", name},
                         {"memory", *memory},
@@ -187,6 +224,7 @@ int run_show(const ModelOptions& o) {
                         {"state", info.state_floats},
                         {"flops_per_sample", info.flops_per_sample},
                         {"nodes", nodes}};
+    if (o.kernels) j["kernels"] = kernels;
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
   }
@@ -232,6 +270,14 @@ int run_show(const ModelOptions& o) {
     if (t.value("offloaded_to_host", 0) > 0)
       std::printf("  %-8s optimizer state in host memory, not in the total: %s\n", "",
                   mem("offloaded_to_host").c_str());
+  }
+  if (o.kernels) {
+    std::printf(
+        "\nkernels at batch %lld on %d thread(s), %s, measured here in %.1f s (a node "
+        "with one kernel is not listed):\n%s",
+        static_cast<long long>(o.kernel_batch), o.threads,
+        kernels.value("precision", "fp32").c_str(), kernels.value("seconds", 0.0),
+        kernels.value("text", "").c_str());
   }
   return 0;
 }
@@ -288,6 +334,15 @@ void setup_model(CLI::App& app, int* exit_code) {
   show->add_option("--offload", opts->offload,
                    "none | optimizer (the GPU engine's optimizer state in host memory)");
   show->add_option("--optimizer", opts->optimizer, "sgd | adamw (default sgd)");
+  show->add_flag("--kernels", opts->kernels,
+                 "measure each node's kernels here (the engine's, oneDNN's) and show the choice");
+  show->add_option("--kernel-batch", opts->kernel_batch, "--kernels: samples per timed pass")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  show->add_option("--threads", opts->threads, "--kernels: threads (default 1)")
+      ->check(CLI::Range(1, 1024));
+  show->add_option("--precision", opts->precision, "--kernels: fp32 | bf16 (default the recipe's)")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
   show->callback([exit_code, opts] { *exit_code = run_show(*opts); });
 
   auto* forward = cmd->add_subcommand(

@@ -36,32 +36,6 @@ Result<recipes::Recipe> target_of(const LayoutQuery& q) {
   return r;
 }
 
-// Runs `dltune-worker profile ARGS --out FILE` and returns what it wrote; the worker's
-// {"error": "..."} as an error of its exit code's kind.
-Result<nlohmann::json> ask_worker(const std::string& worker, std::vector<std::string> args) {
-  auto tmp = TempDir::create_in_tmp("dltune-layout");
-  if (!tmp) return tmp.error();
-  const std::string out = tmp->path() + "/answer.json";
-  args.insert(args.begin(), {worker, "profile"});
-  args.insert(args.end(), {"--out", out});
-  auto rc = cli::run_to_completion(args, "layout");
-  if (!rc) return rc.error();
-  auto text = paths::read_file(out);
-  if (!text)
-    return internal_error("dltune-worker profile ended with code " + std::to_string(*rc) +
-                          " and wrote no answer");
-  auto j = parse_json_bounded(*text, {.max_bytes = 16 << 20, .max_depth = 8});
-  if (!j) return j.error().wrap("dltune-worker profile's answer");
-  const auto error = j->find("error");
-  if (error != j->end() || *rc != 0) {
-    const std::string msg = error != j->end() && error->is_string()
-                                ? error->get<std::string>()
-                                : "dltune-worker profile ended with code " + std::to_string(*rc);
-    return *rc == 2 ? invalid_input(msg) : peer_failed(msg);
-  }
-  return j;
-}
-
 // GPU 0's memory as a rank's process sees it (the worker asks CUDA: this process links none).
 planning::GpuMemoryFn gpu_memory_of(const std::string& worker) {
   return [worker]() -> Result<uint64_t> {
@@ -181,6 +155,30 @@ Result<LayoutAnswer> search(const recipes::Graph& graph, const planning::LayoutR
 }
 
 }  // namespace
+
+Result<nlohmann::json> ask_worker(const std::string& worker, std::vector<std::string> args) {
+  auto tmp = TempDir::create_in_tmp("dltune-layout");
+  if (!tmp) return tmp.error();
+  const std::string out = tmp->path() + "/answer.json";
+  args.insert(args.begin(), {worker, "profile"});
+  args.insert(args.end(), {"--out", out});
+  auto rc = cli::run_to_completion(args, "layout");
+  if (!rc) return rc.error();
+  auto text = paths::read_file(out);
+  if (!text)
+    return internal_error("dltune-worker profile ended with code " + std::to_string(*rc) +
+                          " and wrote no answer");
+  auto j = parse_json_bounded(*text, {.max_bytes = 16 << 20, .max_depth = 8});
+  if (!j) return j.error().wrap("dltune-worker profile's answer");
+  const auto error = j->find("error");
+  if (error != j->end() || *rc != 0) {
+    const std::string msg = error != j->end() && error->is_string()
+                                ? error->get<std::string>()
+                                : "dltune-worker profile ended with code " + std::to_string(*rc);
+    return *rc == 2 ? invalid_input(msg) : peer_failed(msg);
+  }
+  return j;
+}
 
 Result<LayoutAnswer> query_layouts(const LayoutQuery& q) {
   auto r = target_of(q);

@@ -50,6 +50,11 @@ struct LayoutAnswer {
                                 // "FLOPs (why they were not measured)"
 };
 
+// Runs `dltune-worker profile ARGS --out FILE` (worker: its path) and returns the JSON it
+// wrote; the worker's {"error": "..."} (or a non-zero exit) as an error of its exit code's kind
+// (invalid_input for 2, else peer_failed).
+Result<nlohmann::json> ask_worker(const std::string& worker, std::vector<std::string> args);
+
 // The layouts `q` fits, best first. Errors: invalid_input when no layout fits (by how much, and
 // what would fit) or the recipe's or the query's layout settings cannot be met or are unknown;
 // the recipe's load errors; not_found for an unknown built-in model.

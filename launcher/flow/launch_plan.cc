@@ -13,6 +13,7 @@
 #include "launcher/flow/cost_fits.h"
 #include "launcher/flow/event_follower.h"
 #include "launcher/flow/launch_progress.h"
+#include "launcher/flow/plan_kernels.h"
 #include "launcher/flow/plan_words.h"
 #include "recipes/datasets.h"
 #include "recipes/plan_fit.h"
@@ -462,6 +463,14 @@ Status tune_here(const PlanRequest& r, const tdb::Key& key, const NearHint& hint
   auto tuned = tuner::tune_recipe(req, run_trials, r.work_dir);
   if (!tuned) return std::move(tuned).error().wrap("tuning the recipe");
   take_tuned(r, *tuned, *base, budget, t0, choice);
+  // Each layer's kernel, measured for the plan's batch and threads (plan_kernels.h): within
+  // 15 % of the budget (2-30 s), counted in the tuning's time.
+  if (r.progress != nullptr) r.progress->status("choosing each layer's kernel by measurement");
+  const std::string kernels = choose_plan_kernels(*worker, r.recipe_path, &choice.plan,
+                                                  std::clamp(0.15 * budget, 2.0, 30.0));
+  if (!kernels.empty()) choice.notes.push_back(kernels);
+  choice.tuning_s = seconds_since(t0);
+  choice.plan.provenance.tuning_s = choice.tuning_s;
   const tdb::Provenance prov = tdb::local_provenance();
   DLTUNE_TRY_CTX(store_or_note(r.layers.user_db, {key, recipes::serialize_plan(choice.plan), prov},
                                {}, tuner::recipe_trial_rows(*tuned, key, prov), choice),

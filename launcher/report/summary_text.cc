@@ -1,11 +1,13 @@
 // The summary a person reads at the end of `dltune launch` (launch_outcome.h): summary.json's
 // figures as (label, value) rows, printed with the values wrapped under their column.
 #include <algorithm>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "common/strings.h"
+#include "launcher/flow/plan_kernels.h"
 #include "launcher/flow/reshape.h"
 #include "launcher/flow/text_format.h"
 #include "launcher/report/launch_outcome.h"
@@ -188,6 +190,12 @@ void plan_rows(const json& s, const json& par, bool pipelined, Rows& rows) {
                         tp.value("scaling", "") + " scaling, lr x" + fixed(num(tp, "lr_scale"), 2) +
                         ", bucket " + bytes_text(num(tp, "bucket_bytes")) + ", overlap " +
                         (tp.value("overlap", false) ? "on" : "off"));
+  if (const json k = tp.value("kernels", json()); k.is_object() && !k.empty()) {
+    std::map<std::string, std::string> kernels;
+    for (const auto& [node, kernel] : k.items())
+      if (kernel.is_string()) kernels[node] = kernel.get<std::string>();
+    rows.emplace_back("  kernels", kernels_text(kernels));
+  }
   if (pipelined) rows.emplace_back("  layout", par.value("reason", ""));
   if (!s.value("plan_reason", "").empty()) rows.emplace_back("  why", s.value("plan_reason", ""));
   const auto& ar = s["allreduce"];

@@ -110,6 +110,22 @@ grep -q "did you mean 'steps'" "$tmp/err" || fail "--set unknown key: $(cat "$tm
 "$dltune" launch quickstart --dry-run --set steps >/dev/null 2>"$tmp/err"
 [ $? -eq 2 ] || fail "--set without = did not exit 2"
 
+# model show --kernels (issue 38): each node's kernel measured here, which it runs and why.
+"$dltune" model show lenet5 --kernels --kernel-batch 4 >"$tmp/out" 2>&1 || fail "model show --kernels: $(cat "$tmp/out")"
+grep -q "^kernels at batch 4 on 1 thread(s), fp32, measured here in" "$tmp/out" &&
+  grep -Eq "^  conv2d1 +conv2d +[a-z0-9]+ .* ms.*fastest of [0-9] measured" "$tmp/out" ||
+  fail "model show --kernels: $(cat "$tmp/out")"
+"$dltune" model show lenet5 --kernels --kernel-batch 4 --json >"$tmp/out" 2>&1 || fail "model show --kernels --json"
+python3 - "$tmp/out" <<'PY' || fail "model show --kernels --json: $(cat "$tmp/out")"
+import json, sys
+k = json.load(open(sys.argv[1]))["kernels"]
+conv1 = next(n for n in k["kernels"] if n["node"] == "conv2d1")
+assert conv1["kernel"] == k["choices"]["conv2d1"], k
+assert conv1["kernel"] == min(conv1["timings"], key=lambda t: t["median_ms"])["kernel"], conv1
+PY
+"$dltune" model show lenet5 --kernels --input 1,32,32 >"$tmp/out" 2>&1
+[ $? -eq 2 ] && grep -q "drop --input" "$tmp/out" || fail "--kernels with --input: $(cat "$tmp/out")"
+
 # recipe show: YAML by default, JSON with --json, no placeholders; data recipes still shown.
 "$dltune" recipe show quickstart >"$tmp/out" || fail "recipe show exited $?"
 grep -q "^name: quickstart$" "$tmp/out" || fail "recipe show is not YAML: $(head -3 "$tmp/out")"

@@ -16,7 +16,7 @@ for n in 1 2; do
   echo "run $n: $(python3 -c "print(round($(date +%s.%N) - $start, 1))") s"
   cat "$tmp/out$n"
   run=$(ls -dt "$DLTUNE_RUNS_DIR"/*/ | head -1)
-  python3 - "$run/summary.json" "$n" <<'PY' || fail "run $n summary"
+  python3 - "$run/summary.json" "$n" "$tmp/kernels$n" <<'PY' || fail "run $n summary"
 import json, sys
 s = json.load(open(sys.argv[1]))
 want = "tuned" if sys.argv[2] == "1" else "cache"
@@ -27,7 +27,15 @@ assert (s["tuning_seconds"] > 0) == (want == "tuned"), s["tuning_seconds"]
 # The recipe's budget, a promise: + 10 %, and 2 s for a loaded CI machine's process start-up and
 # shut-down.
 assert s["tuning_seconds"] <= 20 * 1.1 + 2, s["tuning_seconds"]
+# Each layer's kernel chosen by measurement while tuning (issue 38), kept with the cached plan:
+# LeNet's first convolution chooses between the direct and the im2col kernel.
+k = s["plan"]["training"].get("kernels", {})
+assert k.get("conv2d1") in ("direct", "im2col"), k
+open(sys.argv[3], "w").write(json.dumps(k, sort_keys=True))
 PY
 done
+cmp -s "$tmp/kernels1" "$tmp/kernels2" || fail "the cached plan's kernels differ: $(cat "$tmp/kernels1" "$tmp/kernels2")"
+grep -q "kernels chosen by measurement in" "$tmp/out1" && grep -q "    kernels  .*(chosen by measurement)" "$tmp/out2" ||
+  fail "the kernels were not told: $(cat "$tmp/out1" "$tmp/out2")"
 grep -q "plan: cached in $DLTUNE_DB" "$tmp/out2" || fail "the second run did not say it used the cache"
 echo "quickstart: all checks passed"
