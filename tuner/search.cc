@@ -357,6 +357,18 @@ Result<SearchResult> model_based_search(CollectiveSource& source,
       continue;
     }
     t.skipped_since_check = 0;
+    // The winner measured at the nearest smaller size stays a contender: above the probes the
+    // models keep only two, and on a noisy network a model refit with one lucky or unlucky
+    // median may drop the algorithm that won just below (4 namespace nodes, 8 MiB: hier, the
+    // winner at 4 MiB, was left out for two flat rings, 0.69 of it in the verifying run).
+    for (size_t j = i; j-- > 0;) {
+      const SizeChoice& below = out.choices[j];
+      if (!below.measured || below.algo.empty()) continue;
+      if (std::find(contenders.begin(), contenders.end(), below.algo) == contenders.end() &&
+          models.count(below.algo))
+        contenders.push_back(below.algo);
+      break;
+    }
     Status s = t.measure_at(i, contenders);
     if (s.ok() && t.surprised) {
       // The winner's model now includes its surprising time: ask the models again and measure

@@ -7,7 +7,8 @@
 // dominate the total) is never spent on algorithms that have no chance. The models can be wrong
 // where the probes could not see (a cliff above them: memory paged out between calls, a
 // segment past its huge pages), so: the largest size, where they extrapolate furthest, is
-// always measured, with at least its two best predicted algorithms; and wherever a measured
+// always measured, with at least its two best predicted algorithms; at every size measured,
+// the winner measured at the nearest smaller size is measured too; and wherever a measured
 // winner turns out much slower than its model predicted (ModelSearchOptions::surprise), the
 // size is measured again with the algorithms the models, refit with that time, now rate best.
 // Last, because times across a network are not smooth in the size (a protocol switch, a TCP

@@ -19,13 +19,19 @@
 #  nodes      the same recipes as `local` on 2 and 4 namespace nodes x 2 ranks.
 # Needs root for `hier` and `nodes` (their links: LINK_RATE, default 10gbit). The last line:
 #   summary: mape_local=F mape_nodes=F nccl_tests_err_max=F published_err_max=F
-#            hier_vs_flat_best=R hier_ahead_from=BYTES chosen_worst=R exhaustive_worst=R
+#            hier_vs_flat_best=R hier_vs_flat_runs=R,R hier_ahead_from=BYTES chosen_worst=R
+#            exhaustive_worst=R chosen_worst_2nodes=R exhaustive_worst_2nodes=R
+#            scale_goal=2:met|missed,4:met|missed
 # (mape: mean |predicted / measured - 1| of the step time; err: the largest relative error,
 # published in efficiency points / 100; hier_vs_flat_best: the best flat algorithm's time over
-# hier's at the largest size on 4 nodes; hier_ahead_from: the smallest size from which hier is
-# ahead of every flat algorithm at every larger size; chosen_worst: the tuner's choice against
-# the best measured in the verifying run, worst size, on 4 nodes; exhaustive_worst: the same
-# for exhaustive search's choices; na for a part not run).
+# hier's at the largest size on 4 nodes, the lower of the two runs (the tuner's verifying run
+# and the exhaustive one; each run's in hier_vs_flat_runs); hier_ahead_from: the smallest size
+# from which hier is ahead of every flat algorithm at every larger size in both runs (each node
+# count's sizes where the runs agree or disagree are printed above the summary);
+# chosen_worst: the tuner's choice against the best measured in the verifying run, worst size,
+# on 4 nodes; exhaustive_worst: the same for exhaustive search's choices, the floor run-to-run
+# spread puts under any search; scale_goal: chosen_worst >= exhaustive_worst - 0.05 per node
+# count; na for a part not run).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$root/build
@@ -45,7 +51,14 @@ dltune=$build/bin/dltune
 [ -x "$dltune" ] || { echo "bench/predict: build dltune first ($dltune)" >&2; exit 2; }
 tmp=$(mktemp -d)
 cluster=$tmp/cluster
-cleanup() { bash "$root/tests/slurm/netns_cluster.sh" stop "$cluster" >/dev/null 2>&1; rm -rf "$tmp"; }
+# KEEP_DIR=DIR: the sweeps' JSON and tables are copied there before the temporary files go.
+cleanup() {
+  bash "$root/tests/slurm/netns_cluster.sh" stop "$cluster" >/dev/null 2>&1
+  if [ -n "${KEEP_DIR:-}" ]; then
+    mkdir -p "$KEEP_DIR" && cp "$tmp"/*.json "$tmp"/*.txt "$KEEP_DIR"/ 2>/dev/null
+  fi
+  rm -rf "$tmp"
+}
 trap cleanup EXIT
 export DLTUNE_DB=$tmp/db.sqlite DLTUNE_RUNS_DIR=$tmp/runs DLTUNE_NO_PROGRESS=1 DLTUNE_SITE_DB=
 has() { [[ ",$parts," == *",$1,"* ]]; }
@@ -155,15 +168,31 @@ if has hier || has nodes; then
           "$dltune" tune --collectives -n "$ranks" --min-bytes 4KiB --max-bytes 16MiB --verify \
           --budget 120 --retune --json >"$tmp/hier$nodes.json" 2>"$tmp/hier$nodes.err" ||
           echo "tune across $nodes nodes failed: $(tail -3 "$tmp/hier$nodes.err")"
-        python3 "$root/bench/predict/hier_table.py" "$tmp/hier$nodes.json" | tee "$tmp/hier$nodes.txt"
-        echo "== the floor: exhaustive search's choices against a second exhaustive run, $nodes nodes"
+        echo "== the floor: an exhaustive search, its choices scored in a second exhaustive run"
         bash "$root/tests/slurm/netns_cluster.sh" exec "$cluster" salloc --quiet -N "$nodes" -n "$ranks" \
           "$dltune" tune --collectives -n "$ranks" --min-bytes 4KiB --max-bytes 16MiB --verify \
           --strategy exhaustive --budget 600 --retune --json >"$tmp/floor$nodes.json" \
           2>"$tmp/floor$nodes.err" ||
           echo "exhaustive tune across $nodes nodes failed: $(tail -3 "$tmp/floor$nodes.err")"
-        python3 "$root/bench/predict/hier_table.py" "$tmp/floor$nodes.json" >"$tmp/floor$nodes.txt"
-        python3 "$root/bench/predict/hier_table.py" --choices "$tmp/floor$nodes.json"
+        load
+        # The first run's table, with the floor run's flat/hier ratio beside each size's.
+        python3 "$root/bench/predict/hier_table.py" "$tmp/hier$nodes.json" "$tmp/floor$nodes.json" |
+          tee "$tmp/hier$nodes.txt"
+        python3 "$root/bench/predict/hier_table.py" --choices "$tmp/floor$nodes.json" |
+          tee "$tmp/floor$nodes.txt"
+        # The scale goal against the floor this machine allows (issue 41): the tuner's worst
+        # size within 0.05 of how far two exhaustive searches' choices fall apart.
+        python3 - "$nodes" "$tmp/hier$nodes.txt" "$tmp/floor$nodes.txt" <<'PY' | tee -a "$tmp/goals.txt"
+import sys
+def key(path, k):
+    for line in open(path):
+        if line.startswith(k + "="):
+            return line.split("=", 1)[1].strip()
+    return "na"
+n, chosen, floor = sys.argv[1], key(sys.argv[2], "chosen_worst"), key(sys.argv[3], "exhaustive_worst")
+met = "na" if "na" in (chosen, floor) else ("met" if float(chosen) >= float(floor) - 0.05 else "missed")
+print(f"scale_goal_{n}nodes={met} (chosen_worst={chosen} >= exhaustive_worst={floor} - 0.05)")
+PY
         echo
       fi
       if has nodes; then
@@ -187,7 +216,13 @@ if has hier || has nodes; then
       hier=$(sed -n 's/^hier_vs_flat_best=//p' "$tmp/hier4.txt")
       ahead=$(sed -n 's/^hier_ahead_from=//p' "$tmp/hier4.txt")
       chosen=$(sed -n 's/^chosen_worst=//p' "$tmp/hier4.txt")
-      floor=$(sed -n 's/^chosen_worst=//p' "$tmp/floor4.txt")
+      floor=$(sed -n 's/^exhaustive_worst=//p' "$tmp/floor4.txt")
+      chosen2=$(sed -n 's/^chosen_worst=//p' "$tmp/hier2.txt")
+      floor2=$(sed -n 's/^exhaustive_worst=//p' "$tmp/floor2.txt")
+      goal=$(sed -n 's/^scale_goal_\([0-9]*\)nodes=\([a-z]*\).*/\1:\2/p' "$tmp/goals.txt" | paste -sd, -)
+      runs=$(sed -n 's/^hier_vs_flat_runs=//p' "$tmp/hier4.txt")
+      echo "4 nodes: $(sed -n 's/^hier_verdict=//p' "$tmp/hier4.txt")"
+      echo "2 nodes: $(sed -n 's/^hier_verdict=//p' "$tmp/hier2.txt")"
     fi
   else
     echo "no namespace cluster (needs root, Slurm, munge, iproute2): hier and nodes skipped"
@@ -196,5 +231,6 @@ if has hier || has nodes; then
 fi
 
 echo "summary: mape_local=$mape_local mape_nodes=$mape_nodes nccl_tests_err_max=$nccl" \
-  "published_err_max=$published hier_vs_flat_best=${hier:-na} hier_ahead_from=${ahead:-na}" \
-  "chosen_worst=${chosen:-na} exhaustive_worst=${floor:-na}"
+  "published_err_max=$published hier_vs_flat_best=${hier:-na} hier_vs_flat_runs=${runs:-na}" \
+  "hier_ahead_from=${ahead:-na} chosen_worst=${chosen:-na} exhaustive_worst=${floor:-na}" \
+  "chosen_worst_2nodes=${chosen2:-na} exhaustive_worst_2nodes=${floor2:-na} scale_goal=${goal:-na}"
