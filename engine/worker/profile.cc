@@ -29,9 +29,25 @@ struct ProfileOptions {
   int batch = 32, steps = 5, warmup = 2, threads = 1;
   bool fit = false, device_memory = false, kernels = false;
   bool steps_given = false;  // --steps on the command line (--fit's default is 3)
-  std::string precision;     // --kernels: "" (the recipe's), fp32, bf16
+  std::string precision;     // "" (the recipe's), fp32, bf16
   double seconds = 0;        // --kernels: the selection's time limit (0: none)
+  std::string kernel_file;   // a plan's kernel choices to profile with ({node: kernel})
 };
+
+// --kernel-choices FILE into cfg->kernels. Errors: an unreadable file, not a JSON object of
+// strings (the trainer then refuses unknown nodes and kernels itself).
+Status read_kernel_choices(const std::string& path, TrainConfig* cfg) {
+  auto text = paths::read_file(path);
+  if (!text) return text.error();
+  const auto j = nlohmann::json::parse(*text, nullptr, false);
+  if (!j.is_object()) return invalid_input("--kernel-choices: expected a JSON object in " + path);
+  for (const auto& [node, kernel] : j.items()) {
+    if (!kernel.is_string())
+      return invalid_input("--kernel-choices: node '" + node + "' needs a kernel name");
+    cfg->kernels[node] = kernel.get<std::string>();
+  }
+  return ok_status();
+}
 
 ProfileOptions& opts() {
   static ProfileOptions o;
@@ -147,6 +163,8 @@ Status profile(const ProfileOptions& o) {
   if (!cfg) return cfg.error();
   if (o.fit) return fit(o, *cfg);
   if (o.kernels) return kernels(o, *cfg);
+  if (!o.precision.empty()) cfg->precision = o.precision;
+  if (!o.kernel_file.empty()) DLTUNE_TRY(read_kernel_choices(o.kernel_file, &*cfg));
   auto p = profile_nodes(*cfg, o.steps, o.warmup, o.threads);
   if (!p) return p.error();
   nlohmann::json j;
@@ -186,7 +204,9 @@ CLI::App* add_profile_command(CLI::App& app) {
   cmd->add_flag("--device-memory", o.device_memory, "GPU 0's memory as this process sees it");
   cmd->add_flag("--kernels", o.kernels,
                 "choose each node's kernel by measurement at --batch on --threads");
-  cmd->add_option("--precision", o.precision, "--kernels: fp32 or bf16 (default: the recipe's)");
+  cmd->add_option("--precision", o.precision, "fp32 or bf16 (default: the recipe's)");
+  cmd->add_option("--kernel-choices", o.kernel_file,
+                  "a JSON file of {node: kernel} to profile with (a plan's choices)");
   cmd->add_option("--seconds", o.seconds, "--kernels: time limit (largest nodes first)")
       ->check(CLI::NonNegativeNumber);
   return cmd;

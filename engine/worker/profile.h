@@ -16,7 +16,9 @@
 // "input_s", "step_s", "step_samples_s"}, each but the last the median over the timed steps of
 // one step's seconds (forward and backward of a node from the model's own clock; optimizer_s
 // the rest of the step after compute, input_s compute minus the nodes: copying the batch in and
-// the loss); step_samples_s every timed step's wall seconds, in order. Exit: 0, 1 when
+// the loss); step_samples_s every timed step's wall seconds, in order. --precision and
+// --kernel-choices FILE (a JSON object {node: kernel}, a plan's training.kernels) profile the
+// compute a plan's ranks run. Exit: 0, 1 when
 // training fails, 2 for bad input (an unknown model or recipe, a batch < 1).
 //
 // --fit: each node's cost around a replica batch of B for the layout search

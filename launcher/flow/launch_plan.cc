@@ -394,7 +394,7 @@ tuner::RecipeTuneRequest tune_request(const PlanRequest& r, const recipes::Plan&
 }
 
 // The tuned plan into `choice` ("tuned"): its provenance (recipe, budget and what it cut, the
-// collectives' regret, the time tuning took since t0) and the models' prediction.
+// collectives' regret, the time tuning took since t0).
 void take_tuned(const PlanRequest& r, const tuner::RecipeTuneOutcome& tuned,
                 const recipes::Plan& base, double budget, std::chrono::steady_clock::time_point t0,
                 PlanChoice& choice) {
@@ -413,12 +413,6 @@ void take_tuned(const PlanRequest& r, const tuner::RecipeTuneOutcome& tuned,
   choice.tuning_s = seconds_since(t0);
   pv.tuning_s = choice.tuning_s;
   choice.db_path = r.layers.user_db;
-  if (r.predict_sps) {
-    // The prediction comes from the models (one rank's compute, the fitted allreduce, the
-    // engine's overlap), not from the trials that measured it.
-    const auto predicted = r.predict_sps(choice.plan, choice);
-    choice.plan.provenance.predicted_sps = predicted.value_or(0.0);
-  }
 }
 
 // Tunes here within the recipe's budget: the collectives first (their share of it), then the
@@ -471,6 +465,12 @@ Status tune_here(const PlanRequest& r, const tdb::Key& key, const NearHint& hint
   if (!kernels.empty()) choice.notes.push_back(kernels);
   choice.tuning_s = seconds_since(t0);
   choice.plan.provenance.tuning_s = choice.tuning_s;
+  if (r.predict_sps) {
+    // The prediction comes from the models (one rank's compute with the plan's kernels, the
+    // fitted allreduce, the engine's overlap), not from the trials that measured it.
+    const auto predicted = r.predict_sps(choice.plan, choice);
+    choice.plan.provenance.predicted_sps = predicted.value_or(0.0);
+  }
   const tdb::Provenance prov = tdb::local_provenance();
   DLTUNE_TRY_CTX(store_or_note(r.layers.user_db, {key, recipes::serialize_plan(choice.plan), prov},
                                {}, tuner::recipe_trial_rows(*tuned, key, prov), choice),

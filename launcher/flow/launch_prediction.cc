@@ -151,25 +151,31 @@ LaunchPrediction LaunchPredictor::predict(const recipes::Plan& plan, bool with_c
     out.why_not = model.error().message();
     return out;
   }
-  if (!compute_.count(batch) && !compute_error_.count(batch)) {
+  // Profiled once per batch, precision and kernel choice.
+  const RankCompute how{plan.training.precision, plan.training.kernels};
+  const std::string key = std::to_string(batch) + " " + how.precision + " " +
+                          nlohmann::json(how.kernels).dump();
+  if (!compute_.count(key) && !compute_error_.count(key)) {
     // On the rank's threads, as it trains (issue 38: one thread predicted resnet20 on one rank
-    // of this 2-core machine at 812 ms a step; it trained on both cores in 222 ms).
-    auto c = profile_here(path_, true, static_cast<int>(batch), 3, *model, job_.threads_per_rank);
+    // of this 2-core machine at 812 ms a step; it trained on both cores in 222 ms), with its
+    // precision and kernels.
+    auto c = profile_here(path_, true, static_cast<int>(batch), 3, *model, job_.threads_per_rank,
+                          how);
     if (c) {
-      compute_[batch] = *c;
+      compute_[key] = *c;
     } else {
-      compute_error_[batch] = c.error().message();
+      compute_error_[key] = c.error().message();
     }
   }
-  if (compute_error_.count(batch)) {
-    out.why_not = compute_error_[batch];
+  if (compute_error_.count(key)) {
+    out.why_not = compute_error_[key];
     return out;
   }
   const int nodes = static_cast<int>(job_.nodes), g_per = static_cast<int>(job_.ranks_per_node);
   predict::MachineComm mc = predict::machine_comm(rows_, fits_, g_per);
   predict::PredictRequest r;
   r.model = std::move(*model);
-  r.compute = compute_[batch];
+  r.compute = compute_[key];
   r.per_node = g_per;
   r.bucket_bytes = std::max<uint64_t>(4, plan.training.bucket_bytes);
   r.overlap = plan.training.overlap;

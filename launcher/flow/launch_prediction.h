@@ -80,8 +80,9 @@ class LaunchPredictor {
   NodeMachines machines_;
   std::vector<tuner::db::Measurement> rows_;
   std::vector<predict::LevelFit> fits_;
-  std::map<int64_t, predict::ComputeProfile> compute_;  // by per-rank batch
-  std::map<int64_t, std::string> compute_error_;
+  // By per-rank batch, precision and kernels.
+  std::map<std::string, predict::ComputeProfile> compute_;
+  std::map<std::string, std::string> compute_error_;
 };
 
 // The gradient allreduce's lower bound per level. Inside a node (the memory level): each rank

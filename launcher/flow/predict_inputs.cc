@@ -175,7 +175,7 @@ Result<CommChoice> comm_source(const PredictOptions& o, const std::optional<pred
 
 Result<predict::ComputeProfile> profile_here(const std::string& target, bool is_recipe, int batch,
                                              int steps, const predict::ModelCosts& model,
-                                             int threads) {
+                                             int threads, const RankCompute& how) {
   auto worker = cli::sibling_program("dltune-worker");
   if (!worker) return worker.error();
   auto dir = TempDir::create_in_tmp("dltune-predict-");
@@ -193,6 +193,12 @@ Result<predict::ComputeProfile> profile_here(const std::string& target, bool is_
                                    std::to_string(std::max(1, threads)),
                                    "--out",
                                    out};
+  if (!how.precision.empty()) argv.insert(argv.end(), {"--precision", how.precision});
+  if (!how.kernels.empty()) {
+    const std::string file = dir->path() + "/kernels.json";
+    DLTUNE_TRY(paths::write_file_atomic(file, nlohmann::json(how.kernels).dump()));
+    argv.insert(argv.end(), {"--kernel-choices", file});
+  }
   auto rc = cli::run_to_completion(argv, "predict");
   if (!rc) return rc.error();
   if (*rc != 0) {
@@ -207,7 +213,8 @@ Result<predict::ComputeProfile> profile_here(const std::string& target, bool is_
   return predict::profile_from_json(
       j, model,
       "measured here by dltune-worker profile (" + std::to_string(steps) + " steps, " +
-          std::to_string(std::max(1, threads)) + " thread" + (threads > 1 ? "s)" : ")"));
+          std::to_string(std::max(1, threads)) + " thread" + (threads > 1 ? "s" : "") +
+          (how.kernels.empty() ? "" : ", the plan's kernels") + ")");
 }
 
 Result<std::vector<int>> parse_node_list(const std::string& text) {

@@ -2,6 +2,7 @@
 // model, one rank's compute and the allreduce costs, each from the source the options name.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -48,13 +49,20 @@ Result<std::vector<int>> parse_node_list(const std::string& text);
 Result<predict::Link> parse_link(const std::string& text, const std::string& flag,
                                  double default_us, double efficiency);
 
+// How a plan's ranks compute, beyond the threads: its precision ("" the recipe's) and the
+// kernels it chose per node (empty: the engine's defaults).
+struct RankCompute {
+  std::string precision;
+  std::map<std::string, std::string> kernels;
+};
+
 // One rank's compute measured here: dltune-worker profile of `target` (a recipe when
 // `is_recipe`, else a built-in model) at `batch`, `steps` timed steps, on `threads` threads (the
-// rank's: a launch's ranks train on their binding's cores). Errors: the run failing (exit 2 when
-// it found bad input, else 1).
+// rank's: a launch's ranks train on their binding's cores), as `how` says. Errors: the run
+// failing (exit 2 when it found bad input, else 1).
 Result<predict::ComputeProfile> profile_here(const std::string& target, bool is_recipe, int batch,
                                              int steps, const predict::ModelCosts& model,
-                                             int threads = 1);
+                                             int threads = 1, const RankCompute& how = {});
 
 // Resolves everything; measuring this machine's compute runs dltune-worker profile (seconds).
 // Errors: bad options and files (invalid_input / not_found, exit 2), a profile run that fails
