@@ -56,7 +56,8 @@ std::string choose_plan_kernels(const std::string& worker, const std::string& re
   if (chosen.empty()) return "kernels: the engine's defaults (no node has a choice of kernel)";
   plan->training.kernels = chosen;
   return "kernels chosen by measurement in " + text::fixed(j->value("seconds", 0.0), 1) +
-         " s: " + counts(chosen) + " (`dltune model show` with --kernels shows the timings)";
+         " s: " + counts(chosen) + " (`dltune model show " + recipe_path +
+         " --kernels` times them again)";
 }
 
 }  // namespace dltune::launcher

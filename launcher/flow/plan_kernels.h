@@ -21,7 +21,7 @@ namespace dltune::launcher {
 // Measures `plan`'s kernels with the worker at `worker` (its path) for the recipe at
 // `recipe_path`, within `seconds`, and sets plan->training.kernels to the measured choices.
 // Returns one line for the user, e.g. "kernels chosen by measurement in 1.2 s: onednn for 9
-// nodes, blas for 3 (`dltune model show RECIPE --kernels` shows the timings)", or why none
+// nodes, blas for 3 (`dltune model show RECIPE --kernels` times them again)", or why none
 // were measured ("" for a plan that is not measured: GPU, pipeline).
 std::string choose_plan_kernels(const std::string& worker, const std::string& recipe_path,
                                 recipes::Plan* plan, double seconds);
