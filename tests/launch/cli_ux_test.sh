@@ -126,6 +126,15 @@ PY
 "$dltune" model show lenet5 --kernels --input 1,32,32 >"$tmp/out" 2>&1
 [ $? -eq 2 ] && grep -q "drop --input" "$tmp/out" || fail "--kernels with --input: $(cat "$tmp/out")"
 
+# The worker profiles a plan's kernel choices, and refuses a node or kernel that does not exist.
+worker=$(dirname "$dltune")/dltune-worker
+echo '{"conv2d1": "im2col"}' >"$tmp/k.json"
+"$worker" profile --model lenet5 --batch 4 --steps 2 --kernel-choices "$tmp/k.json" >"$tmp/out" 2>&1 &&
+  grep -q '"step_samples_s"' "$tmp/out" || fail "profile --kernel-choices: $(cat "$tmp/out")"
+echo '{"conv2d1": "warp-drive"}' >"$tmp/k.json"
+"$worker" profile --model lenet5 --batch 4 --steps 2 --kernel-choices "$tmp/k.json" >"$tmp/out" 2>&1
+[ $? -eq 2 ] && grep -q "warp-drive" "$tmp/out" || fail "a bad kernel choice: $(cat "$tmp/out")"
+
 # recipe show: YAML by default, JSON with --json, no placeholders; data recipes still shown.
 "$dltune" recipe show quickstart >"$tmp/out" || fail "recipe show exited $?"
 grep -q "^name: quickstart$" "$tmp/out" || fail "recipe show is not YAML: $(head -3 "$tmp/out")"

@@ -31,6 +31,8 @@ assert s["tuning_seconds"] <= 20 * 1.1 + 2, s["tuning_seconds"]
 # LeNet's first convolution chooses between the direct and the im2col kernel.
 k = s["plan"]["training"].get("kernels", {})
 assert k.get("conv2d1") in ("direct", "im2col"), k
+# ... and the prediction profiled the compute with them.
+assert "the plan's kernels" in s["prediction"]["compute_source"], s["prediction"]
 open(sys.argv[3], "w").write(json.dumps(k, sort_keys=True))
 PY
 done
