@@ -143,6 +143,13 @@ uint64_t bucket_bytes_of(double bucket_mb) {
 
 }  // namespace
 
+ProgramMachine program_machine(const topology::Topology& topo) {
+  ProgramMachine m;
+  m.cores_per_node = std::max<int>(1, static_cast<int>(topo.cores.size()));
+  m.numa_per_node = std::max<int>(1, static_cast<int>(topo.numa_nodes.size()));
+  return m;
+}
+
 Result<std::vector<ProgramCandidate>> program_candidates(const ProgramRecipe& recipe,
                                                          const ProgramMachine& machine) {
   auto axes = axes_of(recipe, machine);

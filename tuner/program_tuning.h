@@ -34,6 +34,7 @@
 #include "common/result.h"
 #include "recipes/plan.h"
 #include "recipes/program.h"
+#include "topology/topology.h"
 #include "tuner/db/records.h"
 
 namespace dltune::tuner {
@@ -44,6 +45,8 @@ struct ProgramMachine {
   int cores_per_node = 1;  // physical cores a node gives the job
   int numa_per_node = 1;
 };
+// One node of `topo` (its cores and NUMA domains, at least 1 each).
+ProgramMachine program_machine(const topology::Topology& topo);
 
 struct ProgramCandidate {
   recipes::ProgramValues values;  // steps 0: each trial sets its own

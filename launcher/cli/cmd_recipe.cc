@@ -21,6 +21,8 @@
 #include "launcher/flow/launch_layout.h"
 #include "recipes/program.h"
 #include "recipes/recipe.h"
+#include "topology/topology.h"
+#include "tuner/program_tuning.h"
 
 namespace dltune::cli {
 namespace {
@@ -56,6 +58,18 @@ Checked check_one(const std::string& arg) {
     c.prog = recipes::parse_program_recipe_file(c.path);
   else
     c.model = recipes::parse_recipe_file(c.path);
+  // A program recipe's search space as a launch here expands it (`auto` is every ranks per
+  // node this machine's cores allow): more than a launch takes is refused here too.
+  if (c.program && c.prog.ok()) {
+    if (auto topo = topology::discover_default()) {
+      const tuner::ProgramMachine m = tuner::program_machine(*topo);
+      if (auto cands = tuner::program_candidates(c.prog.recipe, m); !cands) {
+        c.prog.problems.push_back({c.path, 0, 0, "tune.search",
+                                   cands.error().message() + " (on this machine: " +
+                                       std::to_string(m.cores_per_node) + " cores)"});
+      }
+    }
+  }
   return c;
 }
 

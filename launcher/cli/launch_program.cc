@@ -94,9 +94,7 @@ Status open_program(ProgramLaunch& P) {
   auto topo = topology::discover_default();
   if (!topo) return topo.error().wrap("discovering this machine");
   P.topo = std::move(*topo);
-  P.machine.nodes = 1;
-  P.machine.cores_per_node = std::max<int>(1, static_cast<int>(P.topo.cores.size()));
-  P.machine.numa_per_node = std::max<int>(1, static_cast<int>(P.topo.numa_nodes.size()));
+  P.machine = tuner::program_machine(P.topo);
   auto layers =
       tdb::layers_from_env(o.db.empty() ? std::nullopt : std::optional<std::string>(o.db));
   if (!layers) return layers.error();

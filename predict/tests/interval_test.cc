@@ -14,17 +14,12 @@
 #include "predict/devices.h"
 #include "predict/machine_comm.h"
 #include "predict/predict.h"
+#include "predict/tests/builtin_costs.h"
 
 namespace dltune::predict {
 namespace {
 
-ModelCosts costs(const std::string& name) {
-  auto g = recipes::builtin_graph(name, {});
-  EXPECT_TRUE(g.has_value());
-  auto c = planning::model_costs(*g, name);
-  EXPECT_TRUE(c.ok()) << (c.ok() ? "" : c.error().message());
-  return *c;
-}
+ModelCosts costs(const std::string& name) { return test_models::builtin_costs(name); }
 
 nlohmann::json profile_json(const ModelCosts& m, const std::vector<double>& samples) {
   const size_t n = m.flops.size();

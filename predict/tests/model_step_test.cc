@@ -15,6 +15,7 @@
 #include "predict/compute.h"
 #include "predict/devices.h"
 #include "predict/predict.h"
+#include "predict/tests/builtin_costs.h"
 
 namespace dltune::predict {
 namespace {
@@ -22,13 +23,7 @@ namespace {
 using planning::AllreduceCost;
 using planning::gradient_buckets;
 
-ModelCosts costs(const std::string& name) {
-  auto g = recipes::builtin_graph(name, {});
-  EXPECT_TRUE(g.has_value());
-  auto c = planning::model_costs(*g, name);
-  EXPECT_TRUE(c.ok()) << (c.ok() ? "" : c.error().message());
-  return *c;
-}
+ModelCosts costs(const std::string& name) { return test_models::builtin_costs(name); }
 
 TEST(ModelCosts, PerNodeFlopsAndParametersAddUp) {
   const ModelCosts m = costs("resnet50");

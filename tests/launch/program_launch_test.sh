@@ -139,6 +139,19 @@ for ex in pytorch-ddp mpi4py; do
   "$dltune" recipe check "$src/examples/$ex/recipe.yaml" >"$tmp/out.txt" 2>&1 ||
     fail "recipe check examples/$ex/recipe.yaml exited $?"
 done
+# `auto` ranks per node counts as one value in the parser's 256-combination limit; expanded on
+# this machine (2 cores and more: ranks 1 and 2, with threads 1 or 2 that fit) the search is 384
+# candidates: `recipe check` refuses it as the launch would (exit 2, naming the machine).
+if [ "$(nproc)" -ge 2 ]; then
+  sed -e 's/^    batch: .*/    batch: [8, 16, 32, 64, 128, 256, 512, 1024]/' \
+    -e 's/^    bucket_mb: .*/    bucket_mb: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16]/' \
+    -e 's/^    ranks_per_node: auto/    ranks_per_node: auto\n    threads_per_rank: [1, 2]/' \
+    "$src/examples/mpi4py/recipe.yaml" >"$tmp/wide.yaml"
+  "$dltune" recipe check "$tmp/wide.yaml" >"$tmp/out.txt" 2>&1
+  rc=$?
+  [ $rc -eq 2 ] && grep -q "tune.search: .*256.*on this machine: [0-9]* cores" "$tmp/out.txt" ||
+    fail "a search past 256 candidates here passed recipe check (exit $rc): $(cat "$tmp/out.txt")"
+fi
 small() {  # small EXAMPLE BATCHES BUCKETS STEPS: a copy of the example's recipe, searching less
   local out=$tmp/$1.yaml
   sed -e "s|train.py|$src/examples/$1/train.py|" -e "s|^    batch: .*|    batch: $2|" \
