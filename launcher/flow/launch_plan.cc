@@ -33,6 +33,9 @@ constexpr double kCollectiveShare = 0.3;
 // Kept back from the trials' deadline for the ranks' shut-down and storing the plan.
 constexpr double kReserveS = 1.0;
 constexpr double kReserveShare = 0.03;
+// The trials stop this share of the budget early (1-30 s) for choosing each layer's kernel
+// after them (plan_kernels.h), which takes what the budget has left.
+constexpr double kKernelShare = 0.1;
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -434,8 +437,9 @@ Status tune_here(const PlanRequest& r, const tdb::Key& key, const NearHint& hint
   auto base = collective_plan(r, choice, start + budget * kCollectiveShare);
   if (!base) return std::move(base).error().wrap("tuning the collectives");
   base->set_job(r.job);
+  const double kernel_s = std::clamp(kKernelShare * budget, 1.0, 30.0);
   const tuner::RecipeTuneRequest req =
-      tune_request(r, *base, hint, layouts, start + budget - reserve);
+      tune_request(r, *base, hint, layouts, start + budget - reserve - kernel_s);
   if (r.progress != nullptr) {
     r.progress->phase(layouts.layouts.empty() ? "tuning batch, buckets, overlap"
                                               : "tuning batch, buckets, overlap, layout");
@@ -457,11 +461,11 @@ Status tune_here(const PlanRequest& r, const tdb::Key& key, const NearHint& hint
   auto tuned = tuner::tune_recipe(req, run_trials, r.work_dir);
   if (!tuned) return std::move(tuned).error().wrap("tuning the recipe");
   take_tuned(r, *tuned, *base, budget, t0, choice);
-  // Each layer's kernel, measured for the plan's batch and threads (plan_kernels.h): within
-  // 15 % of the budget (2-30 s), counted in the tuning's time.
+  // Each layer's kernel, measured for the plan's batch and threads (plan_kernels.h) in what
+  // the budget has left (at least a second), counted in the tuning's time.
   if (r.progress != nullptr) r.progress->status("choosing each layer's kernel by measurement");
-  const std::string kernels = choose_plan_kernels(*worker, r.recipe_path, &choice.plan,
-                                                  std::clamp(0.15 * budget, 2.0, 30.0));
+  const std::string kernels = choose_plan_kernels(
+      *worker, r.recipe_path, &choice.plan, std::max(1.0, start + budget - reserve - epoch_now()));
   if (!kernels.empty()) choice.notes.push_back(kernels);
   choice.tuning_s = seconds_since(t0);
   choice.plan.provenance.tuning_s = choice.tuning_s;
