@@ -153,14 +153,14 @@ LaunchPrediction LaunchPredictor::predict(const recipes::Plan& plan, bool with_c
   }
   // Profiled once per batch, precision and kernel choice.
   const RankCompute how{plan.training.precision, plan.training.kernels};
-  const std::string key = std::to_string(batch) + " " + how.precision + " " +
-                          nlohmann::json(how.kernels).dump();
+  const std::string key =
+      std::to_string(batch) + " " + how.precision + " " + nlohmann::json(how.kernels).dump();
   if (!compute_.count(key) && !compute_error_.count(key)) {
     // On the rank's threads, as it trains (issue 38: one thread predicted resnet20 on one rank
     // of this 2-core machine at 812 ms a step; it trained on both cores in 222 ms), with its
     // precision and kernels.
-    auto c = profile_here(path_, true, static_cast<int>(batch), 3, *model, job_.threads_per_rank,
-                          how);
+    auto c =
+        profile_here(path_, true, static_cast<int>(batch), 3, *model, job_.threads_per_rank, how);
     if (c) {
       compute_[key] = *c;
     } else {
