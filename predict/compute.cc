@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/stats.h"
+
 namespace dltune::predict {
 
 ComputeProfile profile_from_rate(const ModelCosts& model, int batch, double flops_per_s,
@@ -72,11 +74,9 @@ Result<ComputeProfile> profile_from_json(const nlohmann::json& j, const ModelCos
       if (v.is_number() && v.get<double>() > 0) steps.push_back(v.get<double>());
   }
   if (steps.size() >= 2) {
-    std::sort(steps.begin(), steps.end());
-    const size_t n = steps.size();
-    const double median = n % 2 ? steps[n / 2] : (steps[n / 2 - 1] + steps[n / 2]) / 2;
-    p.spread = (steps.back() - steps.front()) / 2 / median;
-    p.spread_basis = "the range of " + std::to_string(n) + " timed steps";
+    const auto [lo, hi] = std::minmax_element(steps.begin(), steps.end());
+    p.spread = (*hi - *lo) / 2 / stats::median(steps);
+    p.spread_basis = "the range of " + std::to_string(steps.size()) + " timed steps";
   } else {
     p.spread_basis = "one timed step: no spread known";
   }

@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <map>
 
+#include "common/stats.h"
+
 namespace dltune::predict {
 namespace {
 
@@ -50,11 +52,8 @@ double sweep_spread(const std::vector<tuner::db::Measurement>& ms) {
     all.push_back(s);
     if (m.bytes >= (1u << 20)) big.push_back(s);
   }
-  std::vector<double>& v = big.empty() ? all : big;
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+  const std::vector<double>& v = big.empty() ? all : big;
+  return v.empty() ? 0 : stats::median(v);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "common/json_input.h"
 #include "common/paths.h"
 #include "common/strings.h"
 #include "engine/gpu/gpu_context.h"
@@ -39,9 +40,10 @@ struct ProfileOptions {
 Status read_kernel_choices(const std::string& path, TrainConfig* cfg) {
   auto text = paths::read_file(path);
   if (!text) return text.error();
-  const auto j = nlohmann::json::parse(*text, nullptr, false);
-  if (!j.is_object()) return invalid_input("--kernel-choices: expected a JSON object in " + path);
-  for (const auto& [node, kernel] : j.items()) {
+  auto j = parse_json_bounded(*text);
+  if (!j) return std::move(j).error().wrap("--kernel-choices " + path);
+  if (!j->is_object()) return invalid_input("--kernel-choices: expected a JSON object in " + path);
+  for (const auto& [node, kernel] : j->items()) {
     if (!kernel.is_string())
       return invalid_input("--kernel-choices: node '" + node + "' needs a kernel name");
     cfg->kernels[node] = kernel.get<std::string>();

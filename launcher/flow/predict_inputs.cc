@@ -107,15 +107,11 @@ Result<CommChoice> comm_source(const PredictOptions& o, const std::optional<pred
     c.inter = topo->nic_gbit > 0;
     said.push_back("--topo (" + topo->format + "): GPUs over " + topo->gpu_link + ", " +
                    (topo->nics > 0 ? topo->nic : std::string("no NIC")));
-    s.model_spread = predict::kSpecifiedFabricError;
-    s.model_spread_basis = "the model's error against published nccl-tests";
   } else if (dev) {
     s.fabric.intra = {1e-6, 1 / (dev->nvlink_gbps * 1e9), 0};
     c.intra = true;
     said.push_back("intra: " + dev->name + " NVLink " + fixed(dev->nvlink_gbps, 0) +
                    " GB/s a direction (datasheet)");
-    s.model_spread = predict::kSpecifiedFabricError;
-    s.model_spread_basis = "the model's error against published nccl-tests";
   } else if (!devices) {
     auto topology = topology::discover_default();
     if (topology) {
@@ -145,6 +141,10 @@ Result<CommChoice> comm_source(const PredictOptions& o, const std::optional<pred
                        " GB/s reduce, error " + fixed(100 * f.rel_rms, 0) + " %");
       }
     }
+  }
+  if (topo || dev) {  // links from specifications: the model's checked error
+    s.model_spread = predict::kSpecifiedFabricError;
+    s.model_spread_basis = "the model's error against published nccl-tests";
   }
   if (!o.intra.empty()) {
     auto l = parse_link(o.intra, "--intra", 1, 1.0);
