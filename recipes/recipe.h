@@ -169,8 +169,10 @@ struct LaunchConfig {
   // Memory a rank may use, bytes; 0 = auto: its share of the node's memory as the cgroup
   // allows, or of its GPU's. The tuner never launches a layout that does not fit it.
   uint64_t memory_per_rank = 0;
-  // The scaling efficiency's 1-rank baseline, run after a multi-rank job: auto (at most about
-  // 10 % of the training's time) or off (no baseline, no efficiency).
+  // The scaling efficiency's 1-rank baseline, run after a multi-rank job: auto (the user
+  // database's when this machine measured the same work before, else measured for at most about
+  // 10 % of the training's time and stored), measure (measured and stored even when one is
+  // stored) or off (no baseline, no efficiency).
   std::string baseline = "auto";
   // How many times a failed job continues by itself from the run's last checkpoint (a rank
   // that exited, was killed or hung past the communication timeout), on the same ranks; 0 =

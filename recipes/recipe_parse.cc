@@ -224,7 +224,7 @@ void parse_launch(YamlReader& r, const YAML::Node& node, LaunchConfig* l) {
   r.get_choice(f, "binding", {"none", "core", "numa", "auto"}, &l->binding);
   r.get_bytes_or_auto(f, "memory_per_rank", 1 << 20, std::numeric_limits<uint64_t>::max(),
                       &l->memory_per_rank);
-  r.get_choice(f, "baseline", {"auto", "off"}, &l->baseline);
+  r.get_choice(f, "baseline", {"auto", "measure", "off"}, &l->baseline);
   r.get_int(f, "restarts", 0, kMaxRestarts, &l->restarts);
   r.get_int(f, "min_ranks", 0, 4096, &l->min_ranks);
   r.get_int(f, "min_nodes", 0, 4096, &l->min_nodes);

@@ -19,6 +19,7 @@
 // crosses to them but the run directory's path. What the phases share is in launch_state.h.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <optional>
 #include <vector>
@@ -40,6 +41,7 @@
 #include "launcher/cli/launch_dry_run.h"
 #include "launcher/cli/launch_program.h"
 #include "launcher/cli/launch_state.h"
+#include "launcher/flow/baseline_reuse.h"
 #include "launcher/flow/launch_job.h"
 #include "launcher/flow/launch_layout.h"
 #include "launcher/flow/launch_plan.h"
@@ -363,7 +365,35 @@ void announce(const Launch& L, Progress& progress) {
   progress.message("run directory: " + L.dir->path);
 }
 
-// The run's facts for the summary (launch_outcome.h), the 1-rank baseline measured.
+// The 1-rank baseline within `budget` seconds: the user database's when launch.baseline is auto
+// and it holds one for this work (launcher/flow/baseline_reuse.h) and the launch is not
+// --retune (which trusts nothing stored), else measured and stored there for the next launch (a
+// store that fails is said, not fatal).
+Result<launcher::Baseline> one_rank_baseline(const Launch& L, const nlohmann::json& worker,
+                                             double budget, Progress& progress) {
+  const launcher::BaselineIdentity id = launcher::baseline_identity(L.topo, L.job, L.choice.plan);
+  const std::string db = L.layers ? L.layers->user_db : "";
+  if (L.job.recipe.launch.baseline == "auto" && !L.o->retune) {
+    auto stored = launcher::stored_baseline(db, id);
+    if (stored && stored->has_value()) return **stored;
+    if (!stored) {
+      progress.message("the stored 1-rank baseline was not used (" + stored.error().message() +
+                       "): measuring it");
+    }
+  }
+  progress.phase("measuring 1 rank for the scaling efficiency");
+  const double sps = worker.value("throughput_sps", 0.0);
+  const double step_s = sps > 0 ? worker.value("global_batch", 0.0) / sps : 0.0;
+  auto base =
+      launcher::measure_baseline(L.job, L.worker, L.choice.plan, step_s, budget, *L.dir, &progress);
+  if (base && std::isfinite(base->rel_ci) && !db.empty()) {
+    if (Status s = launcher::store_baseline(db, id, *base); !s.ok())
+      progress.message("the 1-rank baseline was not stored: " + s.error().message());
+  }
+  return base;
+}
+
+// The run's facts for the summary (launch_outcome.h), the 1-rank baseline measured or reused.
 launcher::RunFacts run_facts(const Launch& L, Progress& progress, bool resumed_from_checkpoint) {
   const RunDir& dir = *L.dir;
   launcher::RunFacts facts;
@@ -381,14 +411,10 @@ launcher::RunFacts run_facts(const Launch& L, Progress& progress, bool resumed_f
   facts.worker =
       ws ? parse_json_bounded(*ws).value_or(nlohmann::json::object()) : nlohmann::json::object();
   if (!facts.worker.is_object()) facts.worker = nlohmann::json::object();
-  facts.baseline_off = L.job.recipe.launch.baseline == "off";
-  if (L.job.ranks > 1 && !facts.baseline_off) {
-    progress.phase("measuring 1 rank for the scaling efficiency");
-    const double sps = facts.worker.value("throughput_sps", 0.0);
-    const double step_s = sps > 0 ? facts.worker.value("global_batch", 0.0) / sps : 0.0;
+  facts.baseline_mode = L.job.recipe.launch.baseline;
+  if (L.job.ranks > 1 && facts.baseline_mode != "off") {
     const double budget = launcher::baseline_budget_s(facts.worker.value("wall_seconds", 0.0));
-    auto base =
-        launcher::measure_baseline(L.job, L.worker, L.choice.plan, step_s, budget, dir, &progress);
+    auto base = one_rank_baseline(L, facts.worker, budget, progress);
     if (base) {
       facts.baseline_sps = base->sps;
       facts.baseline_steps = base->steps;
@@ -396,6 +422,8 @@ launcher::RunFacts run_facts(const Launch& L, Progress& progress, bool resumed_f
       facts.baseline_bind = base->bind;
       facts.baseline_seconds = base->seconds;
       facts.baseline_budget_s = budget;
+      facts.baseline_measured_at = base->measured_at;
+      facts.baseline_measured_on = base->measured_on;
     } else {
       facts.baseline_error = base.error().message();
     }

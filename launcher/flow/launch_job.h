@@ -91,6 +91,10 @@ struct Baseline {
   double rel_ci = 0;  // ~95 % interval of its mean step time, relative (stats::mean_rel_ci_batched)
   std::string bind;   // the binding policy it ran under (the job's)
   double seconds = 0;  // the time its runs' steps took, all runs together
+  // Reused from the database (baseline_reuse.h): when (Unix seconds, > 0) and on which host it
+  // was measured; 0 and "" for a baseline this launch measured.
+  int64_t measured_at = 0;
+  std::string measured_on;
 };
 inline constexpr double kBaselineRelCi = 0.05;    // the interval the baseline runs long enough for
 inline constexpr int64_t kBaselineMinSteps = 40;  // and at least this many (2 per batch mean)

@@ -168,6 +168,7 @@ Status write_report(const RunFacts& f, const MetricsLog& log, const nlohmann::js
   d.ranks = f.ranks;
   d.throughput_sps = num(s, "throughput_sps");
   d.baseline_sps = f.baseline_sps;
+  d.baseline_reused = f.baseline_measured_at > 0;
   d.predicted_sps = num(s, "predicted_sps");
   d.scaling_efficiency =
       s["scaling_efficiency"].is_number() ? s["scaling_efficiency"].get<double>() : -1.0;

@@ -34,9 +34,13 @@ struct RunFacts {
   int64_t baseline_steps = 0;  // its length, its interval and its binding (launch_job.h)
   double baseline_rel_ci = 0;
   std::string baseline_bind;
-  double baseline_seconds = 0;    // the time its steps took
-  double baseline_budget_s = 0;   // the time they were allowed (launch_job.h baseline_budget_s)
-  bool baseline_off = false;      // launch.baseline: off (not measured)
+  double baseline_seconds = 0;   // the time its steps took
+  double baseline_budget_s = 0;  // the time they were allowed (launch_job.h baseline_budget_s)
+  std::string baseline_mode = "auto";  // launch.baseline: auto, measure, off (not measured)
+  // A baseline reused from the database (launch_job.h Baseline): when (Unix seconds, > 0) and
+  // where it was measured; 0 and "" when this launch measured it.
+  int64_t baseline_measured_at = 0;
+  std::string baseline_measured_on;
   std::string baseline_error;     // why it was not measured ("" when it was or was not tried)
   double wall_seconds = 0;        // the whole launch
   uint64_t gradient_bytes = 0;    // bytes allreduced per step

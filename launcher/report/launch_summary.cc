@@ -13,6 +13,7 @@
 #include "launcher/flow/launch_job.h"
 #include "launcher/flow/text_format.h"
 #include "launcher/report/launch_outcome.h"
+#include "tuner/db/admin.h"
 #include "tuner/plan_confidence.h"
 
 namespace dltune::launcher {
@@ -153,9 +154,14 @@ std::vector<std::string> run_warnings(const RunFacts& f, const MetricsLog& log, 
     w.push_back("the scaling efficiency is " + fixed(100 * sps / (f.ranks * f.baseline_sps), 0) +
                 " %, above 100 %: " + std::to_string(f.ranks) +
                 " ranks with a rank's work each cannot beat " + std::to_string(f.ranks) +
-                " times one rank alone, so the 1-rank baseline, which ran after the job, was "
-                "slowed by other load on this machine; rerun on an idle machine for a figure to "
-                "trust");
+                " times one rank alone, so the 1-rank baseline" +
+                (f.baseline_measured_at > 0
+                     ? ", reused from the database (measured " +
+                           tuner::db::utc_time(f.baseline_measured_at) +
+                           "), was slowed by other load then; measure it again on an idle machine "
+                           "(--set launch.baseline=measure) for a figure to trust"
+                     : ", which ran after the job, was slowed by other load on this machine; "
+                       "rerun on an idle machine for a figure to trust"));
   }
   if (s.value("ranks_shared_cores", false)) {
     const int npm = machine_nodes(f);
@@ -379,7 +385,15 @@ json make_summary(const RunFacts& f, const MetricsLog& log, const RunDir& dir) {
   s["baseline_1rank_bind"] = f.baseline_bind;
   s["baseline_1rank_seconds"] = f.baseline_seconds;
   s["baseline_1rank_budget_s"] = f.baseline_budget_s;
-  s["baseline_1rank"] = f.baseline_off ? "off" : f.ranks < 2 ? "one rank" : "auto";
+  s["baseline_1rank"] = f.ranks < 2 && f.baseline_mode != "off" ? "one rank" : f.baseline_mode;
+  if (f.baseline_sps > 0) {
+    const bool reused = f.baseline_measured_at > 0;
+    s["baseline_1rank_source"] = reused ? "database" : "measured";
+    if (reused) {
+      s["baseline_1rank_measured_at"] = tuner::db::utc_time(f.baseline_measured_at);
+      s["baseline_1rank_measured_on"] = f.baseline_measured_on;
+    }
+  }
   s["scaling_efficiency"] = or_null(f.baseline_sps > 0, sps / (f.ranks * f.baseline_sps));
   s["final_loss"] = num(w, "final_loss");
   // Unknown figures are null, never a -1 that a script could take for a value.

@@ -132,7 +132,8 @@ std::string scaling_section(const ReportData& d) {
   std::vector<Bar> bars;
   const std::string n = std::to_string(d.ranks);
   if (d.baseline_sps > 0) {
-    bars.push_back({"1 rank, measured", d.baseline_sps, 0, 0, "#7f7f7f", ""});
+    bars.push_back({d.baseline_reused ? "1 rank, an earlier launch's" : "1 rank, measured",
+                    d.baseline_sps, 0, 0, "#7f7f7f", ""});
     if (d.ranks > 1) {
       bars.push_back({n + " x 1 rank (ideal)", d.ranks * d.baseline_sps, 0, 0, "#c7c7c7", ""});
     }

@@ -71,6 +71,7 @@ struct ReportData {
   // Scaling.
   int ranks = 1;
   double throughput_sps = 0, baseline_sps = 0, predicted_sps = 0;
+  bool baseline_reused = false;    // the 1-rank baseline came from the database (an earlier launch)
   double scaling_efficiency = -1;  // < 0 not measured
   // The tuner's confidence.
   std::string winner;     // the trials' winner ("" when no trials ran)

@@ -26,6 +26,18 @@ using text::ms;
 using text::num;
 using text::thousands;
 
+// Where the 1-rank baseline's figure came from: ", 160 steps in 3.5 s", or ", from the database:
+// measured 2026-11-30T16:02:11Z on node01 (launch.baseline=measure measures it again)".
+std::string baseline_origin(const json& s) {
+  if (s.value("baseline_1rank_source", "") == "database") {
+    const std::string host = s.value("baseline_1rank_measured_on", "");
+    return ", from the database: measured " + s.value("baseline_1rank_measured_at", "") +
+           (host.empty() ? "" : " on " + host) + " (launch.baseline=measure measures it again)";
+  }
+  return ", " + std::to_string(s.value("baseline_1rank_steps", int64_t{0})) + " steps in " +
+         fixed(num(s, "baseline_1rank_seconds"), 1) + " s";
+}
+
 // The throughput, scaling efficiency (where a 1-rank baseline ran) and step time rows.
 void throughput_rows(const json& s, Rows& rows) {
   rows.emplace_back("compute", std::to_string(s.value("ranks", 0)) + " rank(s) x " +
@@ -40,9 +52,7 @@ void throughput_rows(const json& s, Rows& rows) {
                       fixed(100 * s["scaling_efficiency"].get<double>(), 0) +
                           " % (1 rank: " + fixed(num(s, "baseline_1rank_sps"), 0) + " samples/s" +
                           (ci.is_number() ? " +-" + fixed(100 * ci.get<double>(), 1) + " %" : "") +
-                          ", " + std::to_string(s.value("baseline_1rank_steps", int64_t{0})) +
-                          " steps in " + fixed(num(s, "baseline_1rank_seconds"), 1) +
-                          " s, bound as the job's rank 0)");
+                          baseline_origin(s) + ", bound as the job's rank 0)");
   } else if (s.value("baseline_1rank", "") == "off") {
     rows.emplace_back("scaling efficiency", "not measured (launch.baseline: off)");
   }

@@ -150,10 +150,44 @@ TEST(LaunchOutcome, TheBaselineReportsItsLengthBindingAndInterval) {
   EXPECT_NEAR(s["scaling_efficiency"].get<double>(), 1000.0 / (2 * 520), 1e-12);
 }
 
+// A baseline reused from the database says when and where it was measured instead of its length,
+// and a superlinear efficiency then blames that earlier measurement, with the way to redo it.
+TEST(LaunchOutcome, AReusedBaselineSaysWhenItWasMeasured) {
+  FakeRun run(300, 2.31, 0.05);  // 2 ranks at 1000 samples/s
+  run.facts.baseline_sps = 520;
+  run.facts.baseline_steps = 240;
+  run.facts.baseline_rel_ci = 0.021;
+  run.facts.baseline_bind = "core";
+  run.facts.baseline_measured_at = 1764518400;  // 2025-11-30T16:00:00Z
+  run.facts.baseline_measured_on = "node07";
+  auto s = run.summary();
+  EXPECT_EQ(s["baseline_1rank_source"], "database");
+  EXPECT_EQ(s["baseline_1rank_measured_at"], "2025-11-30T16:00:00Z");
+  EXPECT_EQ(s["baseline_1rank_measured_on"], "node07");
+  EXPECT_TRUE(s["warnings"].empty()) << s["warnings"];
+  std::string text = format_summary(s, 400);
+  EXPECT_NE(text.find("(1 rank: 520 samples/s +-2.1 %, from the database: measured "
+                      "2025-11-30T16:00:00Z on node07 (launch.baseline=measure measures it "
+                      "again), bound as the job's rank 0)"),
+            std::string::npos)
+      << text;
+  run.facts.baseline_sps = 1000 / (2 * 1.18);
+  s = run.summary();
+  ASSERT_EQ(s["warnings"].size(), 1u) << s["warnings"];
+  const std::string w = s["warnings"][0];
+  EXPECT_NE(w.find("reused from the database (measured 2025-11-30T16:00:00Z), was slowed"),
+            std::string::npos)
+      << w;
+  EXPECT_NE(w.find("--set launch.baseline=measure"), std::string::npos) << w;
+  // One this launch measured says so.
+  run.facts.baseline_measured_at = 0;
+  EXPECT_EQ(run.summary()["baseline_1rank_source"], "measured");
+}
+
 // launch.baseline: off: no efficiency, and the summary says why rather than leaving it out.
 TEST(LaunchOutcome, ABaselineTurnedOffIsSaid) {
   FakeRun run(300, 2.31, 0.05);
-  run.facts.baseline_off = true;
+  run.facts.baseline_mode = "off";
   const auto s = run.summary();
   EXPECT_EQ(s["baseline_1rank"], "off");
   EXPECT_TRUE(s["scaling_efficiency"].is_null());

@@ -152,6 +152,35 @@ python3 -c "
 import json,sys; a=json.load(open('$run1/plan.json')); b=json.load(open('$run2/plan.json'))
 assert a['training']==b['training'] and a['collectives']==b['collectives']" || fail "cached plan differs from the tuned one"
 
+# 2b. The same work again (issue 42): the 1-rank baseline the first run measured and stored is
+#     reused from the database when it was known within +-5 % (else measured again), and the
+#     summary says when it was measured; launch.baseline=measure measures and stores it again.
+"$dltune" launch "$tiny" --set training.steps=60 >"$tmp/out2b" 2>"$tmp/err2b" ||
+  fail "launch with a stored baseline exited $?: $(cat "$tmp/err2b")"
+run2b=$(newest_run)
+python3 - "$run1/summary.json" "$run2b/summary.json" "$tmp/out2b" <<'PY' || fail "baseline reuse: $(cat "$tmp/out2b")"
+import json, sys
+first, again = (json.load(open(p)) for p in sys.argv[1:3])
+out = open(sys.argv[3]).read()
+assert first["baseline_1rank_source"] == "measured", first
+if first["baseline_1rank_rel_ci"] is not None and first["baseline_1rank_rel_ci"] <= 0.05:
+    assert again["baseline_1rank_source"] == "database", again
+    assert again["baseline_1rank_sps"] == first["baseline_1rank_sps"], (first, again)
+    assert again["baseline_1rank_measured_at"].endswith("Z"), again
+    assert "measuring 1 rank" not in out, out
+    assert "from the database: measured " + again["baseline_1rank_measured_at"] in " ".join(out.split()), out
+else:  # too wide to reuse: measured again
+    assert again["baseline_1rank_source"] == "measured" and "measuring 1 rank" in out, again
+assert abs(again["scaling_efficiency"] - again["throughput_sps"] / (2 * again["baseline_1rank_sps"])) < 1e-9
+PY
+"$dltune" launch "$tiny" --set training.steps=40 --set launch.baseline=measure >"$tmp/out2c" 2>"$tmp/err2c" ||
+  fail "launch.baseline=measure exited $?: $(cat "$tmp/err2c")"
+grep -q "measuring 1 rank" "$tmp/out2c" || fail "launch.baseline=measure did not measure: $(cat "$tmp/out2c")"
+[ "$(field "$(newest_run)/summary.json" "['baseline_1rank_source']")" = measured ] ||
+  fail "launch.baseline=measure: the summary's source is not 'measured'"
+"$dltune" db show >"$tmp/dbshow2" 2>&1 || fail "db show exited $?"
+grep -q "1 one-rank baseline" "$tmp/dbshow2" || fail "db show does not count the baseline: $(cat "$tmp/dbshow2")"
+
 # 3. --retune tunes again; --json prints machine-readable events ending in the summary, with
 #    every phase reporting: the sweep's sizes, the trials' rounds and candidates, the ranks'
 #    start-up, the steps; and never more than 3 s apart while tuning.

@@ -161,10 +161,10 @@ grep -q "tune.budget: expected a number in \[0, 1e+06\], got 1e+308" "$work/err"
 report "recipe check b.yaml (tune.budget: 1e308)" 2 "$work/err"
 
 # ---- 6. tune against a newer-schema or read-only database refuses before measuring.
-sql "$work/newer.db" "PRAGMA user_version=7"
+sql "$work/newer.db" "PRAGMA user_version=99"
 expect_rc 2 20 "$dltune" tune --collectives -n 2 --budget 60 --retune --db "$work/newer.db"
 grep -q "newer than this dltune supports" "$work/err" || fail "newer schema: $(cat "$work/err")"
-report "tune --collectives --retune --budget 60 --db newer.db (user_version 7)" 2 "$work/err"
+report "tune --collectives --retune --budget 60 --db newer.db (user_version 99)" 2 "$work/err"
 if [ "$(id -u)" = 0 ]; then
   cp "$user_db" "$work/ro.db" && chown 65534:65534 "$work/ro.db" && chmod 0444 "$work/ro.db"
   as=(setpriv --reuid=65534 --regid=65534 --clear-groups env HOME=/ TMPDIR=/tmp)

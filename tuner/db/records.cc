@@ -226,6 +226,22 @@ Status validate_cost_model(const CostModel& c) {
   return ok_status();
 }
 
+Status validate_baseline(const BaselineRecord& b) {
+  DLTUNE_TRY(validate_key(b.key));
+  DLTUNE_TRY(validate_provenance(b.provenance));
+  DLTUNE_TRY(check_hex("baseline.plan_hash", b.plan_hash, false));
+  if (b.plan_hash.size() != 64) return invalid_input("baseline.plan_hash: expected 64 hex digits");
+  DLTUNE_TRY(check_token("baseline.bind", b.bind, false));
+  if (!(b.samples_per_s > 0) || b.samples_per_s > 1e15) {
+    return invalid_input("baseline.samples_per_s: expected a positive rate, got " +
+                         std::to_string(b.samples_per_s));
+  }
+  DLTUNE_TRY(check_nonneg("baseline.rel_ci", b.rel_ci));
+  DLTUNE_TRY(check_nonneg("baseline.seconds", b.seconds));
+  if (b.steps < 1) return invalid_input("baseline.steps: must be at least 1");
+  return ok_status();
+}
+
 Status validate_trial(const RecipeTrial& t) {
   DLTUNE_TRY(validate_key(t.key));
   DLTUNE_TRY(validate_provenance(t.provenance));

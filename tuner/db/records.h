@@ -135,6 +135,21 @@ struct CostModel {
   Provenance provenance;
 };
 
+// The scaling efficiency's 1-rank baseline as measured on a machine (schema v7): one rank
+// training a job's per-rank work alone, which a later launch of the same work on a machine of the
+// same fingerprint reuses instead of measuring again (issue 42). A measurement of this machine:
+// bundles do not carry it.
+struct BaselineRecord {
+  Key key;                // shape 1 x 1, recipe: the recipe's signature (recipes::recipe_signature)
+  std::string plan_hash;  // SHA-256 (hex) of what the one rank ran (launcher baseline_identity)
+  std::string bind;       // the binding policy it ran under
+  double samples_per_s = 0;
+  int64_t steps = 0;   // the steps of the run that gave it
+  double rel_ci = 0;   // ~95 % interval of its mean step time, relative
+  double seconds = 0;  // the time its runs' steps took
+  Provenance provenance;
+};
+
 // Limits on stored text, so that a hostile bundle cannot blow up a database or a terminal.
 inline constexpr size_t kMaxTokenBytes = 128;
 inline constexpr size_t kMaxTextBytes = 512;
@@ -163,6 +178,9 @@ Status validate_measurement(const Measurement& m);
 Status validate_trial(const RecipeTrial& t);
 // Also: level "intra" or "inter", finite non-negative coefficients and error, points >= 1.
 Status validate_cost_model(const CostModel& c);
+// Also: plan_hash 64 lowercase hex digits, bind a token, samples_per_s and rel_ci finite and
+// positive / non-negative, steps >= 1, seconds finite and non-negative.
+Status validate_baseline(const BaselineRecord& b);
 
 // `s` made acceptable as free text: control and non-ASCII characters become spaces, quotes and
 // backticks '*', backslashes and semicolons ','; cut to kMaxTextBytes - 12 bytes.

@@ -100,7 +100,26 @@ ALTER TABLE recipe_trials ADD COLUMN memory_peak_bytes INTEGER;
 PRAGMA user_version = 6;
 )sql";
 
-constexpr const char* kSteps[] = {kCreateV1, kV1ToV2, kV2ToV3, kV3ToV4, kV4ToV5, kV5ToV6};
+// v6 -> v7: the scaling efficiency's 1-rank baselines (records.h BaselineRecord), keyed like a
+// 1 x 1 plan plus what the rank ran and its binding, so that a launch of the same work on this
+// machine reuses one instead of measuring again.
+constexpr const char* kV6ToV7 = R"sql(
+CREATE TABLE baselines(
+  id INTEGER PRIMARY KEY,
+  fingerprint TEXT NOT NULL, mpi TEXT NOT NULL, pmix TEXT NOT NULL, nccl TEXT NOT NULL,
+  dltune TEXT NOT NULL, nodes INTEGER NOT NULL, ranks_per_node INTEGER NOT NULL,
+  recipe TEXT NOT NULL, family TEXT NOT NULL,
+  plan_hash TEXT NOT NULL, bind TEXT NOT NULL,
+  samples_per_s REAL NOT NULL, steps INTEGER NOT NULL, rel_ci REAL NOT NULL,
+  seconds REAL NOT NULL,
+  site TEXT NOT NULL, host TEXT NOT NULL, user_name TEXT NOT NULL,
+  writer_version TEXT NOT NULL, created_at INTEGER NOT NULL,
+  signed_by TEXT NOT NULL DEFAULT '',
+  UNIQUE(fingerprint, mpi, pmix, nccl, dltune, nodes, ranks_per_node, recipe, plan_hash, bind));
+PRAGMA user_version = 7;
+)sql";
+
+constexpr const char* kSteps[] = {kCreateV1, kV1ToV2, kV2ToV3, kV3ToV4, kV4ToV5, kV5ToV6, kV6ToV7};
 static_assert(sizeof(kSteps) / sizeof(kSteps[0]) == kSchemaVersion);
 
 Result<bool> has_foreign_tables(Connection& conn) {

@@ -13,6 +13,10 @@
 //       key's name, 'unsigned', or '' for a row made on this machine; rows of earlier
 //       databases read as made here) and a settings table (name -> value) for the database's
 //       own policy: require_signature, trusted_keys (store.h).
+//   v5: adds cost_models (per-level alpha-beta-gamma fits) and each recipe trial's step split.
+//   v6: adds each recipe trial's training memory (estimate and measured peak).
+//   v7: adds baselines: the scaling efficiency's 1-rank baselines measured on this machine
+//       (records.h BaselineRecord), which a later launch of the same work reuses.
 //
 // Each step runs in its own transaction; a database is always at exactly one version.
 #pragma once
@@ -22,7 +26,7 @@
 
 namespace dltune::tuner::db {
 
-inline constexpr int kSchemaVersion = 6;
+inline constexpr int kSchemaVersion = 7;
 
 // The schema version stored in `conn` (0 for a new, empty file).
 Result<int> schema_version(Connection& conn);

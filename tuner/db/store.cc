@@ -381,13 +381,14 @@ Result<DbCounts> TuningDb::counts() {
   c.schema_version = *v;
   auto st = connection().prepare(
       "SELECT (SELECT count(*) FROM plans), (SELECT count(*) FROM measurements), "
-      "(SELECT count(*) FROM recipe_trials)");
+      "(SELECT count(*) FROM recipe_trials), (SELECT count(*) FROM baselines)");
   if (!st) return std::move(st).error();
   auto row = st->step();
   if (!row) return std::move(row).error();
   c.plans = st->integer(0);
   c.measurements = st->integer(1);
   c.recipe_trials = st->integer(2);
+  c.baselines = st->integer(3);
   return c;
 }
 
@@ -407,6 +408,8 @@ Result<int64_t> TuningDb::prune(const PruneSpec& spec) {
         "DELETE FROM measurements WHERE (?1 IS NULL OR created_at < ?1) AND "
         "(?2 IS NULL OR dltune <> ?2) AND (?3 IS NULL OR fingerprint = ?3)",
         "DELETE FROM cost_models WHERE (?1 IS NULL OR created_at < ?1) AND "
+        "(?2 IS NULL OR dltune <> ?2) AND (?3 IS NULL OR fingerprint = ?3)",
+        "DELETE FROM baselines WHERE (?1 IS NULL OR created_at < ?1) AND "
         "(?2 IS NULL OR dltune <> ?2) AND (?3 IS NULL OR fingerprint = ?3)"}) {
     auto st = connection().prepare(sql);
     if (!st) return std::move(st).error();

@@ -81,7 +81,7 @@ struct DbSettings {
 
 struct DbCounts {
   int schema_version = 0;
-  int64_t plans = 0, measurements = 0, recipe_trials = 0;
+  int64_t plans = 0, measurements = 0, recipe_trials = 0, baselines = 0;
 };
 
 class TuningDb {
@@ -119,6 +119,14 @@ class TuningDb {
   Status put_cost_models(std::span<const CostModel> models);
   Result<std::vector<CostModel>> cost_models(const Filter& filter = {});
 
+  // Inserts or replaces (same key identity, plan_hash and bind) one 1-rank baseline in one
+  // statement; invalid_input and nothing written on a malformed row (baselines.cc).
+  Status put_baseline(const BaselineRecord& baseline);
+  // The baseline with exactly this key identity, plan hash and binding, or nullopt; a stored row
+  // that fails validate_baseline is an error naming the database.
+  Result<std::optional<BaselineRecord>> find_baseline(const Key& key, const std::string& plan_hash,
+                                                      const std::string& bind);
+
   // Applies incoming rows under `policy` in one transaction after validating all of them
   // (validate_rows): on any invalid row nothing is written. Importing the same rows twice
   // changes nothing. `source` names where the rows came from in the conflict report.
@@ -132,9 +140,9 @@ class TuningDb {
   Result<DbSettings> settings();
   Status set_settings(const DbSettings& settings);
 
-  // Deletes the rows PruneSpec selects (plans, measurements and cost models, and the recipe
-  // trials of every deleted plan) in one transaction; returns how many rows went. invalid_input
-  // when no criterion is set.
+  // Deletes the rows PruneSpec selects (plans, measurements, cost models and baselines, and the
+  // recipe trials of every deleted plan) in one transaction; returns how many rows went.
+  // invalid_input when no criterion is set.
   Result<int64_t> prune(const PruneSpec& spec);
 
   const std::string& path() const { return path_; }
