@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "common/strings.h"
 #include "planning/model_costs.h"
@@ -196,7 +197,10 @@ Status try_stages(const Search& s, int S, std::vector<Attempt>& attempts) {
 }
 
 // Orders the fitting candidates (best predicted throughput first; plain data parallelism first
-// where the recipe leaves the layout open) and writes each one's reason.
+// where the recipe leaves the layout open) and writes each one's reason. The step-time model's
+// throughput only ranks the layouts: a reason gives it relative to the first's, never as samples/s
+// of its own (issue 42: the launch's prediction, from the launch predictor with the plan's threads
+// and sends, is the one throughput figure a person sees).
 void rank_fitting(const Search& s, std::vector<LayoutCandidate>& out) {
   const LayoutRequest& rq = s.rq;
   const recipes::ParallelConfig& fx = rq.fixed;
@@ -205,19 +209,29 @@ void rank_fitting(const Search& s, std::vector<LayoutCandidate>& out) {
   std::stable_sort(out.begin(), out.end(), [](const auto& x, const auto& y) {
     return x.layout.predicted_sps > y.layout.predicted_sps;
   });
-  // Where the prediction comes from: FLOPs at an assumed rate only rank the layouts (a
-  // machine's real rate is often several times higher); timed nodes are this machine's.
-  const std::string basis =
-      !rq.node_cost.empty() ? " from its nodes timed here"
-      : rq.cost_per_second > 0
-          ? ""
-          : " from FLOPs at an assumed " +
-                std::to_string(static_cast<int>(kAssumedFlopsPerSecond / 1e9)) + " GFLOP/s";
+  // What the ranking rests on: FLOPs at an assumed rate only rank the layouts (a machine's real
+  // rate is often several times higher); timed nodes are this machine's.
+  const std::string model =
+      "the step-time model" +
+      (!rq.node_cost.empty() ? std::string(" from its nodes timed here")
+       : rq.cost_per_second > 0
+           ? std::string(" from the request's costs")
+           : " from FLOPs at an assumed " +
+                 std::to_string(static_cast<int>(kAssumedFlopsPerSecond / 1e9)) + " GFLOP/s");
+  const double best = out.front().layout.predicted_sps;
+  auto ratio = [](double a, double b) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.2fx", b > 0 ? a / b : 0.0);
+    return std::string(buf);
+  };
   for (LayoutCandidate& c : out) {
-    c.layout.reason =
-        describe_layout(c.layout) + ": " + memory_text(c.layout.memory_bytes) + " per rank" +
-        (rq.memory_limit > 0 ? " of " + memory_text(rq.memory_limit) : "") + ", predicted " +
-        std::to_string(static_cast<int64_t>(c.layout.predicted_sps)) + " samples/s" + basis;
+    c.layout.reason = describe_layout(c.layout) + ": " + memory_text(c.layout.memory_bytes) +
+                      " per rank" +
+                      (rq.memory_limit > 0 ? " of " + memory_text(rq.memory_limit) : "");
+    if (&c != &out.front()) {
+      c.layout.reason += "; " + ratio(c.layout.predicted_sps, best) +
+                         " the first-ranked layout's throughput by " + model;
+    }
   }
   // Unmeasured, the model's ranking is a guess: where the recipe leaves the layout open and
   // plain data parallelism fits, it goes first (the trials measure the others).
@@ -225,13 +239,24 @@ void rank_fitting(const Search& s, std::vector<LayoutCandidate>& out) {
   auto dp =
       std::find_if(out.begin(), out.end(), [](const auto& c) { return c.layout.stages == 1; });
   if (open && dp != out.end() && dp != out.begin()) {
+    const LayoutCandidate& ahead = out.front();
+    const std::string rival = describe_layout(ahead.layout) + " " +
+                              ratio(ahead.layout.predicted_sps, dp->layout.predicted_sps);
     std::rotate(out.begin(), dp, dp + 1);
-    out.front().layout.reason += " (data parallelism fits: preferred until measured)";
+    out.front().layout.reason = describe_layout(out.front().layout) + ": " +
+                                memory_text(out.front().layout.memory_bytes) + " per rank" +
+                                (rq.memory_limit > 0 ? " of " + memory_text(rq.memory_limit) : "") +
+                                "; data parallelism fits: preferred until measured (" + model +
+                                " puts " + rival + " ahead)";
   } else if (out.size() > 1) {
+    out.front().layout.reason += "; the fastest of " + std::to_string(out.size()) +
+                                 " layouts that fit by " + model + " (the next, " +
+                                 describe_layout(out[1].layout) + ", at " +
+                                 ratio(out[1].layout.predicted_sps, best) + ")";
+  } else if (out.front().layout.stages > 1) {
     out.front().layout.reason +=
-        " (best predicted of " + std::to_string(out.size()) + " layouts that fit)";
-  } else if (out.front().layout.stages > 1 && open) {
-    out.front().layout.reason += " (the only layout that fits)";
+        open ? "; the only layout that fits (its stages balanced by " + model + ")"
+             : "; its stages balanced by " + model;
   }
 }
 
