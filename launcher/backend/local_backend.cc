@@ -177,7 +177,7 @@ Result<LaunchOutcome> run_local(const LaunchSpec& spec) {
   PlanEnv plan_env;
   if (spec.plan) {
     plan_env = plan_env_for(*spec.plan, spec.nranks, spec.nranks);
-    for (const std::string& n : plan_env.notes) warn(spec, "--plan: " + n);
+    for (const std::string& n : notes_for(plan_env, spec.argv)) warn(spec, "--plan: " + n);
   }
   std::optional<topology::Topology> topo;
   std::shared_ptr<hwloc_topology> machine;

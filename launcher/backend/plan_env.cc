@@ -70,7 +70,7 @@ PlanEnv plan_env_for(const recipes::Plan& plan, int nranks, int ranks_per_node) 
   if (rules) {
     pe.ompi_rules = tuner::db::format_ompi_rules(*rules);
     // What Open MPI runs where it lacks the plan's algorithm, as `db rules` says it.
-    for (const std::string& n : rule_notes) pe.notes.push_back("Open MPI: " + n);
+    for (const std::string& n : rule_notes) pe.mpi_notes.push_back("Open MPI: " + n);
   } else if (!plan.collectives.empty()) {
     pe.notes.push_back("no Open MPI rules: " + rules.error().message());
   }
@@ -78,6 +78,13 @@ PlanEnv plan_env_for(const recipes::Plan& plan, int nranks, int ranks_per_node) 
   const int stages = plan.parallel.stages;
   if (stages > 1 && stages <= nranks && nranks % stages == 0) pe.stages = stages;
   return pe;
+}
+
+std::vector<std::string> notes_for(const PlanEnv& pe, const std::vector<std::string>& argv) {
+  std::vector<std::string> out = pe.notes;
+  const std::string program = argv.empty() ? "" : argv[0].substr(argv[0].rfind('/') + 1);
+  if (program != "dltune-worker") out.insert(out.end(), pe.mpi_notes.begin(), pe.mpi_notes.end());
+  return out;
 }
 
 std::string rank_label(const PlanEnv& pe, int rank) {

@@ -24,10 +24,18 @@ struct PlanEnv {
   std::vector<topology::RankPlacement> placement;
   // What was not applied and why, one sentence each (told to the user once).
   std::vector<std::string> notes;
+  // What Open MPI runs where it lacks the plan's algorithm ("Open MPI: allreduce: shm ... using
+  // recursive_doubling"): told to the user for their own program, not for dltune's worker, which
+  // runs every algorithm of the plan itself (notes_for()).
+  std::vector<std::string> mpi_notes;
   // Pipeline stages per replica (the Plan's parallel.stages): rank r runs stage r % stages of
   // replica r / stages. 1 without a pipeline.
   int stages = 1;
 };
+
+// The notes to tell the user for a job running `argv`: notes, and mpi_notes unless argv[0] is
+// dltune's own worker (dltune-worker: its collectives are the plan's, not Open MPI's).
+std::vector<std::string> notes_for(const PlanEnv& plan_env, const std::vector<std::string>& argv);
 
 // "rank 3", or with stages "rank 3 (stage 1 of replica 1)": how failures name a rank.
 std::string rank_label(const PlanEnv& plan_env, int rank);

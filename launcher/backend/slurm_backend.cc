@@ -454,7 +454,7 @@ PlanEnv plan_env_of(const LaunchSpec& spec) {
                            ? spec.nranks / spec.nodes
                            : spec.nranks / std::max(1, allocation_nodes());
   pe = plan_env_for(*spec.plan, spec.nranks, per_node);
-  for (const std::string& n : pe.notes) warn_user(spec, "--plan: " + n);
+  for (const std::string& n : notes_for(pe, spec.argv)) warn_user(spec, "--plan: " + n);
   return pe;
 }
 
