@@ -17,7 +17,8 @@ constexpr int64_t kLargeBatch = 64;
 
 }  // namespace
 
-Result<NodeProfile> profile_nodes(TrainConfig cfg, int steps, int warmup, int threads) {
+Result<NodeProfile> profile_nodes(TrainConfig cfg, int steps, int warmup, int threads,
+                                  const std::function<Status()>& before_timing) {
   if (steps < 1 || warmup < 0) return invalid_input("--steps must be >= 1 and --warmup >= 0");
   cfg.steps = warmup + steps + 1;
   cfg.threads = threads;
@@ -34,6 +35,7 @@ Result<NodeProfile> profile_nodes(TrainConfig cfg, int steps, int warmup, int th
   std::vector<std::vector<double>> fwd(n), bwd(n);
   std::vector<double> step_s, compute_s, nodes_s;
   for (int s = 0; s < warmup + steps; ++s) {
+    if (s == warmup && before_timing) DLTUNE_TRY(before_timing());
     const std::vector<double> f0 = model.forward_seconds(), b0 = model.backward_seconds();
     const auto t0 = std::chrono::steady_clock::now();
     auto loss = (*trainer)->step(false);

@@ -10,6 +10,7 @@
 // divided by the model's parameters give its cost per parameter.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -31,9 +32,11 @@ struct NodeProfile {
 };
 
 // Trains `config` (its per_rank_batch) on one rank alone, `warmup` untimed steps then `steps`
-// timed, with the model's per-node timing on, on `threads` BLAS threads. Errors: invalid_input
-// for steps < 1 or warmup < 0; the data's and the trainer's.
-Result<NodeProfile> profile_nodes(TrainConfig config, int steps, int warmup, int threads);
+// timed, with the model's per-node timing on, on `threads` BLAS threads; `before_timing` (when
+// set) is called between the two (profile copies meet at a barrier there) and its error ends the
+// profile. Errors: invalid_input for steps < 1 or warmup < 0; the data's and the trainer's.
+Result<NodeProfile> profile_nodes(TrainConfig config, int steps, int warmup, int threads,
+                                  const std::function<Status()>& before_timing = {});
 
 // The costs of `config`'s model (`graph`, as model_graph(config) gives it) around
 // `replica_batch` samples: b = min(replica_batch, 64) and max(1, b / 8), each timed for

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@
 #include "engine/train/recipe_config.h"
 #include "engine/train/train_data.h"
 #include "engine/train/trainer.h"
+#include "engine/worker/profile_copies.h"
 #include "recipes/model/builtins.h"
 #include "recipes/plan.h"
 #include "recipes/recipe.h"
@@ -33,6 +35,8 @@ struct ProfileOptions {
   std::string precision;     // "" (the recipe's), fp32, bf16
   double seconds = 0;        // --kernels: the selection's time limit (0: none)
   std::string kernel_file;   // a plan's kernel choices to profile with ({node: kernel})
+  int copies = 1;            // copies at once, as a node's ranks (profile_copies.h)
+  std::string barrier;       // a copy's barrier "R,W" (set by profile_copies, not by people)
 };
 
 // --kernel-choices FILE into cfg->kernels. Errors: an unreadable file, not a JSON object of
@@ -165,9 +169,12 @@ Status profile(const ProfileOptions& o) {
   if (!cfg) return cfg.error();
   if (o.fit) return fit(o, *cfg);
   if (o.kernels) return kernels(o, *cfg);
+  if (o.copies > 1) return profile_copies(o.copies, o.out);
   if (!o.precision.empty()) cfg->precision = o.precision;
   if (!o.kernel_file.empty()) DLTUNE_TRY(read_kernel_choices(o.kernel_file, &*cfg));
-  auto p = profile_nodes(*cfg, o.steps, o.warmup, o.threads);
+  std::function<Status()> barrier;
+  if (!o.barrier.empty()) barrier = [&o] { return wait_at_barrier(o.barrier); };
+  auto p = profile_nodes(*cfg, o.steps, o.warmup, o.threads, barrier);
   if (!p) return p.error();
   nlohmann::json j;
   j["model"] = o.model.empty() ? o.recipe : o.model;
@@ -211,6 +218,11 @@ CLI::App* add_profile_command(CLI::App& app) {
                   "a JSON file of {node: kernel} to profile with (a plan's choices)");
   cmd->add_option("--seconds", o.seconds, "--kernels: time limit (largest nodes first)")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--copies", o.copies,
+                  "run N copies at once, each on its share of the CPUs, as N ranks of a node; "
+                  "report the slowest")
+      ->check(CLI::Range(1, 1024));
+  cmd->add_option("--barrier", o.barrier, "(internal) a copy's barrier R,W");
   return cmd;
 }
 

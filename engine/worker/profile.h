@@ -3,7 +3,7 @@
 // fitted cost (for the layout search), and the GPU's memory (for a GPU rank's memory limit).
 //
 //   dltune-worker profile (--model NAME | --recipe RECIPE) [--batch B] [--steps N]
-//                         [--warmup W] [--threads T] [--out FILE]
+//                         [--warmup W] [--threads T] [--copies N] [--out FILE]
 //   dltune-worker profile --fit (--model NAME | --recipe RECIPE) --batch B [--steps N]
 //                         [--out FILE]
 //   dltune-worker profile --device-memory [--out FILE]
@@ -18,8 +18,10 @@
 // the rest of the step after compute, input_s compute minus the nodes: copying the batch in and
 // the loss); step_samples_s every timed step's wall seconds, in order. --precision and
 // --kernel-choices FILE (a JSON object {node: kernel}, a plan's training.kernels) profile the
-// compute a plan's ranks run. Exit: 0, 1 when
-// training fails, 2 for bad input (an unknown model or recipe, a batch < 1).
+// compute a plan's ranks run. --copies N runs N copies at once, each on its share of the CPUs,
+// their timed steps together, and reports the slowest with "copies" and "copy_step_s" (every
+// copy's step_s): the compute of a node's N ranks as they slow each other (profile_copies.h).
+// Exit: 0, 1 when training fails, 2 for bad input (an unknown model or recipe, a batch < 1).
 //
 // --fit: each node's cost around a replica batch of B for the layout search
 // (measure_node_costs(), engine/train/node_costs.h: two batches, min(B, 64) and an eighth of it,

@@ -175,7 +175,7 @@ Result<CommChoice> comm_source(const PredictOptions& o, const std::optional<pred
 
 Result<predict::ComputeProfile> profile_here(const std::string& target, bool is_recipe, int batch,
                                              int steps, const predict::ModelCosts& model,
-                                             int threads, const RankCompute& how) {
+                                             int threads, const RankCompute& how, int copies) {
   auto worker = cli::sibling_program("dltune-worker");
   if (!worker) return worker.error();
   auto dir = TempDir::create_in_tmp("dltune-predict-");
@@ -194,6 +194,7 @@ Result<predict::ComputeProfile> profile_here(const std::string& target, bool is_
                                    "--out",
                                    out};
   if (!how.precision.empty()) argv.insert(argv.end(), {"--precision", how.precision});
+  if (copies > 1) argv.insert(argv.end(), {"--copies", std::to_string(copies)});
   if (!how.kernels.empty()) {
     const std::string file = dir->path() + "/kernels.json";
     DLTUNE_TRY(paths::write_file_atomic(file, nlohmann::json(how.kernels).dump()));
@@ -214,7 +215,16 @@ Result<predict::ComputeProfile> profile_here(const std::string& target, bool is_
       j, model,
       "measured here by dltune-worker profile (" + std::to_string(steps) + " steps, " +
           std::to_string(std::max(1, threads)) + " thread" + (threads > 1 ? "s" : "") +
-          (how.kernels.empty() ? "" : ", the plan's kernels") + ")");
+          (how.kernels.empty() ? "" : ", the plan's kernels") +
+          (copies > 1 ? ", the slowest of " + std::to_string(copies) +
+                            " copies at once, as a node's ranks run"
+                      : "") +
+          ")");
+}
+
+int profile_copies(int ranks_sharing, int threads, int cores) {
+  const int fit = cores > 0 ? std::max(1, cores / std::max(1, threads)) : 1;
+  return std::clamp(std::min(ranks_sharing, fit), 1, 64);
 }
 
 Result<std::vector<int>> parse_node_list(const std::string& text) {
@@ -303,8 +313,8 @@ Status resolve_compute(const PredictOptions& o, const std::optional<predict::Dev
                             : threads_per_rank(in.recipe.value_or(recipes::Recipe{}),
                                                std::max(1, r.per_node), *cores)
                                   .first;
-    auto c =
-        profile_here(o.target, in.recipe.has_value(), batch, o.profile_steps, r.model, threads);
+    auto c = profile_here(o.target, in.recipe.has_value(), batch, o.profile_steps, r.model, threads,
+                          {}, profile_copies(r.per_node, threads, *cores));
     if (!c) return c.error();
     r.compute = *c;
     r.threads_per_rank = threads;

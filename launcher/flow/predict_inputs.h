@@ -58,11 +58,19 @@ struct RankCompute {
 
 // One rank's compute measured here: dltune-worker profile of `target` (a recipe when
 // `is_recipe`, else a built-in model) at `batch`, `steps` timed steps, on `threads` threads (the
-// rank's: a launch's ranks train on their binding's cores), as `how` says. Errors: the run
-// failing (exit 2 when it found bad input, else 1).
+// rank's: a launch's ranks train on their binding's cores), as `how` says; with `copies` > 1,
+// that many copies at once, each on its share of the cores, the slowest reported (profile
+// --copies: ranks of a node slow each other through what they share). Errors: the run failing
+// (exit 2 when it found bad input, else 1).
 Result<predict::ComputeProfile> profile_here(const std::string& target, bool is_recipe, int batch,
                                              int steps, const predict::ModelCosts& model,
-                                             int threads = 1, const RankCompute& how = {});
+                                             int threads = 1, const RankCompute& how = {},
+                                             int copies = 1);
+
+// The profile copies for `ranks_sharing` ranks of `threads` threads on a machine of `cores`
+// cores (0: unknown): as many as fit its cores without sharing one (predict's own model counts
+// the slowdown of ranks that share cores), at least 1, at most 64.
+int profile_copies(int ranks_sharing, int threads, int cores);
 
 // Resolves everything; measuring this machine's compute runs dltune-worker profile (seconds).
 // Errors: bad options and files (invalid_input / not_found, exit 2), a profile run that fails

@@ -99,6 +99,30 @@ grep -q '"note": "pipeline layouts here are a what-if.*GPU engine trains data-pa
 grep -q '"layout": "pipeline 2 stages' "$tmp/here_pipe.json" && ! grep -q '"note"' "$tmp/here_pipe.json" ||
   fail "a pipeline on this machine's compute: $(cat "$tmp/here_pipe.json")"
 
+# Ranks of a node slow each other: with 2 ranks per node on this machine the compute is
+# profiled as 2 copies at once (dltune-worker profile --copies), the slowest reported with every
+# copy's step time; the source says so. A copy that fails fails the profile, naming it.
+worker=$(dirname "$dltune")/dltune-worker
+"$worker" profile --model lenet --batch 16 --steps 3 --copies 2 --out "$tmp/copies.json" ||
+  fail "profile --copies 2 exited $?"
+python3 - "$tmp/copies.json" <<'PY' || fail "profile --copies 2: $(cat "$tmp/copies.json")"
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["copies"] == 2 and len(j["copy_step_s"]) == 2, j
+assert all(t > 0 for t in j["copy_step_s"]) and j["step_s"] == max(j["copy_step_s"]), j
+assert len(j["step_samples_s"]) == 3 and len(j["forward_s"]) == len(j["backward_s"]) > 0, j
+PY
+"$worker" profile --model no-such-model --batch 16 --copies 2 --out "$tmp/bad.json" 2>"$tmp/err"
+[ $? -eq 2 ] && grep -q "unknown model" "$tmp/err" || fail "profile --copies of a bad model: $(cat "$tmp/err")"
+"$worker" profile --model lenet --batch 16 --barrier 'x,y' 2>"$tmp/err"
+[ $? -eq 2 ] && grep -q -- "--barrier: expected R,W" "$tmp/err" || fail "a bad --barrier: $(cat "$tmp/err")"
+if [ "$(nproc)" -ge 2 ]; then
+  "$dltune" predict lenet --nodes 1 --per-node 2 --batch 16 --profile-steps 2 --intra 10 \
+    --threads-per-rank 1 >"$tmp/copies.txt" 2>"$tmp/err" || fail "predict --per-node 2 exited $?: $(cat "$tmp/err")"
+  grep -q "the slowest of 2 copies at once, as a node's ranks run" "$tmp/copies.txt" ||
+    fail "predict --per-node 2 did not profile 2 copies: $(cat "$tmp/copies.txt")"
+fi
+
 # Bad input: exit 2 and one sentence naming what is wrong.
 # The README's example of this machine's models, as a newcomer types it (issue 42): on a fresh
 # database it says to measure the links first; after that (a short sweep) it predicts.
