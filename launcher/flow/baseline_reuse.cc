@@ -15,12 +15,17 @@ namespace tdb = tuner::db;
 BaselineIdentity baseline_identity(const topology::Topology& topo, const Job& job,
                                    const recipes::Plan& plan) {
   // What one rank runs, less what does not change its speed: who tuned it and when, the
-  // collective rules (nothing to send), and the learning-rate settings (made negligible).
+  // collective rules (nothing to send), the learning-rate settings (made negligible) and the
+  // layout's description.
   recipes::Plan one = baseline_plan(plan);
   one.provenance = {};
   one.collectives.clear();
   one.training.lr_scale = 1.0;
   one.training.warmup_steps = 0;
+  // The layout's own words and figures describe it; they do not change what runs.
+  one.parallel.reason.clear();
+  one.parallel.memory_bytes = 0;
+  one.parallel.predicted_sps = one.parallel.measured_sps = 0;
   // The recipe's learning rate is in its signature (the tuner's trials depend on it); the
   // baseline runs at a negligible one of its own (measure_baseline), so any rate signs alike.
   recipes::Recipe recipe = job.recipe;
