@@ -174,6 +174,10 @@ struct Provenance {
   // length is not in the tuning key (recipe_signature), so a launch of another length reuses
   // the plan and says so.
   int64_t run_steps = 0;
+  // The recipe's learning rate its trials trained with (0 = not recorded): the rate is not in the
+  // tuning key either; a launch with another rate reuses the plan only where none of its trials
+  // scaled the rate (their divergence checks are what depends on it), and says so.
+  double tuned_lr = 0;
   bool operator==(const Provenance&) const = default;
 };
 

@@ -1,6 +1,7 @@
 // Plan <-> JSON (the shape in plan.h). Reading is strict: every field is type-checked, unknown
 // keys are errors, and the result must pass validate_plan().
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <optional>
 #include <type_traits>
@@ -253,7 +254,7 @@ void read_plan(Reader& r, const json& j, Plan* plan) {
   const json& p = j["provenance"];
   if (!r.object(p, "provenance",
                 {"source", "reason", "predicted_sps", "measured_sps", "recipe", "confidence",
-                 "regret", "collective_regret", "budget", "run_steps"},
+                 "regret", "collective_regret", "budget", "run_steps", "tuned_lr"},
                 {"source"}))
     return;
   Provenance& pv = plan->provenance;
@@ -268,6 +269,9 @@ void read_plan(Reader& r, const json& j, Plan* plan) {
   r.read(p, "run_steps", "provenance", &pv.run_steps);
   if (r.ok() && pv.run_steps < 0)
     r.fail("provenance.run_steps", "expected a step count >= 0, got " + p["run_steps"].dump());
+  r.read(p, "tuned_lr", "provenance", &pv.tuned_lr);
+  if (r.ok() && !(std::isfinite(pv.tuned_lr) && pv.tuned_lr >= 0))
+    r.fail("provenance.tuned_lr", "expected a learning rate >= 0, got " + p["tuned_lr"].dump());
   // Absent means unknown (-1 in memory); a share that is there is never negative.
   for (const auto& [key, value] : {std::pair<const char*, double>{"regret", pv.regret},
                                    {"collective_regret", pv.collective_regret}}) {
@@ -321,6 +325,7 @@ json provenance_json(const Provenance& p) {
   if (p.regret >= 0) j["regret"] = p.regret;
   if (p.collective_regret >= 0) j["collective_regret"] = p.collective_regret;
   if (p.run_steps > 0) j["run_steps"] = p.run_steps;
+  if (p.tuned_lr > 0) j["tuned_lr"] = p.tuned_lr;
   if (p.budget_s != 0 || p.tuning_s != 0 || !p.budget_cut.empty()) {
     j["budget"] = {{"budget_s", p.budget_s}, {"tuning_s", p.tuning_s}, {"cut", p.budget_cut}};
   }

@@ -191,7 +191,11 @@ std::string recipe_signature(const Recipe& recipe) {
   // warm-up, after which a plan tuned for either length is at least as safe for the other (a
   // longer warm-up, or an lr left unscaled). The lr stays in: the trials test a scaled lr for
   // divergence, so the choice depends on it.
-  std::string text = "dltune-recipe-signature v5\n";
+  // v6 leaves the learning rate out too (issue 42: `--set training.optimizer.lr=0.03` re-tuned
+  // for the whole budget): the trials' throughput does not depend on it, only their lr scaling's
+  // divergence checks do. A plan records the lr it was tuned with (provenance.tuned_lr) and a
+  // launch with another lr uses it only where none of its trials scaled the lr (launch_plan.cc).
+  std::string text = "dltune-recipe-signature v6\n";
   text += "dtype " + recipe.model.dtype + "\n";
   text += "input " + describe_shape(recipe.data.shape) + "\n";
   text += "classes " + std::to_string(recipe.data.classes) + "\n";
@@ -208,11 +212,10 @@ std::string recipe_signature(const Recipe& recipe) {
           std::to_string(t.global_batch) + " max_global " + std::to_string(t.max_global_batch) +
           " scaling " + std::string(scaling_name(t.scaling)) + "\n";
   const OptimizerConfig& o = t.optimizer;
-  text += "optimizer " + o.kind + " lr " + num(o.lr) + " momentum " + num(o.momentum) +
-          " weight_decay " + num(o.weight_decay) + " lr_reference_batch " +
-          std::to_string(o.lr_reference_batch) + " lr_scaling " +
-          std::string(lr_scaling_name(o.lr_scaling)) + " betas " + num(o.beta1) + " " +
-          num(o.beta2) + " eps " + num(o.eps) + " clip " + num(o.clip_grad_norm) + "\n";
+  text += "optimizer " + o.kind + " momentum " + num(o.momentum) + " weight_decay " +
+          num(o.weight_decay) + " lr_reference_batch " + std::to_string(o.lr_reference_batch) +
+          " lr_scaling " + std::string(lr_scaling_name(o.lr_scaling)) + " betas " + num(o.beta1) +
+          " " + num(o.beta2) + " eps " + num(o.eps) + " clip " + num(o.clip_grad_norm) + "\n";
   const ScheduleConfig& sc = t.schedule;
   text += "schedule " + std::string(schedule_kind_name(sc.kind)) + " warmup " +
           std::to_string(sc.warmup_steps) + " step_size " + std::to_string(sc.step_size) +

@@ -257,12 +257,12 @@ Result<Recipe> load_recipe_text(std::string_view yaml_text, const std::string& f
 
 // The SHA-256 (64 hex characters) of everything a tuned plan depends on (the tuning key's
 // recipe part): model layers, dtype, input shape and class count; the data (kind, samples,
-// held-out share); the training settings (batch, scaling, optimizer, schedule; the length only
-// under the time-to-accuracy objective); the communication settings (backend, allreduce, bucket,
-// overlap); the tuning objective. Not the name, description, paths, seed, the run's length under
-// the throughput objective (a plan is reused for a shorter or longer run: the launch says so),
-// checkpoint and evaluation schedule, tune.budget or launch section (the job shape is a key
-// field of its own).
+// held-out share); the training settings (batch, scaling, optimizer but its learning rate,
+// schedule; the length only under the time-to-accuracy objective); the communication settings
+// (backend, allreduce, bucket, overlap); the tuning objective. Not the name, description, paths,
+// seed, the run's length under the throughput objective (a plan is reused for a shorter or longer
+// run: the launch says so), checkpoint and evaluation schedule, tune.budget or launch section (the
+// job shape is a key field of its own).
 std::string recipe_signature(const Recipe& recipe);
 // The recipe normalised (every default filled in, only the keys that apply to it, no
 // placeholders), for `dltune recipe show`: as JSON (the model's whole node table included), and

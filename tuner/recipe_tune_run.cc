@@ -222,6 +222,7 @@ Result<RecipeTuneOutcome> tune_recipe(const RecipeTuneRequest& req, const RunRan
   out->plan.provenance.tuning_s = wall;
   out->plan.provenance.run_steps =
       recipes::training_steps(req.recipe, out->plan.training.global_batch).value_or(0);
+  out->plan.provenance.tuned_lr = req.recipe.training.optimizer.lr;
   keep_unseen_lr_unscaled(req, used, *s, &*out);
   if ((req.hint || req.hint_layout) && searched < generated) {
     out->plan.provenance.reason += "; searched " + std::to_string(searched) + " of " +

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <optional>
 #include <span>
@@ -95,15 +96,55 @@ Status store_or_note(const std::string& db, const tdb::PlanRecord& plan,
   return ok_status();
 }
 
+// Whether the tuning behind the stored plan `hit` scaled the learning rate in a trial (its
+// choice then depended on the rate: a scaled rate's divergence decided between lr rules): its
+// trials in the database that holds it, else (a plan stored without them) the candidates a tuning
+// of this recipe and job would generate.
+bool trials_scaled_lr(const PlanRequest& r, const tdb::LookupResult& hit) {
+  auto scaled = [](double s) { return std::abs(s - 1.0) > 1e-12; };
+  if (auto db = tdb::TuningDb::open(hit.db_path, tdb::OpenMode::kReadOnly)) {
+    tdb::Filter f;
+    f.fingerprint = hit.plan.key.fingerprint;
+    f.recipe = hit.plan.key.recipe;
+    f.dltune_version = hit.plan.key.versions.dltune;
+    f.shape = hit.plan.key.shape;
+    if (auto trials = db->recipe_trials(f); trials && !trials->empty()) {
+      return std::any_of(trials->begin(), trials->end(),
+                         [&](const tdb::RecipeTrial& t) { return scaled(t.lr_scale); });
+    }
+  }
+  auto candidates = tuner::generate_candidates(r.recipe, r.job);
+  if (!candidates) return true;  // cannot tell: as if it did
+  return std::any_of(candidates->begin(), candidates->end(),
+                     [&](const auto& c) { return scaled(c.training.lr_scale); });
+}
+
 // The cached plan made fit for this launch: the recipe's fixed settings written over it
-// (recipes/plan_fit.h), then checked against the job and the recipe as the ranks will run it.
-// An error says why the plan cannot be used; the launch then tunes again or runs the recipe's
-// own settings, never fails because of a stored plan.
+// (recipes/plan_fit.h), then checked against the job and the recipe as the ranks will run it. A
+// plan tuned with another learning rate is used only when `lr_scaled` is false (no trial scaled
+// the rate: trials_scaled_lr()), and a note says so. An error says why the plan cannot be used;
+// the launch then tunes again or runs the recipe's own settings, never fails because of a stored
+// plan.
 Result<recipes::Plan> fit_cached_plan(const PlanRequest& r, const std::string& plan_json,
-                                      std::vector<std::string>* notes) {
+                                      bool lr_scaled, std::vector<std::string>* notes) {
   auto plan = recipes::parse_plan(plan_json);
   if (!plan) return std::move(plan).error();
   DLTUNE_TRY(recipes::check_plan_plausible(*plan));
+  const double lr = r.recipe.training.optimizer.lr, tuned_lr = plan->provenance.tuned_lr;
+  if (tuned_lr > 0 && tuned_lr != lr) {
+    char tuned[48], now[48];
+    std::snprintf(tuned, sizeof tuned, "lr %g", tuned_lr);
+    std::snprintf(now, sizeof now, "lr %g", lr);
+    if (lr_scaled) {
+      return invalid_input("it was tuned with " + std::string(tuned) + ", this run has " + now +
+                           ", and its trials scaled the lr: whether a scaled lr diverges depends "
+                           "on the rate");
+    }
+    notes->push_back("cached plan tuned with " + std::string(tuned) + ", used with this run's " +
+                     now +
+                     ": none of its trials scaled the lr, so the choice does not depend on "
+                     "the rate");
+  }
   if (plan->job.nodes != r.job.nodes || plan->job.ranks_per_node != r.job.ranks_per_node) {
     return invalid_input("it is for a " + std::to_string(plan->job.nodes) + "x" +
                          std::to_string(plan->job.ranks_per_node) + " job, not " +
@@ -326,7 +367,7 @@ namespace {
 // a warning note saying what happens instead.
 bool use_cached(const PlanRequest& r, const tdb::LookupResult& hit, PlanChoice& choice) {
   std::vector<std::string> adjusted;
-  auto plan = fit_cached_plan(r, hit.plan.plan_json, &adjusted);
+  auto plan = fit_cached_plan(r, hit.plan.plan_json, trials_scaled_lr(r, hit), &adjusted);
   if (!plan) {
     const bool tunes = !r.no_tune && r.recipe.tune.budget_seconds > 0;
     choice.notes.push_back("warning: the cached plan in " + hit.db_path + " is not used (" +

@@ -204,6 +204,67 @@ TEST_F(LaunchPlan, ACachedPlanOfAnotherLengthGetsThisRunsWarmup) {
       << notes;
 }
 
+// Issue 42 item 3: the learning rate is not in the key. A plan tuned with another rate is used
+// where none of its trials scaled the rate (their throughput does not depend on it), with a note;
+// where one did (whether a scaled rate diverges depends on the rate), the launch tunes again. The
+// stored trials decide; a plan stored without them, the candidates a tuning would generate.
+TEST_F(LaunchPlan, APlanTunedWithAnotherLearningRateIsUsedOnlyWhereNoTrialScaledIt) {
+  // The quickstart's lr is meant for a global batch of 128, this job's: no candidate scales it.
+  recipes::Recipe q = quickstart("lr: 0.02", "lr: 0.03");
+  recipes::Plan p = plan(64, 20, 4u << 20);
+  p.provenance.tuned_lr = 0.02;
+  plant(key_for(q), recipes::serialize_plan(p));
+  EXPECT_EQ(key_for(q).recipe, key_for(quickstart()).recipe);  // the rate is not in the key
+  auto c = choose_plan(request(q));
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  EXPECT_EQ(c->source, "cache");
+  std::string notes = strings::join(c->notes, "\n");
+  EXPECT_NE(notes.find("cached plan tuned with lr 0.02, used with this run's lr 0.03: none of its "
+                       "trials scaled the lr"),
+            std::string::npos)
+      << notes;
+
+  // Meant for 64: the 128 of every candidate scales it x2, so the rate mattered.
+  recipes::Recipe scaled = quickstart("lr_reference_batch: 128", "lr_reference_batch: 64");
+  scaled.training.optimizer.lr = 0.03;
+  recipes::Plan ps = p;
+  ps.training.lr_scale = 2.0;
+  plant(key_for(scaled), recipes::serialize_plan(ps));
+  c = choose_plan(request(scaled));
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  EXPECT_EQ(c->source, "default");  // --no-tune: not tuned again here, but not used either
+  notes = strings::join(c->notes, "\n");
+  EXPECT_NE(notes.find("it was tuned with lr 0.02, this run has lr 0.03, and its trials scaled "
+                       "the lr"),
+            std::string::npos)
+      << notes;
+
+  // The same plan, but its stored trials all ran the unscaled rate: used.
+  {
+    auto db = tdb::open_for_writing(dir_ + "/user.db");
+    ASSERT_TRUE(db.ok());
+    auto stored = db->find_exact(key_for(scaled));
+    ASSERT_TRUE(stored.ok() && stored->has_value());
+    tdb::RecipeTrial t;
+    t.key = key_for(scaled);
+    t.label = "b64 weak bucket=4MiB overlap lr=none";
+    t.per_rank_batch = 64;
+    t.global_batch = 128;
+    t.scaling = "weak";
+    t.bucket_bytes = 4u << 20;
+    t.overlap = true;
+    t.lr_scale = 1.0;
+    t.steps = 8;
+    t.samples_per_s = 5000;
+    t.step_s = 0.025;
+    t.provenance = tdb::local_provenance();
+    ASSERT_TRUE(db->put_results(&**stored, {}, std::vector<tdb::RecipeTrial>{t}).ok());
+  }
+  c = choose_plan(request(scaled));
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  EXPECT_EQ(c->source, "cache") << strings::join(c->notes, "\n");
+}
+
 // Issue 43, item 2: every served plan is checked against the recipe it is applied to, not only
 // at import: an unsigned plan whose lr scale the recipe's rule would not give is not used (the
 // launch diverged at step 5 with lr x1000); one that passes is used with a warning saying it

@@ -249,7 +249,6 @@ TEST(RecipeSignature, EverySettingAPlanDependsOnChangesIt) {
        "batch: {per_rank: 64, max_global: 256}"},
       {"training.schedule.warmup_steps", "warmup_steps: 20", "warmup_steps: 5"},
       {"training.schedule.kind", "kind: cosine", "kind: constant"},
-      {"training.optimizer.lr", "lr: 0.02", "lr: 0.03"},
       {"training.optimizer.lr_reference_batch", "lr_reference_batch: 128",
        "lr_reference_batch: 256"},
       {"training.optimizer.lr_scaling", "lr: 0.02", "lr: 0.02, lr_scaling: sqrt"},
@@ -288,8 +287,12 @@ TEST(RecipeSignature, TheRunsLengthIsNotInItUnlessTheObjectiveIsAccuracy) {
       "training: {steps: 300, batch: {per_rank: 64}}\n";
   const ParseOutcome ref = parse(base);
   ASSERT_TRUE(ref.ok()) << all_problems(ref);
-  for (const std::string& other : {std::string("steps: 41, batch"), std::string("epochs: 3, batch"),
-                                   std::string("steps: 300, checkpoint_every: 7, batch")}) {
+  for (const std::string& other :
+       {std::string("steps: 41, batch"), std::string("epochs: 3, batch"),
+        std::string("steps: 300, checkpoint_every: 7, batch"),
+        // The learning rate: the plan records the one it was tuned with, and a launch with
+        // another uses it only where no trial scaled the rate (launcher/flow/launch_plan.cc).
+        std::string("steps: 300, optimizer: {lr: 0.03}, batch")}) {
     std::string text = base;
     text.replace(text.find("steps: 300, batch"), 17, other);
     const ParseOutcome o = parse(text);

@@ -152,11 +152,16 @@ python3 -c "
 import json,sys; a=json.load(open('$run1/plan.json')); b=json.load(open('$run2/plan.json'))
 assert a['training']==b['training'] and a['collectives']==b['collectives']" || fail "cached plan differs from the tuned one"
 
-# 2b. The same work again (issue 42): the 1-rank baseline the first run measured and stored is
-#     reused from the database when it was known within +-5 % (else measured again), and the
-#     summary says when it was measured; launch.baseline=measure measures and stores it again.
-"$dltune" launch "$tiny" --set training.steps=60 >"$tmp/out2b" 2>"$tmp/err2b" ||
+# 2b. The same work again with another learning rate (issue 42): the plan is cached (the rate is
+#     not in the key, and no trial of tiny's scaled it), and the 1-rank baseline the first run
+#     measured and stored is reused from the database when it was known within +-5 % (else
+#     measured again), the summary saying when it was measured; launch.baseline=measure
+#     measures and stores it again.
+"$dltune" launch "$tiny" --set training.steps=60 --set training.optimizer.lr=0.01 >"$tmp/out2b" 2>"$tmp/err2b" ||
   fail "launch with a stored baseline exited $?: $(cat "$tmp/err2b")"
+grep -q "plan: cached in $DLTUNE_DB" "$tmp/out2b" || fail "another lr did not use the cache: $(cat "$tmp/out2b")"
+grep -q "cached plan tuned with lr 0.02, used with this run's lr 0.01: none of its trials scaled the lr" \
+  "$tmp/out2b" || fail "the launch does not say the plan was tuned with another lr: $(cat "$tmp/out2b")"
 run2b=$(newest_run)
 python3 - "$run1/summary.json" "$run2b/summary.json" "$tmp/out2b" <<'PY' || fail "baseline reuse: $(cat "$tmp/out2b")"
 import json, sys
