@@ -23,14 +23,17 @@ void fill_normal(Buffer& b, uint64_t seed) {
   for (size_t i = 0; i < b.size(); ++i) b[i] = rng.normal();
 }
 
-// What makes two nodes' timings interchangeable: the op with every attribute, and its shapes.
+// What makes two nodes' timings interchangeable: the op with every attribute, its shapes, and
+// which input gradients its backward computes (none for the model's input: a first convolution
+// skips its data gradient, half of its backward).
 std::string shape_signature(Model& m, int node) {
   const Op& op = m.op(node);
   const recipes::Node& n = m.graph().nodes[static_cast<size_t>(node)];
   std::string s = recipes::describe_op(n.op, n.attrs, true) + " in";
-  for (const Shape& in : op.in_shapes()) {
-    for (int64_t d : in) s += " " + std::to_string(d);
-    s += ";";
+  const std::vector<int>& sources = m.info().inputs[static_cast<size_t>(node)];
+  for (size_t k = 0; k < op.in_shapes().size(); ++k) {
+    for (int64_t d : op.in_shapes()[k]) s += " " + std::to_string(d);
+    s += k < sources.size() && sources[k] < 0 ? " (no gradient);" : ";";
   }
   return s;
 }

@@ -116,6 +116,31 @@ TEST(KernelSelect, RepeatedShapesAreMeasuredOnceAndALimitStopsMeasuring) {
   EXPECT_EQ(fresh->kernels(), defaults);
 }
 
+// A node reading the model's input computes no input gradient (half a convolution's backward):
+// its timing is not another node's of the same op and shapes that does.
+TEST(KernelSelect, ANodeWithoutInputGradientIsNotAnotherNodesTwin) {
+  recipes::Graph g;
+  g.input = {16, 8, 8};
+  recipes::OpAttrs c;
+  c.out = 16, c.kernel = 3, c.pad = 1;
+  g.nodes = {{"first", recipes::OpKind::kConv2d, c, {"input"}},
+             {"second", recipes::OpKind::kConv2d, c, {"first"}},
+             {"third", recipes::OpKind::kConv2d, c, {"second"}}};
+  auto m = Model::build(g, "three-convs");
+  ASSERT_TRUE(m.ok()) << m.error().message();
+  m->init_params(1);
+  if (m->kernel_candidates(0).size() < 2) GTEST_SKIP() << "one convolution kernel only";
+  KernelSelectOptions opt;
+  opt.batch = 2;
+  opt.repeats = 1;
+  auto report = select_kernels(*m, opt);
+  ASSERT_TRUE(report.ok()) << report.error().message();
+  const auto& r = *report;
+  EXPECT_EQ(r[0].reason.rfind("fastest of", 0), 0u) << r[0].reason;
+  EXPECT_EQ(r[1].reason.rfind("fastest of", 0), 0u) << r[1].reason;  // not "as first"
+  EXPECT_EQ(r[2].reason, "as second: same op and shapes") << r[2].reason;
+}
+
 TEST(KernelSelect, BadChoicesAreRefusedAndChangeNothing) {
   auto g = recipes::builtin_graph("lenet5", {});
   auto m = Model::build(*g, "lenet5");
