@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# A job that loses a node under Slurm continues on a spare node or on the nodes left (issue 40),
+# A job that loses a rank or a node under Slurm continues on a spare node or on the nodes left
+# (issue 40),
 # on four simulated nodes that talk over a network (tests/slurm/netns_cluster.sh: each node a
 # network namespace with its own slurmd). `dltune launch --backend slurm --nodes 3` with
 # launch.spare_nodes 1, run outside an allocation, obtains one of four nodes (salloc --no-kill,
@@ -54,6 +55,37 @@ last_step() {
 }
 # when_trained PREVIOUS STEPS: wait_trained in this test's runs directory.
 when_trained() { wait_trained "$DLTUNE_RUNS_DIR" "$1" "$2" >/dev/null; }
+
+# 0. A hung rank, then a failure during the restart (issue 40 item 6 under Slurm): on n1 and n2,
+# the rank on n2 is stopped (SIGSTOP) after 25 steps; rank 0 gives up on it after the
+# communication timeout (5 s here), the job stops, both nodes answer, and it restarts on them;
+# the restarted rank on n2 is SIGKILLed as soon as it starts, and the launch restarts again and
+# finishes. (The restarted step's PMIx fence goes through slurmd's forwarding: it needs each
+# simulated node's own spool/%n, netns_cluster.sh's mount namespaces.)
+previous=$(newest)
+DLTUNE_COMM_TIMEOUT_MS=5000 timeout 300 bash "$script" exec "$cluster" salloc --quiet --no-kill \
+  -w n1,n2 -N 2 -n 2 "$dltune" launch "$recipe" "${common[@]}" --nodes 2 -n 2 \
+  --set launch.ranks=2 >"$tmp/out0" 2>&1 &
+pid=$!
+hung=$(kill_rank_when_trained "$DLTUNE_RUNS_DIR" "$previous" 1 25 STOP) ||
+  { kill $pid; fail "the 2-node run never trained 25 steps with rank 1 running: $(cat "$tmp/out0")"; }
+kill_rank_when_started "$(newest)" 1 "$hung" >/dev/null ||
+  { kill $pid; fail "the restarted attempt never started rank 1: $(cat "$tmp/out0")"; }
+wait $pid || fail "the launch that lost a hung rank exited $?: $(cat "$tmp/out0")"
+python3 - "$(newest)/summary.json" <<'PY' || fail "summary after the hung rank: $(cat "$tmp/out0")"
+import json, sys
+s = json.load(open(sys.argv[1]))
+r = s["restarts"]
+assert s["steps"] == 200 and s["nodes"] == 2 and s["ranks"] == 2, s
+assert len(r) == 2 and not any(x["fewer"] for x in r), r
+assert r[0]["from_step"] >= 20 and r[1]["from_step"] >= r[0]["from_step"], r
+assert "signal 9" in r[1]["why"] and "rank 1" in r[1]["why"], r
+# The hung rank is named by its peer's timeout, whatever srun saw of its end.
+assert "rank 0 had timed out: " in r[0]["why"] and "rank 1 did not answer in time" in r[0]["why"], r
+PY
+grep -q "still answers, as does every other node of the job: the same nodes again" "$tmp/out0" ||
+  fail "after the hang the launch did not ask the nodes: $(cat "$tmp/out0")"
+echo "slurm: a hung rank and a failure during the restart: restarted twice, finished"
 
 # 1. One launch, three failures, on nodes n1-n3 of an allocation of n1-n4 (n4 the spare node
 # launch.spare_nodes 1 asks salloc for): the rank on n2 killed, its node fine (the same nodes

@@ -322,10 +322,17 @@ start() {
   in_ns "$hub" /usr/sbin/slurmctld -f "$SLURM_CONF"
   wait_for 20 in_ns "$hub" scontrol ping
   in_ns "$hub" scontrol ping | grep -q UP
+  # The literal path Slurm's pmix plugin names a peer's step daemon by (it does not expand %n
+  # of SlurmdSpoolDir when it forwards a message through that node's slurmd, which it does
+  # when its direct connection fails: a restarted step's fence after a hung rank).
+  mkdir -p "$dir/spool/%n"
   for i in $(seq 1 "$nodes"); do
-    # Its own hostname (UTS namespace): Open MPI and PMIx tell nodes apart by it.
-    in_ns "$(node_ns "$dir" "$i")" unshare --uts /bin/sh -c \
-      "hostname n$i && exec /usr/sbin/slurmd -f '$SLURM_CONF' -N n$i"
+    # Its own hostname (UTS namespace): Open MPI and PMIx tell nodes apart by it. Its own mount
+    # namespace, where the literal spool/%n is its own spool/nI, as on a real node.
+    mkdir -p "$dir/spool/n$i"
+    in_ns "$(node_ns "$dir" "$i")" unshare --uts --mount --propagation private /bin/sh -c \
+      "hostname n$i && mount --bind '$dir/spool/n$i' '$dir/spool/%n' &&
+       exec /usr/sbin/slurmd -f '$SLURM_CONF' -N n$i"
   done
   wait_for 30 all_idle
   cpu_group_join "$dir"
