@@ -157,11 +157,20 @@ Status SharedSegment::barrier(Deadline deadline) {
   for (int k = 0; k < local_size_; ++k) {
     while (epoch_word(map_, k).load(std::memory_order_acquire) < epoch) {
       if (!spin.wait(deadline)) {
+        // Which ones are missing (the first 8): a hung rank says nothing itself.
         int arrived = 0;
+        std::string missing;
+        int named = 0;
         for (int r = 0; r < local_size_; ++r) {
-          arrived += epoch_word(map_, r).load(std::memory_order_relaxed) >= epoch ? 1 : 0;
+          if (epoch_word(map_, r).load(std::memory_order_relaxed) >= epoch) {
+            ++arrived;
+          } else if (++named <= 8) {
+            missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+          }
         }
-        return timeout_error("local rank(s) did not reach the shared-memory barrier in time (" +
+        if (named > 8) missing += ", ...";
+        return timeout_error(std::string(named == 1 ? "local rank " : "local ranks ") + missing +
+                             " did not reach the shared-memory barrier in time (" +
                              std::to_string(arrived) + " of " + std::to_string(local_size_) +
                              " arrived)");
       }

@@ -12,6 +12,8 @@
 //     checkpoints/         the training checkpoint (checkpoint.bin)
 //     trace.json           Chrome trace of compute and communication per rank
 //     worker_summary.json  rank 0's own summary of the training run
+//     failures/rank-N.txt  rank N's error when it gave up waiting for a peer (a timeout: the
+//                          sign of a hung rank), for the launch's restart row
 //     summary.json         the outcome (DESIGN.md "Machine-readable outputs")
 //     report.html          the self-contained report
 #pragma once
@@ -27,6 +29,7 @@ inline constexpr const char* kMetrics = "metrics.jsonl";
 inline constexpr const char* kCheckpoint = "checkpoints/checkpoint.bin";
 inline constexpr const char* kTrace = "trace.json";
 inline constexpr const char* kWorkerSummary = "worker_summary.json";
+inline constexpr const char* kFailures = "failures";
 inline constexpr const char* kSummary = "summary.json";
 inline constexpr const char* kReport = "report.html";
 

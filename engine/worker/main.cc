@@ -34,6 +34,7 @@
 #include "common/env.h"
 #include "common/log.h"
 #include "common/paths.h"
+#include "common/run_layout.h"
 #include "engine/core/blas_kernels.h"
 #include "engine/train/rank_memory.h"
 #include "engine/train/train_data.h"
@@ -213,6 +214,21 @@ Status train(const Options& o) {
   return ok_status();
 }
 
+// A rank that gave up waiting for a peer (a timeout: the sign of a hung rank, which itself says
+// nothing) leaves its error in RUN_DIR/failures/rank-N.txt for the launch's restart row; N from
+// the launcher's PMIX_RANK. Best effort: a rank that cannot write it exits as it would anyway.
+void note_timeout(const std::string& run_dir, const Error& e) {
+  if (run_dir.empty() || e.kind() != ErrorKind::kTimeout || e.message().empty()) return;
+  const char* env = std::getenv("PMIX_RANK");
+  std::string rank = env != nullptr ? env : "0";
+  if (rank.empty() || rank.size() > 9 || rank.find_first_not_of("0123456789") != std::string::npos)
+    rank = "0";
+  const std::string dir = run_layout::in(run_dir, run_layout::kFailures);
+  if (!paths::make_dirs(dir).ok()) return;
+  const std::string text = e.message().substr(0, 1000) + "\n";
+  (void)paths::write_file_atomic(dir + "/rank-" + rank + ".txt", text);
+}
+
 }  // namespace
 }  // namespace dltune::engine
 
@@ -252,6 +268,7 @@ int main(int argc, char** argv) {
     if (!st.error().message().empty()) {
       std::fprintf(stderr, "dltune-worker train: %s\n", st.error().message().c_str());
     }
+    dltune::engine::note_timeout(o.job.run_dir, st.error());
     return st.error().exit_code();
   }
   return 0;

@@ -292,6 +292,7 @@ int train(Launch& L, Progress& progress, bool* resumed_from_checkpoint) {
                    : from_checkpoint ? "training (resumed)"
                                      : "training");
     progress.status("starting " + std::to_string(L.job.ranks) + " rank(s)");
+    launcher::clear_failure_notes(dir.path);
     int code = 0;
     launcher::LaunchOutcome outcome;
     Status trained;
@@ -320,7 +321,7 @@ int train(Launch& L, Progress& progress, bool* resumed_from_checkpoint) {
     launcher::Restart r;
     r.at_s = since(L.t0);
     r.exit_code = code;
-    r.why = outcome.message;
+    r.why = launcher::failure_why(outcome.message, dir.path);
     r.from_step = launcher::checkpoint_step(dir.checkpoint());
     if (Status s = restart_shape(L, progress, outcome, done > 0 && !first_step, &r); !s.ok()) {
       std::fprintf(stderr, "dltune launch: %s\n", s.error().message().c_str());

@@ -1,8 +1,13 @@
 #include "launcher/flow/restarts.h"
 
+#include <cstdio>
+#include <filesystem>
+
 #include <nlohmann/json.hpp>
 
 #include "common/paths.h"
+#include "common/run_layout.h"
+#include "common/strings.h"
 #include "engine/io/checkpoint.h"
 #include "launcher/flow/text_format.h"
 
@@ -16,6 +21,32 @@ std::string restart_refusal(const LaunchOutcome& o, int done, int allowed) {
            " of launch.restarts " + (allowed == 1 ? "is" : "are") + " used up";
   }
   return "";
+}
+
+std::string failure_why(const std::string& outcome_message, const std::string& run_dir) {
+  const std::string dir = run_layout::in(run_dir, run_layout::kFailures);
+  std::error_code ec;
+  int best = -1;
+  std::string note;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    int rank = -1;
+    char tail = 0;
+    if (std::sscanf(name.c_str(), "rank-%d.tx%c", &rank, &tail) != 2 || tail != 't' || rank < 0)
+      continue;
+    if (best >= 0 && rank > best) continue;
+    auto text = paths::read_file(e.path().string());
+    if (!text || text->empty()) continue;
+    best = rank;
+    note = strings::printable(strings::trim(text->substr(0, 1000)), "");
+  }
+  if (best < 0) return outcome_message;
+  return outcome_message + "; rank " + std::to_string(best) + " had timed out: " + note;
+}
+
+void clear_failure_notes(const std::string& run_dir) {
+  std::error_code ec;
+  std::filesystem::remove_all(run_layout::in(run_dir, run_layout::kFailures), ec);
 }
 
 int64_t checkpoint_step(const std::string& path) {

@@ -36,6 +36,15 @@ struct Restart {
 // "launch.restarts is 0", "the 2 restarts of launch.restarts are used up").
 std::string restart_refusal(const LaunchOutcome& o, int done, int allowed);
 
+// The restart's "why" for an attempt that ended with `outcome_message`: that message, and where
+// a rank gave up waiting for a peer (`run_dir`'s failures/rank-N.txt, the worker's timeout note)
+// the lowest such rank's error after it: "rank 0 on vm exited with code 1; rank 0 had timed out:
+// allreducing gradients at step 39: ...: rank 1 did not answer in time (...)". A hung rank says
+// nothing itself: its peer's timeout is what names it.
+std::string failure_why(const std::string& outcome_message, const std::string& run_dir);
+// Removes `run_dir`'s failures/ (before each attempt: its notes are then that attempt's).
+void clear_failure_notes(const std::string& run_dir);
+
 // The step of the checkpoint in `path` (its header only; 0 when there is none or it cannot be
 // read: the next attempt then starts from the beginning).
 int64_t checkpoint_step(const std::string& path);

@@ -3,6 +3,7 @@
 // `dltune run --outcome-file` writes for the launch to decide with.
 #include "launcher/flow/restarts.h"
 
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -70,6 +71,30 @@ TEST(Restarts, ContinuesFromTheCheckpointsStepOrFromTheStart) {
   EXPECT_EQ(checkpoint_step(path), 30);
   std::ofstream(path, std::ios::trunc) << "not a checkpoint";
   EXPECT_EQ(checkpoint_step(path), 0);  // unreadable: the ranks would refuse it too
+}
+
+// A hung rank says nothing itself: the peer that gave up waiting for it left its timeout in
+// failures/, and the restart's why carries the lowest such rank's words after the launcher's.
+TEST(Restarts, ATimedOutRanksWordsNameTheHungOne) {
+  auto dir = TempDir::create_in_tmp("dltune-restarts-test-");
+  ASSERT_TRUE(dir.ok());
+  const std::string outcome = "rank 0 on vm exited with code 1";
+  EXPECT_EQ(failure_why(outcome, dir->path()), outcome);  // no notes: the outcome as it is
+  std::filesystem::create_directories(dir->path() + "/failures");
+  std::ofstream(dir->path() + "/failures/rank-2.txt") << "rank 3 did not answer in time\n";
+  std::ofstream(dir->path() + "/failures/rank-0.txt")
+      << "allreducing gradients at step 39: rank 1 did not answer in time\n";
+  std::ofstream(dir->path() + "/failures/notes.txt") << "not a rank's";
+  EXPECT_EQ(failure_why(outcome, dir->path()),
+            outcome +
+                "; rank 0 had timed out: allreducing gradients at step 39: rank 1 did not "
+                "answer in time");
+  // Control characters in a note never reach the terminal.
+  std::ofstream(dir->path() + "/failures/rank-0.txt", std::ios::trunc) << "a\x1b[31mb";
+  EXPECT_EQ(failure_why(outcome, dir->path()).find('\x1b'), std::string::npos);
+  clear_failure_notes(dir->path());
+  EXPECT_FALSE(std::filesystem::exists(dir->path() + "/failures"));
+  EXPECT_EQ(failure_why(outcome, dir->path()), outcome);
 }
 
 TEST(Restarts, TheSummarySaysWhenWhichRankWhyAndWhereItContinued) {

@@ -354,6 +354,10 @@ cmp "$ref/checkpoints/checkpoint.bin" "$hung/checkpoints/checkpoint.bin" ||
   fail "the run restarted after a hang ended with other parameters than the uninterrupted one"
 [ "$(field "$hung/summary.json" "['restarts'][0]['from_step'] >= 20")" = True ] ||
   fail "no restart after the hang in summary.json: $(cat "$tmp/out7c")"
+# The hung rank says nothing itself; its peer's timeout names it in the restart's why ("rank 1 did
+# not answer in time" from MPI, "local rank 1 did not reach the shared-memory barrier" from shm).
+[ "$(field "$hung/summary.json" "['restarts'][0]['why']" | grep -c "rank 0 had timed out: .*rank 1 did not")" = 1 ] ||
+  fail "the restart's why does not name the hung rank: $(field "$hung/summary.json" "['restarts']")"
 # A failure that comes again before the restarted job trains a step is taken as lasting: with
 # launch.min_ranks 1 the next restart runs on 1 rank, planned again with the global batch kept,
 # and ends within 1 % of the uninterrupted run's loss.
