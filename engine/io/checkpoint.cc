@@ -1,17 +1,21 @@
 #include "engine/io/checkpoint.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <memory>
 #include <string_view>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 #include <sys/stat.h>
 
+#include "common/env.h"
 #include "common/hash.h"
 #include "common/json_input.h"
 #include "common/paths.h"
+#include "common/strings.h"
 
 namespace dltune::engine {
 
@@ -23,6 +27,11 @@ std::string_view bytes_of(std::span<const float> s) {
   return {reinterpret_cast<const char*>(s.data()), s.size_bytes()};
 }
 }  // namespace
+
+void checkpoint_fault_stall() {
+  if (auto ms = strings::parse_int(env::get(env::kFaultCheckpointStall)); ms && *ms > 0)
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::min<int64_t>(*ms, 60000)));
+}
 
 Status save_checkpoint(const std::string& path, const Checkpoint& ck) {
   std::vector<std::span<const float>> slots;
@@ -48,6 +57,7 @@ Status save_checkpoint(const std::string& path, const Checkpoint& ck, std::span<
                                {"optimizer", ck.optimizer}, {"optimizer_steps", ck.optimizer_steps},
                                {"params", params.size()},   {"slots", slot_sizes},
                                {"state", state.size()},     {"sha256", sha.hex_digest()}};
+  checkpoint_fault_stall();
   std::vector<std::string_view> all;
   const std::string head = kMagic2 + meta.dump() + "\n";
   all.push_back(head);

@@ -32,6 +32,11 @@ struct Checkpoint {
   std::vector<float> state;               // model state (batch-norm running statistics)
 };
 
+// Fault injection for tests: sleeps DLTUNE_FAULT_CHECKPOINT_STALL_MS milliseconds (at most 60 s;
+// nothing when unset) inside a checkpoint write, before its file is renamed into place, so that a
+// test can fail the job while a checkpoint is being written.
+void checkpoint_fault_stall();
+
 // Writes `ck` to `path` atomically. Errors: io_error naming the path.
 Status save_checkpoint(const std::string& path, const Checkpoint& ck);
 // The same with the parts read in place (`ck`'s vectors are ignored): no copy of a large model

@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
+#include "engine/io/checkpoint.h"
+
 namespace dltune::engine {
 namespace {
 
@@ -94,6 +96,7 @@ Status CheckpointStream::finish() {
   const int fd = fd_;
   fd_ = -1;
   if (::close(fd) != 0) return io("writing checkpoint: cannot close '" + tmp_ + "'");
+  checkpoint_fault_stall();
   if (::rename(tmp_.c_str(), path_.c_str()) != 0)
     return io("writing checkpoint: cannot rename '" + tmp_ + "' to '" + path_ + "'");
   finished_ = true;

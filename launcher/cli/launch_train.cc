@@ -293,6 +293,7 @@ int train(Launch& L, Progress& progress, bool* resumed_from_checkpoint) {
                                      : "training");
     progress.status("starting " + std::to_string(L.job.ranks) + " rank(s)");
     launcher::clear_failure_notes(dir.path);
+    launcher::remove_partial_checkpoints(dir.path);
     int code = 0;
     launcher::LaunchOutcome outcome;
     Status trained;

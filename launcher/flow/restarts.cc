@@ -49,6 +49,16 @@ void clear_failure_notes(const std::string& run_dir) {
   std::filesystem::remove_all(run_layout::in(run_dir, run_layout::kFailures), ec);
 }
 
+void remove_partial_checkpoints(const std::string& run_dir) {
+  const std::string file = run_layout::in(run_dir, run_layout::kCheckpoint);
+  const std::filesystem::path dir = std::filesystem::path(file).parent_path();
+  const std::string prefix = std::filesystem::path(file).filename().string() + ".tmp.";
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    if (e.path().filename().string().rfind(prefix, 0) == 0) std::filesystem::remove(e.path(), ec);
+  }
+}
+
 int64_t checkpoint_step(const std::string& path) {
   if (!paths::exists(path)) return 0;
   auto info = engine::read_checkpoint_info(path);

@@ -44,6 +44,10 @@ std::string restart_refusal(const LaunchOutcome& o, int done, int allowed);
 std::string failure_why(const std::string& outcome_message, const std::string& run_dir);
 // Removes `run_dir`'s failures/ (before each attempt: its notes are then that attempt's).
 void clear_failure_notes(const std::string& run_dir);
+// Removes what checkpoint writes of killed ranks left in `run_dir`'s checkpoints/ (their
+// temporary files, checkpoint.bin.tmp.PID); the checkpoint itself is whole, the rename being the
+// only step that replaces it. Call it when no rank of the run is running.
+void remove_partial_checkpoints(const std::string& run_dir);
 
 // The step of the checkpoint in `path` (its header only; 0 when there is none or it cannot be
 // read: the next attempt then starts from the beginning).

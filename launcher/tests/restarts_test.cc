@@ -97,6 +97,23 @@ TEST(Restarts, ATimedOutRanksWordsNameTheHungOne) {
   EXPECT_EQ(failure_why(outcome, dir->path()), outcome);
 }
 
+// A rank killed while writing a checkpoint leaves its temporary file; the next attempt starts
+// without it, the checkpoint itself untouched.
+TEST(Restarts, PartialCheckpointWritesAreRemovedTheCheckpointKept) {
+  auto dir = TempDir::create_in_tmp("dltune-restarts-test-");
+  ASSERT_TRUE(dir.ok());
+  remove_partial_checkpoints(dir->path());  // no checkpoints/ yet: nothing to do
+  const std::string ck = dir->path() + "/checkpoints";
+  std::filesystem::create_directories(ck);
+  std::ofstream(ck + "/checkpoint.bin") << "whole";
+  std::ofstream(ck + "/checkpoint.bin.tmp.4242") << "half";
+  std::ofstream(ck + "/other.tmp.1") << "not ours";
+  remove_partial_checkpoints(dir->path());
+  EXPECT_TRUE(std::filesystem::exists(ck + "/checkpoint.bin"));
+  EXPECT_FALSE(std::filesystem::exists(ck + "/checkpoint.bin.tmp.4242"));
+  EXPECT_TRUE(std::filesystem::exists(ck + "/other.tmp.1"));
+}
+
 TEST(Restarts, TheSummarySaysWhenWhichRankWhyAndWhereItContinued) {
   Restart a;
   a.at_s = 12.34;

@@ -358,6 +358,32 @@ cmp "$ref/checkpoints/checkpoint.bin" "$hung/checkpoints/checkpoint.bin" ||
 # not answer in time" from MPI, "local rank 1 did not reach the shared-memory barrier" from shm).
 [ "$(field "$hung/summary.json" "['restarts'][0]['why']" | grep -c "rank 0 had timed out: .*rank 1 did not")" = 1 ] ||
   fail "the restart's why does not name the hung rank: $(field "$hung/summary.json" "['restarts']")"
+# A failure while a checkpoint is being written (issue 40 item 6): every write stalls 0.8 s before
+# it renames its file into place (DLTUNE_FAULT_CHECKPOINT_STALL_MS); rank 0, the writer, is
+# SIGKILLed once training passed step 30 while the file still holds step 20 (step 30's write in
+# flight). The write is lost whole, the restart continues from step 20's checkpoint, intact, and
+# ends with the uninterrupted run's parameters.
+ckpt_step() { python3 -c "import json,sys; print(json.loads(open(sys.argv[1],'rb').read(4096).split(b'\n')[1])['step'])" "$1" 2>/dev/null || echo 0; }
+prev=$(newest_run)
+DLTUNE_FAULT_CHECKPOINT_STALL_MS=800 "$dltune" launch "$tiny" --no-tune --set launch.restarts=1 \
+  >"$tmp/out7e" 2>&1 &
+pid=$!
+killed=
+for _ in $(seq 1 600); do
+  r=$(newest_run)
+  if [ "$r" != "$prev" ] && [ "$(grep -c '"event":"step"' "$r/metrics.jsonl" 2>/dev/null)" -ge 31 ] &&
+     [ "$(ckpt_step "$r/checkpoints/checkpoint.bin")" = 20 ]; then
+    killed=$(rank_pid "$r" 0) && [ -n "$killed" ] && kill -9 "$killed" && break
+  fi
+  sleep 0.05
+done
+[ -n "$killed" ] || { kill $pid; fail "never caught step 30's checkpoint in flight: $(cat "$tmp/out7e")"; }
+wait $pid || fail "the launch exited $? after rank 0 died writing a checkpoint: $(cat "$tmp/out7e")"
+mid=$(newest_run)
+cmp "$ref/checkpoints/checkpoint.bin" "$mid/checkpoints/checkpoint.bin" ||
+  fail "the run restarted after a failed checkpoint write ended with other parameters"
+[ "$(field "$mid/summary.json" "['restarts'][0]['from_step']")" = 20 ] ||
+  fail "the restart did not continue from the checkpoint before the lost write: $(field "$mid/summary.json" "['restarts']")"
 # A failure that comes again before the restarted job trains a step is taken as lasting: with
 # launch.min_ranks 1 the next restart runs on 1 rank, planned again with the global batch kept,
 # and ends within 1 % of the uninterrupted run's loss.
