@@ -153,6 +153,21 @@ Status check_known(Connection& conn, int version) {
       return invalid_input("'" + conn.path() +
                            "' is an SQLite database but not a dltune tuning database");
     }
+    return ok_status();
+  }
+  // A version number without the tables every version has (a hand-made or damaged file) would
+  // fail at its first read or write with "no such table".
+  auto st = conn.prepare(
+      "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN "
+      "('plans', 'measurements')");
+  if (!st) return std::move(st).error();
+  auto row = st->step();
+  if (!row) return std::move(row).error();
+  if (st->integer(0) != 2) {
+    return invalid_input("'" + conn.path() + "' has database schema version " +
+                         std::to_string(version) +
+                         " but not the tables of a dltune tuning database; it is damaged or not "
+                         "one");
   }
   return ok_status();
 }

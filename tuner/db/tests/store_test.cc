@@ -119,6 +119,29 @@ TEST(Schema, RejectsNegativeVersions) {
   }
 }
 
+// A schema number without the tables (a hand-made or damaged file) is refused as it is opened,
+// not at its first read or write with "no such table".
+TEST(Schema, RejectsAVersionWithoutItsTables) {
+  TempDir dir;
+  for (const int version : {3, kSchemaVersion}) {
+    SCOPED_TRACE(version);
+    const std::string path = dir.file("bare" + std::to_string(version) + ".db");
+    {
+      auto conn = Connection::open(path, OpenMode::kReadWrite);
+      ASSERT_TRUE(conn.ok());
+      ASSERT_TRUE(conn->exec(("PRAGMA user_version = " + std::to_string(version)).c_str()).ok());
+    }
+    for (const OpenMode mode : {OpenMode::kReadWrite, OpenMode::kReadOnly}) {
+      auto db = TuningDb::open(path, mode);
+      ASSERT_FALSE(db.ok());
+      EXPECT_EQ(db.error().exit_code(), 2) << db.error().message();
+      EXPECT_NE(db.error().message().find("but not the tables of a dltune tuning database"),
+                std::string::npos)
+          << db.error().message();
+    }
+  }
+}
+
 // Issue 43, item 5: a new database appears whole (made under a temporary name, then linked into
 // place: nothing else is left in its directory), and a 0-byte file, as an older dltune left
 // on a full disk, reads as the empty database it is instead of failing every later command.
