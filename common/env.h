@@ -69,8 +69,9 @@ inline constexpr EnvVar kFaultTrialStep{
     "a recipe-tuning trial on that rank fail as an out-of-memory step would"};
 inline constexpr EnvVar kFaultCheckpointStall{
     "DLTUNE_FAULT_CHECKPOINT_STALL_MS", "",
-    "fault injection for tests: every checkpoint write waits this many ms before its rename, so "
-    "that a test can fail the job while one is being written"};
+    "fault injection for tests: MS (every checkpoint write) or STEP:MS (only step STEP's) "
+    "makes a write wait that many ms before its rename, so that a test can fail the job while "
+    "it is being written"};
 inline constexpr EnvVar kLoaderThreads{
     "DLTUNE_LOADER_THREADS", "2",
     "threads per rank that read, decode and augment the samples of datasets read on demand "

@@ -28,8 +28,16 @@ std::string_view bytes_of(std::span<const float> s) {
 }
 }  // namespace
 
-void checkpoint_fault_stall() {
-  if (auto ms = strings::parse_int(env::get(env::kFaultCheckpointStall)); ms && *ms > 0)
+void checkpoint_fault_stall(int64_t step) {
+  const std::string v = env::get(env::kFaultCheckpointStall);
+  if (v.empty()) return;
+  const size_t colon = v.find(':');
+  if (colon != std::string::npos) {
+    auto only = strings::parse_int(v.substr(0, colon));
+    if (!only || *only != step) return;
+  }
+  auto ms = strings::parse_int(colon == std::string::npos ? v : v.substr(colon + 1));
+  if (ms && *ms > 0)
     std::this_thread::sleep_for(std::chrono::milliseconds(std::min<int64_t>(*ms, 60000)));
 }
 
@@ -57,7 +65,7 @@ Status save_checkpoint(const std::string& path, const Checkpoint& ck, std::span<
                                {"optimizer", ck.optimizer}, {"optimizer_steps", ck.optimizer_steps},
                                {"params", params.size()},   {"slots", slot_sizes},
                                {"state", state.size()},     {"sha256", sha.hex_digest()}};
-  checkpoint_fault_stall();
+  checkpoint_fault_stall(ck.step);
   std::vector<std::string_view> all;
   const std::string head = kMagic2 + meta.dump() + "\n";
   all.push_back(head);

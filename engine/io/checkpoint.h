@@ -32,10 +32,11 @@ struct Checkpoint {
   std::vector<float> state;               // model state (batch-norm running statistics)
 };
 
-// Fault injection for tests: sleeps DLTUNE_FAULT_CHECKPOINT_STALL_MS milliseconds (at most 60 s;
-// nothing when unset) inside a checkpoint write, before its file is renamed into place, so that a
-// test can fail the job while a checkpoint is being written.
-void checkpoint_fault_stall();
+// Fault injection for tests: inside the write of the checkpoint of step `step`, before its file
+// is renamed into place, sleeps as DLTUNE_FAULT_CHECKPOINT_STALL_MS says ("MS": every write;
+// "STEP:MS": only step STEP's; at most 60 s; nothing when unset or malformed), so that a test can
+// fail the job while that checkpoint is being written.
+void checkpoint_fault_stall(int64_t step);
 
 // Writes `ck` to `path` atomically. Errors: io_error naming the path.
 Status save_checkpoint(const std::string& path, const Checkpoint& ck);

@@ -96,7 +96,7 @@ Status CheckpointStream::finish() {
   const int fd = fd_;
   fd_ = -1;
   if (::close(fd) != 0) return io("writing checkpoint: cannot close '" + tmp_ + "'");
-  checkpoint_fault_stall();
+  checkpoint_fault_stall(meta_.step);
   if (::rename(tmp_.c_str(), path_.c_str()) != 0)
     return io("writing checkpoint: cannot rename '" + tmp_ + "' to '" + path_ + "'");
   finished_ = true;

@@ -358,14 +358,14 @@ cmp "$ref/checkpoints/checkpoint.bin" "$hung/checkpoints/checkpoint.bin" ||
 # not answer in time" from MPI, "local rank 1 did not reach the shared-memory barrier" from shm).
 [ "$(field "$hung/summary.json" "['restarts'][0]['why']" | grep -c "rank 0 had timed out: .*rank 1 did not")" = 1 ] ||
   fail "the restart's why does not name the hung rank: $(field "$hung/summary.json" "['restarts']")"
-# A failure while a checkpoint is being written (issue 40 item 6): every write stalls 0.8 s before
-# it renames its file into place (DLTUNE_FAULT_CHECKPOINT_STALL_MS); rank 0, the writer, is
-# SIGKILLed once training passed step 30 while the file still holds step 20 (step 30's write in
-# flight). The write is lost whole, the restart continues from step 20's checkpoint, intact, and
-# ends with the uninterrupted run's parameters.
+# A failure while a checkpoint is being written (issue 40 item 6): step 30's write stalls 3 s
+# before it renames its file into place (DLTUNE_FAULT_CHECKPOINT_STALL_MS=30:3000); rank 0, the
+# writer, is SIGKILLed once training passed step 30 while the file still holds step 20 (step
+# 30's write in flight). The write is lost whole, the restart continues from step 20's
+# checkpoint, intact, and ends with the uninterrupted run's parameters.
 ckpt_step() { python3 -c "import json,sys; print(json.loads(open(sys.argv[1],'rb').read(4096).split(b'\n')[1])['step'])" "$1" 2>/dev/null || echo 0; }
 prev=$(newest_run)
-DLTUNE_FAULT_CHECKPOINT_STALL_MS=800 "$dltune" launch "$tiny" --no-tune --set launch.restarts=1 \
+DLTUNE_FAULT_CHECKPOINT_STALL_MS=30:3000 "$dltune" launch "$tiny" --no-tune --set launch.restarts=1 \
   >"$tmp/out7e" 2>&1 &
 pid=$!
 killed=
