@@ -127,9 +127,9 @@ int64_t winner_trial_steps(const RunFacts& f) {
   return steps;
 }
 
-// The summary's "warnings" (make_summary()'s contract); `s` holds the figures made so far.
-std::vector<std::string> run_warnings(const RunFacts& f, const MetricsLog& log, const json& s) {
-  std::vector<std::string> w;
+// The warnings about the 1-rank baseline and the scaling efficiency it gives (run_warnings()'s
+// first part): not measured, too wide, slower than one rank, above 100 %.
+void baseline_warnings(const RunFacts& f, const json& s, std::vector<std::string>& w) {
   if (!f.baseline_error.empty()) {
     w.push_back("scaling efficiency not measured: " + f.baseline_error);
   } else if (f.baseline_sps > 0 && !(f.baseline_rel_ci <= kBaselineRelCi)) {
@@ -163,6 +163,13 @@ std::vector<std::string> run_warnings(const RunFacts& f, const MetricsLog& log, 
                      : ", which ran after the job, was slowed by other load on this machine; "
                        "rerun on an idle machine for a figure to trust"));
   }
+}
+
+// The summary's "warnings" (make_summary()'s contract); `s` holds the figures made so far.
+std::vector<std::string> run_warnings(const RunFacts& f, const MetricsLog& log, const json& s) {
+  std::vector<std::string> w;
+  baseline_warnings(f, s, w);
+  const double sps = num(s, "throughput_sps");
   if (s.value("ranks_shared_cores", false)) {
     const int npm = machine_nodes(f);
     const int per_machine = f.ranks / std::max(1, f.nodes) * npm;

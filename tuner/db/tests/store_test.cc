@@ -98,48 +98,36 @@ TEST(Schema, RejectsNewerVersionAndForeignDatabases) {
 // A negative schema number (anyone with write access to a shared file can set one) is refused
 // with a message, read-only and read-write alike: it once indexed the migration steps below
 // zero and ran whatever bytes lay there as SQL (hangs, SIGSEGV, SIGBUS; issue 43).
+// A file at schema `version` with nothing else in it (made with `PRAGMA user_version` alone),
+// opened read-write and read-only: both refuse it with exit 2 and a message holding `needle`.
+void expect_bare_version_refused(const TempDir& dir, long long version, const std::string& needle) {
+  SCOPED_TRACE(version);
+  const std::string path = dir.file("v" + std::to_string(version) + ".db");
+  {
+    auto conn = Connection::open(path, OpenMode::kReadWrite);
+    ASSERT_TRUE(conn.ok());
+    ASSERT_TRUE(conn->exec(("PRAGMA user_version = " + std::to_string(version)).c_str()).ok());
+  }
+  for (const OpenMode mode : {OpenMode::kReadWrite, OpenMode::kReadOnly}) {
+    auto db = TuningDb::open(path, mode);
+    ASSERT_FALSE(db.ok());
+    EXPECT_EQ(db.error().exit_code(), 2) << db.error().message();
+    EXPECT_NE(db.error().message().find(needle), std::string::npos) << db.error().message();
+  }
+}
+
 TEST(Schema, RejectsNegativeVersions) {
   TempDir dir;
-  for (const long long version : {-1LL, -2LL, -3LL, -27LL, -100000LL, -2147483648LL}) {
-    SCOPED_TRACE(version);
-    const std::string path = dir.file("neg" + std::to_string(-version) + ".db");
-    {
-      auto conn = Connection::open(path, OpenMode::kReadWrite);
-      ASSERT_TRUE(conn.ok());
-      ASSERT_TRUE(conn->exec(("PRAGMA user_version = " + std::to_string(version)).c_str()).ok());
-    }
-    for (const OpenMode mode : {OpenMode::kReadWrite, OpenMode::kReadOnly}) {
-      auto db = TuningDb::open(path, mode);
-      ASSERT_FALSE(db.ok());
-      EXPECT_EQ(db.error().exit_code(), 2) << db.error().message();
-      EXPECT_NE(db.error().message().find("schema version " + std::to_string(version)),
-                std::string::npos)
-          << db.error().message();
-    }
-  }
+  for (const long long version : {-1LL, -2LL, -3LL, -27LL, -100000LL, -2147483648LL})
+    expect_bare_version_refused(dir, version, "schema version " + std::to_string(version));
 }
 
 // A schema number without the tables (a hand-made or damaged file) is refused as it is opened,
 // not at its first read or write with "no such table".
 TEST(Schema, RejectsAVersionWithoutItsTables) {
   TempDir dir;
-  for (const int version : {3, kSchemaVersion}) {
-    SCOPED_TRACE(version);
-    const std::string path = dir.file("bare" + std::to_string(version) + ".db");
-    {
-      auto conn = Connection::open(path, OpenMode::kReadWrite);
-      ASSERT_TRUE(conn.ok());
-      ASSERT_TRUE(conn->exec(("PRAGMA user_version = " + std::to_string(version)).c_str()).ok());
-    }
-    for (const OpenMode mode : {OpenMode::kReadWrite, OpenMode::kReadOnly}) {
-      auto db = TuningDb::open(path, mode);
-      ASSERT_FALSE(db.ok());
-      EXPECT_EQ(db.error().exit_code(), 2) << db.error().message();
-      EXPECT_NE(db.error().message().find("but not the tables of a dltune tuning database"),
-                std::string::npos)
-          << db.error().message();
-    }
-  }
+  for (const long long version : {3LL, static_cast<long long>(kSchemaVersion)})
+    expect_bare_version_refused(dir, version, "but not the tables of a dltune tuning database");
 }
 
 // Issue 43, item 5: a new database appears whole (made under a temporary name, then linked into
