@@ -58,6 +58,10 @@ inline constexpr EnvVar kNoColor{"DLTUNE_NO_PROGRESS", "",
 inline constexpr EnvVar kCommTimeout{"DLTUNE_COMM_TIMEOUT_MS", "300000",
                                      "ms a collective or point-to-point operation may take "
                                      "before it fails with a timeout (a dead or mismatched peer)"};
+inline constexpr EnvVar kNodeAnswer{
+    "DLTUNE_NODE_ANSWER_MS", "10000",
+    "ms a node is given to run a one-task step when a launch under Slurm asks which node of a "
+    "failed job is lost (one that does not answer is asked again, for twice as long)"};
 inline constexpr EnvVar kCommCma{
     "DLTUNE_COMM_CMA", "auto",
     "cross-memory attach for the 'cma' allreduce: auto (use it where the kernel allows "

@@ -12,7 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "common/env.h"
 #include "common/paths.h"
+#include "common/strings.h"
 #include "engine/train/trace.h"
 #include "launcher/backend/slurm_backend.h"
 #include "launcher/cli/launch_state.h"
@@ -63,11 +65,18 @@ Result<bool> continue_on_fewer(Launch& L, Progress& progress, std::string* why) 
   return true;
 }
 
-// The most a node is given to run a one-task step, the first time it is asked.
-constexpr int kNodeAnswerMs = 10000;
-// ... and the second time, a node that did not answer the first: a busy controller or a node
-// still tearing down the failed step may take longer than kNodeAnswerMs.
-constexpr int kNodeAnswerAgainMs = 20000;
+// The most a node is given to run a one-task step, the first time it is asked
+// (DLTUNE_NODE_ANSWER_MS); the second time, a node that did not answer the first is given twice
+// as long: a busy controller or a node still tearing down the failed step may take longer.
+// Errors: a value that is not a number of ms from 100 to 600000.
+Result<int> node_answer_ms() {
+  auto ms = strings::parse_int(env::get(env::kNodeAnswer));
+  if (!ms || *ms < 100 || *ms > 600'000)
+    return invalid_input(std::string(env::kNodeAnswer.name) +
+                         " must be a number of milliseconds from 100 to 600000, not '" +
+                         strings::printable(env::get(env::kNodeAnswer), "") + "'");
+  return static_cast<int>(*ms);
+}
 
 // A node found lost, and the spare node that takes its place ("" when the job continues on
 // fewer nodes); both "" when no node was lost.
@@ -109,8 +118,8 @@ Result<std::vector<std::string>> silent_nodes(Progress& progress,
 // The first of the job's `nodes` that runs no one-task step, in this order: `named` (the failed
 // rank's, from srun's task-status line; "" unknown) first, then the job's others, since a node
 // lost whole (its step daemon gone with its ranks) shows in srun's lines only as its peers'
-// failures. Each node is asked (kNodeAnswerMs), and those that did not answer once more
-// (kNodeAnswerAgainMs): a node is lost when it answers neither. "" when every node answers.
+// failures. Each node is asked (node_answer_ms()), and those that did not answer once more
+// (twice as long): a node is lost when it answers neither. "" when every node answers.
 // Errors: node_answers()'s; no node of a job of several answering at all (Slurm itself not
 // running steps: nothing tells which node is lost).
 Result<std::string> lost_node(Progress& progress, const std::vector<std::string>& nodes,
@@ -119,16 +128,19 @@ Result<std::string> lost_node(Progress& progress, const std::vector<std::string>
   if (!named.empty()) order.push_back(named);
   for (const std::string& n : nodes)
     if (n != named) order.push_back(n);
-  auto silent = silent_nodes(progress, order, kNodeAnswerMs);
+  auto ms = node_answer_ms();
+  if (!ms) return ms.error();
+  auto silent = silent_nodes(progress, order, *ms);
   if (!silent) return silent.error();
   if (silent->empty()) return std::string();
-  silent = silent_nodes(progress, *silent, kNodeAnswerAgainMs);
+  silent = silent_nodes(progress, *silent, 2 * *ms);
   if (!silent) return silent.error();
   if (silent->empty()) return std::string();
   if (order.size() > 1 && silent->size() == order.size()) {
+    char again[32];
+    std::snprintf(again, sizeof again, "%.3g", 2 * *ms / 1000.0);
     return peer_failed("no node of the job runs a step (asked twice, the second time for " +
-                       std::to_string(kNodeAnswerAgainMs / 1000) +
-                       " s): is Slurm's controller running? (scontrol ping)");
+                       std::string(again) + " s): is Slurm's controller running? (scontrol ping)");
   }
   return silent->front();
 }
@@ -148,7 +160,9 @@ Result<std::string> take_spare(Launch& L, Progress& progress,
       if (std::find(before.begin(), before.end(), n) == before.end()) spare = n;
     if (spare.empty()) return std::string();
     progress.status("asking spare node " + spare + " whether it runs a step");
-    auto answers = launcher::node_answers(spare, kNodeAnswerMs);
+    auto ms = node_answer_ms();
+    if (!ms) return ms.error();
+    auto answers = launcher::node_answers(spare, *ms);
     if (!answers) return std::move(answers).error().wrap("asking node " + spare);
     if (*answers) return spare;
     progress.message("  spare node " + spare + " does not answer either: left out");
@@ -283,6 +297,13 @@ int train(Launch& L, Progress& progress, bool* resumed_from_checkpoint) {
   if (L.resumed && !resume_ckpt)
     progress.message("no checkpoint yet in " + dir.path + "; starting over");
   const int allowed = restarts_allowed(L);
+  if (L.job.backend == launcher::Backend::kSlurm && allowed > 0) {
+    // Read again when a node is lost; a bad value is refused now, before a rank starts.
+    if (auto ms = node_answer_ms(); !ms) {
+      std::fprintf(stderr, "dltune launch: %s\n", ms.error().message().c_str());
+      return 2;
+    }
+  }
   bool from_checkpoint = resume_ckpt;
   std::chrono::steady_clock::time_point failed_at;
   for (;;) {

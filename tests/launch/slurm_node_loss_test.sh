@@ -39,6 +39,10 @@ lose_node() {
 export DLTUNE_DB=$tmp/db.sqlite DLTUNE_RUNS_DIR=$tmp/runs DLTUNE_NO_PROGRESS=1 DLTUNE_SITE_DB=
 # A hung collective after the loss ends within 10 s (the ranks' communication timeout).
 export DLTUNE_COMM_TIMEOUT_MS=10000
+# A node is given 4 s to run a one-task step (asked again for 8 s) before it counts as lost: the
+# namespace nodes answer in well under a second, and the default 10 s (then 20 s) per lost node
+# was 90 of this test's 180 s.
+export DLTUNE_NODE_ANSWER_MS=4000
 recipe=$src/tests/launch/data/tiny.yaml
 common=(--backend slurm --no-tune --set launch.ranks_per_node=1 --set training.steps=200
   --set training.checkpoint_every=10 --set launch.restarts=2 --set launch.baseline=off)
@@ -55,6 +59,15 @@ last_step() {
 }
 # when_trained PREVIOUS STEPS: wait_trained in this test's runs directory.
 when_trained() { wait_trained "$DLTUNE_RUNS_DIR" "$1" "$2" >/dev/null; }
+
+# A bad DLTUNE_NODE_ANSWER_MS is refused before a rank starts (not when a node is lost).
+DLTUNE_NODE_ANSWER_MS=soon timeout 120 bash "$script" exec "$cluster" salloc --quiet -w n1 -N 1 \
+  -n 1 "$dltune" launch "$recipe" "${common[@]}" --nodes 1 -n 1 --set launch.ranks=1 \
+  >"$tmp/out_env" 2>&1
+rc=$?
+[ $rc -eq 2 ] && grep -q "DLTUNE_NODE_ANSWER_MS must be a number of milliseconds from 100 to 600000, not 'soon'" \
+  "$tmp/out_env" && ! grep -q '"event":"step"' "$(newest)/metrics.jsonl" 2>/dev/null ||
+  fail "a bad DLTUNE_NODE_ANSWER_MS: exit $rc: $(cat "$tmp/out_env")"
 
 # 0. A hung rank, then a failure during the restart (issue 40 item 6 under Slurm): on n1 and n2,
 # the rank on n2 is stopped (SIGSTOP) after 25 steps; rank 0 gives up on it after the
