@@ -6,30 +6,14 @@
 
 namespace dltune::env {
 namespace {
-constexpr std::array kAll{kDebug,
-                          kDebugSubsys,
-                          kDb,
-                          kSiteDb,
-                          kTrustedKeys,
-                          kPlan,
-                          kRecipe,
-                          kRunsDir,
-                          kTopoXml,
-                          kTopoCache,
-                          kBind,
-                          kBackend,
-                          kKillGrace,
-                          kNoColor,
-                          kCommTimeout,
-                          kNodeAnswer,
-                          kCommCma,
-                          kFaultTrialStep,
-                          kLoaderThreads,
-                          kLoaderPrefetch,
-                          kUpdateGolden,
-                          kCpuMask,
-                          kKernels,
-                          kFaultCheckpointStall};
+constexpr std::array kAll{kDebug,         kDebugSubsys,    kDb,
+                          kSiteDb,        kTrustedKeys,    kPlan,
+                          kRecipe,        kRunsDir,        kTopoXml,
+                          kTopoCache,     kBind,           kBackend,
+                          kKillGrace,     kNoColor,        kCommTimeout,
+                          kNodeAnswer,    kCommCma,        kFaultTrialStep,
+                          kLoaderThreads, kLoaderPrefetch, kUpdateGolden,
+                          kCpuMask,       kKernels,        kFaultCheckpointStall};
 }  // namespace
 
 std::span<const EnvVar> all() { return kAll; }

@@ -36,8 +36,7 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& config,
   DLTUNE_TRY(validate(config));
   // A GPU run on a machine without one says so before the host model is built: gpt2-small's
   // host model (8 x 1024 tokens) took 23 s to build and initialise before this same error.
-  if (config.device == "gpu")
-    DLTUNE_TRY_CTX(gpu::gpu_device_count(), std::string("device 'gpu'"));
+  if (config.device == "gpu") DLTUNE_TRY_CTX(gpu::gpu_device_count(), std::string("device 'gpu'"));
   std::unique_ptr<Trainer> t(new Trainer());
   t->config_ = config;
   // The rank's threads; BLAS and oneDNN then run inside them, one thread each.
