@@ -251,6 +251,33 @@ Status choose_new(Launch& L, Progress& progress, const tuner::db::Layers& layers
   return ok_status();
 }
 
+// Phase 2 for a new run whose ranks and threads are both auto: the shape, measured
+// (shape_search.h) before its plan is chosen. The measuring counts in the recipe's tune.budget:
+// the tuning that follows has what it left.
+void choose_shape(Launch& L, Progress& progress) {
+  if (!L.job.shape_auto || L.resumed) return;
+  const double budget = L.job.recipe.tune.budget_seconds;
+  launcher::ShapeSearch s;
+  s.job = &L.job;
+  s.topo = &L.topo;
+  s.worker = L.worker;
+  s.db_path = L.layers->user_db;
+  s.work_dir = L.tmp->path();
+  s.measure = !L.o->dry_run && !L.o->no_tune && budget > 0;
+  s.remeasure = L.o->retune;
+  s.budget_s = launcher::kShapeShare * budget;
+  s.progress = L.o->dry_run ? nullptr : &progress;
+  launcher::ShapeChoice c = launcher::search_shape(s);
+  if (c.decided) {
+    L.job = launcher::job_with_shape(L.job, c.chosen);
+    L.job.threads_reason = c.why;
+  } else if (!c.why.empty()) {
+    L.job.threads_reason += "; ranks x threads: " + c.why;
+  }
+  L.job.recipe.tune.budget_seconds = std::max(0.0, budget - c.seconds);
+  L.shape = std::move(c);
+}
+
 // Phase 2: the plan, and the run's length under it (checked against the recipe before any
 // rank starts: the ranks check it again).
 Status choose(Launch& L, Progress& progress) {
@@ -273,6 +300,7 @@ Status choose(Launch& L, Progress& progress) {
       L.dir = L.resumed;
     }
   } else {
+    choose_shape(L, progress);
     DLTUNE_TRY(choose_new(L, progress, *layers));
   }
   DLTUNE_TRY(recipes::check_plan_for_recipe(L.job.recipe, L.choice.plan, L.job.ranks));
@@ -293,6 +321,7 @@ int dry_run(Launch& L) {
   d.no_tune = L.o->no_tune;
   d.json = L.o->json;
   d.cores_per_node = L.cores;
+  if (L.shape) d.shape_search = launcher::shape_choice_json(*L.shape);
   if (L.resumed) d.resumed = L.resumed->path;
   if (L.reshape) {
     d.reshaped = launcher::reshape_text(launcher::reshape_json(*L.reshape));
@@ -407,6 +436,8 @@ launcher::RunFacts run_facts(const Launch& L, Progress& progress, bool resumed_f
   facts.binding = L.job.recipe.launch.binding;
   facts.choice = L.choice;
   facts.prediction = L.prediction;
+  facts.threads_reason = L.job.threads_reason;
+  if (L.shape) facts.shape_search = launcher::shape_choice_json(*L.shape);
   auto ws = paths::read_file(dir.worker_summary());
   facts.worker =
       ws ? parse_json_bounded(*ws).value_or(nlohmann::json::object()) : nlohmann::json::object();

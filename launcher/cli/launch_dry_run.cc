@@ -64,6 +64,7 @@ void print_dry_run(const DryRun& d) {
                         {"ranks", job.ranks},
                         {"threads_per_rank", job.shape.threads_per_rank},
                         {"threads_reason", job.threads_reason},
+                        {"shape_search", d.shape_search},
                         {"precision", choice.plan.training.precision},
                         {"steps", d.steps},
                         {"checkpoint_every", d.checkpoint_every},

@@ -9,6 +9,8 @@
 
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "launcher/flow/launch_job.h"
 #include "launcher/flow/launch_plan.h"
 #include "launcher/flow/plan_words.h"
@@ -23,9 +25,10 @@ struct DryRun {
   std::string worker;            // the rank program's path
   bool no_tune = false;          // --no-tune was given
   bool json = false;
-  int cores_per_node = 0;  // of this machine (0 = unknown)
-  std::string resumed;     // --resume: the run directory the launch continues ("" a new run)
-  std::string reshaped;    // --resume on another shape: launcher/flow/reshape.h reshape_text()
+  int cores_per_node = 0;       // of this machine (0 = unknown)
+  std::string resumed;          // --resume: the run directory the launch continues ("" a new run)
+  std::string reshaped;         // --resume on another shape: launcher/flow/reshape.h reshape_text()
+  nlohmann::json shape_search;  // the ranks x threads search (shape_search.h), else null
 };
 
 void print_dry_run(const DryRun& d);

@@ -19,6 +19,7 @@
 #include "launcher/flow/reshape.h"
 #include "launcher/flow/restarts.h"
 #include "launcher/flow/run_dir.h"
+#include "launcher/flow/shape_search.h"
 #include "topology/topology.h"
 #include "tuner/db/lookup.h"
 
@@ -60,6 +61,9 @@ struct Launch {
   std::optional<launcher::RunDirGuard> unless_trained;  // a refused launch leaves no run dir
   launcher::NodeMachines machines;
   std::optional<tuner::db::Layers> layers;  // the databases, as choose() found them
+  // The ranks x threads search of a job that left both auto (shape_search.h); nullopt when the
+  // job did not leave them auto or was resumed.
+  std::optional<launcher::ShapeChoice> shape;
   launcher::PlanChoice choice;
   launcher::LaunchPrediction prediction;
   int64_t steps = 0;  // the run's length (recipes::training_steps at the plan's batch)

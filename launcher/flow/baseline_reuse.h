@@ -32,13 +32,22 @@ struct BaselineIdentity {
 BaselineIdentity baseline_identity(const topology::Topology& topo, const Job& job,
                                    const recipes::Plan& plan);
 
+// The identity of any measured plan (the shape search's ranks x threads candidates,
+// shape_search.h): `plan` as `job`'s ranks run it, keyed by the plan's own job shape, and
+// hashed as above (its collective rules included: several ranks send). baseline_identity() is
+// this for baseline_plan(plan) without collective rules. The baselines table holds both: a
+// row is a plan's measured throughput on a machine.
+BaselineIdentity measured_plan_identity(const topology::Topology& topo, const Job& job,
+                                        const recipes::Plan& plan);
+
 // The baseline stored for `id` in the database at `db_path`, when it is there and was known
-// within kBaselineRelCi (a wider one is measured again): Baseline::measured_at and measured_on
-// say when and where it was measured. nullopt when the database does not exist or holds none.
-// Errors: the database cannot be read, or its row is malformed (the caller measures instead and
-// says why).
+// within `max_rel_ci` (kBaselineRelCi by default: a wider one is measured again):
+// Baseline::measured_at and measured_on say when and where it was measured. nullopt when the
+// database does not exist or holds none. Errors: the database cannot be read, or its row is
+// malformed (the caller measures instead and says why).
 Result<std::optional<Baseline>> stored_baseline(const std::string& db_path,
-                                                const BaselineIdentity& id);
+                                                const BaselineIdentity& id,
+                                                double max_rel_ci = kBaselineRelCi);
 
 // Stores `b` (just measured, finite rel_ci) under `id` in the database at `db_path`, replacing an
 // earlier baseline of the same identity; creates the database when needed. Errors as

@@ -101,6 +101,8 @@ Result<Job> make_job(const JobOptions& o, const topology::Topology& topo) {
     ranks = nodes * static_cast<int>(job.recipe.launch.ranks_per_node);
   }
   const int cores = std::max(1, static_cast<int>(topo.cores.size()));
+  job.shape_auto = ranks <= 0 && !slurm && nodes == 1 && topo.gpus.empty() &&
+                   job.recipe.comm.backend != "nccl" && job.recipe.launch.threads_per_rank <= 0;
   if (ranks <= 0) ranks = nodes * auto_ranks_per_node(job.recipe, topo, cores);
   if (slurm && in_slurm_allocation() && allocated > 0 && nodes > allocated - excluded) {
     return invalid_input("--nodes " + std::to_string(nodes) + ": this allocation has " +
@@ -271,13 +273,19 @@ int64_t baseline_first_steps(double step_s, double budget_s) {
 Result<Baseline> measure_baseline(const Job& job, const std::string& worker,
                                   const recipes::Plan& plan, double step_s, double budget_s,
                                   const RunDir& dir, Progress* progress) {
-  const Job one = baseline_job(job);
-  const recipes::Plan one_plan = baseline_plan(plan);
-  const std::string plan_path = dir.file("baseline_plan.json");
-  const std::string recipe_path = dir.file("baseline_recipe.yaml");
-  const std::string metrics = dir.file("baseline_metrics.jsonl");
-  const std::string out = dir.file("baseline_summary.json");
-  DLTUNE_TRY_CTX(paths::write_file_atomic(plan_path, recipes::serialize_plan(one_plan)),
+  return measure_throughput(baseline_job(job), worker, baseline_plan(plan), "the 1-rank baseline",
+                            dir.file("baseline_"), step_s, budget_s, progress);
+}
+
+Result<Baseline> measure_throughput(const Job& job, const std::string& worker,
+                                    const recipes::Plan& plan, const std::string& what,
+                                    const std::string& files, double step_s, double budget_s,
+                                    Progress* progress) {
+  const std::string plan_path = files + "plan.json";
+  const std::string recipe_path = files + "recipe.yaml";
+  const std::string metrics = files + "metrics.jsonl";
+  const std::string out = files + "summary.json";
+  DLTUNE_TRY_CTX(paths::write_file_atomic(plan_path, recipes::serialize_plan(plan)),
                  "writing " + plan_path);
   int64_t steps = baseline_first_steps(step_s, budget_s);
   Baseline b;
@@ -296,14 +304,13 @@ Result<Baseline> measure_baseline(const Job& job, const std::string& worker,
       overrides.push_back(std::move(*ov));
     }
     auto yaml = recipes::recipe_yaml_as_run(job.recipe_path, job.recipe, overrides);
-    if (!yaml) return yaml.error().wrap("the baseline's recipe");
+    if (!yaml) return yaml.error().wrap(what + ": its recipe");
     DLTUNE_TRY_CTX(paths::write_file_atomic(recipe_path, *yaml), "writing " + recipe_path);
     std::remove(metrics.c_str());  // the metrics writer appends
     {
       MetricsFollower follow(metrics, static_cast<long>(steps), progress);
-      DLTUNE_TRY(run_ranks(one, "the 1-rank baseline",
-                           {worker, "train", "--metrics", metrics, "--summary", out}, nullptr,
-                           plan_path, recipe_path));
+      DLTUNE_TRY(run_ranks(job, what, {worker, "train", "--metrics", metrics, "--summary", out},
+                           nullptr, plan_path, recipe_path, !plan.placement.empty()));
     }
     auto text = paths::read_file(out);
     if (!text) return text.error();
@@ -315,7 +322,7 @@ Result<Baseline> measure_baseline(const Job& job, const std::string& worker,
     b.steps = steps;
     b.rel_ci = stats::mean_rel_ci_batched(times);
     const double run_s =
-        static_cast<double>(steps) * static_cast<double>(one_plan.training.global_batch) / sps;
+        static_cast<double>(steps) * static_cast<double>(plan.training.global_batch) / sps;
     b.seconds += run_s;
     if (b.rel_ci <= kBaselineRelCi || b.seconds + 4 * run_s > budget_s) break;
     steps *= 4;

@@ -37,6 +37,10 @@ struct Job {
   std::vector<std::string> notes;  // what --set changed beyond its keys (a shorter schedule)
   topology::BindPolicy bind = topology::BindPolicy::kAuto;
   std::vector<std::string> exclude;  // slurm: nodes not to run on (JobOptions::exclude)
+  // Ranks and threads per rank were both left auto (no -n, launch.ranks, ranks_per_node or
+  // threads_per_rank) for a local job on a node without GPUs: the shape above is the rule's,
+  // and a launch that tunes measures the others (shape_search.h).
+  bool shape_auto = false;
 };
 
 // Loads the recipe with the options' overrides (--set), validates it, and works out the job
@@ -130,6 +134,16 @@ int64_t baseline_first_steps(double step_s, double budget_s);
 Result<Baseline> measure_baseline(const Job& job, const std::string& worker,
                                   const recipes::Plan& plan, double step_s, double budget_s,
                                   const RunDir& dir, Progress* progress = nullptr);
+
+// What measure_baseline() does, for any job and plan: `plan` (laid over `job`'s ranks, its
+// placement binding them when it has one) trained as `job` runs it, measured as above; `what`
+// names the runs in progress and errors ("the 1-rank baseline"), and its files are `files`
+// followed by plan.json, recipe.yaml, metrics.jsonl and summary.json. The shape search
+// (shape_search.h) measures each ranks x threads candidate with it.
+Result<Baseline> measure_throughput(const Job& job, const std::string& worker,
+                                    const recipes::Plan& plan, const std::string& what,
+                                    const std::string& files, double step_s, double budget_s,
+                                    Progress* progress = nullptr);
 
 // `plan` laid over one rank for the baseline: a 1x1 job, one replica of one stage training a
 // replica's batch whole (its micro-batches kept, which bound its activations as the stages'

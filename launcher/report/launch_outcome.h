@@ -29,9 +29,11 @@ struct RunFacts {
   int nodes_per_machine = 1;
   std::string binding;  // launch.binding: none, core, numa, auto
   PlanChoice choice;
-  nlohmann::json worker;       // rank 0's worker summary (dltune-worker train --summary)
-  double baseline_sps = 0;     // the same per-rank batch on one rank (0 = not measured)
-  int64_t baseline_steps = 0;  // its length, its interval and its binding (launch_job.h)
+  std::string threads_reason;   // why the ranks' threads (launch_job.h Job::threads_reason)
+  nlohmann::json shape_search;  // the ranks x threads search (shape_search.h), else null
+  nlohmann::json worker;        // rank 0's worker summary (dltune-worker train --summary)
+  double baseline_sps = 0;      // the same per-rank batch on one rank (0 = not measured)
+  int64_t baseline_steps = 0;   // its length, its interval and its binding (launch_job.h)
   double baseline_rel_ci = 0;
   std::string baseline_bind;
   double baseline_seconds = 0;   // the time its steps took
@@ -65,7 +67,8 @@ struct MetricsLog {
 MetricsLog read_metrics(const std::string& path);
 
 // summary.json (DESIGN.md "Machine-readable outputs"): recipe, ranks, threads_per_rank,
-// precision, nodes, steps,
+// threads_reason, shape_search (the ranks x threads search, shape_search.h
+// shape_choice_json(); null when the job fixed its ranks or threads), precision, nodes, steps,
 // throughput_sps, scaling_efficiency, final_loss, heldout_accuracy, heldout_loss (per
 // prediction, nats; text data also heldout_bits_per_byte and unigram_entropy_bits; null when
 // not measured), plan_source, plan, tuning_seconds, wall_seconds, resumed_from, run_dir,

@@ -418,6 +418,8 @@ json make_summary(const RunFacts& f, const MetricsLog& log, const RunDir& dir) {
   s["memory"] = memory_json(w);
   const recipes::Provenance& pv = f.choice.plan.provenance;
   s["threads_per_rank"] = f.choice.plan.job.threads_per_rank;
+  s["threads_reason"] = f.threads_reason;
+  s["shape_search"] = f.shape_search;
   s["precision"] = f.choice.plan.training.precision;
   s["plan_source"] = f.choice.source;
   s["plan"] = recipes::plan_to_json(f.choice.plan);

@@ -43,6 +43,9 @@ void throughput_rows(const json& s, Rows& rows) {
   rows.emplace_back("compute", std::to_string(s.value("ranks", 0)) + " rank(s) x " +
                                    std::to_string(s.value("threads_per_rank", 1)) + " thread(s), " +
                                    s.value("precision", std::string("fp32")));
+  const json& shape = s.contains("shape_search") ? s["shape_search"] : json();
+  if (shape.is_object() && !shape.value("why", "").empty())
+    rows.emplace_back("ranks x threads", shape.value("why", ""));
   rows.emplace_back("throughput", thousands(num(s, "throughput_sps")) +
                                       " samples/s (global batch " +
                                       thousands(num(s, "global_batch")) + ")");

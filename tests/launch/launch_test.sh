@@ -226,6 +226,43 @@ grep -q "^  training: per-rank batch [0-9]*, global [0-9]*" "$tmp/out4" || fail 
 grep -q "^  why: " "$tmp/out4" || fail "--dry-run does not say why the plan is what it is"
 [ "$(ls "$DLTUNE_RUNS_DIR" | wc -l)" = "$before" ] || fail "--dry-run created a run directory"
 
+# 4b. Ranks x threads by measurement (issue 38): with ranks and threads both auto, a launch
+# that tunes measures every shape of this node's cores (1 x 2 and 2 x 1 on 2 cores), runs the
+# fastest and stores the measurements; a dry run then finds them in the database. --no-tune on
+# a database without them keeps the rule (one rank per NUMA domain) and says why.
+auto=(--set launch.ranks=auto --set launch.ranks_per_node=auto --set training.steps=20
+  --set launch.baseline=off)
+DLTUNE_DB=$tmp/shapes.sqlite DLTUNE_RUNS_DIR=$tmp/shape-runs "$dltune" launch "$tiny" "${auto[@]}" \
+  >"$tmp/out4b" 2>&1 ||
+  fail "the ranks x threads launch exited $?: $(cat "$tmp/out4b")"
+grep -q "^  ranks x threads    .* the fastest" "$tmp/out4b" ||
+  fail "the summary does not say which shape was fastest: $(cat "$tmp/out4b")"
+DLTUNE_DB=$tmp/shapes.sqlite "$dltune" launch "$tiny" "${auto[@]}" --dry-run --json >"$tmp/dry4b" ||
+  fail "the ranks x threads dry run exited $?"
+DLTUNE_DB=$tmp/none.sqlite "$dltune" launch "$tiny" "${auto[@]}" --no-tune --dry-run --json \
+  >"$tmp/rule4b" || fail "the ranks x threads --no-tune dry run exited $?"
+python3 - "$tmp"/shape-runs/*/summary.json "$tmp/dry4b" "$tmp/rule4b" <<'PY' || fail "ranks x threads: $(cat "$tmp/out4b")"
+import json, os, sys
+s = json.load(open(sys.argv[1]))
+ss = s["shape_search"]
+assert ss["decided"], ss
+shapes = {(c["ranks_per_node"], c["threads"]): c for c in ss["candidates"]}
+assert set(shapes) == {(1, os.cpu_count()), (os.cpu_count(), 1)} or os.cpu_count() == 1, shapes
+assert all(c["source"] == "measured" and c["samples_per_s"] > 0 for c in shapes.values()), shapes
+best = max(shapes.values(), key=lambda c: c["samples_per_s"])
+chosen = shapes[(ss["ranks_per_node"], ss["threads"])]
+assert chosen["samples_per_s"] >= 0.98 * best["samples_per_s"], ss
+assert s["ranks"] == ss["ranks_per_node"] and s["threads_per_rank"] == ss["threads"], s
+assert s["threads_reason"] == ss["why"], (s["threads_reason"], ss["why"])
+d = json.load(open(sys.argv[2]))
+assert d["ranks"] == s["ranks"] and d["threads_per_rank"] == s["threads_per_rank"], d
+assert all(c["source"] == "database" for c in d["shape_search"]["candidates"]), d["shape_search"]
+assert "by an earlier launch" in d["threads_reason"], d["threads_reason"]
+r = json.load(open(sys.argv[3]))
+assert not r["shape_search"]["decided"] and r["ranks"] == 1, r["shape_search"]
+assert "the rule" in r["threads_reason"] and "0 of the 2" in r["threads_reason"], r["threads_reason"]
+PY
+
 # 5. Bad command lines and bad recipes: exit 2, the recipe's file:line:col, nothing started.
 "$dltune" launch "$tiny" --nodes 2 --backend local >/dev/null 2>"$tmp/err5"
 [ $? -eq 2 ] || fail "--nodes 2 on the local backend did not exit 2"

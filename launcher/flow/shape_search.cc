@@ -1,0 +1,244 @@
+#include "launcher/flow/shape_search.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+
+#include "common/number_text.h"
+#include "launcher/flow/baseline_reuse.h"
+#include "recipes/plan_fit.h"
+#include "tuner/db/admin.h"
+
+namespace dltune::launcher {
+
+namespace {
+
+std::string percent(double rel) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", 100 * rel);
+  return buf;
+}
+
+std::string ratio(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", x);
+  return buf;
+}
+
+}  // namespace
+
+std::string describe(const RanksThreads& s) {
+  return std::to_string(s.ranks_per_node) + (s.ranks_per_node == 1 ? " rank x " : " ranks x ") +
+         std::to_string(s.threads) + (s.threads == 1 ? " thread" : " threads");
+}
+
+std::vector<RanksThreads> shape_candidates(int cores, int numa, size_t most) {
+  cores = std::max(1, cores);
+  numa = std::max(1, numa);
+  std::vector<int> counts;
+  for (int r = numa; r <= cores; r += numa)
+    if (cores % r == 0) counts.push_back(r);
+  if (counts.empty())
+    for (int r = 1; r <= cores; ++r)
+      if (cores % r == 0) counts.push_back(r);
+  std::vector<int> picked = counts;
+  if (most >= 2 && counts.size() > most) {
+    // Geometric targets from the first count to the last; each takes the count nearest it in
+    // log terms that no earlier target took.
+    picked.clear();
+    const double lo = std::log(counts.front()), hi = std::log(counts.back());
+    for (size_t i = 0; i < most; ++i) {
+      const double target = lo + (hi - lo) * static_cast<double>(i) / static_cast<double>(most - 1);
+      int best = -1;
+      for (int r : counts) {
+        if (std::find(picked.begin(), picked.end(), r) != picked.end()) continue;
+        if (best < 0 || std::abs(std::log(r) - target) < std::abs(std::log(best) - target))
+          best = r;
+      }
+      if (best > 0) picked.push_back(best);
+    }
+    std::sort(picked.begin(), picked.end());
+  }
+  std::vector<RanksThreads> out;
+  for (int r : picked) out.push_back({r, cores / r});
+  return out;
+}
+
+Job job_with_shape(const Job& job, const RanksThreads& s) {
+  Job j = job;
+  j.ranks = s.ranks_per_node * job.shape.nodes;
+  j.shape.ranks_per_node = s.ranks_per_node;
+  j.shape.threads_per_rank = s.threads;
+  j.recipe.launch.ranks = j.ranks;
+  j.recipe.launch.ranks_per_node = s.ranks_per_node;
+  return j;
+}
+
+int64_t shape_search_batch(const Job& job) {
+  if (job.recipe.training.per_rank_batch > 0) return 0;
+  return recipes::recipe_default_plan(job.recipe, job.shape).training.global_batch;
+}
+
+recipes::Plan shape_plan(const Job& job, int64_t global_batch) {
+  recipes::Plan p = recipes::recipe_default_plan(job.recipe, job.shape);
+  if (global_batch > 0) {
+    p.training.scaling = recipes::Scaling::kStrong;
+    p.training.global_batch = global_batch;
+    p.training.per_rank_batch = std::max<int64_t>(1, global_batch / job.ranks);
+  }
+  (void)recipes::apply_fixed_settings(job.recipe, job.ranks, &p);
+  p.provenance.reason = "the recipe's own settings, measured for the ranks x threads search";
+  return p;
+}
+
+ShapeChoice decide_shape(const std::vector<ShapeMeasurement>& shapes, const RanksThreads& rule) {
+  ShapeChoice c;
+  c.shapes = shapes;
+  c.chosen = rule;
+  const ShapeMeasurement* best = nullptr;
+  for (const ShapeMeasurement& m : shapes)
+    if (m.sps > 0 && (best == nullptr || m.sps > best->sps)) best = &m;
+  if (best == nullptr) return c;
+  const ShapeMeasurement* pick = best;
+  for (const ShapeMeasurement& m : shapes) {
+    if (m.sps >= (1 - kShapeTie) * best->sps && m.shape.ranks_per_node < pick->shape.ranks_per_node)
+      pick = &m;
+  }
+  c.decided = true;
+  c.chosen = pick->shape;
+  bool from_db = false, measured = false;
+  std::string figures;
+  for (const ShapeMeasurement& m : shapes) {
+    from_db = from_db || m.source == "database";
+    measured = measured || m.source == "measured";
+    if (!figures.empty()) figures += ", ";
+    figures += describe(m.shape) + " ";
+    if (m.sps > 0) {
+      figures += strings::thousands(m.sps) + " samples/s +-" + percent(m.rel_ci) + " %";
+      if (&m != pick) figures += " (" + ratio(m.sps / pick->sps) + "x)";
+    } else {
+      figures += "not measured (" + m.error + ")";
+    }
+  }
+  const std::string where = measured && from_db ? "measured on this node (some earlier, stored)"
+                            : from_db ? "measured on this node by an earlier launch (--retune "
+                                        "measures again)"
+                                      : "measured on this node";
+  c.why = describe(pick->shape) + ", the fastest" +
+          (pick != best ? " within " + percent(kShapeTie) + " % with fewer ranks" : "") + ", " +
+          where + ": " + figures;
+  return c;
+}
+
+nlohmann::json shape_choice_json(const ShapeChoice& c) {
+  nlohmann::json shapes = nlohmann::json::array();
+  for (const ShapeMeasurement& m : c.shapes) {
+    nlohmann::json j = {{"ranks_per_node", m.shape.ranks_per_node},
+                        {"threads", m.shape.threads},
+                        {"samples_per_s", m.sps > 0 ? nlohmann::json(m.sps) : nlohmann::json()},
+                        {"rel_ci", m.sps > 0 ? nlohmann::json(m.rel_ci) : nlohmann::json()},
+                        {"source", m.source}};
+    if (!m.error.empty()) j["error"] = m.error;
+    if (m.measured_at > 0) j["measured_at"] = tuner::db::utc_time(m.measured_at);
+    shapes.push_back(std::move(j));
+  }
+  return {{"decided", c.decided},        {"ranks_per_node", c.chosen.ranks_per_node},
+          {"threads", c.chosen.threads}, {"why", c.why},
+          {"seconds", c.seconds},        {"candidates", shapes}};
+}
+
+ShapeChoice search_shape(const ShapeSearch& s) {
+  const Job& job = *s.job;
+  const RanksThreads rule{job.shape.ranks_per_node, job.shape.threads_per_rank};
+  const auto cores = static_cast<int>(s.topo->cores.size());
+  const auto numa = static_cast<int>(s.topo->numa_nodes.size());
+  const std::vector<RanksThreads> candidates = shape_candidates(cores, numa);
+  if (candidates.size() < 2) {
+    ShapeChoice c;
+    c.chosen = rule;
+    c.why = "the node's " + std::to_string(cores) + " core(s) leave no other shape to measure";
+    return c;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  const int64_t batch = shape_search_batch(job);
+  std::vector<ShapeMeasurement> shapes;
+  std::vector<size_t> missing;  // candidates the database does not have
+  std::string db_note;
+  for (const RanksThreads& shape : candidates) {
+    ShapeMeasurement m;
+    m.shape = shape;
+    const Job cj = job_with_shape(job, shape);
+    if (const auto problems = recipes::validate_recipe(cj.recipe); !problems.empty()) {
+      m.error = problems.front().to_string();
+      shapes.push_back(m);
+      continue;
+    }
+    if (batch > 0 && batch < cj.ranks) {
+      m.error = "the global batch " + std::to_string(batch) + " has fewer samples than ranks";
+      shapes.push_back(m);
+      continue;
+    }
+    if (!s.remeasure) {
+      auto stored = stored_baseline(
+          s.db_path, measured_plan_identity(*s.topo, cj, shape_plan(cj, batch)), 1.0);
+      if (!stored) {
+        db_note = "the database's measurements were not read (" + stored.error().message() + ")";
+      } else if (stored->has_value()) {
+        m.sps = (*stored)->sps;
+        m.rel_ci = (*stored)->rel_ci;
+        m.source = "database";
+        m.measured_at = (*stored)->measured_at;
+      }
+    }
+    if (m.source.empty()) missing.push_back(shapes.size());
+    shapes.push_back(m);
+  }
+  if (!missing.empty() && !s.measure) {
+    ShapeChoice c;
+    c.chosen = rule;
+    c.shapes = shapes;
+    for (size_t i : missing) c.shapes[i].error = "not measured yet";
+    const auto stored = std::count_if(shapes.begin(), shapes.end(), [](const ShapeMeasurement& m) {
+      return m.source == "database";
+    });
+    c.why =
+        "one rank per NUMA domain (the rule): measuring ranks x threads needs a launch that "
+        "tunes (the database has " +
+        std::to_string(stored) + " of the " + std::to_string(candidates.size()) +
+        " shapes' measurements)";
+    return c;
+  }
+  const double each = std::max(kShapeMinS, s.budget_s / static_cast<double>(missing.size()));
+  for (size_t i : missing) {
+    ShapeMeasurement& m = shapes[i];
+    const Job cj = job_with_shape(job, m.shape);
+    const recipes::Plan plan = shape_plan(cj, batch);
+    const std::string name =
+        std::to_string(m.shape.ranks_per_node) + "x" + std::to_string(m.shape.threads);
+    if (s.progress != nullptr)
+      s.progress->phase("measuring " + describe(m.shape) + " (ranks x threads per node)");
+    auto b = measure_throughput(cj, s.worker, plan, "measuring " + describe(m.shape),
+                                s.work_dir + "/shape-" + name + "-", 0, each, s.progress);
+    if (s.progress != nullptr) s.progress->finish();
+    if (!b) {
+      m.error = b.error().message();
+      continue;
+    }
+    m.sps = b->sps;
+    m.rel_ci = b->rel_ci;
+    m.source = "measured";
+    if (!s.db_path.empty() && std::isfinite(b->rel_ci)) {
+      Status st = store_baseline(s.db_path, measured_plan_identity(*s.topo, cj, plan), *b);
+      if (!st.ok()) db_note = "the measurements were not stored (" + st.error().message() + ")";
+    }
+  }
+  ShapeChoice c = decide_shape(shapes, rule);
+  c.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!c.decided)
+    c.why = "one rank per NUMA domain (the rule): no ranks x threads shape could be measured";
+  if (!db_note.empty()) c.why += "; " + db_note;
+  return c;
+}
+
+}  // namespace dltune::launcher
