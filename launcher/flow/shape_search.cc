@@ -209,29 +209,49 @@ ShapeChoice search_shape(const ShapeSearch& s) {
         " shapes' measurements)";
     return c;
   }
-  const double each = std::max(kShapeMinS, s.budget_s / static_cast<double>(missing.size()));
+  // Round-robin, kShapeRounds times, each candidate's best run kept: on a shared machine a slow
+  // phase slows whichever run it falls on (one round gave lenet's 2 x 1 5,625 samples/s, the
+  // next 7,821), and interference only ever slows.
+  const double each = std::max(kShapeMinS, s.budget_s / static_cast<double>(missing.size())) /
+                      static_cast<double>(kShapeRounds);
+  std::vector<Baseline> best(shapes.size());
+  for (int round = 0; round < kShapeRounds; ++round) {
+    for (size_t i : missing) {
+      ShapeMeasurement& m = shapes[i];
+      if (!m.error.empty()) continue;  // failed in an earlier round
+      const Job cj = job_with_shape(job, m.shape);
+      const recipes::Plan plan = shape_plan(cj, batch);
+      const std::string name =
+          std::to_string(m.shape.ranks_per_node) + "x" + std::to_string(m.shape.threads);
+      if (s.progress != nullptr)
+        s.progress->phase("measuring " + describe(m.shape) + " (ranks x threads per node, round " +
+                          std::to_string(round + 1) + " of " + std::to_string(kShapeRounds) + ")");
+      auto b = measure_throughput(cj, s.worker, plan, "measuring " + describe(m.shape),
+                                  s.work_dir + "/shape-" + name + "-", 0, each, s.progress);
+      if (s.progress != nullptr) s.progress->finish();
+      if (!b) {
+        m = ShapeMeasurement{m.shape, 0, 0, "", 0, b.error().message()};
+        continue;
+      }
+      if (b->sps > best[i].sps) {
+        const double seconds = best[i].seconds + b->seconds;
+        best[i] = *b;
+        best[i].seconds = seconds;
+      } else {
+        best[i].seconds += b->seconds;
+      }
+      m.sps = best[i].sps;
+      m.rel_ci = best[i].rel_ci;
+      m.source = "measured";
+    }
+  }
   for (size_t i : missing) {
-    ShapeMeasurement& m = shapes[i];
+    const ShapeMeasurement& m = shapes[i];
+    if (m.source != "measured" || s.db_path.empty() || !std::isfinite(best[i].rel_ci)) continue;
     const Job cj = job_with_shape(job, m.shape);
-    const recipes::Plan plan = shape_plan(cj, batch);
-    const std::string name =
-        std::to_string(m.shape.ranks_per_node) + "x" + std::to_string(m.shape.threads);
-    if (s.progress != nullptr)
-      s.progress->phase("measuring " + describe(m.shape) + " (ranks x threads per node)");
-    auto b = measure_throughput(cj, s.worker, plan, "measuring " + describe(m.shape),
-                                s.work_dir + "/shape-" + name + "-", 0, each, s.progress);
-    if (s.progress != nullptr) s.progress->finish();
-    if (!b) {
-      m.error = b.error().message();
-      continue;
-    }
-    m.sps = b->sps;
-    m.rel_ci = b->rel_ci;
-    m.source = "measured";
-    if (!s.db_path.empty() && std::isfinite(b->rel_ci)) {
-      Status st = store_baseline(s.db_path, measured_plan_identity(*s.topo, cj, plan), *b);
-      if (!st.ok()) db_note = "the measurements were not stored (" + st.error().message() + ")";
-    }
+    Status st = store_baseline(s.db_path,
+                               measured_plan_identity(*s.topo, cj, shape_plan(cj, batch)), best[i]);
+    if (!st.ok()) db_note = "the measurements were not stored (" + st.error().message() + ")";
   }
   ShapeChoice c = decide_shape(shapes, rule);
   c.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

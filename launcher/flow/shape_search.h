@@ -15,7 +15,8 @@
 //      recipe fixes written over it) at one global batch for all (the rule's shape's, so that
 //      every candidate trains the same job; a recipe that fixes the per-rank batch keeps it),
 //      measured as the 1-rank baseline is (launch_job.h measure_throughput: a short training to
-//      a +-5 % interval or the candidate's share of the budget), and stored in the user
+//      a +-5 % interval or its share of the budget), kShapeRounds times round-robin, its best
+//      run counting (a shared machine's slow phases only ever slow a run), and stored in the user
 //      database's baselines table under the candidate's key and plan (baseline_reuse.h): a
 //      later launch on this machine takes the measurements from there and measures nothing;
 //   3. the fastest wins; one within kShapeTie of it with fewer ranks wins instead (less memory,
@@ -42,6 +43,7 @@ inline constexpr size_t kMostShapes = 4;    // candidates measured at most
 inline constexpr double kShapeTie = 0.02;   // within 2 % of the fastest: fewer ranks win
 inline constexpr double kShapeShare = 0.3;  // of tune.budget, for all the candidates
 inline constexpr double kShapeMinS = 2;     // but at least this long for each
+inline constexpr int kShapeRounds = 2;      // runs of each, round-robin: the best one counts
 
 struct RanksThreads {
   int ranks_per_node = 1;
