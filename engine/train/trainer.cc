@@ -34,9 +34,6 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& config,
                                                  comm::Communicator* comm, const Dataset& train,
                                                  const Dataset* heldout) {
   DLTUNE_TRY(validate(config));
-  // A GPU run on a machine without one says so before the host model is built: gpt2-small's
-  // host model (8 x 1024 tokens) took 23 s to build and initialise before this same error.
-  if (config.device == "gpu") DLTUNE_TRY_CTX(gpu::gpu_device_count(), std::string("device 'gpu'"));
   std::unique_ptr<Trainer> t(new Trainer());
   t->config_ = config;
   // The rank's threads; BLAS and oneDNN then run inside them, one thread each.
@@ -54,6 +51,10 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& config,
                            " stages need as many ranks per replica; this job has 1 rank");
     DLTUNE_TRY(t->setup_pipeline(*graph));
   }
+  // A GPU run on a machine without one says so before the host model is built (after the
+  // layout's own checks): gpt2-small's host model (8 x 1024 tokens) took 23 s to build and
+  // initialise before this same error.
+  if (config.device == "gpu") DLTUNE_TRY_CTX(gpu::gpu_device_count(), std::string("device 'gpu'"));
   PipelineStage* pipe = t->pipe_.get();
   auto model = Model::build(pipe ? pipe->def().graph : *graph, config.model);
   if (!model) return model.error();

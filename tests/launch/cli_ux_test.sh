@@ -74,8 +74,21 @@ PY
   DLTUNE_TOPO_XML=$quartz "$dltune" launch resnet20-cifar --dry-run --set launch.ranks=auto >"$tmp/out" 2>&1 ||
     fail "rxt dry run exited $?"
   grep -q "2 rank(s) x 18 thread(s) on 1 node(s)" "$tmp/out" || fail "dry run ranks x threads: $(cat "$tmp/out")"
-  grep -q "^threads: 18 per rank: the node's 36 cores shared among its ranks$" "$tmp/out" ||
-    fail "dry run threads: $(cat "$tmp/out")"
+  # Ranks and threads both auto: the rule's shape until a launch that tunes has measured the
+  # node's four (shape_search.h), and the dry run says so.
+  grep -q "^threads: 18 per rank: the node's 36 cores shared among its ranks; ranks x threads: one rank per NUMA domain (the rule): measuring ranks x threads needs a launch that tunes (the database has 0 of the 4 shapes' measurements)$" \
+    "$tmp/out" || fail "dry run threads: $(cat "$tmp/out")"
+  DLTUNE_TOPO_XML=$quartz "$dltune" launch resnet20-cifar --dry-run --json --set launch.ranks=auto \
+    >"$tmp/out" 2>&1 || fail "rxt dry run --json exited $?"
+  python3 - "$tmp/out" <<'PY' || fail "the dry run's shape search: $(cat "$tmp/out")"
+import json, sys
+e = json.loads(open(sys.argv[1]).read())
+ss = e["shape_search"]
+assert not ss["decided"] and (ss["ranks_per_node"], ss["threads"]) == (2, 18), ss
+got = [(c["ranks_per_node"], c["threads"], c["error"]) for c in ss["candidates"]]
+assert got == [(2, 18, "not measured yet"), (6, 6, "not measured yet"), (12, 3, "not measured yet"),
+               (36, 1, "not measured yet")], got
+PY
   DLTUNE_TOPO_XML=$quartz "$dltune" launch resnet20-cifar --dry-run --set launch.threads_per_rank=2000 \
     >/dev/null 2>"$tmp/err"
   [ $? -eq 2 ] || fail "threads_per_rank 2000 did not exit 2"
