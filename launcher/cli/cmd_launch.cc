@@ -93,6 +93,36 @@ Status open_resumed(Launch& L) {
       return invalid_input(where + ": '" + k + "' must be a whole number from 0 to 1048576");
     }
   }
+  // The nodes the run lost (Slurm): left out again where this allocation has them.
+  if (lj.contains("exclude")) {
+    const nlohmann::json& ex = lj["exclude"];
+    const bool names = ex.is_array() && ex.size() <= 4096 &&
+                       std::all_of(ex.begin(), ex.end(), [](const nlohmann::json& n) {
+                         return n.is_string() && !n.get<std::string>().empty() &&
+                                n.get<std::string>().size() <= 255 &&
+                                strings::find_control(n.get<std::string>()) == std::string::npos;
+                       });
+    if (!names) return invalid_input(where + ": 'exclude' must be a list of node names");
+    auto here = launcher::in_slurm_allocation()
+                    ? launcher::job_nodes(launcher::allocation_nodes(), {})
+                    : Result<std::vector<std::string>>(std::vector<std::string>());
+    std::vector<std::string> left_out;
+    for (const auto& n : ex) {
+      const std::string node = n.get<std::string>();
+      // Outside an allocation (the launch obtains one and runs again) or where its nodes
+      // cannot be listed, every lost node is kept: the allocation's own are told apart there.
+      const bool in_allocation =
+          !here || here->empty() || std::find(here->begin(), here->end(), node) != here->end();
+      if (in_allocation) L.jo.exclude.push_back(node);
+      if (in_allocation && here && !here->empty()) left_out.push_back(node);
+    }
+    if (!left_out.empty()) {
+      std::fprintf(stderr,
+                   "dltune launch: --resume: leaving out node(s) %s, lost during the run "
+                   "(launch.json 'exclude')\n",
+                   strings::printable(strings::join(left_out, ", "), "").c_str());
+    }
+  }
   L.jo.recipe = rd->recipe();  // the recipe as run
   if (L.jo.ranks == 0) L.jo.ranks = lj.value("ranks", 0);
   if (L.jo.nodes == 0) L.jo.nodes = lj.value("nodes", 0);
@@ -347,13 +377,19 @@ Status record(const Launch& L) {
                                         recipes::serialize_plan(*L.old_plan)));
   }
   DLTUNE_TRY(paths::write_file_atomic(dir.plan(), recipes::serialize_plan(L.choice.plan)));
-  const nlohmann::json lj = {
-      {"recipe", L.job.recipe.name},
-      {"ranks", L.job.ranks},
-      {"nodes", L.job.shape.nodes},
-      {"backend", L.job.backend == launcher::Backend::kSlurm ? "slurm" : "local"},
-      {"plan_source", L.choice.source},
-      {"command", train_argv(L.worker, dir, false)}};
+  return record_launch(L);
+}
+
+Status record_launch(const Launch& L) {
+  const RunDir& dir = *L.dir;
+  nlohmann::json lj = {{"recipe", L.job.recipe.name},
+                       {"ranks", L.job.ranks},
+                       {"nodes", L.job.shape.nodes},
+                       {"backend", L.job.backend == launcher::Backend::kSlurm ? "slurm" : "local"},
+                       {"plan_source", L.choice.source},
+                       {"command", train_argv(L.worker, dir, false)}};
+  if (L.job.backend == launcher::Backend::kSlurm && !L.jo.exclude.empty())
+    lj["exclude"] = L.jo.exclude;
   return paths::write_file_atomic(dir.launch(), lj.dump(2) + "\n");
 }
 

@@ -81,6 +81,10 @@ Status choose_new(Launch& L, Progress& progress, const tuner::db::Layers& layers
 
 // Phase 3: writes the run directory's plan.json, recipe.yaml and launch.json (cmd_launch.cc).
 Status record(const Launch& L);
+// launch.json alone: the job's ranks, nodes, backend, plan source and command, and under Slurm
+// the nodes the job lost ("exclude": `--resume` leaves them out again where its allocation has
+// them). Written again whenever a node is found lost, whether or not the job continues.
+Status record_launch(const Launch& L);
 
 // The ranks' command for a training run of `dir` (`resume`: from its checkpoint): the plan and
 // recipe reach them as the job's (run_ranks), everything else from the run directory's fixed

@@ -222,8 +222,14 @@ Result<NodeLoss> continue_without_node(Launch& L, Progress& progress, const std:
 Status restart_shape(Launch& L, Progress& progress, const launcher::LaunchOutcome& outcome,
                      bool again, launcher::Restart* r) {
   if (L.job.backend == launcher::Backend::kSlurm) {
+    const size_t lost_before = L.jo.exclude.size();
     auto lost = continue_without_node(L, progress, outcome.host);
     progress.finish();
+    if (L.jo.exclude.size() != lost_before) {  // --resume leaves them out too
+      if (Status s = record_launch(L); !s.ok())
+        progress.message("warning: the lost nodes were not written to launch.json: " +
+                         s.error().message());
+    }
     if (!lost) return std::move(lost).error().wrap("cannot continue");
     if (lost->node.empty()) {
       const std::string who =

@@ -328,6 +328,13 @@ python3 -c "import json,sys; p=sys.argv[1]; j=json.load(open(p)); j['ranks']='tw
 rc=$?
 [ $rc -eq 2 ] && grep -q "'ranks' must be a whole number" "$tmp/out6e" ||
   fail "an edited launch.json: exit $rc, $(cat "$tmp/out6e")"
+# ... and lost nodes that are not a list of names (a control character in one).
+python3 -c "import json,sys; p=sys.argv[1]; j=json.load(open(p)); j['ranks']=2; j['exclude']=['n1', 'n\x1b2']; json.dump(j, open(p,'w'))" \
+  "$tmp/edited/launch.json"
+"$dltune" launch --resume "$tmp/edited" >"$tmp/out6e" 2>&1
+rc=$?
+[ $rc -eq 2 ] && grep -q "'exclude' must be a list of node names" "$tmp/out6e" ||
+  fail "an edited launch.json's exclude: exit $rc, $(cat "$tmp/out6e")"
 "$dltune" launch --resume "$cut" >"$tmp/out6c" 2>&1 || fail "resume exited $?: $(cat "$tmp/out6c")"
 cmp "$ref/checkpoints/checkpoint.bin" "$cut/checkpoints/checkpoint.bin" ||
   fail "resumed run ended with other parameters than the uninterrupted one"

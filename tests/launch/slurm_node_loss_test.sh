@@ -12,7 +12,8 @@
 # (srun --exclude=n3; the same shape and plan; spare_node_completes=1). Then n4 is lost whole:
 # no spare is left, and the job continues on n1 and n2, planned again with the global batch
 # kept; the summary names the lost nodes (node_loss_completes=1). Then, with launch.min_nodes 0
-# (the default), a lost node stops the job, the checkpoint kept, with the --resume command.
+# (the default), a lost node stops the job, the checkpoint kept, with the --resume command, and
+# --resume leaves the lost node out.
 # Exit 77 (skip) without Slurm / munge / iproute2 or root.
 # Usage: slurm_node_loss_test.sh DLTUNE_BINARY SOURCE_DIR
 set -u
@@ -176,20 +177,49 @@ grep -q "without node n4 (it no longer answered), on 2 ranks on 2 nodes" "$tmp/o
   fail "the summary's restart row: $(cat "$tmp/out1")"
 
 # 2. launch.min_nodes 0 (the default): a lost node stops the job, its checkpoint kept. On n1 and
-# n2 (n3 and n4 are gone; Slurm counts them up until its SlurmdTimeout), n2 lost whole.
+# n2 (n3 and n4 are gone; Slurm counts them up until its SlurmdTimeout), n2 lost whole. Then, in
+# the same allocation (as a batch script would go on), --resume: the stopped run remembers n2 as
+# lost (launch.json "exclude") and leaves it out, refusing 2 nodes where 1 is left before a rank
+# starts; with --nodes 1 it continues on n1 alone, planned again, to the end.
+cat >"$tmp/stop_and_resume.sh" <<'SH'
+#!/usr/bin/env bash
+# stop_and_resume.sh DLTUNE OUT_PREFIX LAUNCH_ARGS...: inside the allocation.
+dltune=$1 out=$2
+shift 2
+"$dltune" launch "$@" >"$out.2" 2>&1
+echo $? >"$out.2.rc"
+run=$(ls -dt "$DLTUNE_RUNS_DIR"/*/ | head -1)
+"$dltune" launch --resume "${run%/}" >"$out.3a" 2>&1
+echo $? >"$out.3a.rc"
+"$dltune" launch --resume "${run%/}" --nodes 1 -n 1 >"$out.3b" 2>&1
+echo $? >"$out.3b.rc"
+SH
 previous=$(newest)
-timeout 400 bash "$script" exec "$cluster" salloc --quiet --no-kill -w n1,n2 -N 2 -n 2 \
-  "$dltune" launch "$recipe" "${common[@]}" --nodes 2 -n 2 --set launch.ranks=2 >"$tmp/out2" 2>&1 &
+timeout 500 bash "$script" exec "$cluster" salloc --quiet --no-kill -w n1,n2 -N 2 -n 2 \
+  bash "$tmp/stop_and_resume.sh" "$dltune" "$tmp/out" "$recipe" "${common[@]}" --nodes 2 -n 2 \
+  --set launch.ranks=2 >"$tmp/out2.salloc" 2>&1 &
 pid=$!
-when_trained "$previous" 30 || { kill $pid; fail "the 2-node run never trained 30 steps: $(cat "$tmp/out2")"; }
-[ -n "$(rank_on n2)" ] || { kill $pid; fail "no rank runs on n2: $(cat "$tmp/out2")"; }
+when_trained "$previous" 30 || { kill $pid; fail "the 2-node run never trained 30 steps: $(cat "$tmp/out.2")"; }
+[ -n "$(rank_on n2)" ] || { kill $pid; fail "no rank runs on n2: $(cat "$tmp/out.2")"; }
+stopped=$(newest)
 lose_node 2
-wait $pid
-rc=$?
-[ $rc -ne 0 ] || fail "the launch continued without n2 although launch.min_nodes is 0"
+wait $pid || fail "the allocation's script exited $?: $(cat "$tmp/out2.salloc")"
+[ "$(cat "$tmp/out.2.rc")" -ne 0 ] || fail "the launch continued without n2 although launch.min_nodes is 0"
 grep -q "cannot continue: node n2 does not answer.*launch.min_nodes 0 does not allow continuing on 1 node" \
-  "$tmp/out2" || fail "the refusal: $(cat "$tmp/out2")"
-grep -q "continue with: dltune launch --resume" "$tmp/out2" || fail "no --resume hint: $(cat "$tmp/out2")"
+  "$tmp/out.2" || fail "the refusal: $(cat "$tmp/out.2")"
+grep -q "continue with: dltune launch --resume" "$tmp/out.2" || fail "no --resume hint: $(cat "$tmp/out.2")"
+python3 -c "import json,sys; assert json.load(open(sys.argv[1]))['exclude'] == ['n2']" \
+  "$stopped/launch.json" || fail "launch.json does not name the lost n2: $(cat "$stopped/launch.json")"
+[ "$(cat "$tmp/out.3a.rc")" -eq 2 ] && grep -q "leaving out node(s) n2, lost during the run" "$tmp/out.3a" &&
+  grep -q "this allocation has 1 node(s) besides the lost ones" "$tmp/out.3a" ||
+  fail "--resume with 2 nodes, n2 lost: exit $(cat "$tmp/out.3a.rc"): $(cat "$tmp/out.3a")"
+[ "$(cat "$tmp/out.3b.rc")" -eq 0 ] || fail "--resume on n1 alone exited $(cat "$tmp/out.3b.rc"): $(cat "$tmp/out.3b")"
+python3 - "$stopped/summary.json" <<'PY' || fail "the resumed run's summary: $(cat "$tmp/out.3b")"
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert s["steps"] == 200 and s["nodes"] == 1 and s["ranks"] == 1, s
+assert s["reshaped"]["from"] == {"nodes": 2, "ranks": 2}, s["reshaped"]
+PY
 
 cat "$tmp/out1"
 echo "slurm node loss: all checks passed"
