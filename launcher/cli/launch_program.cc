@@ -27,6 +27,7 @@
 #include "launcher/flow/launch_job.h"
 #include "launcher/flow/text_format.h"
 #include "launcher/report/launch_outcome.h"
+#include "launcher/report/program_report.h"
 #include "recipes/program.h"
 #include "tuner/db/key.h"
 #include "tuner/db/lookup.h"
@@ -379,6 +380,7 @@ Status summarize(const ProgramLaunch& P, const ProgramRunResult& r, const std::s
   if (!r.throughput_error.empty()) s["throughput_error"] = r.throughput_error;
   if (P.outcome) s["trials"] = candidates_json(*P.outcome);
   DLTUNE_TRY(paths::write_file_atomic(P.dir->summary(), s.dump(2) + "\n"));
+  DLTUNE_TRY(paths::write_file_atomic(P.dir->report(), report::render_program_report_html(s)));
   if (P.o->json) {
     s["event"] = "summary";
     std::printf("%s\n", s.dump().c_str());
@@ -393,7 +395,7 @@ Status summarize(const ProgramLaunch& P, const ProgramRunResult& r, const std::s
     text += "  " + launcher::wrap_words("why: " + P.plan.provenance.reason, 96, 7) + "\n";
   }
   if (P.outcome) text += tuner::format_program_outcome(*P.outcome);
-  text += "  run directory: " + P.dir->path + "\n";
+  text += "  run directory: " + P.dir->path + " (report.html: the run and every candidate)\n";
   std::printf("%s", text.c_str());
   return ok_status();
 }

@@ -86,6 +86,35 @@ first = open(run + "/recipe.yaml").readline()
 assert first.startswith("# ") and first.rstrip().endswith("run in " + run.split("/runs/")[0] + "/prog"), first
 l = json.load(open(run + "/launch.json"))
 assert l["program"] is True and "--batch" in l["command"], l
+# report.html: well-formed, the run's throughput and settings, a bar for each candidate that ran
+# and each failed trial's reason (escaped: the page runs nothing of the program's output).
+from html.parser import HTMLParser
+class Page(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.open, self.text, self.bars = [], [], 0
+    def handle_starttag(self, tag, attrs):
+        if tag not in ("meta", "br", "rect", "line", "path", "circle"):
+            self.open.append(tag)
+        if tag == "rect":
+            self.bars += 1
+    def handle_endtag(self, tag):
+        if tag in ("rect", "line", "path", "circle"):
+            return
+        assert self.open and self.open[-1] == tag, (tag, self.open[-5:])
+        self.open.pop()
+    def handle_data(self, data):
+        self.text.append(data)
+page = Page()
+page.feed(open(run + "/report.html").read())
+assert page.open == [], page.open
+words = " ".join(page.text)
+assert "960.0 samples/s" in words and "batch 64" in words, words[:400]
+for t in s["trials"]:
+    assert t["candidate"] in words, t["candidate"]
+    if t["failed"]:
+        assert "failed: " + t["reason"] in words, t["reason"]
+assert page.bars > 0, "no candidate bars"
 PY
 grep -q 'rank 1 of 2: 1 threads' "$run/output/1/rank.1/stdout" ||
   fail "rank 1's output is not in $run/output/1/rank.1/stdout"
