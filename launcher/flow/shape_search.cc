@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 
 #include "common/number_text.h"
 #include "launcher/flow/baseline_reuse.h"
+#include "launcher/flow/text_format.h"
 #include "recipes/plan_fit.h"
 #include "tuner/db/admin.h"
 
@@ -14,17 +14,7 @@ namespace dltune::launcher {
 
 namespace {
 
-std::string percent(double rel) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f", 100 * rel);
-  return buf;
-}
-
-std::string ratio(double x) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f", x);
-  return buf;
-}
+std::string percent(double rel) { return text::fixed(100 * rel, 1); }
 
 }  // namespace
 
@@ -116,7 +106,7 @@ ShapeChoice decide_shape(const std::vector<ShapeMeasurement>& shapes, const Rank
     figures += describe(m.shape) + " ";
     if (m.sps > 0) {
       figures += strings::thousands(m.sps) + " samples/s +-" + percent(m.rel_ci) + " %";
-      if (&m != pick) figures += " (" + ratio(m.sps / pick->sps) + "x)";
+      if (&m != pick) figures += " (" + text::fixed(m.sps / pick->sps, 2) + "x)";
     } else {
       figures += "not measured (" + m.error + ")";
     }

@@ -320,21 +320,18 @@ rc=$?
 cut=$(newest_run)
 [ -s "$cut/checkpoints/checkpoint.bin" ] || fail "no checkpoint after the interruption"
 grep -q "dltune launch --resume $cut" "$tmp/out6b" || fail "no resume hint: $(cat "$tmp/out6b")"
-# A copy whose launch.json was edited to a wrong type: refused naming the field (exit 2).
+# A copy whose launch.json was edited to a wrong type: refused naming the field (exit 2). The
+# ranks as a string; lost nodes that are not a list of names (a control character in one).
 cp -r "$cut" "$tmp/edited"
-python3 -c "import json,sys; p=sys.argv[1]; j=json.load(open(p)); j['ranks']='two'; json.dump(j, open(p,'w'))" \
-  "$tmp/edited/launch.json"
-"$dltune" launch --resume "$tmp/edited" >"$tmp/out6e" 2>&1
-rc=$?
-[ $rc -eq 2 ] && grep -q "'ranks' must be a whole number" "$tmp/out6e" ||
-  fail "an edited launch.json: exit $rc, $(cat "$tmp/out6e")"
-# ... and lost nodes that are not a list of names (a control character in one).
-python3 -c "import json,sys; p=sys.argv[1]; j=json.load(open(p)); j['ranks']=2; j['exclude']=['n1', 'n\x1b2']; json.dump(j, open(p,'w'))" \
-  "$tmp/edited/launch.json"
-"$dltune" launch --resume "$tmp/edited" >"$tmp/out6e" 2>&1
-rc=$?
-[ $rc -eq 2 ] && grep -q "'exclude' must be a list of node names" "$tmp/out6e" ||
-  fail "an edited launch.json's exclude: exit $rc, $(cat "$tmp/out6e")"
+for edit in "j['ranks']='two':'ranks' must be a whole number" \
+    "j['ranks']=2; j['exclude']=['n1', 'n\x1b2']:'exclude' must be a list of node names"; do
+  python3 -c "import json,sys; p=sys.argv[1]; j=json.load(open(p)); ${edit%%:*}; json.dump(j, open(p,'w'))" \
+    "$tmp/edited/launch.json"
+  "$dltune" launch --resume "$tmp/edited" >"$tmp/out6e" 2>&1
+  rc=$?
+  [ $rc -eq 2 ] && grep -q "${edit#*:}" "$tmp/out6e" ||
+    fail "an edited launch.json (${edit%%:*}): exit $rc, $(cat "$tmp/out6e")"
+done
 "$dltune" launch --resume "$cut" >"$tmp/out6c" 2>&1 || fail "resume exited $?: $(cat "$tmp/out6c")"
 cmp "$ref/checkpoints/checkpoint.bin" "$cut/checkpoints/checkpoint.bin" ||
   fail "resumed run ended with other parameters than the uninterrupted one"
