@@ -284,8 +284,8 @@ Status choose_new(Launch& L, Progress& progress, const tuner::db::Layers& layers
 // Phase 2 for a new run whose ranks and threads are both auto: the shape, measured
 // (shape_search.h) before its plan is chosen. The measuring counts in the recipe's tune.budget:
 // the tuning that follows has what it left.
-void choose_shape(Launch& L, Progress& progress) {
-  if (!L.job.shape_auto || L.resumed) return;
+Status choose_shape(Launch& L, Progress& progress) {
+  if (!L.job.shape_auto || L.resumed) return ok_status();
   const double budget = L.job.recipe.tune.budget_seconds;
   launcher::ShapeSearch s;
   s.job = &L.job;
@@ -298,6 +298,7 @@ void choose_shape(Launch& L, Progress& progress) {
   s.budget_s = launcher::kShapeShare * budget;
   s.progress = L.o->dry_run ? nullptr : &progress;
   launcher::ShapeChoice c = launcher::search_shape(s);
+  if (!c.interrupted.empty()) return Error{ErrorKind::kInternal, c.interrupted};
   if (c.decided) {
     L.job = launcher::job_with_shape(L.job, c.chosen);
     L.job.threads_reason = c.why;
@@ -306,6 +307,7 @@ void choose_shape(Launch& L, Progress& progress) {
   }
   L.job.recipe.tune.budget_seconds = std::max(0.0, budget - c.seconds);
   L.shape = std::move(c);
+  return ok_status();
 }
 
 // Phase 2: the plan, and the run's length under it (checked against the recipe before any
@@ -330,7 +332,7 @@ Status choose(Launch& L, Progress& progress) {
       L.dir = L.resumed;
     }
   } else {
-    choose_shape(L, progress);
+    DLTUNE_TRY(choose_shape(L, progress));
     DLTUNE_TRY(choose_new(L, progress, *layers));
   }
   DLTUNE_TRY(recipes::check_plan_for_recipe(L.job.recipe, L.choice.plan, L.job.ranks));

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "common/number_text.h"
+#include "launcher/backend/rank_program.h"
 #include "launcher/flow/baseline_reuse.h"
 #include "launcher/flow/text_format.h"
 #include "recipes/plan_fit.h"
@@ -220,6 +221,12 @@ ShapeChoice search_shape(const ShapeSearch& s) {
                                   s.work_dir + "/shape-" + name + "-", 0, each, s.progress);
       if (s.progress != nullptr) s.progress->finish();
       if (!b) {
+        if (cli::forwarded_signal() != 0) {
+          ShapeChoice c;
+          c.chosen = rule;
+          c.interrupted = b.error().message();
+          return c;
+        }
         m = ShapeMeasurement{m.shape, 0, 0, "", 0, b.error().message()};
         continue;
       }

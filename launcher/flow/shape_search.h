@@ -88,6 +88,9 @@ struct ShapeChoice {
   std::vector<ShapeMeasurement> shapes;  // in candidate order
   std::string why;     // one line: "measured on this node: 2 ranks x 1 thread 3,400 samples/s ..."
   double seconds = 0;  // this launch's measuring
+  // A SIGINT / SIGTERM stopped the measuring: the run's message ("measuring 2 ranks x 1 thread
+  // was interrupted (SIGINT)"); the launch stops with it, as an interrupted tuning does.
+  std::string interrupted;
 };
 
 // The choice among measured `shapes` (section 3): the fastest, or one with fewer ranks within
@@ -114,6 +117,7 @@ struct ShapeSearch {
 // The search (sections 1-3) for s.job on its node. Never fails the launch: a candidate that
 // cannot run (its batch does not split, its ranks fail) is left out with its reason, a database
 // that cannot be read or written is said in `why`, and with nothing measured the rule stands.
+// An interrupt (SIGINT / SIGTERM forwarded to the ranks) ends it at once, in `interrupted`.
 ShapeChoice search_shape(const ShapeSearch& s);
 
 }  // namespace dltune::launcher
