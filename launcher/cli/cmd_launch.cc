@@ -562,7 +562,11 @@ int run_launch(const LaunchOptions& o) {
     const std::string w = launcher::oversubscription_warning(L.job, L.cores, npm);
     if (!w.empty()) progress.message(w);
   }
-  if (Status s = choose(L, progress); !s) return report_error("launch", s.error());
+  if (Status s = choose(L, progress); !s) {
+    // Interrupted while it measured shapes or tuned: 130 / 143, as an interrupted training.
+    const int code = report_error("launch", s.error());
+    return forwarded_signal() != 0 ? 128 + forwarded_signal() : code;
+  }
   if (o.dry_run) return dry_run(L);
   if (Status s = record(L); !s)
     return report_error("launch", s.error().wrap("writing the run directory"));

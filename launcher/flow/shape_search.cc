@@ -206,6 +206,9 @@ ShapeChoice search_shape(const ShapeSearch& s) {
   const double each = std::max(kShapeMinS, s.budget_s / static_cast<double>(missing.size())) /
                       static_cast<double>(kShapeRounds);
   std::vector<Baseline> best(shapes.size());
+  // A candidate's step time once a run has measured it: the next run's length (the first, not
+  // knowing it, may be too short for an interval: fewer than 21 steps).
+  std::vector<double> step_s(shapes.size(), 0.0);
   for (int round = 0; round < kShapeRounds; ++round) {
     for (size_t i : missing) {
       ShapeMeasurement& m = shapes[i];
@@ -218,7 +221,7 @@ ShapeChoice search_shape(const ShapeSearch& s) {
         s.progress->phase("measuring " + describe(m.shape) + " (ranks x threads per node, round " +
                           std::to_string(round + 1) + " of " + std::to_string(kShapeRounds) + ")");
       auto b = measure_throughput(cj, s.worker, plan, "measuring " + describe(m.shape),
-                                  s.work_dir + "/shape-" + name + "-", 0, each, s.progress);
+                                  s.work_dir + "/shape-" + name + "-", step_s[i], each, s.progress);
       if (s.progress != nullptr) s.progress->finish();
       if (!b) {
         if (cli::forwarded_signal() != 0) {
@@ -230,7 +233,11 @@ ShapeChoice search_shape(const ShapeSearch& s) {
         m = ShapeMeasurement{m.shape, 0, 0, "", 0, b.error().message()};
         continue;
       }
-      if (b->sps > best[i].sps) {
+      step_s[i] = static_cast<double>(plan.training.global_batch) / b->sps;
+      // The fastest run whose interval is known counts (only such a figure is stored).
+      const bool known = std::isfinite(b->rel_ci), best_known = std::isfinite(best[i].rel_ci);
+      if (best[i].sps <= 0 || (known && !best_known) ||
+          (known == best_known && b->sps > best[i].sps)) {
         const double seconds = best[i].seconds + b->seconds;
         best[i] = *b;
         best[i].seconds = seconds;

@@ -241,6 +241,19 @@ DLTUNE_DB=$tmp/shapes.sqlite "$dltune" launch "$tiny" "${auto[@]}" --dry-run --j
   fail "the ranks x threads dry run exited $?"
 DLTUNE_DB=$tmp/none.sqlite "$dltune" launch "$tiny" "${auto[@]}" --no-tune --dry-run --json \
   >"$tmp/rule4b" || fail "the ranks x threads --no-tune dry run exited $?"
+# Ctrl-C while the shapes are measured stops the launch (130), storing nothing.
+DLTUNE_DB=$tmp/int4b.sqlite DLTUNE_RUNS_DIR=$tmp/int4b-runs "$dltune" launch "$tiny" "${auto[@]}" \
+  >"$tmp/int4b" 2>&1 &
+pid=$!
+for _ in $(seq 300); do grep -q "measuring " "$tmp/int4b" && break; sleep 0.1; done
+kill -INT $pid
+wait $pid
+rc=$?
+[ $rc -eq 130 ] && grep -q "was interrupted (SIGINT)" "$tmp/int4b" ||
+  fail "Ctrl-C during the shape search: exit $rc: $(cat "$tmp/int4b")"
+if [ -s "$tmp/int4b.sqlite" ] && python3 -c "import sqlite3,sys; sys.exit(0 if sqlite3.connect(sys.argv[1]).execute('select count(*) from baselines').fetchone()[0] else 1)" "$tmp/int4b.sqlite"; then
+  fail "the interrupted shape search stored measurements"
+fi
 python3 - "$tmp"/shape-runs/*/summary.json "$tmp/dry4b" "$tmp/rule4b" <<'PY' || fail "ranks x threads: $(cat "$tmp/out4b")"
 import json, os, sys
 s = json.load(open(sys.argv[1]))
