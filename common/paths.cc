@@ -35,6 +35,11 @@ std::optional<std::string> runtime_dir() {
   return std::nullopt;
 }
 
+std::string temp_root() {
+  const char* v = std::getenv("TMPDIR");  // the system's, not a DLTUNE_* setting
+  return v != nullptr && *v != '\0' ? std::string(v) : std::string("/tmp");
+}
+
 Result<std::string> user_db() {
   if (auto v = env::get_if_set(env::kDb)) return *v;
   auto home = data_home();

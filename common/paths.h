@@ -21,6 +21,8 @@ Result<std::string> cache_home();
 // $XDG_RUNTIME_DIR when it is set to an absolute path (the spec's per-user, per-boot
 // directory), else nullopt: the spec leaves the fallback to the program.
 std::optional<std::string> runtime_dir();
+// Where temporary files go: $TMPDIR when set and not empty, else /tmp.
+std::string temp_root();
 // The user tuning database: $DLTUNE_DB, else <data_home>/dltune/dltune.db.
 Result<std::string> user_db();
 

@@ -11,6 +11,7 @@
 
 #include <unistd.h>
 
+#include "common/paths.h"
 #include "tuner/db/bundle.h"
 #include "tuner/db/lookup.h"
 #include "tuner/db/store.h"
@@ -21,11 +22,8 @@ namespace {
 
 // One file per process for the input, rewritten every run (SQLite reads files, not buffers).
 const std::string& input_path() {
-  static const std::string path = [] {
-    const char* tmp = std::getenv("TMPDIR");
-    return std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/dltune-fuzz-db-" +
-           std::to_string(::getpid()) + ".db";
-  }();
+  static const std::string path =
+      dltune::paths::temp_root() + "/dltune-fuzz-db-" + std::to_string(::getpid()) + ".db";
   return path;
 }
 

@@ -14,14 +14,19 @@ per model, one global batch (strong scaling, every shape trains the same job, sy
      measurements, so that every launch below runs the recipe's own settings: the comparison is
      of shapes, not of a tuned plan against untuned ones;
   2. rounds, each in rotating order: `dltune launch -n R --set launch.threads_per_rank=T
-     --no-tune` for every shape the node offers (the same shapes the launch considers), and the
-     auto launch (`--no-tune`: the database's measurements decide the shape);
+     --no-tune` for every shape the set-up launch measured (its summary's shape_search
+     candidates), and the auto launch (`--no-tune`: the database's measurements decide the
+     shape);
   3. per shape the median samples/s over the rounds; rxt_choice_MODEL = the shape the auto
      launch ran, rxt_best_MODEL the fastest shape's (by median); rxt_vs_best_MODEL = per round,
      the chosen shape's run against that round's fastest shape (paired: the machine's slow
      phases cancel), the median over the rounds; rxt_auto_sps_MODEL the auto launch's own
      median (the same shape as the choice, run again: its difference from that shape's median
      is the machine's noise).
+
+There is no outside peer here: what the choice is measured against is every other shape of the
+same dltune, each run as a user runs it (`dltune launch` processes bound by launch.binding auto,
+the recipe's own settings and precision fp32, the first step untimed), interleaved.
 
 The summary's last line: rxt_vs_best (the smallest over the models), each model's figures and
 choice. The launch's own measurements are short (30 % of the budget for all shapes): a choice
@@ -75,23 +80,6 @@ def numa_domains():
     return max(1, len(nodes))
 
 
-def shapes(cores, numa, most=4):
-    """The shapes the launch considers (shape_search.h shape_candidates), fewest ranks first."""
-    counts = [r for r in range(numa, cores + 1, numa) if cores % r == 0]
-    if not counts:
-        counts = [r for r in range(1, cores + 1) if cores % r == 0]
-    if len(counts) > most:
-        import math
-        lo, hi = math.log(counts[0]), math.log(counts[-1])
-        picked = []
-        for i in range(most):
-            target = lo + (hi - lo) * i / (most - 1)
-            free = [r for r in counts if r not in picked]
-            picked.append(min(free, key=lambda r: abs(math.log(r) - target)))
-        counts = sorted(picked)
-    return [(r, cores // r) for r in counts]
-
-
 class Launcher:
     def __init__(self, build, work):
         self.dltune = os.path.join(build, "bin", "dltune")
@@ -118,7 +106,7 @@ def keep_only_shape_measurements(db):
             c.execute(f"DELETE FROM {table}")
 
 
-def bench_model(l, model, rounds, seconds, cores):
+def bench_model(l, model, rounds, seconds):
     _, batch, _ = CASES[model]
     work = l.work
     db = os.path.join(work, f"{model}.sqlite")
@@ -136,8 +124,11 @@ def bench_model(l, model, rounds, seconds, cores):
     recipe = os.path.join(work, f"{model}.yaml")
     with open(recipe, "w") as f:
         f.write(recipe_text(model, steps))
+    # The shapes the launch measured (shape_search.h shape_candidates), as it listed them.
+    shapes = [(c["ranks_per_node"], c["threads"]) for c in search["candidates"]
+              if c["samples_per_s"]]
     cases = [(f"{r}x{t}", ["-n", str(r), "--set", f"launch.threads_per_rank={t}", "--no-tune"])
-             for r, t in shapes(cores, numa_domains())]
+             for r, t in shapes]
     cases.append(("auto", ["--no-tune"]))
     got = {name: [] for name, _ in cases}
     chosen = None
@@ -177,7 +168,7 @@ def main():
                 if line.startswith("model name")), "unknown CPU")
     print(f"{cpu}, {cores} cores, {numa_domains()} NUMA domain(s); load average "
           f"{os.getloadavg()[0]:.2f}")
-    if len(shapes(cores, numa_domains())) < 2:
+    if cores < 2:
         print("bench_shapes: one core: no shapes to choose between")
         return 0
     work = tempfile.mkdtemp(prefix="dltune-bench-shapes-")
@@ -188,7 +179,7 @@ def main():
         for model in a.models.split(","):
             if model not in CASES:
                 sys.exit(f"bench_shapes: no case for model '{model}' ({', '.join(CASES)})")
-            ratio, chosen, best, auto = bench_model(l, model, a.rounds, a.seconds, cores)
+            ratio, chosen, best, auto = bench_model(l, model, a.rounds, a.seconds)
             keys += [f"rxt_vs_best_{model}={ratio:.2f}", f"rxt_choice_{model}={chosen}",
                      f"rxt_best_{model}={best}", f"rxt_auto_sps_{model}={auto:.0f}"]
             worst = ratio if worst is None else min(worst, ratio)

@@ -81,24 +81,8 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& config,
                          std::to_string(train.label_width) + " label(s) of " +
                          std::to_string(train.classes) + " classes per sample");
   t->global_batch_ = config.global_batch_for(t->ranks());
-  // Data parallelism over the replicas: a pipeline's stages of one replica take one slice.
-  const int replicas = pipe ? pipe->replicas : t->ranks();
-  const int replica = pipe ? pipe->replica : t->rank();
-  auto sampler = Sampler::create(train.size, t->global_batch_, replicas, replica, config.seed);
-  if (!sampler) return sampler.error();
-  t->sampler_ = std::make_unique<Sampler>(std::move(*sampler));
+  DLTUNE_TRY(t->setup_data(train, heldout));
   const int local_max = t->sampler_->count(0);
-  if (train.streamed() || (heldout && heldout->streamed())) {
-    // A pipeline's first stage reads the inputs, its last the labels.
-    LoaderOptions lo;
-    lo.threads = std::max(1, std::atoi(env::get(env::kLoaderThreads).c_str()));
-    lo.depth = std::max(1, std::atoi(env::get(env::kLoaderPrefetch).c_str()));
-    lo.seed = config.seed;
-    lo.inputs = !pipe || pipe->first();
-    lo.labels = !pipe || pipe->last();
-    lo.end_step = config.steps;
-    t->loader_ = std::make_unique<BatchLoader>(train, *t->sampler_, lo);
-  }
   // Evaluation runs in chunks of the training batch: no extra activation memory. With
   // micro-batches the model holds one chunk.
   const int chunk_max = (local_max + config.microbatches - 1) / config.microbatches;
@@ -153,6 +137,28 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& config,
   if (config.device == "gpu")  // after the host broadcast: the device starts from rank 0's
     DLTUNE_TRY_CTX(t->setup_gpu(local_max), std::string("device 'gpu'"));
   return t;
+}
+
+Status Trainer::setup_data(const Dataset& train, const Dataset* heldout) {
+  // Data parallelism over the replicas: a pipeline's stages of one replica take one slice.
+  const PipelineStage* pipe = pipe_.get();
+  const int replicas = pipe ? pipe->replicas : ranks();
+  const int replica = pipe ? pipe->replica : rank();
+  auto sampler = Sampler::create(train.size, global_batch_, replicas, replica, config_.seed);
+  if (!sampler) return sampler.error();
+  sampler_ = std::make_unique<Sampler>(std::move(*sampler));
+  if (train.streamed() || (heldout && heldout->streamed())) {
+    // A pipeline's first stage reads the inputs, its last the labels.
+    LoaderOptions lo;
+    lo.threads = std::max(1, std::atoi(env::get(env::kLoaderThreads).c_str()));
+    lo.depth = std::max(1, std::atoi(env::get(env::kLoaderPrefetch).c_str()));
+    lo.seed = config_.seed;
+    lo.inputs = !pipe || pipe->first();
+    lo.labels = !pipe || pipe->last();
+    lo.end_step = config_.steps;
+    loader_ = std::make_unique<BatchLoader>(train, *sampler_, lo);
+  }
+  return ok_status();
 }
 
 Status Trainer::configure_model(Model& m) const {

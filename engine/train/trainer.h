@@ -200,6 +200,9 @@ class Trainer {
   // is built); the init_from / tied weights (after init_params); the models of the micro-batches
   // in flight and the step's message buffers (after the gradient buffer is in place).
   Status setup_pipeline(const recipes::Graph& full);
+  // create()'s data: the sampler of this rank's slice of each global batch (a pipeline's
+  // replica's), and, for data read on demand, the loader that reads ahead of the steps.
+  Status setup_data(const Dataset& train, const Dataset* heldout);
   Status init_pipeline_weights();
   Status add_pipeline_slots(int local_max);
   // Pipelines (pipeline_io.cc): held-out evaluation through the stages; the whole model's

@@ -116,9 +116,7 @@ Status profile_copies(int copies, const std::string& out) {
   const std::vector<std::string> base = without_own_options(own_arguments());
   if (base.empty()) return internal_error("cannot read this process's arguments");
   // The copies' answers, in $TMPDIR (else /tmp), removed on the way out.
-  const char* tmpdir = std::getenv("TMPDIR");
-  std::string tmpl = std::string(tmpdir != nullptr && *tmpdir != '\0' ? tmpdir : "/tmp") +
-                     "/dltune-profile-XXXXXX";
+  std::string tmpl = paths::temp_root() + "/dltune-profile-XXXXXX";
   const std::string asked = tmpl;  // mkdtemp may change the template even when it fails
   if (mkdtemp(tmpl.data()) == nullptr)
     return errno_error("cannot create a temporary directory from '" + asked + "'");

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/paths.h"
 #include "launcher/backend/env_block.h"
 #include "launcher/backend/plan_env.h"
 #include "launcher/backend/pmix_server.h"
@@ -165,8 +166,7 @@ Result<LaunchOutcome> run_local(const LaunchSpec& spec) {
   const std::string host = this_hostname();
 
   // What launchers killed with SIGKILL left behind (their ranks are gone: PDEATHSIG).
-  const char* tmpdir = std::getenv("TMPDIR");  // NOLINT: the system's, not a DLTUNE_* setting
-  sweep_stale_temp_dirs(tmpdir != nullptr && *tmpdir != '\0' ? tmpdir : "/tmp", "dltune-run-");
+  sweep_stale_temp_dirs(paths::temp_root(), "dltune-run-");
   sweep_stale_temp_dirs("/dev/shm", "dltune-");
   auto tmp = TempDir::create_in_tmp("dltune-run-");
   if (!tmp) return std::move(tmp).error();

@@ -69,8 +69,7 @@ Result<TempDir> TempDir::create(const std::string& parent, const std::string& pr
 }
 
 Result<TempDir> TempDir::create_in_tmp(const std::string& prefix) {
-  const char* tmp = std::getenv("TMPDIR");
-  return create(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", prefix);
+  return create(paths::temp_root(), prefix);
 }
 
 TempDir::TempDir(TempDir&& o) noexcept : path_(std::exchange(o.path_, std::string())) {}

@@ -204,10 +204,7 @@ int interrupted(int sig) {
 
 int run_tune(const TuneCliOptions& o) {
   // What a tune killed outright (SIGKILL) left behind: its scratch directory.
-  {
-    const char* tmp = std::getenv("TMPDIR");  // NOLINT: TempDir::create_in_tmp's parent
-    launcher::sweep_stale_temp_dirs(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", "dltune-tune-");
-  }
+  launcher::sweep_stale_temp_dirs(paths::temp_root(), "dltune-tune-");
   if (!o.recipe.empty() && launch_phases::is_program_recipe(o.recipe)) {
     if (o.collectives || o.verify || o.strategy != "model") {
       return report_error("tune", invalid_input("--collectives, --verify and --strategy do not "

@@ -139,125 +139,152 @@ nlohmann::json shape_choice_json(const ShapeChoice& c) {
           {"seconds", c.seconds},        {"candidates", shapes}};
 }
 
+namespace {
+
+// One candidate as the search carries it: its figure, and what it runs, made once.
+struct Candidate {
+  ShapeMeasurement m;
+  Job job;               // job_with_shape()
+  recipes::Plan plan;    // shape_plan()
+  BaselineIdentity id;   // where its figure is stored
+  Baseline best;         // its run that counts (measure_round_robin)
+  double step_s = 0;     // its step time once a run has measured it
+  bool missing = false;  // runnable, and not taken from the database
+};
+
+// Phase 1: every candidate's job and plan, those that cannot run left out with the reason, and
+// (unless s.remeasure) the database's figures. `db_note` says when the database was unreadable.
+std::vector<Candidate> gather(const ShapeSearch& s, const std::vector<RanksThreads>& shapes,
+                              int64_t batch, std::string* db_note) {
+  std::vector<Candidate> out;
+  for (const RanksThreads& shape : shapes) {
+    Candidate c;
+    c.m.shape = shape;
+    c.job = job_with_shape(*s.job, shape);
+    if (const auto problems = recipes::validate_recipe(c.job.recipe); !problems.empty()) {
+      c.m.error = problems.front().to_string();
+    } else if (batch > 0 && batch < c.job.ranks) {
+      c.m.error = "the global batch " + std::to_string(batch) + " has fewer samples than ranks";
+    } else {
+      c.plan = shape_plan(c.job, batch);
+      c.id = measured_plan_identity(*s.topo, c.job, c.plan);
+      c.missing = true;
+    }
+    if (c.missing && !s.remeasure) {
+      auto stored = stored_baseline(s.db_path, c.id, 1.0);
+      if (!stored) {
+        *db_note = "the database's measurements were not read (" + stored.error().message() + ")";
+      } else if (stored->has_value()) {
+        c.m.sps = (*stored)->sps;
+        c.m.rel_ci = (*stored)->rel_ci;
+        c.m.source = "database";
+        c.m.measured_at = (*stored)->measured_at;
+        c.missing = false;
+      }
+    }
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+// Keeps `b` as `c`'s run that counts when it is the fastest whose interval is known (only such
+// a figure is stored), or faster where neither interval is; the seconds add up either way.
+void keep_if_better(Candidate& c, const Baseline& b) {
+  const bool known = std::isfinite(b.rel_ci), best_known = std::isfinite(c.best.rel_ci);
+  const double seconds = c.best.seconds + b.seconds;
+  if (c.best.sps <= 0 || (known && !best_known) || (known == best_known && b.sps > c.best.sps))
+    c.best = b;
+  c.best.seconds = seconds;
+  c.m.sps = c.best.sps;
+  c.m.rel_ci = c.best.rel_ci;
+  c.m.source = "measured";
+}
+
+// Phase 2: the missing candidates measured round-robin, kShapeRounds times, each one's best run
+// kept: on a shared machine a slow phase slows whichever run it falls on (one round gave
+// lenet's 2 x 1 5,625 samples/s, the next 7,821), and interference only ever slows. A run's
+// step time sizes the candidate's next run (the first, not knowing it, may be too short for an
+// interval: fewer than 21 steps). Returns the run's message when an interrupt stopped it.
+std::string measure_round_robin(const ShapeSearch& s, std::vector<Candidate>& cands) {
+  const auto missing =
+      std::count_if(cands.begin(), cands.end(), [](const Candidate& c) { return c.missing; });
+  const double each = std::max(kShapeMinS, s.budget_s / static_cast<double>(missing)) /
+                      static_cast<double>(kShapeRounds);
+  for (int round = 0; round < kShapeRounds; ++round) {
+    for (Candidate& c : cands) {
+      if (!c.missing || !c.m.error.empty()) continue;  // stored, or failed in an earlier round
+      const RanksThreads& shape = c.m.shape;
+      const std::string what = "measuring " + describe(shape);
+      if (s.progress != nullptr)
+        s.progress->phase(what + " (ranks x threads per node, round " + std::to_string(round + 1) +
+                          " of " + std::to_string(kShapeRounds) + ")");
+      auto b = measure_throughput(c.job, s.worker, c.plan, what,
+                                  s.work_dir + "/shape-" + std::to_string(shape.ranks_per_node) +
+                                      "x" + std::to_string(shape.threads) + "-",
+                                  c.step_s, each, s.progress);
+      if (s.progress != nullptr) s.progress->finish();
+      if (!b) {
+        if (cli::forwarded_signal() != 0) return b.error().message();
+        c.m = ShapeMeasurement{shape, 0, 0, "", 0, b.error().message()};
+        continue;
+      }
+      c.step_s = static_cast<double>(c.plan.training.global_batch) / b->sps;
+      keep_if_better(c, *b);
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
 ShapeChoice search_shape(const ShapeSearch& s) {
-  const Job& job = *s.job;
-  const RanksThreads rule{job.shape.ranks_per_node, job.shape.threads_per_rank};
+  const RanksThreads rule{s.job->shape.ranks_per_node, s.job->shape.threads_per_rank};
   const auto cores = static_cast<int>(s.topo->cores.size());
   const auto numa = static_cast<int>(s.topo->numa_nodes.size());
-  const std::vector<RanksThreads> candidates = shape_candidates(cores, numa);
-  if (candidates.size() < 2) {
-    ShapeChoice c;
-    c.chosen = rule;
+  const std::vector<RanksThreads> shapes = shape_candidates(cores, numa);
+  ShapeChoice c;
+  c.chosen = rule;
+  if (shapes.size() < 2) {
     c.why = "the node's " + std::to_string(cores) + " core(s) leave no other shape to measure";
     return c;
   }
   const auto t0 = std::chrono::steady_clock::now();
-  const int64_t batch = shape_search_batch(job);
-  std::vector<ShapeMeasurement> shapes;
-  std::vector<size_t> missing;  // candidates the database does not have
   std::string db_note;
-  for (const RanksThreads& shape : candidates) {
-    ShapeMeasurement m;
-    m.shape = shape;
-    const Job cj = job_with_shape(job, shape);
-    if (const auto problems = recipes::validate_recipe(cj.recipe); !problems.empty()) {
-      m.error = problems.front().to_string();
-      shapes.push_back(m);
-      continue;
-    }
-    if (batch > 0 && batch < cj.ranks) {
-      m.error = "the global batch " + std::to_string(batch) + " has fewer samples than ranks";
-      shapes.push_back(m);
-      continue;
-    }
-    if (!s.remeasure) {
-      auto stored = stored_baseline(
-          s.db_path, measured_plan_identity(*s.topo, cj, shape_plan(cj, batch)), 1.0);
-      if (!stored) {
-        db_note = "the database's measurements were not read (" + stored.error().message() + ")";
-      } else if (stored->has_value()) {
-        m.sps = (*stored)->sps;
-        m.rel_ci = (*stored)->rel_ci;
-        m.source = "database";
-        m.measured_at = (*stored)->measured_at;
-      }
-    }
-    if (m.source.empty()) missing.push_back(shapes.size());
-    shapes.push_back(m);
-  }
-  if (!missing.empty() && !s.measure) {
-    ShapeChoice c;
-    c.chosen = rule;
-    c.shapes = shapes;
-    for (size_t i : missing) c.shapes[i].error = "not measured yet";
-    const auto stored = std::count_if(shapes.begin(), shapes.end(), [](const ShapeMeasurement& m) {
-      return m.source == "database";
-    });
+  std::vector<Candidate> cands = gather(s, shapes, shape_search_batch(*s.job), &db_note);
+  const auto figures = [&cands] {
+    std::vector<ShapeMeasurement> out;
+    for (const Candidate& k : cands) out.push_back(k.m);
+    return out;
+  };
+  const bool missing =
+      std::any_of(cands.begin(), cands.end(), [](const Candidate& k) { return k.missing; });
+  if (missing && !s.measure) {
+    c.shapes = figures();
+    for (size_t i = 0; i < cands.size(); ++i)
+      if (cands[i].missing) c.shapes[i].error = "not measured yet";
+    const auto stored =
+        std::count_if(c.shapes.begin(), c.shapes.end(),
+                      [](const ShapeMeasurement& m) { return m.source == "database"; });
     c.why =
         "one rank per NUMA domain (the rule): measuring ranks x threads needs a launch that "
         "tunes (the database has " +
-        std::to_string(stored) + " of the " + std::to_string(candidates.size()) +
+        std::to_string(stored) + " of the " + std::to_string(shapes.size()) +
         " shapes' measurements)";
     return c;
   }
-  // Round-robin, kShapeRounds times, each candidate's best run kept: on a shared machine a slow
-  // phase slows whichever run it falls on (one round gave lenet's 2 x 1 5,625 samples/s, the
-  // next 7,821), and interference only ever slows.
-  const double each = std::max(kShapeMinS, s.budget_s / static_cast<double>(missing.size())) /
-                      static_cast<double>(kShapeRounds);
-  std::vector<Baseline> best(shapes.size());
-  // A candidate's step time once a run has measured it: the next run's length (the first, not
-  // knowing it, may be too short for an interval: fewer than 21 steps).
-  std::vector<double> step_s(shapes.size(), 0.0);
-  for (int round = 0; round < kShapeRounds; ++round) {
-    for (size_t i : missing) {
-      ShapeMeasurement& m = shapes[i];
-      if (!m.error.empty()) continue;  // failed in an earlier round
-      const Job cj = job_with_shape(job, m.shape);
-      const recipes::Plan plan = shape_plan(cj, batch);
-      const std::string name =
-          std::to_string(m.shape.ranks_per_node) + "x" + std::to_string(m.shape.threads);
-      if (s.progress != nullptr)
-        s.progress->phase("measuring " + describe(m.shape) + " (ranks x threads per node, round " +
-                          std::to_string(round + 1) + " of " + std::to_string(kShapeRounds) + ")");
-      auto b = measure_throughput(cj, s.worker, plan, "measuring " + describe(m.shape),
-                                  s.work_dir + "/shape-" + name + "-", step_s[i], each, s.progress);
-      if (s.progress != nullptr) s.progress->finish();
-      if (!b) {
-        if (cli::forwarded_signal() != 0) {
-          ShapeChoice c;
-          c.chosen = rule;
-          c.interrupted = b.error().message();
-          return c;
-        }
-        m = ShapeMeasurement{m.shape, 0, 0, "", 0, b.error().message()};
-        continue;
-      }
-      step_s[i] = static_cast<double>(plan.training.global_batch) / b->sps;
-      // The fastest run whose interval is known counts (only such a figure is stored).
-      const bool known = std::isfinite(b->rel_ci), best_known = std::isfinite(best[i].rel_ci);
-      if (best[i].sps <= 0 || (known && !best_known) ||
-          (known == best_known && b->sps > best[i].sps)) {
-        const double seconds = best[i].seconds + b->seconds;
-        best[i] = *b;
-        best[i].seconds = seconds;
-      } else {
-        best[i].seconds += b->seconds;
-      }
-      m.sps = best[i].sps;
-      m.rel_ci = best[i].rel_ci;
-      m.source = "measured";
-    }
+  if (missing) {
+    c.interrupted = measure_round_robin(s, cands);
+    if (!c.interrupted.empty()) return c;
   }
-  for (size_t i : missing) {
-    const ShapeMeasurement& m = shapes[i];
-    if (m.source != "measured" || s.db_path.empty() || !std::isfinite(best[i].rel_ci)) continue;
-    const Job cj = job_with_shape(job, m.shape);
-    Status st = store_baseline(s.db_path,
-                               measured_plan_identity(*s.topo, cj, shape_plan(cj, batch)), best[i]);
-    if (!st.ok()) db_note = "the measurements were not stored (" + st.error().message() + ")";
+  // Phase 3: the new figures stored (with a known interval only), then the choice.
+  for (const Candidate& k : cands) {
+    if (!k.missing || k.m.source != "measured" || s.db_path.empty() ||
+        !std::isfinite(k.best.rel_ci))
+      continue;
+    if (Status st = store_baseline(s.db_path, k.id, k.best); !st.ok())
+      db_note = "the measurements were not stored (" + st.error().message() + ")";
   }
-  ShapeChoice c = decide_shape(shapes, rule);
+  c = decide_shape(figures(), rule);
   c.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!c.decided)
     c.why = "one rank per NUMA domain (the rule): no ranks x threads shape could be measured";

@@ -1,16 +1,17 @@
 #include "launcher/report/program_report.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <map>
 #include <vector>
 
+#include "launcher/flow/text_format.h"
 #include "launcher/report/svg_chart.h"
 
 namespace dltune::report {
 namespace {
 
 using json = nlohmann::json;
+namespace text = launcher::text;
 
 constexpr const char* kStyle =
     R"(body{font:14px/1.45 system-ui,sans-serif;margin:24px 32px;color:#222}
@@ -21,22 +22,12 @@ th{color:#555;font-weight:600;white-space:nowrap}.failed{color:#b22}
 .chart .title{font-weight:600;font-size:14px}.chart .label,.chart .value{font-size:12px;fill:#444}
 .chart .empty{fill:#888;font-style:italic}.note{color:#555;max-width:1000px})";
 
-std::string text(const json& j, const char* key) {
+std::string field(const json& j, const char* key) {
   if (!j.is_object() || !j.contains(key)) return "unknown";
   const json& v = j[key];
   if (v.is_string()) return v.get<std::string>();
   if (v.is_number() || v.is_boolean()) return v.dump();
   return "unknown";
-}
-
-double number(const json& j, const char* key) {
-  return j.is_object() && j.contains(key) && j[key].is_number() ? j[key].get<double>() : 0.0;
-}
-
-std::string fixed(double v, int digits) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-  return buf;
 }
 
 std::string row(const std::string& name, const std::string& value) {
@@ -48,10 +39,10 @@ std::string trials_section(const json& trials) {
   std::map<std::string, double> best;  // candidate -> best samples/s of a trial that ran
   std::vector<std::string> order;      // candidates in the order they were first tried
   for (const json& t : trials) {
-    const std::string c = text(t, "candidate");
+    const std::string c = field(t, "candidate");
     if (std::find(order.begin(), order.end(), c) == order.end()) order.push_back(c);
     const bool failed = t.is_object() && t.value("failed", false);
-    if (!failed) best[c] = std::max(best[c], number(t, "samples_per_s"));
+    if (!failed) best[c] = std::max(best[c], text::num(t, "samples_per_s"));
   }
   std::vector<Bar> bars;
   for (const std::string& c : order) {
@@ -71,11 +62,11 @@ std::string trials_section(const json& trials) {
   for (const json& t : trials) {
     const bool failed = t.is_object() && t.value("failed", false);
     o += std::string("<tr") + (failed ? " class=\"failed\"" : "") + "><td>" +
-         xml_escape(text(t, "candidate")) + "</td><td>" + xml_escape(text(t, "round")) +
-         "</td><td>" + xml_escape(text(t, "steps")) + "</td><td>" +
-         (failed ? "" : fixed(number(t, "samples_per_s"), 1)) + "</td><td>" +
-         fixed(number(t, "wall_s"), 1) + "</td><td>" +
-         xml_escape(failed ? "failed: " + text(t, "reason") : "measured") + "</td></tr>\n";
+         xml_escape(field(t, "candidate")) + "</td><td>" + xml_escape(field(t, "round")) +
+         "</td><td>" + xml_escape(field(t, "steps")) + "</td><td>" +
+         (failed ? "" : text::fixed(text::num(t, "samples_per_s"), 1)) + "</td><td>" +
+         text::fixed(text::num(t, "wall_s"), 1) + "</td><td>" +
+         xml_escape(failed ? "failed: " + field(t, "reason") : "measured") + "</td></tr>\n";
   }
   return o + "</table>\n</section>\n";
 }
@@ -83,32 +74,33 @@ std::string trials_section(const json& trials) {
 }  // namespace
 
 std::string render_program_report_html(const json& s) {
-  const std::string name = text(s, "recipe");
+  const std::string name = field(s, "recipe");
   std::string o = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>" +
                   xml_escape("dltune: " + name) + "</title>\n<style>" + kStyle +
                   "</style></head><body>\n";
   o += "<h1>" + xml_escape(name + ": your program, tuned and run by dltune") + "</h1>\n";
-  const double sps = number(s, "throughput_sps");
+  const double sps = text::num(s, "throughput_sps");
   const json values = s.is_object() && s.contains("values") ? s["values"] : json();
   o += "<section><h2>The run</h2>\n<table>\n";
-  o += row("throughput", sps > 0 ? fixed(sps, 1) + " samples/s"
-                                 : "not reported (" + text(s, "throughput_error") + ")");
-  o += row("run", fixed(number(s, "run_seconds"), 1) + " s, exit code " + text(s, "exit_code") +
-                      " (" + fixed(number(s, "wall_seconds"), 1) + " s with the tuning)");
-  o += row("plan", text(s, "plan_source"));
-  o += row("settings", "batch " + text(values, "batch") + ", " + text(values, "ranks") +
-                           " rank(s), " + text(values, "ranks_per_node") + " per node x " +
-                           text(values, "threads_per_rank") + " thread(s), bucket " +
-                           text(values, "bucket_mb") + " MB");
-  o += row("why", text(s, "reason"));
-  o += row("run directory", text(s, "run_dir"));
-  o += row("the program's output", text(s, "output"));
+  o += row("throughput", sps > 0 ? text::fixed(sps, 1) + " samples/s"
+                                 : "not reported (" + field(s, "throughput_error") + ")");
+  o += row("run", text::fixed(text::num(s, "run_seconds"), 1) + " s, exit code " +
+                      field(s, "exit_code") + " (" + text::fixed(text::num(s, "wall_seconds"), 1) +
+                      " s with the tuning)");
+  o += row("plan", field(s, "plan_source"));
+  o += row("settings", "batch " + field(values, "batch") + ", " + field(values, "ranks") +
+                           " rank(s), " + field(values, "ranks_per_node") + " per node x " +
+                           field(values, "threads_per_rank") + " thread(s), bucket " +
+                           field(values, "bucket_mb") + " MB");
+  o += row("why", field(s, "reason"));
+  o += row("run directory", field(s, "run_dir"));
+  o += row("the program's output", field(s, "output"));
   o += "</table>\n</section>\n";
   if (s.is_object() && s.contains("trials") && s["trials"].is_array() && !s["trials"].empty()) {
     o += trials_section(s["trials"]);
   } else {
     o += "<section><h2>The candidates</h2>\n<p class=\"note\">" +
-         xml_escape("No tuning in this launch: the plan was " + text(s, "plan_source") + ".") +
+         xml_escape("No tuning in this launch: the plan was " + field(s, "plan_source") + ".") +
          "</p>\n</section>\n";
   }
   return o + "</body></html>\n";
