@@ -83,10 +83,12 @@ bool reap_by(pid_t pid, int* status, std::optional<Clock::time_point> deadline) 
   }
 }
 
-// Runs argv (argv[0] a path) with no stdin and stderr discarded; its stdout (the first MiB)
-// when it exits 0. With `timeout_ms` > 0 it is stopped after that long (SIGTERM, which makes
-// srun cancel its step, then SIGKILL a second later) and the answer is a kTimeout error.
-Result<std::string> capture(const std::vector<std::string>& argv, int timeout_ms = 0) {
+// Runs argv (argv[0] a path) with no stdin and stderr discarded (`with_stderr`: read with
+// stdout, and its last line in the error when it fails); its stdout (the first MiB) when it
+// exits 0. With `timeout_ms` > 0 it is stopped after that long (SIGTERM, which makes srun
+// cancel its step, then SIGKILL a second later) and the answer is a kTimeout error.
+Result<std::string> capture(const std::vector<std::string>& argv, int timeout_ms = 0,
+                            bool with_stderr = false) {
   constexpr size_t kMaxOut = size_t{1} << 20;
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) return errno_error("pipe");
@@ -94,7 +96,11 @@ Result<std::string> capture(const std::vector<std::string>& argv, int timeout_ms
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+  if (with_stderr) {
+    posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
+  } else {
+    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+  }
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
@@ -144,7 +150,13 @@ Result<std::string> capture(const std::vector<std::string>& argv, int timeout_ms
                                                  : std::to_string(timeout_ms) + " ms"));
   }
   if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-    return io_error(argv[0] + " failed (status " + std::to_string(st) + ")");
+    std::string said;
+    if (with_stderr) {
+      for (const std::string& line : strings::split(out, '\n'))
+        if (!strings::trim(line).empty()) said = strings::trim(line);
+    }
+    return io_error(argv[0] + " failed (status " + std::to_string(st) + ")" +
+                    (said.empty() ? "" : ": " + strings::printable(said.substr(0, 300), "")));
   }
   return out;
 }
@@ -378,6 +390,61 @@ Result<std::vector<std::string>> job_nodes(int nodes, const std::vector<std::str
   return out;
 }
 
+namespace {
+// One `KEY=VALUE` field of `scontrol show job -o` output ("" when absent).
+std::string job_field(const std::string& line, const std::string& key) {
+  for (const std::string& f : strings::split(line, ' '))
+    if (f.size() > key.size() && f.compare(0, key.size() + 1, key + "=") == 0)
+      return strings::trim(f.substr(key.size() + 1));
+  return "";
+}
+}  // namespace
+
+Result<std::string> grow_allocation(int timeout_ms) {
+  const char* id = std::getenv("SLURM_JOB_ID");  // NOLINT: Slurm's
+  if (!in_slurm_allocation()) return unsupported("not in a Slurm allocation");
+  auto salloc = find_program("salloc");
+  if (!salloc) return unsupported("salloc was not found in PATH");
+  auto scontrol = find_program("scontrol");
+  if (!scontrol) return unsupported("scontrol was not found in PATH");
+  auto before = job_nodes(1 << 20, {});
+  if (!before) return std::move(before).error().wrap("the allocation's nodes");
+  // scontrol writes its resize scripts (slurm_job_N_resize.sh) into its working directory:
+  // a scratch one, not the user's.
+  auto scratch = TempDir::create_in_tmp("dltune-grow-");
+  if (!scratch) return std::move(scratch).error();
+  const int wait_s = std::max(1, (timeout_ms + 999) / 1000);
+  auto got =
+      capture({*salloc, "--quiet", "--nodes=1", "--ntasks=1",
+               "--immediate=" + std::to_string(wait_s), "--dependency=expand:" + std::string(id),
+               "--exclude=" + strings::join(*before, ","), "--chdir=" + scratch->path(), "--",
+               "/bin/sh", "-c", "exec \"$0\" update JobId=\"$SLURM_JOB_ID\" NumNodes=0", *scontrol},
+              timeout_ms + 5000, /*with_stderr=*/true);
+  if (!got) return std::move(got).error().wrap("salloc --dependency=expand:" + std::string(id));
+  // The node moves to this job as the new one gives it up; scontrol shows it within moments.
+  for (int tries = 0; tries < 50; ++tries) {
+    auto shown = capture({*scontrol, "show", "job", "-o", id}, 5000);
+    if (!shown) return std::move(shown).error().wrap("scontrol show job " + std::string(id));
+    const std::string list = job_field(*shown, "NodeList");
+    const std::string count = job_field(*shown, "NumNodes");
+    auto hosts = list.empty() ? Result<std::vector<std::string>>(std::vector<std::string>())
+                              : expand_hostlist(list);
+    if (!hosts) return hosts.error();
+    for (const std::string& h : *hosts) {
+      if (std::find(before->begin(), before->end(), h) != before->end()) continue;
+      // What the resize script scontrol writes would set: later steps and job_nodes() see
+      // the grown allocation.
+      for (const char* k : {"SLURM_JOB_NODELIST", "SLURM_NODELIST"}) setenv(k, list.c_str(), 1);
+      const std::string n = count.empty() ? std::to_string(hosts->size()) : count;
+      for (const char* k : {"SLURM_JOB_NUM_NODES", "SLURM_NNODES"}) setenv(k, n.c_str(), 1);
+      return h;
+    }
+    usleep(100 * 1000);
+  }
+  return io_error("salloc granted a node, but job " + std::string(id) +
+                  " still lists only its own after 5 s (scontrol show job " + id + ")");
+}
+
 Result<bool> node_answers(const std::string& node, int timeout_ms) {
   if (!in_slurm_allocation()) return unsupported("not in a Slurm allocation");
   auto srun = find_program("srun");
@@ -403,7 +470,7 @@ std::optional<int> parse_kill_wait(std::string_view scontrol_config) {
   return std::nullopt;
 }
 
-Status rerun_in_allocation(int nodes, int ntasks, bool keep_on_node_failure) {
+Status rerun_in_allocation(int nodes, int ntasks, bool keep_on_node_failure, int nodes_max) {
   auto salloc = find_program("salloc");
   if (!salloc) {
     return unsupported(
@@ -416,7 +483,11 @@ Status rerun_in_allocation(int nodes, int ntasks, bool keep_on_node_failure) {
   // The allocation outlives a failed node, which the job's restarts then leave out: by
   // default Slurm ends the whole allocation when one of its nodes fails.
   if (keep_on_node_failure) argv.push_back("--no-kill");
-  if (nodes > 0) argv.push_back("--nodes=" + std::to_string(nodes));
+  if (nodes > 0 && nodes_max > nodes) {
+    argv.push_back("--nodes=" + std::to_string(nodes) + "-" + std::to_string(nodes_max));
+  } else if (nodes > 0) {
+    argv.push_back("--nodes=" + std::to_string(nodes));
+  }
   argv.push_back("--ntasks=" + std::to_string(ntasks));
   argv.push_back("--");
   argv.push_back(self_dir() + "/" + "dltune");

@@ -58,13 +58,29 @@ Result<std::vector<std::string>> job_nodes(int nodes, const std::vector<std::str
 // allocation or without srun.
 Result<bool> node_answers(const std::string& node, int timeout_ms);
 
+// Grows the current allocation by one node that is not already its own, by Slurm's job
+// expansion: `salloc --nodes=1 --immediate=S --dependency=expand:JOBID --exclude=<its nodes> --
+// scontrol update JobId=$SLURM_JOB_ID NumNodes=0` (the new job hands its node to this one; the
+// site must permit it: SchedulerParameters=permit_job_expansion). Then points this process's
+// SLURM_JOB_NODELIST, SLURM_NODELIST, SLURM_JOB_NUM_NODES and SLURM_NNODES at the grown
+// allocation, as the resize script scontrol writes would, so that allocation_nodes(),
+// job_nodes() and later srun steps see it. Waits about `timeout_ms` for a node (salloc's
+// --immediate). Returns the new node's name. Errors: kUnsupported outside an allocation or
+// without salloc / scontrol; kIo with salloc's last line when Slurm grants no node (none free,
+// expansion not permitted); kTimeout.
+Result<std::string> grow_allocation(int timeout_ms);
+
 // Replaces this process by `salloc --quiet [--no-kill] [--nodes=NODES] --ntasks=NTASKS --
 // <this command line>`, so that the command runs again inside an allocation of that shape
 // (salloc exits with its status). `keep_on_node_failure`: --no-kill, so that the allocation
-// outlives a failed node (a job that restarts on the nodes left needs it). Returns only on
-// failure: kUnsupported when salloc is not installed, kIo when the command line cannot be read
-// or exec fails.
-Status rerun_in_allocation(int nodes, int ntasks, bool keep_on_node_failure = false);
+// outlives a failed node (a job that restarts on the nodes left needs it). `nodes_max` >
+// `nodes` asks for a range instead, `--nodes=NODES-NODES_MAX`: with NTASKS the tasks of
+// nodes_max nodes, Slurm gives as many nodes as it has free up to nodes_max (with
+// --ntasks-per-node it would give the least). Returns only on failure:
+// kUnsupported when salloc is not installed, kIo when the command line cannot be read or exec
+// fails.
+Status rerun_in_allocation(int nodes, int ntasks, bool keep_on_node_failure = false,
+                           int nodes_max = 0);
 
 // One task-status line srun prints when a task ends badly, e.g.
 //   "srun: error: n1: task 2: Exited with exit code 3"

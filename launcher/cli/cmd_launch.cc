@@ -1,5 +1,6 @@
-// `dltune launch RECIPE [-n RANKS] [--nodes N] [--backend local|slurm] [--retune|--no-tune]
-//  [--db PATH] [--resume RUN_DIR] [--dry-run] [--json] [--set KEY=VALUE]...`: DESIGN.md's main
+// `dltune launch RECIPE [-n RANKS] [--nodes N|MIN-MAX] [--backend local|slurm]
+//  [--retune|--no-tune] [--db PATH] [--resume RUN_DIR] [--dry-run] [--json] [--set KEY=VALUE]...`:
+//  DESIGN.md's main
 // flow, as phases run_launch() calls in order:
 //
 //   open_job       the recipe with its --set changes (or a run directory's, --resume), the
@@ -547,9 +548,10 @@ int run_launch(const LaunchOptions& o) {
   if (L.job.backend == launcher::Backend::kSlurm && !launcher::in_slurm_allocation() &&
       !o.dry_run) {
     const int spare = static_cast<int>(L.job.recipe.launch.spare_nodes);
-    Status s = launcher::rerun_in_allocation(L.job.shape.nodes + spare,
-                                             L.job.ranks + spare * L.job.shape.ranks_per_node,
-                                             restarts_allowed(L) > 0);
+    const int most = L.job.nodes_max > 0 ? L.job.nodes_max : L.job.shape.nodes;
+    Status s = launcher::rerun_in_allocation(
+        L.job.shape.nodes + spare, (most + spare) * L.job.shape.ranks_per_node,
+        restarts_allowed(L) > 0, L.job.nodes_max > 0 ? L.job.nodes_max + spare : 0);
     return report_error("launch", s.error());  // only reached when salloc could not start
   }
   Progress progress(Progress::detect(o.json, stdout), stdout);
@@ -591,10 +593,18 @@ void setup_launch(CLI::App& app, int* exit_code) {
                   "Recipe file or bundled recipe name (dltune recipe list)");
   cmd->add_option("-n,--np,--ranks", o->job.ranks, "Ranks (default: the recipe's, else auto)")
       ->check(CLI::Range(1, 4096));
-  cmd->add_option("--nodes", o->job.nodes,
-                  "Nodes (slurm backend; default: the allocation's; outside one, an allocation "
-                  "of this many is obtained with salloc)")
-      ->check(CLI::Range(1, 4096));
+  cmd->add_option_function<std::string>(
+         "--nodes",
+         [o](const std::string& v) {
+           auto n = launcher::parse_node_count(v);
+           if (!n) throw CLI::ValidationError("--nodes", n.error().message());
+           o->job.nodes = n->first;
+           o->job.nodes_max = n->second;
+         },
+         "Nodes (slurm backend; default: the allocation's; outside one, an allocation of this "
+         "many is obtained with salloc). MIN-MAX: as many as the allocation has up to MAX; a "
+         "lost node is replaced by growing the allocation, else the job goes on down to MIN")
+      ->type_name("N|MIN-MAX");
   cmd->add_option("--backend", o->job.backend,
                   "local or slurm (default: slurm inside an allocation, else local)");
   cmd->add_flag("--retune", o->retune, "Tune again even when a plan is cached");

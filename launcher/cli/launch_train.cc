@@ -2,8 +2,9 @@
 // and what happens when they fail. A failed job continues from the run's last checkpoint up to
 // launch.restarts times: on the same ranks; on fewer when the failure comes again before a step
 // and launch.min_ranks allows it (local ranks); under Slurm, without the failed rank's node when
-// it no longer answers and launch.min_nodes allows it. Every change of shape is planned again as
-// `--resume -n` does (launcher/flow/reshape.h).
+// it no longer answers, on a spare node or one the allocation grows by (--nodes MIN-MAX) in its
+// place, else on the nodes left where launch.min_nodes allows it. Every change of shape is
+// planned again as `--resume -n` does (launcher/flow/reshape.h).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -26,15 +27,19 @@ namespace {
 
 // Plans the run again for `ranks` ranks on `nodes` nodes (slurm; 0 locally), leaving out
 // L.jo.exclude, as `--resume -n` does (launcher/flow/reshape.h): the run directory's plan and
-// launch.json rewritten.
+// launch.json rewritten. A --nodes MIN-MAX job keeps its range (a later loss may still grow
+// the allocation) and its least (launch.min_nodes), though this shape is a fixed one.
 Status replan(Launch& L, Progress& progress, int ranks, int nodes) {
   launcher::JobOptions jo = L.jo;
   jo.recipe = L.dir->recipe();  // the recipe as run: its overrides are in it
   jo.overrides.clear();
   jo.ranks = ranks;
   jo.nodes = nodes;
+  jo.nodes_max = 0;
   auto job = launcher::make_job(jo, L.topo);
   if (!job) return job.error();
+  job->nodes_max = L.job.nodes_max;
+  job->recipe.launch.min_nodes = L.job.recipe.launch.min_nodes;
   L.job = std::move(*job);
   L.old_plan = L.choice.plan;
   L.reshape.emplace();
@@ -83,6 +88,7 @@ Result<int> node_answer_ms() {
 struct NodeLoss {
   std::string node;
   std::string spare;
+  bool grown = false;  // the spare was added to the allocation for it (grow_for())
 };
 
 // How many nodes lost_node() asks at once (each a one-task srun step).
@@ -171,6 +177,27 @@ Result<std::string> take_spare(Launch& L, Progress& progress,
   return std::string();
 }
 
+// With --nodes MIN-MAX, the allocation grown by a node in a lost one's place when it has no
+// spare (launcher::grow_allocation(): Slurm's job expansion, within node_answer_ms()), and that
+// node, once it answers a step (take_spare()); "" when Slurm grants none, saying why (the job
+// then goes on on fewer). Errors: node_answer_ms()'s and take_spare()'s.
+Result<std::string> grow_for(Launch& L, Progress& progress, const std::string& lost,
+                             const std::vector<std::string>& before) {
+  auto ms = node_answer_ms();
+  if (!ms) return ms.error();
+  progress.status("asking Slurm for a node in " + lost + "'s place (--nodes " +
+                  std::to_string(L.job.recipe.launch.min_nodes) + "-" +
+                  std::to_string(L.job.nodes_max) + ")");
+  auto grown = launcher::grow_allocation(*ms);
+  progress.finish();
+  if (!grown) {
+    progress.message("  the allocation could not grow by a node: " + grown.error().message());
+    return std::string();
+  }
+  progress.message("  the allocation grew by node " + *grown);
+  return take_spare(L, progress, before);
+}
+
 // Under Slurm, the job's nodes are asked to run a one-task step, the failed rank's first
 // (lost_node()): when all do, the failure was transient and the job restarts on the same nodes
 // ({}). When one does not, it is taken as lost and the next attempt leaves it out (srun
@@ -189,9 +216,15 @@ Result<NodeLoss> continue_without_node(Launch& L, Progress& progress, const std:
   L.jo.exclude.push_back(host);
   auto spare = take_spare(L, progress, *before);
   if (!spare) return spare.error();
+  bool grown = false;
+  if (spare->empty() && L.job.nodes_max > 0) {
+    spare = grow_for(L, progress, host, *before);
+    if (!spare) return spare.error();
+    grown = !spare->empty();
+  }
   if (!spare->empty()) {
     L.job.exclude = L.jo.exclude;
-    return NodeLoss{host, *spare};
+    return NodeLoss{host, *spare, grown};
   }
   const int nodes = L.job.shape.nodes - 1;
   const int ranks = nodes * L.job.shape.ranks_per_node;
@@ -241,11 +274,14 @@ Status restart_shape(Launch& L, Progress& progress, const launcher::LaunchOutcom
     }
     r->lost_node = lost->node;
     r->spare_node = lost->spare;
+    r->grown = lost->grown;
     r->nodes = L.job.shape.nodes;
     if (!lost->spare.empty()) {
-      progress.message("  node " + lost->node + " does not answer: continuing on spare node " +
-                       lost->spare + " in its place, the same " + std::to_string(L.job.ranks) +
-                       " ranks on " + std::to_string(L.job.shape.nodes) + " nodes");
+      progress.message("  node " + lost->node + " does not answer: continuing on " +
+                       (lost->grown ? "node " + lost->spare + ", added to the allocation,"
+                                    : "spare node " + lost->spare) +
+                       " in its place, the same " + std::to_string(L.job.ranks) + " ranks on " +
+                       std::to_string(L.job.shape.nodes) + " nodes");
       return ok_status();
     }
     r->fewer = true;

@@ -1,5 +1,6 @@
 #include "launcher/flow/launch_job.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -64,6 +65,35 @@ std::pair<int, std::string> threads_per_rank(const recipes::Recipe& r, int per_n
   return {threads, why};
 }
 
+Result<std::pair<int, int>> parse_node_count(std::string_view text) {
+  const auto bad = [&] {
+    return invalid_input("'" + strings::printable(std::string(text.substr(0, 64)), "") +
+                         "' is not a node count from 1 to 4096 or a range MIN-MAX of them");
+  };
+  const size_t dash = text.find('-');
+  auto one = [](std::string_view t) -> std::optional<int> {
+    if (t.empty() || t.size() > 4 ||
+        !std::all_of(t.begin(), t.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      return std::nullopt;
+    auto v = strings::parse_int(t);
+    if (!v || *v < 1 || *v > 4096) return std::nullopt;
+    return static_cast<int>(*v);
+  };
+  if (dash == std::string_view::npos) {
+    auto n = one(text);
+    if (!n) return bad();
+    return std::pair<int, int>{*n, 0};
+  }
+  auto lo = one(text.substr(0, dash));
+  auto hi = one(text.substr(dash + 1));
+  if (!lo || !hi) return bad();
+  if (*lo > *hi) {
+    return invalid_input("'" + std::string(text) + "': the least nodes (" + std::to_string(*lo) +
+                         ") are more than the most (" + std::to_string(*hi) + ")");
+  }
+  return std::pair<int, int>{*lo, *hi == *lo ? 0 : *hi};
+}
+
 Result<Job> make_job(const JobOptions& o, const topology::Topology& topo) {
   Job job;
   auto recipe = recipes::load_recipe_with_overrides(o.recipe, o.overrides, &job.notes);
@@ -86,16 +116,72 @@ Result<Job> make_job(const JobOptions& o, const topology::Topology& topo) {
   const int spare = slurm ? static_cast<int>(job.recipe.launch.spare_nodes) : 0;
   const int allocated = allocation_nodes();
   int nodes = o.nodes > 0 ? o.nodes : (slurm ? std::max(allocated - excluded - spare, 1) : 1);
+  const bool range = o.nodes_max > 0;
+  if (range) {
+    const std::string nm = std::to_string(o.nodes) + "-" + std::to_string(o.nodes_max);
+    if (!slurm) {
+      return invalid_input("--nodes " + nm +
+                           " needs the slurm backend (run inside an allocation or pass "
+                           "--backend slurm)");
+    }
+    if (o.ranks > 0) {
+      return invalid_input("-n " + std::to_string(o.ranks) + " with --nodes " + nm +
+                           ": the job's ranks follow its nodes (launch.ranks_per_node on each); "
+                           "leave -n out");
+    }
+    if (job.recipe.launch.ranks > 0) {
+      job.notes.push_back("launch.ranks " + std::to_string(job.recipe.launch.ranks) +
+                          " left aside: with --nodes " + nm +
+                          " the ranks follow the nodes the job gets");
+      job.recipe.launch.ranks = 0;
+    }
+    // Inside an allocation: as many nodes as it has (besides the lost and spare ones), up to
+    // MAX; outside one, salloc is asked for the range and the launch runs again inside it.
+    if (in_slurm_allocation() && allocated > 0) {
+      nodes = std::min(o.nodes_max, allocated - excluded - spare);
+      if (nodes < o.nodes) {
+        return invalid_input("--nodes " + nm + ": this allocation has " +
+                             std::to_string(allocated - excluded - spare) + " node(s)" +
+                             (excluded > 0 ? " besides the lost ones" : "") +
+                             (spare > 0 ? " and the spare ones" : "") + ", fewer than " +
+                             std::to_string(o.nodes));
+      }
+    }
+    if (job.recipe.launch.min_nodes != o.nodes) {
+      if (job.recipe.launch.min_nodes > 0) {
+        job.notes.push_back("launch.min_nodes " + std::to_string(job.recipe.launch.min_nodes) +
+                            " replaced by " + std::to_string(o.nodes) + ", --nodes " + nm +
+                            "'s least");
+      }
+      job.recipe.launch.min_nodes = o.nodes;
+    }
+    job.nodes_max = o.nodes_max;
+    job.notes.push_back(
+        "--nodes " + nm + ": " +
+        (in_slurm_allocation() && allocated > 0
+             ? std::to_string(nodes) + " node(s) of this allocation"
+             : "planned here for " + std::to_string(nodes) +
+                   " node(s); the launch asks salloc for " + nm +
+                   " and runs on as many as it gets") +
+        "; a lost node's place is taken by a spare or a node the allocation grows by, else the "
+        "job goes on on fewer down to " +
+        std::to_string(o.nodes));
+  }
   if (!slurm && nodes > 1) {
     return invalid_input("--nodes " + std::to_string(nodes) +
                          " needs the slurm backend (run inside an allocation or pass "
                          "--backend slurm)");
   }
   int ranks = o.ranks > 0 ? o.ranks : static_cast<int>(job.recipe.launch.ranks);
+  if (ranks <= 0 && range && job.recipe.launch.ranks_per_node > 0) {
+    ranks = nodes * static_cast<int>(job.recipe.launch.ranks_per_node);
+  }
   if (ranks <= 0 && slurm) {
     ranks = env_int("SLURM_NTASKS");
-    // The allocation's tasks include the spare nodes' (salloc was asked for them too).
-    if (spare > 0 && allocated > 0 && ranks % allocated == 0) ranks = ranks / allocated * nodes;
+    // The allocation's tasks include the spare nodes' (salloc was asked for them too), and
+    // with --nodes MIN-MAX those of nodes beyond MAX.
+    if ((spare > 0 || range) && allocated > 0 && ranks % allocated == 0)
+      ranks = ranks / allocated * nodes;
   }
   if (ranks <= 0 && job.recipe.launch.ranks_per_node > 0) {
     ranks = nodes * static_cast<int>(job.recipe.launch.ranks_per_node);

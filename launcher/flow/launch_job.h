@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -21,8 +22,9 @@ struct JobOptions {
   std::vector<recipes::Override> overrides;  // --set KEY=VALUE, applied before validation
   int ranks = 0;                             // -n; 0 = the recipe's, else auto
   int nodes = 0;                             // --nodes; 0 = the allocation's (slurm) or 1
-  std::string backend;                       // "" = default_backend()
-  std::vector<std::string> exclude;          // slurm: the allocation's nodes lost, left out
+  int nodes_max = 0;    // --nodes MIN-MAX's MAX (nodes its MIN); 0 = nodes is the job's count
+  std::string backend;  // "" = default_backend()
+  std::vector<std::string> exclude;  // slurm: the allocation's nodes lost, left out
 };
 
 // What the launch is: the job shape, the backend and how ranks bind.
@@ -37,6 +39,10 @@ struct Job {
   std::vector<std::string> notes;  // what --set changed beyond its keys (a shorter schedule)
   topology::BindPolicy bind = topology::BindPolicy::kAuto;
   std::vector<std::string> exclude;  // slurm: nodes not to run on (JobOptions::exclude)
+  // --nodes MIN-MAX (slurm): the most nodes the job runs on; a lost node's place is taken by
+  // a node the allocation grows by (launcher::grow_allocation) when it has no spare, and the
+  // job goes on on fewer down to MIN (launch.min_nodes). 0 = a fixed count.
+  int nodes_max = 0;
   // Ranks and threads per rank were both left auto (no -n, launch.ranks, ranks_per_node or
   // threads_per_rank) for a local job on a node without GPUs: the shape above is the rule's,
   // and a launch that tunes measures the others (shape_search.h).
@@ -48,7 +54,10 @@ struct Job {
 // else SLURM_NTASKS (slurm), else one per GPU, else (launch.threads_per_rank N) as many N-thread
 // ranks as a node's cores hold, else one per NUMA domain, per node; threads per rank from the
 // recipe, else 1 for GPU ranks, else the node's cores over its ranks; nodes from
-// --nodes, else SLURM_JOB_NUM_NODES less the excluded nodes (slurm), else 1. The recipe is
+// --nodes, else SLURM_JOB_NUM_NODES less the excluded nodes (slurm), else 1; with --nodes
+// MIN-MAX (slurm only), as many as the allocation has up to MAX (MIN outside one, which then asks
+// salloc for the range), launch.min_nodes set to MIN and the ranks launch.ranks_per_node (else
+// SLURM_NTASKS's share, else auto) per node, -n refused. The recipe is
 // validated again with the job's rank count (batch vs ranks); `notes` says what the overrides
 // changed beyond their own keys (recipes::parse_recipe_with_overrides). Errors (invalid_input, exit
 // 2): every recipe problem as `file:line:col: key: message`, one per line; ranks that do not divide
@@ -56,6 +65,10 @@ struct Job {
 // than it has; comm.backend nccl on a local machine without a GPU. not_found (exit 2): no such
 // recipe.
 Result<Job> make_job(const JobOptions& options, const topology::Topology& topo);
+
+// `--nodes`'s value: "N" -> {N, 0}; "MIN-MAX" -> {MIN, MAX} (MIN-MIN is MIN: {MIN, 0}), every
+// count from 1 to 4096. Errors (invalid_input): anything else, MIN above MAX.
+Result<std::pair<int, int>> parse_node_count(std::string_view text);
 
 // Threads per rank as a launch runs them, and why: the recipe's launch.threads_per_rank; 1 for
 // GPU ranks (comm.backend nccl: the device computes); else a node's `cores` shared evenly among

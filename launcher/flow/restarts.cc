@@ -79,6 +79,7 @@ nlohmann::json restarts_json(const std::vector<Restart>& restarts) {
       a.back()["lost_node"] = r.lost_node;
       a.back()["nodes"] = r.nodes;
       if (!r.spare_node.empty()) a.back()["spare_node"] = r.spare_node;
+      if (r.grown) a.back()["grown"] = true;
     }
   }
   return a;
@@ -103,7 +104,10 @@ std::string restart_text(const nlohmann::json& r) {
     s += ", without node " + lost->get<std::string>() + " (it no longer answered)";
     const auto spare = r.find("spare_node");
     if (spare != r.end() && spare->is_string()) {
-      s += ", on spare node " + spare->get<std::string>() + " in its place";
+      s += text::flag(r, "grown")
+               ? ", on node " + spare->get<std::string>() +
+                     " (the allocation grew by it) in its place"
+               : ", on spare node " + spare->get<std::string>() + " in its place";
     }
   }
   if (text::flag(r, "fewer")) {

@@ -28,7 +28,8 @@ struct Restart {
   std::string lost_node;  // slurm: the failed rank's node, which no longer answered (left out)
   // slurm: the spare node that ran in lost_node's place ("" none)
   std::string spare_node;
-  int nodes = 0;  // the nodes the next attempt ran on (0: not recorded)
+  bool grown = false;  // spare_node was added to the allocation for it (--nodes MIN-MAX)
+  int nodes = 0;       // the nodes the next attempt ran on (0: not recorded)
 };
 
 // Why the launch must not restart after a failed attempt whose outcome is `o`, having

@@ -173,6 +173,17 @@ TEST(Restarts, TheSummarySaysWhenWhichRankWhyAndWhereItContinued) {
             "at 12.3 s: rank 1 on n0 was killed by signal 9 (SIGKILL); continued from the "
             "checkpoint at step 30, without node n2 (it no longer answered), on spare node n4 in "
             "its place, training again 2.1 s after the failure");
+  // A node the allocation grew by (--nodes MIN-MAX) in the lost one's place.
+  Restart g = e;
+  g.spare_node = "n5";
+  g.grown = true;
+  const json q = restarts_json({g, e});
+  EXPECT_TRUE(q[0]["grown"].get<bool>());
+  EXPECT_FALSE(q[1].contains("grown"));
+  EXPECT_EQ(restart_text(q[0]),
+            "at 12.3 s: rank 1 on n0 was killed by signal 9 (SIGKILL); continued from the "
+            "checkpoint at step 30, without node n2 (it no longer answered), on node n5 (the "
+            "allocation grew by it) in its place, training again 2.1 s after the failure");
   // A hand-edited summary.json never throws: wrong types read as absent.
   EXPECT_EQ(restart_text(json::array()), "");
   EXPECT_EQ(restart_text({{"why", 5}, {"at_s", "x"}, {"exit_code", 1}}),

@@ -1,19 +1,20 @@
 #!/usr/bin/env bash
-# A job that loses a rank or a node under Slurm continues on a spare node or on the nodes left
-# (issue 40),
-# on four simulated nodes that talk over a network (tests/slurm/netns_cluster.sh: each node a
-# network namespace with its own slurmd). `dltune launch --backend slurm --nodes 3` with
-# launch.spare_nodes 1, run outside an allocation, obtains one of four nodes (salloc --no-kill,
-# as launch.restarts asks) and trains one rank on each of the first three. First the rank on n2
-# is killed: the launch asks the job's nodes to run a step, all answer, and it restarts on the
-# same three. Then node n3 is lost whole: every process in its namespace killed (slurmd, the
-# step daemon, the rank), so srun hears of it only through its peers' failures. The launch finds
-# that n3 does not answer and continues from the last checkpoint with the spare n4 in its place
-# (srun --exclude=n3; the same shape and plan; spare_node_completes=1). Then n4 is lost whole:
-# no spare is left, and the job continues on n1 and n2, planned again with the global batch
-# kept; the summary names the lost nodes (node_loss_completes=1). Then, with launch.min_nodes 0
-# (the default), a lost node stops the job, the checkpoint kept, with the --resume command, and
-# --resume leaves the lost node out.
+# A job that loses a rank or a node under Slurm continues on a spare node, on a node its
+# allocation grows by, or on the nodes left (issue 40), on five simulated nodes that talk over a
+# network (tests/slurm/netns_cluster.sh: each node a network namespace with its own slurmd).
+# `dltune launch --backend slurm --nodes 2-3` with launch.spare_nodes 1, run outside an
+# allocation, obtains 3 to 4 nodes (salloc --nodes=3-4 --no-kill; Slurm gives the four) and
+# trains one rank on each of the first three. First the rank on n2 is killed: the launch asks
+# the job's nodes to run a step, all answer, and it restarts on the same three. Then node n3 is
+# lost whole: every process in its namespace killed (slurmd, the step daemon, the rank), so srun
+# hears of it only through its peers' failures. The launch finds that n3 does not answer and
+# continues from the last checkpoint with the spare n4 in its place (srun --exclude=n3; the same
+# shape and plan; spare_node_completes=1). Then n4 is lost whole: no spare is left, and the
+# allocation grows by the idle n5 (Slurm's job expansion), which takes its place
+# (grown_node_completes=1). Then n5 is lost: no node is free, and the job continues on n1 and
+# n2, the range's least, planned again with the global batch kept; the summary names the lost
+# nodes (node_loss_completes=1). Then, with launch.min_nodes 0 (the default), a lost node stops
+# the job, the checkpoint kept, with the --resume command, and --resume leaves the lost node out.
 # Exit 77 (skip) without Slurm / munge / iproute2 or root.
 # Usage: slurm_node_loss_test.sh DLTUNE_BINARY SOURCE_DIR
 set -u
@@ -26,7 +27,7 @@ fail() { echo "FAIL: $*"; [ -d "$cluster/log" ] && tail -n 40 "$cluster"/log/slu
 cleanup() { bash "$script" stop "$cluster" >/dev/null 2>&1; rm -rf "$tmp"; }
 trap cleanup EXIT
 
-bash "$script" start "$cluster" 4 2
+bash "$script" start "$cluster" 5 2
 rc=$?
 [ $rc -eq 77 ] && exit 77
 [ $rc -eq 0 ] || fail "netns_cluster.sh start exited $rc"
@@ -101,10 +102,11 @@ grep -q "still answers, as does every other node of the job: the same nodes agai
   fail "after the hang the launch did not ask the nodes: $(cat "$tmp/out0")"
 echo "slurm: a hung rank and a failure during the restart: restarted twice, finished"
 
-# 1. One launch, three failures, on nodes n1-n3 of an allocation of n1-n4 (n4 the spare node
-# launch.spare_nodes 1 asks salloc for): the rank on n2 killed, its node fine (the same nodes
-# again); node n3 lost whole (the spare n4 takes its place: the same shape, no replanning); node
-# n4 lost whole (no spare left: the job goes on on n1 and n2, planned again).
+# 1. One launch, four failures, on nodes n1-n3 of an allocation of n1-n4 (--nodes 2-3 and the
+# spare node launch.spare_nodes 1 asks salloc for): the rank on n2 killed, its node fine (the
+# same nodes again); node n3 lost whole (the spare n4 takes its place: the same shape, no
+# replanning); node n4 lost whole (the allocation grows by n5, which takes its place); node n5
+# lost whole (no node is free: the job goes on on n1 and n2, planned again).
 # wait_for_new_rank NODE OLD_PID AFTER_STEP: waits for a rank on NODE other than OLD_PID, and for
 # a step 25 past AFTER_STEP (the last one logged before the previous failure), which only the
 # restarted attempt reaches (it went back to a checkpoint at or before that step) having written
@@ -123,8 +125,7 @@ wait_for_new_rank() {
 }
 previous=$(newest)
 timeout 400 bash "$script" exec "$cluster" "$dltune" launch "$recipe" "${common[@]}" \
-  --nodes 3 -n 3 --set launch.ranks=3 --set launch.min_nodes=2 --set launch.spare_nodes=1 \
-  --set launch.restarts=3 >"$tmp/out1" 2>&1 &
+  --nodes 2-3 --set launch.spare_nodes=1 --set launch.restarts=4 >"$tmp/out1" 2>&1 &
 pid=$!
 when_trained "$previous" 30 || { kill $pid; fail "the 3-node run never trained 30 steps: $(cat "$tmp/out1")"; }
 run=$(newest)
@@ -140,22 +141,29 @@ killed_at=$(last_step "$run")
 lose_node 3
 wait_for_new_rank n4 "" "$killed_at" >/dev/null ||
   { kill $pid; fail "the spare node n4 never trained in n3's place: $(cat "$tmp/out1")"; }
+killed_at=$(last_step "$run")
 lose_node 4
-wait $pid || fail "the launch that lost n3 and n4 exited $?: $(cat "$tmp/out1")"
+wait_for_new_rank n5 "" "$killed_at" >/dev/null ||
+  { kill $pid; fail "node n5 never trained in n4's place: $(cat "$tmp/out1")"; }
+lose_node 5
+wait $pid || fail "the launch that lost n3, n4 and n5 exited $?: $(cat "$tmp/out1")"
 python3 - "$run/summary.json" "$run/launch.json" <<'PY' || fail "summary after the lost nodes: $(cat "$tmp/out1")"
 import json, sys
 s, l = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
 assert s["backend"] == "slurm" and s["steps"] == 200, s
 r = s["restarts"]
-assert len(r) == 3, r
+assert len(r) == 4, r
 # Every node answered: the same nodes.
 assert not r[0]["fewer"] and "lost_node" not in r[0] and r[0]["ranks"] == 3, r
 # n3 did not: the spare n4 in its place, the same shape.
-assert r[1]["lost_node"] == "n3" and r[1]["spare_node"] == "n4", r
+assert r[1]["lost_node"] == "n3" and r[1]["spare_node"] == "n4" and "grown" not in r[1], r
 assert not r[1]["fewer"] and r[1]["nodes"] == 3 and r[1]["ranks"] == 3, r
-# n4 did not either, and no spare is left: on the two nodes left, planned again.
-assert r[2]["lost_node"] == "n4" and "spare_node" not in r[2], r
-assert r[2]["nodes"] == 2 and r[2]["ranks"] == 2 and r[2]["fewer"], r
+# n4 did not either, and no spare is left: the allocation grew by n5, the same shape.
+assert r[2]["lost_node"] == "n4" and r[2]["spare_node"] == "n5" and r[2]["grown"], r
+assert not r[2]["fewer"] and r[2]["nodes"] == 3 and r[2]["ranks"] == 3, r
+# n5 did not either, and no node is free: on the two nodes left (--nodes 2-3's least).
+assert r[3]["lost_node"] == "n5" and "spare_node" not in r[3], r
+assert r[3]["nodes"] == 2 and r[3]["ranks"] == 2 and r[3]["fewer"], r
 for a, b in zip(r, r[1:]):
     assert b["from_step"] >= a["from_step"] + 10, r
 assert all(x["lost_s"] is not None and x["lost_s"] > 0 for x in r), r
@@ -166,18 +174,23 @@ assert s["reshaped"]["global_batch"] == 96, s["reshaped"]
 assert l["nodes"] == 2, l
 print("node_loss_completes=1")
 print("spare_node_completes=1")
+print("grown_node_completes=1")
 PY
 grep -q "still answers, as does every other node of the job: the same nodes again" "$tmp/out1" ||
   fail "the launch did not say every node still answers: $(cat "$tmp/out1")"
 grep -q "node n3 does not answer: continuing on spare node n4 in its place, the same 3 ranks on 3 nodes" \
   "$tmp/out1" || fail "the launch did not say n4 took n3's place: $(cat "$tmp/out1")"
-grep -q "node n4 does not answer: continuing without it" "$tmp/out1" ||
-  fail "the launch did not say it left n4 out: $(cat "$tmp/out1")"
-grep -q "without node n4 (it no longer answered), on 2 ranks on 2 nodes" "$tmp/out1" ||
+grep -q "the allocation grew by node n5" "$tmp/out1" &&
+  grep -q "node n4 does not answer: continuing on node n5, added to the allocation, in its place" \
+    "$tmp/out1" || fail "the launch did not say n5 took n4's place: $(cat "$tmp/out1")"
+grep -q "the allocation could not grow by a node: .*salloc" "$tmp/out1" &&
+  grep -q "node n5 does not answer: continuing without it" "$tmp/out1" ||
+  fail "the launch did not say it left n5 out: $(cat "$tmp/out1")"
+grep -q "without node n5 (it no longer answered), on 2 ranks on 2 nodes" "$tmp/out1" ||
   fail "the summary's restart row: $(cat "$tmp/out1")"
 
 # 2. launch.min_nodes 0 (the default): a lost node stops the job, its checkpoint kept. On n1 and
-# n2 (n3 and n4 are gone; Slurm counts them up until its SlurmdTimeout), n2 lost whole. Then, in
+# n2 (n3, n4 and n5 are gone; Slurm counts them up until its SlurmdTimeout), n2 lost whole. Then, in
 # the same allocation (as a batch script would go on), --resume: the stopped run remembers n2 as
 # lost (launch.json "exclude") and leaves it out, refusing 2 nodes where 1 is left before a rank
 # starts; with --nodes 1 it continues on n1 alone, planned again, to the end.

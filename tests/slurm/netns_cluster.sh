@@ -249,6 +249,9 @@ write_config() {
     echo "SelectType=select/cons_tres"
     echo "SelectTypeParameters=CR_CPU"
     echo "SchedulerType=sched/builtin"
+    # A job may grow its allocation (salloc --dependency=expand:JOBID; dltune launch --nodes
+    # MIN-MAX takes a lost node's replacement so).
+    echo "SchedulerParameters=permit_job_expansion"
     echo "MpiDefault=none"
     echo "ReturnToService=2"
     echo "SlurmdParameters=config_overrides"
