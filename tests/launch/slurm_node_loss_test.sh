@@ -4,8 +4,9 @@
 # network (tests/slurm/netns_cluster.sh: each node a network namespace with its own slurmd).
 # `dltune launch --backend slurm --nodes 2-3` with launch.spare_nodes 1, run outside an
 # allocation, obtains 3 to 4 nodes (salloc --nodes=3-4 --no-kill; Slurm gives the four) and
-# trains one rank on each of the first three. First the rank on n2 is killed: the launch asks
-# the job's nodes to run a step, all answer, and it restarts on the same three. Then node n3 is
+# trains one rank on each of the first three. First rank 0 (n1) is killed while it writes a
+# checkpoint: the launch asks the job's nodes to run a step, all answer, and it restarts on the
+# same three from the checkpoint before. Then node n3 is
 # lost whole: every process in its namespace killed (slurmd, the step daemon, the rank), so srun
 # hears of it only through its peers' failures. The launch finds that n3 does not answer and
 # continues from the last checkpoint with the spare n4 in its place (srun --exclude=n3; the same
@@ -103,8 +104,8 @@ grep -q "still answers, as does every other node of the job: the same nodes agai
 echo "slurm: a hung rank and a failure during the restart: restarted twice, finished"
 
 # 1. One launch, four failures, on nodes n1-n3 of an allocation of n1-n4 (--nodes 2-3 and the
-# spare node launch.spare_nodes 1 asks salloc for): the rank on n2 killed, its node fine (the
-# same nodes again); node n3 lost whole (the spare n4 takes its place: the same shape, no
+# spare node launch.spare_nodes 1 asks salloc for): rank 0 on n1 killed while it writes a
+# checkpoint, its node fine (the same nodes again, from the checkpoint before); node n3 lost whole (the spare n4 takes its place: the same shape, no
 # replanning); node n4 lost whole (the allocation grows by n5, which takes its place); node n5
 # lost whole (no node is free: the job goes on on n1 and n2, planned again).
 # wait_for_new_rank NODE OLD_PID AFTER_STEP: waits for a rank on NODE other than OLD_PID, and for
@@ -123,18 +124,31 @@ wait_for_new_rank() {
   done
   return 1
 }
+# ckpt_step FILE: the step of the checkpoint FILE holds (its header's), 0 when unreadable.
+ckpt_step() { python3 -c "import json,sys; print(json.loads(open(sys.argv[1],'rb').read(4096).split(b'\n')[1])['step'])" "$1" 2>/dev/null || echo 0; }
 previous=$(newest)
-timeout 400 bash "$script" exec "$cluster" "$dltune" launch "$recipe" "${common[@]}" \
-  --nodes 2-3 --set launch.spare_nodes=1 --set launch.restarts=4 >"$tmp/out1" 2>&1 &
+# The first failure comes while a checkpoint is being written (issue 40 item 6 under Slurm):
+# step 40's write stalls 4 s before its rename, and rank 0 (on n1), the writer, is SIGKILLed once
+# training passed step 40 while the file still holds step 30. The write is lost whole and the
+# restart continues from step 30's checkpoint.
+DLTUNE_FAULT_CHECKPOINT_STALL_MS=40:4000 timeout 400 bash "$script" exec "$cluster" "$dltune" \
+  launch "$recipe" "${common[@]}" --nodes 2-3 --set launch.spare_nodes=1 \
+  --set launch.restarts=4 >"$tmp/out1" 2>&1 &
 pid=$!
 when_trained "$previous" 30 || { kill $pid; fail "the 3-node run never trained 30 steps: $(cat "$tmp/out1")"; }
 run=$(newest)
-victim=$(rank_on n2)
 old_n3=$(rank_on n3)
-[ -n "$victim" ] && [ -n "$old_n3" ] || { kill $pid; fail "no rank on n2 or n3: $(cat "$tmp/out1")"; }
+[ -n "$(rank_on n1)" ] && [ -n "$old_n3" ] || { kill $pid; fail "no rank on n1 or n3: $(cat "$tmp/out1")"; }
 [ -z "$(rank_on n4)" ] || { kill $pid; fail "a rank runs on the spare node n4: $(cat "$tmp/out1")"; }
+victim=
+for _ in $(seq 1 600); do
+  if [ "$(last_step "$run")" -ge 41 ] && [ "$(ckpt_step "$run/checkpoints/checkpoint.bin")" = 30 ]; then
+    victim=$(rank_on n1) && [ -n "$victim" ] && kill -9 "$victim" && break
+  fi
+  sleep 0.05
+done
+[ -n "$victim" ] || { kill $pid; fail "never caught step 40's checkpoint in flight: $(cat "$tmp/out1")"; }
 killed_at=$(last_step "$run")
-kill -9 "$victim"
 wait_for_new_rank n3 "$old_n3" "$killed_at" >/dev/null ||
   { kill $pid; fail "the restarted attempt never trained on n3: $(cat "$tmp/out1")"; }
 killed_at=$(last_step "$run")
@@ -153,8 +167,9 @@ s, l = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
 assert s["backend"] == "slurm" and s["steps"] == 200, s
 r = s["restarts"]
 assert len(r) == 4, r
-# Every node answered: the same nodes.
+# Every node answered: the same nodes, from the checkpoint before the write rank 0 died in.
 assert not r[0]["fewer"] and "lost_node" not in r[0] and r[0]["ranks"] == 3, r
+assert r[0]["from_step"] == 30, r
 # n3 did not: the spare n4 in its place, the same shape.
 assert r[1]["lost_node"] == "n3" and r[1]["spare_node"] == "n4" and "grown" not in r[1], r
 assert not r[1]["fewer"] and r[1]["nodes"] == 3 and r[1]["ranks"] == 3, r
