@@ -1,7 +1,9 @@
 #include "engine/io/checkpoint_stream.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <vector>
 
 #include <fcntl.h>
 #include <nlohmann/json.hpp>
@@ -34,11 +36,9 @@ bool pwrite_all(int fd, const char* data, size_t n, off_t offset) {
 
 }  // namespace
 
-Result<std::unique_ptr<CheckpointStream>> CheckpointStream::open(const std::string& path,
-                                                                 const Checkpoint& meta,
-                                                                 size_t params,
-                                                                 std::vector<size_t> slots,
-                                                                 size_t state) {
+Result<std::unique_ptr<CheckpointStream>> CheckpointStream::open(
+    const std::string& path, const Checkpoint& meta, size_t params, std::vector<size_t> slots,
+    size_t state, bool hash_at_finish) {
   std::unique_ptr<CheckpointStream> s(new CheckpointStream);
   s->path_ = path;
   s->tmp_ = path + ".tmp." + std::to_string(::getpid());
@@ -51,7 +51,8 @@ Result<std::unique_ptr<CheckpointStream>> CheckpointStream::open(const std::stri
   s->state_ = state;
   s->total_ = params + state;
   for (size_t n : s->slots_) s->total_ += n;
-  s->fd_ = ::open(s->tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  s->hash_at_finish_ = hash_at_finish;
+  s->fd_ = ::open(s->tmp_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (s->fd_ < 0) return io("writing checkpoint: cannot create '" + s->tmp_ + "'");
   return s;
 }
@@ -67,7 +68,7 @@ Status CheckpointStream::write(std::span<const float> floats) {
                           " floats written of a payload of " + std::to_string(total_));
   const auto* bytes = reinterpret_cast<const char*>(floats.data());
   const size_t n = floats.size() * sizeof(float);
-  sha_.update(bytes, n);
+  if (!hash_at_finish_) sha_.update(bytes, n);
   if (!pwrite_all(fd_, bytes, n, static_cast<off_t>(kHeaderBytes + written_ * sizeof(float))))
     return io("writing checkpoint '" + tmp_ + "'");
   written_ += floats.size();
@@ -78,6 +79,19 @@ Status CheckpointStream::finish() {
   if (written_ != total_)
     return internal_error("checkpoint stream: " + std::to_string(written_) +
                           " floats written of a payload of " + std::to_string(total_));
+  if (hash_at_finish_) {
+    // The payload read back (from the page cache, where write() left it) in 4 MiB pieces.
+    std::vector<char> buf(size_t{4} << 20);
+    const size_t bytes = total_ * sizeof(float);
+    for (size_t at = 0; at < bytes;) {
+      const ssize_t r = ::pread(fd_, buf.data(), std::min(buf.size(), bytes - at),
+                                static_cast<off_t>(kHeaderBytes + at));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) return io("writing checkpoint: cannot read back '" + tmp_ + "'");
+      sha_.update(buf.data(), static_cast<size_t>(r));
+      at += static_cast<size_t>(r);
+    }
+  }
   const Checkpoint& ck = meta_;
   const nlohmann::json meta = {{"model", ck.model},         {"step", ck.step},
                                {"seed", ck.seed},           {"global_batch", ck.global_batch},

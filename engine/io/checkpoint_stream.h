@@ -7,6 +7,10 @@
 // 4 KiB header, so the payload can be written first, from offset 4096, and the header last.
 // The file is a temporary next to `path` until finish() syncs and renames it into place; a
 // stream destroyed unfinished removes it, leaving the previous checkpoint intact.
+//
+// With `hash_at_finish`, write() only writes (into the page cache, at memory speed) and finish()
+// reads the payload back to hash it: a writer that hands finish() to another thread
+// (CheckpointWriter::finish_in_background) then waits for neither the hash nor the disk.
 #pragma once
 
 #include <cstddef>
@@ -27,7 +31,8 @@ class CheckpointStream {
   // `state` floats; `meta`'s vectors are ignored. Errors: io_error naming the file.
   static Result<std::unique_ptr<CheckpointStream>> open(const std::string& path,
                                                         const Checkpoint& meta, size_t params,
-                                                        std::vector<size_t> slots, size_t state);
+                                                        std::vector<size_t> slots, size_t state,
+                                                        bool hash_at_finish = false);
   ~CheckpointStream();
   CheckpointStream(const CheckpointStream&) = delete;
   CheckpointStream& operator=(const CheckpointStream&) = delete;
@@ -36,8 +41,9 @@ class CheckpointStream {
   Status write(std::span<const float> floats);
   // Floats written so far.
   size_t written() const { return written_; }
-  // After exactly the declared floats: the header, fsync, rename into place. Errors: io_error,
-  // internal_error when the payload is short.
+  // After exactly the declared floats: (with hash_at_finish, the payload read back and hashed)
+  // the header, fsync, rename into place. Errors: io_error, internal_error when the payload is
+  // short.
   Status finish();
 
  private:
@@ -49,6 +55,7 @@ class CheckpointStream {
   std::vector<size_t> slots_;
   Sha256 sha_;
   bool finished_ = false;
+  bool hash_at_finish_ = false;
 };
 
 }  // namespace dltune::engine

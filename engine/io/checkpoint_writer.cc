@@ -54,6 +54,19 @@ Status CheckpointWriter::start(const std::string& path, const Checkpoint& header
   return ok_status();
 }
 
+Status CheckpointWriter::finish_in_background(std::unique_ptr<CheckpointStream> stream) {
+  if (thread_.joinable())
+    return internal_error("checkpoint writer: a write is still in flight (wait() first)");
+  ++writes_;
+  thread_ = std::thread([this, s = std::move(stream)]() mutable {
+    const auto w0 = Clock::now();
+    result_ = s->finish();
+    s.reset();  // an unfinished stream removes its temporary file
+    thread_write_s_ = seconds_since(w0);
+  });
+  return ok_status();
+}
+
 int64_t CheckpointWriter::snapshot_bytes() const {
   size_t n = params_.size() + state_.size();
   for (const auto& s : slots_) n += s.size();

@@ -10,10 +10,12 @@
 // leaves the previous checkpoint whole: the rename is the only step that replaces it.
 //
 // Memory: the snapshot, snapshot_bytes(), the size of the checkpoint's payload, on the rank
-// that writes (rank 0); planning's memory model counts it (planning/memory_model.h).
+// that writes (rank 0); planning's memory model counts it (planning/memory_model.h). A
+// pipeline's checkpoint takes no snapshot (finish_in_background()).
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <thread>
@@ -21,6 +23,7 @@
 
 #include "common/result.h"
 #include "engine/io/checkpoint.h"
+#include "engine/io/checkpoint_stream.h"
 
 namespace dltune::engine {
 
@@ -37,6 +40,13 @@ class CheckpointWriter {
   // naming its path), and then nothing new is started.
   Status start(const std::string& path, const Checkpoint& header, std::span<const float> params,
                const std::vector<std::span<const float>>& slots, std::span<const float> state);
+
+  // Finishes `stream` (CheckpointStream::finish(): with hash_at_finish, its hash; the header,
+  // fsync and rename) in the background: a pipeline's rank 0, which never holds the whole model,
+  // streams the stages' tensors into the file's page cache while training waits and leaves the
+  // rest to this thread. The caller must have waited for the previous write (wait()): the
+  // stream's temporary file is the same one. Errors: internal_error when a write is in flight.
+  Status finish_in_background(std::unique_ptr<CheckpointStream> stream);
 
   // Waits for the write in flight, if any. Errors: that write's.
   Status wait();

@@ -94,6 +94,57 @@ TEST(CheckpointWriter, AFailedWriteIsReportedAndStopsTheNext) {
   EXPECT_TRUE(load_checkpoint(path).ok());
 }
 
+// A pipeline's rank 0 (finish_in_background): the payload streamed into the file unhashed, then
+// hashed from the file, synced and renamed by the thread; load_checkpoint() verifies the hash
+// against the payload it reads, and the previous checkpoint stays in place until the rename.
+TEST(CheckpointWriter, AStreamFinishedInTheBackgroundLoadsWhole) {
+  TempDir dir;
+  ASSERT_FALSE(dir.path.empty());
+  const std::string path = dir.path + "/ck.bin";
+  const std::vector<float> small = ramp(10, 3.0f);
+  ASSERT_TRUE(save_checkpoint(path, header(5), small, {small}, {}).ok());
+  // More than the 4 MiB read-back piece, so that the hash spans several reads.
+  const std::vector<float> params = ramp(1500000, 1.0f), slot = ramp(1500000, -2.0f);
+  const std::vector<float> state = ramp(7, 0.25f);
+  auto stream = CheckpointStream::open(path, header(10), params.size(), {slot.size()}, state.size(),
+                                       /*hash_at_finish=*/true);
+  ASSERT_TRUE(stream.ok()) << stream.error().message();
+  ASSERT_TRUE((*stream)->write({params.data(), 1000}).ok());
+  ASSERT_TRUE((*stream)->write({params.data() + 1000, params.size() - 1000}).ok());
+  ASSERT_TRUE((*stream)->write(slot).ok());
+  ASSERT_TRUE((*stream)->write(state).ok());
+  auto before = load_checkpoint(path);  // written, not yet finished: the previous one
+  ASSERT_TRUE(before.ok()) << before.error().message();
+  EXPECT_EQ(before->step, 5);
+  CheckpointWriter w;
+  // Step 10's write waits 500 ms before its rename (the tests' fault hook), so that what a
+  // reader sees meanwhile, and a second finish, can be checked.
+  setenv("DLTUNE_FAULT_CHECKPOINT_STALL_MS", "10:500", 1);
+  ASSERT_TRUE(w.finish_in_background(std::move(*stream)).ok());
+  EXPECT_TRUE(w.busy());
+  auto meanwhile = load_checkpoint(path);
+  ASSERT_TRUE(meanwhile.ok()) << meanwhile.error().message();
+  EXPECT_EQ(meanwhile->step, 5);
+  // One write at a time: a second stream is refused until wait() (its file is the same).
+  auto second = CheckpointStream::open(dir.path + "/other.bin", header(11), 1, {}, 0);
+  ASSERT_TRUE(second.ok());
+  Status refused = w.finish_in_background(std::move(*second));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().kind(), ErrorKind::kInternal);
+  ASSERT_TRUE(w.wait().ok());
+  unsetenv("DLTUNE_FAULT_CHECKPOINT_STALL_MS");
+  EXPECT_FALSE(paths::exists(dir.path + "/other.bin"));
+  auto ck = load_checkpoint(path);
+  ASSERT_TRUE(ck.ok()) << ck.error().message();
+  EXPECT_EQ(ck->step, 10);
+  EXPECT_EQ(ck->params, params);
+  ASSERT_EQ(ck->slots.size(), 1u);
+  EXPECT_EQ(ck->slots[0], slot);
+  EXPECT_EQ(ck->state, state);
+  EXPECT_EQ(w.writes(), 1);
+  EXPECT_GT(w.write_s(), 0.4);  // the hash, sync and stall were the thread's
+}
+
 // A rank killed (SIGKILL) while its background write is under way: the checkpoint before it
 // loads whole, as if the write had never begun.
 TEST(CheckpointWriter, AProcessKilledWhileWritingLeavesThePreviousCheckpoint) {

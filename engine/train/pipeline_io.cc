@@ -87,8 +87,15 @@ Result<EvalMetrics> Trainer::evaluate_pipeline() {
 // each other stage's as runs of consecutive tensors that stage sends from its live buffers
 // (a tied copy, whose owner is written, is skipped). Only replica 0 takes part.
 Status Trainer::save_pipeline(const std::string& path) const {
+  auto stream = stream_pipeline(path, /*hash_at_finish=*/false);
+  if (!stream) return stream.error();
+  return *stream ? (*stream)->finish() : ok_status();
+}
+
+Result<std::unique_ptr<CheckpointStream>> Trainer::stream_pipeline(const std::string& path,
+                                                                   bool hash_at_finish) const {
   const PipelineStage& p = *pipe_;
-  if (p.replica != 0) return ok_status();
+  if (p.replica != 0) return std::unique_ptr<CheckpointStream>();
   const auto slots = opt_->state();
   const auto params = by_name(p.full_info.params), state = by_name(p.full_info.state);
   // Stage s's runs in section `k` (0: parameters, 1..K: slots, K+1: state): {local offset,
@@ -127,12 +134,12 @@ Status Trainer::save_pipeline(const std::string& path) const {
           return std::move(st).error().wrap("sending stage " + std::to_string(p.stage) +
                                             " to rank 0 for the checkpoint");
       }
-    return ok_status();
+    return std::unique_ptr<CheckpointStream>();
   }
   const auto np = static_cast<size_t>(p.full_info.parameters);
   auto out =
       CheckpointStream::open(path, checkpoint_header(), np, std::vector<size_t>(slots.size(), np),
-                             static_cast<size_t>(p.full_info.state_floats));
+                             static_cast<size_t>(p.full_info.state_floats), hash_at_finish);
   if (!out) return out.error();
   CheckpointStream& file = **out;
   for (int k = 0; k < sections; ++k) {
@@ -155,7 +162,7 @@ Status Trainer::save_pipeline(const std::string& path) const {
         DLTUNE_TRY(file.write({p.ck_packed.data(), n}));
       }
   }
-  return file.finish();
+  return std::move(*out);
 }
 
 Status Trainer::resume_pipeline(const std::string& path) {

@@ -78,7 +78,7 @@ struct TrainSummary {
   // while training waits) and the seconds writing them took (0 on ranks that write none).
   int64_t checkpoints = 0;
   double checkpoint_blocked_s = 0.0, checkpoint_write_s = 0.0;
-  bool checkpoint_background = false;  // written in the background (data parallel)
+  bool checkpoint_background = false;  // written in the background (every layout now)
 };
 
 class Trainer {
@@ -212,9 +212,16 @@ class Trainer {
   // copied, or read by the loader. Errors: the reader's.
   Status read_heldout(int64_t first, int b, float* x, int32_t* y);
   Status save_pipeline(const std::string& path) const;
-  // run()'s checkpoint at this step: rank 0 of a data-parallel run copies the state and writes
-  // it in the background (ckpt_writer_); a pipeline saves while training waits. Adds the
-  // seconds training waited to ckpt_blocked_s_. Errors: the previous background write's, save()'s.
+  // The pipeline's checkpoint up to its finish: the stages' tensors streamed to rank 0 and
+  // written into the file (pipeline_io.cc); rank 0 gets the unfinished stream
+  // (CheckpointStream, hashing at finish with `hash_at_finish`), every other rank nullptr.
+  Result<std::unique_ptr<CheckpointStream>> stream_pipeline(const std::string& path,
+                                                            bool hash_at_finish) const;
+  // run()'s checkpoint at this step, written in the background (ckpt_writer_): rank 0 of a
+  // data-parallel run copies the state and a thread writes it; a pipeline's rank 0 waits for
+  // the previous write, receives the stages' tensors into the file while training waits, and a
+  // thread hashes, syncs and renames it. Adds the seconds training waited to ckpt_blocked_s_.
+  // Errors: the previous background write's, save()'s, stream_pipeline()'s.
   Status checkpoint(const std::string& path);
   // Whether config.checkpoint_every_s has passed since the last checkpoint (or the run's start),
   // by rank 0's clock, agreed by every rank: one 4-byte allreduce a step while it is set.
@@ -296,7 +303,7 @@ class Trainer {
   bool stop_agreed_ = false;
   int stop_code_ = 0;
   bool diverged_ = false;
-  CheckpointWriter ckpt_writer_;  // rank 0, data parallel: the checkpoint being written
+  CheckpointWriter ckpt_writer_;  // rank 0: the checkpoint being written
   double ckpt_blocked_s_ = 0.0;   // seconds run() waited for checkpoints
   int64_t ckpt_step_ = -1;        // the step of the last checkpoint run() wrote (-1: none)
   std::chrono::steady_clock::time_point ckpt_at_;  // when run() began or last checkpointed

@@ -94,8 +94,20 @@ Status Trainer::checkpoint(const std::string& path) {
   }
   const auto t0 = std::chrono::steady_clock::now();
   Status st = ok_status();
-  if (pipe_ || rank() != 0) {
-    st = save(path);  // a pipeline: the stages stream their tensors to rank 0, which writes
+  if (pipe_) {
+    // The stages stream their tensors to rank 0, into the file; rank 0 first waits for the
+    // previous write (its temporary file is this one's), and a thread finishes this one.
+    if (rank() == 0) st = ckpt_writer_.wait();
+    if (st.ok()) {
+      auto stream = stream_pipeline(path, /*hash_at_finish=*/true);
+      if (!stream) {
+        st = stream.error();
+      } else if (*stream) {
+        st = ckpt_writer_.finish_in_background(std::move(*stream));
+      }
+    }
+  } else if (rank() != 0) {
+    st = save(path);  // nothing to write: data-parallel rank 0 holds the same state
   } else {
     if (gpu_) st = sync_host_params();
     if (st.ok()) {
@@ -247,9 +259,10 @@ Result<TrainSummary> Trainer::run(MetricsWriter& metrics) {
   }
   sum.checkpoints = ckpt_count_;
   sum.checkpoint_blocked_s = ckpt_blocked_s_;
-  // A pipeline's checkpoints are written while training waits: their writing is that wait.
-  sum.checkpoint_write_s = pipe_ ? ckpt_blocked_s_ : ckpt_writer_.write_s();
-  sum.checkpoint_background = !pipe_;
+  // A pipeline's rank 0 receives the stages' tensors into the file while training waits
+  // (checkpoint_blocked_s); the hash, sync and rename are written in the background.
+  sum.checkpoint_write_s = ckpt_writer_.write_s();
+  sum.checkpoint_background = true;
   DLTUNE_TRY(trace_->close());
   sum.steps = step_;
   sum.steps_run = step_ - first_step;
