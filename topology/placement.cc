@@ -8,6 +8,8 @@
 // share PUs round-robin.
 #include <algorithm>
 #include <cerrno>
+#include <cstddef>
+#include <iterator>
 #include <map>
 
 #include <sched.h>
@@ -83,7 +85,40 @@ std::string pick_nic(const Topology& topo, int gpu, int numa, int nth_in_domain)
   return pool.empty() ? "" : pool[nth_in_domain % pool.size()];
 }
 
+// Which of topo.numa_nodes rank `r` of `n` (a multiple of their count) lives on under `map`.
+// kSocket needs every package to hold as many domains; otherwise it is kNuma's round-robin.
+size_t domain_of(const Topology& topo, int r, int n, MapPolicy map) {
+  const size_t nnuma = topo.numa_nodes.size();
+  const size_t per = static_cast<size_t>(n) / nnuma;  // ranks per domain
+  const auto ur = static_cast<size_t>(r);
+  if (map == MapPolicy::kBlock) return ur / per;
+  if (map == MapPolicy::kSocket) {
+    std::map<int, std::vector<size_t>> by_package;  // package -> its domains, in order
+    for (size_t i = 0; i < nnuma; ++i) by_package[topo.numa_nodes[i].package].push_back(i);
+    const size_t np = by_package.size();
+    const bool even = std::all_of(by_package.begin(), by_package.end(),
+                                  [&](const auto& kv) { return kv.second.size() == nnuma / np; });
+    if (np == 1) return ur / per;
+    if (even && nnuma % np == 0) {
+      auto it = by_package.begin();
+      std::advance(it, static_cast<std::ptrdiff_t>(ur % np));
+      return it->second[(ur / np) / per];  // the package's j-th rank, its domains in blocks
+    }
+  }
+  return ur % nnuma;
+}
+
 }  // namespace
+
+Result<MapPolicy> parse_map_policy(const std::string& name) {
+  if (name == "core" || name == "slot") return MapPolicy::kBlock;
+  if (name == "numa") return MapPolicy::kNuma;
+  if (name == "socket" || name == "package") return MapPolicy::kSocket;
+  return invalid_input("unknown mapping '" + name +
+                       "': expected core or slot (consecutive ranks on a NUMA domain), numa "
+                       "(round-robin over the NUMA domains) or socket (round-robin over the "
+                       "packages)");
+}
 
 Result<BindPolicy> parse_bind_policy(const std::string& name) {
   if (name == "auto") return BindPolicy::kAuto;
@@ -93,7 +128,7 @@ Result<BindPolicy> parse_bind_policy(const std::string& name) {
   return invalid_input("unknown binding '" + name + "': expected auto, core, numa or none");
 }
 
-Placement place(const Topology& topo, int local_ranks, BindPolicy policy) {
+Placement place(const Topology& topo, int local_ranks, BindPolicy policy, MapPolicy map) {
   Placement out;
   const int ngpu = static_cast<int>(topo.gpus.size());
   const int nnuma = static_cast<int>(topo.numa_nodes.size());
@@ -123,7 +158,7 @@ Placement place(const Topology& topo, int local_ranks, BindPolicy policy) {
       rp.gpu = n <= ngpu ? r : static_cast<int>(static_cast<int64_t>(r) * ngpu / n);
       domain = topo.gpus[rp.gpu].numa;
     } else if (nnuma > 0 && n % nnuma == 0) {
-      domain = topo.numa_nodes[r / (n / nnuma)].os_index;
+      domain = topo.numa_nodes[domain_of(topo, r, n, map)].os_index;
     }
     domains[domain].ranks.push_back(r);
   }

@@ -155,6 +155,21 @@ enum class BindPolicy {
 // Parses "auto", "core", "numa", "none". Error (kInvalidInput) names the accepted values.
 Result<BindPolicy> parse_bind_policy(const std::string& name);
 
+// How a node's ranks are dealt over its NUMA domains (mpirun's --map-by), when there are as
+// many ranks per domain on every domain (no GPU: GPU r is rank r's whatever the mapping):
+//   kBlock   consecutive ranks fill a domain, then the next (mpirun's core / slot): 4 ranks on
+//            2 domains: 0 1 | 2 3;
+//   kNuma    round-robin over the NUMA domains: 0 2 | 1 3;
+//   kSocket  round-robin over the packages, a package's ranks over its domains in blocks
+//            (2 packages of 2 domains, 8 ranks: 0 2 | 4 6 || 1 3 | 5 7); kBlock on one package.
+// Within a domain the ranks take its cores in rank order, as kBlock's do.
+enum class MapPolicy { kBlock, kNuma, kSocket };
+
+// Parses mpirun's --map-by words: "core", "slot" (kBlock), "numa", "socket" / "package".
+// Errors (kInvalidInput): anything else, naming the accepted words (hwthread, l3cache, node,
+// ppr:... have no dltune mapping).
+Result<MapPolicy> parse_map_policy(const std::string& name);
+
 struct RankPlacement {
   int local_rank = 0;
   std::vector<int> cpus;  // PU OS indexes to bind to, ascending; empty = do not bind
@@ -174,9 +189,10 @@ struct Placement {
 // blocks); each rank gets cores local to its GPU's NUMA node (or of its NUMA node when there
 // is no GPU), split evenly among the ranks there, and its GPU's closest HPC NIC (tied NICs
 // are handed out round-robin). Explicit counts that match neither split all usable cores
-// evenly. Never fails: negative counts are treated as 0; a topology without PUs gets ranks
-// without CPU binding.
-Placement place(const Topology& topo, int local_ranks, BindPolicy policy);
+// evenly. `map` deals the ranks over the NUMA domains (MapPolicy). Never fails: negative counts
+// are treated as 0; a topology without PUs gets ranks without CPU binding.
+Placement place(const Topology& topo, int local_ranks, BindPolicy policy,
+                MapPolicy map = MapPolicy::kBlock);
 
 // Binds thread/process `pid` (0 = the calling thread) to `cpus` with sched_setaffinity.
 // Fails with kInvalidInput for an empty list or an index out of range, kIo when the kernel

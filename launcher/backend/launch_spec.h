@@ -29,6 +29,10 @@ struct LaunchSpec {
   std::vector<std::string> argv;  // argv[0] is the program as the user wrote it
   topology::BindPolicy bind = topology::BindPolicy::kAuto;  // --bind
   bool bind_from_user = false;  // --bind / DLTUNE_BIND given: the plan's placement yields to it
+  // --map-by (local ranks): how they are dealt over the NUMA domains; given, the plan's
+  // placement yields to it too.
+  topology::MapPolicy map = topology::MapPolicy::kBlock;
+  bool map_from_user = false;
   // The ranks' output: tagged "[rank] ", timestamped, copied to files (launcher/rank_output.h)
   RankOutputOptions output;
   // The job's plan (`dltune run --plan`), read before anything starts, and its text as every

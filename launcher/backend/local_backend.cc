@@ -57,7 +57,7 @@ std::optional<topology::Placement> plan_placement(
     return std::nullopt;
   }
   topo = std::move(found->model);
-  if (!from_plan.empty() && !spec.bind_from_user) {
+  if (!from_plan.empty() && !spec.bind_from_user && !spec.map_from_user) {
     return topology::Placement{from_plan, "the plan's placement"};
   }
   const int cores = static_cast<int>(topo->cores.size());
@@ -66,7 +66,7 @@ std::optional<topology::Placement> plan_placement(
                    " cores with --bind core: ranks share cores and run slower (mpirun refuses "
                    "this without --oversubscribe)");
   }
-  return topology::place(*topo, spec.nranks, spec.bind);
+  return topology::place(*topo, spec.nranks, spec.bind, spec.map);
 }
 
 // CPUs this process may run on (its affinity mask; at least 1).

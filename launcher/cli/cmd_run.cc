@@ -24,6 +24,7 @@ struct RunOptions {
   int nodes = 0;
   std::string bind;
   std::string bind_to;  // mpirun's --bind-to
+  std::string map_by;   // mpirun's --map-by
   bool tag_output = false;
   std::string output_filename;  // --output-filename DIR[:nocopy]
   bool timestamp_output = false;
@@ -107,6 +108,17 @@ Result<launcher::LaunchSpec> make_spec(const RunOptions& o, launcher::Backend ba
   if (!bind) return std::move(bind).error().wrap(o.bind.empty() ? "DLTUNE_BIND" : "--bind");
   spec.bind = *bind;
   spec.bind_from_user = !user_bind->empty() || env::get_if_set(env::kBind).has_value();
+  if (!o.map_by.empty()) {
+    if (backend == launcher::Backend::kSlurm) {
+      return invalid_input("--map-by " + o.map_by +
+                           " lays out local ranks; under Slurm, srun's --distribution does "
+                           "(e.g. srun -m block:cyclic deals a node's tasks over its sockets)");
+    }
+    auto map = topology::parse_map_policy(o.map_by);
+    if (!map) return std::move(map).error().wrap("--map-by");
+    spec.map = *map;
+    spec.map_from_user = true;
+  }
   if (!o.output_filename.empty()) {
     auto out = launcher::parse_output_filename(o.output_filename);
     if (!out) return out.error();
@@ -215,6 +227,10 @@ void setup_run(CLI::App& app, int* exit_code) {
       ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--bind", opts->bind, "CPU binding: none, core, numa or auto (DLTUNE_BIND)");
   cmd->add_option("--bind-to", opts->bind_to, "mpirun's spelling of --bind: none, core or numa");
+  cmd->add_option("--map-by", opts->map_by,
+                  "How local ranks are dealt over the NUMA domains, as mpirun's --map-by: core "
+                  "or slot (consecutive ranks on a domain, the default), numa or socket "
+                  "(round-robin)");
   cmd->add_flag("--tag-output", opts->tag_output, "Prefix every output line with [rank]");
   cmd->add_option("--output-filename", opts->output_filename,
                   "DIR[:nocopy]: also write each rank's output to DIR/1/rank.N/stdout and "

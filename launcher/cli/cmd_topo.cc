@@ -19,6 +19,7 @@ struct TopoOptions {
   std::string xml;    // "" = DLTUNE_TOPO_XML, else the live machine
   std::string ranks;  // "" = the default count
   std::string bind;
+  std::string map_by = "core";  // mpirun's --map-by
   bool json = false;
   bool fingerprint_only = false;
 };
@@ -38,13 +39,15 @@ Status run_topo(const TopoOptions& opts) {
   if (!ranks) return std::move(ranks).error();
   auto policy = topology::parse_bind_policy(opts.bind);
   if (!policy) return std::move(policy).error().wrap("--bind");
+  auto map = topology::parse_map_policy(opts.map_by);
+  if (!map) return std::move(map).error().wrap("--map-by");
   auto topo = opts.xml.empty() ? topology::discover_default() : topology::load_xml(opts.xml);
   if (!topo) return std::move(topo).error();
   if (opts.fingerprint_only) {
     std::printf("%s\n", topology::fingerprint(*topo).c_str());
     return ok_status();
   }
-  const auto placement = topology::place(*topo, *ranks, *policy);
+  const auto placement = topology::place(*topo, *ranks, *policy, *map);
   const std::string out = opts.json ? topology::render_json(*topo, placement) + "\n"
                                     : topology::render_text(*topo, placement);
   std::fwrite(out.data(), 1, out.size(), stdout);
@@ -67,6 +70,9 @@ void setup_topo(CLI::App& app, int* exit_code) {
   cmd->add_option("--bind", opts->bind,
                   "CPU binding: auto, core, numa or none (default: "
                   "$DLTUNE_BIND, else auto)");
+  cmd->add_option("--map-by", opts->map_by,
+                  "How the ranks are dealt over the NUMA domains, as mpirun's --map-by: core "
+                  "(default; consecutive ranks on a domain), numa or socket (round-robin)");
   cmd->callback([exit_code, opts] {
     if (opts->json && opts->fingerprint_only) {
       *exit_code = report_error("topo", invalid_input("--json and --fingerprint exclude each "

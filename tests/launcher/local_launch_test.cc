@@ -373,6 +373,19 @@ TEST_F(LocalLaunchTest, WritesEachRanksOutputToItsFiles) {
     EXPECT_EQ(bad.out, "") << v;
     EXPECT_NE(bad.err.find(std::string("--bind-to ") + v), std::string::npos) << bad.err;
   }
+  // --map-by in mpirun's words (the placement itself: topology's placement_test). The ranks'
+  // affinity shows where they went: on this machine's one NUMA domain every mapping puts 2
+  // ranks on disjoint cores.
+  auto mapped = dltune({"-n", "2", "--bind-to", "core", "--map-by", "numa"},
+                       {"/bin/sh", "-c", "grep Cpus_allowed_list /proc/self/status"});
+  EXPECT_EQ(mapped.exit_code, 0) << mapped.err;
+  EXPECT_EQ(std::count(mapped.out.begin(), mapped.out.end(), '\n'), 2) << mapped.out;
+  for (const char* v : {"node", "ppr:1:socket", "hwthread"}) {
+    auto bad = dltune({"-n", "1", "--map-by", v}, {"/bin/sh", "-c", "echo ran"});
+    EXPECT_EQ(bad.exit_code, 2) << v << ": " << bad.err;
+    EXPECT_EQ(bad.out, "") << v;
+    EXPECT_NE(bad.err.find(std::string("unknown mapping '") + v), std::string::npos) << bad.err;
+  }
   auto both = dltune({"-n", "1", "--bind", "core", "--bind-to", "core"}, {"/bin/true"});
   EXPECT_EQ(both.exit_code, 2) << both.err;
   auto file = dltune({"-n", "1", "--output-filename", dir + "/1/rank.0/stdout"}, {"/bin/true"});

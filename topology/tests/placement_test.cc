@@ -77,6 +77,70 @@ TEST(Placement, CpuOnlyNodeGetsOneRankPerNumaNode) {
   EXPECT_EQ(p.rule, "one rank per NUMA node (default)");
 }
 
+// mpirun's --map-by: 4 ranks on quartz's two NUMA domains (one per package): core deals them in
+// blocks (0 1 | 2 3), numa and socket round-robin (0 2 | 1 3); each domain's ranks take its
+// cores in rank order.
+TEST(Placement, MapByDealsRanksOverTheDomainsInBlocksOrRoundRobin) {
+  const Topology t = load_fixture("mpibind_cts1-quartz-smt1.xml");
+  auto numa_of = [](const Placement& p) {
+    std::vector<int> out;
+    for (const auto& r : p.ranks) out.push_back(r.numa);
+    return out;
+  };
+  const Placement block = place(t, 4, BindPolicy::kCore, MapPolicy::kBlock);
+  EXPECT_EQ(numa_of(block), (std::vector<int>{0, 0, 1, 1}));
+  EXPECT_EQ(block.ranks[1].cpuset, "9-17");
+  const Placement numa = place(t, 4, BindPolicy::kCore, MapPolicy::kNuma);
+  EXPECT_EQ(numa_of(numa), (std::vector<int>{0, 1, 0, 1}));
+  EXPECT_EQ(summary(numa)[1], "1 gpu=-1 nic=hfi1_0 numa=1 cpus=18-26");
+  EXPECT_EQ(summary(numa)[2], "2 gpu=-1 nic=hfi1_0 numa=0 cpus=9-17");
+  EXPECT_EQ(numa_of(place(t, 4, BindPolicy::kCore, MapPolicy::kSocket)), numa_of(numa));
+  // The default is mpirun's: blocks.
+  EXPECT_EQ(numa_of(place(t, 4, BindPolicy::kCore)), numa_of(block));
+}
+
+// Two packages of two NUMA domains each (as an EPYC in NPS2), two cores a domain: socket deals
+// 8 ranks round-robin over the packages and a package's ranks over its domains in blocks; numa
+// round-robin over all four domains.
+TEST(Placement, MapBySocketAlternatesPackagesBeforeDomains) {
+  Topology t;
+  for (int d = 0; d < 4; ++d) {
+    NumaNode n;
+    n.os_index = d;
+    n.package = d / 2;
+    n.pus = {2 * d, 2 * d + 1};
+    t.numa_nodes.push_back(n);
+    for (int c = 0; c < 2; ++c) t.cores.push_back(Core{d, d / 2, {2 * d + c}});
+  }
+  auto numa_of = [](const Placement& p) {
+    std::vector<int> out;
+    for (const auto& r : p.ranks) out.push_back(r.numa);
+    return out;
+  };
+  EXPECT_EQ(numa_of(place(t, 8, BindPolicy::kCore, MapPolicy::kSocket)),
+            (std::vector<int>{0, 2, 0, 2, 1, 3, 1, 3}));
+  EXPECT_EQ(numa_of(place(t, 8, BindPolicy::kCore, MapPolicy::kNuma)),
+            (std::vector<int>{0, 1, 2, 3, 0, 1, 2, 3}));
+  EXPECT_EQ(numa_of(place(t, 8, BindPolicy::kCore, MapPolicy::kBlock)),
+            (std::vector<int>{0, 0, 1, 1, 2, 2, 3, 3}));
+  const Placement s = place(t, 8, BindPolicy::kCore, MapPolicy::kSocket);
+  EXPECT_EQ(s.ranks[2].cpuset, "1");  // rank 2: the second of domain 0's ranks
+  EXPECT_EQ(s.ranks[5].cpuset, "6");
+}
+
+TEST(MapPolicy, MpirunsWords) {
+  EXPECT_EQ(*parse_map_policy("core"), MapPolicy::kBlock);
+  EXPECT_EQ(*parse_map_policy("slot"), MapPolicy::kBlock);
+  EXPECT_EQ(*parse_map_policy("numa"), MapPolicy::kNuma);
+  EXPECT_EQ(*parse_map_policy("socket"), MapPolicy::kSocket);
+  EXPECT_EQ(*parse_map_policy("package"), MapPolicy::kSocket);
+  for (const char* bad : {"", "node", "hwthread", "ppr:2:socket", "NUMA"}) {
+    auto m = parse_map_policy(bad);
+    ASSERT_FALSE(m.ok()) << bad;
+    EXPECT_NE(m.error().message().find("expected core or slot"), std::string::npos);
+  }
+}
+
 TEST(Placement, OddRankCountSplitsAllCoresEvenly) {
   const Topology t = load_fixture("mpibind_cts1-quartz-smt1.xml");
   const Placement p = place(t, 5, BindPolicy::kCore);
