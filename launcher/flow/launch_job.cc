@@ -40,6 +40,62 @@ int auto_ranks_per_node(const recipes::Recipe& r, const topology::Topology& topo
   return std::max<int>(1, static_cast<int>(topo.numa_nodes.size()));
 }
 
+// --nodes MIN-MAX (o.nodes, o.nodes_max) for make_job(): `*nodes` as many as the allocation's
+// `usable` nodes (besides the lost and spare ones) up to MAX, MIN outside an allocation (the
+// launch asks salloc for the range and runs again inside it); launch.ranks left aside (the ranks
+// follow the nodes), launch.min_nodes set to MIN, job->nodes_max, and notes saying so. Errors
+// (invalid_input): not the slurm backend, -n given, fewer usable nodes than MIN.
+Status take_node_range(const JobOptions& o, bool slurm, int usable, bool lost, bool spares,
+                       Job* job, int* nodes) {
+  const std::string nm = std::to_string(o.nodes) + "-" + std::to_string(o.nodes_max);
+  if (!slurm) {
+    return invalid_input("--nodes " + nm +
+                         " needs the slurm backend (run inside an allocation or pass "
+                         "--backend slurm)");
+  }
+  if (o.ranks > 0) {
+    return invalid_input("-n " + std::to_string(o.ranks) + " with --nodes " + nm +
+                         ": the job's ranks follow its nodes (launch.ranks_per_node on each); "
+                         "leave -n out");
+  }
+  recipes::LaunchConfig& launch = job->recipe.launch;
+  if (launch.ranks > 0) {
+    job->notes.push_back("launch.ranks " + std::to_string(launch.ranks) +
+                         " left aside: with --nodes " + nm +
+                         " the ranks follow the nodes the job gets");
+    launch.ranks = 0;
+  }
+  const bool inside = in_slurm_allocation() && allocation_nodes() > 0;
+  if (inside) {
+    *nodes = std::min(o.nodes_max, usable);
+    if (*nodes < o.nodes) {
+      return invalid_input("--nodes " + nm + ": this allocation has " + std::to_string(usable) +
+                           " node(s)" + (lost ? " besides the lost ones" : "") +
+                           (spares ? " and the spare ones" : "") + ", fewer than " +
+                           std::to_string(o.nodes));
+    }
+  }
+  if (launch.min_nodes != o.nodes) {
+    if (launch.min_nodes > 0) {
+      job->notes.push_back("launch.min_nodes " + std::to_string(launch.min_nodes) +
+                           " replaced by " + std::to_string(o.nodes) + ", --nodes " + nm +
+                           "'s least");
+    }
+    launch.min_nodes = o.nodes;
+  }
+  job->nodes_max = o.nodes_max;
+  job->notes.push_back(
+      "--nodes " + nm + ": " +
+      (inside
+           ? std::to_string(*nodes) + " node(s) of this allocation"
+           : "planned here for " + std::to_string(*nodes) +
+                 " node(s); the launch asks salloc for " + nm + " and runs on as many as it gets") +
+      "; a lost node's place is taken by a spare or a node the allocation grows by, else the "
+      "job goes on on fewer down to " +
+      std::to_string(o.nodes));
+  return ok_status();
+}
+
 }  // namespace
 
 std::pair<int, std::string> threads_per_rank(const recipes::Recipe& r, int per_node, int cores) {
@@ -117,56 +173,9 @@ Result<Job> make_job(const JobOptions& o, const topology::Topology& topo) {
   const int allocated = allocation_nodes();
   int nodes = o.nodes > 0 ? o.nodes : (slurm ? std::max(allocated - excluded - spare, 1) : 1);
   const bool range = o.nodes_max > 0;
-  if (range) {
-    const std::string nm = std::to_string(o.nodes) + "-" + std::to_string(o.nodes_max);
-    if (!slurm) {
-      return invalid_input("--nodes " + nm +
-                           " needs the slurm backend (run inside an allocation or pass "
-                           "--backend slurm)");
-    }
-    if (o.ranks > 0) {
-      return invalid_input("-n " + std::to_string(o.ranks) + " with --nodes " + nm +
-                           ": the job's ranks follow its nodes (launch.ranks_per_node on each); "
-                           "leave -n out");
-    }
-    if (job.recipe.launch.ranks > 0) {
-      job.notes.push_back("launch.ranks " + std::to_string(job.recipe.launch.ranks) +
-                          " left aside: with --nodes " + nm +
-                          " the ranks follow the nodes the job gets");
-      job.recipe.launch.ranks = 0;
-    }
-    // Inside an allocation: as many nodes as it has (besides the lost and spare ones), up to
-    // MAX; outside one, salloc is asked for the range and the launch runs again inside it.
-    if (in_slurm_allocation() && allocated > 0) {
-      nodes = std::min(o.nodes_max, allocated - excluded - spare);
-      if (nodes < o.nodes) {
-        return invalid_input("--nodes " + nm + ": this allocation has " +
-                             std::to_string(allocated - excluded - spare) + " node(s)" +
-                             (excluded > 0 ? " besides the lost ones" : "") +
-                             (spare > 0 ? " and the spare ones" : "") + ", fewer than " +
-                             std::to_string(o.nodes));
-      }
-    }
-    if (job.recipe.launch.min_nodes != o.nodes) {
-      if (job.recipe.launch.min_nodes > 0) {
-        job.notes.push_back("launch.min_nodes " + std::to_string(job.recipe.launch.min_nodes) +
-                            " replaced by " + std::to_string(o.nodes) + ", --nodes " + nm +
-                            "'s least");
-      }
-      job.recipe.launch.min_nodes = o.nodes;
-    }
-    job.nodes_max = o.nodes_max;
-    job.notes.push_back(
-        "--nodes " + nm + ": " +
-        (in_slurm_allocation() && allocated > 0
-             ? std::to_string(nodes) + " node(s) of this allocation"
-             : "planned here for " + std::to_string(nodes) +
-                   " node(s); the launch asks salloc for " + nm +
-                   " and runs on as many as it gets") +
-        "; a lost node's place is taken by a spare or a node the allocation grows by, else the "
-        "job goes on on fewer down to " +
-        std::to_string(o.nodes));
-  }
+  if (range)
+    DLTUNE_TRY(take_node_range(o, slurm, allocated - excluded - spare, excluded > 0, spare > 0,
+                               &job, &nodes));
   if (!slurm && nodes > 1) {
     return invalid_input("--nodes " + std::to_string(nodes) +
                          " needs the slurm backend (run inside an allocation or pass "
