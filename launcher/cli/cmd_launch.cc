@@ -295,6 +295,10 @@ Status choose_shape(Launch& L, Progress& progress) {
   s.db_path = L.layers->user_db;
   s.work_dir = L.tmp->path();
   s.measure = !L.o->dry_run && !L.o->no_tune && budget > 0;
+  // Another machine's export: a run here would time this machine's cores under its shapes.
+  if (auto xml = env::get_if_set(env::kTopoXml))
+    s.elsewhere =
+        "the topology is another machine's (DLTUNE_TOPO_XML " + strings::printable(*xml, "") + ")";
   s.remeasure = L.o->retune;
   s.budget_s = launcher::kShapeShare * budget;
   s.progress = L.o->dry_run ? nullptr : &progress;

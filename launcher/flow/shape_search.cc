@@ -258,7 +258,7 @@ ShapeChoice search_shape(const ShapeSearch& s) {
   };
   const bool missing =
       std::any_of(cands.begin(), cands.end(), [](const Candidate& k) { return k.missing; });
-  if (missing && !s.measure) {
+  if (missing && (!s.measure || !s.elsewhere.empty())) {
     c.shapes = figures();
     for (size_t i = 0; i < cands.size(); ++i)
       if (cands[i].missing) c.shapes[i].error = "not measured yet";
@@ -266,10 +266,11 @@ ShapeChoice search_shape(const ShapeSearch& s) {
         std::count_if(c.shapes.begin(), c.shapes.end(),
                       [](const ShapeMeasurement& m) { return m.source == "database"; });
     c.why =
-        "one rank per NUMA domain (the rule): measuring ranks x threads needs a launch that "
-        "tunes (the database has " +
-        std::to_string(stored) + " of the " + std::to_string(shapes.size()) +
-        " shapes' measurements)";
+        "one rank per NUMA domain (the rule): " +
+        (s.elsewhere.empty() ? std::string("measuring ranks x threads needs a launch that tunes")
+                             : s.elsewhere + ": a launch there measures its shapes") +
+        " (the database has " + std::to_string(stored) + " of the " +
+        std::to_string(shapes.size()) + " shapes' measurements)";
     return c;
   }
   if (missing) {

@@ -109,6 +109,10 @@ struct ShapeSearch {
   std::string db_path;     // the user database: measurements read from and stored in
   std::string work_dir;    // the candidates' files
   bool measure = true;     // false: only the database's measurements (dry run, --no-tune)
+  // Non-empty: the topology is not this machine's (DLTUNE_TOPO_XML's export of another one),
+  // whose shapes a run here would not measure: only the database's measurements count, and
+  // this says why (in ShapeChoice::why).
+  std::string elsewhere;
   bool remeasure = false;  // --retune: measure even what the database has
   double budget_s = 0;     // for all the candidates' measurements
   Progress* progress = nullptr;

@@ -214,5 +214,34 @@ TEST_F(ShapeSearchTest, MeasurementsAreFoundAgainAndNothingIsMeasured) {
   std::filesystem::remove_all(dir);
 }
 
+// Another machine's export (DLTUNE_TOPO_XML): a launch that tunes measures none of its shapes
+// (a run here would time this machine's cores under them and store the figures under that
+// machine's key), and says why; what the database has from that machine still counts.
+TEST_F(ShapeSearchTest, AnotherMachinesTopologyIsNotMeasuredHere) {
+  char dir[] = "/tmp/dltune-shapes-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const Job rule = job({"training.batch.global=288", "training.batch.per_rank=auto"});
+  ShapeSearch s;
+  s.job = &rule;
+  s.topo = &topo_;
+  s.worker = "/nonexistent/dltune-worker";  // a measurement would fail, and say so
+  s.db_path = std::string(dir) + "/db.sqlite";
+  s.work_dir = dir;
+  s.measure = true;
+  s.budget_s = 30;
+  s.elsewhere = "the topology is another machine's (DLTUNE_TOPO_XML quartz.xml)";
+  const ShapeChoice c = search_shape(s);
+  EXPECT_FALSE(c.decided);
+  EXPECT_EQ(c.chosen, (RanksThreads{2, 18}));
+  EXPECT_EQ(c.why,
+            "one rank per NUMA domain (the rule): the topology is another machine's "
+            "(DLTUNE_TOPO_XML quartz.xml): a launch there measures its shapes (the database has "
+            "0 of the 4 shapes' measurements)");
+  ASSERT_EQ(c.shapes.size(), 4u);
+  for (const ShapeMeasurement& m : c.shapes) EXPECT_EQ(m.error, "not measured yet");
+  EXPECT_EQ(c.seconds, 0.0);
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace dltune::launcher

@@ -74,9 +74,10 @@ PY
   DLTUNE_TOPO_XML=$quartz "$dltune" launch resnet20-cifar --dry-run --set launch.ranks=auto >"$tmp/out" 2>&1 ||
     fail "rxt dry run exited $?"
   grep -q "2 rank(s) x 18 thread(s) on 1 node(s)" "$tmp/out" || fail "dry run ranks x threads: $(cat "$tmp/out")"
-  # Ranks and threads both auto: the rule's shape until a launch that tunes has measured the
-  # node's four (shape_search.h), and the dry run says so.
-  grep -q "^threads: 18 per rank: the node's 36 cores shared among its ranks; ranks x threads: one rank per NUMA domain (the rule): measuring ranks x threads needs a launch that tunes (the database has 0 of the 4 shapes' measurements)$" \
+  # Ranks and threads both auto: the rule's shape until a launch on that machine has measured
+  # the node's four (shape_search.h: an export of another machine is never measured here), and
+  # the dry run says so.
+  grep -q "^threads: 18 per rank: the node's 36 cores shared among its ranks; ranks x threads: one rank per NUMA domain (the rule): the topology is another machine's (DLTUNE_TOPO_XML .*mpibind_cts1-quartz-smt1.xml): a launch there measures its shapes (the database has 0 of the 4 shapes' measurements)$" \
     "$tmp/out" || fail "dry run threads: $(cat "$tmp/out")"
   DLTUNE_TOPO_XML=$quartz "$dltune" launch resnet20-cifar --dry-run --json --set launch.ranks=auto \
     >"$tmp/out" 2>&1 || fail "rxt dry run --json exited $?"
