@@ -125,7 +125,21 @@ Status open_resumed(Launch& L) {
     }
   }
   L.jo.recipe = rd->recipe();  // the recipe as run
-  if (L.jo.ranks == 0) L.jo.ranks = lj.value("ranks", 0);
+  if (lj.contains("nodes_range")) {
+    const nlohmann::json& r = lj["nodes_range"];
+    const auto count = [](const nlohmann::json& v) {
+      return v.is_number_integer() && v.get<int64_t>() >= 1 && v.get<int64_t>() <= 4096;
+    };
+    if (!(r.is_array() && r.size() == 2 && count(r[0]) && count(r[1]) &&
+          r[0].get<int64_t>() < r[1].get<int64_t>()))
+      return invalid_input(where + ": 'nodes_range' must be [MIN, MAX], 1 <= MIN < MAX <= 4096");
+    // The run's --nodes MIN-MAX again, unless this --resume gives its own shape.
+    if (L.jo.nodes == 0 && L.jo.ranks == 0) {
+      L.jo.nodes = r[0].get<int>();
+      L.jo.nodes_max = r[1].get<int>();
+    }
+  }
+  if (L.jo.ranks == 0 && L.jo.nodes_max == 0) L.jo.ranks = lj.value("ranks", 0);
   if (L.jo.nodes == 0) L.jo.nodes = lj.value("nodes", 0);
   if (L.jo.backend.empty()) L.jo.backend = lj.value("backend", "");
   return ok_status();
@@ -397,6 +411,9 @@ Status record_launch(const Launch& L) {
                        {"command", train_argv(L.worker, dir, false)}};
   if (L.job.backend == launcher::Backend::kSlurm && !L.jo.exclude.empty())
     lj["exclude"] = L.jo.exclude;
+  // --nodes MIN-MAX: a --resume takes the range again (the shape it gets may differ: planned
+  // again then, as after a restart on fewer nodes).
+  if (L.job.nodes_max > 0) lj["nodes_range"] = {L.job.recipe.launch.min_nodes, L.job.nodes_max};
   return paths::write_file_atomic(dir.launch(), lj.dump(2) + "\n");
 }
 

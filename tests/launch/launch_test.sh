@@ -334,10 +334,12 @@ cut=$(newest_run)
 [ -s "$cut/checkpoints/checkpoint.bin" ] || fail "no checkpoint after the interruption"
 grep -q "dltune launch --resume $cut" "$tmp/out6b" || fail "no resume hint: $(cat "$tmp/out6b")"
 # A copy whose launch.json was edited to a wrong type: refused naming the field (exit 2). The
-# ranks as a string; lost nodes that are not a list of names (a control character in one).
+# ranks as a string; lost nodes that are not a list of names (a control character in one); a
+# --nodes range upside down.
 cp -r "$cut" "$tmp/edited"
 for edit in "j['ranks']='two':'ranks' must be a whole number" \
-    "j['ranks']=2; j['exclude']=['n1', 'n\x1b2']:'exclude' must be a list of node names"; do
+    "j['ranks']=2; j['exclude']=['n1', 'n\x1b2']:'exclude' must be a list of node names" \
+    "j['exclude']=[]; j['nodes_range']=[3, 2]:'nodes_range' must be \[MIN, MAX\]"; do
   python3 -c "import json,sys; p=sys.argv[1]; j=json.load(open(p)); ${edit%%:*}; json.dump(j, open(p,'w'))" \
     "$tmp/edited/launch.json"
   "$dltune" launch --resume "$tmp/edited" >"$tmp/out6e" 2>&1
