@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include "launcher/tests/test_topology.h"
 #include "recipes/plan.h"
 #include "recipes/plan_fit.h"
 #include "topology/topology.h"
@@ -21,10 +22,8 @@ namespace {
 class BaselineReuse : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto topo = topology::load_xml(std::string(DLTUNE_SOURCE_DIR) +
-                                   "/topology/tests/data/mpibind_cts1-pascal.xml");
-    ASSERT_TRUE(topo.ok()) << topo.error().message();
-    topo_ = *topo;
+    topo_ = testing::test_topology("mpibind_cts1-pascal.xml");
+    ASSERT_FALSE(topo_.cores.empty());
     JobOptions o;
     o.recipe = std::string(DLTUNE_SOURCE_DIR) + "/recipes/quickstart.yaml";
     auto job = make_job(o, topo_);

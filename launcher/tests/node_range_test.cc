@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "launcher/flow/launch_job.h"
+#include "launcher/tests/test_topology.h"
 #include "topology/topology.h"
 
 #include "dltune/config.h"
@@ -35,10 +36,8 @@ TEST(ParseNodeCount, ACountOrARange) {
 class NodeRangeTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto topo = topology::load_xml(std::string(DLTUNE_SOURCE_DIR) +
-                                   "/topology/tests/data/mpibind_cts1-quartz-smt1.xml");
-    ASSERT_TRUE(topo.ok()) << topo.error().message();
-    topo_ = *topo;
+    topo_ = testing::test_topology("mpibind_cts1-quartz-smt1.xml");
+    ASSERT_FALSE(topo_.cores.empty());
     Clear();
   }
   void TearDown() override { Clear(); }

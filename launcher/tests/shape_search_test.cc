@@ -11,6 +11,7 @@
 #include <stdlib.h>
 
 #include "launcher/flow/baseline_reuse.h"
+#include "launcher/tests/test_topology.h"
 #include "topology/topology.h"
 
 #include "dltune/config.h"
@@ -93,10 +94,8 @@ TEST(DecideShape, TheFastestOrFewerRanksWithinTwoPercent) {
 class ShapeSearchTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto topo = topology::load_xml(std::string(DLTUNE_SOURCE_DIR) +
-                                   "/topology/tests/data/mpibind_cts1-quartz-smt1.xml");
-    ASSERT_TRUE(topo.ok()) << topo.error().message();
-    topo_ = *topo;
+    topo_ = testing::test_topology("mpibind_cts1-quartz-smt1.xml");
+    ASSERT_FALSE(topo_.cores.empty());
   }
   Job job(const std::vector<std::string>& sets) {
     JobOptions o;
