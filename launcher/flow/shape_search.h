@@ -105,10 +105,10 @@ nlohmann::json shape_choice_json(const ShapeChoice& c);
 struct ShapeSearch {
   const Job* job = nullptr;  // as make_job shaped it (the rule's), shape_auto
   const topology::Topology* topo = nullptr;
-  std::string worker;      // dltune-worker
-  std::string db_path;     // the user database: measurements read from and stored in
-  std::string work_dir;    // the candidates' files
-  bool measure = true;     // false: only the database's measurements (dry run, --no-tune)
+  std::string worker;    // dltune-worker
+  std::string db_path;   // the user database: measurements read from and stored in
+  std::string work_dir;  // the candidates' files
+  bool measure = true;   // false: only the database's measurements (dry run, --no-tune)
   // Non-empty: the topology is not this machine's (DLTUNE_TOPO_XML's export of another one),
   // whose shapes a run here would not measure: only the database's measurements count, and
   // this says why (in ShapeChoice::why).
