@@ -457,12 +457,14 @@ void announce(const Launch& L, Progress& progress) {
 // The 1-rank baseline within `budget` seconds: the user database's when launch.baseline is auto
 // and it holds one for this work (launcher/flow/baseline_reuse.h) and the launch is not
 // --retune (which trusts nothing stored), else measured and stored there for the next launch (a
-// store that fails is said, not fatal).
+// store that fails is said, not fatal). With another machine's export (DLTUNE_TOPO_XML) the
+// ranks still run here, under that machine's key: measured, neither reused nor stored.
 Result<launcher::Baseline> one_rank_baseline(const Launch& L, const nlohmann::json& worker,
                                              double budget, Progress& progress) {
   const launcher::BaselineIdentity id = launcher::baseline_identity(L.topo, L.job, L.choice.plan);
-  const std::string db = L.layers ? L.layers->user_db : "";
-  if (L.job.recipe.launch.baseline == "auto" && !L.o->retune) {
+  const std::string db =
+      L.layers && !env::get_if_set(env::kTopoXml).has_value() ? L.layers->user_db : "";
+  if (L.job.recipe.launch.baseline == "auto" && !L.o->retune && !db.empty()) {
     auto stored = launcher::stored_baseline(db, id);
     if (stored && stored->has_value()) return **stored;
     if (!stored) {

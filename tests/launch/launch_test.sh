@@ -185,6 +185,17 @@ grep -q "measuring 1 rank" "$tmp/out2c" || fail "launch.baseline=measure did not
   fail "launch.baseline=measure: the summary's source is not 'measured'"
 "$dltune" db show >"$tmp/dbshow2" 2>&1 || fail "db show exited $?"
 grep -q "1 one-rank baseline" "$tmp/dbshow2" || fail "db show does not count the baseline: $(cat "$tmp/dbshow2")"
+# 2d. Another machine's export (DLTUNE_TOPO_XML, quartz's 36 cores): the ranks still run here,
+#     so the 1-rank baseline is measured, and neither taken from nor stored under that machine's
+#     key (no binding: quartz's CPUs are not this machine's).
+DLTUNE_TOPO_XML=$src/topology/tests/data/mpibind_cts1-quartz-smt1.xml "$dltune" launch "$tiny" \
+  --no-tune -n 2 --set launch.threads_per_rank=1 --set launch.binding=none \
+  --set training.steps=40 >"$tmp/out2d" 2>&1 || fail "a launch with an export exited $?: $(cat "$tmp/out2d")"
+[ "$(field "$(newest_run)/summary.json" "['baseline_1rank_source']")" = measured ] ||
+  fail "with an export, the baseline was not measured: $(cat "$tmp/out2d")"
+"$dltune" db show >"$tmp/dbshow2d" 2>&1 || fail "db show exited $?"
+grep -q "1 one-rank baseline" "$tmp/dbshow2d" ||
+  fail "a baseline measured here was stored under the export's key: $(cat "$tmp/dbshow2d")"
 
 # 3. --retune tunes again; --json prints machine-readable events ending in the summary, with
 #    every phase reporting: the sweep's sizes, the trials' rounds and candidates, the ranks'
