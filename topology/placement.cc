@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstddef>
-#include <iterator>
 #include <map>
 
 #include <sched.h>
@@ -85,27 +84,33 @@ std::string pick_nic(const Topology& topo, int gpu, int numa, int nth_in_domain)
   return pool.empty() ? "" : pool[nth_in_domain % pool.size()];
 }
 
-// Which of topo.numa_nodes rank `r` of `n` (a multiple of their count) lives on under `map`.
+// Which of topo.numa_nodes each of `n` ranks (a multiple of their count) lives on under `map`.
 // kSocket needs every package to hold as many domains; otherwise it is kNuma's round-robin.
-size_t domain_of(const Topology& topo, int r, int n, MapPolicy map) {
+std::vector<size_t> rank_domains(const Topology& topo, int n, MapPolicy map) {
   const size_t nnuma = topo.numa_nodes.size();
   const size_t per = static_cast<size_t>(n) / nnuma;  // ranks per domain
-  const auto ur = static_cast<size_t>(r);
-  if (map == MapPolicy::kBlock) return ur / per;
+  std::vector<std::vector<size_t>> packages;          // each package's domains, in order
   if (map == MapPolicy::kSocket) {
-    std::map<int, std::vector<size_t>> by_package;  // package -> its domains, in order
+    std::map<int, std::vector<size_t>> by_package;
     for (size_t i = 0; i < nnuma; ++i) by_package[topo.numa_nodes[i].package].push_back(i);
-    const size_t np = by_package.size();
-    const bool even = std::all_of(by_package.begin(), by_package.end(),
-                                  [&](const auto& kv) { return kv.second.size() == nnuma / np; });
-    if (np == 1) return ur / per;
-    if (even && nnuma % np == 0) {
-      auto it = by_package.begin();
-      std::advance(it, static_cast<std::ptrdiff_t>(ur % np));
-      return it->second[(ur / np) / per];  // the package's j-th rank, its domains in blocks
+    for (auto& [package, domains] : by_package) packages.push_back(std::move(domains));
+    const bool even = std::all_of(packages.begin(), packages.end(), [&](const auto& d) {
+      return d.size() * packages.size() == nnuma;
+    });
+    if (packages.size() == 1) map = MapPolicy::kBlock;
+    if (!even) map = MapPolicy::kNuma;
+  }
+  std::vector<size_t> out(static_cast<size_t>(n));
+  for (size_t r = 0; r < out.size(); ++r) {
+    if (map == MapPolicy::kBlock) {
+      out[r] = r / per;
+    } else if (map == MapPolicy::kSocket) {  // the package's j-th rank, its domains in blocks
+      out[r] = packages[r % packages.size()][(r / packages.size()) / per];
+    } else {
+      out[r] = r % nnuma;
     }
   }
-  return ur % nnuma;
+  return out;
 }
 
 }  // namespace
@@ -149,6 +154,8 @@ Placement place(const Topology& topo, int local_ranks, BindPolicy policy, MapPol
     policy = static_cast<size_t>(n) <= topo.cores.size() ? BindPolicy::kCore : BindPolicy::kNuma;
   }
   std::map<int, Domain> domains;
+  const std::vector<size_t> by_map =
+      ngpu == 0 && nnuma > 0 && n % nnuma == 0 ? rank_domains(topo, n, map) : std::vector<size_t>();
   out.ranks.resize(n);
   for (int r = 0; r < n; ++r) {
     RankPlacement& rp = out.ranks[r];
@@ -158,7 +165,7 @@ Placement place(const Topology& topo, int local_ranks, BindPolicy policy, MapPol
       rp.gpu = n <= ngpu ? r : static_cast<int>(static_cast<int64_t>(r) * ngpu / n);
       domain = topo.gpus[rp.gpu].numa;
     } else if (nnuma > 0 && n % nnuma == 0) {
-      domain = topo.numa_nodes[domain_of(topo, r, n, map)].os_index;
+      domain = topo.numa_nodes[by_map[static_cast<size_t>(r)]].os_index;
     }
     domains[domain].ranks.push_back(r);
   }

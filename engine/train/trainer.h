@@ -78,7 +78,9 @@ struct TrainSummary {
   // while training waits) and the seconds writing them took (0 on ranks that write none).
   int64_t checkpoints = 0;
   double checkpoint_blocked_s = 0.0, checkpoint_write_s = 0.0;
-  bool checkpoint_background = false;  // written in the background (every layout now)
+  // Written in the background: true since a pipeline's are too (data parallel: rank 0's copy;
+  // pipeline: the stream into rank 0's file), kept as the worker's summary says it.
+  bool checkpoint_background = false;
 };
 
 class Trainer {

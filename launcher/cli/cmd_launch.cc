@@ -1,7 +1,6 @@
 // `dltune launch RECIPE [-n RANKS] [--nodes N|MIN-MAX] [--backend local|slurm]
 //  [--retune|--no-tune] [--db PATH] [--resume RUN_DIR] [--dry-run] [--json] [--set KEY=VALUE]...`:
-//  DESIGN.md's main
-// flow, as phases run_launch() calls in order:
+// DESIGN.md's main flow, as phases run_launch() calls in order:
 //
 //   open_job       the recipe with its --set changes (or a run directory's, --resume), the
 //                  machine, the job shape;
@@ -296,6 +295,17 @@ Status choose_new(Launch& L, Progress& progress, const tuner::db::Layers& layers
   return ok_status();
 }
 
+namespace {
+// "" when `topo` is this machine's (discovered live, or this boot's saved discovery); else why a
+// measurement here is not that machine's: an export loaded instead (DLTUNE_TOPO_XML), whose key
+// the ranks, running here, would store their figures under.
+std::string other_machine(const topology::Topology& topo) {
+  if (topo.source == "live") return "";
+  return "the topology is another machine's (DLTUNE_TOPO_XML " +
+         strings::printable(topo.source, "") + ")";
+}
+}  // namespace
+
 // Phase 2 for a new run whose ranks and threads are both auto: the shape, measured
 // (shape_search.h) before its plan is chosen. The measuring counts in the recipe's tune.budget:
 // the tuning that follows has what it left.
@@ -309,10 +319,7 @@ Status choose_shape(Launch& L, Progress& progress) {
   s.db_path = L.layers->user_db;
   s.work_dir = L.tmp->path();
   s.measure = !L.o->dry_run && !L.o->no_tune && budget > 0;
-  // Another machine's export: a run here would time this machine's cores under its shapes.
-  if (auto xml = env::get_if_set(env::kTopoXml))
-    s.elsewhere =
-        "the topology is another machine's (DLTUNE_TOPO_XML " + strings::printable(*xml, "") + ")";
+  s.elsewhere = other_machine(L.topo);  // a run here would time these cores under its shapes
   s.remeasure = L.o->retune;
   s.budget_s = launcher::kShapeShare * budget;
   s.progress = L.o->dry_run ? nullptr : &progress;
@@ -462,8 +469,7 @@ void announce(const Launch& L, Progress& progress) {
 Result<launcher::Baseline> one_rank_baseline(const Launch& L, const nlohmann::json& worker,
                                              double budget, Progress& progress) {
   const launcher::BaselineIdentity id = launcher::baseline_identity(L.topo, L.job, L.choice.plan);
-  const std::string db =
-      L.layers && !env::get_if_set(env::kTopoXml).has_value() ? L.layers->user_db : "";
+  const std::string db = L.layers && other_machine(L.topo).empty() ? L.layers->user_db : "";
   if (L.job.recipe.launch.baseline == "auto" && !L.o->retune && !db.empty()) {
     auto stored = launcher::stored_baseline(db, id);
     if (stored && stored->has_value()) return **stored;

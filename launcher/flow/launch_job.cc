@@ -182,10 +182,8 @@ Result<Job> make_job(const JobOptions& o, const topology::Topology& topo) {
                          "--backend slurm)");
   }
   int ranks = o.ranks > 0 ? o.ranks : static_cast<int>(job.recipe.launch.ranks);
-  if (ranks <= 0 && range && job.recipe.launch.ranks_per_node > 0) {
-    ranks = nodes * static_cast<int>(job.recipe.launch.ranks_per_node);
-  }
-  if (ranks <= 0 && slurm) {
+  // With --nodes MIN-MAX, launch.ranks_per_node comes before the allocation's tasks.
+  if (ranks <= 0 && slurm && !(range && job.recipe.launch.ranks_per_node > 0)) {
     ranks = env_int("SLURM_NTASKS");
     // The allocation's tasks include the spare nodes' (salloc was asked for them too), and
     // with --nodes MIN-MAX those of nodes beyond MAX.
