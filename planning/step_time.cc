@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "planning/buckets.h"
+#include "planning/overlap.h"
 #include "recipes/model/partition.h"
 
 namespace dltune::planning {
@@ -60,32 +61,33 @@ StepPrediction data_parallel_step(const ModelCosts& model, const ComputeProfile&
   const double fwd = c.forward_total() * k;
   const auto buckets = gradient_buckets(model.info, o.bucket_bytes);
   p.buckets = static_cast<int>(buckets.size());
-  // Backward in reverse node order; a bucket starts when final and the thread is free.
-  std::vector<double> done_at(model.info.node_params.size(), 0);
-  double t = fwd;
-  for (int i = static_cast<int>(c.backward_s.size()) - 1; i >= 0; --i) {
-    t += c.backward_s[static_cast<size_t>(i)] * k;
-    done_at[static_cast<size_t>(i)] = t;
+  // Backward in reverse node order: segment j is node (nodes - 1 - j).
+  const int nodes = static_cast<int>(c.backward_s.size());
+  std::vector<double> segments;
+  double backward_alone = fwd;
+  for (int i = nodes - 1; i >= 0; --i) {
+    segments.push_back(c.backward_s[static_cast<size_t>(i)] * k);
+    backward_alone += segments.back();
   }
-  const double backward_end = t;
-  double comm_free = fwd, serial_comm = 0;
+  std::vector<OverlapBucket> comm;
   std::map<std::string, double> carried;
+  double serial_comm = 0;
   for (const GradBucket& b : buckets) {
     const double bytes = static_cast<double>(b.floats()) * 4;
     const CommTime a = allreduce(bytes);
     carried[a.algo] += bytes;
     serial_comm += a.seconds;
-    const double ready = o.overlap ? done_at[static_cast<size_t>(b.ready_after)] : backward_end;
-    comm_free = std::max(comm_free, ready) + a.seconds;
+    // Without overlap every bucket waits for the end of backward.
+    comm.push_back({a.seconds, bytes, o.overlap ? nodes - 1 - b.ready_after : -1});
   }
   p.comm_s = serial_comm;
   p.algorithm = main_algorithm(carried);
-  const double hidden_exposed = std::max(0.0, comm_free - backward_end);
-  const double eff = o.overlap ? std::clamp(o.overlap_efficiency, 0.0, 1.0) : 0.0;
-  const double exposed = eff * hidden_exposed + (1 - eff) * serial_comm;
+  const OverlapResult t = overlap_timeline(fwd, segments, comm, o.interference);
+  p.overlapped_s = t.overlapped_s;
   const double scalar = allreduce(16).seconds;
-  p.compute_s = backward_end + (c.optimizer_s + c.other_s) * k;
-  p.exposed_comm_s = exposed + scalar;
+  p.compute_s = t.compute_end + (c.optimizer_s + c.other_s) * k;
+  p.compute_slowed_s = t.compute_end - backward_alone;
+  p.exposed_comm_s = std::max(0.0, t.comm_end - t.compute_end) + scalar;
   p.step_s = p.compute_s + p.exposed_comm_s;
   return p;
 }

@@ -7,11 +7,11 @@
 // node in reverse; each gradient bucket (planning/buckets.h, the trainer's own) is reduced
 // on one communication thread as soon as backward has made it final, one bucket after another;
 // the step waits for the last one, then updates. So the exposed communication is what the
-// communication thread still has to do when backward ends. Where communication needs the same
-// cores as compute (host collectives with as many ranks per node as cores), overlapping hides
-// nothing: `overlap_efficiency` 0 charges every bucket in full, 1 (accelerators, NIC offload)
-// hides what fits under backward, values between interpolate. Each step also reduces one scalar
-// (the loss and stop flag) after the update.
+// communication thread still has to do when backward ends. While a bucket is reduced during
+// backward, the two slow each other as `interference` says (planning/overlap.h): none hides
+// what fits under backward; compute and communication time-sharing one core (host collectives
+// with as many ranks per node as cores) hide nothing. Each step also reduces one scalar (the
+// loss and stop flag) after the update.
 //
 // Pipeline and hybrid layouts (pipeline_step_time(), which both callers charge): S stages of a
 // contiguous cut, R = ranks / S replicas, each replica's batch in M micro-batches run as GPipe
@@ -30,6 +30,7 @@
 
 #include "common/result.h"
 #include "planning/model_costs.h"
+#include "planning/overlap.h"
 
 namespace dltune::planning {
 
@@ -87,10 +88,13 @@ using SendCost = std::function<double(double bytes, bool across_nodes)>;
 
 struct StepPrediction {
   double step_s = 0;
-  double compute_s = 0;       // forward, backward, update and other, as slowed by sharing
-  double exposed_comm_s = 0;  // step_s - compute_s
-  double comm_s = 0;          // allreduce time in all (hidden or not)
-  std::string algorithm;      // the allreduce algorithm carrying most of the bytes
+  double compute_s = 0;         // forward, backward, update and other, as slowed by sharing
+                                // and by the overlap's interference
+  double compute_slowed_s = 0;  // of compute_s: backward slowed by communication beside it
+  double overlapped_s = 0;      // time during which a bucket was reduced while backward ran
+  double exposed_comm_s = 0;    // step_s - compute_s
+  double comm_s = 0;            // allreduce time in all (hidden or not)
+  std::string algorithm;        // the allreduce algorithm carrying most of the bytes
   int buckets = 0;
   std::string layout;     // "data", "pipeline 4 stages x 2 replicas, 16 micro-batches"
   double bubble = 0;      // pipeline only
@@ -100,8 +104,8 @@ struct StepPrediction {
 struct DataParallelOptions {
   uint64_t bucket_bytes = 4 << 20;
   bool overlap = true;
-  double overlap_efficiency = 1;  // see above
-  double compute_scale = 1;       // slowdown of compute (ranks sharing cores)
+  Interference interference;  // see above; empty: perfect overlap
+  double compute_scale = 1;   // slowdown of compute (ranks sharing cores)
 };
 
 // The data-parallel step above: `model`'s buckets of o.bucket_bytes, each reduced by

@@ -18,27 +18,90 @@ std::string fixed(double v, int digits) {
   return buf;
 }
 
-// Compute slowdown and overlap efficiency of host ranks sharing a machine's cores at `nodes`
-// nodes: the ranks of every node that is the same machine compete for them (nodes that are
-// namespaces of one host are not separate computers).
-void sharing(const PredictRequest& r, int nodes, double* scale, double* overlap_eff) {
-  *scale = 1;
-  *overlap_eff = 1;
+// Compute slowdown of host ranks sharing a machine's cores at `nodes` nodes: the ranks of every
+// node that is the same machine compete for them (nodes that are namespaces of one host are not
+// separate computers). `spare` (optional): the cores left per rank for its communication
+// thread, at most 1.
+double sharing(const PredictRequest& r, int nodes, double* spare = nullptr) {
+  if (spare) *spare = 1;
   const int cores = r.cores_per_node;
-  if (cores <= 0) return;
+  if (cores <= 0) return 1;
   const int ranks = r.per_node * std::min(nodes, r.nodes_per_machine);
   const int threads = ranks * std::max(1, r.threads_per_rank);
-  *scale = std::max(1.0, static_cast<double>(threads) / cores);
-  // Each rank's communication thread needs a core of its own, beside its compute threads, to
-  // overlap for free.
-  *overlap_eff = std::clamp(static_cast<double>(cores - threads) / ranks, 0.0, 1.0);
+  if (spare) *spare = std::clamp(static_cast<double>(cores - threads) / ranks, 0.0, 1.0);
+  return std::max(1.0, static_cast<double>(threads) / cores);
+}
+
+// "+18.9 %" of a slowdown.
+std::string plus_percent(double v) { return "+" + fixed(100 * v, v < 1 ? 1 : 0) + " %"; }
+
+// The interference's words for one prediction: its slowdowns (a range over sizes when they
+// differ) and source.
+std::string interference_words(const Interference& i) {
+  if (i.empty())
+    return "none (" + (i.source.empty() ? std::string("perfect overlap") : i.source) + ")";
+  double c_lo = 1e300, c_hi = 0, m_lo = 1e300, m_hi = 0;
+  for (const auto& p : i.points) {
+    const auto q = i.at(p.bytes);
+    c_lo = std::min(c_lo, q.compute), c_hi = std::max(c_hi, q.compute);
+    m_lo = std::min(m_lo, q.comm), m_hi = std::max(m_hi, q.comm);
+  }
+  auto span = [](double lo, double hi) {
+    return plus_percent(lo) + (fixed(lo, 3) == fixed(hi, 3) ? "" : " to " + plus_percent(hi));
+  };
+  return "compute " + span(c_lo, c_hi) + ", communication " + span(m_lo, m_hi) +
+         " while both run (" + i.source + ")";
+}
+
+}  // namespace
+
+Interference gpu_interference() {
+  Interference i = Interference::constant(
+      0.189, 0,
+      "assumed for GPUs: Lee et al., arXiv:2507.03114 (2025), compute 18.9 % slower beside "
+      "communication on average over 4 x A100 / H100 / MI250 / MI210, 40 % at most; "
+      "communication's own slowdown not given there, taken as none");
+  i.lo = 0;
+  i.hi = 0.40 / 0.189;
+  return i;
+}
+
+Interference assumed_interference(const PredictRequest& r, int nodes) {
+  if (!r.interference.empty()) return r.interference;
+  if (r.cores_per_node <= 0) return gpu_interference();
+  double spare = 1;
+  sharing(r, nodes, &spare);
+  const int ranks = r.per_node * std::min(nodes, r.nodes_per_machine);
+  const std::string shape = std::to_string(ranks) + " rank(s) x " +
+                            std::to_string(std::max(1, r.threads_per_rank)) + " thread(s) on " +
+                            std::to_string(r.cores_per_node) + " cores";
+  if (spare >= 1) {
+    Interference none;
+    none.source = "host: every rank's communication thread has a core of its own (" + shape +
+                  "); not measured: --interference measure";
+    return none;
+  }
+  return Interference::constant(
+      1 - spare, 1 - spare,
+      "host, not measured: communication threads time-share the cores compute leaves (" + shape +
+          ")");
+}
+
+namespace {
+
+// The overlap fields of a data-parallel prediction.
+void set_overlap(const Interference& i, const StepPrediction& s, Prediction& p) {
+  p.interference = interference_words(i);
+  p.overlapped_s = s.overlapped_s;
+  p.compute_slowed_s = s.compute_slowed_s;
 }
 
 Prediction data_prediction(const PredictRequest& r, int n) {
   DataParallelOptions o;
   o.bucket_bytes = r.bucket_bytes;
   o.overlap = r.overlap;
-  sharing(r, n, &o.compute_scale, &o.overlap_efficiency);
+  o.compute_scale = sharing(r, n);
+  o.interference = assumed_interference(r, n);
   const int g = r.per_node;
   const StepPrediction s = planning::data_parallel_step(
       r.model, r.compute, [&](double bytes) { return r.comm.allreduce(bytes, n, g); }, o);
@@ -50,6 +113,7 @@ Prediction data_prediction(const PredictRequest& r, int n) {
   p.algorithm = n * g > 1 ? s.algorithm : "none";
   p.layout = "data x" + std::to_string(n * g);
   p.buckets = s.buckets;
+  if (r.overlap && n * g > 1) set_overlap(o.interference, s, p);
   return p;
 }
 
@@ -71,8 +135,7 @@ Result<Prediction> pipeline_prediction(const PredictRequest& r, int n, int stage
   }
   o.ranks = n * r.per_node;
   o.per_node = r.per_node;
-  double unused = 0;
-  sharing(r, n, &o.compute_scale, &unused);
+  o.compute_scale = sharing(r, n);
   const int g = r.per_node;
   auto step = planning::pipeline_step(
       r.model, r.compute,
@@ -119,22 +182,25 @@ void set_intervals(const PredictRequest& r, int n, double global,
   p.step_range = {p.step_s, p.step_s};
   p.throughput_range = {p.throughput_sps, p.throughput_sps};
   p.efficiency_range = {p.scaling_efficiency, p.scaling_efficiency};
-  if (p.compute_spread == 0 && p.comm_spread == 0) return;
-  for (int c : {-1, 1}) {
-    for (int m : {-1, 1}) {
-      PredictRequest q = r;
-      q.compute = scaled(r.compute, 1 + c * p.compute_spread);
-      q.comm.scale = r.comm.scale * (1 + m * p.comm_spread);
-      const double step = step_of(q);
-      const double sps = step > 0 ? global / step : 0;
-      const double single = single_device_sps(q.compute);
-      const double eff = single > 0 ? sps / (ranks * single) : 0;
-      p.step_range = {std::min(p.step_range.lo, step), std::max(p.step_range.hi, step)};
-      p.throughput_range = {std::min(p.throughput_range.lo, sps),
-                            std::max(p.throughput_range.hi, sps)};
-      p.efficiency_range = {std::min(p.efficiency_range.lo, eff),
-                            std::max(p.efficiency_range.hi, eff)};
-    }
+  const Interference assumed = assumed_interference(r, n);
+  const bool interference_spread = !assumed.empty() && (assumed.lo != 1 || assumed.hi != 1);
+  if (p.compute_spread == 0 && p.comm_spread == 0 && !interference_spread) return;
+  for (int corner = 0; corner < 8; ++corner) {
+    const int c = corner & 1 ? 1 : -1, m = corner & 2 ? 1 : -1;
+    const double f = corner & 4 ? assumed.hi : assumed.lo;
+    PredictRequest q = r;
+    q.compute = scaled(r.compute, 1 + c * p.compute_spread);
+    q.comm.scale = r.comm.scale * (1 + m * p.comm_spread);
+    if (interference_spread) q.interference = assumed.scaled(f);
+    const double step = step_of(q);
+    const double sps = step > 0 ? global / step : 0;
+    const double single = single_device_sps(q.compute);
+    const double eff = single > 0 ? sps / (ranks * single) : 0;
+    p.step_range = {std::min(p.step_range.lo, step), std::max(p.step_range.hi, step)};
+    p.throughput_range = {std::min(p.throughput_range.lo, sps),
+                          std::max(p.throughput_range.hi, sps)};
+    p.efficiency_range = {std::min(p.efficiency_range.lo, eff),
+                          std::max(p.efficiency_range.hi, eff)};
   }
 }
 
@@ -311,6 +377,11 @@ nlohmann::json predictions_to_json(const std::vector<Prediction>& ps) {
     j["compute_spread"] = p.compute_spread;
     j["comm_spread"] = p.comm_spread;
     if (!p.comm_spread_basis.empty()) j["comm_spread_basis"] = p.comm_spread_basis;
+    if (!p.interference.empty()) {
+      j["overlap"] = {{"interference", p.interference},
+                      {"overlapped_ms", p.overlapped_s * 1e3},
+                      {"compute_slowed_ms", p.compute_slowed_s * 1e3}};
+    }
     if (p.bubble > 0) j["bubble"] = p.bubble;
     if (!p.partition.empty()) j["partition"] = p.partition;
     arr.push_back(std::move(j));
@@ -369,7 +440,33 @@ std::string interval_note(const PredictRequest& r, const std::vector<Prediction>
   }
   return o +
          "; each end puts every input at the same end of its spread; the step model's own error "
-         "(overlap, contention) is not in them";
+         "(contention it does not model) is not in them";
+}
+
+std::string interference_note(const std::vector<Prediction>& ps) {
+  std::vector<std::pair<std::string, std::vector<int>>> seen;
+  for (const Prediction& p : ps) {
+    if (p.interference.empty()) continue;
+    auto it = std::find_if(seen.begin(), seen.end(),
+                           [&](const auto& e) { return e.first == p.interference; });
+    if (it == seen.end()) {
+      seen.push_back({p.interference, {p.nodes}});
+    } else {
+      it->second.push_back(p.nodes);
+    }
+  }
+  if (seen.empty()) return "";
+  std::string o;
+  for (const auto& [words, nodes] : seen) {
+    if (!o.empty()) o += "; ";
+    o += words;
+    if (seen.size() > 1) {
+      std::string n;
+      for (int k : nodes) n += (n.empty() ? "" : ",") + std::to_string(k);
+      o += " at " + n + " node(s)";
+    }
+  }
+  return o;
 }
 
 }  // namespace dltune::predict

@@ -35,6 +35,7 @@ namespace dltune::predict {
 // The step-time model's pieces predict charges (planning/step_time.h).
 using planning::CommTime;
 using planning::DataParallelOptions;
+using planning::Interference;
 using planning::PipelineOptions;
 using planning::StepPrediction;
 
@@ -95,7 +96,28 @@ struct PredictRequest {
   int nodes_per_machine = 1;
   CommSource comm;
   Parallel parallel = Parallel::kData;
+  // How computation and communication slow each other while both run (planning/overlap.h):
+  // measured here (`dltune predict --interference measure`) or given. Empty: the default of the
+  // kind, assumed_interference() below.
+  Interference interference;
 };
+
+// What a GPU's compute loses to NCCL beside it, as published (a stated assumption, not
+// measured here): Lee et al., "Characterizing Compute-Communication Overlap in GPU-Accelerated
+// Distributed Deep Learning: Performance and Power Implications", arXiv:2507.03114 (2025),
+// measured GPT and LLaMA training on 4 x A100, H100, MI250 and MI210: overlapped with
+// communication, computation was 18.9 % slower on average than alone, 40.0 % at most. The
+// communication's own slowdown is not given there and is taken as none. The interval's ends run
+// from no slowdown to the 40 % maximum.
+Interference gpu_interference();
+
+// The interference the step model assumes at `nodes` nodes: the request's own where it has one;
+// else, for devices (cores_per_node 0), gpu_interference(); for host ranks, their communication
+// threads time-sharing the cores the compute threads leave: with F spare cores per rank at this
+// shape (the cores less ranks x threads, over the ranks, at most 1), compute and communication
+// each slow by 1 - F while both run (1: the serial sum; 0: a core each, taken as no
+// interference, which only `--interference measure` can check).
+Interference assumed_interference(const PredictRequest& request, int nodes);
 
 // An interval [lo, hi] around a predicted value.
 struct Range {
@@ -114,11 +136,15 @@ struct Prediction {
   // (request.compute.spread) and the communication (request.comm.spread() at this shape) each
   // at either end of its spread, the extremes over those four corners (the step grows with
   // both, so its ends are both slow and both fast; the efficiency's are mixed). The step
-  // model's own error (overlap, contention it does not model) is not in them. lo == hi == the
-  // value when both spreads are 0.
+  // model's own error (contention it does not model) is not in them. The interference's ends
+  // (Interference::lo / hi) are corners too. lo == hi == the value when no input has a spread.
   double compute_spread = 0, comm_spread = 0;
   std::string comm_spread_basis;
   Range step_range, throughput_range, efficiency_range;
+  // The overlap assumed (data parallelism; a pipeline reduces after backward): the
+  // interference's source, the time both streams ran together and what compute lost to it.
+  std::string interference;
+  double overlapped_s = 0, compute_slowed_s = 0;
 };
 
 // One rank's throughput alone: batch / its compute step.
@@ -144,15 +170,19 @@ Result<Prediction> predict_pipeline_layout(const PredictRequest& request, int no
 // {"predictions": [{"nodes", "ranks", "step_ms", "compute_ms", "exposed_comm_ms",
 // "throughput_sps", "scaling_efficiency", "algorithm", "layout", "comm_ms", "buckets",
 // "step_ms_range": [lo, hi], "throughput_sps_range", "scaling_efficiency_range",
-// "compute_spread", "comm_spread", "comm_spread_basis"}]}, and for pipelines "bubble" and
-// "partition" (the first node of stages 1..S-1).
+// "compute_spread", "comm_spread", "comm_spread_basis", "overlap": {"interference",
+// "overlapped_ms", "compute_slowed_ms"}}]}, and for pipelines "bubble" and "partition" (the
+// first node of stages 1..S-1).
 nlohmann::json predictions_to_json(const std::vector<Prediction>& p);
 // The table `dltune predict` prints: throughput and efficiency each with its interval.
 std::string format_predictions(const std::vector<Prediction>& p);
 // One line on what the intervals of `p` (predicted from `request`) cover, e.g. "compute +-3 %
 // (the range of 3 timed steps); communication +-9 % (the sweep's p10-p90 spread) at 1 node(s),
 // +-12 % (twice the inter fit's RMS error) at 2,4 node(s); each end puts ...; the step model's
-// own error (overlap, contention) is not in them".
+// own error (contention it does not model) is not in them".
 std::string interval_note(const PredictRequest& request, const std::vector<Prediction>& p);
+// One line on the overlap the rows of `p` assumed: each distinct interference with the node
+// counts it was assumed at (host ranks' cores differ with the node count on shared machines).
+std::string interference_note(const std::vector<Prediction>& p);
 
 }  // namespace dltune::predict

@@ -25,6 +25,11 @@ using planning::gradient_buckets;
 
 ModelCosts costs(const std::string& name) { return test_models::builtin_costs(name); }
 
+// A prediction's compute as sharing cores slows it, without what communication beside it took
+// (planning/overlap.h), and the rest of its step: every cost of communicating.
+double own_compute(const Prediction& p) { return p.compute_s - p.compute_slowed_s; }
+double comm_cost(const Prediction& p) { return p.step_s - own_compute(p); }
+
 TEST(ModelCosts, PerNodeFlopsAndParametersAddUp) {
   const ModelCosts m = costs("resnet50");
   EXPECT_EQ(m.parameters, 25557032);
@@ -113,16 +118,19 @@ TEST(Step, OverlapHidesWhatFitsUnderBackward) {
   EXPECT_EQ(fast.buckets, buckets);
   EXPECT_NEAR(fast.exposed_comm_s, 1e-5, 1e-9);
   EXPECT_NEAR(fast.comm_s, buckets * 1e-5, 1e-12);
-  // Without overlap, or when communication needs the compute's cores, every bucket is exposed.
+  // Without overlap every bucket is exposed; when communication time-shares the compute's core,
+  // the step is the same serial sum, part of it as compute slowed.
   o.overlap = false;
-  EXPECT_NEAR(planning::data_parallel_step(m, c, constant(1e-3), o).exposed_comm_s, buckets * 1e-3,
-              1e-9);
+  const StepPrediction serial = planning::data_parallel_step(m, c, constant(1e-3), o);
+  EXPECT_NEAR(serial.exposed_comm_s, buckets * 1e-3, 1e-9);
   o.overlap = true;
-  o.overlap_efficiency = 0;
-  EXPECT_NEAR(planning::data_parallel_step(m, c, constant(1e-3), o).exposed_comm_s, buckets * 1e-3,
-              1e-9);
+  o.interference = planning::Interference::constant(1, 1, "communication time-shares the core");
+  const StepPrediction shared = planning::data_parallel_step(m, c, constant(1e-3), o);
+  EXPECT_NEAR(shared.step_s, serial.step_s, 1e-12);
+  EXPECT_GT(shared.compute_slowed_s, 0);
+  EXPECT_NEAR(shared.compute_slowed_s + shared.exposed_comm_s, buckets * 1e-3, 1e-9);
   // Communication longer than backward is exposed by the difference at least.
-  o.overlap_efficiency = 1;
+  o.interference = {};
   const StepPrediction slow = planning::data_parallel_step(m, c, constant(1), o);
   EXPECT_GT(slow.exposed_comm_s, buckets * 1.0 - c.backward_total());
   EXPECT_NEAR(slow.step_s, slow.compute_s + slow.exposed_comm_s, 1e-12);
@@ -295,10 +303,10 @@ TEST(Predict, NodesOnOneMachineShareItsCores) {
   ASSERT_TRUE(separate.ok() && shared.ok());
   // One node is alone on its machine whatever nodes_per_machine says.
   EXPECT_DOUBLE_EQ((*shared)[0].step_s, (*separate)[0].step_s);
-  EXPECT_NEAR((*shared)[1].compute_s, 2 * (*separate)[1].compute_s,
+  EXPECT_NEAR(own_compute((*shared)[1]), 2 * own_compute((*separate)[1]),
               1e-12 * (*separate)[1].compute_s);
-  // 2 ranks on 2 cores already left no core for overlap: the communication is the same.
-  EXPECT_DOUBLE_EQ((*shared)[1].exposed_comm_s, (*separate)[1].exposed_comm_s);
+  // 2 ranks on 2 cores already left no core for overlap: the communication costs the same.
+  EXPECT_NEAR(comm_cost((*shared)[1]), comm_cost((*separate)[1]), 1e-12);
 
   // With 4 cores, one node's 2 ranks leave 2 cores for their communication threads; two nodes
   // on the machine leave none, so nothing is hidden under backward (compute is not slowed).
@@ -310,9 +318,9 @@ TEST(Predict, NodesOnOneMachineShareItsCores) {
   r.nodes_per_machine = 2;
   auto crowded = predict_scaling(r);
   ASSERT_TRUE(roomy.ok() && crowded.ok());
-  EXPECT_DOUBLE_EQ((*crowded)[0].compute_s, (*roomy)[0].compute_s);
-  EXPECT_GE((*crowded)[0].exposed_comm_s, (*crowded)[0].comm_s);  // every bucket exposed
-  EXPECT_LT((*roomy)[0].exposed_comm_s, (*crowded)[0].exposed_comm_s);
+  EXPECT_DOUBLE_EQ(own_compute((*crowded)[0]), own_compute((*roomy)[0]));
+  EXPECT_GE(comm_cost((*crowded)[0]), (*crowded)[0].comm_s - 1e-12);  // every bucket's time
+  EXPECT_LT(comm_cost((*roomy)[0]), comm_cost((*crowded)[0]));
 
   r.nodes_per_machine = 0;
   auto bad = predict_scaling(r);
@@ -338,10 +346,10 @@ TEST(Predict, ThreadsPerRankTakeCoresFromCommunicationAndShareThem) {
   r.cores_per_node = 2;
   auto shared = predict_scaling(r);
   ASSERT_TRUE(one.ok() && two.ok() && shared.ok());
-  EXPECT_DOUBLE_EQ((*two)[0].compute_s, (*one)[0].compute_s);
-  EXPECT_LT((*one)[0].exposed_comm_s, (*two)[0].exposed_comm_s);
-  EXPECT_GE((*two)[0].exposed_comm_s, (*two)[0].comm_s);  // nothing hidden
-  EXPECT_NEAR((*shared)[0].compute_s, 2 * (*two)[0].compute_s, 1e-12 * (*two)[0].compute_s);
+  EXPECT_DOUBLE_EQ(own_compute((*two)[0]), own_compute((*one)[0]));
+  EXPECT_LT(comm_cost((*one)[0]), comm_cost((*two)[0]));
+  EXPECT_GE(comm_cost((*two)[0]), (*two)[0].comm_s - 1e-12);  // nothing hidden
+  EXPECT_NEAR(own_compute((*shared)[0]), 2 * own_compute((*two)[0]), 1e-12 * (*two)[0].compute_s);
 }
 
 TEST(Predict, AutoLayoutIsNeverSlowerThanDataParallel) {
