@@ -15,6 +15,10 @@
 // directory). Exit: 0 success, 1 training or communication failure, 2 bad input; 130 / 143 when
 // SIGINT / SIGTERM stopped training (every rank finishes the same step and the checkpoint, when
 // set, is saved first).
+//
+// The other subcommands measure for the launcher: trial (the recipe tuner's trial trainings,
+// trial.h), forward (forward.h), profile (one rank's compute per node, profile.h) and overlap
+// (compute and allreduces slowing each other, overlap.h).
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -41,6 +45,7 @@
 #include "engine/train/trainer.h"
 #include "engine/train/training_memory.h"
 #include "engine/worker/forward.h"
+#include "engine/worker/overlap.h"
 #include "engine/worker/profile.h"
 #include "engine/worker/rank_job.h"
 #include "engine/worker/trial.h"
@@ -255,6 +260,7 @@ int main(int argc, char** argv) {
   auto* trial = dltune::engine::add_trial_command(app);
   auto* forward = dltune::engine::add_forward_command(app);
   auto* profile = dltune::engine::add_profile_command(app);
+  auto* overlap = dltune::engine::add_overlap_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -263,6 +269,7 @@ int main(int argc, char** argv) {
   if (trial->parsed()) return dltune::engine::run_trial_command();
   if (forward->parsed()) return dltune::engine::run_forward_command();
   if (profile->parsed()) return dltune::engine::run_profile_command();
+  if (overlap->parsed()) return dltune::engine::run_overlap_command();
   auto st = dltune::engine::train(o);
   if (!st) {  // an empty message: another rank reports this error
     if (!st.error().message().empty()) {

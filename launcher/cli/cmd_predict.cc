@@ -4,19 +4,22 @@
 //   dltune predict RECIPE|MODEL --nodes N[,N...] [--per-node G] [--batch B] [--device NAME]
 //                  [--single-sps X] [--intra GBPS[,US]] [--inter GBPS[,US]] [--topo XML]
 //                  [--algo auto|ALGO] [--parallel data|pipeline|hybrid|auto] [--bucket BYTES]
-//                  [--no-overlap] [--db PATH] [--json]
+//                  [--no-overlap] [--interference measure|none|C[,M]] [--db PATH] [--json]
 //
 // Compute: --single-sps (one device's published throughput at the batch), else --device (the
 // table's peak x its fraction), else measured here (dltune-worker profile). Communication:
 // --topo, then --intra / --inter, else this machine's tuning database (measured sweeps at the
-// shapes it has, level fits elsewhere). --json: {"predictions": [{"nodes", "ranks", "step_ms",
-// "compute_ms", "exposed_comm_ms", "throughput_sps", "scaling_efficiency", "algorithm", ...,
-// "throughput_sps_range", ...}], ..., "interval_note", "note"}; every row carries the interval
-// its inputs' spreads give (predict/predict.h's Prediction), and the table says what they
-// cover. "note" (for a device's compute) says that pipeline rows are a what-if, as the
-// GPU engine trains data-parallel layouts only. Bad input (an unknown device or model, a node
-// count < 1, a topology file that does not parse, no model for a shape asked) exits 2 with one
-// sentence.
+// shapes it has, level fits elsewhere). Overlap: the buckets reduced during backward, slowing
+// and slowed by it as --interference says (measured here, none, given), else as assumed by
+// kind (predict/predict.h's assumed_interference(): a published figure for GPUs, the cores
+// left to the communication threads for host ranks); the table's header says which. --json:
+// {"predictions": [{"nodes", "ranks", "step_ms", "compute_ms", "exposed_comm_ms", "throughput_sps",
+// "scaling_efficiency", "algorithm", ..., "throughput_sps_range", ...}], ..., "interval_note",
+// "note"}; every row carries the interval its inputs' spreads give (predict/predict.h's
+// Prediction), and the table says what they cover. "note" (for a device's compute) says that
+// pipeline rows are a what-if, as the GPU engine trains data-parallel layouts only. Bad input (an
+// unknown device or model, a node count < 1, a topology file that does not parse, no model for a
+// shape asked) exits 2 with one sentence.
 #include <algorithm>
 #include <cstdio>
 #include <memory>
@@ -75,6 +78,7 @@ int run_predict(const PredictCli& c) {
     j["compute_source"] = in->compute_note;
     j["comm_source"] = in->comm_note;
     j["overlap"] = in->overlap_note;
+    j["interference"] = predict::interference_note(*p);
     j["interval_note"] = predict::interval_note(r, *p);
     if (!note.empty()) j["note"] = note;
     std::printf("%s\n", j.dump(2).c_str());
@@ -89,7 +93,10 @@ int run_predict(const PredictCli& c) {
   std::printf("  compute        %s\n", in->compute_note.c_str());
   std::printf("  communication  %s\n",
               in->comm_note.empty() ? "none needed" : in->comm_note.c_str());
-  std::printf("  overlap        %s\n\n", in->overlap_note.c_str());
+  std::printf("  overlap        %s\n", in->overlap_note.c_str());
+  const std::string interference = predict::interference_note(*p);
+  std::printf("  interference   %s\n\n",
+              interference.empty() ? "none (no overlap at these shapes)" : interference.c_str());
   std::printf("%s", predict::format_predictions(*p).c_str());
   std::printf("\nintervals: %s\n", predict::interval_note(r, *p).c_str());
   if (!note.empty()) std::printf("\nnote: %s\n", note.c_str());
@@ -123,6 +130,9 @@ void setup_predict(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--bucket", c->o.bucket, "gradient bucket size (default: the recipe's, 4MiB)");
   cmd->add_flag("--no-overlap", c->o.no_overlap, "reduce gradients after backward");
+  cmd->add_option("--interference", c->o.interference,
+                  "how compute and communication slow each other while both run: measure (here, "
+                  "--per-node ranks), none, or C[,M] (0.2: 20 %); default assumed by kind");
   cmd->add_option("--db", c->o.db, "tuning database with this machine's sweeps");
   cmd->add_option("--threads-per-rank", c->o.threads_per_rank,
                   "threads each rank computes on when measuring compute here (default: the "

@@ -12,6 +12,7 @@
 #include "launcher/backend/temp_dir.h"
 #include "launcher/flow/cost_fits.h"
 #include "launcher/flow/launch_job.h"
+#include "launcher/flow/predict_interference.h"
 #include "launcher/flow/text_format.h"
 #include "planning/buckets.h"
 #include "planning/model_costs.h"
@@ -384,6 +385,29 @@ Status resolve_buckets(const PredictOptions& o, int cores, PredictInputs& in) {
   return {};
 }
 
+// --interference into in.request.interference (left empty without it: assumed by kind).
+// Errors: bad text; `measure` where the compute is a device's, as measure_interference().
+Status resolve_interference(const PredictOptions& o, bool devices, int batch, PredictInputs& in) {
+  predict::PredictRequest& r = in.request;
+  if (o.interference.empty()) return {};
+  if (o.interference != "measure") {
+    auto i = parse_interference(o.interference);
+    if (!i) return i.error();
+    r.interference = std::move(*i);
+    return {};
+  }
+  if (devices) {
+    return invalid_input(
+        "--interference measure: the compute is a device's (--device, --single-sps, --topo), "
+        "not this machine's; give the slowdowns as C[,M] instead");
+  }
+  auto i = measure_interference(o.target, in.recipe.has_value(), batch, r.per_node,
+                                r.threads_per_rank, r.bucket_bytes);
+  if (!i) return i.error();
+  r.interference = std::move(*i);
+  return {};
+}
+
 }  // namespace
 
 Result<PredictInputs> resolve_predict_inputs(const PredictOptions& o) {
@@ -420,6 +444,7 @@ Result<PredictInputs> resolve_predict_inputs(const PredictOptions& o) {
   r.comm = comm->source;
   DLTUNE_TRY(check_link_models(r, *comm));
   DLTUNE_TRY(resolve_buckets(o, cores, in));
+  DLTUNE_TRY(resolve_interference(o, devices, batch, in));
   return in;
 }
 

@@ -27,6 +27,9 @@ struct PredictOptions {
   std::string parallel = "data";
   std::string bucket;  // --bucket BYTES ("" : the recipe's, else 4 MiB)
   bool no_overlap = false;
+  // --interference: "" (assumed by kind), measure, none or C[,M]
+  // (launcher/flow/predict_interference.h)
+  std::string interference;
   std::string db;  // --db (this machine's measured models)
   int profile_steps = 3;
   // Threads each rank computes on, when the compute is measured here: 0 = as a launch runs them

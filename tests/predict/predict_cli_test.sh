@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `dltune predict` end to end: its JSON and table from each compute and communication source
 # (a device, a published throughput, a topology file, this machine's compute measured by
-# dltune-worker profile), the pipeline model, and one sentence with exit 2 for each bad input.
+# dltune-worker profile), the overlap's interference (assumed, given, measured here by
+# dltune-worker overlap), the pipeline model, and one sentence with exit 2 for each bad input.
 # Usage: predict_cli_test.sh DLTUNE_BINARY SOURCE_DIR
 set -u
 dltune=$1
@@ -41,6 +42,23 @@ for x in p:
     assert x["compute_spread"] == 0.25 and x["comm_spread"] == 0.16, x
     assert x["throughput_sps_range"][1] > 1.3 * x["throughput_sps_range"][0], x
 assert "compute +-25 % (the assumed fraction of peak)" in j["interval_note"], j["interval_note"]
+# The overlap assumed on devices (issue 41): the published compute slowdown, said in the
+# header and on every row with more than one rank.
+assert "arXiv:2507.03114" in j["interference"] and "+18.9 %" in j["interference"], j
+for x in p:
+    o = x["overlap"]
+    assert o["interference"] in j["interference"] and o["compute_slowed_ms"] >= 0, x
+    assert o["compute_slowed_ms"] <= x["compute_ms"], x
+PY
+"$dltune" predict resnet50 --nodes 8 --per-node 8 --device h100 --inter 50 --interference 0.3,0.5 \
+  --json >"$tmp/given.json" || fail "--interference 0.3,0.5 exited $?"
+python3 - "$tmp/h100.json" "$tmp/given.json" <<'PY' || fail "--interference 0.3,0.5: $(cat "$tmp/given.json")"
+import json, sys
+assumed = [x for x in json.load(open(sys.argv[1]))["predictions"] if x["nodes"] == 8][0]
+g = json.load(open(sys.argv[2]))
+x = g["predictions"][0]
+assert "compute +30.0 %, communication +50.0 % while both run (--interference 0.3,0.5)" == g["interference"], g
+assert x["overlap"]["compute_slowed_ms"] > assumed["overlap"]["compute_slowed_ms"], (x, assumed)
 PY
 "$dltune" predict resnet50 --nodes 1,8 --per-node 8 --device h100 --inter 50 >"$tmp/h100.txt" ||
   fail "the table exited $?"
@@ -123,6 +141,23 @@ if [ "$(nproc)" -ge 2 ]; then
     fail "predict --per-node 2 did not profile 2 copies: $(cat "$tmp/copies.txt")"
 fi
 
+# The interference measured here: 2 ranks train quickstart's model and reduce beside it
+# (dltune-worker overlap), at 64 KiB, 1 MiB and the bucket size.
+"$dltune" predict quickstart --nodes 1 --per-node 2 --intra 10 --profile-steps 2 \
+  --threads-per-rank 1 --interference measure --json >"$tmp/measured.json" 2>"$tmp/err" ||
+  fail "--interference measure exited $?: $(cat "$tmp/err")"
+python3 - "$tmp/measured.json" <<'PY' || fail "--interference measure: $(cat "$tmp/measured.json")"
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["interference"].startswith("compute +"), j
+assert "measured here by dltune-worker overlap: 2 ranks x 1 thread(s) training quickstart" in j["interference"], j
+assert "allreduces of 65536,1048576," in j["interference"], j
+assert "overlap" in j["predictions"][0], j
+PY
+"$worker" overlap --model lenet --batch 8 2>"$tmp/err"
+[ $? -eq 2 ] && grep -q "run it as 2 or more ranks" "$tmp/err" ||
+  fail "overlap outside a job: $(cat "$tmp/err")"
+
 # Bad input: exit 2 and one sentence naming what is wrong.
 # The README's example of this machine's models, as a newcomer types it (issue 42): on a fresh
 # database it says to measure the links first; after that (a short sweep) it predicts.
@@ -166,4 +201,8 @@ bad "--inter" resnet50 --nodes 1,2 --device h100
 bad "--inter" resnet50 --nodes 2 --device h100 --inter fast
 bad "--parallel" resnet50 --nodes 1 --device h100 --parallel model
 bad "--algo" resnet50 --nodes 1 --device h100 --algo bogus
+bad "--interference: expected measure, none or C" resnet50 --nodes 1 --device h100 --interference lots
+bad "--interference: expected measure, none or C" resnet50 --nodes 1 --device h100 --interference -1
+bad "the compute is a device's" resnet50 --nodes 1 --device h100 --interference measure
+bad "one rank per node reduces nothing" lenet --nodes 1 --per-node 1 --interference measure
 echo "dltune predict: all checks passed"

@@ -1,0 +1,99 @@
+#include "launcher/flow/predict_interference.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <set>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/json_input.h"
+#include "common/paths.h"
+#include "common/strings.h"
+#include "launcher/backend/rank_program.h"
+#include "launcher/backend/temp_dir.h"
+
+namespace dltune::launcher {
+
+Result<predict::Interference> parse_interference(const std::string& text) {
+  if (text == "none") {
+    predict::Interference none;
+    none.source = "--interference none";
+    return none;
+  }
+  const auto parts = strings::split(text, ',');
+  auto bad = [&] {
+    return invalid_input(
+        "--interference: expected measure, none or C[,M] (compute's and communication's "
+        "slowdowns while both run, 0 to 100, such as 0.2 or 0.2,0.1), got '" +
+        text + "'");
+  };
+  if (parts.empty() || parts.size() > 2) return bad();
+  double v[2] = {0, 0};
+  for (size_t i = 0; i < parts.size(); ++i) {
+    char* end = nullptr;
+    v[i] = std::strtod(parts[i].c_str(), &end);
+    if (end == parts[i].c_str() || *end != '\0' || !(v[i] >= 0) || v[i] > 100) return bad();
+  }
+  if (parts.size() == 1) v[1] = v[0];
+  return predict::Interference::constant(v[0], v[1], "--interference " + text);
+}
+
+Result<predict::Interference> measure_interference(const std::string& target, bool is_recipe,
+                                                   int batch, int per_node, int threads,
+                                                   uint64_t bucket_bytes) {
+  if (per_node < 2) {
+    return invalid_input(
+        "--interference measure: one rank per node reduces nothing; give --per-node 2 or more");
+  }
+  auto worker = cli::sibling_program("dltune-worker");
+  if (!worker) return worker.error();
+  auto prefix = cli::dltune_run_prefix(per_node);
+  if (!prefix) return prefix.error();
+  auto dir = TempDir::create_in_tmp("dltune-overlap-");
+  if (!dir) return dir.error();
+  const std::string out = dir->path() + "/overlap.json";
+  std::set<uint64_t> sizes = {64 << 10, 1 << 20, std::max<uint64_t>(4, bucket_bytes)};
+  std::string list;
+  for (uint64_t s : sizes) list += (list.empty() ? "" : ",") + std::to_string(s);
+  std::vector<std::string> argv = *prefix;
+  argv.insert(argv.end(), {*worker, "overlap", is_recipe ? "--recipe" : "--model", target,
+                           "--batch", std::to_string(batch), "--threads",
+                           std::to_string(std::max(1, threads)), "--sizes", list, "--out", out});
+  auto rc = cli::run_to_completion(argv, "predict");
+  if (!rc) return rc.error();
+  if (*rc != 0) {
+    const std::string why =
+        "measuring the interference (dltune-worker overlap) exited " + std::to_string(*rc);
+    return *rc == 2 ? invalid_input(why) : peer_failed(why);
+  }
+  auto text = paths::read_file(out);
+  if (!text) return text.error();
+  auto j = parse_json_bounded(*text);
+  if (!j || !j->is_object() || !j->contains("sizes") || !(*j)["sizes"].is_array())
+    return internal_error("dltune-worker overlap wrote no result to " + out);
+  auto num = [](const nlohmann::json& row, const char* key) {
+    return row.contains(key) && row[key].is_number() ? row[key].get<double>() : -9.0;
+  };
+  predict::Interference i;
+  for (const auto& row : (*j)["sizes"]) {
+    if (!row.is_object()) continue;
+    const double bytes = num(row, "bytes"), c = num(row, "compute_slowdown"),
+                 m = num(row, "comm_slowdown");
+    // A slowdown below 0 (faster together: the machine's noise) is kept as measured; the
+    // model takes it as none (Interference::at).
+    if (bytes >= 4 && c > -1 && m > -1) i.points.push_back({bytes, c, m});
+  }
+  if (i.points.empty()) return internal_error("dltune-worker overlap measured no size");
+  std::sort(i.points.begin(), i.points.end(),
+            [](const auto& a, const auto& b) { return a.bytes < b.bytes; });
+  i.source = "measured here by dltune-worker overlap: " + std::to_string(per_node) + " ranks x " +
+             std::to_string(std::max(1, threads)) + " thread(s) training " + target + " at batch " +
+             std::to_string(batch) + ", " +
+             ((*j)["algorithm"].is_string() ? (*j)["algorithm"].get<std::string>() : "?") +
+             " allreduces of " + list + " bytes, median of " +
+             std::to_string(static_cast<int>(num(*j, "rounds"))) + " rounds";
+  return i;
+}
+
+}  // namespace dltune::launcher
