@@ -262,6 +262,11 @@ nlohmann::json prediction_json(const LaunchPrediction& p) {
   j["throughput_sps_range"] = {job.throughput_range.lo, job.throughput_range.hi};
   j["scaling_efficiency_range"] = {job.efficiency_range.lo, job.efficiency_range.hi};
   j["interval_note"] = p.interval_note;
+  if (!job.interference.empty()) {
+    j["overlap"] = {{"interference", job.interference},
+                    {"overlapped_ms", job.overlapped_s * 1e3},
+                    {"compute_slowed_ms", job.compute_slowed_s * 1e3}};
+  }
   nlohmann::json curve = nlohmann::json::array();
   for (const auto& c : p.curve) {
     curve.push_back({{"nodes", c.nodes},

@@ -102,7 +102,8 @@ AllreduceBound allreduce_bound(uint64_t gradient_bytes, int nodes, int ranks_per
 // summary.json's "prediction": {"step_ms", "compute_ms", "exposed_comm_ms", "throughput_sps",
 // "scaling_efficiency", "step_ms_range": [lo, hi], "throughput_sps_range",
 // "scaling_efficiency_range", "interval_note", "algorithm", "compute_source", "comm_source",
-// "scaling": [{"nodes",
+// "overlap": {"interference", "overlapped_ms", "compute_slowed_ms"} (data parallelism on 2 or
+// more ranks: the overlap assumed, predict/predict.h), "scaling": [{"nodes",
 // "ranks", "throughput_sps", "scaling_efficiency", "step_ms", "exposed_comm_ms"}],
 // "scaling_note", "machines_note" (when the job's nodes were asked about)}, or {"error": why}.
 nlohmann::json prediction_json(const LaunchPrediction& p);

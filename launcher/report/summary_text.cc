@@ -252,6 +252,11 @@ void prediction_rows(const json& s, Rows& rows) {
                         "); measured " + thousands(num(s, "throughput_sps")) + " samples/s, step " +
                         ms(num(st, "compute_s") + num(st, "exposed_comm_s")));
   if (!interval.empty()) rows.emplace_back("  interval", p.value("interval_note", ""));
+  // The overlap it assumed: how compute and communication slow each other while both run.
+  if (const json& o = p.value("overlap", json::object()); o.contains("interference")) {
+    rows.emplace_back("  overlap", o.value("interference", "") + "; compute " +
+                                       fixed(num(o, "compute_slowed_ms"), 2) + " ms slower for it");
+  }
   // Nodes that are one machine share its cores: the prediction above counted on it.
   if (p.contains("machines_note")) rows.emplace_back("  machines", p.value("machines_note", ""));
 }
