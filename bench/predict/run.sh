@@ -7,7 +7,9 @@
 #  fabrics    nccl-tests all_reduce_perf of 2 x p4de.24xlarge and 2 x p5.48xlarge against the
 #             model's bus bandwidth from the nodes' specifications (64 MiB and up).
 #  published  Horovod (Sergeev and Del Balso 2018) and Goyal et al. (2017) scaling efficiency
-#             from the papers' stated hardware and a published single-GPU throughput.
+#             from the papers' stated hardware and a published single-GPU throughput (the
+#             calibrated set: published_err_max); TensorFlow's DGX-1 table at 4 and 8 P100s,
+#             held out (never used to choose an input or constant: heldout_err_max).
 #  local      quickstart, resnet20-cifar and gpt-tiny-text launched on 1, 2, 4 and 8 local
 #             ranks (`dltune launch`, tuning included, the recipes cut to --steps steps): the
 #             step time the launch predicted before it ran against the one it measured.
@@ -19,7 +21,7 @@
 #  nodes      the same recipes as `local` on 2 and 4 namespace nodes x 2 ranks.
 # Needs root for `hier` and `nodes` (their links: LINK_RATE, default 10gbit). The last line:
 #   summary: mape_local=F mape_nodes=F nccl_tests_err_max=F published_err_max=F
-#            hier_vs_flat_best=R hier_vs_flat_runs=R,R hier_ahead_from=BYTES chosen_worst=R
+#            heldout_err_max=F hier_vs_flat_best=R hier_vs_flat_runs=R,R hier_ahead_from=BYTES chosen_worst=R
 #            exhaustive_worst=R chosen_worst_2nodes=R exhaustive_worst_2nodes=R
 #            scale_goal=2:met|missed,4:met|missed
 # (mape: mean |predicted / measured - 1| of the step time; err: the largest relative error,
@@ -63,7 +65,7 @@ trap cleanup EXIT
 export DLTUNE_DB=$tmp/db.sqlite DLTUNE_RUNS_DIR=$tmp/runs DLTUNE_NO_PROGRESS=1 DLTUNE_SITE_DB=
 has() { [[ ",$parts," == *",$1,"* ]]; }
 load() { echo "load average: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"; }
-mape_local=na mape_nodes=na nccl=na published=na hier=na ahead=na
+mape_local=na mape_nodes=na nccl=na published=na heldout=na hier=na ahead=na
 
 if has fabrics; then
   echo "== fabrics nobody here measured: nccl-tests against the model"
@@ -74,33 +76,50 @@ fi
 
 if has published; then
   echo "== published scaling, from the papers' stated hardware"
-  # name|target|args|nodes (baseline,at)|published efficiency|efficiency relative to the baseline
+  # name|target|args|nodes (baseline,at)|published efficiency|efficiency relative to the
+  # baseline|set. Set "calibrated": the cases the model's constants were checked against while
+  # they were chosen; "heldout": TensorFlow's DGX-1 scaling table (benchmarks.md, May 2017,
+  # synthetic data, "replicated (with NCCL)"), never used to choose an input or constant (its
+  # 1-GPU row is each case's --single-sps, as for Horovod's cases).
+  dgx1="--intra 80,1 --bucket 4"
   cases=(
-    "Horovod ResNet-101, 512 P100|resnet101|--per-node 4 --batch 64 --single-sps 130 --intra 16,2 --inter 0.78125,5 --algo ring --bucket 64MiB|1,128|0.90|1"
-    "Horovod VGG-16, 512 P100|vgg16|--per-node 4 --batch 64 --single-sps 154 --intra 16,2 --inter 0.78125,5 --algo ring --bucket 64MiB|1,128|0.68|1"
-    "Goyal et al. ResNet-50, 8 to 256 P100|resnet50|--per-node 8 --batch 32 --single-sps 195 --intra 80,1 --inter 0.78125,5 --algo hier|1,32|0.90|8"
+    "Horovod ResNet-101, 512 P100|resnet101|--per-node 4 --batch 64 --single-sps 130 --intra 16,2 --inter 0.78125,5 --algo ring --bucket 64MiB|1,128|0.90|1|calibrated"
+    "Horovod VGG-16, 512 P100|vgg16|--per-node 4 --batch 64 --single-sps 154 --intra 16,2 --inter 0.78125,5 --algo ring --bucket 64MiB|1,128|0.68|1|calibrated"
+    "Goyal et al. ResNet-50, 8 to 256 P100|resnet50|--per-node 8 --batch 32 --single-sps 195 --intra 80,1 --inter 0.78125,5 --algo hier|1,32|0.90|8|calibrated"
+    "TF DGX-1 VGG-16 b64, 4 P100|vgg16|--per-node 4 --batch 64 --single-sps 154 $dgx1|1|0.948|1|heldout"
+    "TF DGX-1 VGG-16 b64, 8 P100|vgg16|--per-node 8 --batch 64 --single-sps 154 $dgx1|1|0.877|1|heldout"
+    "TF DGX-1 VGG-16 b32, 4 P100|vgg16|--per-node 4 --batch 32 --single-sps 144 $dgx1|1|0.953|1|heldout"
+    "TF DGX-1 VGG-16 b32, 8 P100|vgg16|--per-node 8 --batch 32 --single-sps 144 $dgx1|1|0.712|1|heldout"
+    "TF DGX-1 AlexNet b512, 4 P100|alexnet|--per-node 4 --batch 512 --single-sps 2987 $dgx1|1|0.880|1|heldout"
+    "TF DGX-1 AlexNet b512, 8 P100|alexnet|--per-node 8 --batch 512 --single-sps 2987 $dgx1|1|0.746|1|heldout"
   )
   : >"$tmp/published.txt"
   for c in "${cases[@]}"; do
-    IFS='|' read -r title target args nodes truth base <<<"$c"
+    IFS='|' read -r title target args nodes truth base set <<<"$c"
     # shellcheck disable=SC2086
     "$dltune" predict "$target" --nodes "$nodes" $args --json >"$tmp/pub.json" ||
       { echo "dltune predict $target failed"; continue; }
-    python3 - "$tmp/pub.json" "$title" "$truth" "$base" >>"$tmp/published.txt" <<'PY'
+    python3 - "$tmp/pub.json" "$title" "$truth" "$base" "$set" >>"$tmp/published.txt" <<'PY'
 import json, sys
 p = json.load(open(sys.argv[1]))["predictions"]
-title, truth, base = sys.argv[2], float(sys.argv[3]), int(sys.argv[4])
+title, truth, base, which = sys.argv[2], float(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 first, last = p[0], p[-1]
 # Goyal et al. report efficiency against one 8-GPU server; Horovod against one GPU.
 eff = last["scaling_efficiency"] / (first["scaling_efficiency"] if base > 1 else 1.0)
-print(f"{title}: predicted {100*eff:.1f} % ({last['ranks']} GPUs, {last['algorithm']}, step "
-      f"{last['step_ms']:.1f} ms = compute {last['compute_ms']:.1f} + exposed "
-      f"{last['exposed_comm_ms']:.1f}), published {100*truth:.0f} %: "
-      f"{100*(eff-truth):+.1f} points  err={abs(eff-truth):.3f}")
+lo, hi = last["scaling_efficiency_range"]
+if base > 1:
+    lo, hi = lo / first["scaling_efficiency"], hi / first["scaling_efficiency"]
+print(f"[{which}] {title}: predicted {100*eff:.1f} % ({100*lo:.1f}-{100*hi:.1f}) "
+      f"({last['ranks']} GPUs, {last['algorithm']}, step {last['step_ms']:.1f} ms = compute "
+      f"{last['compute_ms']:.1f} + exposed {last['exposed_comm_ms']:.1f}), published "
+      f"{100*truth:.1f} %: {100*(eff-truth):+.1f} points  inside={int(lo <= truth <= hi)}  "
+      f"err={abs(eff-truth):.3f}")
 PY
   done
   cat "$tmp/published.txt"
-  published=$(sed -n 's/.*err=//p' "$tmp/published.txt" | sort -g | tail -1)
+  echo "interference: $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("interference", "?"))' "$tmp/pub.json")"
+  published=$(grep '^\[calibrated\]' "$tmp/published.txt" | sed -n 's/.*err=//p' | sort -g | tail -1)
+  heldout=$(grep '^\[heldout\]' "$tmp/published.txt" | sed -n 's/.*err=//p' | sort -g | tail -1)
   echo
 fi
 
@@ -231,6 +250,6 @@ PY
 fi
 
 echo "summary: mape_local=$mape_local mape_nodes=$mape_nodes nccl_tests_err_max=$nccl" \
-  "published_err_max=$published hier_vs_flat_best=${hier:-na} hier_vs_flat_runs=${runs:-na}" \
+  "published_err_max=$published heldout_err_max=$heldout hier_vs_flat_best=${hier:-na} hier_vs_flat_runs=${runs:-na}" \
   "hier_ahead_from=${ahead:-na} chosen_worst=${chosen:-na} exhaustive_worst=${floor:-na}" \
   "chosen_worst_2nodes=${chosen2:-na} exhaustive_worst_2nodes=${floor2:-na} scale_goal=${goal:-na}"
