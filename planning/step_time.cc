@@ -86,7 +86,7 @@ StepPrediction data_parallel_step(const ModelCosts& model, const ComputeProfile&
   p.overlapped_s = t.overlapped_s;
   const double scalar = allreduce(16).seconds;
   p.compute_s = t.compute_end + (c.optimizer_s + c.other_s) * k;
-  p.compute_slowed_s = t.compute_end - backward_alone;
+  p.compute_slowed_s = std::max(0.0, t.compute_end - backward_alone);  // (rounding below 0)
   p.exposed_comm_s = std::max(0.0, t.comm_end - t.compute_end) + scalar;
   p.step_s = p.compute_s + p.exposed_comm_s;
   return p;

@@ -16,11 +16,8 @@
 namespace dltune::launcher {
 
 Result<predict::Interference> parse_interference(const std::string& text) {
-  if (text == "none") {
-    predict::Interference none;
-    none.source = "--interference none";
-    return none;
-  }
+  // Zero slowdowns, not an empty Interference: that would mean "assume by kind".
+  if (text == "none") return predict::Interference::constant(0, 0, "--interference none");
   const auto parts = strings::split(text, ',');
   auto bad = [&] {
     return invalid_input(

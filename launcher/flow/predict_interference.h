@@ -17,9 +17,9 @@
 
 namespace dltune::launcher {
 
-// "none" or "C[,M]" as an Interference (source "--interference C,M"); `measure` is not this
-// function's. Errors (invalid_input naming --interference): anything else, a slowdown below 0
-// or above 100.
+// "none" (zero slowdowns) or "C[,M]" as an Interference (source "--interference TEXT"); `measure`
+// is not this function's. Errors (invalid_input naming --interference): anything else, a slowdown
+// below 0 or above 100.
 Result<predict::Interference> parse_interference(const std::string& text);
 
 // What to measure, and the measurement: `per_node` ranks of `threads` threads of `target` (a

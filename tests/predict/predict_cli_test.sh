@@ -60,6 +60,15 @@ x = g["predictions"][0]
 assert "compute +30.0 %, communication +50.0 % while both run (--interference 0.3,0.5)" == g["interference"], g
 assert x["overlap"]["compute_slowed_ms"] > assumed["overlap"]["compute_slowed_ms"], (x, assumed)
 PY
+"$dltune" predict resnet50 --nodes 8 --per-node 8 --device h100 --inter 50 --interference none \
+  --json >"$tmp/none.json" || fail "--interference none exited $?"
+python3 - "$tmp/h100.json" "$tmp/none.json" <<'PY' || fail "--interference none: $(cat "$tmp/none.json")"
+import json, sys
+assumed = [x for x in json.load(open(sys.argv[1]))["predictions"] if x["nodes"] == 8][0]
+x = json.load(open(sys.argv[2]))["predictions"][0]
+assert abs(x["overlap"]["compute_slowed_ms"]) < 1e-9 and "(--interference none)" in x["overlap"]["interference"], x
+assert x["step_ms"] < assumed["step_ms"] and x["scaling_efficiency"] > assumed["scaling_efficiency"], (x, assumed)
+PY
 "$dltune" predict resnet50 --nodes 1,8 --per-node 8 --device h100 --inter 50 >"$tmp/h100.txt" ||
   fail "the table exited $?"
 grep -q "exposed_ms" "$tmp/h100.txt" && grep -q "efficiency" "$tmp/h100.txt" &&
