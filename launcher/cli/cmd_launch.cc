@@ -227,6 +227,17 @@ void place(const Launch& L, recipes::Plan* plan) {
   }
 }
 
+namespace {
+// "" when `topo` is this machine's (discovered live, or this boot's saved discovery); else why a
+// measurement here is not that machine's: an export loaded instead (DLTUNE_TOPO_XML), whose key
+// the ranks, running here, would store their figures under.
+std::string other_machine(const topology::Topology& topo) {
+  if (topo.source == "live") return "";
+  return "the topology is another machine's (DLTUNE_TOPO_XML " +
+         strings::printable(topo.source, "") + ")";
+}
+}  // namespace
+
 // Phase 2 for a new run: the plan from the databases or a tuning, laid out and placed.
 Status choose_new(Launch& L, Progress& progress, const tuner::db::Layers& layers) {
   const LaunchOptions& o = *L.o;
@@ -243,6 +254,16 @@ Status choose_new(Launch& L, Progress& progress, const tuner::db::Layers& layers
   req.layers = layers;
   req.retune = o.retune && !L.resumed;
   req.no_tune = o.no_tune || o.dry_run;
+  // Another machine's topology: a tuning here would time this machine's cores and store what
+  // it found under that machine's key. The database's plan for it, else the recipe's own.
+  const std::string elsewhere = other_machine(L.topo);
+  if (!elsewhere.empty() && (req.retune || !req.no_tune)) {
+    req.retune = false;
+    req.no_tune = true;
+    req.no_tune_why = elsewhere +
+                      ", and a tuning here would measure this machine (a launch on "
+                      "that machine tunes it)";
+  }
   req.dry_run = o.dry_run;
   req.trial_layouts = [&L] { return trial_layouts(L); };
   req.progress = o.dry_run ? nullptr : &progress;
@@ -294,17 +315,6 @@ Status choose_new(Launch& L, Progress& progress, const tuner::db::Layers& layers
   }
   return ok_status();
 }
-
-namespace {
-// "" when `topo` is this machine's (discovered live, or this boot's saved discovery); else why a
-// measurement here is not that machine's: an export loaded instead (DLTUNE_TOPO_XML), whose key
-// the ranks, running here, would store their figures under.
-std::string other_machine(const topology::Topology& topo) {
-  if (topo.source == "live") return "";
-  return "the topology is another machine's (DLTUNE_TOPO_XML " +
-         strings::printable(topo.source, "") + ")";
-}
-}  // namespace
 
 // Phase 2 for a new run whose ranks and threads are both auto: the shape, measured
 // (shape_search.h) before its plan is chosen. The measuring counts in the recipe's tune.budget:
@@ -377,6 +387,11 @@ int dry_run(Launch& L) {
   d.checkpoint_every = recipes::checkpoint_interval(L.job.recipe, L.steps);
   d.worker = L.worker;
   d.no_tune = L.o->no_tune;
+  // Another machine's topology: a launch would not tune either (choose_new()).
+  if (const std::string elsewhere = other_machine(L.topo); !elsewhere.empty() && !d.no_tune) {
+    d.no_tune = true;
+    d.no_tune_why = elsewhere + ", and a tuning here would measure this machine";
+  }
   d.json = L.o->json;
   d.cores_per_node = L.cores;
   if (L.shape) d.shape_search = launcher::shape_choice_json(*L.shape);

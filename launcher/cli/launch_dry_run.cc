@@ -106,8 +106,10 @@ void print_dry_run(const DryRun& d) {
         job.recipe.tune.budget_seconds, strings::format_bytes(lo).c_str(),
         strings::format_bytes(hi).c_str(), candidates);
   } else {
-    std::printf("plan:    the recipe's own settings (%s):\n",
-                d.no_tune ? "--no-tune" : "tune.budget is 0");
+    const std::string why = !d.no_tune              ? "tune.budget is 0"
+                            : d.no_tune_why.empty() ? "--no-tune"
+                                                    : "not tuned: " + d.no_tune_why;
+    std::printf("plan:    the recipe's own settings (%s):\n", strings::printable(why, "").c_str());
   }
   std::printf("%s", describe_plan(choice.plan, "  ").c_str());
   std::printf("  run: %lld steps, a checkpoint every %lld\n", static_cast<long long>(d.steps),

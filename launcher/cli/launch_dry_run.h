@@ -23,7 +23,8 @@ struct DryRun {
   int64_t steps = 0;             // the run's length under the plan (recipes::training_steps)
   int64_t checkpoint_every = 0;  // recipes::checkpoint_interval
   std::string worker;            // the rank program's path
-  bool no_tune = false;          // --no-tune was given
+  bool no_tune = false;          // --no-tune was given, or a launch would not tune (below)
+  std::string no_tune_why;       // why a launch would not tune ("": --no-tune)
   bool json = false;
   int cores_per_node = 0;       // of this machine (0 = unknown)
   std::string resumed;          // --resume: the run directory the launch continues ("" a new run)

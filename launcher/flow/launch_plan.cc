@@ -536,8 +536,11 @@ Result<PlanChoice> choose_plan_here(const PlanRequest& r) {
   if (r.no_tune || budget <= 0) {
     choice.plan = recipes::recipe_default_plan(r.recipe, r.job);
     choice.source = "default";
-    if (r.no_tune && !r.dry_run)
-      choice.notes.push_back("--no-tune: running the recipe's own settings");
+    if (r.no_tune && !r.dry_run) {
+      choice.notes.push_back(r.no_tune_why.empty() ? "--no-tune: running the recipe's own settings"
+                                                   : "not tuned: " + r.no_tune_why +
+                                                         "; running the recipe's own settings");
+    }
     return choice;
   }
   DLTUNE_TRY(tune_here(r, key, hint, choice));

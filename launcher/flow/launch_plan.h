@@ -37,6 +37,8 @@ struct PlanRequest {
   tuner::db::Layers layers;
   bool retune = false;   // measure even when a plan is cached
   bool no_tune = false;  // never measure: the cache, else the recipe's own settings
+  // Why no_tune, said with the recipe's own settings ("": the user's --no-tune).
+  std::string no_tune_why;
   // The pipeline layouts the trials measure beside data parallelism (the memory model's
   // promising ones for the reference batch, launcher::tuning_layouts()), and whether data
   // parallelism fits a rank's memory at all. Asked only when trials are about to run (a

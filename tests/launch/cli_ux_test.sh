@@ -79,6 +79,9 @@ PY
   # the dry run says so.
   grep -q "^threads: 18 per rank: the node's 36 cores shared among its ranks; ranks x threads: one rank per NUMA domain (the rule): the topology is another machine's (DLTUNE_TOPO_XML .*mpibind_cts1-quartz-smt1.xml): a launch there measures its shapes (the database has 0 of the 4 shapes' measurements)$" \
     "$tmp/out" || fail "dry run threads: $(cat "$tmp/out")"
+  # Nor would a launch tune here: its trials would time this machine under quartz's key.
+  grep -q "^plan:    the recipe's own settings (not tuned: the topology is another machine's (DLTUNE_TOPO_XML .*quartz-smt1.xml), and a tuning here would measure this machine):$" \
+    "$tmp/out" || fail "dry run plan under an export: $(cat "$tmp/out")"
   DLTUNE_TOPO_XML=$quartz "$dltune" launch resnet20-cifar --dry-run --json --set launch.ranks=auto \
     >"$tmp/out" 2>&1 || fail "rxt dry run --json exited $?"
   python3 - "$tmp/out" <<'PY' || fail "the dry run's shape search: $(cat "$tmp/out")"

@@ -187,12 +187,17 @@ grep -q "measuring 1 rank" "$tmp/out2c" || fail "launch.baseline=measure did not
 grep -q "1 one-rank baseline" "$tmp/dbshow2" || fail "db show does not count the baseline: $(cat "$tmp/dbshow2")"
 # 2d. Another machine's export (DLTUNE_TOPO_XML, quartz's 36 cores): the ranks still run here,
 #     so the 1-rank baseline is measured, and neither taken from nor stored under that machine's
-#     key (no binding: quartz's CPUs are not this machine's).
+#     key (no binding: quartz's CPUs are not this machine's); and nothing is tuned (it would
+#     time this machine's cores and store the plan under quartz's key): the recipe's own
+#     settings, said so.
 DLTUNE_TOPO_XML=$src/topology/tests/data/mpibind_cts1-quartz-smt1.xml "$dltune" launch "$tiny" \
-  --no-tune -n 2 --set launch.threads_per_rank=1 --set launch.binding=none \
+  -n 2 --set launch.threads_per_rank=1 --set launch.binding=none \
   --set training.steps=40 >"$tmp/out2d" 2>&1 || fail "a launch with an export exited $?: $(cat "$tmp/out2d")"
 [ "$(field "$(newest_run)/summary.json" "['baseline_1rank_source']")" = measured ] ||
   fail "with an export, the baseline was not measured: $(cat "$tmp/out2d")"
+[ "$(field "$(newest_run)/summary.json" "['plan_source']")" = default ] &&
+  grep -q "not tuned: the topology is another machine's (DLTUNE_TOPO_XML .*quartz" "$tmp/out2d" ||
+  fail "a launch with an export tuned here: $(cat "$tmp/out2d")"
 "$dltune" db show >"$tmp/dbshow2d" 2>&1 || fail "db show exited $?"
 grep -q "1 one-rank baseline" "$tmp/dbshow2d" ||
   fail "a baseline measured here was stored under the export's key: $(cat "$tmp/dbshow2d")"
