@@ -6,7 +6,12 @@
 
 namespace dltune::planning {
 
-Interference::Point Interference::at(double bytes) const {
+namespace {
+
+// `points` (ascending bytes) at `bytes`: interpolated on log(bytes), the nearest beyond them,
+// never below zero.
+Interference::Point interpolate(const std::vector<Interference::Point>& points, double bytes) {
+  using Point = Interference::Point;
   if (points.empty()) return {bytes, 0, 0};
   auto clamp0 = [bytes](Point p) {
     return Point{bytes, std::max(0.0, p.compute), std::max(0.0, p.comm)};
@@ -22,6 +27,10 @@ Interference::Point Interference::at(double bytes) const {
                  below->comm + f * (above->comm - below->comm)});
 }
 
+}  // namespace
+
+Interference::Point Interference::at(double bytes) const { return interpolate(points, bytes); }
+
 Interference Interference::constant(double compute, double comm, std::string source) {
   Interference i;
   i.points = {{1, compute, comm}};
@@ -29,13 +38,10 @@ Interference Interference::constant(double compute, double comm, std::string sou
   return i;
 }
 
-Interference Interference::scaled(double f) const {
-  Interference i = *this;
-  for (Point& p : i.points) {
-    p.compute *= std::max(0.0, f);
-    p.comm *= std::max(0.0, f);
-  }
-  i.lo = i.hi = 1;
+Interference Interference::end(bool high_end) const {
+  Interference i;
+  i.points = has_range() ? (high_end ? high : low) : points;
+  i.source = source;
   return i;
 }
 

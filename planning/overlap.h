@@ -30,15 +30,17 @@ struct Interference {
   };
   std::vector<Point> points;  // ascending bytes; empty: no interference (perfect overlap)
   std::string source;         // said with every prediction that used it
-  // How sure: the ends of a prediction's interval take every slowdown times lo and times hi.
-  double lo = 1, hi = 1;
+  // How sure: the slowdowns at the low and the high end of their range, at the same sizes as
+  // `points` (the ends of a prediction's interval); empty: taken as exact.
+  std::vector<Point> low, high;
   // The slowdowns at `bytes` (zero without points).
   Point at(double bytes) const;
   bool empty() const { return points.empty(); }
+  bool has_range() const { return !low.empty() && low.size() == high.size(); }
   // The same slowdowns everywhere.
   static Interference constant(double compute, double comm, std::string source);
-  // Every slowdown multiplied by f (>= 0), lo = hi = 1: one end of a prediction's interval.
-  Interference scaled(double f) const;
+  // The interference at the low or the high end of its range (itself without one), exact.
+  Interference end(bool high_end) const;
 };
 
 // One bucket of overlap_timeline(): `seconds` of communication alone, of `bytes`, final when

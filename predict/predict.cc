@@ -61,8 +61,8 @@ Interference gpu_interference() {
       "assumed for GPUs: Lee et al., arXiv:2507.03114 (2025), compute 18.9 % slower beside "
       "communication on average over 4 x A100 / H100 / MI250 / MI210, 40 % at most; "
       "communication's own slowdown not given there, taken as none");
-  i.lo = 0;
-  i.hi = 0.40 / 0.189;
+  i.low = {{1, 0, 0}};
+  i.high = {{1, 0.40, 0}};
   return i;
 }
 
@@ -183,15 +183,14 @@ void set_intervals(const PredictRequest& r, int n, double global,
   p.throughput_range = {p.throughput_sps, p.throughput_sps};
   p.efficiency_range = {p.scaling_efficiency, p.scaling_efficiency};
   const Interference assumed = assumed_interference(r, n);
-  const bool interference_spread = !assumed.empty() && (assumed.lo != 1 || assumed.hi != 1);
+  const bool interference_spread = !assumed.empty() && assumed.has_range();
   if (p.compute_spread == 0 && p.comm_spread == 0 && !interference_spread) return;
   for (int corner = 0; corner < 8; ++corner) {
     const int c = corner & 1 ? 1 : -1, m = corner & 2 ? 1 : -1;
-    const double f = corner & 4 ? assumed.hi : assumed.lo;
     PredictRequest q = r;
     q.compute = scaled(r.compute, 1 + c * p.compute_spread);
     q.comm.scale = r.comm.scale * (1 + m * p.comm_spread);
-    if (interference_spread) q.interference = assumed.scaled(f);
+    if (interference_spread) q.interference = assumed.end(corner & 4);
     const double step = step_of(q);
     const double sps = step > 0 ? global / step : 0;
     const double single = single_device_sps(q.compute);
@@ -437,6 +436,19 @@ std::string interval_note(const PredictRequest& r, const std::vector<Prediction>
       for (int n : comm[i].second) nodes += (nodes.empty() ? "" : ",") + std::to_string(n);
       o += " at " + nodes + " node(s)";
     }
+  }
+  // The overlap's interference, where its assumption has a range (the devices' published one).
+  for (const Prediction& p : ps) {
+    if (p.ranks <= 1 || !r.overlap) continue;
+    const Interference i = assumed_interference(r, p.nodes);
+    if (i.empty() || !i.has_range()) continue;
+    const double b = static_cast<double>(r.bucket_bytes);
+    o += "; overlap interference at the bucket size: compute " +
+         plus_percent(i.end(false).at(b).compute) + " to " +
+         plus_percent(i.end(true).at(b).compute) + ", communication " +
+         plus_percent(i.end(false).at(b).comm) + " to " + plus_percent(i.end(true).at(b).comm) +
+         " while both run (its source's range)";
+    break;
   }
   return o +
          "; each end puts every input at the same end of its spread; the step model's own error "

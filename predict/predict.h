@@ -137,7 +137,7 @@ struct Prediction {
   // at either end of its spread, the extremes over those four corners (the step grows with
   // both, so its ends are both slow and both fast; the efficiency's are mixed). The step
   // model's own error (contention it does not model) is not in them. The interference's ends
-  // (Interference::lo / hi) are corners too. lo == hi == the value when no input has a spread.
+  // (Interference::end()) are corners too. lo == hi == the value when no input has a spread.
   double compute_spread = 0, comm_spread = 0;
   std::string comm_spread_basis;
   Range step_range, throughput_range, efficiency_range;
@@ -178,8 +178,10 @@ nlohmann::json predictions_to_json(const std::vector<Prediction>& p);
 std::string format_predictions(const std::vector<Prediction>& p);
 // One line on what the intervals of `p` (predicted from `request`) cover, e.g. "compute +-3 %
 // (the range of 3 timed steps); communication +-9 % (the sweep's p10-p90 spread) at 1 node(s),
-// +-12 % (twice the inter fit's RMS error) at 2,4 node(s); each end puts ...; the step model's
-// own error (contention it does not model) is not in them".
+// +-12 % (twice the inter fit's RMS error) at 2,4 node(s); overlap interference at the bucket
+// size: compute +0.0 % to +40.0 %, communication +0.0 % to +0.0 % while both run (its source's
+// range) [where the assumed interference has one]; each end puts ...; the step model's own
+// error (contention it does not model) is not in them".
 std::string interval_note(const PredictRequest& request, const std::vector<Prediction>& p);
 // One line on the overlap the rows of `p` assumed: each distinct interference with the node
 // counts it was assumed at (host ranks' cores differ with the node count on shared machines).

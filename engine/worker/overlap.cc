@@ -182,10 +182,13 @@ Status overlap(const OverlapOptions& o) {
       SizeResult r;
       st = measure_size(*world, **trainer, buf, bytes, ao, o.rounds, &r);
       if (!st) break;
+      const stats::Summary c = stats::summarize(r.compute), m = stats::summarize(r.comm);
       rows.push_back({{"bytes", r.bytes},
                       {"calls", r.calls},
-                      {"compute_slowdown", stats::median(r.compute)},
-                      {"comm_slowdown", stats::median(r.comm)},
+                      {"compute_slowdown", c.median},
+                      {"comm_slowdown", m.median},
+                      {"compute_slowdown_range", {c.min, c.max}},
+                      {"comm_slowdown_range", {m.min, m.max}},
                       {"step_alone_s", stats::median(r.step_alone)},
                       {"allreduce_alone_s", stats::median(r.call_alone)}});
     }

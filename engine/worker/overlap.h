@@ -20,7 +20,8 @@
 // ranks' mean (a step waits for all of them); each size reports the median over rounds.
 //
 // Rank 0 writes JSON: {"model", "batch", "threads", "ranks", "rounds", "algorithm", "sizes":
-// [{"bytes", "compute_slowdown", "comm_slowdown", "step_alone_s", "allreduce_alone_s", "calls"}]}.
+// [{"bytes", "compute_slowdown", "comm_slowdown", "compute_slowdown_range": [min, max] over the
+// rounds, "comm_slowdown_range", "step_alone_s", "allreduce_alone_s", "calls"}]}.
 // Exit: 0; 2 for bad input (fewer than 2 ranks, an unknown model, a size < 4 bytes); 1 when a
 // step or an allreduce fails.
 #pragma once

@@ -72,6 +72,12 @@ Result<predict::Interference> measure_interference(const std::string& target, bo
   auto num = [](const nlohmann::json& row, const char* key) {
     return row.contains(key) && row[key].is_number() ? row[key].get<double>() : -9.0;
   };
+  // Each size's range over the rounds: the ends of a prediction's interval.
+  auto range = [](const nlohmann::json& row, const char* key, double median, int end) {
+    const auto& r = row.contains(key) ? row[key] : nlohmann::json();
+    if (!r.is_array() || r.size() != 2 || !r[0].is_number() || !r[1].is_number()) return median;
+    return r[end].get<double>();
+  };
   predict::Interference i;
   for (const auto& row : (*j)["sizes"]) {
     if (!row.is_object()) continue;
@@ -79,17 +85,25 @@ Result<predict::Interference> measure_interference(const std::string& target, bo
                  m = num(row, "comm_slowdown");
     // A slowdown below 0 (faster together: the machine's noise) is kept as measured; the
     // model takes it as none (Interference::at).
-    if (bytes >= 4 && c > -1 && m > -1) i.points.push_back({bytes, c, m});
+    if (!(bytes >= 4 && c > -1 && m > -1)) continue;
+    i.points.push_back({bytes, c, m});
+    i.low.push_back({bytes, range(row, "compute_slowdown_range", c, 0),
+                     range(row, "comm_slowdown_range", m, 0)});
+    i.high.push_back({bytes, range(row, "compute_slowdown_range", c, 1),
+                      range(row, "comm_slowdown_range", m, 1)});
   }
   if (i.points.empty()) return internal_error("dltune-worker overlap measured no size");
-  std::sort(i.points.begin(), i.points.end(),
-            [](const auto& a, const auto& b) { return a.bytes < b.bytes; });
+  auto by_size = [](const auto& a, const auto& b) { return a.bytes < b.bytes; };
+  std::sort(i.points.begin(), i.points.end(), by_size);
+  std::sort(i.low.begin(), i.low.end(), by_size);
+  std::sort(i.high.begin(), i.high.end(), by_size);
   i.source = "measured here by dltune-worker overlap: " + std::to_string(per_node) + " ranks x " +
              std::to_string(std::max(1, threads)) + " thread(s) training " + target + " at batch " +
              std::to_string(batch) + ", " +
              ((*j)["algorithm"].is_string() ? (*j)["algorithm"].get<std::string>() : "?") +
              " allreduces of " + list + " bytes, median of " +
-             std::to_string(static_cast<int>(num(*j, "rounds"))) + " rounds";
+             std::to_string(static_cast<int>(num(*j, "rounds"))) +
+             " rounds (their range the interval's)";
   return i;
 }
 

@@ -24,9 +24,10 @@ Result<predict::Interference> parse_interference(const std::string& text);
 
 // What to measure, and the measurement: `per_node` ranks of `threads` threads of `target` (a
 // recipe when `is_recipe`, else a built-in model) at `batch`, at 64 KiB, 1 MiB and
-// `bucket_bytes`. Errors: per_node < 2 (invalid_input: one rank has nothing to reduce), the
-// ranks' run failing (exit 2 where they found bad input, else peer_failed), their JSON
-// malformed (internal).
+// `bucket_bytes`; each size's range over the rounds is the interval's (Interference::low /
+// high). Errors: per_node < 2 (invalid_input: one rank
+// has nothing to reduce), the ranks' run failing (exit 2 where they found bad input, else
+// peer_failed), their JSON malformed (internal).
 Result<predict::Interference> measure_interference(const std::string& target, bool is_recipe,
                                                    int batch, int per_node, int threads,
                                                    uint64_t bucket_bytes);

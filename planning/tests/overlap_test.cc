@@ -17,8 +17,15 @@ TEST(Interference, InterpolatesOnLogBytesAndHoldsTheEnds) {
   // A measured point below zero (faster together: noise) is taken as none.
   i.points = {{1, -0.05, 0.2}};
   EXPECT_EQ(i.at(8).compute, 0.0);
-  EXPECT_DOUBLE_EQ(i.scaled(2).at(8).comm, 0.4);
   EXPECT_EQ(Interference{}.at(8).compute, 0.0);
+  // The ends of its range, where it has one; itself where not.
+  i.low = {{1, 0.0, 0.1}};
+  i.high = {{1, 0.4, 0.3}};
+  EXPECT_DOUBLE_EQ(i.end(true).at(8).compute, 0.4);
+  EXPECT_DOUBLE_EQ(i.end(false).at(8).comm, 0.1);
+  EXPECT_FALSE(i.end(true).has_range());
+  i.high.clear();
+  EXPECT_DOUBLE_EQ(i.end(true).at(8).comm, 0.2);
 }
 
 // Two segments of 1 s; one bucket of 0.5 s final after the first.

@@ -161,6 +161,9 @@ j = json.load(open(sys.argv[1]))
 assert j["interference"].startswith("compute +"), j
 assert "measured here by dltune-worker overlap: 2 ranks x 1 thread(s) training quickstart" in j["interference"], j
 assert "allreduces of 65536,1048576," in j["interference"], j
+# The rounds' range is the interval's: its ends take the slowdowns at either end of it.
+assert "rounds (their range the interval's)" in j["interference"], j
+assert "overlap interference at the bucket size: compute +" in j["interval_note"], j
 assert "overlap" in j["predictions"][0], j
 PY
 "$worker" overlap --model lenet --batch 8 2>"$tmp/err"
