@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -113,15 +114,15 @@ Status measure_size(comm::Communicator& world, Trainer& trainer, void* buf, size
     // Which stream ran slowed throughout, and which partly (the header's model).
     const planning::Interference::Point slow =
         planning::slowdowns_from_timings(c0, w, std::max(tc, 1e-9), std::max(tm, 1e-9));
-    auto mc = rank_mean(world, slow.compute);
-    auto mm = rank_mean(world, slow.comm);
-    auto ms = rank_mean(world, c0);
-    auto mw = rank_mean(world, w / out->calls);
-    if (!mc || !mm || !ms || !mw) return internal_error("averaging the ranks' figures failed");
-    out->compute.push_back(*mc);
-    out->comm.push_back(*mm);
-    out->step_alone.push_back(*ms);
-    out->call_alone.push_back(*mw);
+    const std::pair<double, std::vector<double>*> figures[] = {{slow.compute, &out->compute},
+                                                               {slow.comm, &out->comm},
+                                                               {c0, &out->step_alone},
+                                                               {w / out->calls, &out->call_alone}};
+    for (const auto& [value, into] : figures) {
+      auto mean = rank_mean(world, value);
+      if (!mean) return mean.error();
+      into->push_back(*mean);
+    }
   }
   return ok_status();
 }
