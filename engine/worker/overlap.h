@@ -32,7 +32,9 @@ class App;
 
 namespace dltune::engine {
 
+// Adds the `overlap` subcommand to `app`; returns it (check ->parsed() after parsing).
 CLI::App* add_overlap_command(CLI::App& app);
+// Runs the parsed `overlap` subcommand; returns the process exit code.
 int run_overlap_command();
 
 }  // namespace dltune::engine

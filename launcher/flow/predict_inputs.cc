@@ -201,19 +201,10 @@ Result<predict::ComputeProfile> profile_here(const std::string& target, bool is_
     DLTUNE_TRY(paths::write_file_atomic(file, nlohmann::json(how.kernels).dump()));
     argv.insert(argv.end(), {"--kernel-choices", file});
   }
-  auto rc = cli::run_to_completion(argv, "predict");
-  if (!rc) return rc.error();
-  if (*rc != 0) {
-    const std::string why =
-        "measuring the compute (dltune-worker profile) exited " + std::to_string(*rc);
-    return *rc == 2 ? invalid_input(why) : peer_failed(why);
-  }
-  auto text = paths::read_file(out);
-  if (!text) return text.error();
-  auto j = nlohmann::json::parse(*text, nullptr, false);
-  if (j.is_discarded()) return internal_error("dltune-worker profile wrote no JSON");
+  auto j = run_for_json(argv, out, "measuring the compute (dltune-worker profile)");
+  if (!j) return j.error();
   return predict::profile_from_json(
-      j, model,
+      *j, model,
       "measured here by dltune-worker profile (" + std::to_string(steps) + " steps, " +
           std::to_string(std::max(1, threads)) + " thread" + (threads > 1 ? "s" : "") +
           (how.kernels.empty() ? "" : ", the plan's kernels") +
@@ -221,6 +212,21 @@ Result<predict::ComputeProfile> profile_here(const std::string& target, bool is_
                             " copies at once, as a node's ranks run"
                       : "") +
           ")");
+}
+
+Result<nlohmann::json> run_for_json(const std::vector<std::string>& argv, const std::string& out,
+                                    const std::string& what) {
+  auto rc = cli::run_to_completion(argv, "predict");
+  if (!rc) return rc.error();
+  if (*rc != 0) {
+    const std::string why = what + " exited " + std::to_string(*rc);
+    return *rc == 2 ? invalid_input(why) : peer_failed(why);
+  }
+  auto text = paths::read_file(out);
+  if (!text) return text.error();
+  auto j = nlohmann::json::parse(*text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return internal_error(what + " wrote no JSON to " + out);
+  return j;
 }
 
 int profile_copies(int ranks_sharing, int threads, int cores) {

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "common/result.h"
 #include "recipes/recipe.h"
 
@@ -69,6 +71,13 @@ Result<predict::ComputeProfile> profile_here(const std::string& target, bool is_
                                              int steps, const predict::ModelCosts& model,
                                              int threads = 1, const RankCompute& how = {},
                                              int copies = 1);
+
+// Runs a measuring program (`argv`, dltune-worker's profile or overlap) to completion and
+// reads the JSON it wrote to `out`; `what` names it in errors ("measuring the compute
+// (dltune-worker profile)"). Errors: its exit code (invalid_input where it was 2, else
+// peer_failed), an unreadable `out`, no JSON object there (internal).
+Result<nlohmann::json> run_for_json(const std::vector<std::string>& argv, const std::string& out,
+                                    const std::string& what);
 
 // The profile copies for `ranks_sharing` ranks of `threads` threads on a machine of `cores`
 // cores (0: unknown): as many as fit its cores without sharing one (predict's own model counts

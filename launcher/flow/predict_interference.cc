@@ -7,11 +7,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/json_input.h"
-#include "common/paths.h"
 #include "common/strings.h"
 #include "launcher/backend/rank_program.h"
 #include "launcher/backend/temp_dir.h"
+#include "launcher/flow/predict_inputs.h"
 
 namespace dltune::launcher {
 
@@ -57,18 +56,10 @@ Result<predict::Interference> measure_interference(const std::string& target, bo
   argv.insert(argv.end(), {*worker, "overlap", is_recipe ? "--recipe" : "--model", target,
                            "--batch", std::to_string(batch), "--threads",
                            std::to_string(std::max(1, threads)), "--sizes", list, "--out", out});
-  auto rc = cli::run_to_completion(argv, "predict");
-  if (!rc) return rc.error();
-  if (*rc != 0) {
-    const std::string why =
-        "measuring the interference (dltune-worker overlap) exited " + std::to_string(*rc);
-    return *rc == 2 ? invalid_input(why) : peer_failed(why);
-  }
-  auto text = paths::read_file(out);
-  if (!text) return text.error();
-  auto j = parse_json_bounded(*text);
-  if (!j || !j->is_object() || !j->contains("sizes") || !(*j)["sizes"].is_array())
-    return internal_error("dltune-worker overlap wrote no result to " + out);
+  auto j = run_for_json(argv, out, "measuring the interference (dltune-worker overlap)");
+  if (!j) return j.error();
+  if (!j->contains("sizes") || !(*j)["sizes"].is_array())
+    return internal_error("dltune-worker overlap wrote no sizes to " + out);
   auto num = [](const nlohmann::json& row, const char* key) {
     return row.contains(key) && row[key].is_number() ? row[key].get<double>() : -9.0;
   };
