@@ -420,7 +420,11 @@ Result<std::string> grow_allocation(int timeout_ms) {
                "--exclude=" + strings::join(*before, ","), "--chdir=" + scratch->path(), "--",
                "/bin/sh", "-c", "exec \"$0\" update JobId=\"$SLURM_JOB_ID\" NumNodes=0", *scontrol},
               timeout_ms + 5000, /*with_stderr=*/true);
-  if (!got) return std::move(got).error().wrap("salloc --dependency=expand:" + std::string(id));
+  if (!got) {
+    Error e = std::move(got).error().wrap("salloc --dependency=expand:" + std::string(id));
+    const std::string hint = grow_refusal_hint(e.message());
+    return hint.empty() ? e : Error(e.kind(), e.message() + " (" + hint + ")");
+  }
   // The node moves to this job as the new one gives it up; scontrol shows it within moments.
   for (int tries = 0; tries < 50; ++tries) {
     auto shown = capture({*scontrol, "show", "job", "-o", id}, 5000);
@@ -443,6 +447,11 @@ Result<std::string> grow_allocation(int timeout_ms) {
   }
   return io_error("salloc granted a node, but job " + std::string(id) +
                   " still lists only its own after 5 s (scontrol show job " + id + ")");
+}
+
+std::string grow_refusal_hint(std::string_view salloc_error) {
+  if (salloc_error.find("not supported on this system") == std::string_view::npos) return "";
+  return "Slurm grows a job only where slurm.conf has SchedulerParameters=permit_job_expansion";
 }
 
 Result<bool> node_answers(const std::string& node, int timeout_ms) {

@@ -67,7 +67,7 @@ Result<bool> node_answers(const std::string& node, int timeout_ms);
 // job_nodes() and later srun steps see it. Waits about `timeout_ms` for a node (salloc's
 // --immediate). Returns the new node's name. Errors: kUnsupported outside an allocation or
 // without salloc / scontrol; kIo with salloc's last line when Slurm grants no node (none free,
-// expansion not permitted); kTimeout.
+// or expansion not permitted: then grow_refusal_hint()'s words too); kTimeout.
 Result<std::string> grow_allocation(int timeout_ms);
 
 // Replaces this process by `salloc --quiet [--no-kill] [--nodes=NODES] --ntasks=NTASKS --
@@ -107,6 +107,11 @@ std::optional<SrunTaskFailure> parse_srun_failure(std::string_view line);
 // non-zero code; else the first line. A task killed by a signal is reported late (after
 // its peers saw it vanish and exited), which is why order alone is not enough.
 std::optional<SrunTaskFailure> first_failure(const std::vector<SrunTaskFailure>& lines);
+
+// What to add to salloc's refusal of a job expansion (`salloc_error`: grow_allocation()'s
+// error text): where Slurm says the operation is not supported, that the site's slurm.conf
+// needs SchedulerParameters=permit_job_expansion; "" for any other refusal (no node free).
+std::string grow_refusal_hint(std::string_view salloc_error);
 
 // Slurm's KillWait in seconds from `scontrol show config`'s output (its line "KillWait = 30
 // sec"); nullopt when no such line gives a whole number of seconds.

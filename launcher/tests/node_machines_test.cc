@@ -1,5 +1,5 @@
-// launcher/slurm_backend.h's parse_kill_wait, and its count_boot_ids and count_node_machines:
-// how many machines a Slurm allocation's nodes are, from one boot id per node.
+// launcher/slurm_backend.h's parse_kill_wait, grow_refusal_hint, and its count_boot_ids and
+// count_node_machines: how many machines a Slurm allocation's nodes are, from one boot id per node.
 // count_node_machines runs against a fake srun first on PATH (no Slurm is needed), which records
 // its arguments and prints what a test asks of it, or hangs for the timeout.
 #include <chrono>
@@ -153,6 +153,18 @@ TEST(NodeMachinesTest, FailuresAreErrorsNeverHangs) {
         << n.error().message();
     EXPECT_LT(s, 5.0) << body;
   }
+}
+
+// A site without job expansion answers salloc's expand request at once; the message says
+// what the site would set (seen by hand on the namespace cluster with the parameter removed).
+TEST(NodeMachinesTest, AnExpansionRefusedNamesTheSitesParameter) {
+  EXPECT_NE(grow_refusal_hint("salloc --dependency=expand:12: salloc: error: Job submit/allocate "
+                              "failed: Requested operation not supported on this system")
+                .find("SchedulerParameters=permit_job_expansion"),
+            std::string::npos);
+  EXPECT_EQ(grow_refusal_hint("salloc: error: Unable to allocate resources: Requested node "
+                              "configuration is not available"),
+            "");
 }
 
 }  // namespace
