@@ -17,19 +17,32 @@ constexpr int64_t kLargeBatch = 64;
 
 }  // namespace
 
+LoneTrainer::LoneTrainer() = default;
+LoneTrainer::LoneTrainer(LoneTrainer&&) noexcept = default;
+LoneTrainer::~LoneTrainer() = default;
+
+Result<LoneTrainer> lone_trainer(TrainConfig cfg, int threads) {
+  cfg.threads = threads;
+  cfg.eval_every = 0;
+  cfg.checkpoint_every = 0;
+  LoneTrainer t;
+  t.data = std::make_unique<Dataset>();
+  DLTUNE_TRY(load_train_data(cfg, t.data.get(), nullptr, cfg.train_size));
+  auto trainer = Trainer::create(cfg, nullptr, *t.data, nullptr);
+  if (!trainer) return trainer.error();
+  t.trainer = std::move(*trainer);
+  return t;
+}
+
 Result<NodeProfile> profile_nodes(TrainConfig cfg, int steps, int warmup, int threads,
                                   const std::function<Status()>& before_timing) {
   if (steps < 1 || warmup < 0) return invalid_input("--steps must be >= 1 and --warmup >= 0");
   cfg.steps = warmup + steps + 1;
-  cfg.threads = threads;
-  cfg.eval_every = 0;
-  cfg.checkpoint_every = 0;
-  set_blas_threads(cfg.threads);
-  Dataset train;
-  DLTUNE_TRY(load_train_data(cfg, &train, nullptr, cfg.train_size));
-  auto trainer = Trainer::create(cfg, nullptr, train, nullptr);
-  if (!trainer) return trainer.error();
-  Model& model = (*trainer)->model();
+  set_blas_threads(threads);
+  auto lone = lone_trainer(cfg, threads);
+  if (!lone) return lone.error();
+  auto& trainer = lone->trainer;
+  Model& model = trainer->model();
   model.set_profiling(true);
   const size_t n = static_cast<size_t>(model.num_nodes());
   std::vector<std::vector<double>> fwd(n), bwd(n);
@@ -38,7 +51,7 @@ Result<NodeProfile> profile_nodes(TrainConfig cfg, int steps, int warmup, int th
     if (s == warmup && before_timing) DLTUNE_TRY(before_timing());
     const std::vector<double> f0 = model.forward_seconds(), b0 = model.backward_seconds();
     const auto t0 = std::chrono::steady_clock::now();
-    auto loss = (*trainer)->step(false);
+    auto loss = trainer->step(false);
     if (!loss) return loss.error();
     const double wall =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -50,7 +63,7 @@ Result<NodeProfile> profile_nodes(TrainConfig cfg, int steps, int warmup, int th
       in_nodes += fwd[i].back() + bwd[i].back();
     }
     step_s.push_back(wall);
-    compute_s.push_back((*trainer)->last().compute_s);
+    compute_s.push_back(trainer->last().compute_s);
     nodes_s.push_back(in_nodes);
   }
   NodeProfile p;

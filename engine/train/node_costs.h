@@ -11,6 +11,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,22 @@
 #include "recipes/model/graph.h"
 
 namespace dltune::engine {
+
+class Dataset;
+class Trainer;
+
+// One rank training alone, as the profiles and measurements time it: `config` on `threads`
+// threads, no evaluation, no checkpoints, no communicator, its training data loaded. The
+// trainer refers to `data`, which outlives it (members are destroyed in reverse order). BLAS
+// threads are the caller's to set. Errors: the data's and Trainer::create()'s.
+struct LoneTrainer {
+  std::unique_ptr<Dataset> data;
+  std::unique_ptr<Trainer> trainer;
+  LoneTrainer();
+  LoneTrainer(LoneTrainer&&) noexcept;
+  ~LoneTrainer();
+};
+Result<LoneTrainer> lone_trainer(TrainConfig config, int threads);
 
 // The figures of one profile (`dltune-worker profile`'s JSON): per graph node, the median over
 // the timed steps of one step's forward and backward seconds; the optimizer's and the input's

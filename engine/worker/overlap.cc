@@ -19,7 +19,7 @@
 #include "common/stats.h"
 #include "common/strings.h"
 #include "engine/core/tensor.h"
-#include "engine/train/train_data.h"
+#include "engine/train/node_costs.h"
 #include "engine/train/trainer.h"
 #include "engine/worker/profile.h"
 #include "planning/overlap.h"
@@ -49,17 +49,18 @@ Status stepped(Result<double> r) {
   return r.error();
 }
 
-// The ranks' mean of `v` (SUM / size): every rank calls it at the same point.
-Result<double> rank_mean(comm::Communicator& world, double v) {
+// `v` reduced over the ranks with `op`: every rank calls it at the same point.
+Result<double> rank_reduce(comm::Communicator& world, double v, comm::ReduceOp op) {
   comm::AllreduceOptions ao;
-  DLTUNE_TRY(comm::allreduce(world, &v, &v, 1, comm::DataType::kF64, comm::ReduceOp::kSum, ao));
-  return v / world.size();
+  DLTUNE_TRY(comm::allreduce(world, &v, &v, 1, comm::DataType::kF64, op, ao));
+  return v;
 }
 
-Result<double> rank_max(comm::Communicator& world, double v) {
-  comm::AllreduceOptions ao;
-  DLTUNE_TRY(comm::allreduce(world, &v, &v, 1, comm::DataType::kF64, comm::ReduceOp::kMax, ao));
-  return v;
+// The ranks' mean of `v`.
+Result<double> rank_mean(comm::Communicator& world, double v) {
+  auto sum = rank_reduce(world, v, comm::ReduceOp::kSum);
+  if (!sum) return sum.error();
+  return *sum / world.size();
 }
 
 struct SizeResult {
@@ -85,7 +86,8 @@ Status measure_size(comm::Communicator& world, Trainer& trainer, void* buf, size
   t0 = Clock::now();
   for (int i = 0; i < 8; ++i) DLTUNE_TRY(reduce());
   const double call = std::max(1e-6, since(t0) / 8);
-  auto n = rank_max(world, std::clamp(std::ceil(step / call), 1.0, 4000.0));
+  auto n =
+      rank_reduce(world, std::clamp(std::ceil(step / call), 1.0, 4000.0), comm::ReduceOp::kMax);
   if (!n) return n.error();
   out->bytes = bytes;
   out->calls = static_cast<int>(*n);
@@ -153,15 +155,11 @@ Status overlap(const OverlapOptions& o) {
       return invalid_input("overlap needs 2 or more ranks (dltune run -n 2 -- ...)");
     auto cfg = profile_config(o.model, o.recipe, o.batch);
     if (!cfg) return cfg.error();
-    cfg->threads = o.threads;
-    cfg->eval_every = 0;
-    cfg->checkpoint_every = 0;
     set_blas_threads(o.threads);
-    Dataset train;
-    DLTUNE_TRY(load_train_data(*cfg, &train, nullptr, cfg->train_size));
-    auto trainer = Trainer::create(*cfg, nullptr, train, nullptr);
-    if (!trainer) return trainer.error();
-    for (int i = 0; i < 2; ++i) DLTUNE_TRY(stepped((*trainer)->step(false)));  // warm
+    auto lone = lone_trainer(*cfg, o.threads);
+    if (!lone) return lone.error();
+    Trainer& trainer = *lone->trainer;
+    for (int i = 0; i < 2; ++i) DLTUNE_TRY(stepped(trainer.step(false)));  // warm
     const bool one_node = world->local().size() == world->size();
     comm::AllreduceOptions ao;
     ao.algorithm = one_node ? comm::Algorithm::kShm : comm::Algorithm::kRing;
@@ -181,7 +179,7 @@ Status overlap(const OverlapOptions& o) {
       }
       std::fill_n(static_cast<float*>(buf), bytes / sizeof(float), 1.0f);
       SizeResult r;
-      st = measure_size(*world, **trainer, buf, bytes, ao, o.rounds, &r);
+      st = measure_size(*world, trainer, buf, bytes, ao, o.rounds, &r);
       if (!st) break;
       const stats::Summary c = stats::summarize(r.compute), m = stats::summarize(r.comm);
       rows.push_back({{"bytes", r.bytes},

@@ -17,7 +17,6 @@
 #include "engine/graph/kernel_select.h"
 #include "engine/train/node_costs.h"
 #include "engine/train/recipe_config.h"
-#include "engine/train/train_data.h"
 #include "engine/train/trainer.h"
 #include "engine/worker/profile_copies.h"
 #include "recipes/model/builtins.h"
@@ -124,18 +123,13 @@ Status fit(const ProfileOptions& o, const TrainConfig& cfg) {
 // (engine/graph/kernel_select.h), within --seconds.
 Status kernels(const ProfileOptions& o, TrainConfig cfg) {
   const auto t0 = std::chrono::steady_clock::now();
-  cfg.threads = o.threads;
-  cfg.eval_every = 0;
-  cfg.checkpoint_every = 0;
   if (!o.precision.empty()) cfg.precision = o.precision;
-  Dataset train;
-  DLTUNE_TRY(load_train_data(cfg, &train, nullptr, cfg.train_size));
-  auto trainer = Trainer::create(cfg, nullptr, train, nullptr);
-  if (!trainer) return trainer.error();
+  auto lone = lone_trainer(cfg, o.threads);
+  if (!lone) return lone.error();
   KernelSelectOptions ko;
   ko.batch = static_cast<int>(cfg.per_rank_batch);
   ko.seconds = o.seconds;
-  auto report = select_kernels((*trainer)->model(), ko);
+  auto report = select_kernels(lone->trainer->model(), ko);
   if (!report) return report.error();
   nlohmann::json choices = nlohmann::json::object();
   for (const NodeKernelChoice& c : *report) {

@@ -236,6 +236,11 @@ std::string other_machine(const topology::Topology& topo) {
   return "the topology is another machine's (DLTUNE_TOPO_XML " +
          strings::printable(topo.source, "") + ")";
 }
+// Why a launch on `topo` tunes nothing here ("" when it may): other_machine()'s reason.
+std::string not_tuned_here(const topology::Topology& topo) {
+  const std::string elsewhere = other_machine(topo);
+  return elsewhere.empty() ? "" : elsewhere + ", and a tuning here would measure this machine";
+}
 }  // namespace
 
 // Phase 2 for a new run: the plan from the databases or a tuning, laid out and placed.
@@ -256,13 +261,11 @@ Status choose_new(Launch& L, Progress& progress, const tuner::db::Layers& layers
   req.no_tune = o.no_tune || o.dry_run;
   // Another machine's topology: a tuning here would time this machine's cores and store what
   // it found under that machine's key. The database's plan for it, else the recipe's own.
-  const std::string elsewhere = other_machine(L.topo);
-  if (!elsewhere.empty() && (req.retune || !req.no_tune)) {
+  if (const std::string why = not_tuned_here(L.topo);
+      !why.empty() && (req.retune || !req.no_tune)) {
     req.retune = false;
     req.no_tune = true;
-    req.no_tune_why = elsewhere +
-                      ", and a tuning here would measure this machine (a launch on "
-                      "that machine tunes it)";
+    req.no_tune_why = why + " (a launch on that machine tunes it)";
   }
   req.dry_run = o.dry_run;
   req.trial_layouts = [&L] { return trial_layouts(L); };
@@ -388,10 +391,8 @@ int dry_run(Launch& L) {
   d.worker = L.worker;
   d.no_tune = L.o->no_tune;
   // Another machine's topology: a launch would not tune either (choose_new()).
-  if (const std::string elsewhere = other_machine(L.topo); !elsewhere.empty() && !d.no_tune) {
-    d.no_tune = true;
-    d.no_tune_why = elsewhere + ", and a tuning here would measure this machine";
-  }
+  if (!d.no_tune) d.no_tune_why = not_tuned_here(L.topo);
+  d.no_tune = d.no_tune || !d.no_tune_why.empty();
   d.json = L.o->json;
   d.cores_per_node = L.cores;
   if (L.shape) d.shape_search = launcher::shape_choice_json(*L.shape);
