@@ -30,6 +30,8 @@ jobs=${JOBS:-$(nproc)}
 # (optional: DLTUNE_WITH_JPEG / DLTUNE_WITH_PNG); python3-pil writes and checks the image test
 # fixtures, python3-protobuf decodes the TensorBoard event files in the tests, python3-mpi4py
 # runs the mpi4py example program recipe (examples/mpi4py) that `dltune launch` tunes in them.
+# openssh-client starts `dltune run -H` ranks on other hosts; openssh-server runs in the
+# simulated nodes of the test of that (tests/slurm/ssh_launch_test.sh).
 packages=(
   build-essential cmake ninja-build pkg-config git clang-format
   clang libfuzzer-14-dev libclang-rt-14-dev
@@ -40,7 +42,7 @@ packages=(
   libturbojpeg0-dev libpng-dev
   libgtest-dev googletest
   slurmctld slurmd slurm-client libslurm-dev munge
-  procps psmisc iproute2 python3
+  procps psmisc iproute2 python3 openssh-client openssh-server
   python3-torch python3-torchvision python3-pil python3-protobuf python3-mpi4py
   mpich libmpich-dev
   chromium

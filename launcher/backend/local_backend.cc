@@ -46,7 +46,7 @@ void warn(const LaunchSpec& spec, const std::string& what) {
 // With DLTUNE_TOPO_XML the export places the ranks and PMIx discovers the machine. The plan's
 // placement (`from_plan`), when it has one, replaces dltune's unless the user chose --bind.
 std::optional<topology::Placement> plan_placement(
-    const LaunchSpec& spec, const std::vector<topology::RankPlacement>& from_plan,
+    const LaunchSpec& spec, int local_ranks, const std::vector<topology::RankPlacement>& from_plan,
     std::optional<topology::Topology>& topo, std::shared_ptr<hwloc_topology>& machine) {
   auto found = topology::discover_default_keeping_hwloc();
   if (found) machine = std::move(found->hwloc);
@@ -61,12 +61,12 @@ std::optional<topology::Placement> plan_placement(
     return topology::Placement{from_plan, "the plan's placement"};
   }
   const int cores = static_cast<int>(topo->cores.size());
-  if (spec.bind == topology::BindPolicy::kCore && cores > 0 && spec.nranks > cores) {
-    warn(spec, std::to_string(spec.nranks) + " ranks on " + std::to_string(cores) +
+  if (spec.bind == topology::BindPolicy::kCore && cores > 0 && local_ranks > cores) {
+    warn(spec, std::to_string(local_ranks) + " ranks on " + std::to_string(cores) +
                    " cores with --bind core: ranks share cores and run slower (mpirun refuses "
                    "this without --oversubscribe)");
   }
-  return topology::place(*topo, spec.nranks, spec.bind, spec.map);
+  return topology::place(*topo, local_ranks, spec.bind, spec.map);
 }
 
 // CPUs this process may run on (its affinity mask; at least 1).
@@ -80,7 +80,7 @@ int usable_cpus() {
 // The environment of rank `rank`: ours, plus what Open MPI's direct launch needs, the
 // placement's variables, the conventional rank variables, the threads its libraries may start
 // (unless the user set them) and the spec's extras.
-EnvBlock rank_environment(const LaunchSpec& spec, int rank, const TempDir& tmp,
+EnvBlock rank_environment(const LaunchSpec& spec, const RankIdentity& id, const TempDir& tmp,
                           const std::string& shm_dir, const EnvList& job_env,
                           const topology::Topology* topo, const topology::RankPlacement* place) {
   EnvBlock env(environ);
@@ -93,12 +93,12 @@ EnvBlock rank_environment(const LaunchSpec& spec, int rank, const TempDir& tmp,
   // --oversubscribe makes it do. Direct-launched ranks cannot tell, and spun: 4 ranks on 2
   // cores took 5-18 ms per MPI_Allreduce of 4 B-1 MiB, against 4-560 us under mpirun.
   const int cpus = usable_cpus();
-  if (spec.nranks > cpus) env.set("OMPI_MCA_mpi_yield_when_idle", "1", false);
+  if (id.local_size > cpus) env.set("OMPI_MCA_mpi_yield_when_idle", "1", false);
   if (geteuid() == 0) {
     env.set("OMPI_ALLOW_RUN_AS_ROOT", "1", false);
     env.set("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", false);
   }
-  for (const auto& [k, v] : rank_identity_env({rank, spec.nranks, rank, spec.nranks, 0, 1})) {
+  for (const auto& [k, v] : rank_identity_env(id)) {
     env.set(k, v);
   }
   // --plan's file replaces an inherited DLTUNE_PLAN; the runtimes' settings the user made win.
@@ -107,16 +107,24 @@ EnvBlock rank_environment(const LaunchSpec& spec, int rank, const TempDir& tmp,
     for (const auto& [k, v] : topology::rank_env(*topo, *place)) env.set(k, v, false);
   }
   const int bound = place != nullptr ? static_cast<int>(place->cpus.size()) : 0;
-  for (const auto& [k, v] : thread_env(bound, cpus, spec.nranks)) env.set(k, v, false);
+  for (const auto& [k, v] : thread_env(bound, cpus, id.local_size)) env.set(k, v, false);
   for (const auto& [k, v] : spec.extra_env) env.set(k, v);
   return env;
 }
 
 // The job-wide variables: PyTorch's rendezvous on this node (the user's MASTER_ADDR and
-// MASTER_PORT win), and what the plan means to external programs (plan_env.h).
-Result<EnvList> job_environment(const LaunchSpec& spec, const PlanEnv& plan_env,
-                                const TempDir& tmp) {
+// MASTER_PORT win) or the one the head chose for a job over several nodes, and what the plan
+// means to external programs (plan_env.h).
+Result<EnvList> job_environment(const LaunchSpec& spec, const PlanEnv& plan_env, const TempDir& tmp,
+                                const NodeShare* share) {
   EnvList env;
+  if (share != nullptr) {
+    env = rendezvous_env(share->master_addr, share->master_port);
+    auto files = write_plan_files(plan_env, spec.plan_blob, spec.recipe_blob, tmp.path());
+    if (!files) return std::move(files).error();
+    env.insert(env.end(), files->begin(), files->end());
+    return env;
+  }
   const char* addr = std::getenv("MASTER_ADDR");  // NOLINT: PyTorch's variable, not ours
   const std::string master = addr != nullptr && *addr != '\0' ? addr : "127.0.0.1";
   const char* port_env = std::getenv("MASTER_PORT");  // NOLINT: as above
@@ -155,7 +163,7 @@ std::string unique_nspace() {
 
 }  // namespace
 
-Result<LaunchOutcome> run_local(const LaunchSpec& spec) {
+Result<LaunchOutcome> run_local(const LaunchSpec& spec, const NodeShare* share) {
   const auto t0 = std::chrono::steady_clock::now();
   auto ms = [t0] {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -163,7 +171,13 @@ Result<LaunchOutcome> run_local(const LaunchSpec& spec) {
   DLTUNE_TRY(validate_spec(spec));
   auto path = find_program(spec.argv[0]);
   if (!path) return std::move(path).error();
-  const std::string host = this_hostname();
+  // This node's ranks: first .. first + count - 1 of the job's spec.nranks.
+  const NodeRanks mine = share != nullptr ? share->nodes.at(static_cast<size_t>(share->node))
+                                          : NodeRanks{this_hostname(), 0, spec.nranks};
+  const std::string host = mine.host;
+  const int first = mine.first_rank, count = mine.count;
+  const int node = share != nullptr ? share->node : 0;
+  const int nodes = share != nullptr ? static_cast<int>(share->nodes.size()) : 1;
 
   // What launchers killed with SIGKILL left behind (their ranks are gone: PDEATHSIG).
   sweep_stale_temp_dirs(paths::temp_root(), "dltune-run-");
@@ -176,13 +190,13 @@ Result<LaunchOutcome> run_local(const LaunchSpec& spec) {
   }
   PlanEnv plan_env;
   if (spec.plan) {
-    plan_env = plan_env_for(*spec.plan, spec.nranks, spec.nranks);
+    plan_env = plan_env_for(*spec.plan, spec.nranks, count);
     for (const std::string& n : notes_for(plan_env, spec.argv)) warn(spec, "--plan: " + n);
   }
   std::optional<topology::Topology> topo;
   std::shared_ptr<hwloc_topology> machine;
-  const auto placement = plan_placement(spec, plan_env.placement, topo, machine);
-  auto job_env = job_environment(spec, plan_env, *tmp);
+  const auto placement = plan_placement(spec, count, plan_env.placement, topo, machine);
+  auto job_env = job_environment(spec, plan_env, *tmp, share);
   if (!job_env) return std::move(job_env).error();
   DLTUNE_LOG(kDebug, "launch") << "directories and placement ready at " << ms() << " ms";
 
@@ -192,20 +206,27 @@ Result<LaunchOutcome> run_local(const LaunchSpec& spec) {
   DLTUNE_TRY(sup.install_signal_handling());
   auto output = RankOutput::open(spec.output);
   if (!output) return std::move(output).error();
-  if (spec.output.active()) {  // child `index` is rank `index`
-    sup.set_line_filter([&output](int index, bool is_stderr, std::string_view line) {
-      return output->line(index, is_stderr, line);
+  if (spec.output.active()) {  // child `index` is rank `first + index`
+    sup.set_line_filter([&output, first](int index, bool is_stderr, std::string_view line) {
+      return output->line(first + index, is_stderr, line);
     });
   }
-  auto server = PmixServer::start(tmp->path(), std::move(machine));
+  if (share != nullptr) {
+    if (share->stop_fd >= 0) sup.watch(share->stop_fd, share->stop_check);
+    if (share->on_stop) sup.set_on_stop(share->on_stop);
+  }
+  auto server =
+      PmixServer::start(tmp->path(), std::move(machine), share ? share->relay : FenceRelay{}, host);
   if (!server) return std::move(server).error().wrap("starting the PMIx server");
   PmixServer& srv = **server;
-  const std::string nspace = unique_nspace();
-  DLTUNE_TRY_CTX(srv.register_job({nspace, spec.nranks, host, spec.plan_blob, spec.recipe_blob}),
-                 "registering the job with the PMIx server");
+  const std::string nspace = share != nullptr ? share->nspace : unique_nspace();
+  PmixJobSpec job{nspace, spec.nranks, host, spec.plan_blob, spec.recipe_blob, {}, node};
+  if (share != nullptr) job.nodes = share->nodes;
+  DLTUNE_TRY_CTX(srv.register_job(job), "registering the job with the PMIx server");
   DLTUNE_LOG(kDebug, "launch") << "PMIx server up, job registered at " << ms() << " ms";
 
-  sup.set_exit_judge([&srv, &host, &plan_env](int rank, int status) {
+  sup.set_exit_judge([&srv, &host, &plan_env, first](int index, int status) {
+    const int rank = first + index;
     std::string why = Supervisor::default_exit_judgement(rank_label(plan_env, rank), host, status);
     if (!why.empty()) return why;
     const RankPmixState st = srv.rank_state(rank);
@@ -215,22 +236,27 @@ Result<LaunchOutcome> run_local(const LaunchSpec& spec) {
     }
     return std::string();
   });
-  sup.set_cause_hint([&srv] {  // child index == rank
-    return Supervisor::CauseHints{srv.first_lost_rank(), srv.first_finalized_rank()};
+  sup.set_cause_hint([&srv, first, count] {  // child index == rank - first
+    auto index = [&](int rank) {
+      return rank >= first && rank < first + count ? rank - first : -1;
+    };
+    return Supervisor::CauseHints{index(srv.first_lost_rank()), index(srv.first_finalized_rank())};
   });
-  sup.watch(srv.event_fd(), [&srv, &host, &plan_env, n = spec.nranks]() -> Failure {
+  sup.watch(srv.event_fd(), [&srv, &host, &plan_env, first, count]() -> Failure {
     srv.drain_events();
-    for (int r = 0; r < n; ++r) {
+    for (int r = first; r < first + count; ++r) {
       const RankPmixState st = srv.rank_state(r);
       if (st.aborted) return abort_failure(rank_label(plan_env, r), host, st);
     }
     return {};
   });
 
-  for (int r = 0; r < spec.nranks; ++r) {
+  for (int i = 0; i < count; ++i) {
+    const int r = first + i;
     const topology::RankPlacement* rp =
-        placement ? &placement->ranks[static_cast<size_t>(r)] : nullptr;
-    EnvBlock env = rank_environment(spec, r, *tmp, shm ? shm->path() : "", *job_env,
+        placement ? &placement->ranks[static_cast<size_t>(i)] : nullptr;
+    const RankIdentity id{r, spec.nranks, i, count, node, nodes};
+    EnvBlock env = rank_environment(spec, id, *tmp, shm ? shm->path() : "", *job_env,
                                     topo ? &*topo : nullptr, rp);
     DLTUNE_TRY_CTX(srv.setup_rank(r, env), "preparing rank " + std::to_string(r));
     ChildSpec child{*path,
@@ -243,7 +269,7 @@ Result<LaunchOutcome> run_local(const LaunchSpec& spec) {
     auto index = sup.spawn(child);
     if (!index) return std::move(index).error().wrap("starting rank " + std::to_string(r));
   }
-  DLTUNE_LOG(kInfo, "launch") << "started " << spec.nranks << " rank(s) of " << *path << " (nspace "
+  DLTUNE_LOG(kInfo, "launch") << "started " << count << " rank(s) of " << *path << " (nspace "
                               << nspace << ") at " << ms() << " ms";
   auto out = sup.run();
   DLTUNE_LOG(kDebug, "launch") << "all ranks ended at " << ms() << " ms";

@@ -115,6 +115,9 @@ class PmixServer::Impl {
   // PMIx_server_finalize, so they live here.
   std::shared_ptr<hwloc_topology> machine;
   pmix_topology_t machine_ref{};
+  FenceRelay relay;               // set: fences cross nodes through it
+  std::vector<int> node_of_rank;  // the job's ranks' nodes (under mu)
+  int nodes = 1;                  // under mu
 
   RankPmixState* state_of(const pmix_proc_t* proc) {
     if (proc == nullptr || nspace != proc->nspace || proc->rank >= ranks.size()) return nullptr;
@@ -191,6 +194,48 @@ void on_event(size_t, pmix_status_t status, const pmix_proc_t* source, pmix_info
   if (cbfunc != nullptr) cbfunc(PMIX_EVENT_ACTION_COMPLETE, nullptr, 0, nullptr, nullptr, cbdata);
 }
 
+// A fence of ranks on several nodes: libpmix has collected this node's contribution (`data`)
+// and wants every participating node's, concatenated, back through cbfunc (on another
+// thread, as every completion). The key names the nodes taking part and the participants.
+void release_string(void* held) { delete static_cast<std::string*>(held); }
+
+pmix_status_t on_fence(const pmix_proc_t procs[], size_t nprocs, const pmix_info_t[], size_t,
+                       char* data, size_t ndata, pmix_modex_cbfunc_t cbfunc, void* cbdata) {
+  DLTUNE_LOG(kDebug, "pmix") << "fence of " << nprocs << " participant(s), " << ndata << " bytes";
+  if (g_server == nullptr || !g_server->relay) return PMIX_ERR_NOT_SUPPORTED;
+  std::vector<bool> part;
+  std::string who;
+  {
+    std::lock_guard lock(g_server->mu);
+    part.assign(static_cast<size_t>(g_server->nodes), false);
+    for (size_t i = 0; i < nprocs; ++i) {
+      const pmix_rank_t r = procs[i].rank;
+      who += (i ? "," : "") + std::string(procs[i].nspace) + ":" +
+             (r == PMIX_RANK_WILDCARD ? std::string("*") : std::to_string(r));
+      if (r == PMIX_RANK_WILDCARD) {
+        part.assign(part.size(), true);
+      } else if (r < g_server->node_of_rank.size()) {
+        part[static_cast<size_t>(g_server->node_of_rank[r])] = true;
+      }
+    }
+  }
+  std::string key;
+  for (size_t n = 0; n < part.size(); ++n) {
+    if (part[n]) key += (key.empty() ? "" : ",") + std::to_string(n);
+  }
+  key += ";" + who;
+  g_server->relay(key, std::string(data != nullptr ? data : "", ndata),
+                  [cbfunc, cbdata](bool ok, std::string all) {
+                    if (g_server == nullptr || cbfunc == nullptr) return;
+                    auto* held = new std::string(std::move(all));
+                    g_server->completer.post([cbfunc, cbdata, ok, held] {
+                      cbfunc(ok ? PMIX_SUCCESS : PMIX_ERR_TIMEOUT, held->data(), held->size(),
+                             cbdata, release_string, held);
+                    });
+                  });
+  return PMIX_SUCCESS;
+}
+
 // Open MPI reports MPI_Init failures only through PMIx_Log: print every string it sends.
 void on_log(const pmix_proc_t* client, const pmix_info_t data[], size_t ndata, const pmix_info_t[],
             size_t, pmix_op_cbfunc_t cbfunc, void* cbdata) {
@@ -222,17 +267,18 @@ void load_u16(pmix_info_t& info, const char* key, uint16_t value) {
   PMIX_INFO_LOAD(&info, key, &value, PMIX_UINT16);
 }
 
-// The per-rank PMIX_PROC_DATA array; PMIX_RANK must come first.
-void load_proc_data(pmix_info_t& info, int rank, const std::string& hostname) {
+// The per-rank PMIX_PROC_DATA array; PMIX_RANK must come first. `local` is its rank among
+// the ranks of its node.
+void load_proc_data(pmix_info_t& info, int rank, int local, int node, const std::string& hostname) {
   pmix_data_array_t* arr = nullptr;
   constexpr size_t kItems = 7;
   PMIX_DATA_ARRAY_CREATE(arr, kItems, PMIX_INFO);
   auto* items = static_cast<pmix_info_t*>(arr->array);
   pmix_rank_t r = static_cast<pmix_rank_t>(rank);
   PMIX_INFO_LOAD(&items[0], PMIX_RANK, &r, PMIX_PROC_RANK);
-  load_u16(items[1], PMIX_LOCAL_RANK, static_cast<uint16_t>(rank));
-  load_u16(items[2], PMIX_NODE_RANK, static_cast<uint16_t>(rank));
-  load_u32(items[3], PMIX_NODEID, 0);
+  load_u16(items[1], PMIX_LOCAL_RANK, static_cast<uint16_t>(local));
+  load_u16(items[2], PMIX_NODE_RANK, static_cast<uint16_t>(local));
+  load_u32(items[3], PMIX_NODEID, static_cast<uint32_t>(node));
   PMIX_INFO_LOAD(&items[4], PMIX_GLOBAL_RANK, &r, PMIX_PROC_RANK);
   PMIX_INFO_LOAD(&items[5], PMIX_APP_RANK, &r, PMIX_PROC_RANK);
   load_string(items[6], PMIX_HOSTNAME, hostname);
@@ -246,15 +292,23 @@ void load_proc_data(pmix_info_t& info, int rank, const std::string& hostname) {
 bool pmix_server_available() { return true; }
 
 Result<std::unique_ptr<PmixServer>> PmixServer::start(const std::string& tmpdir,
-                                                      std::shared_ptr<hwloc_topology> machine) {
+                                                      std::shared_ptr<hwloc_topology> machine,
+                                                      FenceRelay relay,
+                                                      const std::string& node_name) {
   if (g_server != nullptr) return internal_error("a PMIx server is already running here");
   auto impl = std::make_unique<Impl>();
+  impl->relay = std::move(relay);
+  g_module.fence_nb = impl->relay ? on_fence : nullptr;
   impl->event_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (impl->event_fd < 0) return errno_error("eventfd");
   // The hash store keeps no shared-memory files behind when the launcher is killed.
   setenv("PMIX_MCA_gds", "hash", 0);
-  constexpr size_t kMachine = 4;  // the optional last entry: the machine's topology
+  // The optional entries: this node's name (the server counts as its own the ranks that the
+  // node map puts on a node of this name), then the machine's topology.
+  const bool named = impl->relay && !node_name.empty();
+  const size_t kMachine = named ? 5 : 4;
   InfoArray info(machine ? kMachine + 1 : kMachine);
+  if (named) load_string(info[4], PMIX_HOSTNAME, node_name);
   load_string(info[0], PMIX_SERVER_TMPDIR, tmpdir);
   load_string(info[1], PMIX_SYSTEM_TMPDIR, tmpdir);
   bool off = false;
@@ -305,20 +359,41 @@ PmixServer::~PmixServer() {
 }
 
 Status PmixServer::register_job(const PmixJobSpec& job) {
+  // One node unless told otherwise: then every rank is this node's.
+  std::vector<NodeRanks> nodes = job.nodes;
+  if (nodes.empty()) nodes.push_back({job.hostname, 0, job.nranks});
+  const size_t here = nodes.size() == 1 ? 0 : static_cast<size_t>(job.node);
+  if (here >= nodes.size()) return internal_error("register_job: node index out of range");
+  std::vector<int> node_of(static_cast<size_t>(job.nranks), 0);
+  std::string hosts, ppn;
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    hosts += (n ? "," : "") + (n == here ? job.hostname : nodes[n].host);
+    ppn += n ? ";" : "";
+    for (int r = nodes[n].first_rank; r < nodes[n].first_rank + nodes[n].count; ++r) {
+      if (r < 0 || r >= job.nranks) return internal_error("register_job: rank out of range");
+      node_of[static_cast<size_t>(r)] = static_cast<int>(n);
+      ppn += (r == nodes[n].first_rank ? "" : ",") + std::to_string(r);
+    }
+  }
   {
     std::lock_guard lock(impl_->mu);
     impl_->nspace = job.nspace;
     impl_->ranks.assign(static_cast<size_t>(job.nranks), RankPmixState{});
+    impl_->node_of_rank = node_of;
+    impl_->nodes = static_cast<int>(nodes.size());
   }
   char* raw = nullptr;
-  if (pmix_status_t rc = PMIx_generate_regex(job.hostname.c_str(), &raw); rc != PMIX_SUCCESS) {
+  if (pmix_status_t rc = PMIx_generate_regex(hosts.c_str(), &raw); rc != PMIX_SUCCESS) {
     return internal_error("PMIx_generate_regex: " + status_text(rc));
   }
   MallocString node_map(raw);
-  std::string ranks;
-  for (int r = 0; r < job.nranks; ++r) ranks += (r ? "," : "") + std::to_string(r);
+  std::string local_peers;
+  const NodeRanks& mine = nodes[here];
+  for (int r = mine.first_rank; r < mine.first_rank + mine.count; ++r) {
+    local_peers += (r == mine.first_rank ? "" : ",") + std::to_string(r);
+  }
   raw = nullptr;
-  if (pmix_status_t rc = PMIx_generate_ppn(ranks.c_str(), &raw); rc != PMIX_SUCCESS) {
+  if (pmix_status_t rc = PMIx_generate_ppn(ppn.c_str(), &raw); rc != PMIX_SUCCESS) {
     return internal_error("PMIx_generate_ppn: " + status_text(rc));
   }
   MallocString proc_map(raw);
@@ -335,9 +410,9 @@ Status PmixServer::register_job(const PmixJobSpec& job) {
   load_u32(info[2], PMIX_JOB_SIZE, n);
   load_u32(info[3], PMIX_UNIV_SIZE, n);
   load_u32(info[4], PMIX_MAX_PROCS, n);
-  load_u32(info[5], PMIX_LOCAL_SIZE, n);
-  load_string(info[6], PMIX_LOCAL_PEERS, ranks);
-  load_u32(info[7], PMIX_NUM_NODES, 1);
+  load_u32(info[5], PMIX_LOCAL_SIZE, static_cast<uint32_t>(mine.count));
+  load_string(info[6], PMIX_LOCAL_PEERS, local_peers);
+  load_u32(info[7], PMIX_NUM_NODES, static_cast<uint32_t>(nodes.size()));
   load_string(info[8], PMIX_JOBID, job.nspace);
   size_t next = fixed;
   for (const auto& [name, blob] : blobs) {
@@ -349,10 +424,15 @@ Status PmixServer::register_job(const PmixJobSpec& job) {
     PMIX_INFO_LOAD(&info[next], key.c_str(), &bo, PMIX_BYTE_OBJECT);
     ++next;
   }
-  for (int r = 0; r < job.nranks; ++r) load_proc_data(info[next++], r, job.hostname);
+  for (size_t nd = 0; nd < nodes.size(); ++nd) {
+    const std::string& host = nd == here ? job.hostname : nodes[nd].host;
+    for (int r = nodes[nd].first_rank; r < nodes[nd].first_rank + nodes[nd].count; ++r) {
+      load_proc_data(info[next++], r, r - nodes[nd].first_rank, static_cast<int>(nd), host);
+    }
+  }
 
   OpWaiter w;
-  pmix_status_t rc = PMIx_server_register_nspace(job.nspace.c_str(), job.nranks, info.data(),
+  pmix_status_t rc = PMIx_server_register_nspace(job.nspace.c_str(), mine.count, info.data(),
                                                  info.size(), OpWaiter::callback, &w);
   if (rc == PMIX_SUCCESS) rc = w.wait();
   if (rc != PMIX_SUCCESS && rc != PMIX_OPERATION_SUCCEEDED) {

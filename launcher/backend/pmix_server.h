@@ -11,12 +11,14 @@
 // wakes up at once. Open MPI's PMIx_Log messages are written to stderr.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "common/result.h"
 #include "launcher/backend/env_block.h"
+#include "launcher/backend/host_list.h"
 #include "topology/topology.h"
 
 namespace dltune::launcher {
@@ -34,14 +36,26 @@ struct RankPmixState {
   bool lost = false;
 };
 
-// One job on this node: the ranks 0..nranks-1, all local.
+// One job: its ranks 0..nranks-1 all on this node, or (`nodes` given: the ssh backend) spread
+// over several nodes, `nodes[node]` being this one. Every node's server registers the same
+// maps, so that a rank finds any peer's node and host.
 struct PmixJobSpec {
-  std::string nspace;  // unique per launch
+  std::string nspace;  // unique per launch (the same on every node of one job)
   int nranks = 1;
-  std::string hostname;     // this node's name
-  std::string plan_blob;    // published as the job-level key comm::kPlanKey ("" = none)
-  std::string recipe_blob;  // published as the job-level key comm::kRecipeKey ("" = none)
+  std::string hostname;          // this node's name
+  std::string plan_blob;         // published as the job-level key comm::kPlanKey ("" = none)
+  std::string recipe_blob;       // published as the job-level key comm::kRecipeKey ("" = none)
+  std::vector<NodeRanks> nodes;  // every node and its ranks, in rank order; empty: one node
+  int node = 0;                  // this node's index in `nodes`
 };
+
+// Carries a fence across nodes (the ssh backend's node link). `key` says which fence it is:
+// the indexes of the nodes taking part, ';', then its participants ("0,1;*" for the whole job);
+// `data` is what this node's ranks contributed. `done` must be called exactly once, from any
+// thread, with every participating node's data concatenated in node order (ok = true), or
+// with ok = false when the fence cannot complete (the job is ending).
+using FenceDone = std::function<void(bool ok, std::string all)>;
+using FenceRelay = std::function<void(const std::string& key, std::string data, FenceDone done)>;
 
 class PmixServer {
  public:
@@ -51,8 +65,13 @@ class PmixServer {
   // machine again, which costs as much as dltune's own discovery (~25 ms here). Failure:
   // kInternal with libpmix's reason, or kUnsupported in a build without PMIx; nothing is
   // left running.
+  // With a `relay`, every fence goes through it (a job over several nodes), and the server
+  // calls this node `node_name` (its name in register_job's node map); without one, the server
+  // completes fences among its own clients.
   static Result<std::unique_ptr<PmixServer>> start(const std::string& tmpdir,
-                                                   std::shared_ptr<hwloc_topology> machine = {});
+                                                   std::shared_ptr<hwloc_topology> machine = {},
+                                                   FenceRelay relay = {},
+                                                   const std::string& node_name = "");
   ~PmixServer();
   PmixServer(const PmixServer&) = delete;
   PmixServer& operator=(const PmixServer&) = delete;
@@ -60,8 +79,8 @@ class PmixServer {
   // Registers the job's namespace with the node and process maps and job-level data (sizes,
   // local peers, the plan). Failure: kInternal; the server stays usable.
   Status register_job(const PmixJobSpec& job);
-  // Registers `rank` as a client and adds the PMIx variables it needs to `env`.
-  // Precondition: register_job() succeeded. Failure: kInternal.
+  // Registers `rank` (one of this node's) as a client and adds the PMIx variables it needs to
+  // `env`. Precondition: register_job() succeeded. Failure: kInternal.
   Status setup_rank(int rank, EnvBlock& env);
 
   // A snapshot of what the server has seen of `rank` (thread-safe).

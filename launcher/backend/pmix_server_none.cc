@@ -9,7 +9,8 @@ class PmixServer::Impl {};
 bool pmix_server_available() { return false; }
 
 Result<std::unique_ptr<PmixServer>> PmixServer::start(const std::string&,
-                                                      std::shared_ptr<hwloc_topology>) {
+                                                      std::shared_ptr<hwloc_topology>, FenceRelay,
+                                                      const std::string&) {
   return unsupported(
       "this dltune was built without PMIx (libpmix-dev); rebuild with DLTUNE_WITH_PMIX=ON");
 }

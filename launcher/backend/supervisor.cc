@@ -231,7 +231,14 @@ void Supervisor::fail(const Failure& failure) {
   failure_ = failure;
   DLTUNE_LOG(kInfo, "launch") << "failure: " << failure.why << " (exit code " << failure.exit_code
                               << "); stopping the other ranks";
+  tell_stop(failure);
   stop_all(SIGTERM);
+}
+
+void Supervisor::tell_stop(const Failure& f) {
+  if (on_stop_called_ || !on_stop_) return;
+  on_stop_called_ = true;
+  on_stop_(f);
 }
 
 void Supervisor::stop_unless_ended(std::chrono::milliseconds grace, Failure failure) {
@@ -343,6 +350,8 @@ void Supervisor::handle_signals() {
       continue;
     }
     if (signal_exit_ == 0 && failure_.why.empty()) signal_exit_ = 128 + sig;
+    const char* abbrev = sigabbrev_np(sig);
+    tell_stop({std::string("interrupted by SIG") + (abbrev != nullptr ? abbrev : "?"), 128 + sig});
     stop_all(sig == SIGINT ? options_.interrupt_signal : SIGTERM);
   }
   reap();  // SIGCHLD may have been merged with another signal

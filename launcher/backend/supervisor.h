@@ -125,6 +125,10 @@ class Supervisor {
   // a node that is gone) cannot hold the launch until Slurm's own timeouts. Call it from a
   // LineFilter or EventCheck while run() supervises; the first call's deadline stays.
   void stop_unless_ended(std::chrono::milliseconds grace, Failure failure);
+  // Called once, the moment the launch starts to stop its children: with the failure, or for a
+  // signal to the launcher with {"interrupted by SIGINT", 130} (SIGTERM 143, SIGHUP 129). The
+  // ssh backend tells the other nodes from here.
+  void set_on_stop(std::function<void(const Failure&)> hook) { on_stop_ = std::move(hook); }
 
   // Supervises until every child has exited and its output is drained; see the policy above.
   LaunchOutcome run();
@@ -172,6 +176,9 @@ class Supervisor {
   LineFilter filter_;
   ExitJudge judge_;
   CauseHint cause_hint_;
+  std::function<void(const Failure&)> on_stop_;
+  bool on_stop_called_ = false;
+  void tell_stop(const Failure& f);
   std::vector<std::pair<int, EventCheck>> watches_;
   std::vector<Child> children_;
   std::optional<DeathOrder> death_order_;  // while run() supervises

@@ -9,11 +9,13 @@
 #include "common/env.h"
 #include "common/paths.h"
 #include "common/strings.h"
+#include "launcher/backend/host_list.h"
 #include "launcher/backend/launch_spec.h"
 #include "launcher/backend/local_backend.h"
 #include "launcher/backend/plan_env.h"
 #include "launcher/backend/rank_output.h"
 #include "launcher/backend/slurm_backend.h"
+#include "launcher/backend/ssh_backend.h"
 #include "launcher/cli/commands.h"
 
 namespace dltune::cli {
@@ -35,8 +37,32 @@ struct RunOptions {
   std::string outcome_file;
   std::string exclude;               // --exclude HOST[,HOST...] (slurm)
   std::vector<std::string> exports;  // -x NAME[=VALUE], as given
+  std::string hosts;                 // -H HOST[:SLOTS],...
+  std::string hostfile;              // --hostfile FILE
+  std::string node_of;               // --node-of ADDR:PORT (the node daemon, internal)
+  int node_index = -1;               // --node-index K (with --node-of)
   std::vector<std::string> command;
 };
+
+// -H or --hostfile: the hosts of a job over ssh; empty when neither was given. Errors: both
+// given, a bad list or file (host_list.h), or a backend or --nodes that contradicts them.
+Result<std::vector<launcher::HostSlots>> hosts_option(const RunOptions& o) {
+  if (o.hosts.empty() && o.hostfile.empty()) return std::vector<launcher::HostSlots>{};
+  if (!o.hosts.empty() && !o.hostfile.empty())
+    return invalid_input("give -H or --hostfile, not both");
+  if (o.backend == "slurm") {
+    return invalid_input(
+        "-H / --hostfile start ranks over ssh; under Slurm, srun places them "
+        "(drop --backend slurm, or drop the hosts)");
+  }
+  if (o.nodes > 0 || !o.exclude.empty()) {
+    return invalid_input(
+        "--nodes and --exclude choose Slurm nodes; with -H / --hostfile the "
+        "hosts are the nodes");
+  }
+  return o.hosts.empty() ? launcher::parse_hostfile(o.hostfile)
+                         : launcher::parse_host_option(o.hosts);
+}
 
 // mpirun's `-x NAME=VALUE` (set NAME in every rank) and `-x NAME` (every rank gets this
 // command's NAME). Errors: invalid_input for a name that is not a variable's, or `-x NAME` of a
@@ -84,7 +110,8 @@ Result<std::string> bind_option(const RunOptions& o) {
   return invalid_input("--bind-to " + o.bind_to + ": expected none, core or numa");
 }
 
-Result<launcher::LaunchSpec> make_spec(const RunOptions& o, launcher::Backend backend) {
+Result<launcher::LaunchSpec> make_spec(const RunOptions& o, launcher::Backend backend,
+                                       bool over_hosts) {
   launcher::LaunchSpec spec;
   spec.argv = o.command;
   spec.nranks = o.nranks;
@@ -93,7 +120,7 @@ Result<launcher::LaunchSpec> make_spec(const RunOptions& o, launcher::Backend ba
     return invalid_input("--nodes " + std::to_string(o.nodes) +
                          " needs the slurm backend (--backend slurm)");
   }
-  if (spec.nranks < 0) {
+  if (spec.nranks < 0 && !over_hosts) {
     const char* ntasks = std::getenv("SLURM_NTASKS");
     if (backend != launcher::Backend::kSlurm || ntasks == nullptr) {
       return invalid_input("give the number of ranks with -n N");
@@ -165,6 +192,7 @@ Result<launcher::LaunchSpec> make_spec(const RunOptions& o, launcher::Backend ba
   spec.warn = [](const std::string& what) {
     std::fprintf(stderr, "dltune run: warning: %s\n", what.c_str());
   };
+  if (over_hosts) return spec;  // run_hosts validates it once the slots give nranks
   DLTUNE_TRY(launcher::validate_spec(spec));
   return spec;
 }
@@ -188,16 +216,26 @@ Status check_allocation(const launcher::LaunchSpec& spec) {
 }
 
 int run_run(const RunOptions& o) {
-  auto backend =
-      o.backend.empty() ? launcher::default_backend() : launcher::parse_backend(o.backend);
+  if (!o.node_of.empty()) {  // a node daemon of `dltune run -H` (ssh_backend.h)
+    auto of = launcher::parse_node_of(o.node_of, o.node_index);
+    if (!of) return report_error("run", of.error());
+    return launcher::run_node_daemon(*of);
+  }
+  auto hosts = hosts_option(o);
+  if (!hosts) return report_error("run", hosts.error());
+  const bool over_hosts = !hosts->empty();
+  auto backend = over_hosts || !o.backend.empty()
+                     ? launcher::parse_backend(o.backend.empty() ? "local" : o.backend)
+                     : launcher::default_backend();
   if (!backend) return report_error("run", backend.error());
-  auto spec = make_spec(o, *backend);
+  auto spec = make_spec(o, *backend, over_hosts);
   if (!spec) return report_error("run", spec.error());
   if (*backend == launcher::Backend::kSlurm) {
     if (Status s = check_allocation(*spec); !s.ok()) return report_error("run", s.error());
   }
-  auto outcome = *backend == launcher::Backend::kSlurm ? launcher::run_slurm(*spec)
-                                                       : launcher::run_local(*spec);
+  auto outcome = over_hosts                              ? launcher::run_hosts(*spec, *hosts)
+                 : *backend == launcher::Backend::kSlurm ? launcher::run_slurm(*spec)
+                                                         : launcher::run_local(*spec);
   if (!outcome) return report_error("run", outcome.error());
   if (!outcome->message.empty()) {
     std::fprintf(stderr, "dltune run: %s\n", outcome->message.c_str());
@@ -262,6 +300,15 @@ void setup_run(CLI::App& app, int* exit_code) {
                   "{\"exit_code\", \"message\" (the failure's sentence, \"\" on success), "
                   "\"interrupted\" (stopped by a signal to this command), \"host\" (the failed "
                   "rank's node, slurm backend)}");
+  cmd->add_option("-H,--host", opts->hosts,
+                  "HOST[:SLOTS],...: run the ranks on these machines, started over ssh (DLTUNE_SSH "
+                  "replaces the ssh command), filling each host's slots (default 1) in turn, as "
+                  "mpirun -H; -n defaults to the slots");
+  cmd->add_option("--hostfile", opts->hostfile,
+                  "FILE of hosts, one per line: HOST [slots=N], as mpirun's --hostfile");
+  cmd->add_option("--node-of", opts->node_of, "(internal) run as the node daemon of a -H job")
+      ->group("");
+  cmd->add_option("--node-index", opts->node_index, "(internal) with --node-of")->group("");
   cmd->add_option("command", opts->command, "PROGRAM [ARGS...] (after --)");
   cmd->positionals_at_end();
   cmd->footer(

@@ -24,6 +24,8 @@
 #   netns_cluster.sh exec DIR CMD [ARGS...]  runs CMD in the hub namespace with SLURM_CONF set:
 #        salloc / srun / dltune launch --backend slurm go here. Exits as CMD does.
 #   netns_cluster.sh node DIR I CMD [ARGS...]  runs CMD in node I's namespaces.
+#   netns_cluster.sh sshd DIR                starts an sshd on every node (root, key login);
+#        DIR/ssh/config is the ssh client's configuration for reaching nodes n1..nK.
 #   netns_cluster.sh stop DIR                stops every daemon and step, deletes the
 #        namespaces (their veths and bridge go with them) and DIR. Safe to call twice, and on a
 #        half-started cluster.
@@ -39,7 +41,7 @@ set -euo pipefail
 die() { echo "netns_cluster.sh: $*" >&2; exit 1; }
 usage() {
   echo "usage: netns_cluster.sh start DIR [NODES [CPUS]] [--rate R] [--delay US] |" \
-    "shape DIR RATE [US] | exec DIR CMD... | node DIR I CMD... | stop DIR" >&2
+    "shape DIR RATE [US] | exec DIR CMD... | node DIR I CMD... | sshd DIR | stop DIR" >&2
   exit 2
 }
 
@@ -342,6 +344,41 @@ start() {
   trap - ERR
 }
 
+# An sshd on every node (its address, port 22; root logs in with a key made here, nothing
+# else), for launches over ssh (`dltune run -H`). DIR/ssh/config is the client's
+# configuration: Host nI -> 10.213.0.I with that key, no host key checks (the host keys are
+# made here too). Exit 77 without openssh-server.
+start_sshd() {
+  local dir=$1 nodes i
+  [ -x /usr/sbin/sshd ] && command -v ssh >/dev/null 2>&1 && command -v ssh-keygen >/dev/null 2>&1 || {
+    echo "netns_cluster.sh: missing sshd or ssh (install openssh-server openssh-client)" >&2
+    exit 77
+  }
+  nodes=$(( $(wc -l <"$dir/namespaces") - 1 ))
+  mkdir -p "$dir/ssh" /run/sshd
+  chmod 0700 "$dir/ssh"
+  rm -f "$dir/ssh/host_key" "$dir/ssh/id"
+  ssh-keygen -q -t ed25519 -N '' -f "$dir/ssh/host_key"
+  ssh-keygen -q -t ed25519 -N '' -f "$dir/ssh/id"
+  cp "$dir/ssh/id.pub" "$dir/ssh/authorized_keys"
+  {
+    for i in $(seq 1 "$nodes"); do printf 'Host n%d\n  HostName %s.%d\n' "$i" "$SUBNET" "$i"; done
+    printf 'Host *\n  User root\n  IdentityFile %s\n  IdentitiesOnly yes\n' "$dir/ssh/id"
+    printf '  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n'
+  } >"$dir/ssh/config"
+  for i in $(seq 1 "$nodes"); do
+    in_ns "$(node_ns "$dir" "$i")" unshare --uts /bin/sh -c \
+      "hostname n$i && exec /usr/sbin/sshd -f /dev/null -h '$dir/ssh/host_key' \
+        -o ListenAddress=$SUBNET.$i -o PidFile='$dir/ssh/sshd-$i.pid' \
+        -o AuthorizedKeysFile='$dir/ssh/authorized_keys' -o StrictModes=no \
+        -o PermitRootLogin=prohibit-password -o PasswordAuthentication=no \
+        -o KbdInteractiveAuthentication=no -o UsePAM=no -E '$dir/log/sshd-$i.log'"
+  done
+  for i in $(seq 1 "$nodes"); do
+    wait_for 10 test -s "$dir/ssh/sshd-$i.pid" || die "sshd on n$i did not start: $(tail -n 3 "$dir/log/sshd-$i.log")"
+  done
+}
+
 kill_pidfile() {  # kill_pidfile FILE: SIGTERM the daemon named there, SIGKILL after 3 s
   local f=$1 pid
   [ -s "$f" ] || return 0
@@ -354,7 +391,7 @@ kill_pidfile() {  # kill_pidfile FILE: SIGTERM the daemon named there, SIGKILL a
 stop() {
   local dir=$1 ns pid
   [ -d "$dir" ] || return 0
-  for f in "$dir"/slurmd-*.pid; do [ -e "$f" ] && kill_pidfile "$f"; done
+  for f in "$dir"/slurmd-*.pid "$dir"/ssh/sshd-*.pid; do [ -e "$f" ] && kill_pidfile "$f"; done
   kill_pidfile "$dir/slurmctld.pid"
   kill_pidfile "$dir/munge/munged.pid"
   sleep 0.1
@@ -404,6 +441,7 @@ case "$cmd" in
     shift 3
     exec nsenter --net="/run/netns/$ns" "$@"
     ;;
+  sshd) [ $# -eq 2 ] || usage; start_sshd "$(cd "$DIR" && pwd)" ;;
   stop) [ $# -eq 2 ] || usage; stop "$DIR" ;;
   *) usage ;;
 esac

@@ -1,0 +1,53 @@
+// Jobs over several machines without Slurm (issue 39): `dltune run -H n1:2,n2:2` or
+// `--hostfile FILE`, the ranks started over ssh as mpirun and DeepSpeed start them.
+//
+// How it works. The head (run_hosts) lays the ranks over the hosts by slot (host_list.h) and
+// starts, for every host that gets ranks, a node daemon: `dltune run --node-of ...`, the same
+// dltune binary at the same path, through `ssh -T -o BatchMode=yes HOST` (DLTUNE_SSH replaces
+// "ssh": "ssh -F my_config", say), or directly for this machine. Each daemon connects back to
+// the head (node_link.h), gets its job and runs its node's ranks as the local backend runs a
+// job, under its own PMIx server, with the job's global ranks, the rendezvous variables of rank
+// 0's node and fences that cross nodes through the head (node_hub.h). The head supervises the
+// ssh processes (their output is the ranks' output, tagged and timestamped by the daemons as
+// asked), and when a node reports a failed rank, or an ssh process fails, it tells every
+// daemon to stop and ends as mpirun does: the first failed rank's exit code and a sentence
+// naming the rank and its host. Standard input goes to rank 0's node.
+//
+// What a host needs: sshd reachable without a password (BatchMode), dltune at the path the
+// head runs it from (a shared file system or the same installation), the program, and a route
+// back to a TCP port the head listens on. Ranks get their node's login environment plus what
+// dltune sets and `-x` names, as under mpirun.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "launcher/backend/host_list.h"
+#include "launcher/backend/launch_spec.h"
+
+namespace dltune::launcher {
+
+// Runs spec.nranks ranks (or, when nranks < 0, one per slot) of spec.argv over `hosts`.
+// Success: the outcome, as run_local's. Failure (nothing left running): kInvalidInput for
+// more ranks than slots or a bad spec, kIo when the head cannot listen or fork.
+Result<LaunchOutcome> run_hosts(LaunchSpec spec, const std::vector<HostSlots>& hosts);
+
+// Where a node daemon finds its head: `--node-of ADDR:PORT` (ADDR "ssh": SSH_CONNECTION's
+// first field, the address the ssh session came from), `--node-index K`, and the job's token,
+// read from DLTUNE_NODE_TOKEN.
+struct NodeOf {
+  std::string head;  // an address, or "ssh"
+  int port = 0;
+  int node = 0;
+  std::string token;
+};
+// Parses "ADDR:PORT" (the last ':' separates the port). Failure: kInvalidInput.
+Result<NodeOf> parse_node_of(const std::string& text, int node);
+
+// The node daemon: connects to the head, runs this node's ranks of the job it is given, and
+// reports how they ended. Returns the process's exit code (the node's outcome; 1 when the head
+// cannot be reached, with one line on stderr saying why).
+int run_node_daemon(const NodeOf& of);
+
+}  // namespace dltune::launcher

@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# `dltune run -H` / `--hostfile` over ssh (issue 39), on two simulated nodes
+# (netns_cluster.sh: network and UTS namespaces on a bridge) each running sshd, the launcher in
+# the hub namespace as on a login node. Checks that
+#  - ranks fill each host's slots in turn, with the job's RANK / LOCAL_RANK / GROUP_RANK and
+#    MASTER_ADDR on rank 0's node (its address on the bridge), run on the named node;
+#  - dltune's PMIx ranks fence across the nodes (every rank reads every peer's endpoint), and an
+#    Open MPI program (mpi4py) allreduces across them, from a hostfile;
+#  - a PyTorch DDP script (gloo) trains across them, as under torchrun on each node;
+#  - a failed rank on n2 ends the job with its exit code and names it and its node, and the
+#    ranks on n1 are stopped; so does a signal to the launcher (130);
+#  - a host ssh cannot reach ends the job with ssh's code, naming the host; more ranks than
+#    slots is refused before anything starts (exit 2);
+#  - nothing is left running on the nodes.
+# Exit 77 (skip) without root, Slurm, munge, iproute2 or openssh-server.
+# Usage: ssh_launch_test.sh DLTUNE_BINARY PMIX_PROBE SOURCE_DIR
+set -u
+dltune=$1
+probe=$2
+src=$3
+tmp=$(mktemp -d)
+cluster=$tmp/cluster
+script=$src/tests/slurm/netns_cluster.sh
+fail() { echo "FAIL: $*"; exit 1; }
+cleanup() { bash "$script" stop "$cluster" >/dev/null 2>&1; rm -rf "$tmp"; }
+trap cleanup EXIT
+bash "$script" start "$cluster" 2 2 >"$tmp/start.log" 2>&1
+rc=$?
+[ $rc -eq 77 ] && { cat "$tmp/start.log"; exit 77; }
+[ $rc -eq 0 ] || fail "netns_cluster.sh start exited $rc: $(cat "$tmp/start.log")"
+bash "$script" sshd "$cluster"
+rc=$?
+[ $rc -eq 77 ] && exit 77
+[ $rc -eq 0 ] || fail "netns_cluster.sh sshd exited $rc"
+export DLTUNE_SSH="ssh -F $cluster/ssh/config"
+run() { timeout 120 bash "$script" exec "$cluster" "$dltune" run "$@"; }
+
+# 1. Placement and the rank variables.
+out=$(run -H n1:2,n2:2 --tag-output -- sh -c \
+  'echo "$RANK $LOCAL_RANK $GROUP_RANK $WORLD_SIZE $(hostname) $MASTER_ADDR"' 2>&1) ||
+  fail "4 ranks on n1:2,n2:2 exited $?: $out"
+for want in "[0] 0 0 0 4 n1 10.213.0.1" "[1] 1 1 0 4 n1 10.213.0.1" "[2] 2 0 1 4 n2 10.213.0.1" \
+  "[3] 3 1 1 4 n2 10.213.0.1"; do
+  grep -qxF "$want" <<<"$out" || fail "no line '$want' in: $out"
+done
+
+# 2. PMIx across the nodes: dltune's bootstrap, then Open MPI from a hostfile.
+out=$(run -H n1:2,n2:2 -- "$probe" 2>&1) || fail "pmix_probe over ssh exited $?: $out"
+[ "$(grep -c 'peers=ok' <<<"$out")" -eq 4 ] || fail "not every rank read its peers: $out"
+grep -q "rank=3 size=4 local_rank=1 local_size=2 node=1/2 host=n2" <<<"$out" ||
+  fail "rank 3's PMIx identity: $out"
+printf 'n1 slots=2  # first\n\nn2 slots=2 max_slots=4\n' >"$tmp/hosts"
+if /usr/bin/python3 -c 'import mpi4py, numpy' 2>/dev/null; then
+  out=$(run --hostfile "$tmp/hosts" -x OMPI_MCA_btl_tcp_if_include=eth0 -- /usr/bin/python3 -c '
+from mpi4py import MPI
+import numpy as np
+c = MPI.COMM_WORLD
+a = np.full(1 << 20, c.rank + 1.0)
+b = np.empty_like(a)
+c.Allreduce(a, b)
+print("mpi", c.rank, c.size, MPI.Get_processor_name(), b[0], b[-1])' 2>&1) ||
+    fail "mpi4py over ssh exited $?: $out"
+  for r in 0 1; do grep -qxF "mpi $r 4 n1 10.0 10.0" <<<"$out" || fail "mpi rank $r: $out"; done
+  for r in 2 3; do grep -qxF "mpi $r 4 n2 10.0 10.0" <<<"$out" || fail "mpi rank $r: $out"; done
+else
+  echo "note: mpi4py or numpy missing: the Open MPI part is skipped"
+fi
+
+# 3. PyTorch DDP (gloo) across the nodes. The nodes' names resolve nowhere, so gloo is told its
+# interface, as on a cluster without name service for its compute nodes.
+if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+  out=$(cd "$src/examples/pytorch-ddp" && run -H n1:1,n2:1 -x GLOO_SOCKET_IFNAME=eth0 \
+    --tag-output -- /usr/bin/python3 train.py --steps 3 --batch-size 8 2>&1) ||
+    fail "the DDP example over ssh exited $?: $out"
+  grep -q '^\[0\] samples/s: [0-9.]*$' <<<"$out" || fail "no throughput from rank 0: $out"
+else
+  echo "note: PyTorch missing: the DDP part is skipped"
+fi
+
+# 4. Failures: a rank on n2 exits 3 while the others wait in a fence.
+out=$(run -H n1:2,n2:2 -- "$probe" --fault exit3 --fault-rank 3 2>&1)
+rc=$?
+[ $rc -eq 3 ] || fail "a rank's exit 3 ended the job with $rc: $out"
+grep -q "rank 3 on n2 exited with code 3" <<<"$out" || fail "the failure is not named: $out"
+# A signal to the launcher stops the ranks on every node.
+bash "$script" exec "$cluster" "$dltune" run -H n1:1,n2:1 -- sleep 60 >"$tmp/sig.out" 2>&1 &
+pid=$!
+for _ in $(seq 1 100); do
+  bash "$script" node "$cluster" 2 pgrep -x sleep >/dev/null && break
+  sleep 0.1
+done
+kill -INT "$(pgrep -P "$pid" -f "run -H n1:1,n2:1" || echo "$pid")" 2>/dev/null
+wait "$pid"
+rc=$?
+[ $rc -eq 130 ] || fail "SIGINT ended the job with $rc: $(cat "$tmp/sig.out")"
+# A host ssh cannot reach.
+out=$(run -H n1:1,n9:1 -- sleep 60 2>&1)
+rc=$?
+[ $rc -eq 255 ] || fail "an unreachable host ended the job with $rc: $out"
+grep -q "the node daemon on n9 exited with code 255" <<<"$out" || fail "n9 is not named: $out"
+out=$(run -n 5 -H n1:2,n2:2 -- true 2>&1)
+rc=$?
+[ $rc -eq 2 ] || fail "5 ranks on 4 slots exited $rc: $out"
+grep -q "5 ranks but the hosts have 4 slots" <<<"$out" || fail "the refusal: $out"
+
+# 5. Nothing left behind on the nodes (the daemons stop their ranks within the grace period).
+# Every process in a node's network namespace but its sshd.
+on_node() {
+  local ns pid
+  ns=$(sed -n "$(( $1 + 1 ))p" "$cluster/namespaces")
+  for pid in $(ip netns pids "$ns"); do
+    tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -v '^sshd\|/usr/sbin/sshd\|slurmd' && echo " (pid $pid)"
+  done
+}
+for i in 1 2; do
+  for _ in $(seq 1 50); do [ -z "$(on_node "$i")" ] && break; sleep 0.1; done
+  left=$(on_node "$i")
+  [ -z "$left" ] || fail "left running on n$i: $left"
+done
+echo "PASS"
