@@ -9,6 +9,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -207,11 +208,22 @@ Result<LaunchOutcome> run_hosts(LaunchSpec spec, const std::vector<HostSlots>& h
   sup.set_on_stop([&h](const Failure& f) { h.stop_all(f.why); });
   // The last lines each ssh process wrote to stderr (its own complaints: "Permission denied").
   std::vector<std::deque<std::string>> last_err(nodes.size());
-  sup.set_line_filter([&last_err](int index, bool is_stderr, std::string_view line) {
+  // A daemon's warning ("dltune run: warning (n2): ...") shows once when every node gives it
+  // (a plan for another job shape): the first node's words stand for all.
+  std::set<std::string> warned;
+  sup.set_line_filter([&last_err, &warned](int index, bool is_stderr, std::string_view line) {
     if (is_stderr) {
       auto& q = last_err[static_cast<size_t>(index)];
       q.emplace_back(line);
       if (q.size() > 3) q.pop_front();
+      constexpr std::string_view kWarning = "dltune run: warning (";
+      if (line.substr(0, kWarning.size()) == kWarning) {
+        const size_t close = line.find("): ");
+        if (close != std::string_view::npos &&
+            !warned.insert(std::string(line.substr(close))).second) {
+          return std::optional<std::string>();
+        }
+      }
     }
     return std::optional<std::string>(std::string(line));
   });

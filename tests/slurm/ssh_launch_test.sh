@@ -3,7 +3,8 @@
 # (netns_cluster.sh: network and UTS namespaces on a bridge) each running sshd, the launcher in
 # the hub namespace as on a login node. Checks that
 #  - ranks fill each host's slots in turn, with the job's RANK / LOCAL_RANK / GROUP_RANK and
-#    MASTER_ADDR on rank 0's node (its address on the bridge), run on the named node;
+#    MASTER_ADDR on rank 0's node (its address on the bridge), run on the named node; standard
+#    input reaches rank 0, --plan every rank (its warning said once);
 #  - dltune's PMIx ranks fence across the nodes (every rank reads every peer's endpoint), and an
 #    Open MPI program (mpi4py) allreduces across them, from a hostfile;
 #  - a PyTorch DDP script (gloo) trains across them, as under torchrun on each node;
@@ -43,6 +44,18 @@ for want in "[0] 0 0 0 4 n1 10.213.0.1" "[1] 1 1 0 4 n1 10.213.0.1" "[2] 2 0 1 4
   "[3] 3 1 1 4 n2 10.213.0.1"; do
   grep -qxF "$want" <<<"$out" || fail "no line '$want' in: $out"
 done
+
+# Standard input reaches rank 0 (on n1) only; --plan reaches every node's ranks, and its
+# warning (a plan for another shape) is said once, not once per node.
+DLTUNE_DB=$tmp/db.sqlite "$dltune" launch "$src/recipes/quickstart.yaml" --dry-run --json 2>/dev/null |
+  tail -n 1 | /usr/bin/python3 -c 'import json, sys; json.dump(json.load(sys.stdin)["plan"], sys.stdout)' \
+    >"$tmp/plan.json" || fail "no plan from the quickstart's dry run"
+out=$(echo "to-rank-0" | run -H n1:1,n2:1 --plan "$tmp/plan.json" --tag-output -- sh -c \
+  'read -r x; echo "got [$x] $(test -s "$DLTUNE_PLAN" && echo plan)"' 2>&1) ||
+  fail "stdin and --plan over ssh exited $?: $out"
+grep -qxF "[0] got [to-rank-0] plan" <<<"$out" || fail "rank 0's input or plan: $out"
+grep -qxF "[1] got [] plan" <<<"$out" || fail "rank 1's input or plan: $out"
+[ "$(grep -c "its placement is not used" <<<"$out")" -eq 1 ] || fail "the plan's warning: $out"
 
 # 2. PMIx across the nodes: dltune's bootstrap, then Open MPI from a hostfile.
 out=$(run -H n1:2,n2:2 -- "$probe" 2>&1) || fail "pmix_probe over ssh exited $?: $out"
