@@ -96,6 +96,13 @@ Result<std::vector<HostSlots>> parse_hostfile(const std::string& path) {
   return parse_hostfile_text(*text, path);
 }
 
+Result<std::vector<HostSlots>> hosts_from_options(const std::string& option,
+                                                  const std::string& hostfile) {
+  if (option.empty() && hostfile.empty()) return std::vector<HostSlots>{};
+  if (!option.empty() && !hostfile.empty()) return invalid_input("give -H or --hostfile, not both");
+  return option.empty() ? parse_hostfile(hostfile) : parse_host_option(option);
+}
+
 Result<std::vector<NodeRanks>> map_by_slot(const std::vector<HostSlots>& hosts, int nranks) {
   if (hosts.empty()) return invalid_input("no hosts given");
   std::vector<HostSlots> merged;

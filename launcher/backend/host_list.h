@@ -43,6 +43,11 @@ Result<std::vector<HostSlots>> parse_hostfile(const std::string& path);
 Result<std::vector<HostSlots>> parse_hostfile_text(std::string_view text,
                                                    const std::string& origin);
 
+// The hosts of `-H TEXT` or `--hostfile FILE` (the one given; "" for not given): none when
+// neither was given. Failure: both given, or what parse_host_option / parse_hostfile say.
+Result<std::vector<HostSlots>> hosts_from_options(const std::string& option,
+                                                  const std::string& hostfile);
+
 // Lays `nranks` ranks over the hosts by slot: each host in turn takes ranks up to its slots
 // (hosts named twice merged first, in the order of their first mention). nranks < 0: as many
 // ranks as slots. Hosts left without a rank are not part of the job. Failure: kInvalidInput

@@ -34,6 +34,7 @@
 #include "common/progress.h"
 #include "common/strings.h"
 #include "engine/data/dataset.h"
+#include "launcher/backend/host_list.h"
 #include "launcher/backend/rank_program.h"
 #include "launcher/backend/slurm_backend.h"
 #include "launcher/backend/temp_dir.h"
@@ -92,6 +93,20 @@ Status open_resumed(Launch& L) {
                             lj[k].get<int64_t>() <= (int64_t{1} << 20))) {
       return invalid_input(where + ": '" + k + "' must be a whole number from 0 to 1048576");
     }
+  }
+  // The hosts it ran on (-H), again unless this --resume names its own.
+  if (lj.contains("hosts") && L.jo.hosts.empty()) {
+    const nlohmann::json& hs = lj["hosts"];
+    if (!hs.is_array() || hs.size() > 4096)
+      return invalid_input(where + ": 'hosts' must be a list");
+    std::string list;
+    for (const auto& h : hs) {
+      if (!h.is_string()) return invalid_input(where + ": 'hosts' must be a list of host names");
+      list += (list.empty() ? "" : ",") + h.get<std::string>();
+    }
+    auto hosts = launcher::parse_host_option(list);
+    if (!hosts) return std::move(hosts).error().wrap(where + ": 'hosts'");
+    L.jo.hosts = std::move(*hosts);
   }
   // The nodes the run lost (Slurm): left out again where this allocation has them.
   if (lj.contains("exclude")) {
@@ -154,6 +169,9 @@ Status open_job(Launch& L) {
         "recipe.yaml); leave out --set or --resume");
   }
   L.jo = o.job;
+  auto hosts = launcher::hosts_from_options(o.hosts, o.hostfile);
+  if (!hosts) return hosts.error();
+  L.jo.hosts = std::move(*hosts);
   for (const std::string& text : o.sets) {
     auto ov = recipes::parse_override(text);
     if (!ov) return ov.error();
@@ -434,6 +452,7 @@ Status record_launch(const Launch& L) {
                        {"command", train_argv(L.worker, dir, false)}};
   if (L.job.backend == launcher::Backend::kSlurm && !L.jo.exclude.empty())
     lj["exclude"] = L.jo.exclude;
+  if (!L.job.hosts.empty()) lj["hosts"] = L.job.hosts;
   // --nodes MIN-MAX: a --resume takes the range again (the shape it gets may differ: planned
   // again then, as after a restart on fewer nodes).
   if (L.job.nodes_max > 0) lj["nodes_range"] = {L.job.recipe.launch.min_nodes, L.job.nodes_max};
@@ -513,7 +532,9 @@ launcher::RunFacts run_facts(const Launch& L, Progress& progress, bool resumed_f
   facts.recipe = L.job.recipe.name;
   facts.ranks = L.job.ranks;
   facts.nodes = L.job.shape.nodes;
-  facts.backend = L.job.backend == launcher::Backend::kSlurm ? "slurm" : "local";
+  facts.backend = L.job.backend == launcher::Backend::kSlurm ? "slurm"
+                  : L.job.hosts.empty()                      ? "local"
+                                                             : "ssh";
   facts.cores_per_node = L.cores;
   facts.classes = L.job.recipe.data.classes;
   facts.nodes_per_machine = launcher::nodes_per_machine(L.machines, L.job.shape.nodes);
@@ -652,6 +673,11 @@ void setup_launch(CLI::App& app, int* exit_code) {
       ->type_name("N|MIN-MAX");
   cmd->add_option("--backend", o->job.backend,
                   "local or slurm (default: slurm inside an allocation, else local)");
+  cmd->add_option("-H,--host", o->hosts,
+                  "HOST[:SLOTS],...: the job's nodes are these machines, its ranks started over "
+                  "ssh as `dltune run -H` starts them (ranks: -n, the recipe's, else every "
+                  "host's slots when equal, else the rule per node from this machine's cores)");
+  cmd->add_option("--hostfile", o->hostfile, "FILE of hosts (HOST [slots=N] per line), as -H");
   cmd->add_flag("--retune", o->retune, "Tune again even when a plan is cached");
   cmd->add_flag("--no-tune", o->no_tune, "Never tune: the cached plan, else the recipe's settings");
   cmd->add_option("--db", o->db, "User tuning database (default DLTUNE_DB, else XDG data)");

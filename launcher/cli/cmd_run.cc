@@ -48,8 +48,6 @@ struct RunOptions {
 // given, a bad list or file (host_list.h), or a backend or --nodes that contradicts them.
 Result<std::vector<launcher::HostSlots>> hosts_option(const RunOptions& o) {
   if (o.hosts.empty() && o.hostfile.empty()) return std::vector<launcher::HostSlots>{};
-  if (!o.hosts.empty() && !o.hostfile.empty())
-    return invalid_input("give -H or --hostfile, not both");
   if (o.backend == "slurm") {
     return invalid_input(
         "-H / --hostfile start ranks over ssh; under Slurm, srun places them "
@@ -60,8 +58,7 @@ Result<std::vector<launcher::HostSlots>> hosts_option(const RunOptions& o) {
         "--nodes and --exclude choose Slurm nodes; with -H / --hostfile the "
         "hosts are the nodes");
   }
-  return o.hosts.empty() ? launcher::parse_hostfile(o.hostfile)
-                         : launcher::parse_host_option(o.hosts);
+  return launcher::hosts_from_options(o.hosts, o.hostfile);
 }
 
 // mpirun's `-x NAME=VALUE` (set NAME in every rank) and `-x NAME` (every rank gets this

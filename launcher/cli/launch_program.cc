@@ -74,6 +74,11 @@ Status open_program(ProgramLaunch& P) {
   if (!o.sets.empty()) {
     return invalid_input("--set changes a model recipe's keys; edit the program recipe instead");
   }
+  if (!o.hosts.empty() || !o.hostfile.empty()) {
+    return invalid_input(
+        "program recipes run on this machine only for now; to run the program on the hosts, "
+        "start it with `dltune run -H HOST:SLOTS,... -- PROGRAM` (or --hostfile)");
+  }
   if (o.job.nodes > 1 || o.job.backend == "slurm" ||
       (o.job.backend.empty() && std::getenv("SLURM_JOB_ID") != nullptr)) {  // NOLINT: Slurm's
     return invalid_input(

@@ -33,6 +33,7 @@ struct LaunchOptions {
   int max_restarts = -1;  // --max-restarts; -1: the recipe's launch.restarts
   std::string db, resume;
   std::vector<std::string> sets;  // --set KEY=VALUE, as given
+  std::string hosts, hostfile;    // -H HOST[:SLOTS],... / --hostfile FILE, as given
   // A program recipe's ranks' output: each line prefixed with its rank / its arrival time.
   bool tag_output = false, timestamp_output = false;
   // `dltune tune` of a program recipe: tune (or find the cached plan) and stop; `grid`: every

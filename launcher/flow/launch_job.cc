@@ -160,6 +160,11 @@ Result<Job> make_job(const JobOptions& o, const topology::Topology& topo) {
   if (!backend) return std::move(backend).error().wrap("--backend");
   job.backend = *backend;
   const bool slurm = job.backend == Backend::kSlurm;
+  if (slurm && !o.hosts.empty()) {
+    return invalid_input(
+        "-H / --hostfile start the ranks over ssh; under Slurm, srun places "
+        "them (drop --backend slurm, or drop the hosts)");
+  }
   // GPU ranks on a machine without a GPU would tune, then fail as they start (issue 42): refuse
   // before anything runs. (Slurm's nodes are not this one: their ranks check for themselves.)
   if (!slurm && job.recipe.comm.backend == "nccl" && topo.gpus.empty()) {
@@ -173,10 +178,23 @@ Result<Job> make_job(const JobOptions& o, const topology::Topology& topo) {
   const int allocated = allocation_nodes();
   int nodes = o.nodes > 0 ? o.nodes : (slurm ? std::max(allocated - excluded - spare, 1) : 1);
   const bool range = o.nodes_max > 0;
+  std::vector<HostSlots> hosts;
+  if (!o.hosts.empty()) {
+    auto all = map_by_slot(o.hosts, -1);  // merged, in order: one node per host
+    if (!all) return std::move(all).error();
+    for (const NodeRanks& n : *all) hosts.push_back({n.host, n.count});
+    if (range) return invalid_input("--nodes MIN-MAX needs Slurm; with -H the hosts are fixed");
+    if (o.nodes > static_cast<int>(hosts.size())) {
+      return invalid_input("--nodes " + std::to_string(o.nodes) + ": the hosts are " +
+                           std::to_string(hosts.size()));
+    }
+    hosts.resize(static_cast<size_t>(o.nodes > 0 ? o.nodes : static_cast<int>(hosts.size())));
+    nodes = static_cast<int>(hosts.size());
+  }
   if (range)
     DLTUNE_TRY(take_node_range(o, slurm, allocated - excluded - spare, excluded > 0, spare > 0,
                                &job, &nodes));
-  if (!slurm && nodes > 1) {
+  if (!slurm && nodes > 1 && hosts.empty()) {
     return invalid_input("--nodes " + std::to_string(nodes) +
                          " needs the slurm backend (run inside an allocation or pass "
                          "--backend slurm)");
@@ -193,8 +211,12 @@ Result<Job> make_job(const JobOptions& o, const topology::Topology& topo) {
   if (ranks <= 0 && job.recipe.launch.ranks_per_node > 0) {
     ranks = nodes * static_cast<int>(job.recipe.launch.ranks_per_node);
   }
+  const bool even_slots =
+      !hosts.empty() && std::all_of(hosts.begin(), hosts.end(),
+                                    [&](const HostSlots& h) { return h.slots == hosts[0].slots; });
+  if (ranks <= 0 && even_slots && hosts[0].slots > 1) ranks = nodes * hosts[0].slots;
   const int cores = std::max(1, static_cast<int>(topo.cores.size()));
-  job.shape_auto = ranks <= 0 && !slurm && nodes == 1 && topo.gpus.empty() &&
+  job.shape_auto = ranks <= 0 && !slurm && hosts.empty() && nodes == 1 && topo.gpus.empty() &&
                    job.recipe.comm.backend != "nccl" && job.recipe.launch.threads_per_rank <= 0;
   if (ranks <= 0) ranks = nodes * auto_ranks_per_node(job.recipe, topo, cores);
   if (slurm && in_slurm_allocation() && allocated > 0 && nodes > allocated - excluded) {
@@ -206,6 +228,16 @@ Result<Job> make_job(const JobOptions& o, const topology::Topology& topo) {
   if (ranks % nodes != 0) {
     return invalid_input(std::to_string(ranks) + " ranks do not divide evenly over " +
                          std::to_string(nodes) + " nodes; choose -n as a multiple of --nodes");
+  }
+  for (const HostSlots& h : hosts) {
+    // A host named without slots (one: Open MPI's default) takes the job's ranks per node, as
+    // `dltune run -H` is then told; one given more slots, but fewer than that, is refused.
+    if (h.slots > 1 && h.slots < ranks / nodes) {
+      return invalid_input(std::to_string(ranks) + " ranks over " + std::to_string(nodes) +
+                           " hosts are " + std::to_string(ranks / nodes) + " per host, and " +
+                           h.name + " has " + std::to_string(h.slots) + " slots");
+    }
+    job.hosts.push_back(h.name);
   }
   job.ranks = ranks;
   if (slurm) job.exclude = o.exclude;
@@ -294,7 +326,13 @@ std::string quote_argv(const std::vector<std::string>& argv) {
 std::vector<std::string> launch_prefix(const Job& job, const std::string& plan_file,
                                        const std::string& recipe_file, bool placed) {
   std::vector<std::string> p = {"dltune", "run", "-n", std::to_string(job.ranks)};
-  if (job.backend == Backend::kSlurm) {
+  if (!job.hosts.empty()) {
+    std::string h;
+    for (size_t i = 0; i < job.hosts.size() && i < static_cast<size_t>(job.shape.nodes); ++i) {
+      h += (i ? "," : "") + job.hosts[i] + ":" + std::to_string(job.shape.ranks_per_node);
+    }
+    p.insert(p.end(), {"-H", h});
+  } else if (job.backend == Backend::kSlurm) {
     p.insert(p.end(), {"--nodes", std::to_string(job.shape.nodes), "--backend", "slurm"});
     if (!job.exclude.empty()) p.insert(p.end(), {"--exclude", strings::join(job.exclude, ",")});
   } else {

@@ -8,6 +8,7 @@
 
 #include "common/progress.h"
 #include "common/result.h"
+#include "launcher/backend/host_list.h"
 #include "launcher/backend/launch_spec.h"
 #include "launcher/flow/run_dir.h"
 #include "recipes/plan.h"
@@ -25,6 +26,7 @@ struct JobOptions {
   int nodes_max = 0;    // --nodes MIN-MAX's MAX (nodes its MIN); 0 = nodes is the job's count
   std::string backend;  // "" = default_backend()
   std::vector<std::string> exclude;  // slurm: the allocation's nodes lost, left out
+  std::vector<HostSlots> hosts;      // -H / --hostfile: the job's machines, over ssh
 };
 
 // What the launch is: the job shape, the backend and how ranks bind.
@@ -39,6 +41,9 @@ struct Job {
   std::vector<std::string> notes;  // what --set changed beyond its keys (a shorter schedule)
   topology::BindPolicy bind = topology::BindPolicy::kAuto;
   std::vector<std::string> exclude;  // slurm: nodes not to run on (JobOptions::exclude)
+  // -H / --hostfile: the hosts the job's nodes are, in order (shape.nodes of them, each
+  // running shape.ranks_per_node ranks through `dltune run -H`); empty: this machine or Slurm's.
+  std::vector<std::string> hosts;
   // --nodes MIN-MAX (slurm): the most nodes the job runs on; a lost node's place is taken by
   // a node the allocation grows by (launcher::grow_allocation) when it has no spare, and the
   // job goes on on fewer down to MIN (launch.min_nodes). 0 = a fixed count.
@@ -64,6 +69,12 @@ struct Job {
 // over the nodes; more than one node without the slurm backend; inside an allocation, more nodes
 // than it has; comm.backend nccl on a local machine without a GPU. not_found (exit 2): no such
 // recipe.
+// With hosts (-H / --hostfile) the nodes are those hosts (the first `nodes` of them when
+// --nodes is given), ranks from -n, else the recipe's, else launch.ranks_per_node per host,
+// else every host's slots when they are all equal, else the rule per node from this machine's
+// `topo` (a launch over hosts plans with this machine's cores: start it on one of them); a host
+// given more than one slot but fewer than the ranks per node, hosts with --backend slurm or
+// --nodes MIN-MAX, or ranks that do not divide over the hosts are refused.
 Result<Job> make_job(const JobOptions& options, const topology::Topology& topo);
 
 // `--nodes`'s value: "N" -> {N, 0}; "MIN-MAX" -> {MIN, MAX} (MIN-MIN is MIN: {MIN, 0}), every

@@ -132,5 +132,51 @@ TEST_F(NodeRangeTest, OutsideAnAllocationTheJobIsPlannedOnTheLeast) {
   EXPECT_TRUE(has_note(*j, "--nodes 2-4: planned here for 2 node(s); the launch asks salloc"));
 }
 
+// -H / --hostfile (issue 39): the hosts are the job's nodes, the ranks dealt evenly over them,
+// and its `dltune run` names them with the ranks each runs.
+TEST_F(NodeRangeTest, HostsAreTheNodesAndTheRunNamesThem) {
+  auto with_hosts = [&](const std::string& list, int ranks, const std::vector<std::string>& sets,
+                        int nodes = 0, const std::string& backend = "local") {
+    JobOptions o;
+    o.recipe = std::string(DLTUNE_SOURCE_DIR) + "/tests/launch/data/tiny.yaml";
+    o.backend = backend;
+    o.ranks = ranks;
+    o.nodes = nodes;
+    o.hosts = *parse_host_option(list);
+    for (const std::string& s : sets) o.overrides.push_back(*recipes::parse_override(s));
+    return make_job(o, topo_);
+  };
+  // The recipe's 2 ranks over two hosts: one each.
+  auto j = with_hosts("n1,n2", 0, {});
+  ASSERT_TRUE(j.ok()) << j.error().message();
+  EXPECT_EQ(j->shape.nodes, 2);
+  EXPECT_EQ(j->shape.ranks_per_node, 1);
+  EXPECT_EQ(j->hosts, (std::vector<std::string>{"n1", "n2"}));
+  const std::vector<std::string> p = launch_prefix(*j);
+  const std::vector<std::string> want = {"dltune", "run", "-n", "2", "-H", "n1:1,n2:1"};
+  ASSERT_GE(p.size(), want.size());
+  EXPECT_EQ(std::vector<std::string>(p.begin(), p.begin() + 6), want);
+  // No rank count anywhere: every host's slots when they are equal.
+  auto slots = with_hosts("a:4,b:4,c:4", 0, {"launch.ranks=auto", "launch.ranks_per_node=auto"});
+  ASSERT_TRUE(slots.ok()) << slots.error().message();
+  EXPECT_EQ(slots->ranks, 12);
+  EXPECT_EQ(slots->shape.ranks_per_node, 4);
+  EXPECT_FALSE(slots->shape_auto);  // the hosts are not this machine: no shape search here
+  // --nodes takes the first hosts; the 1-rank baseline runs on the first.
+  auto two = with_hosts("a:2,b:2,c:2", 4, {}, 2);
+  ASSERT_TRUE(two.ok()) << two.error().message();
+  EXPECT_EQ(two->hosts.size(), 2u);
+  const std::vector<std::string> base = launch_prefix(baseline_job(*two));
+  EXPECT_EQ(base[5], "a:1");
+  // Refused: ranks that do not divide, a host with too few slots, Slurm, a range.
+  EXPECT_FALSE(with_hosts("n1,n2", 3, {}).ok());
+  auto few = with_hosts("a:4,b:2", 8, {});
+  ASSERT_FALSE(few.ok());
+  EXPECT_NE(few.error().message().find("b has 2 slots"), std::string::npos)
+      << few.error().message();
+  EXPECT_FALSE(with_hosts("n1,n2", 2, {}, 0, "slurm").ok());
+  EXPECT_FALSE(with_hosts("n1,n2", 2, {}, 3).ok());
+}
+
 }  // namespace
 }  // namespace dltune::launcher

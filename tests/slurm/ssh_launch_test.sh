@@ -8,6 +8,8 @@
 #  - dltune's PMIx ranks fence across the nodes (every rank reads every peer's endpoint), and an
 #    Open MPI program (mpi4py) allreduces across them, from a hostfile;
 #  - a PyTorch DDP script (gloo) trains across them, as under torchrun on each node;
+#  - `dltune launch -H` trains a model recipe on both nodes and remembers the hosts; a program
+#    recipe over hosts is refused, naming `dltune run -H`;
 #  - a failed rank on n2 ends the job with its exit code and names it and its node, and the
 #    ranks on n1 are stopped; so does a signal to the launcher (130);
 #  - a host ssh cannot reach ends the job with ssh's code, naming the host; more ranks than
@@ -89,6 +91,19 @@ if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
 else
   echo "note: PyTorch missing: the DDP part is skipped"
 fi
+
+# dltune launch over the hosts: the engine's ranks, one per host, trained and reported as a job
+# of 2 nodes; the run directory remembers the hosts (a --resume runs there again). A program
+# recipe over hosts is refused (exit 2) with the `dltune run -H` it should use.
+export DLTUNE_DB=$tmp/db.sqlite DLTUNE_RUNS_DIR=$tmp/runs DLTUNE_NO_PROGRESS=1
+out=$(timeout 300 bash "$script" exec "$cluster" "$dltune" launch "$src/recipes/quickstart.yaml" \
+  -H n1,n2 --no-tune --set training.steps=20 2>&1) || fail "launch -H n1,n2 exited $?: $out"
+grep -q "summary: quickstart on 2 rank(s), 2 node(s)" <<<"$out" || fail "launch's summary: $out"
+grep -q '"n1",' "$tmp"/runs/quickstart-*/launch.json || fail "launch.json has no hosts"
+out=$(timeout 60 bash "$script" exec "$cluster" "$dltune" launch "$src/examples/mpi4py/recipe.yaml" \
+  -H n1,n2 2>&1)
+rc=$?
+[ $rc -eq 2 ] && grep -q "dltune run -H" <<<"$out" || fail "a program recipe over hosts: $rc $out"
 
 # 4. Failures: a rank on n2 exits 3 while the others wait in a fence.
 out=$(run -H n1:2,n2:2 -- "$probe" --fault exit3 --fault-rank 3 2>&1)
