@@ -272,7 +272,10 @@ Result<LaunchOutcome> run_hosts(LaunchSpec spec, const std::vector<HostSlots>& h
         }
         if (user_addr != nullptr && *user_addr) addr = user_addr;
         int port = hellos[0].master_port;
-        if (user_port != nullptr && *user_port) port = std::atoi(user_port);
+        if (auto p = strings::parse_int(user_port != nullptr ? user_port : "");
+            p && *p > 0 && *p < 65536) {
+          port = static_cast<int>(*p);
+        }
         std::vector<std::string> jobs;
         for (size_t k = 0; k < nodes.size(); ++k) {
           jobs.push_back(job_text(spec, nodes, static_cast<int>(k), nspace, addr, port));
@@ -284,6 +287,7 @@ Result<LaunchOutcome> run_hosts(LaunchSpec spec, const std::vector<HostSlots>& h
                               << " node(s) through node daemons (port " << h.port() << ")";
   LaunchOutcome out = sup.run();
   if (out.exit_code != 0 && !out.interrupted && out.host.empty()) out.host = h.failed_host();
+  hub->reset();  // its thread reads this frame's locals (make_jobs): ended before they are
   return out;
 }
 
