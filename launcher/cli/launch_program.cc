@@ -20,7 +20,9 @@
 #include "common/paths.h"
 #include "common/progress.h"
 #include "common/strings.h"
+#include "launcher/backend/host_list.h"
 #include "launcher/backend/rank_program.h"
+#include "launcher/backend/slurm_backend.h"
 #include "launcher/backend/temp_dir.h"
 #include "launcher/cli/commands.h"
 #include "launcher/cli/program_run.h"
@@ -58,6 +60,8 @@ struct ProgramLaunch {
   std::optional<tuner::ProgramTuneOutcome> outcome;
   std::vector<std::string> notes;
   std::map<int, recipes::Plan> bases;  // ranks per node -> the collective rules cached for it
+  std::vector<std::string> hosts;      // -H / --hostfile: the job's nodes; empty: this machine
+  int slurm_nodes = 0;  // > 0: the job's nodes under Slurm (`dltune run --backend slurm`)
 };
 
 using launcher::text::fixed;
@@ -74,16 +78,44 @@ Status open_program(ProgramLaunch& P) {
   if (!o.sets.empty()) {
     return invalid_input("--set changes a model recipe's keys; edit the program recipe instead");
   }
-  if (!o.hosts.empty() || !o.hostfile.empty()) {
-    return invalid_input(
-        "program recipes run on this machine only for now; to run the program on the hosts, "
-        "start it with `dltune run -H HOST:SLOTS,... -- PROGRAM` (or --hostfile)");
+  auto hosts = launcher::hosts_from_options(o.hosts, o.hostfile);
+  if (!hosts) return hosts.error();
+  if (!hosts->empty()) {
+    if (o.job.backend == "slurm" || o.job.nodes_max > 0) {
+      return invalid_input(
+          "-H / --hostfile start the ranks over ssh: leave out --backend slurm "
+          "and --nodes MIN-MAX");
+    }
+    auto nodes = launcher::map_by_slot(*hosts, -1);  // merged, in order
+    if (!nodes) return nodes.error();
+    for (const launcher::NodeRanks& n : *nodes) P.hosts.push_back(n.host);
+    if (o.job.nodes > static_cast<int>(P.hosts.size())) {
+      return invalid_input("--nodes " + std::to_string(o.job.nodes) + ": the hosts are " +
+                           std::to_string(P.hosts.size()));
+    }
+    if (o.job.nodes > 0) P.hosts.resize(static_cast<size_t>(o.job.nodes));
   }
-  if (o.job.nodes > 1 || o.job.backend == "slurm" ||
-      (o.job.backend.empty() && std::getenv("SLURM_JOB_ID") != nullptr)) {  // NOLINT: Slurm's
+  const bool slurm = P.hosts.empty() &&
+                     (o.job.backend == "slurm" ||
+                      (o.job.backend.empty() && std::getenv("SLURM_JOB_ID") != nullptr));  // NOLINT
+  if (o.job.nodes_max > 0) {
     return invalid_input(
-        "program recipes run on this machine's local backend only for now (--nodes 1, "
-        "--backend local); under Slurm, start the program with `dltune run --backend slurm`");
+        "--nodes MIN-MAX (a job that goes on after a lost node) is for model "
+        "recipes; a program recipe runs on --nodes N");
+  }
+  if (P.hosts.empty() && !slurm && o.job.nodes > 1) {
+    return invalid_input("--nodes " + std::to_string(o.job.nodes) +
+                         " needs Slurm (--backend slurm) or hosts (-H / --hostfile)");
+  }
+  if (slurm) {
+    // The allocation's nodes (all of them unless --nodes says fewer); outside one, --nodes
+    // (default 1), which run_program_launch() asks salloc for.
+    const int allocated = launcher::in_slurm_allocation() ? launcher::allocation_nodes() : 0;
+    P.slurm_nodes = o.job.nodes > 0 ? o.job.nodes : std::max(allocated, 1);
+    if (allocated > 0 && P.slurm_nodes > allocated) {
+      return invalid_input("--nodes " + std::to_string(P.slurm_nodes) + ": this allocation has " +
+                           std::to_string(allocated) + " node(s)");
+    }
   }
   auto recipe = recipes::load_program_recipe(o.job.recipe);
   if (!recipe) return recipe.error();
@@ -101,6 +133,10 @@ Status open_program(ProgramLaunch& P) {
   if (!topo) return topo.error().wrap("discovering this machine");
   P.topo = std::move(*topo);
   P.machine = tuner::program_machine(P.topo);
+  // Over hosts or Slurm nodes, each is a node like this machine (its cores bound the ranks x
+  // threads).
+  if (!P.hosts.empty()) P.machine.nodes = static_cast<int>(P.hosts.size());
+  if (P.slurm_nodes > 0) P.machine.nodes = P.slurm_nodes;
   auto layers =
       tdb::layers_from_env(o.db.empty() ? std::nullopt : std::optional<std::string>(o.db));
   if (!layers) return layers.error();
@@ -208,6 +244,8 @@ Status tune(ProgramLaunch& P, Progress& progress) {
     run.recipe = &P.recipe;
     run.values = c.values;
     run.binding = P.recipe.launch.binding;
+    run.hosts = P.hosts;
+    run.slurm_nodes = P.slurm_nodes;
     run.values.steps = steps;
     run.out_dir = dir;
     run.timeout_s = timeout_s;
@@ -293,6 +331,8 @@ ProgramRun final_run(const ProgramLaunch& P, const std::string& out_dir) {
   run.recipe = &P.recipe;
   run.values = P.chosen.values;
   run.binding = P.recipe.launch.binding;
+  run.hosts = P.hosts;
+  run.slurm_nodes = P.slurm_nodes;
   run.values.steps = P.recipe.steps;
   run.out_dir = out_dir;
   run.pass_through = !P.o->json;
@@ -482,6 +522,16 @@ int run_program_launch(const LaunchOptions& o) {
   P.o = &o;
   P.t0 = std::chrono::steady_clock::now();
   if (Status s = open_program(P); !s) return report_error("launch", s.error());
+  // Under Slurm outside an allocation: the whole launch runs again under salloc, with tasks
+  // for the largest candidate, so that every trial and the final run get the same nodes.
+  if (P.slurm_nodes > 0 && !launcher::in_slurm_allocation() && !o.dry_run) {
+    int most = 1;
+    for (const tuner::ProgramCandidate& c : P.candidates) {
+      most = std::max(most, c.values.ranks_per_node);
+    }
+    Status s = launcher::rerun_in_allocation(P.slurm_nodes, P.slurm_nodes * most);
+    return report_error("launch", s.error());  // only reached when salloc could not start
+  }
   Progress progress(Progress::detect(o.json, stdout), stdout);
   if (Status s = choose(P, progress); !s) {
     const int code = forwarded_signal() != 0 ? 128 + forwarded_signal() : 0;

@@ -2,17 +2,21 @@
 // the local backend called in this process: libpmix's server starts once per process, and a
 // tuning runs the program many times. What the child gets:
 //
-//   dltune run -n RANKS --backend local --bind BINDING --timeout T
+//   dltune run -n RANKS --backend local | -H HOST:RPN,... | --backend slurm --nodes N
+//              --bind BINDING --timeout T
 //              -x OMP_NUM_THREADS=t -x OPENBLAS_NUM_THREADS=t -x MKL_NUM_THREADS=t
 //              -x DLTUNE_METRICS=OUT/metrics.jsonl [-x DLTUNE_TRIAL_STEPS=s -x ...SECONDS=x]
 //              [-x NAME=VALUE for the recipe's env, DLTUNE_BUCKET_MB, DLTUNE_BATCH]
 //              --output-filename OUT/output[:nocopy] [--tag-output] [--timestamp-output]
 //              --outcome-file OUT/outcome.json [--plan PLAN] -- COMMAND...
 //
-// in the recipe's directory. The threads are given with -x (which wins over what `dltune run`
-// derives from the binding) because they are a tuned value, not the binding's consequence.
-// The throughput is the last line of rank 0's stdout the recipe's pattern matches, or the
-// last line of OUT/metrics.jsonl with the recipe's metrics key.
+// in the recipe's directory. Over hosts, the output files and the metrics file are written on
+// each rank's host: rank 0's must reach this machine (a file system the hosts share). Under
+// Slurm, `dltune run` gathers the ranks' output itself (srun --label). The threads
+// are given with -x (which wins over what `dltune run` derives from the binding) because they are a
+// tuned value, not the binding's consequence. The throughput is the last line of rank 0's stdout
+// the recipe's pattern matches, or the last line of OUT/metrics.jsonl with the recipe's metrics
+// key.
 #include "launcher/cli/program_run.h"
 
 #include <chrono>
@@ -102,8 +106,19 @@ Result<std::vector<std::string>> program_run_argv(const ProgramRun& run) {
   if (!command) return command.error();
   auto env = recipes::program_env(*run.recipe, v);
   if (!env) return env.error();
-  std::vector<std::string> a = {*self,       "run",   "-n",     std::to_string(v.ranks),
-                                "--backend", "local", "--bind", run.binding};
+  std::vector<std::string> a = {*self, "run", "-n", std::to_string(v.ranks)};
+  if (run.slurm_nodes > 0) {
+    a.insert(a.end(), {"--backend", "slurm", "--nodes", std::to_string(run.slurm_nodes)});
+  } else if (run.hosts.empty()) {
+    a.insert(a.end(), {"--backend", "local"});
+  } else {
+    std::string h;
+    for (const std::string& host : run.hosts) {
+      h += (h.empty() ? "" : ",") + host + ":" + std::to_string(v.ranks_per_node);
+    }
+    a.insert(a.end(), {"-H", h});
+  }
+  a.insert(a.end(), {"--bind", run.binding});
   if (run.timeout_s > 0) a.insert(a.end(), {"--timeout", seconds_text(run.timeout_s)});
   const std::string t = std::to_string(v.threads_per_rank);
   for (const char* name : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"}) {

@@ -21,8 +21,11 @@ struct ProgramRun {
   const recipes::ProgramRecipe* recipe = nullptr;
   recipes::ProgramValues values;  // steps set: {steps}
   std::string binding = "auto";   // --bind: none | core | numa | auto
-  std::string plan_file;          // "" none: `dltune run --plan` (collective rules, the values)
-  std::string out_dir;            // absolute: the ranks' output files, outcome.json, metrics.jsonl
+  // The job's hosts (`dltune run -H`, values.ranks_per_node on each); empty: this machine.
+  std::vector<std::string> hosts;
+  int slurm_nodes = 0;    // > 0: under Slurm on this many nodes (`--backend slurm --nodes N`)
+  std::string plan_file;  // "" none: `dltune run --plan` (collective rules, the values)
+  std::string out_dir;    // absolute: the ranks' output files, outcome.json, metrics.jsonl
   // The final run: the ranks' output also to the terminal, and `dltune run`'s own messages
   // there; else (a trial) those go to OUT_DIR/dltune-run.log.
   bool pass_through = false;

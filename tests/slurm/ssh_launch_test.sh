@@ -8,8 +8,9 @@
 #  - dltune's PMIx ranks fence across the nodes (every rank reads every peer's endpoint), and an
 #    Open MPI program (mpi4py) allreduces across them, from a hostfile;
 #  - a PyTorch DDP script (gloo) trains across them, as under torchrun on each node;
-#  - `dltune launch -H` trains a model recipe on both nodes and remembers the hosts; a program
-#    recipe over hosts is refused, naming `dltune run -H`;
+#  - `dltune launch -H` trains a model recipe on both nodes and remembers the hosts, and tunes
+#    and runs a program recipe (the mpi4py example) there, the next launch finding its plan;
+#    the program recipe also tunes and runs under Slurm on the same nodes (salloc, srun);
 #  - a failed rank on n2 ends the job with its exit code and names it and its node, and the
 #    ranks on n1 are stopped; so does a signal to the launcher (130);
 #  - a host ssh cannot reach ends the job with ssh's code, naming the host; more ranks than
@@ -93,17 +94,44 @@ else
 fi
 
 # dltune launch over the hosts: the engine's ranks, one per host, trained and reported as a job
-# of 2 nodes; the run directory remembers the hosts (a --resume runs there again). A program
-# recipe over hosts is refused (exit 2) with the `dltune run -H` it should use.
+# of 2 nodes; the run directory remembers the hosts (a --resume runs there again).
 export DLTUNE_DB=$tmp/db.sqlite DLTUNE_RUNS_DIR=$tmp/runs DLTUNE_NO_PROGRESS=1
 out=$(timeout 300 bash "$script" exec "$cluster" "$dltune" launch "$src/recipes/quickstart.yaml" \
   -H n1,n2 --no-tune --set training.steps=20 2>&1) || fail "launch -H n1,n2 exited $?: $out"
 grep -q "summary: quickstart on 2 rank(s), 2 node(s)" <<<"$out" || fail "launch's summary: $out"
 grep -q '"n1",' "$tmp"/runs/quickstart-*/launch.json || fail "launch.json has no hosts"
-out=$(timeout 60 bash "$script" exec "$cluster" "$dltune" launch "$src/examples/mpi4py/recipe.yaml" \
-  -H n1,n2 2>&1)
-rc=$?
-[ $rc -eq 2 ] && grep -q "dltune run -H" <<<"$out" || fail "a program recipe over hosts: $rc $out"
+# A program recipe over the hosts: the mpi4py example's program tuned with trials on both
+# nodes (one rank each), stored, and found again by the next launch.
+if /usr/bin/python3 -c 'import mpi4py, numpy' 2>/dev/null; then
+  cat >"$tmp/program.yaml" <<RECIPE
+name: mpi4py-hosts
+program:
+  command: [/usr/bin/python3, $src/examples/mpi4py/train.py, --batch-size, "{batch}",
+            --steps, "{steps}", --bucket-mb, "{bucket_mb}"]
+  env: {OMPI_MCA_btl_tcp_if_include: eth0}
+  throughput: {metrics: samples_per_s}
+  steps: 30
+  trial_steps: 10
+tune:
+  budget: 20
+  search:
+    batch: [64, 128]
+    bucket_mb: [1, 4]
+RECIPE
+  out=$(timeout 300 bash "$script" exec "$cluster" "$dltune" launch "$tmp/program.yaml" -H n1,n2 2>&1) ||
+    fail "a program recipe over hosts exited $?: $out"
+  grep -q "won halving over 4 candidates" <<<"$out" || fail "the program's tuning: $out"
+  grep -q "^plan: .* 2 ranks x .*(tuned)" <<<"$out" || fail "the program's plan: $out"
+  out=$(timeout 300 bash "$script" exec "$cluster" "$dltune" launch "$tmp/program.yaml" -H n1,n2 2>&1) ||
+    fail "the program's second launch exited $?: $out"
+  grep -q "^plan: .*(cache)" <<<"$out" || fail "the second launch did not find the plan: $out"
+  # The same program recipe under Slurm on the cluster's two nodes: launched outside an
+  # allocation, it runs itself again under salloc, and (--retune) tunes with srun's ranks.
+  out=$(timeout 300 bash "$script" exec "$cluster" "$dltune" launch "$tmp/program.yaml" \
+    --backend slurm --nodes 2 --retune 2>&1) || fail "a program recipe under Slurm exited $?: $out"
+  grep -q "won halving over 4 candidates" <<<"$out" || fail "the program's tuning under Slurm: $out"
+  grep -q "^plan: .* 2 ranks x .*(tuned)" <<<"$out" || fail "the plan under Slurm: $out"
+fi
 
 # 4. Failures: a rank on n2 exits 3 while the others wait in a fence.
 out=$(run -H n1:2,n2:2 -- "$probe" --fault exit3 --fault-rank 3 2>&1)
