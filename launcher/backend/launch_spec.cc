@@ -1,5 +1,9 @@
 #include "launcher/backend/launch_spec.h"
 
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+
 #include <nlohmann/json.hpp>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -54,6 +58,33 @@ Result<std::string> find_program(const std::string& program) {
     }
   }
   return not_found("program '" + program + "' was not found in PATH");
+}
+
+Result<std::vector<std::pair<std::string, std::string>>> parse_exports(
+    const std::vector<std::string>& exports) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const std::string& x : exports) {
+    const size_t eq = x.find('=');
+    const std::string name = x.substr(0, eq);
+    const bool valid =
+        !name.empty() && (std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_') &&
+        std::all_of(name.begin(), name.end(),
+                    [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+    if (!valid) {
+      return invalid_input("-x " + x + ": expected NAME=VALUE or NAME, NAME letters, digits and _");
+    }
+    if (eq != std::string::npos) {
+      out.emplace_back(name, x.substr(eq + 1));
+      continue;
+    }
+    const char* value = std::getenv(name.c_str());  // NOLINT: the user's variable, by name
+    if (value == nullptr) {
+      return invalid_input("-x " + name + ": " + name +
+                           " is not set here; give its value with -x " + name + "=VALUE");
+    }
+    out.emplace_back(name, value);
+  }
+  return out;
 }
 
 Status validate_spec(const LaunchSpec& spec) {

@@ -77,6 +77,12 @@ Result<LaunchOutcome> outcome_from_json(std::string_view text);
 // not found in PATH") or kInvalidInput (a directory, or not executable).
 Result<std::string> find_program(const std::string& program);
 
+// mpirun's `-x NAME=VALUE` (set NAME in every rank) and `-x NAME` (every rank gets this
+// command's NAME), as NAME -> VALUE pairs. Errors: invalid_input for a name that is not a
+// variable's, or `-x NAME` of a NAME that is not set here.
+Result<std::vector<std::pair<std::string, std::string>>> parse_exports(
+    const std::vector<std::string>& exports);
+
 // Checks a spec before anything starts. Failure: kInvalidInput for no program, nranks < 1 or
 // > 4096, a negative timeout; kNotFound for a program that does not exist.
 Status validate_spec(const LaunchSpec& spec);

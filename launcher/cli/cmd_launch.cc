@@ -172,6 +172,21 @@ Status open_job(Launch& L) {
   auto hosts = launcher::hosts_from_options(o.hosts, o.hostfile);
   if (!hosts) return hosts.error();
   L.jo.hosts = std::move(*hosts);
+  auto run_options = run_options_from(o);
+  if (!run_options) return run_options.error();
+  L.jo.run_options = std::move(*run_options);
+  auto bind_to = bind_to_from(o);
+  if (!bind_to) return bind_to.error();
+  if (!bind_to->empty()) {
+    if (!o.resume.empty()) {
+      return invalid_input(
+          "--bind-to sets the recipe's launch.binding, and a resumed run keeps "
+          "its own; leave out --bind-to or --resume");
+    }
+    auto ov = recipes::parse_override("launch.binding=" + *bind_to);
+    if (!ov) return ov.error();
+    L.jo.overrides.push_back(*ov);
+  }
   for (const std::string& text : o.sets) {
     auto ov = recipes::parse_override(text);
     if (!ov) return ov.error();
@@ -442,6 +457,28 @@ Status record(const Launch& L) {
   return record_launch(L);
 }
 
+Result<std::vector<std::string>> run_options_from(const LaunchOptions& o) {
+  std::vector<std::string> out;
+  auto exported = launcher::parse_exports(o.exports);
+  if (!exported) return exported.error();
+  for (const auto& [name, value] : *exported) out.insert(out.end(), {"-x", name + "=" + value});
+  if (!o.map_by.empty()) {
+    auto map = topology::parse_map_policy(o.map_by);
+    if (!map) return std::move(map).error().wrap("--map-by");
+    out.insert(out.end(), {"--map-by", o.map_by});
+  }
+  return out;
+}
+
+Result<std::string> bind_to_from(const LaunchOptions& o) {
+  if (o.bind_to.empty() || o.bind_to == "none" || o.bind_to == "core" || o.bind_to == "numa") {
+    return o.bind_to;
+  }
+  return invalid_input("--bind-to " + o.bind_to +
+                       ": expected none, core or numa (dltune binds "
+                       "a rank to whole cores, to a NUMA domain, or not at all)");
+}
+
 Status record_launch(const Launch& L) {
   const RunDir& dir = *L.dir;
   nlohmann::json lj = {{"recipe", L.job.recipe.name},
@@ -678,6 +715,15 @@ void setup_launch(CLI::App& app, int* exit_code) {
                   "ssh as `dltune run -H` starts them (ranks: -n, the recipe's, else every "
                   "host's slots when equal, else the rule per node from this machine's cores)");
   cmd->add_option("--hostfile", o->hostfile, "FILE of hosts (HOST [slots=N] per line), as -H");
+  cmd->add_option("-x", o->exports,
+                  "NAME=VALUE: set NAME in every rank the launch starts (its trials and the "
+                  "training); NAME: this command's NAME (mpirun's -x; repeatable)")
+      ->allow_extra_args(false);
+  cmd->add_option("--bind-to", o->bind_to,
+                  "none, core or numa: the ranks' binding (mpirun's words; sets launch.binding)");
+  cmd->add_option("--map-by", o->map_by,
+                  "core, slot, numa or socket: how a node's ranks are dealt over its NUMA "
+                  "domains, as `dltune run --map-by` (the plan's placement yields to it)");
   cmd->add_flag("--retune", o->retune, "Tune again even when a plan is cached");
   cmd->add_flag("--no-tune", o->no_tune, "Never tune: the cached plan, else the recipe's settings");
   cmd->add_option("--db", o->db, "User tuning database (default DLTUNE_DB, else XDG data)");

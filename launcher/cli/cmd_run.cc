@@ -61,36 +61,6 @@ Result<std::vector<launcher::HostSlots>> hosts_option(const RunOptions& o) {
   return launcher::hosts_from_options(o.hosts, o.hostfile);
 }
 
-// mpirun's `-x NAME=VALUE` (set NAME in every rank) and `-x NAME` (every rank gets this
-// command's NAME). Errors: invalid_input for a name that is not a variable's, or `-x NAME` of a
-// NAME that is not set here.
-Result<std::vector<std::pair<std::string, std::string>>> exported_env(
-    const std::vector<std::string>& exports) {
-  std::vector<std::pair<std::string, std::string>> out;
-  for (const std::string& x : exports) {
-    const size_t eq = x.find('=');
-    const std::string name = x.substr(0, eq);
-    const bool valid =
-        !name.empty() && (std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_') &&
-        std::all_of(name.begin(), name.end(),
-                    [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
-    if (!valid) {
-      return invalid_input("-x " + x + ": expected NAME=VALUE or NAME, NAME letters, digits and _");
-    }
-    if (eq != std::string::npos) {
-      out.emplace_back(name, x.substr(eq + 1));
-      continue;
-    }
-    const char* value = std::getenv(name.c_str());  // NOLINT: the user's variable, by name
-    if (value == nullptr) {
-      return invalid_input("-x " + name + ": " + name +
-                           " is not set here; give its value with -x " + name + "=VALUE");
-    }
-    out.emplace_back(name, value);
-  }
-  return out;
-}
-
 // --bind, or mpirun's --bind-to in its words (none, core, numa; hwthread and socket have no
 // dltune policy), as --bind's value; "" when neither was given. Errors: both given, or a
 // --bind-to value dltune cannot honour.
@@ -183,7 +153,7 @@ Result<launcher::LaunchSpec> make_spec(const RunOptions& o, launcher::Backend ba
     return invalid_input(std::to_string(spec.nranks) + " ranks do not divide evenly over " +
                          std::to_string(spec.nodes) + " nodes; choose -n as a multiple of --nodes");
   }
-  auto exported = exported_env(o.exports);
+  auto exported = launcher::parse_exports(o.exports);
   if (!exported) return exported.error();
   spec.extra_env = std::move(*exported);
   spec.warn = [](const std::string& what) {

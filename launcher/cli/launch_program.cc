@@ -62,6 +62,7 @@ struct ProgramLaunch {
   std::map<int, recipes::Plan> bases;  // ranks per node -> the collective rules cached for it
   std::vector<std::string> hosts;      // -H / --hostfile: the job's nodes; empty: this machine
   int slurm_nodes = 0;  // > 0: the job's nodes under Slurm (`dltune run --backend slurm`)
+  std::vector<std::string> run_options;  // -x / --map-by for every run (run_options_from)
 };
 
 using launcher::text::fixed;
@@ -120,6 +121,12 @@ Status open_program(ProgramLaunch& P) {
   auto recipe = recipes::load_program_recipe(o.job.recipe);
   if (!recipe) return recipe.error();
   P.recipe = std::move(*recipe);
+  auto run_options = run_options_from(o);
+  if (!run_options) return run_options.error();
+  P.run_options = std::move(*run_options);
+  auto bind_to = bind_to_from(o);
+  if (!bind_to) return bind_to.error();
+  if (!bind_to->empty()) P.recipe.launch.binding = *bind_to;
   if (o.job.ranks > 0) {
     P.recipe.launch.ranks = o.job.ranks;
     if (!P.recipe.search.ranks_per_node.empty() || P.recipe.search.ranks_auto) {
@@ -244,6 +251,7 @@ Status tune(ProgramLaunch& P, Progress& progress) {
     run.recipe = &P.recipe;
     run.values = c.values;
     run.binding = P.recipe.launch.binding;
+    run.run_options = P.run_options;
     run.hosts = P.hosts;
     run.slurm_nodes = P.slurm_nodes;
     run.values.steps = steps;
@@ -331,6 +339,7 @@ ProgramRun final_run(const ProgramLaunch& P, const std::string& out_dir) {
   run.recipe = &P.recipe;
   run.values = P.chosen.values;
   run.binding = P.recipe.launch.binding;
+  run.run_options = P.run_options;
   run.hosts = P.hosts;
   run.slurm_nodes = P.slurm_nodes;
   run.values.steps = P.recipe.steps;

@@ -32,8 +32,10 @@ struct LaunchOptions {
   bool retune = false, no_tune = false, dry_run = false, json = false;
   int max_restarts = -1;  // --max-restarts; -1: the recipe's launch.restarts
   std::string db, resume;
-  std::vector<std::string> sets;  // --set KEY=VALUE, as given
-  std::string hosts, hostfile;    // -H HOST[:SLOTS],... / --hostfile FILE, as given
+  std::vector<std::string> sets;     // --set KEY=VALUE, as given
+  std::string hosts, hostfile;       // -H HOST[:SLOTS],... / --hostfile FILE, as given
+  std::vector<std::string> exports;  // -x NAME[=VALUE], as given
+  std::string bind_to, map_by;       // mpirun's --bind-to / --map-by, as given
   // A program recipe's ranks' output: each line prefixed with its rank / its arrival time.
   bool tag_output = false, timestamp_output = false;
   // `dltune tune` of a program recipe: tune (or find the cached plan) and stop; `grid`: every
@@ -86,6 +88,13 @@ Status record(const Launch& L);
 // the nodes the job lost ("exclude": `--resume` leaves them out again where its allocation has
 // them). Written again whenever a node is found lost, whether or not the job continues.
 Status record_launch(const Launch& L);
+
+// mpirun's words a launch passes to every `dltune run` it starts: {"-x", "NAME=VALUE"} for each
+// -x (a bare NAME takes this process's value), {"--map-by", WORD}. Errors: what
+// launcher::parse_exports and topology::parse_map_policy say.
+Result<std::vector<std::string>> run_options_from(const LaunchOptions& o);
+// --bind-to's policy ("" when not given). Errors: a word other than none, core or numa.
+Result<std::string> bind_to_from(const LaunchOptions& o);
 
 // The ranks' command for a training run of `dir` (`resume`: from its checkpoint): the plan and
 // recipe reach them as the job's (run_ranks), everything else from the run directory's fixed

@@ -139,6 +139,7 @@ Result<std::vector<std::string>> program_run_argv(const ProgramRun& run) {
   if (run.timestamp_output) a.push_back("--timestamp-output");
   a.insert(a.end(), {"--outcome-file", run.out_dir + "/outcome.json"});
   if (!run.plan_file.empty()) a.insert(a.end(), {"--plan", run.plan_file});
+  a.insert(a.end(), run.run_options.begin(), run.run_options.end());  // the user's -x win
   a.push_back("--");
   a.insert(a.end(), command->begin(), command->end());
   return a;

@@ -23,7 +23,8 @@ struct ProgramRun {
   std::string binding = "auto";   // --bind: none | core | numa | auto
   // The job's hosts (`dltune run -H`, values.ranks_per_node on each); empty: this machine.
   std::vector<std::string> hosts;
-  int slurm_nodes = 0;    // > 0: under Slurm on this many nodes (`--backend slurm --nodes N`)
+  int slurm_nodes = 0;  // > 0: under Slurm on this many nodes (`--backend slurm --nodes N`)
+  std::vector<std::string> run_options;  // the user's -x / --map-by for `dltune run`, last
   std::string plan_file;  // "" none: `dltune run --plan` (collective rules, the values)
   std::string out_dir;    // absolute: the ranks' output files, outcome.json, metrics.jsonl
   // The final run: the ranks' output also to the terminal, and `dltune run`'s own messages

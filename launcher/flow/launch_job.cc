@@ -240,6 +240,7 @@ Result<Job> make_job(const JobOptions& o, const topology::Topology& topo) {
     job.hosts.push_back(h.name);
   }
   job.ranks = ranks;
+  job.run_options = o.run_options;
   if (slurm) job.exclude = o.exclude;
   const auto [threads, why] = threads_per_rank(job.recipe, ranks / nodes, cores);
   job.shape = recipes::JobShape{nodes, ranks / nodes, threads};
@@ -341,6 +342,7 @@ std::vector<std::string> launch_prefix(const Job& job, const std::string& plan_f
   if (!placed) p.insert(p.end(), {"--bind", job.recipe.launch.binding});
   if (!plan_file.empty()) p.insert(p.end(), {"--plan", plan_file});
   if (!recipe_file.empty()) p.insert(p.end(), {"--recipe", recipe_file});
+  p.insert(p.end(), job.run_options.begin(), job.run_options.end());
   p.push_back("--");
   return p;
 }

@@ -27,6 +27,9 @@ struct JobOptions {
   std::string backend;  // "" = default_backend()
   std::vector<std::string> exclude;  // slurm: the allocation's nodes lost, left out
   std::vector<HostSlots> hosts;      // -H / --hostfile: the job's machines, over ssh
+  // What every `dltune run` of the launch is also given, as mpirun's words: "-x", "NAME=VALUE",
+  // "--map-by", "numa" (launch -x / --map-by).
+  std::vector<std::string> run_options;
 };
 
 // What the launch is: the job shape, the backend and how ranks bind.
@@ -44,6 +47,7 @@ struct Job {
   // -H / --hostfile: the hosts the job's nodes are, in order (shape.nodes of them, each
   // running shape.ranks_per_node ranks through `dltune run -H`); empty: this machine or Slurm's.
   std::vector<std::string> hosts;
+  std::vector<std::string> run_options;  // JobOptions::run_options
   // --nodes MIN-MAX (slurm): the most nodes the job runs on; a lost node's place is taken by
   // a node the allocation grows by (launcher::grow_allocation) when it has no spare, and the
   // job goes on on fewer down to MIN (launch.min_nodes). 0 = a fixed count.

@@ -206,6 +206,21 @@ python3 -c "import json,sys; d=json.loads(open(sys.argv[1]).read().strip().split
   fail "lenet-mnist --set training.steps=40 exited $?: $(cat "$tmp/out")"
 grep -q "checkpoint_every 500 -> 10 (a quarter of the run, the default), schedule.warmup_steps 50 -> 2 (5 % of the run), schedule.step_size 1000 -> 20 (half the run)" "$tmp/out" ||
   fail "the shorter lenet-mnist's note: $(cat "$tmp/out")"
+# mpirun's words on launch (issue 39): -np, -x (a bare NAME takes this shell's value), --map-by
+# and --bind-to reach every `dltune run` the launch starts; bad values are refused first.
+DLTUNE_UX_VALUE="with space" "$dltune" launch quickstart -np 2 -x FOO=1 -x DLTUNE_UX_VALUE --map-by numa \
+  --bind-to core --dry-run >"$tmp/out" 2>&1 || fail "launch with mpirun's words exited $?: $(cat "$tmp/out")"
+grep -q "^ranks:   dltune run -n 2 .* -x FOO=1 -x 'DLTUNE_UX_VALUE=with space' --map-by numa -- " "$tmp/out" ||
+  fail "launch's ranks line lacks -x / --map-by: $(cat "$tmp/out")"
+DLTUNE_DB=$tmp/program.sqlite "$dltune" launch "$src/examples/mpi4py/recipe.yaml" -x FOO=1 \
+  --bind-to none --dry-run >"$tmp/out" 2>&1 || fail "a program recipe's dry run with -x exited $?"
+grep -q "^  dltune run -n .* --bind none .* -x FOO=1 -- /usr/bin/python3 train.py" "$tmp/out" ||
+  fail "a program recipe's run lacks --bind-to / -x: $(cat "$tmp/out")"
+for bad in "-x 1X" "-x DLTUNE_UX_UNSET_VAR" "--map-by hwthread" "--bind-to socket"; do
+  # shellcheck disable=SC2086
+  "$dltune" launch quickstart $bad --dry-run >"$tmp/out" 2>&1
+  [ $? -eq 2 ] || fail "launch $bad was not refused: $(cat "$tmp/out")"
+done
 # GPU ranks where hwloc finds no GPU are refused at the check, not after tuning.
 if "$dltune" topo --json | python3 -c "import json,sys; sys.exit(0 if not json.load(sys.stdin)['gpus'] else 1)"; then
   "$dltune" launch quickstart --set comm.backend=nccl --dry-run >"$tmp/out" 2>&1
