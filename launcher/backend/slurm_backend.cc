@@ -23,6 +23,7 @@
 #include "common/log.h"
 #include "common/paths.h"
 #include "common/strings.h"
+#include "launcher/backend/capture.h"
 #include "launcher/backend/env_block.h"
 #include "launcher/backend/plan_env.h"
 #include "launcher/backend/rank_env.h"
@@ -68,99 +69,6 @@ std::string cpu_masks(const std::vector<std::vector<int>>& local_cpus) {
   return out;
 }
 
-using Clock = std::chrono::steady_clock;
-
-// Reaps `pid` into `status`, waiting until `deadline` at most (polled every 20 ms; nullopt:
-// as long as it takes). False when it still runs then.
-bool reap_by(pid_t pid, int* status, std::optional<Clock::time_point> deadline) {
-  for (;;) {
-    const pid_t r = waitpid(pid, status, deadline ? WNOHANG : 0);
-    if (r == pid || (r < 0 && errno != EINTR)) return true;
-    if (r == 0) {
-      if (Clock::now() >= *deadline) return false;
-      usleep(20 * 1000);
-    }
-  }
-}
-
-// Runs argv (argv[0] a path) with no stdin and stderr discarded (`with_stderr`: read with
-// stdout, and its last line in the error when it fails); its stdout (the first MiB) when it
-// exits 0. With `timeout_ms` > 0 it is stopped after that long (SIGTERM, which makes srun
-// cancel its step, then SIGKILL a second later) and the answer is a kTimeout error.
-Result<std::string> capture(const std::vector<std::string>& argv, int timeout_ms = 0,
-                            bool with_stderr = false) {
-  constexpr size_t kMaxOut = size_t{1} << 20;
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) return errno_error("pipe");
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  if (with_stderr) {
-    posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
-  } else {
-    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-  }
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t pid = -1;
-  const int rc = posix_spawn(&pid, argv[0].c_str(), &fa, nullptr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  close(fds[1]);
-  if (rc != 0) {
-    close(fds[0]);
-    errno = rc;
-    return errno_error("starting " + argv[0]);
-  }
-  std::optional<Clock::time_point> deadline;
-  if (timeout_ms > 0) deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
-  bool timed_out = false;
-  std::string out;
-  char buf[4096];
-  for (;;) {
-    if (deadline) {
-      const auto left =
-          std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - Clock::now()).count();
-      pollfd p{fds[0], POLLIN, 0};
-      const int ready = left > 0 ? poll(&p, 1, static_cast<int>(left)) : 0;
-      if (ready < 0 && errno == EINTR) continue;
-      if (ready == 0) {
-        timed_out = true;
-        break;
-      }
-      if (ready < 0) break;
-    }
-    const ssize_t n = read(fds[0], buf, sizeof buf);
-    if (n == 0) break;
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) break;
-    if (out.size() < kMaxOut) out.append(buf, static_cast<size_t>(n));
-  }
-  close(fds[0]);
-  int st = 0;
-  if (timed_out || !reap_by(pid, &st, deadline)) {
-    kill(pid, SIGTERM);
-    if (!reap_by(pid, &st, Clock::now() + std::chrono::seconds(1))) {
-      kill(pid, SIGKILL);
-      reap_by(pid, &st, std::nullopt);
-    }
-    return timeout_error(argv[0] + " did not finish within " +
-                         (timeout_ms % 1000 == 0 ? std::to_string(timeout_ms / 1000) + " s"
-                                                 : std::to_string(timeout_ms) + " ms"));
-  }
-  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-    std::string said;
-    if (with_stderr) {
-      for (const std::string& line : strings::split(out, '\n'))
-        if (!strings::trim(line).empty()) said = strings::trim(line);
-    }
-    return io_error(argv[0] + " failed (status " + std::to_string(st) + ")" +
-                    (said.empty() ? "" : ": " + strings::printable(said.substr(0, 300), "")));
-  }
-  return out;
-}
-
 // A boot id as the kernel prints it: a UUID, 8-4-4-4-12 hexadecimal digits.
 bool is_boot_id(std::string_view s) {
   if (s.size() != 36) return false;
@@ -183,7 +91,7 @@ std::string self_dir() {
 std::string node_addr(const std::string& node) {
   auto scontrol = find_program("scontrol");
   if (!scontrol) return node;
-  auto out = capture({*scontrol, "show", "node", "-o", node});
+  auto out = capture_output({*scontrol, "show", "node", "-o", node});
   if (!out) return node;
   const size_t at = out->find("NodeAddr=");
   if (at == std::string::npos) return node;
@@ -213,7 +121,7 @@ std::string ip_of(const std::string& name) {
 Result<std::vector<std::string>> expand_hostlist(const std::string& list) {
   auto scontrol = find_program("scontrol");
   if (!scontrol) return scontrol.error();
-  auto out = capture({*scontrol, "show", "hostnames", list});
+  auto out = capture_output({*scontrol, "show", "hostnames", list});
   if (!out) return std::move(out).error().wrap("scontrol show hostnames");
   std::vector<std::string> hosts;
   for (const std::string& raw : strings::split(*out, '\n')) {
@@ -242,7 +150,7 @@ int slurm_kill_wait_s() {
   constexpr int kDefault = 30;
   auto scontrol = find_program("scontrol");
   if (!scontrol) return kDefault;
-  auto out = capture({*scontrol, "show", "config"}, 2000);
+  auto out = capture_output({*scontrol, "show", "config"}, 2000);
   if (!out) return kDefault;
   return parse_kill_wait(*out).value_or(kDefault);
 }
@@ -285,7 +193,7 @@ Result<EnvList> slurm_rendezvous(const std::string& srun, const std::string& ran
                                     "--quiet", "--input=none"};
     if (!exclude.empty()) ask.push_back("--overlap");  // as srun_command() says
     ask.insert(ask.end(), {rank_env, "--free-port", "0.0.0.0"});
-    auto out = capture(ask, kRendezvousTimeoutMs);
+    auto out = capture_output(ask, kRendezvousTimeoutMs);
     auto n = out ? strings::parse_int(strings::trim(*out)) : Result<int64_t>(out.error());
     if (n && *n > 0 && *n < 65536) port = static_cast<int>(*n);
   }
@@ -369,9 +277,9 @@ Result<int> count_node_machines(int nodes, int timeout_ms) {
   auto srun = find_program("srun");
   if (!srun) return unsupported("srun was not found in PATH");
   const std::string n = std::to_string(nodes);
-  auto out = capture({*srun, "--nodes=" + n, "--ntasks=" + n, "--ntasks-per-node=1", "--quiet",
-                      "--input=none", "cat", "/proc/sys/kernel/random/boot_id"},
-                     timeout_ms);
+  auto out = capture_output({*srun, "--nodes=" + n, "--ntasks=" + n, "--ntasks-per-node=1",
+                             "--quiet", "--input=none", "cat", "/proc/sys/kernel/random/boot_id"},
+                            timeout_ms);
   if (!out) return std::move(out).error();
   return count_boot_ids(*out, nodes);
 }
@@ -414,12 +322,12 @@ Result<std::string> grow_allocation(int timeout_ms) {
   auto scratch = TempDir::create_in_tmp("dltune-grow-");
   if (!scratch) return std::move(scratch).error();
   const int wait_s = std::max(1, (timeout_ms + 999) / 1000);
-  auto got =
-      capture({*salloc, "--quiet", "--nodes=1", "--ntasks=1",
-               "--immediate=" + std::to_string(wait_s), "--dependency=expand:" + std::string(id),
-               "--exclude=" + strings::join(*before, ","), "--chdir=" + scratch->path(), "--",
-               "/bin/sh", "-c", "exec \"$0\" update JobId=\"$SLURM_JOB_ID\" NumNodes=0", *scontrol},
-              timeout_ms + 5000, /*with_stderr=*/true);
+  auto got = capture_output(
+      {*salloc, "--quiet", "--nodes=1", "--ntasks=1", "--immediate=" + std::to_string(wait_s),
+       "--dependency=expand:" + std::string(id), "--exclude=" + strings::join(*before, ","),
+       "--chdir=" + scratch->path(), "--", "/bin/sh", "-c",
+       "exec \"$0\" update JobId=\"$SLURM_JOB_ID\" NumNodes=0", *scontrol},
+      timeout_ms + 5000, /*with_stderr=*/true);
   if (!got) {
     Error e = std::move(got).error().wrap("salloc --dependency=expand:" + std::string(id));
     const std::string hint = grow_refusal_hint(e.message());
@@ -427,7 +335,7 @@ Result<std::string> grow_allocation(int timeout_ms) {
   }
   // The node moves to this job as the new one gives it up; scontrol shows it within moments.
   for (int tries = 0; tries < 50; ++tries) {
-    auto shown = capture({*scontrol, "show", "job", "-o", id}, 5000);
+    auto shown = capture_output({*scontrol, "show", "job", "-o", id}, 5000);
     if (!shown) return std::move(shown).error().wrap("scontrol show job " + std::string(id));
     const std::string list = job_field(*shown, "NodeList");
     const std::string count = job_field(*shown, "NumNodes");
@@ -459,9 +367,9 @@ Result<bool> node_answers(const std::string& node, int timeout_ms) {
   auto srun = find_program("srun");
   if (!srun) return unsupported("srun was not found in PATH");
   // --overlap: the failed step's CPUs may not all be released yet on a node that is fine.
-  auto out = capture({*srun, "--nodes=1", "--ntasks=1", "--nodelist=" + node, "--overlap",
-                      "--quiet", "--input=none", "cat", "/proc/sys/kernel/random/boot_id"},
-                     timeout_ms);
+  auto out = capture_output({*srun, "--nodes=1", "--ntasks=1", "--nodelist=" + node, "--overlap",
+                             "--quiet", "--input=none", "cat", "/proc/sys/kernel/random/boot_id"},
+                            timeout_ms);
   return out.ok() && is_boot_id(strings::trim(*out));
 }
 

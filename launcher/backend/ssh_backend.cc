@@ -23,12 +23,15 @@
 #include "common/json_input.h"
 #include "common/log.h"
 #include "common/strings.h"
+#include "launcher/backend/capture.h"
 #include "launcher/backend/env_block.h"
 #include "launcher/backend/local_backend.h"
 #include "launcher/backend/node_hub.h"
 #include "launcher/backend/node_link.h"
 #include "launcher/backend/plan_env.h"
 #include "launcher/backend/rank_env.h"
+#include "launcher/backend/rank_program.h"
+#include "launcher/backend/slurm_backend.h"
 #include "launcher/backend/supervisor.h"
 
 extern char** environ;
@@ -289,6 +292,20 @@ Result<LaunchOutcome> run_hosts(LaunchSpec spec, const std::vector<HostSlots>& h
   if (out.exit_code != 0 && !out.interrupted && out.host.empty()) out.host = h.failed_host();
   hub->reset();  // its thread reads this frame's locals (make_jobs): ended before they are
   return out;
+}
+
+Result<int> count_host_machines(const std::vector<std::string>& hosts, int timeout_ms) {
+  if (hosts.size() <= 1) return 1;
+  std::string list;
+  for (const std::string& h : hosts) list += (list.empty() ? "" : ",") + h + ":1";
+  // dltune itself, found next to this program (a test's binary is not dltune).
+  auto dltune = cli::sibling_program("dltune");
+  if (!dltune) return dltune.error();
+  auto out = capture_output({*dltune, "run", "-H", list, "--bind", "none", "--", "cat",
+                             "/proc/sys/kernel/random/boot_id"},
+                            timeout_ms);
+  if (!out) return std::move(out).error();
+  return count_boot_ids(*out, static_cast<int>(hosts.size()));
 }
 
 Result<NodeOf> parse_node_of(const std::string& text, int node) {

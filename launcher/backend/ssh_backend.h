@@ -33,6 +33,12 @@ namespace dltune::launcher {
 // more ranks than slots or a bad spec, kIo when the head cannot listen or fork.
 Result<LaunchOutcome> run_hosts(LaunchSpec spec, const std::vector<HostSlots>& hosts);
 
+// How many distinct machines `hosts` are: one rank on each (`dltune run -H h1:1,h2:1,... --
+// cat /proc/sys/kernel/random/boot_id`), its boot ids counted as count_node_machines() counts
+// Slurm's (slurm_backend.h). 1, running nothing, for one host. Errors: capture_output's (a
+// timeout after `timeout_ms`, a host that cannot be reached) and count_boot_ids'.
+Result<int> count_host_machines(const std::vector<std::string>& hosts, int timeout_ms);
+
 // Where a node daemon finds its head: `--node-of ADDR:PORT` (ADDR "ssh": SSH_CONNECTION's
 // first field, the address the ssh session came from), `--node-index K`, and the job's token,
 // read from DLTUNE_NODE_TOKEN.

@@ -661,8 +661,8 @@ int run_launch(const LaunchOptions& o) {
   // Slurm nodes may be namespaces of this one host (the test cluster), whose ranks then share
   // its cores: asked once (a short srun step), for the warning and every prediction.
   if (!o.dry_run) {
-    L.machines =
-        launcher::ask_node_machines(L.job.backend == launcher::Backend::kSlurm, L.job.shape.nodes);
+    L.machines = launcher::ask_node_machines(L.job.backend == launcher::Backend::kSlurm,
+                                             L.job.shape.nodes, L.job.hosts);
     const int npm = launcher::nodes_per_machine(L.machines, L.job.shape.nodes);
     const std::string w = launcher::oversubscription_warning(L.job, L.cores, npm);
     if (!w.empty()) progress.message(w);

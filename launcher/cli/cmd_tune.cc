@@ -104,6 +104,7 @@ struct TuneCliOptions {
   bool json = false;
   bool grid = false;
   bool ranks_given = false, budget_given = false;
+  std::string hosts, hostfile;  // -H / --hostfile: a program recipe's nodes over ssh
 };
 
 // Everything a bad command line can get wrong, checked before anything runs.
@@ -219,7 +220,14 @@ int run_tune(const TuneCliOptions& o) {
     l.tune_only = true;
     l.grid = o.grid;
     l.budget_s = o.budget_given ? o.budget_s : 0;
+    l.hosts = o.hosts;
+    l.hostfile = o.hostfile;
     return launch_phases::run_program_launch(l);
+  }
+  if (!o.hosts.empty() || !o.hostfile.empty()) {
+    return report_error("tune", invalid_input("-H / --hostfile tune a program recipe over ssh "
+                                              "hosts; a model recipe tunes on its hosts within "
+                                              "`dltune launch RECIPE -H ...`"));
   }
   if (!o.recipe.empty()) {
     if (o.collectives) {
@@ -317,6 +325,10 @@ void setup_tune(CLI::App& app, int* exit_code) {
                       "(recipe: default its tune.budget)")
           ->capture_default_str();
   cmd->add_option("--db", opts->db, "User tuning database (default DLTUNE_DB, else XDG data)");
+  cmd->add_option("-H,--host", opts->hosts,
+                  "HOST[:SLOTS],...: a program recipe's trials run on these machines over ssh, "
+                  "as `dltune launch -H` runs them");
+  cmd->add_option("--hostfile", opts->hostfile, "FILE of hosts, as -H");
   cmd->add_option("--strategy", opts->strategy,
                   "model (fit cost models, measure likely winners) or exhaustive")
       ->capture_default_str();

@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "launcher/backend/slurm_backend.h"
+#include "launcher/backend/ssh_backend.h"
 #include "launcher/flow/predict_inputs.h"
 #include "planning/model_costs.h"
 #include "recipes/model/partition.h"
@@ -91,15 +92,22 @@ void predict_curve(predict::PredictRequest r, const predict::MachineComm& mc, in
 
 }  // namespace
 
-NodeMachines ask_node_machines(bool slurm, int nodes) {
+NodeMachines ask_node_machines(bool slurm, int nodes, const std::vector<std::string>& hosts) {
   NodeMachines m;
-  if (!slurm || nodes <= 1) return m;
+  if ((!slurm && hosts.empty()) || nodes <= 1) return m;
   m.asked = true;
-  auto n = count_node_machines(nodes);
+  const bool over_hosts = !hosts.empty();
+  const std::vector<std::string> mine(
+      hosts.begin(),
+      hosts.begin() + std::min<ptrdiff_t>(nodes, static_cast<ptrdiff_t>(hosts.size())));
+  auto n =
+      over_hosts ? count_host_machines(mine, kNodeMachinesTimeoutMs) : count_node_machines(nodes);
   if (n && *n >= 1 && *n <= nodes) {
     m.machines = *n;
   } else {
-    m.unknown_why = n ? "srun named " + std::to_string(*n) + " machines" : n.error().message();
+    m.unknown_why = n ? std::string(over_hosts ? "the hosts" : "srun") + " named " +
+                            std::to_string(*n) + " machines"
+                      : n.error().message();
   }
   return m;
 }

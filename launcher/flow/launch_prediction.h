@@ -37,14 +37,15 @@ struct LaunchPrediction {
 // test cluster of tests/slurm/netns_cluster.sh), whose ranks then share that host's cores;
 // the predictions must know, or they take every node as a computer of its own.
 struct NodeMachines {
-  bool asked = false;       // asked (slurm backend, more than one node)
+  bool asked = false;       // asked (slurm backend or hosts, more than one node)
   int machines = 0;         // distinct machines among the job's nodes; 0: unknown
   std::string unknown_why;  // why unknown, when asked
 };
 // Asks the allocation (launcher/slurm_backend.h's count_node_machines, one short srun step, at
-// most kNodeMachinesTimeoutMs) when `slurm` and nodes > 1; otherwise asks nothing. Never
-// fails: an error makes the answer unknown, saying why.
-NodeMachines ask_node_machines(bool slurm, int nodes);
+// most kNodeMachinesTimeoutMs) when `slurm` and nodes > 1, or the first `nodes` of `hosts`
+// (-H / --hostfile: ssh_backend.h's count_host_machines, one rank on each); otherwise asks
+// nothing. Never fails: an error makes the answer unknown, saying why.
+NodeMachines ask_node_machines(bool slurm, int nodes, const std::vector<std::string>& hosts = {});
 // How many of the job's `nodes` nodes share one machine's cores: ceil(nodes / machines), 1
 // when unknown or not asked (each node a machine of its own).
 int nodes_per_machine(const NodeMachines& m, int nodes);

@@ -4,6 +4,7 @@
 #include "launcher/flow/launch_prediction.h"
 
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
 #include "launcher/cli/launch_dry_run.h"
 #include "launcher/report/launch_outcome.h"
@@ -30,6 +31,15 @@ TEST(NodeMachines, NodesPerMachineRoundsUp) {
   // The local backend and one node ask nothing.
   EXPECT_FALSE(ask_node_machines(false, 4).asked);
   EXPECT_FALSE(ask_node_machines(true, 1).asked);
+  EXPECT_FALSE(ask_node_machines(false, 1, {"n1", "n2"}).asked);  // one node of two hosts
+  // Hosts that cannot be reached: asked, and unknown with why (ssh fails at once: no such
+  // host), never an error.
+  setenv("DLTUNE_SSH", "/bin/false", 1);
+  const NodeMachines unreached = ask_node_machines(false, 2, {"no-such-host-a", "no-such-host-b"});
+  unsetenv("DLTUNE_SSH");
+  EXPECT_TRUE(unreached.asked);
+  EXPECT_EQ(unreached.machines, 0);
+  EXPECT_FALSE(unreached.unknown_why.empty());
 }
 
 TEST(NodeMachines, ThePredictionSaysWhatItFound) {

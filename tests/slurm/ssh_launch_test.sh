@@ -8,8 +8,9 @@
 #  - dltune's PMIx ranks fence across the nodes (every rank reads every peer's endpoint), and an
 #    Open MPI program (mpi4py) allreduces across them, from a hostfile;
 #  - a PyTorch DDP script (gloo) trains across them, as under torchrun on each node;
-#  - `dltune launch -H` trains a model recipe on both nodes and remembers the hosts, and tunes
-#    and runs a program recipe (the mpi4py example) there, the next launch finding its plan;
+#  - `dltune launch -H` trains a model recipe on both nodes (finding them one machine by boot
+#    id) and remembers the hosts; `dltune tune -H` tunes a program recipe (the mpi4py example)
+#    there and `dltune launch -H` runs it with that plan;
 #    the program recipe also tunes and runs under Slurm on the same nodes (salloc, srun);
 #  - a failed rank on n2 ends the job with its exit code and names it and its node, and the
 #    ranks on n1 are stopped; so does a signal to the launcher (130);
@@ -97,8 +98,10 @@ fi
 # of 2 nodes; the run directory remembers the hosts (a --resume runs there again).
 export DLTUNE_DB=$tmp/db.sqlite DLTUNE_RUNS_DIR=$tmp/runs DLTUNE_NO_PROGRESS=1
 out=$(timeout 300 bash "$script" exec "$cluster" "$dltune" launch "$src/recipes/quickstart.yaml" \
-  -H n1,n2 --no-tune --set training.steps=20 2>&1) || fail "launch -H n1,n2 exited $?: $out"
+  -H n1,n2 --set training.steps=20 --set tune.budget=8 2>&1) || fail "launch -H n1,n2 exited $?: $out"
 grep -q "summary: quickstart on 2 rank(s), 2 node(s)" <<<"$out" || fail "launch's summary: $out"
+grep -q "machines         the job's 2 nodes are 1 machine (same boot_id)" <<<"$out" ||
+  fail "the prediction does not know the hosts are one machine: $out"
 grep -q '"n1",' "$tmp"/runs/quickstart-*/launch.json || fail "launch.json has no hosts"
 # A program recipe over the hosts: the mpi4py example's program tuned with trials on both
 # nodes (one rank each), stored, and found again by the next launch.
@@ -118,13 +121,13 @@ tune:
     batch: [64, 128]
     bucket_mb: [1, 4]
 RECIPE
+  out=$(timeout 300 bash "$script" exec "$cluster" "$dltune" tune "$tmp/program.yaml" -H n1,n2 2>&1) ||
+    fail "tuning a program recipe over hosts exited $?: $out"
+  grep -q "^halving over 4 candidates" <<<"$out" && grep -q "^plan for mpi4py-hosts (tuned" <<<"$out" ||
+    fail "the program's tuning: $out"
   out=$(timeout 300 bash "$script" exec "$cluster" "$dltune" launch "$tmp/program.yaml" -H n1,n2 2>&1) ||
-    fail "a program recipe over hosts exited $?: $out"
-  grep -q "won halving over 4 candidates" <<<"$out" || fail "the program's tuning: $out"
-  grep -q "^plan: .* 2 ranks x .*(tuned)" <<<"$out" || fail "the program's plan: $out"
-  out=$(timeout 300 bash "$script" exec "$cluster" "$dltune" launch "$tmp/program.yaml" -H n1,n2 2>&1) ||
-    fail "the program's second launch exited $?: $out"
-  grep -q "^plan: .*(cache)" <<<"$out" || fail "the second launch did not find the plan: $out"
+    fail "the program's launch over hosts exited $?: $out"
+  grep -q "^plan: .* 2 ranks x .*(cache)" <<<"$out" || fail "the launch did not find the plan: $out"
   # The same program recipe under Slurm on the cluster's two nodes: launched outside an
   # allocation, it runs itself again under salloc, and (--retune) tunes with srun's ranks.
   out=$(timeout 300 bash "$script" exec "$cluster" "$dltune" launch "$tmp/program.yaml" \
