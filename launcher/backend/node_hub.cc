@@ -148,6 +148,7 @@ bool NodeHub::Impl::accept_all(const MakeJobs& make_jobs, std::chrono::seconds t
     if (fds[1].revents & POLLIN) {
       const int fd = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
       if (fd >= 0) {
+        keep_alive(fd);
         set_recv_timeout(fd, 10);  // a hello is one small frame
         pending.push_back(fd);
       }

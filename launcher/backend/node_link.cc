@@ -108,6 +108,7 @@ Result<int> connect_tcp(const std::string& host, int port, int timeout_ms) {
       if (connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
         const int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        keep_alive(fd);
         freeaddrinfo(found);
         return fd;
       }
@@ -119,6 +120,14 @@ Result<int> connect_tcp(const std::string& host, int port, int timeout_ms) {
   }
   freeaddrinfo(found);
   return peer_failed("cannot connect to " + host + ":" + service + ": " + last);
+}
+
+void keep_alive(int fd) {
+  const int on = 1, idle = 5, interval = 5, count = 3;
+  setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
 }
 
 Result<int> listen_tcp(int* port) {

@@ -179,7 +179,11 @@ std::vector<std::string> daemon_argv(const std::string& host, bool local, int po
   for (const std::string& w : strings::split(agent != nullptr && *agent ? agent : "ssh", ' ')) {
     if (!w.empty()) argv.push_back(w);
   }
-  for (const char* o : {"-T", "-x", "-o", "BatchMode=yes", host.c_str(), remote.c_str()}) {
+  // A host that dies (or whose network does) ends its ssh within about 15 s (three missed
+  // keep-alives 5 s apart): the job then fails naming it, instead of waiting on TCP for hours.
+  // The user's own -o options (DLTUNE_SSH) come first, and ssh keeps the first value.
+  for (const char* o : {"-T", "-x", "-o", "BatchMode=yes", "-o", "ServerAliveInterval=5", "-o",
+                        "ServerAliveCountMax=3", host.c_str(), remote.c_str()}) {
     argv.emplace_back(o);
   }
   return argv;
@@ -236,7 +240,7 @@ Result<LaunchOutcome> run_hosts(LaunchSpec spec, const std::vector<HostSlots>& h
         "the node daemon on " + names[static_cast<size_t>(index)], "", status);
     if (why.empty()) return why;
     if (WIFEXITED(status) && WEXITSTATUS(status) == 255) {
-      why += " (ssh's code for a connection or login that failed)";
+      why += " (ssh's code when it cannot connect or log in, or loses the host)";
     }
     const auto& q = last_err[static_cast<size_t>(index)];
     if (!q.empty()) why += " before its ranks ended: " + q.back();

@@ -16,6 +16,8 @@
 #    ranks on n1 are stopped; so does a signal to the launcher (130);
 #  - a host ssh cannot reach ends the job with ssh's code, naming the host; more ranks than
 #    slots is refused before anything starts (exit 2);
+#  - a node whose link goes down while its ranks run ends the job with 255 naming it, within
+#    ssh's keep-alive time;
 #  - nothing is left running on the nodes.
 # Exit 77 (skip) without root, Slurm, munge, iproute2 or openssh-server.
 # Usage: ssh_launch_test.sh DLTUNE_BINARY PMIX_PROBE SOURCE_DIR
@@ -39,6 +41,14 @@ rc=$?
 [ $rc -eq 0 ] || fail "netns_cluster.sh sshd exited $rc"
 export DLTUNE_SSH="ssh -F $cluster/ssh/config"
 run() { timeout 120 bash "$script" exec "$cluster" "$dltune" run "$@"; }
+# Every process in a node's network namespace but its sshd and slurmd.
+on_node() {
+  local ns pid
+  ns=$(sed -n "$(( $1 + 1 ))p" "$cluster/namespaces")
+  for pid in $(ip netns pids "$ns"); do
+    tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -v '^sshd\|/usr/sbin/sshd\|slurmd' && echo " (pid $pid)"
+  done
+}
 
 # 1. Placement and the rank variables.
 out=$(run -H n1:2,n2:2 --tag-output -- sh -c \
@@ -162,17 +172,29 @@ rc=$?
 [ $rc -eq 2 ] || fail "5 ranks on 4 slots exited $rc: $out"
 grep -q "5 ranks but the hosts have 4 slots" <<<"$out" || fail "the refusal: $out"
 
-# 5. Nothing left behind on the nodes (the daemons stop their ranks within the grace period).
-# Every process in a node's network namespace but its sshd.
-on_node() {
-  local ns pid
-  ns=$(sed -n "$(( $1 + 1 ))p" "$cluster/namespaces")
-  for pid in $(ip netns pids "$ns"); do
-    tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -v '^sshd\|/usr/sbin/sshd\|slurmd' && echo " (pid $pid)"
-  done
-}
+# 5. A lost node: n2's link goes down while the ranks run. ssh's keep-alives notice (here 1 s
+# apart, 2 missed; dltune's own are 5 s x 3), the job ends with ssh's 255 naming n2, n1's rank
+# is stopped, and n2's daemon stops its own once the link is back (the launcher is gone).
+ns2=$(sed -n 3p "$cluster/namespaces")
+DLTUNE_SSH="ssh -F $cluster/ssh/config -o ServerAliveInterval=1 -o ServerAliveCountMax=2" \
+  bash "$script" exec "$cluster" "$dltune" run -H n1:1,n2:1 -- sleep 60 >"$tmp/lost.out" 2>&1 &
+pid=$!
+for _ in $(seq 1 100); do on_node 2 | grep -q "^sleep 60" && break; sleep 0.1; done
+start=$(date +%s)
+ip -n "$ns2" link set eth0 down
+wait "$pid"
+rc=$?
+took=$(( $(date +%s) - start ))
+ip -n "$ns2" link set eth0 up
+[ $rc -eq 255 ] || fail "a lost node ended the job with $rc: $(cat "$tmp/lost.out")"
+grep -q "the node daemon on n2 exited with code 255" "$tmp/lost.out" ||
+  fail "the lost node is not named: $(cat "$tmp/lost.out")"
+[ "$took" -le 20 ] || fail "the lost node took $took s to notice"
+
+# 6. Nothing left behind on the nodes (the daemons stop their ranks within the grace period;
+# n2's after its link came back).
 for i in 1 2; do
-  for _ in $(seq 1 50); do [ -z "$(on_node "$i")" ] && break; sleep 0.1; done
+  for _ in $(seq 1 300); do [ -z "$(on_node "$i")" ] && break; sleep 0.1; done
   left=$(on_node "$i")
   [ -z "$left" ] || fail "left running on n$i: $left"
 done
