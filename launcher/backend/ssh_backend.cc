@@ -17,11 +17,13 @@
 #include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/json_input.h"
 #include "common/log.h"
+#include "common/paths.h"
 #include "common/strings.h"
 #include "launcher/backend/capture.h"
 #include "launcher/backend/env_block.h"
@@ -156,6 +158,19 @@ Result<LaunchSpec> spec_from_job(const std::string& text, NodeShare* share) {
   }
 }
 
+// Where ssh's shared connections live: TMPDIR/dltune-ssh-UID, made 0700 and checked to be
+// this user's own directory (not a link, not anyone else's); "" when it cannot be.
+std::string mux_dir() {
+  const std::string dir = paths::temp_root() + "/dltune-ssh-" + std::to_string(geteuid());
+  (void)mkdir(dir.c_str(), 0700);
+  struct stat st {};
+  if (lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
+      (st.st_mode & 077) != 0) {
+    return "";
+  }
+  return dir;
+}
+
 // The command that starts node k's daemon: dltune itself here, else through ssh.
 std::vector<std::string> daemon_argv(const std::string& host, bool local, int port, int k,
                                      const std::string& token) {
@@ -183,9 +198,23 @@ std::vector<std::string> daemon_argv(const std::string& host, bool local, int po
   // keep-alives 5 s apart): the job then fails naming it, instead of waiting on TCP for hours.
   // The user's own -o options (DLTUNE_SSH) come first, and ssh keeps the first value.
   for (const char* o : {"-T", "-x", "-o", "BatchMode=yes", "-o", "ServerAliveInterval=5", "-o",
-                        "ServerAliveCountMax=3", host.c_str(), remote.c_str()}) {
+                        "ServerAliveCountMax=3"}) {
     argv.emplace_back(o);
   }
+  // One connection per host shared by the launch's many runs (a tuning's trials): the first
+  // ssh leaves a master for 60 s, and the next runs skip the handshake (0.55 -> 0.29 s for a
+  // 2-host job here). Not when the user's DLTUNE_SSH sets ssh's Control options itself.
+  const std::string words = agent != nullptr ? agent : "";
+  if (words.find("Control") == std::string::npos && words.find("control") == std::string::npos) {
+    if (const std::string dir = mux_dir(); !dir.empty()) {
+      for (const std::string& o : {std::string("ControlMaster=auto"), "ControlPath=" + dir + "/%C",
+                                   std::string("ControlPersist=60")}) {
+        argv.insert(argv.end(), {"-o", o});
+      }
+    }
+  }
+  argv.push_back(host);
+  argv.push_back(remote);
   return argv;
 }
 

@@ -174,9 +174,11 @@ grep -q "5 ranks but the hosts have 4 slots" <<<"$out" || fail "the refusal: $ou
 
 # 5. A lost node: n2's link goes down while the ranks run. ssh's keep-alives notice (here 1 s
 # apart, 2 missed; dltune's own are 5 s x 3), the job ends with ssh's 255 naming n2, n1's rank
-# is stopped, and n2's daemon stops its own once the link is back (the launcher is gone).
+# is stopped, and n2's daemon stops its own once the link is back (the launcher is gone). The
+# shared connections the runs above left (ControlPersist) keep dltune's keep-alives: a
+# Control option of the user's own turns them off, so this job's ssh uses its own.
 ns2=$(sed -n 3p "$cluster/namespaces")
-DLTUNE_SSH="ssh -F $cluster/ssh/config -o ServerAliveInterval=1 -o ServerAliveCountMax=2" \
+DLTUNE_SSH="ssh -F $cluster/ssh/config -o ControlMaster=no -o ServerAliveInterval=1 -o ServerAliveCountMax=2" \
   bash "$script" exec "$cluster" "$dltune" run -H n1:1,n2:1 -- sleep 60 >"$tmp/lost.out" 2>&1 &
 pid=$!
 for _ in $(seq 1 100); do on_node 2 | grep -q "^sleep 60" && break; sleep 0.1; done
