@@ -239,6 +239,14 @@ Result<Job> make_job(const JobOptions& o, const topology::Topology& topo) {
     }
     job.hosts.push_back(h.name);
   }
+  // The shape (threads per rank, ranks auto) came from this machine's cores: say so when it is
+  // not one of the hosts (a login node), whose cores may not be theirs.
+  if (!hosts.empty() && std::none_of(hosts.begin(), hosts.end(),
+                                     [](const HostSlots& h) { return is_this_host(h.name); })) {
+    job.notes.push_back("the job is planned with this machine's " + std::to_string(cores) +
+                        " cores (the hosts' own are not asked): launch from one of the hosts "
+                        "when their cores differ");
+  }
   job.ranks = ranks;
   job.run_options = o.run_options;
   if (slurm) job.exclude = o.exclude;

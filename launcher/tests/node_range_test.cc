@@ -152,6 +152,10 @@ TEST_F(NodeRangeTest, HostsAreTheNodesAndTheRunNamesThem) {
   EXPECT_EQ(j->shape.nodes, 2);
   EXPECT_EQ(j->shape.ranks_per_node, 1);
   EXPECT_EQ(j->hosts, (std::vector<std::string>{"n1", "n2"}));
+  EXPECT_TRUE(has_note(*j, "the job is planned with this machine's 36 cores (the hosts' own"));
+  auto here = with_hosts("localhost,n2", 0, {});  // this machine is one of them: no note
+  ASSERT_TRUE(here.ok()) << here.error().message();
+  EXPECT_FALSE(has_note(*here, "the job is planned with this machine's"));
   const std::vector<std::string> p = launch_prefix(*j);
   const std::vector<std::string> want = {"dltune", "run", "-n", "2", "-H", "n1:1,n2:1"};
   ASSERT_GE(p.size(), want.size());
