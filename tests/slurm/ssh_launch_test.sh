@@ -113,6 +113,15 @@ grep -q "summary: quickstart on 2 rank(s), 2 node(s)" <<<"$out" || fail "launch'
 grep -q "machines         the job's 2 nodes are 1 machine (same boot_id)" <<<"$out" ||
   fail "the prediction does not know the hosts are one machine: $out"
 grep -q '"n1",' "$tmp"/runs/quickstart-*/launch.json || fail "launch.json has no hosts"
+run_dir=$(ls -d "$tmp"/runs/quickstart-* | head -n 1)
+out=$("$dltune" launch --resume "$run_dir" --dry-run 2>&1) || fail "--resume --dry-run exited $?: $out"
+grep -q "^ranks:   dltune run -n 2 -H n1:1,n2:1 " <<<"$out" ||
+  fail "a --resume does not run on the run's hosts again: $out"
+sed -i 's/"n1",/1,/' "$run_dir/launch.json"
+out=$("$dltune" launch --resume "$run_dir" --dry-run 2>&1)
+rc=$?
+[ $rc -eq 2 ] && grep -q "'hosts' must be a list of host names" <<<"$out" ||
+  fail "a launch.json with a bad host: $rc $out"
 # A program recipe over the hosts: the mpi4py example's program tuned with trials on both
 # nodes (one rank each), stored, and found again by the next launch.
 if /usr/bin/python3 -c 'import mpi4py, numpy' 2>/dev/null; then
