@@ -104,7 +104,8 @@ struct TuneCliOptions {
   bool json = false;
   bool grid = false;
   bool ranks_given = false, budget_given = false;
-  std::string hosts, hostfile;  // -H / --hostfile: a program recipe's nodes over ssh
+  std::string hosts, hostfile;       // -H / --hostfile: a program recipe's nodes over ssh
+  std::vector<std::string> exports;  // -x NAME[=VALUE]: a program recipe's trials' variables
 };
 
 // Everything a bad command line can get wrong, checked before anything runs.
@@ -222,12 +223,14 @@ int run_tune(const TuneCliOptions& o) {
     l.budget_s = o.budget_given ? o.budget_s : 0;
     l.hosts = o.hosts;
     l.hostfile = o.hostfile;
+    l.exports = o.exports;
     return launch_phases::run_program_launch(l);
   }
-  if (!o.hosts.empty() || !o.hostfile.empty()) {
-    return report_error("tune", invalid_input("-H / --hostfile tune a program recipe over ssh "
-                                              "hosts; a model recipe tunes on its hosts within "
-                                              "`dltune launch RECIPE -H ...`"));
+  if (!o.hosts.empty() || !o.hostfile.empty() || !o.exports.empty()) {
+    return report_error("tune", invalid_input("-H / --hostfile / -x apply to a program recipe's "
+                                              "trials; a model recipe tunes on hosts, or with "
+                                              "variables, within `dltune launch RECIPE -H ... "
+                                              "-x ...`"));
   }
   if (!o.recipe.empty()) {
     if (o.collectives) {
@@ -329,6 +332,10 @@ void setup_tune(CLI::App& app, int* exit_code) {
                   "HOST[:SLOTS],...: a program recipe's trials run on these machines over ssh, "
                   "as `dltune launch -H` runs them");
   cmd->add_option("--hostfile", opts->hostfile, "FILE of hosts, as -H");
+  cmd->add_option("-x", opts->exports,
+                  "NAME=VALUE (or NAME: this command's): set in every rank of a program "
+                  "recipe's trials, as `dltune launch -x`")
+      ->allow_extra_args(false);
   cmd->add_option("--strategy", opts->strategy,
                   "model (fit cost models, measure likely winners) or exhaustive")
       ->capture_default_str();

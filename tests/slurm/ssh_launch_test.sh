@@ -140,7 +140,8 @@ tune:
     batch: [64, 128]
     bucket_mb: [1, 4]
 RECIPE
-  out=$(timeout 300 bash "$script" exec "$cluster" "$dltune" tune "$tmp/program.yaml" -H n1,n2 2>&1) ||
+  out=$(timeout 300 bash "$script" exec "$cluster" "$dltune" tune "$tmp/program.yaml" -H n1,n2 \
+    -x DLTUNE_TEST_MARK=1 2>&1) ||
     fail "tuning a program recipe over hosts exited $?: $out"
   grep -q "^halving over 4 candidates" <<<"$out" && grep -q "^plan for mpi4py-hosts (tuned" <<<"$out" ||
     fail "the program's tuning: $out"
