@@ -12,11 +12,10 @@
 //
 // in the recipe's directory. Over hosts, the output files and the metrics file are written on
 // each rank's host: rank 0's must reach this machine (a file system the hosts share). Under
-// Slurm, `dltune run` gathers the ranks' output itself (srun --label). The threads
-// are given with -x (which wins over what `dltune run` derives from the binding) because they are a
-// tuned value, not the binding's consequence. The throughput is the last line of rank 0's stdout
-// the recipe's pattern matches, or the last line of OUT/metrics.jsonl with the recipe's metrics
-// key.
+// Slurm, `dltune run` gathers the ranks' output itself (srun --label). The threads are given
+// with -x (which wins over what `dltune run` derives from the binding) because they are a tuned
+// value, not the binding's consequence. The throughput is the last line of rank 0's stdout the
+// recipe's pattern matches, or the last line of OUT/metrics.jsonl with the recipe's metrics key.
 #include "launcher/cli/program_run.h"
 
 #include <chrono>
@@ -68,6 +67,16 @@ std::string rank_tail(const ProgramRun& run, int rank) {
 void read_throughput(const ProgramRun& run, ProgramRunResult* r) {
   const recipes::ProgramThroughput& t = run.recipe->throughput;
   Result<double> sps = not_found("");
+  // Over hosts, rank 0's files are written on its host (its output file always, by `dltune
+  // run --output-filename`): missing here, the run directory is not on a file system this
+  // machine shares with that host.
+  const std::string file = rank_file(run, 0, "stdout");
+  if (!run.hosts.empty() && !paths::exists(file)) {
+    r->throughput_error = file + " is not on this machine: over -H hosts, rank 0 (on " +
+                          run.hosts[0] + ") writes its output and metrics there; launch from " +
+                          "a directory the hosts share with this machine";
+    return;
+  }
   if (!t.metrics_key.empty()) {
     auto text = paths::read_file(run.out_dir + "/metrics.jsonl");
     sps = text ? tuner::throughput_from_metrics(t.metrics_key, *text)

@@ -81,6 +81,35 @@ TEST(ProgramRun, ATrialIsADltuneRunOfTheExpandedCommand) {
                                       "--steps", "12"}));
 }
 
+// Over hosts and under Slurm (issue 39), the run spans the job's nodes; the user's -x come
+// after the recipe's variables, so theirs win.
+TEST(ProgramRun, OverHostsOrSlurmTheRunSpansTheNodes) {
+  const recipes::ProgramRecipe r = recipe();
+  ProgramRun run = trial(&r);
+  run.values.ranks = 4;  // 2 per node
+  run.hosts = {"n1", "n2"};
+  run.run_options = {"-x", "MY_GLOBAL=7"};
+  auto argv = program_run_argv(run);
+  ASSERT_TRUE(argv.ok()) << argv.error().message();
+  const std::vector<std::string>& a = *argv;
+  EXPECT_EQ(after(a, "-n"), "4");
+  EXPECT_EQ(after(a, "-H"), "n1:2,n2:2");
+  EXPECT_EQ(std::find(a.begin(), a.end(), "--backend"), a.end());
+  const auto recipe_x = std::find(a.begin(), a.end(), "MY_GLOBAL=256");  // 64 x 4 ranks
+  const auto user_x = std::find(a.begin(), a.end(), "MY_GLOBAL=7");
+  ASSERT_NE(recipe_x, a.end());
+  ASSERT_NE(user_x, a.end());
+  EXPECT_LT(recipe_x, user_x);
+  EXPECT_LT(user_x, std::find(a.begin(), a.end(), "--"));
+  run.hosts.clear();
+  run.slurm_nodes = 2;
+  auto slurm = program_run_argv(run);
+  ASSERT_TRUE(slurm.ok());
+  EXPECT_EQ(after(*slurm, "--backend"), "slurm");
+  EXPECT_EQ(after(*slurm, "--nodes"), "2");
+  EXPECT_EQ(std::find(slurm->begin(), slurm->end(), "-H"), slurm->end());
+}
+
 TEST(ProgramRun, TheFinalRunPassesItsOutputThroughWithThePlan) {
   const recipes::ProgramRecipe r = recipe();
   ProgramRun run = trial(&r);
