@@ -136,6 +136,26 @@ Result<std::vector<NodeRanks>> map_by_slot(const std::vector<HostSlots>& hosts, 
   return out;
 }
 
+Result<std::vector<HostSlots>> job_hosts(const std::vector<HostSlots>& hosts, int nodes) {
+  auto all = map_by_slot(hosts, -1);
+  if (!all) return std::move(all).error();
+  std::vector<HostSlots> out;
+  for (const NodeRanks& n : *all) out.push_back({n.host, n.count});
+  if (nodes > static_cast<int>(out.size())) {
+    return invalid_input("--nodes " + std::to_string(nodes) + ": the hosts are " +
+                         std::to_string(out.size()));
+  }
+  if (nodes > 0) out.resize(static_cast<size_t>(nodes));
+  return out;
+}
+
+std::string host_option(const std::vector<std::string>& hosts, int per_host) {
+  std::string s;
+  for (const std::string& h : hosts)
+    s += (s.empty() ? "" : ",") + h + ":" + std::to_string(per_host);
+  return s;
+}
+
 bool is_this_host(const std::string& name) {
   if (name == "localhost" || strings::starts_with(name, "127.")) return true;
   char buf[HOST_NAME_MAX + 1] = {};

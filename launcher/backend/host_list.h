@@ -55,6 +55,14 @@ Result<std::vector<HostSlots>> hosts_from_options(const std::string& option,
 // refuses without --oversubscribe), for nranks == 0, or for no hosts.
 Result<std::vector<NodeRanks>> map_by_slot(const std::vector<HostSlots>& hosts, int nranks);
 
+// A job's nodes from the hosts the user named: one per distinct host (merged as map_by_slot
+// merges them, in the order of first mention, slots summed), the first `nodes` of them when
+// nodes > 0. Failure: kInvalidInput for no hosts or nodes beyond the hosts named.
+Result<std::vector<HostSlots>> job_hosts(const std::vector<HostSlots>& hosts, int nodes);
+
+// `dltune run -H`'s value for `per_host` ranks on each of `hosts`: "n1:2,n2:2".
+std::string host_option(const std::vector<std::string>& hosts, int per_host);
+
 // True when `name` is this machine: "localhost", a 127.x.y.z address, or this host's name
 // (gethostname, with or without its domain). The launcher starts such a host's ranks itself,
 // without ssh.

@@ -46,12 +46,6 @@ using nlohmann::json;
 constexpr const char* kTokenVar = "DLTUNE_NODE_TOKEN";
 constexpr std::chrono::seconds kConnectTimeout{60};
 
-std::string self_exe() {
-  char buf[PATH_MAX + 1] = {};
-  const ssize_t n = readlink("/proc/self/exe", buf, PATH_MAX);
-  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "dltune";
-}
-
 // 'text' for a POSIX shell: the remote command line ssh hands to the login shell.
 std::string shell_quote(const std::string& s) {
   std::string q = "'";
@@ -171,10 +165,9 @@ std::string mux_dir() {
   return dir;
 }
 
-// The command that starts node k's daemon: dltune itself here, else through ssh.
-std::vector<std::string> daemon_argv(const std::string& host, bool local, int port, int k,
-                                     const std::string& token) {
-  const std::string exe = self_exe();
+// The command that starts node k's daemon: dltune (`exe`) itself here, else through ssh.
+std::vector<std::string> daemon_argv(const std::string& exe, const std::string& host, bool local,
+                                     int port, int k, const std::string& token) {
   const std::vector<std::string> args = {
       "run", "--node-of",
       (local ? std::string("127.0.0.1") : std::string("ssh")) + ":" + std::to_string(port),
@@ -232,6 +225,8 @@ Result<LaunchOutcome> run_hosts(LaunchSpec spec, const std::vector<HostSlots>& h
     names.push_back(n.host);
     local.push_back(is_this_host(n.host));
   }
+  auto exe = cli::sibling_program("dltune");  // this very binary, as every host runs it
+  if (!exe) return std::move(exe).error();
   auto token = random_token();
   if (!token) return std::move(token).error();
   auto hub = NodeHub::open(names, *token);
@@ -282,7 +277,7 @@ Result<LaunchOutcome> run_hosts(LaunchSpec spec, const std::vector<HostSlots>& h
     envs.emplace_back(environ);
     if (local[k]) envs.back().set(kTokenVar, *token);
     ChildSpec child;
-    child.argv = daemon_argv(nodes[k].host, local[k], h.port(), static_cast<int>(k), *token);
+    child.argv = daemon_argv(*exe, nodes[k].host, local[k], h.port(), static_cast<int>(k), *token);
     auto path = find_program(child.argv[0]);
     if (!path) return std::move(path).error().wrap("starting the node daemons (DLTUNE_SSH)");
     child.path = *path;
@@ -329,8 +324,7 @@ Result<LaunchOutcome> run_hosts(LaunchSpec spec, const std::vector<HostSlots>& h
 
 Result<int> count_host_machines(const std::vector<std::string>& hosts, int timeout_ms) {
   if (hosts.size() <= 1) return 1;
-  std::string list;
-  for (const std::string& h : hosts) list += (list.empty() ? "" : ",") + h + ":1";
+  const std::string list = host_option(hosts, 1);
   // dltune itself, found next to this program (a test's binary is not dltune).
   auto dltune = cli::sibling_program("dltune");
   if (!dltune) return dltune.error();

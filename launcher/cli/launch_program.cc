@@ -87,14 +87,9 @@ Status open_program(ProgramLaunch& P) {
           "-H / --hostfile start the ranks over ssh: leave out --backend slurm "
           "and --nodes MIN-MAX");
     }
-    auto nodes = launcher::map_by_slot(*hosts, -1);  // merged, in order
+    auto nodes = launcher::job_hosts(*hosts, o.job.nodes);
     if (!nodes) return nodes.error();
-    for (const launcher::NodeRanks& n : *nodes) P.hosts.push_back(n.host);
-    if (o.job.nodes > static_cast<int>(P.hosts.size())) {
-      return invalid_input("--nodes " + std::to_string(o.job.nodes) + ": the hosts are " +
-                           std::to_string(P.hosts.size()));
-    }
-    if (o.job.nodes > 0) P.hosts.resize(static_cast<size_t>(o.job.nodes));
+    for (const launcher::HostSlots& n : *nodes) P.hosts.push_back(n.name);
   }
   const bool slurm = P.hosts.empty() &&
                      (o.job.backend == "slurm" ||

@@ -24,6 +24,7 @@
 
 #include "common/paths.h"
 #include "common/strings.h"
+#include "launcher/backend/host_list.h"
 #include "launcher/backend/launch_spec.h"
 #include "launcher/backend/rank_program.h"
 #include "launcher/flow/text_format.h"
@@ -121,11 +122,7 @@ Result<std::vector<std::string>> program_run_argv(const ProgramRun& run) {
   } else if (run.hosts.empty()) {
     a.insert(a.end(), {"--backend", "local"});
   } else {
-    std::string h;
-    for (const std::string& host : run.hosts) {
-      h += (h.empty() ? "" : ",") + host + ":" + std::to_string(v.ranks_per_node);
-    }
-    a.insert(a.end(), {"-H", h});
+    a.insert(a.end(), {"-H", launcher::host_option(run.hosts, v.ranks_per_node)});
   }
   a.insert(a.end(), {"--bind", run.binding});
   if (run.timeout_s > 0) a.insert(a.end(), {"--timeout", seconds_text(run.timeout_s)});

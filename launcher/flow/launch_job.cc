@@ -150,6 +150,34 @@ Result<std::pair<int, int>> parse_node_count(std::string_view text) {
   return std::pair<int, int>{*lo, *hi == *lo ? 0 : *hi};
 }
 
+namespace {
+
+// The job's hosts (make_job's phase for -H / --hostfile): each must hold `per_node` ranks
+// (a host named without slots, one: Open MPI's default, takes them, as `dltune run -H` is then
+// told; one given more slots, but fewer than that, is refused); their names go to job->hosts.
+// The shape came from this machine's `cores`: a note says so when it is none of the hosts (a
+// login node), whose cores may not be theirs.
+Status take_hosts(const std::vector<HostSlots>& hosts, int per_node, int cores, Job* job) {
+  for (const HostSlots& h : hosts) {
+    if (h.slots > 1 && h.slots < per_node) {
+      return invalid_input(std::to_string(per_node * static_cast<int>(hosts.size())) +
+                           " ranks over " + std::to_string(hosts.size()) + " hosts are " +
+                           std::to_string(per_node) + " per host, and " + h.name + " has " +
+                           std::to_string(h.slots) + " slots");
+    }
+    job->hosts.push_back(h.name);
+  }
+  if (!hosts.empty() && std::none_of(hosts.begin(), hosts.end(),
+                                     [](const HostSlots& h) { return is_this_host(h.name); })) {
+    job->notes.push_back("the job is planned with this machine's " + std::to_string(cores) +
+                         " cores (the hosts' own are not asked): launch from one of the hosts "
+                         "when their cores differ");
+  }
+  return ok_status();
+}
+
+}  // namespace
+
 Result<Job> make_job(const JobOptions& o, const topology::Topology& topo) {
   Job job;
   auto recipe = recipes::load_recipe_with_overrides(o.recipe, o.overrides, &job.notes);
@@ -180,15 +208,10 @@ Result<Job> make_job(const JobOptions& o, const topology::Topology& topo) {
   const bool range = o.nodes_max > 0;
   std::vector<HostSlots> hosts;
   if (!o.hosts.empty()) {
-    auto all = map_by_slot(o.hosts, -1);  // merged, in order: one node per host
-    if (!all) return std::move(all).error();
-    for (const NodeRanks& n : *all) hosts.push_back({n.host, n.count});
     if (range) return invalid_input("--nodes MIN-MAX needs Slurm; with -H the hosts are fixed");
-    if (o.nodes > static_cast<int>(hosts.size())) {
-      return invalid_input("--nodes " + std::to_string(o.nodes) + ": the hosts are " +
-                           std::to_string(hosts.size()));
-    }
-    hosts.resize(static_cast<size_t>(o.nodes > 0 ? o.nodes : static_cast<int>(hosts.size())));
+    auto mine = job_hosts(o.hosts, o.nodes);
+    if (!mine) return std::move(mine).error();
+    hosts = std::move(*mine);
     nodes = static_cast<int>(hosts.size());
   }
   if (range)
@@ -229,24 +252,7 @@ Result<Job> make_job(const JobOptions& o, const topology::Topology& topo) {
     return invalid_input(std::to_string(ranks) + " ranks do not divide evenly over " +
                          std::to_string(nodes) + " nodes; choose -n as a multiple of --nodes");
   }
-  for (const HostSlots& h : hosts) {
-    // A host named without slots (one: Open MPI's default) takes the job's ranks per node, as
-    // `dltune run -H` is then told; one given more slots, but fewer than that, is refused.
-    if (h.slots > 1 && h.slots < ranks / nodes) {
-      return invalid_input(std::to_string(ranks) + " ranks over " + std::to_string(nodes) +
-                           " hosts are " + std::to_string(ranks / nodes) + " per host, and " +
-                           h.name + " has " + std::to_string(h.slots) + " slots");
-    }
-    job.hosts.push_back(h.name);
-  }
-  // The shape (threads per rank, ranks auto) came from this machine's cores: say so when it is
-  // not one of the hosts (a login node), whose cores may not be theirs.
-  if (!hosts.empty() && std::none_of(hosts.begin(), hosts.end(),
-                                     [](const HostSlots& h) { return is_this_host(h.name); })) {
-    job.notes.push_back("the job is planned with this machine's " + std::to_string(cores) +
-                        " cores (the hosts' own are not asked): launch from one of the hosts "
-                        "when their cores differ");
-  }
+  DLTUNE_TRY(take_hosts(hosts, ranks / nodes, cores, &job));
   job.ranks = ranks;
   job.run_options = o.run_options;
   if (slurm) job.exclude = o.exclude;
@@ -336,11 +342,9 @@ std::vector<std::string> launch_prefix(const Job& job, const std::string& plan_f
                                        const std::string& recipe_file, bool placed) {
   std::vector<std::string> p = {"dltune", "run", "-n", std::to_string(job.ranks)};
   if (!job.hosts.empty()) {
-    std::string h;
-    for (size_t i = 0; i < job.hosts.size() && i < static_cast<size_t>(job.shape.nodes); ++i) {
-      h += (i ? "," : "") + job.hosts[i] + ":" + std::to_string(job.shape.ranks_per_node);
-    }
-    p.insert(p.end(), {"-H", h});
+    const size_t n = std::min(job.hosts.size(), static_cast<size_t>(job.shape.nodes));
+    const std::vector<std::string> mine(job.hosts.begin(), job.hosts.begin() + n);
+    p.insert(p.end(), {"-H", host_option(mine, job.shape.ranks_per_node)});
   } else if (job.backend == Backend::kSlurm) {
     p.insert(p.end(), {"--nodes", std::to_string(job.shape.nodes), "--backend", "slurm"});
     if (!job.exclude.empty()) p.insert(p.end(), {"--exclude", strings::join(job.exclude, ",")});
