@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "comm/allreduce.h"
+#include "comm/registration.h"
 #include "comm/shm_lines.h"
 #include "common/strings.h"
 
@@ -98,6 +99,7 @@ struct Ctx {
   const SharedBuffer& shared;  // node-shared, max_bytes per local rank
   float* buf;                  // this rank's region of it
   float* priv;                 // private, max_bytes, pre-faulted (nullptr: not measured)
+  float* reg;                  // private and registered, max_bytes (nullptr: not measured)
   uint8_t* copy;               // private, max_bytes (copy destination)
   uint8_t ping[8] = {};
   SharedBuffer lines{};    // the line exchange's two slots per rank (ranks 0 and 1)
@@ -191,7 +193,9 @@ Status run_once(Ctx& c, const Candidate& k, size_t bytes) {
       AllreduceOptions o;
       o.algorithm = k.algo;
       o.segment_bytes = c.options.segment_bytes;
-      float* x = k.buffer == Buffer::kShared ? c.buf : c.priv;
+      float* x = k.buffer == Buffer::kShared    ? c.buf
+                 : k.buffer == Buffer::kPrivate ? c.priv
+                                                : c.reg;
       return allreduce(c.comm, x, x, bytes / 4, DataType::kF32, ReduceOp::kSum, o);
     }
   }
@@ -255,6 +259,12 @@ Result<std::vector<Candidate>> working_algorithms(Communicator& comm, const Swee
   if (options.private_buffers) {
     const size_t n = algos.size();
     for (size_t i = 0; i < n; ++i) algos.push_back({Kind::kAlgo, algos[i].algo, Buffer::kPrivate});
+    for (size_t i = 0; i < n; ++i) {
+      const Algorithm a = algos[i].algo;
+      if (a == Algorithm::kCma || a == Algorithm::kNative) {
+        algos.push_back({Kind::kAlgo, a, Buffer::kRegistered});
+      }
+    }
   }
   return algos;
 }
@@ -311,6 +321,18 @@ void add_size(SweepReport& rep, const std::vector<Candidate>& algos,
 
 }  // namespace
 
+const char* buffer_name(Buffer b) {
+  switch (b) {
+    case Buffer::kShared:
+      return "shared";
+    case Buffer::kPrivate:
+      return "private";
+    case Buffer::kRegistered:
+      return "registered";
+  }
+  return "?";
+}
+
 const SweepPoint* SweepReport::find(size_t bytes, Algorithm algo, Buffer buffer) const {
   for (const auto& p : results) {
     if (p.bytes == bytes && p.algo == algo && p.buffer == buffer) return &p;
@@ -360,13 +382,32 @@ Result<SweepReport> run_sweep(Communicator& comm, const SweepOptions& options) {
   rep.nodes = comm.node_count();
   auto working = working_algorithms(comm, options, rep.nodes);
   if (!working) return working.error();
-  const std::vector<Candidate>& algos = *working;
+  std::vector<Candidate> algos = std::move(*working);
 
   auto shared = comm.alloc_shared(options.max_bytes);
   if (!shared) return shared.error();
   // Value-initialised: every page is touched (pre-faulted) before the first measurement.
-  std::unique_ptr<float[]> priv;
+  std::unique_ptr<float[]> priv, reg;
+  Registration registration;
   if (options.private_buffers) priv.reset(new float[options.max_bytes / 4 + 1]());
+  const bool registers = std::any_of(algos.begin(), algos.end(), [](const Candidate& k) {
+    return k.buffer == Buffer::kRegistered;
+  });
+  if (registers) {
+    reg.reset(new float[options.max_bytes / 4 + 1]());
+    DLTUNE_TRY(sync(comm));
+    const auto t0 = Clock::now();
+    auto r = comm.register_memory(reg.get(), options.max_bytes);
+    if (!r) return r.error();
+    std::vector<double> us{micros_since(t0)};
+    DLTUNE_TRY(max_over_ranks(comm, us));
+    registration = std::move(*r);
+    rep.register_us = us[0];
+    if (!registration.active()) {
+      rep.register_refused = registration.reason();
+      std::erase_if(algos, [](const Candidate& k) { return k.buffer == Buffer::kRegistered; });
+    }
+  }
   // The copy destination is also the line exchange's source and destination, which copies
   // whole lines: up to kLineData - 1 bytes past the message.
   Ctx c{comm,
@@ -374,6 +415,7 @@ Result<SweepReport> run_sweep(Communicator& comm, const SweepOptions& options) {
         *shared,
         shared->as<float>(),
         priv.get(),
+        reg.get(),
         static_cast<uint8_t*>(
             comm.scratch(2, std::max(options.max_bytes, kBandwidthBytes) + shm_lines::kLineData))};
   const bool exchange = rep.ranks == 2 && rep.nodes == 1;
@@ -411,6 +453,14 @@ std::string format_table(const SweepReport& rep) {
   os << "allreduce f32 sum, in place, " << rep.ranks << " ranks on " << rep.nodes
      << " node(s); ping-pong alpha " << std::setprecision(2) << rep.alpha_us << " us, "
      << std::setprecision(1) << rep.pingpong_gbs << " GB/s\n";
+  if (!rep.register_refused.empty()) {
+    os << "registered buffers not measured: " << rep.register_refused << "\n";
+  } else if (rep.register_us > 0) {
+    os << "registered: each rank's private buffer of the largest size, registered once in "
+       << std::setprecision(0) << rep.register_us
+       << " us (its pages moved into memory the node's ranks share; cma and native measured "
+          "on it as '(registered)')\n";
+  }
   os << "bounds: alpha-beta = ceil(log2 p) alpha + 2(p-1)/p N / ping-pong bw; membw = the least "
         "traffic any allreduce moves, each rank reading N and writing N bytes (its 1/p of every "
         "rank's buffer), measured alone on the same warm node-shared buffer (best round); copy = "
@@ -447,7 +497,8 @@ std::string format_table(const SweepReport& rep) {
     }
     const double algbw = static_cast<double>(pt.bytes) / pt.median_us / 1e3;
     const std::string name =
-        std::string(algorithm_name(pt.algo)) + (pt.buffer == Buffer::kPrivate ? " (private)" : "");
+        std::string(algorithm_name(pt.algo)) +
+        (pt.buffer == Buffer::kShared ? "" : std::string(" (") + buffer_name(pt.buffer) + ")");
     os << "    " << std::left << std::setw(21) << name << std::right << std::setprecision(2)
        << std::setw(11) << pt.median_us << std::setw(10) << pt.p10_us << std::setw(10) << pt.p90_us
        << std::setprecision(3) << std::setw(12) << algbw << std::setw(12) << pt.busbw_gbs << "\n";
@@ -463,13 +514,15 @@ std::string format_json(const SweepReport& rep) {
   for (const auto& pt : rep.results) {
     j["results"].push_back({{"bytes", pt.bytes},
                             {"algo", std::string(algorithm_name(pt.algo))},
-                            {"buffer", pt.buffer == Buffer::kShared ? "shared" : "private"},
+                            {"buffer", buffer_name(pt.buffer)},
                             {"median_us", pt.median_us},
                             {"p10_us", pt.p10_us},
                             {"p90_us", pt.p90_us},
                             {"busbw_gbs", pt.busbw_gbs},
                             {"samples_us", pt.samples_us}});
   }
+  if (rep.register_us > 0) j["register_us"] = rep.register_us;
+  if (!rep.register_refused.empty()) j["register_refused"] = rep.register_refused;
   j["bounds"] = nlohmann::json::array();
   for (const auto& b : rep.bounds) {
     nlohmann::json e = {

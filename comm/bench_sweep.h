@@ -19,12 +19,17 @@ namespace dltune::comm {
 
 // Where a candidate's buffer lives: in the node-shared segment (Communicator::alloc_shared,
 // where the engine keeps its gradients so that the shm allreduce works in place), or in the
-// rank's private memory, as an ordinary program holds its data (shm then stages it).
-enum class Buffer { kShared, kPrivate };
+// rank's private memory, as an ordinary program holds its data (shm then stages it), or in
+// private memory the program registered once (Communicator::register_memory, as NCCL's
+// ncclCommRegister: the cma allreduce then reads and writes it directly).
+enum class Buffer { kShared, kPrivate, kRegistered };
+// "shared", "private", "registered".
+const char* buffer_name(Buffer b);
 
 struct SweepOptions {
   std::vector<Algorithm> algorithms;  // candidates; kShm and kCma are skipped on several nodes
-  // Also measure every algorithm on a private buffer, as candidates of their own.
+  // Also measure every algorithm on a private buffer, as candidates of their own, and cma and
+  // native on a registered private buffer (where the node's ranks may register memory).
   bool private_buffers = false;
   size_t min_bytes = 4;
   size_t max_bytes = size_t{256} << 20;
@@ -77,6 +82,10 @@ struct SweepReport {
   double pingpong_gbs = 0;  // 4 MiB ping-pong bandwidth
   std::vector<SweepPoint> results;
   std::vector<SweepBound> bounds;
+  // Registering the private buffer of max_bytes (slowest rank, us; 0 when not registered) and
+  // why it was not, where the node refused it.
+  double register_us = 0;
+  std::string register_refused;
   // The fastest candidate (by median) at `bytes` on `buffer` among `among` (all when empty).
   const SweepPoint* best(size_t bytes, const std::vector<Algorithm>& among = {},
                          Buffer buffer = Buffer::kShared) const;
@@ -96,8 +105,8 @@ Result<SweepReport> run_sweep(Communicator& comm, const SweepOptions& options);
 // and the best algorithm.
 std::string format_table(const SweepReport& report);
 // DESIGN.md's JSON: {"ranks","nodes","results":[...],"bounds":[...]}; a result also carries
-// "buffer" ("shared" or "private") and "samples_us" (the slowest rank's time of each round, in
-// round order); a bound carries "read_bytes", "write_bytes", "in_cache", "copy_us", and
+// "buffer" ("shared", "private" or "registered") and "samples_us" (the slowest rank's time of each
+// round, in round order); a bound carries "read_bytes", "write_bytes", "in_cache", "copy_us", and
 // "exchange_us" where the line exchange was measured.
 std::string format_json(const SweepReport& report);
 

@@ -31,7 +31,10 @@ std::function<int(int)> g_fault;  // set_probe_fault()
 std::atomic<bool> g_said_usable{false};
 std::atomic<bool> g_said_refused{false};
 
+std::atomic<uint64_t> g_copied{0};  // copied_bytes()
+
 Status transfer(bool to_remote, pid_t pid, void* local, void* remote, size_t bytes) {
+  g_copied.fetch_add(bytes, std::memory_order_relaxed);
   auto* l = static_cast<uint8_t*>(local);
   auto* r = static_cast<uint8_t*>(remote);
   while (bytes > 0) {
@@ -174,6 +177,8 @@ Status read(pid_t pid, void* local, const void* remote, size_t bytes) {
 Status write(pid_t pid, void* remote, const void* local, size_t bytes) {
   return transfer(true, pid, const_cast<void*>(local), remote, bytes);
 }
+
+uint64_t copied_bytes() { return g_copied.load(std::memory_order_relaxed); }
 
 void set_probe_fault(std::function<int(int)> fault) {
   std::lock_guard lock(g_fault_mu);

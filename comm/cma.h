@@ -45,6 +45,10 @@ namespace cma {
 Status read(pid_t pid, void* local, const void* remote, size_t bytes);
 Status write(pid_t pid, void* remote, const void* local, size_t bytes);
 
+// Bytes this process has asked read() and write() to copy so far (what registered memory,
+// comm/registration.h, saves shows here).
+uint64_t copied_bytes();
+
 // Collective over `local` (a node-local group, every rank calling it): probes cross-memory
 // attach between its ranks as the file header says and returns what they agreed, the same on
 // every rank. Refusals are no error: they come back as usable == false with the reason, and

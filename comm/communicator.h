@@ -52,6 +52,8 @@ Deadline coarse_deadline(std::chrono::milliseconds timeout);
 class CommThread;
 class SharedSegment;
 struct CmaPeers;
+class Registration;
+struct RegistrationState;
 
 // Tags at or above kReservedTagBase are used by the collectives; user point-to-point traffic
 // must use tags in [0, kReservedTagBase).
@@ -198,6 +200,18 @@ class Communicator {
     size_t offset = 0;
   };
   std::optional<SharedSpan> find_shared(const void* p, size_t bytes);
+  // Collective over local() (every local rank calls it, each with its own buffer, which may
+  // differ in address and size): registers [p, p + bytes) of this rank's own memory so that
+  // the 'cma' allreduce reads and writes it directly (comm/registration.h: what it does to the
+  // buffer's pages, and for how long). Where the kernel refuses cross-memory attach, succeeds
+  // with an inactive Registration saying why. Errors (on every local rank, naming the rank that
+  // failed): io_error when a memfd cannot be created, sized or mapped, or a peer's opened;
+  // invalid input for a null p with bytes > 0; timeouts of the exchange.
+  Result<Registration> register_memory(void* p, size_t bytes);
+  // This rank's live registration (of local()) whose registered range holds [p, p + bytes),
+  // or nullptr; and the one with the group's `id` (RegistrationState::id), or nullptr.
+  std::shared_ptr<const RegistrationState> find_registration(const void* p, size_t bytes);
+  std::shared_ptr<const RegistrationState> registration(uint64_t id);
   // Collective over local(): a persistent node-shared segment of at least bytes_per_rank per
   // local rank, reused across calls and grown (re-created) only when a call needs more. Used to
   // stage buffers that are not in shared memory. The segment stays valid until a later call
@@ -265,6 +279,8 @@ class Communicator {
   bool begin_inline();
   void end_inline();
   Status run_queued(std::function<Status()> op);
+  // register_memory()'s work, run as a collective.
+  Result<Registration> register_now(void* p, size_t bytes);
 
   struct Scratch;
   std::unique_ptr<CommThread> thread_;
@@ -272,6 +288,8 @@ class Communicator {
   std::vector<std::weak_ptr<SharedSegment>> segments_;
   std::shared_ptr<SharedSegment> staging_;
   std::shared_ptr<const CmaPeers> cma_;
+  std::vector<std::weak_ptr<RegistrationState>> registrations_;
+  uint64_t registrations_made_ = 0;
   std::chrono::milliseconds timeout_;
 };
 

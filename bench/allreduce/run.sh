@@ -8,7 +8,11 @@
 # (comm::keep_freed_memory(): Open MPI's default allreduce mallocs a message-sized temporary on
 # every call, which glibc's defaults map and unmap afresh each time from 32 MiB on), and
 # native and dltune are compared on the same private buffer, as a user's program holds its
-# gradients. Also printed, labelled:
+# gradients: the buffer as allocated, and the same kind of buffer registered once
+# (Communicator::register_memory, comm/registration.h, as NCCL's ncclCommRegister), each side
+# taking the faster of the two per size (dltune's cma reads and writes registered memory
+# directly; native is measured on both too). The *_unregistered keys are the comparison with
+# no registration. Also printed, labelled:
 #  - dltune on its node-shared buffer (the engine allocates gradients there so the shm
 #    allreduce works in place): the *_shared_buffer keys, a design choice shown as such;
 #  - native as a user gets it by default (glibc's malloc defaults): a second 2-rank run with
@@ -18,6 +22,7 @@
 # with default malloc settings, then the main 2-rank run; the last line is the 2-rank summary:
 #   summary: min_ratio_vs_native=R ratio_32MiB=R ratio_64MiB=R shm_bound_fraction_16_64MiB=F
 #            (min_ratio_vs_native|ratio_32MiB|ratio_64MiB)_shared_buffer=R
+#            (min_ratio_vs_native|ratio_32MiB|ratio_64MiB)_unregistered=R
 #            (min_ratio_vs_native|ratio_32MiB|ratio_64MiB)_default_malloc=R
 # (ratios: native time / best dltune time, paired per round; the fraction: the memory-traffic
 # bound / shm time, worst of 16, 32 and 64 MiB; see dltune-bench-rank's table for the bound).

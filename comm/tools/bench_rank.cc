@@ -121,13 +121,29 @@ struct Ratios {
   double min = 0, r32 = 0, r64 = 0;
 };
 
-Ratios ratios(const SweepReport& rep, const std::vector<Algorithm>& ours, Buffer native_buffer,
-              Buffer our_buffer) {
+// The fastest (by median) of `among` at `bytes` on any of `buffers`.
+const SweepPoint* best_on(const SweepReport& rep, size_t bytes, const std::vector<Algorithm>& among,
+                          std::initializer_list<Buffer> buffers) {
+  const SweepPoint* b = nullptr;
+  for (Buffer buf : buffers) {
+    const SweepPoint* p = rep.best(bytes, among, buf);
+    if (p != nullptr && (b == nullptr || p->median_us < b->median_us)) b = p;
+  }
+  return b;
+}
+
+// The user's own buffer: private, and (where measured) the same registered once. Native and
+// dltune each take the faster of the two per size.
+constexpr std::initializer_list<Buffer> kUsersBuffer = {Buffer::kPrivate, Buffer::kRegistered};
+
+Ratios ratios(const SweepReport& rep, const std::vector<Algorithm>& ours,
+              std::initializer_list<Buffer> native_buffers,
+              std::initializer_list<Buffer> our_buffers) {
   Ratios r;
   double lo = 1e9;
   for (const auto& b : rep.bounds) {
-    const SweepPoint* native = rep.find(b.bytes, Algorithm::kNative, native_buffer);
-    const SweepPoint* best = rep.best(b.bytes, ours, our_buffer);
+    const SweepPoint* native = best_on(rep, b.bytes, {Algorithm::kNative}, native_buffers);
+    const SweepPoint* best = best_on(rep, b.bytes, ours, our_buffers);
     if (native == nullptr || best == nullptr) continue;
     const double x = SweepReport::paired_ratio(*native, *best);
     if (b.bytes <= (size_t{64} << 20)) lo = std::min(lo, x);
@@ -140,24 +156,28 @@ Ratios ratios(const SweepReport& rep, const std::vector<Algorithm>& ours, Buffer
 
 // The first table: native against dltune's best per size, native and dltune on `mine` (like
 // with like), then dltune on its node-shared buffer.
-void print_native_table(const SweepReport& rep, const std::vector<Algorithm>& ours, Buffer mine,
-                        bool have_private) {
+void print_native_table(const SweepReport& rep, const std::vector<Algorithm>& ours,
+                        std::initializer_list<Buffer> mine, bool have_private) {
   std::printf(
-      "\nnative against dltune's best, native on %s buffer; like with like: dltune on the same "
-      "buffer; design choice: dltune on its node-shared buffer (paired ratios, > 1: dltune "
+      "\nnative against dltune's best, native on %s; like with like: dltune on the same "
+      "buffer%s; design choice: dltune on its node-shared buffer (paired ratios, > 1: dltune "
       "faster)\n",
-      have_private ? "a private" : "the shared");
+      have_private ? "the user's private buffer" : "the shared buffer",
+      have_private ? " (each side on the faster of the buffer as allocated and the buffer "
+                     "registered, '(reg)')"
+                   : "");
   std::printf("%10s %12s %-13s %12s %11s %-13s %12s %11s\n", "size", "native_us", "best (same)",
               "best_us", "native/best", "best (shared)", "shared_us", "native/best");
   for (const auto& b : rep.bounds) {
-    const SweepPoint* native = rep.find(b.bytes, Algorithm::kNative, mine);
-    const SweepPoint* same = rep.best(b.bytes, ours, mine);
+    const SweepPoint* native = best_on(rep, b.bytes, {Algorithm::kNative}, mine);
+    const SweepPoint* same = best_on(rep, b.bytes, ours, mine);
     const SweepPoint* shared = rep.best(b.bytes, ours, Buffer::kShared);
     if (native == nullptr || same == nullptr || shared == nullptr) continue;
+    const std::string same_name = std::string(algorithm_name(same->algo)) +
+                                  (same->buffer == Buffer::kRegistered ? " (reg)" : "");
     std::printf("%10s %12.2f %-13s %12.2f %11.3f %-13s %12.2f %11.3f\n",
-                strings::format_bytes(b.bytes).c_str(), native->median_us,
-                std::string(algorithm_name(same->algo)).c_str(), same->median_us,
-                SweepReport::paired_ratio(*native, *same),
+                strings::format_bytes(b.bytes).c_str(), native->median_us, same_name.c_str(),
+                same->median_us, SweepReport::paired_ratio(*native, *same),
                 std::string(algorithm_name(shared->algo)).c_str(), shared->median_us,
                 SweepReport::paired_ratio(*native, *shared));
   }
@@ -258,7 +278,11 @@ void print_summary(const SweepReport& rep) {
                             std::any_of(rep.results.begin(), rep.results.end(),
                                         [](const auto& p) { return p.buffer == Buffer::kPrivate; });
   const Buffer mine = have_private ? Buffer::kPrivate : Buffer::kShared;
-  print_native_table(rep, ours, mine, have_private);
+  if (have_private) {
+    print_native_table(rep, ours, kUsersBuffer, true);
+  } else {
+    print_native_table(rep, ours, {Buffer::kShared}, false);
+  }
   const BoundFigures f = print_bounds_table(rep, ours);
   std::printf(
       "small messages (<= 2 KiB): worst best-algorithm latency / ping-pong alpha = %.3f (at %s); "
@@ -271,21 +295,43 @@ void print_summary(const SweepReport& rep) {
         "the exchange alone reaches %.3fx alpha\n",
         f.xchg_ratio, f.xchg_alpha);
   }
-  const Ratios fair = ratios(rep, ours, mine, mine);
-  const Ratios shared = ratios(rep, ours, mine, Buffer::kShared);
+  const bool have_registered =
+      std::any_of(rep.results.begin(), rep.results.end(),
+                  [](const auto& p) { return p.buffer == Buffer::kRegistered; });
+  const Ratios fair = have_private ? ratios(rep, ours, kUsersBuffer, kUsersBuffer)
+                                   : ratios(rep, ours, {mine}, {mine});
+  const Ratios unregistered = ratios(rep, ours, {mine}, {mine});
+  const Ratios shared = ratios(rep, ours, {mine}, {Buffer::kShared});
   std::printf(
       "16-64 MiB: shm reaches %.3f of the traffic bound (worst size); against the old copy "
       "figure it read %.3f\n",
       f.shm_frac, f.copy_frac);
+  if (have_registered) {
+    std::printf(
+        "native / best dltune, like with like (the user's buffer, each side on the faster of "
+        "private and registered): min %.3f, 32 MiB %.3f, 64 MiB %.3f; never registered: min "
+        "%.3f, 32 MiB %.3f, 64 MiB %.3f\n",
+        fair.min, fair.r32, fair.r64, unregistered.min, unregistered.r32, unregistered.r64);
+  } else {
+    std::printf("native / best dltune, like with like: min %.3f, 32 MiB %.3f, 64 MiB %.3f\n",
+                fair.min, fair.r32, fair.r64);
+  }
   std::printf(
-      "native / best dltune, like with like: min %.3f, 32 MiB %.3f, 64 MiB %.3f; with dltune on "
-      "its node-shared buffer: min %.3f, 32 MiB %.3f, 64 MiB %.3f\n",
-      fair.min, fair.r32, fair.r64, shared.min, shared.r32, shared.r64);
+      "native / best dltune with dltune on its node-shared buffer: min %.3f, 32 MiB %.3f, 64 MiB "
+      "%.3f\n",
+      shared.min, shared.r32, shared.r64);
   std::printf(
       "summary: min_ratio_vs_native=%.3f ratio_32MiB=%.3f ratio_64MiB=%.3f "
       "shm_bound_fraction_16_64MiB=%.3f min_ratio_vs_native_shared_buffer=%.3f "
-      "ratio_32MiB_shared_buffer=%.3f ratio_64MiB_shared_buffer=%.3f\n",
+      "ratio_32MiB_shared_buffer=%.3f ratio_64MiB_shared_buffer=%.3f",
       fair.min, fair.r32, fair.r64, f.shm_frac, shared.min, shared.r32, shared.r64);
+  if (have_registered) {
+    std::printf(
+        " min_ratio_vs_native_unregistered=%.3f ratio_32MiB_unregistered=%.3f "
+        "ratio_64MiB_unregistered=%.3f",
+        unregistered.min, unregistered.r32, unregistered.r64);
+  }
+  std::printf("\n");
 }
 
 int run(Communicator& comm, const Args& a) {

@@ -2,8 +2,9 @@
 // N = 2, 3, 4, and for 3 with DLTUNE_COMM_CMA=off). Every algorithm, native and cma included,
 // against the serial reference at a representative set of counts, in place and out of place;
 // the shared-memory path on alloc_shared buffers; non-blocking requests in order; broadcast;
-// the cma probe's agreement; and a mismatched count ending in an error on every rank instead
-// of a hang. Prints one line per failure; exit code 0 when all passed, 1 otherwise.
+// the cma probe's agreement; registered private buffers; and a mismatched count ending in an error
+// on every rank instead of a hang. Prints one line per failure; exit code 0 when all passed, 1
+// otherwise.
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -14,6 +15,7 @@
 #include "comm/allreduce.h"
 #include "comm/cma.h"
 #include "comm/mpi_communicator.h"
+#include "comm/registration.h"
 #include "comm/tests/test_util.h"
 
 namespace dltune::comm {
@@ -148,6 +150,42 @@ void check_cma_probe(Communicator& c) {
   }
 }
 
+// The cma allreduce on registered private buffers between processes (comm/registration.h:
+// each rank maps its peers' memfds through /proc/PID/fd): every rank's buffer at its own
+// misalignment, in place and out of place, several calls, then the buffer's contents after
+// deregistering; with DLTUNE_COMM_CMA=off the registration must say why it is inactive and the
+// sums still be right.
+void check_registered(Communicator& c) {
+  const size_t count = 300001;
+  const size_t misalign = 4 * static_cast<size_t>(c.rank() % 3);  // differing page offsets
+  const auto want = reference<float>(c.size(), count, ReduceOp::kSum);
+  testing::Buffer<float> in(count, misalign), out(count, misalign);
+  auto rin = c.register_memory(in.data(), count * 4);
+  auto rout = c.register_memory(out.data(), count * 4);
+  expect(rin.ok() && rout.ok(), c,
+         "register_memory: " +
+             (rin.ok() ? (rout.ok() ? "" : rout.error().message()) : rin.error().message()));
+  if (!rin || !rout) return;
+  const char* setting = std::getenv("DLTUNE_COMM_CMA");
+  const bool off = setting != nullptr && std::string(setting) == "off";
+  expect(rin->active() != off, c,
+         "registration active " + std::to_string(rin->active()) + " (" + rin->reason() + ")");
+  AllreduceOptions o;
+  o.algorithm = Algorithm::kCma;
+  for (int call = 0; call < 4; ++call) {
+    const bool in_place = call % 2 == 0;
+    in.fill(make_input<float>(c.rank(), count));
+    Status s = allreduce(c, in.data(), in_place ? in.data() : out.data(), count, DataType::kF32,
+                         ReduceOp::kSum, o);
+    const std::string what = "cma registered call " + std::to_string(call);
+    expect(s.ok(), c, what + ": " + (s.ok() ? "" : s.error().message()));
+    expect((in_place ? in : out).read(count) == want, c, what + ": wrong result");
+  }
+  rin->reset();
+  rout->reset();
+  expect(out.read(count) == want, c, "cma registered: the buffer changed when deregistered");
+}
+
 void check_mismatch(Communicator& c) {
   std::vector<float> v(256, 1.0f);
   AllreduceOptions o;
@@ -175,6 +213,7 @@ int main() {
     check_shared_and_async(**comm);
     check_cma_types(**comm);
     check_cma_probe(**comm);
+    check_registered(**comm);
     check_mismatch(**comm);
     if ((*comm)->rank() == 0) std::printf("%d ranks: %d failure(s)\n", (*comm)->size(), g_failures);
   }
