@@ -7,11 +7,13 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "comm/spin_wait.h"
 #include "common/check.h"
 #include "common/shm_name.h"
+#include "common/strings.h"
 
 namespace dltune::comm {
 namespace {
@@ -36,6 +38,23 @@ std::atomic_ref<uint64_t> epoch_word(uint8_t* map, int r) {
 }
 static_assert(8 * (SharedSegment::kPublishedWords + 1) == kLine, "one control line per rank");
 
+constexpr const char* kShmDir = "/dev/shm";
+
+// What to do when /dev/shm is full: its size and what is free, and how to give it more.
+std::string shm_space_hint(int err) {
+  if (err != ENOSPC) return "";
+  struct statvfs v {};
+  std::string sizes;
+  if (statvfs(kShmDir, &v) == 0) {
+    sizes = " (" + strings::format_bytes(static_cast<uint64_t>(v.f_blocks) * v.f_frsize) +
+            ", of which " + strings::format_bytes(static_cast<uint64_t>(v.f_bavail) * v.f_frsize) +
+            " free)";
+  }
+  return std::string("; ") + kShmDir + " is too small" + sizes +
+         ": give it more (a container: docker run --shm-size=8g, or podman's --shm-size; a "
+         "host: mount -o remount,size=50% /dev/shm), or free what other jobs left there";
+}
+
 // Maps the named segment; the caller closes nothing (the fd is closed here).
 Result<uint8_t*> map_segment(const std::string& name, size_t bytes, bool create,
                              int* open_errno = nullptr) {
@@ -50,6 +69,16 @@ Result<uint8_t*> map_segment(const std::string& name, size_t bytes, bool create,
     close(fd);
     shm_unlink(name.c_str());
     return e;
+  }
+  // Reserve every page now: /dev/shm is a tmpfs of limited size (64 MiB in a Docker container
+  // by default), and a page past its end would be a SIGBUS at the first write, not an error.
+  if (create) {
+    if (const int err = posix_fallocate(fd, 0, static_cast<off_t>(bytes)); err != 0) {
+      close(fd);
+      shm_unlink(name.c_str());
+      return io_error("reserving " + strings::format_bytes(bytes) + " of shared memory in " +
+                      kShmDir + ": " + std::strerror(err) + shm_space_hint(err));
+    }
   }
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
   Error e = errno_error("mmap('" + name + "', " + std::to_string(bytes) + " bytes)");
