@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 
 #include "comm/allreduce.h"
@@ -121,10 +122,7 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& config,
   if (t->grad_comm_ && !t->nccl_) {
     comm::Communicator& gc = *t->grad_comm_;
     const size_t bytes = static_cast<size_t>(n) * sizeof(float);
-    auto shared = gc.alloc_shared(bytes);
-    if (!shared) return shared.error().wrap("allocating the gradient buffer");
-    t->shared_grads_ = std::move(*shared);
-    m.set_grad_buffer(t->shared_grads_.as<float>());
+    DLTUNE_TRY(t->place_gradients(m, static_cast<size_t>(n)));
     comm::BroadcastOptions bo;
     DLTUNE_TRY_CTX(comm::broadcast(gc, m.params(), bytes, bo),
                    std::string("broadcasting the initial parameters"));
@@ -225,11 +223,49 @@ Status Trainer::set_communication(uint64_t bucket_bytes, bool overlap) {
   return ok_status();
 }
 
-comm::AllreduceOptions Trainer::bucket_options(const Bucket& b) {
+comm::AllreduceOptions Trainer::bucket_options(const Bucket& b) const {
   comm::AllreduceOptions opts;
   opts.algorithm = b.algorithm;  // a host algorithm: make_buckets() checked it
   if (b.segment_bytes != 0) opts.segment_bytes = static_cast<size_t>(b.segment_bytes);
+  // Registered private gradients: 'cma' reads them in place, where 'shm' would stage them
+  // through node-shared memory, the memory that was refused.
+  if (registered_grads_.active()) {
+    if (opts.algorithm == comm::Algorithm::kShm) opts.algorithm = comm::Algorithm::kCma;
+    if (opts.inner == comm::Algorithm::kShm) opts.inner = comm::Algorithm::kCma;
+  }
   return opts;
+}
+
+Status Trainer::place_gradients(Model& m, size_t n) {
+  comm::Communicator& gc = *grad_comm_;
+  const size_t bytes = n * sizeof(float);
+  auto shared = gc.alloc_shared(bytes);
+  if (shared) {
+    shared_grads_ = std::move(*shared);
+    m.set_grad_buffer(shared_grads_.as<float>());
+    return ok_status();
+  }
+  // Every local rank saw the refusal (alloc_shared is collective): all register instead.
+  // Whole pages, so that every page of the gradients is shared.
+  const size_t page = 4096, rounded = (bytes + page - 1) / page * page;
+  private_grads_.reset(static_cast<float*>(std::aligned_alloc(page, rounded)));
+  if (!private_grads_) return shared.error().wrap("allocating the gradient buffer");
+  std::memset(private_grads_.get(), 0, rounded);
+  auto reg = gc.register_memory(private_grads_.get(), rounded);
+  if (!reg || !reg->active()) {
+    return shared.error().wrap(
+        "allocating the gradient buffer (and registering private memory instead: " +
+        (reg ? reg->reason() : reg.error().message()) + ")");
+  }
+  registered_grads_ = std::move(*reg);
+  if (gc.local().rank() == 0) {
+    DLTUNE_LOG(kWarn, "train") << "the gradients are in private memory registered with the "
+                                  "node's ranks ('cma' where the plan says 'shm'): node-shared "
+                                  "memory was refused ("
+                               << shared.error().message() << ")";
+  }
+  m.set_grad_buffer(private_grads_.get());
+  return ok_status();
 }
 
 Status Trainer::reduce_bucket_blocking(const Bucket& b) {

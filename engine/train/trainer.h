@@ -39,6 +39,7 @@
 #include "comm/allreduce.h"
 #include "comm/communicator.h"
 #include "comm/nccl_communicator.h"
+#include "comm/registration.h"
 #include "common/result.h"
 #include "engine/core/rng.h"
 #include "engine/core/thread_pool.h"
@@ -169,6 +170,9 @@ class Trainer {
   // resident set without being its memory.
   int64_t node_shared_gradient_bytes() const { return static_cast<int64_t>(shared_grads_.bytes()); }
   double pipeline_schedule_seconds() const;
+  // Whether the gradients are in registered private memory instead of node-shared memory
+  // (node-shared memory was refused; see private_grads_).
+  bool gradients_registered() const { return registered_grads_.active(); }
   // Timing of the last step.
   const StepMetrics& last() const { return last_; }
   // Datasets read on demand (Dataset::reader): the loader that reads the training batches
@@ -258,7 +262,10 @@ class Trainer {
   Error diverged_error(const std::string& what) const;
   // The allreduce options of bucket `b`: its algorithm (make_buckets() checked the name) and,
   // when the plan gave one, the ring's segment size.
-  static comm::AllreduceOptions bucket_options(const Bucket& b);
+  comm::AllreduceOptions bucket_options(const Bucket& b) const;
+  // Puts the n gradients in node-shared memory, or where that is refused in registered private
+  // memory (collective over grad_comm_), and points the model at them.
+  Status place_gradients(Model& m, size_t n);
   Status reduce_bucket_blocking(const Bucket& b);
   // Sums v[0..n) over the ranks (in place).
   Status allreduce_doubles(double* v, int n);
@@ -284,6 +291,11 @@ class Trainer {
   std::unique_ptr<BatchLoader> loader_;  // datasets read on demand
   std::vector<int32_t> eval_labels_;     // a chunk of held-out labels read by the loader
   comm::SharedBuffer shared_grads_;
+  // Where node-shared memory was refused (a full /dev/shm): the gradients in private pages
+  // registered with the node's ranks (comm/registration.h), reduced with 'cma' where the plan
+  // says 'shm'. Declared before registered_grads_: the registration ends first.
+  std::unique_ptr<float, void (*)(void*)> private_grads_{nullptr, &std::free};
+  comm::Registration registered_grads_;
   std::vector<Bucket> buckets_;
   std::vector<int> bucket_of_;          // per parameter tensor: its bucket
   std::vector<int> bucket_left_;        // per bucket: tensors not yet final in this backward
