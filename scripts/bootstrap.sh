@@ -24,7 +24,10 @@ jobs=${JOBS:-$(nproc)}
 # runs the PyTorch DDP test under `dltune run`; mpich (with libmpich-dev) checks `dltune db rules
 # --format mpich` against a real MPICH. It installs beside Open MPI: its mpirun/mpicc
 # alternatives have a lower priority (40 against 50), so `mpirun` and `mpicc` stay Open MPI's.
-# libdnnl-dev (oneDNN 2.6, optional: DLTUNE_WITH_DNNL) is a kernel provider of the CPU engine.
+# libdnnl-dev (oneDNN 2.6, optional: DLTUNE_WITH_DNNL) is a kernel provider of the CPU engine;
+# its CMake package requires OpenCL's (its GPU runtime), so ocl-icd-opencl-dev comes with it:
+# without it CMake finds no oneDNN and the engine builds without its kernels, saying only
+# "DNNL = 0" in the configure output.
 # libsodium signs bundles (required); clang with libFuzzer and its sanitizer runtimes builds the
 # fuzz targets CI runs (fuzz/). libturbojpeg0-dev and libpng-dev decode imagefolder data
 # (optional: DLTUNE_WITH_JPEG / DLTUNE_WITH_PNG); python3-pil writes and checks the image test
@@ -37,7 +40,7 @@ packages=(
   clang libfuzzer-14-dev libclang-rt-14-dev
   libhwloc-dev hwloc-nox libpmix-dev libopenmpi-dev openmpi-bin
   libsqlite3-dev sqlite3 libyaml-cpp-dev libcli11-dev nlohmann-json3-dev libopenblas-dev
-  libdnnl-dev
+  libdnnl-dev ocl-icd-opencl-dev
   libsodium-dev
   libturbojpeg0-dev libpng-dev
   libgtest-dev googletest
