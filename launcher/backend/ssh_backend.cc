@@ -167,7 +167,7 @@ std::string mux_dir() {
 
 // The command that starts node k's daemon: dltune (`exe`) itself here, else through ssh.
 std::vector<std::string> daemon_argv(const std::string& exe, const std::string& host, bool local,
-                                     int port, int k, const std::string& token) {
+                                     int port, int k) {
   const std::vector<std::string> args = {
       "run", "--node-of",
       (local ? std::string("127.0.0.1") : std::string("ssh")) + ":" + std::to_string(port),
@@ -179,8 +179,12 @@ std::vector<std::string> daemon_argv(const std::string& exe, const std::string& 
   }
   char cwd[PATH_MAX + 1] = {};
   const std::string here = getcwd(cwd, PATH_MAX) != nullptr ? cwd : "";
-  std::string remote = "cd " + shell_quote(here) + " 2>/dev/null || cd; " + kTokenVar + "=" +
-                       token + " exec " + shell_quote(exe);
+  // The token comes as the first line of standard input (ChildSpec::stdin_prefix), never in a
+  // command line: ssh's here and the remote shell's there are every local user's to read.
+  // The shell's `read` takes one line of a pipe byte by byte, leaving the rest (the
+  // launcher's input, for rank 0's node) to the daemon.
+  std::string remote = "cd " + shell_quote(here) + " 2>/dev/null || cd; IFS= read -r " + kTokenVar +
+                       " && export " + kTokenVar + " && exec " + shell_quote(exe);
   for (const std::string& a : args) remote += " " + shell_quote(a);
   const char* agent = std::getenv("DLTUNE_SSH");  // NOLINT: mpirun's plm_rsh_agent, ours
   std::vector<std::string> argv;
@@ -277,7 +281,8 @@ Result<LaunchOutcome> run_hosts(LaunchSpec spec, const std::vector<HostSlots>& h
     envs.emplace_back(environ);
     if (local[k]) envs.back().set(kTokenVar, *token);
     ChildSpec child;
-    child.argv = daemon_argv(*exe, nodes[k].host, local[k], h.port(), static_cast<int>(k), *token);
+    child.argv = daemon_argv(*exe, nodes[k].host, local[k], h.port(), static_cast<int>(k));
+    if (!local[k]) child.stdin_prefix = *token + "\n";
     auto path = find_program(child.argv[0]);
     if (!path) return std::move(path).error().wrap("starting the node daemons (DLTUNE_SSH)");
     child.path = *path;

@@ -132,15 +132,17 @@ Result<int> Supervisor::spawn(const ChildSpec& spec) {
   }
   int out[2], err[2], in[2] = {-1, -1};
   const bool feed_stdin = spec.stdin_from_launcher && stdin_child_ < 0;
-  if (feed_stdin && pipe2(in, O_CLOEXEC) != 0) return errno_error("pipe");
+  // A pipe for the launcher's input, or for the prefix alone.
+  const bool pipe_in = feed_stdin || !spec.stdin_prefix.empty();
+  if (pipe_in && pipe2(in, O_CLOEXEC) != 0) return errno_error("pipe");
   if (pipe2(out, O_CLOEXEC) != 0) {
-    if (feed_stdin) close(in[0]), close(in[1]);
+    if (pipe_in) close(in[0]), close(in[1]);
     return errno_error("pipe");
   }
   if (pipe2(err, O_CLOEXEC) != 0) {
     close(out[0]);
     close(out[1]);
-    if (feed_stdin) close(in[0]), close(in[1]);
+    if (pipe_in) close(in[0]), close(in[1]);
     return errno_error("pipe");
   }
   std::vector<char*> argv;
@@ -156,7 +158,7 @@ Result<int> Supervisor::spawn(const ChildSpec& spec) {
                 argv.data(),
                 out[1],
                 err[1],
-                feed_stdin ? in[0] : dev_null_,
+                pipe_in ? in[0] : dev_null_,
                 spec.cpus.empty() ? nullptr : &cpus,
                 getpid()};
 #if defined(__SANITIZE_ADDRESS__)
@@ -173,11 +175,11 @@ Result<int> Supervisor::spawn(const ChildSpec& spec) {
   const int fork_errno = errno;
   close(out[1]);
   close(err[1]);
-  if (feed_stdin) close(in[0]);
+  if (pipe_in) close(in[0]);
   if (pid < 0) {
     close(out[0]);
     close(err[0]);
-    if (feed_stdin) close(in[1]);
+    if (pipe_in) close(in[1]);
     errno = fork_errno;
     return errno_error("clone");
   }
@@ -195,6 +197,17 @@ Result<int> Supervisor::spawn(const ChildSpec& spec) {
     fcntl(in[1], F_SETFL, O_NONBLOCK);
     stdin_write_ = in[1];
     stdin_child_ = static_cast<int>(children_.size() - 1);
+    stdin_buf_ = spec.stdin_prefix + stdin_buf_;  // goes first; run() writes it
+  } else if (pipe_in) {
+    // The prefix alone (a line or so: the pipe's buffer holds it), then the end of input.
+    const std::string& p = spec.stdin_prefix;
+    for (size_t at = 0; at < p.size();) {
+      const ssize_t n = write(in[1], p.data() + at, p.size() - at);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;  // the child is gone already: its exit says why
+      at += static_cast<size_t>(n);
+    }
+    close(in[1]);
   }
   DLTUNE_LOG(kDebug, "launch") << "started " << spec.name << " pid " << pid;
   return static_cast<int>(children_.size() - 1);

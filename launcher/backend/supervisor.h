@@ -23,9 +23,10 @@
 //
 // Standard input: the one child spawned with ChildSpec::stdin_from_launcher reads the
 // launcher's standard input through a pipe the supervisor feeds (mpirun's default: rank 0 gets
-// it); every other child reads /dev/null. The child is in a process group of its own, so it
-// could not read a terminal itself. The launcher ignores SIGTTIN: in a background job, reading
-// the terminal ends the forwarding (EIO, seen as end of input) instead of stopping the job.
+// it); every other child reads /dev/null, or its ChildSpec::stdin_prefix and then the end. The
+// child is in a process group of its own, so it could not read a terminal itself. The launcher
+// ignores SIGTTIN: in a background job, reading the terminal ends the forwarding (EIO, seen as end
+// of input) instead of stopping the job.
 #pragma once
 
 #include <chrono>
@@ -53,6 +54,10 @@ struct ChildSpec {
   std::string name;                  // "rank 3", used in messages and by the judge
   std::string host;                  // where it runs, for messages
   bool stdin_from_launcher = false;  // see "Standard input" above (one child at most)
+  // Written to the child's standard input before anything else (a secret that must not show
+  // in its command line, where every user of the machine can read it); then the launcher's
+  // input (stdin_from_launcher) or the end of input.
+  std::string stdin_prefix = {};
 };
 
 // A verdict: one sentence, and the exit code the launch ends with.

@@ -128,6 +128,42 @@ TEST(SupervisorTest, StandardInputReachesOneChild) {
   EXPECT_EQ(seen, (std::vector<std::string>{"0:" + std::to_string(big.size()), "1:0"}));
 }
 
+// A child's stdin_prefix comes first: before the launcher's input for the child that reads
+// it, and alone (then the end of input) for the others; `read` takes the first line only.
+TEST(SupervisorTest, StandardInputPrefixComesFirst) {
+  char path[] = "/tmp/dltune-stdin-XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  const std::string input = "user line\n";
+  ASSERT_EQ(write(fd, input.data(), input.size()), static_cast<ssize_t>(input.size()));
+  lseek(fd, 0, SEEK_SET);
+  const int saved = dup(0);
+  dup2(fd, 0);
+  close(fd);
+  unlink(path);
+  Supervisor sup({});
+  ASSERT_TRUE(sup.install_signal_handling().ok());
+  std::vector<std::string> seen;
+  sup.set_line_filter([&seen](int index, bool, std::string_view line) {
+    seen.push_back(std::to_string(index) + ":" + std::string(line));
+    return std::nullopt;
+  });
+  const std::string script = "IFS= read -r s; echo \"[$s] $(cat)\"";
+  ChildSpec reader = sh(script, 0);
+  reader.stdin_from_launcher = true;
+  reader.stdin_prefix = "secret 0\n";
+  ASSERT_TRUE(sup.spawn(reader).ok());
+  ChildSpec other = sh(script, 1);
+  other.stdin_prefix = "secret 1\n";
+  ASSERT_TRUE(sup.spawn(other).ok());
+  ASSERT_TRUE(sup.spawn(sh(script, 2)).ok());
+  EXPECT_EQ(sup.run().exit_code, 0);
+  dup2(saved, 0);
+  close(saved);
+  std::sort(seen.begin(), seen.end());
+  EXPECT_EQ(seen, (std::vector<std::string>{"0:[secret 0] user line", "1:[secret 1] ", "2:[] "}));
+}
+
 TEST(SupervisorTest, FiltersOutputLines) {
   Supervisor sup({});
   ASSERT_TRUE(sup.install_signal_handling().ok());

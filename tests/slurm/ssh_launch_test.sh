@@ -50,10 +50,15 @@ on_node() {
   done
 }
 
-# 1. Placement and the rank variables.
-out=$(run -H n1:2,n2:2 --tag-output -- sh -c \
+# 1. Placement and the rank variables; the job's token never in ssh's command line (every
+# user of a machine may read a command line): it goes as the first line of ssh's input.
+printf '#!/bin/sh\nprintf "%%s\\n" "$*" >>%s\nexec ssh "$@"\n' "$tmp/ssh-argv" >"$tmp/ssh-log"
+chmod +x "$tmp/ssh-log"
+out=$(DLTUNE_SSH="$tmp/ssh-log -F $cluster/ssh/config" run -H n1:2,n2:2 --tag-output -- sh -c \
   'echo "$RANK $LOCAL_RANK $GROUP_RANK $WORLD_SIZE $(hostname) $MASTER_ADDR"' 2>&1) ||
   fail "4 ranks on n1:2,n2:2 exited $?: $out"
+grep -q -- "--node-of" "$tmp/ssh-argv" || fail "the ssh wrapper saw no daemon: $(cat "$tmp/ssh-argv")"
+! grep -q "DLTUNE_NODE_TOKEN=" "$tmp/ssh-argv" || fail "the token in ssh's arguments: $(cat "$tmp/ssh-argv")"
 for want in "[0] 0 0 0 4 n1 10.213.0.1" "[1] 1 1 0 4 n1 10.213.0.1" "[2] 2 0 1 4 n2 10.213.0.1" \
   "[3] 3 1 1 4 n2 10.213.0.1"; do
   grep -qxF "$want" <<<"$out" || fail "no line '$want' in: $out"
