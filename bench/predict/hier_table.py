@@ -26,6 +26,15 @@ nodes), so hier counts as ahead at a size only when both runs say so. Ends with
 With --choices (for a run with --strategy exhaustive): per size, the first exhaustive run's
 choice against the verifying run's best, and
   exhaustive_worst=R    its worst size: how far apart two exhaustive searches' choices fall
+With --paired TUNED FLOOR: both choices scored in the same sweep, the tuned run's verifying one
+(every candidate, interleaved round by round): per size the tuner's choice and the exhaustive
+run's (made in its own first sweep, independent of this one) against the best there, and
+  chosen_worst_paired=R     the tuner's choice, worst size
+  exhaustive_worst_paired=R the exhaustive search's choice, worst size, in the same rounds
+Unpaired, chosen_worst and exhaustive_worst are each scored in their own run's verifying sweep:
+two draws of the machine's noise, so the goal between them was a coin where both searches
+chose alike (the same algorithm scored 0.80 in one run and 0.89 in the other); paired, a size
+where both chose the same algorithm scores the same for both.
 """
 import json
 import sys
@@ -87,8 +96,50 @@ def verdict(ratios):
     return "; ".join(f"{k}: {', '.join(v)}" for k, v in groups.items() if v) or "na"
 
 
+def paired(tuned, floor):
+    """Both runs' choices scored in the tuned run's verifying sweep."""
+    rows = sweep_rows(tuned)
+    floor_choice = {x["bytes"]: x["chosen"] for x in floor.get("sizes", [])}
+    tuned_choice = {x["bytes"]: x["chosen"] for x in tuned.get("sizes", [])}
+    # The best as the verifying run judged it (its exhaustive choice among the tuner's
+    # candidates: chosen_worst_paired is then chosen_worst), else the fastest measured.
+    oracle = {v["bytes"]: (v["oracle"], v["oracle_us"])
+              for v in (tuned.get("verify") or {}).get("sizes", []) if v.get("oracle_us")}
+    print("both searches' choices scored in the same sweep (the tuned run's verifying one: every"
+          " candidate, interleaved round by round); the exhaustive choice was made in that run's"
+          " own first sweep")
+    print(f"{'size':>8} {'best here':>14} {'us':>10} {'tuner chose':>14} {'vs best':>8}"
+          f" {'exhaustive chose':>17} {'vs best':>8}")
+    worst = {"tuned": None, "floor": None}
+    for b in sorted(rows):
+        r = rows[b]
+        if b not in tuned_choice or b not in floor_choice or not r:
+            continue
+        best, best_us = oracle.get(b) or min(r.items(), key=lambda kv: kv[1])
+        line = f"{size(b):>8} {best:>14} {best_us:10.1f}"
+        for who, choice in (("tuned", tuned_choice[b]), ("floor", floor_choice[b])):
+            us = r.get(choice)
+            vs = best_us / us if us else None
+            if vs is not None:
+                worst[who] = min(worst[who] if worst[who] is not None else 1.0, vs)
+            width = 14 if who == "tuned" else 17
+            line += f" {choice:>{width}} {vs:8.2f}" if vs is not None else f" {choice:>{width}} {'-':>8}"
+        print(line)
+    for who, key in (("tuned", "chosen_worst_paired"), ("floor", "exhaustive_worst_paired")):
+        print(f"{key}={worst[who]:.2f}" if worst[who] is not None else f"{key}=na")
+
+
 def main():
     args = sys.argv[1:]
+    if args and args[0] == "--paired":
+        try:
+            tuned = json.load(open(args[1]))
+            floor = json.load(open(args[2]))
+        except (OSError, ValueError, IndexError) as e:
+            print(f"no sweep: {e}")
+            return
+        paired(tuned.get("outcome", tuned), floor.get("outcome", floor))
+        return
     only_choices = bool(args) and args[0] == "--choices"
     files = args[1:] if only_choices else args
     try:
