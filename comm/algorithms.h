@@ -109,6 +109,12 @@ void shm_reduce_slice(SharedSegment& seg, size_t offset, const Call& c, size_t l
 Status tree_reduce(const Call& c);
 Status binomial_broadcast(Communicator& comm, void* data, size_t bytes, int root, int tag,
                           Deadline deadline);
+// Every rank's record of `bytes` bytes, in rank order: all[r * bytes ...] is rank r's (this
+// rank's own copied from `mine`), from a ring of sendrecv steps, so no rank waits on a send.
+// Collective; for the small exchanges of set-up (probes, registrations). Errors: those of
+// sendrecv (timeouts, a peer gone).
+Status ring_allgather(Communicator& comm, const void* mine, size_t bytes, void* all, int tag,
+                      Deadline deadline);
 Status chain_broadcast(Communicator& comm, void* data, size_t bytes, int root, size_t segment_bytes,
                        int tag, Deadline deadline);
 

@@ -15,6 +15,19 @@ void copy_if_needed(const Call& c) {
   if (c.send != c.recv) std::memcpy(c.recv, c.send, c.count * c.esize);
 }
 
+Status ring_allgather(Communicator& comm, const void* mine, size_t bytes, void* all, int tag,
+                      Deadline deadline) {
+  const int n = comm.size(), me = comm.rank();
+  auto* out = static_cast<uint8_t*>(all);
+  std::memcpy(out + static_cast<size_t>(me) * bytes, mine, bytes);
+  for (int s = 1; s < n; ++s) {
+    const int to = (me + s) % n, from = (me - s + n) % n;
+    DLTUNE_TRY(comm.sendrecv(to, tag, mine, bytes, from, tag,
+                             out + static_cast<size_t>(from) * bytes, bytes, deadline));
+  }
+  return ok_status();
+}
+
 Status run_algorithm(Algorithm a, const Call& c) {
   switch (a) {
     case Algorithm::kRing:

@@ -81,16 +81,10 @@ struct Record {
   uint64_t word = 0;     // its value
 };
 
-// Every local rank's record, from a ring of sendrecv steps (no rank waits on a send).
+// Every local rank's record.
 Result<std::vector<Record>> exchange(Communicator& local, const Record& mine, Deadline deadline) {
-  const int n = local.size(), me = local.rank();
-  std::vector<Record> all(static_cast<size_t>(n));
-  all[static_cast<size_t>(me)] = mine;
-  for (int s = 1; s < n; ++s) {
-    const int to = (me + s) % n, from = (me - s + n) % n;
-    DLTUNE_TRY(local.sendrecv(to, kProbeTag, &mine, sizeof mine, from, kProbeTag,
-                              &all[static_cast<size_t>(from)], sizeof(Record), deadline));
-  }
+  std::vector<Record> all(static_cast<size_t>(local.size()));
+  DLTUNE_TRY(detail::ring_allgather(local, &mine, sizeof mine, all.data(), kProbeTag, deadline));
   return all;
 }
 

@@ -32,16 +32,10 @@ struct Record {
 
 Error errno_error(const std::string& what) { return io_error(what + ": " + std::strerror(errno)); }
 
-// Every local rank's record, from a ring of sendrecv steps (as cma.cc's probe exchanges).
+// Every local rank's record.
 Result<std::vector<Record>> exchange(Communicator& local, const Record& mine, Deadline deadline) {
-  const int n = local.size(), me = local.rank();
-  std::vector<Record> all(static_cast<size_t>(n));
-  all[static_cast<size_t>(me)] = mine;
-  for (int s = 1; s < n; ++s) {
-    const int to = (me + s) % n, from = (me - s + n) % n;
-    DLTUNE_TRY(local.sendrecv(to, kRecordTag, &mine, sizeof mine, from, kRecordTag,
-                              &all[static_cast<size_t>(from)], sizeof(Record), deadline));
-  }
+  std::vector<Record> all(static_cast<size_t>(local.size()));
+  DLTUNE_TRY(detail::ring_allgather(local, &mine, sizeof mine, all.data(), kRecordTag, deadline));
   return all;
 }
 

@@ -98,18 +98,35 @@ TEST(SupervisorTest, FailuresWithoutACodeExitOne) {
 
 // The launcher's standard input reaches the one child that asked for it; the others read an
 // empty input.
+// This process's standard input read from a file holding `text` while it lives.
+class StdinFrom {
+ public:
+  explicit StdinFrom(const std::string& text) {
+    char path[] = "/tmp/dltune-stdin-XXXXXX";
+    const int fd = mkstemp(path);
+    EXPECT_GE(fd, 0);
+    EXPECT_EQ(write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+    lseek(fd, 0, SEEK_SET);
+    saved_ = dup(0);
+    dup2(fd, 0);
+    close(fd);
+    unlink(path);
+  }
+  ~StdinFrom() {
+    dup2(saved_, 0);
+    close(saved_);
+  }
+  StdinFrom(const StdinFrom&) = delete;
+  StdinFrom& operator=(const StdinFrom&) = delete;
+
+ private:
+  int saved_ = -1;
+};
+
 TEST(SupervisorTest, StandardInputReachesOneChild) {
-  char path[] = "/tmp/dltune-stdin-XXXXXX";
-  const int fd = mkstemp(path);
-  ASSERT_GE(fd, 0);
   std::string big(200000, 'x');  // more than a pipe holds: the forwarding must wait for room
   big += "\nend\n";
-  ASSERT_EQ(write(fd, big.data(), big.size()), static_cast<ssize_t>(big.size()));
-  lseek(fd, 0, SEEK_SET);
-  const int saved = dup(0);
-  dup2(fd, 0);
-  close(fd);
-  unlink(path);
+  StdinFrom input(big);
   Supervisor sup({});
   ASSERT_TRUE(sup.install_signal_handling().ok());
   std::vector<std::string> seen;
@@ -122,8 +139,6 @@ TEST(SupervisorTest, StandardInputReachesOneChild) {
   ASSERT_TRUE(sup.spawn(reader).ok());
   ASSERT_TRUE(sup.spawn(sh("wc -c", 1)).ok());
   EXPECT_EQ(sup.run().exit_code, 0);
-  dup2(saved, 0);
-  close(saved);
   std::sort(seen.begin(), seen.end());
   EXPECT_EQ(seen, (std::vector<std::string>{"0:" + std::to_string(big.size()), "1:0"}));
 }
@@ -131,16 +146,7 @@ TEST(SupervisorTest, StandardInputReachesOneChild) {
 // A child's stdin_prefix comes first: before the launcher's input for the child that reads
 // it, and alone (then the end of input) for the others; `read` takes the first line only.
 TEST(SupervisorTest, StandardInputPrefixComesFirst) {
-  char path[] = "/tmp/dltune-stdin-XXXXXX";
-  const int fd = mkstemp(path);
-  ASSERT_GE(fd, 0);
-  const std::string input = "user line\n";
-  ASSERT_EQ(write(fd, input.data(), input.size()), static_cast<ssize_t>(input.size()));
-  lseek(fd, 0, SEEK_SET);
-  const int saved = dup(0);
-  dup2(fd, 0);
-  close(fd);
-  unlink(path);
+  StdinFrom input("user line\n");
   Supervisor sup({});
   ASSERT_TRUE(sup.install_signal_handling().ok());
   std::vector<std::string> seen;
@@ -158,8 +164,6 @@ TEST(SupervisorTest, StandardInputPrefixComesFirst) {
   ASSERT_TRUE(sup.spawn(other).ok());
   ASSERT_TRUE(sup.spawn(sh(script, 2)).ok());
   EXPECT_EQ(sup.run().exit_code, 0);
-  dup2(saved, 0);
-  close(saved);
   std::sort(seen.begin(), seen.end());
   EXPECT_EQ(seen, (std::vector<std::string>{"0:[secret 0] user line", "1:[secret 1] ", "2:[] "}));
 }
