@@ -8,7 +8,8 @@
 //
 // Slices are cut on 64-byte boundaries so that no two ranks write the same cache line.
 // Buffers outside shared memory are staged through the communicator's persistent staging
-// segment (copy in, reduce in place, copy out). Small messages take the single-exchange path
+// segment (copy in, reduce in place, copy out), except registered ones, which cma() reduces in
+// place. Small messages take the single-exchange path
 // of comm/algo_shm_small.cc instead (no barrier; thresholds in comm/algorithms.h). As for the
 // in-place path, every rank must pass the same kind of buffer (all in shared memory or none).
 #include <algorithm>
@@ -83,6 +84,13 @@ Status shm(const Call& c) {
     if (auto span = c.comm.find_shared(c.recv, bytes)) {
       return shm_in_place(*span->segment, span->offset, c);
     }
+  }
+  // Registered private buffers (comm/registration.h): cma reads and writes them in place,
+  // where staging would copy them through node-shared memory (what registered gradients stand
+  // in for when /dev/shm is short).
+  if (bytes >= kCmaMinBytes && c.comm.find_registration(c.send, bytes) &&
+      (c.send == c.recv || c.comm.find_registration(c.recv, bytes))) {
+    return cma(c);
   }
   if (bytes <= kShmSmallMaxBytes) return shm_small(c);
   auto staging = c.comm.staging_segment(bytes);

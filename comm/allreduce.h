@@ -44,7 +44,8 @@ struct AllreduceOptions {
 // on every rank. send == recv means in place; otherwise the buffers must not overlap and
 // `send` is not modified. Buffers need no particular alignment. count == 0 is a no-op that
 // still validates options. For kShm, buffers inside a SharedBuffer of comm.local() are reduced
-// in place in shared memory (the fast path); other buffers are staged through a persistent
+// in place in shared memory (the fast path); registered ones (comm/registration.h) from
+// kCmaMinBytes as kCma reduces them, in place; other buffers are staged through a persistent
 // shared segment. kCma copies between the local ranks' own buffers with cross-memory attach
 // (comm/cma.h), on any buffer, and runs kShm instead where the kernel refuses that (probed once
 // per node-local group; logged once).

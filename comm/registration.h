@@ -53,13 +53,6 @@ struct RegistrationState {
   int local_rank = 0;
   std::string name;  // the memfd's name, as /proc/self/maps shows it ("/memfd:NAME")
 
-  // [addr, addr + len) of local rank k's memory as mapped here, or nullptr when any of it lies
-  // outside k's shared pages.
-  uint8_t* translate(int k, uint64_t addr, size_t len) const {
-    const Span& s = spans[static_cast<size_t>(k)];
-    if (s.bytes == 0 || addr < s.base || addr + len > s.base + s.bytes) return nullptr;
-    return s.mapped + (addr - s.base);
-  }
   ~RegistrationState();  // unmaps the peers, gives this rank's pages back (see the header)
 };
 

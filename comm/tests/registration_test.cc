@@ -64,7 +64,7 @@ struct Case {
 
 // Runs `calls` cma allreduces per case on registered buffers and checks them against the
 // serial sum; returns the bytes the kernel copied.
-uint64_t run_case(const Case& k, int calls = 3) {
+uint64_t run_case(const Case& k, int calls = 3, Algorithm algo = Algorithm::kCma) {
   const auto want = reference<float>(k.ranks, k.count, ReduceOp::kSum);
   const uint64_t before = cma::copied_bytes();
   Status s = spawn(k.ranks, [&](Communicator& c) -> Status {
@@ -79,7 +79,7 @@ uint64_t run_case(const Case& k, int calls = 3) {
     if (in.read(k.count) != make_input<float>(c.rank(), k.count))
       return internal_error("registration changed the buffer's contents");
     AllreduceOptions o;
-    o.algorithm = Algorithm::kCma;
+    o.algorithm = algo;
     for (int call = 0; call < calls; ++call) {
       in.fill(make_input<float>(c.rank(), k.count));
       void* recv = k.in_place ? in.data() : out.data();
@@ -127,6 +127,14 @@ TEST(Registration, SavesTheKernelsCopies) {
   EXPECT_GE(plain, count * 4);  // each rank reads its peer's half and writes it back
   const uint64_t registered = run_case({2, count, 4, true, true}, 1);
   EXPECT_LE(registered, 4 * 2 * kPage) << "the kernel still copied " << registered << " bytes";
+}
+
+// 'shm' on registered buffers reduces them in place as 'cma' does (the engine's gradients
+// where /dev/shm was short), not through its staging segment.
+TEST(Registration, ShmReducesThemInPlace) {
+  const uint64_t copied = run_case({2, size_t{1} << 20, 4, true, true}, 1, Algorithm::kShm);
+  EXPECT_LE(copied, 4 * 2 * kPage) << "the kernel copied " << copied << " bytes";
+  EXPECT_GT(copied, 0u) << "the partial end pages went through the kernel's copies";
 }
 
 TEST(Registration, KeepsTheBufferAndGivesItsPagesBack) {

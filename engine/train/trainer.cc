@@ -223,16 +223,10 @@ Status Trainer::set_communication(uint64_t bucket_bytes, bool overlap) {
   return ok_status();
 }
 
-comm::AllreduceOptions Trainer::bucket_options(const Bucket& b) const {
+comm::AllreduceOptions Trainer::bucket_options(const Bucket& b) {
   comm::AllreduceOptions opts;
   opts.algorithm = b.algorithm;  // a host algorithm: make_buckets() checked it
   if (b.segment_bytes != 0) opts.segment_bytes = static_cast<size_t>(b.segment_bytes);
-  // Registered private gradients: 'cma' reads them in place, where 'shm' would stage them
-  // through node-shared memory, the memory that was refused.
-  if (registered_grads_.active()) {
-    if (opts.algorithm == comm::Algorithm::kShm) opts.algorithm = comm::Algorithm::kCma;
-    if (opts.inner == comm::Algorithm::kShm) opts.inner = comm::Algorithm::kCma;
-  }
   return opts;
 }
 
@@ -260,7 +254,7 @@ Status Trainer::place_gradients(Model& m, size_t n) {
   registered_grads_ = std::move(*reg);
   if (gc.local().rank() == 0) {
     DLTUNE_LOG(kWarn, "train") << "the gradients are in private memory registered with the "
-                                  "node's ranks ('cma' where the plan says 'shm'): node-shared "
+                                  "node's ranks ('shm' reduces them as 'cma' does): node-shared "
                                   "memory was refused ("
                                << shared.error().message() << ")";
   }

@@ -262,7 +262,7 @@ class Trainer {
   Error diverged_error(const std::string& what) const;
   // The allreduce options of bucket `b`: its algorithm (make_buckets() checked the name) and,
   // when the plan gave one, the ring's segment size.
-  comm::AllreduceOptions bucket_options(const Bucket& b) const;
+  static comm::AllreduceOptions bucket_options(const Bucket& b);
   // Puts the n gradients in node-shared memory, or where that is refused in registered private
   // memory (collective over grad_comm_), and points the model at them.
   Status place_gradients(Model& m, size_t n);
@@ -292,8 +292,8 @@ class Trainer {
   std::vector<int32_t> eval_labels_;     // a chunk of held-out labels read by the loader
   comm::SharedBuffer shared_grads_;
   // Where node-shared memory was refused (a full /dev/shm): the gradients in private pages
-  // registered with the node's ranks (comm/registration.h), reduced with 'cma' where the plan
-  // says 'shm'. Declared before registered_grads_: the registration ends first.
+  // registered with the node's ranks (comm/registration.h), which 'shm' and 'cma' reduce in
+  // place. Declared before registered_grads_: the registration ends first.
   std::unique_ptr<float, void (*)(void*)> private_grads_{nullptr, &std::free};
   comm::Registration registered_grads_;
   std::vector<Bucket> buckets_;

@@ -2,7 +2,7 @@
 # A node whose /dev/shm is too small for the gradients (a Docker container's default is 64 MiB):
 # node-shared memory is refused with a clear error instead of a SIGBUS at the first write past
 # the tmpfs's end, and the engine trains with its gradients in private memory registered with
-# the node's ranks (comm/registration.h; 'cma' where the plan says 'shm'). Where cross-memory
+# the node's ranks (comm/registration.h, which 'shm' reduces in place as 'cma' does). Where cross-memory
 # attach is off too, the launch fails and says both. Runs in a mount namespace of its own with
 # a 256 KiB tmpfs on /dev/shm; skips (77) where namespaces cannot be made.
 # Usage: small_shm_test.sh DLTUNE_BINARY BENCH_RANK_BINARY
