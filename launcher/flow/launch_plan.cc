@@ -389,6 +389,20 @@ bool use_cached(const PlanRequest& r, const tdb::LookupResult& hit, PlanChoice& 
   return true;
 }
 
+// For a plan not tuned now (the recipe's own settings): the models of this machine's stored
+// sweeps, so that its prediction and summary estimate the allreduce as a cached plan's do: the
+// measurements of this shape's collective plan and the level fits of the database holding it,
+// else the user database's fits.
+void stored_models(const PlanRequest& r, PlanChoice& choice) {
+  const tdb::Key ckey = tuner::db::make_key(r.topo, db_shape(r.job), "", false);
+  std::string db = r.layers.user_db;
+  if (auto hit = tdb::lookup_plan(r.layers, ckey); hit && hit->kind == tdb::HitKind::kExact) {
+    db = hit->db_path;
+    choice.collective_measurements = stored_measurements(db, ckey);
+  }
+  if (!db.empty()) choice.level_fits = stored_level_fits(db, ckey.fingerprint);
+}
+
 // What a near hit tells the tuning: its training settings and pipeline layout, and where they
 // come from (the database and how the hit differs).
 struct NearHint {
@@ -536,6 +550,7 @@ Result<PlanChoice> choose_plan_here(const PlanRequest& r) {
   if (r.no_tune || budget <= 0) {
     choice.plan = recipes::recipe_default_plan(r.recipe, r.job);
     choice.source = "default";
+    if (!r.dry_run) stored_models(r, choice);
     if (r.no_tune && !r.dry_run) {
       choice.notes.push_back(r.no_tune_why.empty() ? "--no-tune: running the recipe's own settings"
                                                    : "not tuned: " + r.no_tune_why +
