@@ -4,15 +4,17 @@
 //   dltune predict RECIPE|MODEL --nodes N[,N...] [--per-node G] [--batch B] [--device NAME]
 //                  [--single-sps X] [--intra GBPS[,US]] [--inter GBPS[,US]] [--topo XML]
 //                  [--algo auto|ALGO] [--parallel data|pipeline|hybrid|auto] [--bucket BYTES]
-//                  [--no-overlap] [--interference measure|none|C[,M]] [--db PATH] [--json]
+//                  [--no-overlap] [--interference measure|assumed|none|C[,M]] [--db PATH]
+//                  [--json]
 //
 // Compute: --single-sps (one device's published throughput at the batch), else --device (the
 // table's peak x its fraction), else measured here (dltune-worker profile). Communication:
 // --topo, then --intra / --inter, else this machine's tuning database (measured sweeps at the
 // shapes it has, level fits elsewhere). Overlap: the buckets reduced during backward, slowing
-// and slowed by it as --interference says (measured here, none, given), else as assumed by
-// kind (predict/predict.h's assumed_interference(): a published figure for GPUs, the cores
-// left to the communication threads for host ranks); the table's header says which. --json:
+// and slowed by it as --interference says (measured here and stored, none, given), else as this
+// machine's stored measurement of the same model and shape says, else as assumed by kind
+// (predict/predict.h's assumed_interference(): a published figure for GPUs, the cores left to the
+// communication threads for host ranks); the table's header says which. --json:
 // {"predictions": [{"nodes", "ranks", "step_ms", "compute_ms", "exposed_comm_ms", "throughput_sps",
 // "scaling_efficiency", "algorithm", ..., "throughput_sps_range", ...}], ..., "interval_note",
 // "note"}; every row carries the interval its inputs' spreads give (predict/predict.h's
@@ -79,6 +81,7 @@ int run_predict(const PredictCli& c) {
     j["comm_source"] = in->comm_note;
     j["overlap"] = in->overlap_note;
     j["interference"] = predict::interference_note(*p);
+    if (!in->interference_stored.empty()) j["interference_stored"] = in->interference_stored;
     j["interval_note"] = predict::interval_note(r, *p);
     if (!note.empty()) j["note"] = note;
     std::printf("%s\n", j.dump(2).c_str());
@@ -95,8 +98,11 @@ int run_predict(const PredictCli& c) {
               in->comm_note.empty() ? "none needed" : in->comm_note.c_str());
   std::printf("  overlap        %s\n", in->overlap_note.c_str());
   const std::string interference = predict::interference_note(*p);
-  std::printf("  interference   %s\n\n",
+  std::printf("  interference   %s\n",
               interference.empty() ? "none (no overlap at these shapes)" : interference.c_str());
+  if (!in->interference_stored.empty())
+    std::printf("                 %s\n", in->interference_stored.c_str());
+  std::printf("\n");
   std::printf("%s", predict::format_predictions(*p).c_str());
   std::printf("\nintervals: %s\n", predict::interval_note(r, *p).c_str());
   if (!note.empty()) std::printf("\nnote: %s\n", note.c_str());
@@ -132,7 +138,8 @@ void setup_predict(CLI::App& app, int* exit_code) {
   cmd->add_flag("--no-overlap", c->o.no_overlap, "reduce gradients after backward");
   cmd->add_option("--interference", c->o.interference,
                   "how compute and communication slow each other while both run: measure (here, "
-                  "--per-node ranks), none, or C[,M] (0.2: 20 %); default assumed by kind");
+                  "--per-node ranks; stored for later predictions), assumed (by kind), none, or "
+                  "C[,M] (0.2: 20 %); default this machine's stored measurement, else assumed");
   cmd->add_option("--db", c->o.db, "tuning database with this machine's sweeps");
   cmd->add_option("--threads-per-rank", c->o.threads_per_rank,
                   "threads each rank computes on when measuring compute here (default: the "

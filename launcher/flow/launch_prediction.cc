@@ -6,6 +6,7 @@
 #include "launcher/backend/slurm_backend.h"
 #include "launcher/backend/ssh_backend.h"
 #include "launcher/flow/predict_inputs.h"
+#include "launcher/flow/predict_interference.h"
 #include "planning/model_costs.h"
 #include "recipes/model/partition.h"
 
@@ -194,6 +195,10 @@ LaunchPrediction LaunchPredictor::predict(const recipes::Plan& plan, bool with_c
   r.cores_per_node = cores_;
   r.threads_per_rank = job_.threads_per_rank;
   r.nodes_per_machine = nodes_per_machine(machines_, nodes);
+  if (r.nodes_per_machine == 1) {
+    auto i = pick_interference(interference_, job_.threads_per_rank, static_cast<int>(batch));
+    if (i) r.interference = std::move(*i);
+  }
   out.machines_note = node_machines_note(machines_, nodes, g_per, cores_);
   r.comm = mc.source;
   r.comm.plan_shape = {nodes, g_per};

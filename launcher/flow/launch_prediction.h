@@ -70,6 +70,13 @@ class LaunchPredictor {
   // prediction shares a machine's cores among the ranks of all its nodes; the curve's nodes
   // stay machines of their own (real nodes beyond the job's), its note says so.
   void set_node_machines(NodeMachines m) { machines_ = std::move(m); }
+  // This machine's stored interference measurements of the job's model and ranks per node
+  // (predict_interference.h's stored_interference()): the prediction uses the one of the job's
+  // threads and nearest batch instead of the assumption by kind, where each node is a machine of
+  // its own (the measurement's ranks had the machine to themselves).
+  void set_stored_interference(std::vector<tuner::db::InterferenceRecord> rows) {
+    interference_ = std::move(rows);
+  }
   // The prediction for `plan` (never fails: !ok says why).
   LaunchPrediction predict(const recipes::Plan& plan, bool with_curve);
 
@@ -81,6 +88,7 @@ class LaunchPredictor {
   NodeMachines machines_;
   std::vector<tuner::db::Measurement> rows_;
   std::vector<predict::LevelFit> fits_;
+  std::vector<tuner::db::InterferenceRecord> interference_;
   // By per-rank batch, precision and kernels.
   std::map<std::string, predict::ComputeProfile> compute_;
   std::map<std::string, std::string> compute_error_;

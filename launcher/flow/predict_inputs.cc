@@ -391,26 +391,58 @@ Status resolve_buckets(const PredictOptions& o, int cores, PredictInputs& in) {
   return {};
 }
 
-// --interference into in.request.interference (left empty without it: assumed by kind).
-// Errors: bad text; `measure` where the compute is a device's, as measure_interference().
-Status resolve_interference(const PredictOptions& o, bool devices, int batch, PredictInputs& in) {
+// --interference into in.request.interference: measured here (and stored in the user's
+// database, in.interference_stored saying so or why not), given, or, without the option, this
+// machine's stored measurement of the same model and shape where there is one; left empty
+// otherwise (assumed by kind). Errors: bad text; `measure` where the compute is a device's, as
+// measure_interference().
+Status resolve_interference(const PredictOptions& o, bool devices, int batch,
+                            const recipes::Graph& graph, PredictInputs& in) {
   predict::PredictRequest& r = in.request;
-  if (o.interference.empty()) return {};
-  if (o.interference != "measure") {
+  if (o.interference == "assumed") return {};
+  if (!o.interference.empty() && o.interference != "measure") {
     auto i = parse_interference(o.interference);
     if (!i) return i.error();
     r.interference = std::move(*i);
     return {};
   }
   if (devices) {
+    if (o.interference.empty()) return {};
     return invalid_input(
         "--interference measure: the compute is a device's (--device, --single-sps, --topo), "
         "not this machine's; give the slowdowns as C[,M] instead");
+  }
+  auto layers =
+      tdb::layers_from_env(o.db.empty() ? std::nullopt : std::optional<std::string>(o.db));
+  auto topology = topology::discover_default();
+  if (o.interference.empty()) {
+    if (!layers || !topology) return {};
+    const auto rows = stored_interference(*layers, interference_key(*topology, graph, r.per_node),
+                                          &in.interference_stored);
+    if (auto i = pick_interference(rows, r.threads_per_rank, batch)) r.interference = std::move(*i);
+    return {};
   }
   auto i = measure_interference(o.target, in.recipe.has_value(), batch, r.per_node,
                                 r.threads_per_rank, r.bucket_bytes);
   if (!i) return i.error();
   r.interference = std::move(*i);
+  // Kept for later predictions; a database that cannot take it costs the measurement, not this
+  // prediction.
+  auto store = [&]() -> Status {
+    if (!layers) return layers.error();
+    if (!topology) return topology.error();
+    if (layers->user_db.empty()) return invalid_input("no user database");
+    auto db = tdb::TuningDb::open(layers->user_db, tdb::OpenMode::kReadWrite);
+    if (!db) return db.error();
+    return db->put_interference(interference_record(
+        r.interference, interference_key(*topology, graph, r.per_node), r.threads_per_rank, batch));
+  };
+  const Status stored = store();
+  if (stored.ok()) {
+    in.interference_stored = "stored in " + layers->user_db +
+                             " for later predictions of this model, ranks per node and threads";
+  }
+  if (!stored.ok()) in.interference_stored = "not stored: " + stored.error().message();
   return {};
 }
 
@@ -450,7 +482,7 @@ Result<PredictInputs> resolve_predict_inputs(const PredictOptions& o) {
   r.comm = comm->source;
   DLTUNE_TRY(check_link_models(r, *comm));
   DLTUNE_TRY(resolve_buckets(o, cores, in));
-  DLTUNE_TRY(resolve_interference(o, devices, batch, in));
+  DLTUNE_TRY(resolve_interference(o, devices, batch, target->first, in));
   return in;
 }
 

@@ -29,8 +29,8 @@ struct PredictOptions {
   std::string parallel = "data";
   std::string bucket;  // --bucket BYTES ("" : the recipe's, else 4 MiB)
   bool no_overlap = false;
-  // --interference: "" (assumed by kind), measure, none or C[,M]
-  // (launcher/flow/predict_interference.h)
+  // --interference: "" (this machine's stored measurement, else assumed by kind), measure,
+  // assumed, none or C[,M] (launcher/flow/predict_interference.h)
   std::string interference;
   std::string db;  // --db (this machine's measured models)
   int profile_steps = 3;
@@ -44,6 +44,9 @@ struct PredictInputs {
   predict::PredictRequest request;
   std::string model_name;
   std::string compute_note, comm_note, overlap_note;
+  // Where a measured interference went (--interference measure: stored, or why not), or which
+  // database's stored ones could not be read; "" otherwise.
+  std::string interference_stored;
   std::optional<recipes::Recipe> recipe;
 };
 

@@ -1,16 +1,22 @@
 #include "launcher/flow/predict_interference.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
+#include <ctime>
 #include <set>
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include <unistd.h>
 
+#include "common/hash.h"
 #include "common/strings.h"
 #include "launcher/backend/rank_program.h"
 #include "launcher/backend/temp_dir.h"
 #include "launcher/flow/predict_inputs.h"
+#include "tuner/db/key.h"
+#include "tuner/db/store.h"
 
 namespace dltune::launcher {
 
@@ -94,7 +100,97 @@ Result<predict::Interference> measure_interference(const std::string& target, bo
              ((*j)["algorithm"].is_string() ? (*j)["algorithm"].get<std::string>() : "?") +
              " allreduces of " + list + " bytes, median of " +
              std::to_string(static_cast<int>(num(*j, "rounds"))) +
-             " rounds (their range the interval's)";
+             " rounds (the interval: their range)";
+  return i;
+}
+
+namespace tdb = tuner::db;
+
+std::string interference_model_id(const recipes::Graph& graph) {
+  return sha256_hex("dltune-interference-model v1\n" + recipes::describe_graph(graph));
+}
+
+tdb::Key interference_key(const topology::Topology& topo, const recipes::Graph& graph,
+                          int per_node) {
+  return tdb::make_key(topo, tdb::JobShape{1, per_node}, interference_model_id(graph), false);
+}
+
+tdb::InterferenceRecord interference_record(const predict::Interference& i, const tdb::Key& key,
+                                            int threads, int batch) {
+  tdb::InterferenceRecord r;
+  r.key = key;
+  r.threads = std::max(1, threads);
+  r.batch = std::max(1, batch);
+  for (size_t k = 0; k < i.points.size(); ++k) {
+    const auto& p = i.points[k];
+    const auto& lo = i.has_range() ? i.low[k] : p;
+    const auto& hi = i.has_range() ? i.high[k] : p;
+    // The range of the rounds holds their median; keep it so where rounding says otherwise.
+    r.points.push_back({p.bytes, p.compute, std::min(lo.compute, p.compute),
+                        std::max(hi.compute, p.compute), p.comm, std::min(lo.comm, p.comm),
+                        std::max(hi.comm, p.comm)});
+  }
+  r.source = tdb::clean_text(i.source);
+  r.provenance = tdb::local_provenance();
+  return r;
+}
+
+std::vector<tdb::InterferenceRecord> stored_interference(const tdb::Layers& layers,
+                                                         const tdb::Key& key,
+                                                         std::string* skipped) {
+  std::vector<std::string> paths;
+  if (!layers.user_db.empty()) paths.push_back(layers.user_db);
+  paths.insert(paths.end(), layers.site_dbs.begin(), layers.site_dbs.end());
+  std::vector<tdb::InterferenceRecord> out;
+  for (const std::string& path : paths) {
+    if (::access(path.c_str(), F_OK) != 0) continue;  // no database yet: nothing measured
+    // A database that does not open is the plan lookup's to report (launch_plan.cc), once.
+    auto db = tdb::TuningDb::open(path, tdb::OpenMode::kReadOnly);
+    if (!db) continue;
+    auto rows = db->interference(key);
+    if (!rows) {
+      if (skipped != nullptr) {
+        *skipped += (skipped->empty() ? "" : "; ") + std::string("measured interference in '") +
+                    path + "' not read: " + rows.error().message();
+      }
+      continue;
+    }
+    out.insert(out.end(), rows->begin(), rows->end());
+  }
+  return out;
+}
+
+std::optional<predict::Interference> pick_interference(
+    const std::vector<tdb::InterferenceRecord>& rows, int threads, int batch) {
+  const tdb::InterferenceRecord* best = nullptr;
+  double best_gap = 0;
+  for (const auto& r : rows) {
+    if (r.threads != std::max(1, threads)) continue;
+    const double gap = std::abs(std::log(static_cast<double>(r.batch) / std::max(1, batch)));
+    if (best == nullptr || gap < best_gap) best = &r, best_gap = gap;
+  }
+  if (best == nullptr) return std::nullopt;
+  predict::Interference i;
+  for (const auto& p : best->points) {
+    i.points.push_back({p.bytes, p.compute, p.comm});
+    i.low.push_back({p.bytes, p.compute_low, p.comm_low});
+    i.high.push_back({p.bytes, p.compute_high, p.comm_high});
+  }
+  const auto when = static_cast<std::time_t>(best->provenance.created_at);
+  std::tm tm{};
+  ::gmtime_r(&when, &tm);
+  char date[32] = "?";
+  std::strftime(date, sizeof date, "%Y-%m-%d", &tm);
+  std::string src = best->source;
+  const std::string here = "measured here by ";
+  if (src.rfind(here, 0) == 0) src.erase(0, here.size());
+  const std::string host =
+      best->provenance.host.empty() ? std::string("this machine") : best->provenance.host;
+  i.source = "stored measurement of " + host + ", " + date + ": " + src;
+  if (best->batch != batch) {
+    i.source += "; measured at batch " + std::to_string(best->batch) + ", this one's is " +
+                std::to_string(batch);
+  }
   return i;
 }
 

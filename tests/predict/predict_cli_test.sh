@@ -162,9 +162,31 @@ assert j["interference"].startswith("compute +"), j
 assert "measured here by dltune-worker overlap: 2 ranks x 1 thread(s) training quickstart" in j["interference"], j
 assert "allreduces of 65536,1048576," in j["interference"], j
 # The rounds' range is the interval's: its ends take the slowdowns at either end of it.
-assert "rounds (their range the interval's)" in j["interference"], j
+assert "rounds (the interval: their range)" in j["interference"], j
 assert "overlap interference at the bucket size: compute +" in j["interval_note"], j
 assert "overlap" in j["predictions"][0], j
+# ... and stored under this machine, the model and the shape, for later predictions.
+assert j["interference_stored"].startswith("stored in "), j
+PY
+# A later prediction of the same model and shape uses the stored measurement, at the nearest
+# batch measured (saying so); `--interference assumed` the assumption by kind; another shape has
+# none stored.
+"$dltune" predict quickstart --nodes 1 --per-node 2 --intra 10 --profile-steps 2 \
+  --threads-per-rank 1 --batch 32 --json >"$tmp/stored.json" 2>"$tmp/err" ||
+  fail "predict after --interference measure exited $?: $(cat "$tmp/err")"
+"$dltune" predict quickstart --nodes 1 --per-node 2 --intra 10 --profile-steps 2 \
+  --threads-per-rank 1 --interference assumed --json >"$tmp/assumed.json" 2>"$tmp/err" ||
+  fail "predict --interference assumed exited $?: $(cat "$tmp/err")"
+python3 - "$tmp/measured.json" "$tmp/stored.json" "$tmp/assumed.json" <<'PY' || fail "the stored interference: $(cat "$tmp/stored.json")"
+import json, sys
+measured, stored, assumed = (json.load(open(f)) for f in sys.argv[1:4])
+i = stored["interference"]
+assert i.startswith("compute +") and "(stored measurement of " in i, i
+assert "2 ranks x 1 thread(s) training quickstart at batch 64" in i, i
+assert "measured at batch 64, this one's is 32" in i, i
+# The same slowdowns as measured: the words before the source are equal.
+assert i.split(" while both run")[0] == measured["interference"].split(" while both run")[0], (i, measured)
+assert "not measured" in assumed["interference"] and "stored" not in assumed["interference"], assumed
 PY
 "$worker" overlap --model lenet --batch 8 2>"$tmp/err"
 [ $? -eq 2 ] && grep -q "run it as 2 or more ranks" "$tmp/err" ||
@@ -188,6 +210,35 @@ assert [p["nodes"] for p in j["predictions"]] == [1, 2, 4], j
 assert all(p["throughput_sps"] > 0 for p in j["predictions"]), j
 # The links inside the node come from the sweep just stored (a fit of it), not from --intra.
 assert "intra" in j["comm_source"] and "--intra" not in j["comm_source"], j
+PY
+
+# A launch's predicted row uses it too: quickstart's 2 ranks, not tuned (the recipe's own
+# settings, overlap on), predicted from the sweep just stored and the stored interference.
+DLTUNE_RUNS_DIR=$tmp/runs DLTUNE_NO_PROGRESS=1 "$dltune" launch quickstart --no-tune \
+  --set training.steps=12 >"$tmp/launch.out" 2>&1 || fail "launch --no-tune exited $?: $(cat "$tmp/launch.out")"
+python3 - "$tmp"/runs/*/summary.json <<'PY' || fail "the launch's prediction: $(cat "$tmp/launch.out")"
+import json, sys
+p = json.load(open(sys.argv[1]))["prediction"]
+assert "error" not in p and p["comm_source"].startswith("this shape's sweep"), p
+i = p["overlap"]["interference"]
+assert "(stored measurement of " in i and "training quickstart at batch 64" in i, i
+PY
+
+# A stored row another program damaged is not used: the prediction assumes, saying why.
+python3 - "$DLTUNE_DB" <<'PY'
+import sqlite3, sys
+c = sqlite3.connect(sys.argv[1])
+c.execute("UPDATE interference SET points_json = '[[65536, 50, 0, 99, 0, 0, 0]]'")
+c.commit()
+PY
+"$dltune" predict quickstart --nodes 1 --per-node 2 --intra 10 --profile-steps 2 \
+  --threads-per-rank 1 --json >"$tmp/damaged.json" 2>"$tmp/err" ||
+  fail "predict with a damaged stored interference exited $?: $(cat "$tmp/err")"
+python3 - "$tmp/damaged.json" <<'PY' || fail "a damaged stored interference: $(cat "$tmp/damaged.json")"
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert "not measured" in j["interference"], j
+assert "not read" in j["interference_stored"] and "interference.points.compute" in j["interference_stored"], j
 PY
 
 bad() {  # bad WHAT-TO-FIND ARGS...

@@ -79,7 +79,8 @@ json summarize_one(const std::string& path, bool site, bool with_plans, json* pl
   d["plans"] = c->plans;
   d["measurements"] = c->measurements;
   d["recipe_trials"] = c->recipe_trials;
-  d["baselines"] = c->baselines;  // 1-rank baselines measured here (schema v7; not exported)
+  d["baselines"] = c->baselines;        // 1-rank baselines measured here (schema v7; not exported)
+  d["interference"] = c->interference;  // measured here (schema v8; not exported)
   if (!with_plans) return d;
   if (auto models = db->cost_models()) {  // per-level fits of the sweeps (schema v5)
     d["cost_models"] = json::array();
@@ -276,6 +277,8 @@ std::string summary_text(const json& s) {
            std::to_string(d["recipe_trials"].get<int64_t>()) + " recipe trials";
     if (const auto n = d.value("baselines", int64_t{0}); n > 0)
       out += ", " + std::to_string(n) + (n == 1 ? " one-rank baseline" : " one-rank baselines");
+    if (const auto n = d.value("interference", int64_t{0}); n > 0)
+      out += ", " + std::to_string(n) + " measured interference" + (n == 1 ? "" : "s");
     if (d.value("require_signature", false)) out += "; takes only signed bundles";
     if (!d.value("trusted_keys", std::string()).empty()) {
       out += "; trusted keys " + d["trusted_keys"].get<std::string>();

@@ -242,6 +242,50 @@ Status validate_baseline(const BaselineRecord& b) {
   return ok_status();
 }
 
+Status validate_interference(const InterferenceRecord& r) {
+  DLTUNE_TRY(validate_key(r.key));
+  DLTUNE_TRY(validate_provenance(r.provenance));
+  DLTUNE_TRY(check_text("interference.source", r.source));
+  if (r.threads < 1 || r.threads > 4096)
+    return invalid_input("interference.threads: out of range (" + std::to_string(r.threads) + ")");
+  if (r.batch < 1 || r.batch > recipes::kMaxPlanPerRankBatch)
+    return invalid_input("interference.batch: out of range (" + std::to_string(r.batch) + ")");
+  if (r.points.empty() || r.points.size() > kMaxInterferencePoints) {
+    return invalid_input("interference.points: expected 1 to " +
+                         std::to_string(kMaxInterferencePoints) + " sizes, got " +
+                         std::to_string(r.points.size()));
+  }
+  // A slowdown is capped at 9 where it is measured (planning/overlap.h; x / (1 - x) at x = 0.9
+  // rounds just above 9) and above -1 (a stream cannot finish in no time); NaN fails both.
+  auto slowdown = [](const char* what, double low, double v, double high) -> Status {
+    for (double x : {low, v, high}) {
+      if (!(x > -1.0 && x <= 9.0 + 1e-9)) {
+        return invalid_input(std::string("interference.points.") + what +
+                             ": expected a slowdown in (-1, 9], got " + std::to_string(x));
+      }
+    }
+    if (!(low <= v && v <= high)) {
+      return invalid_input(std::string("interference.points.") + what + ": " + std::to_string(v) +
+                           " is outside its own range [" + std::to_string(low) + ", " +
+                           std::to_string(high) + "]");
+    }
+    return ok_status();
+  };
+  double last = 0;
+  for (const InterferenceRecord::Point& p : r.points) {
+    if (!(p.bytes >= 4 && p.bytes <= 1099511627776.0) || !(p.bytes > last)) {
+      return invalid_input(
+          "interference.points.bytes: expected ascending sizes of 4 B to 1 TiB, "
+          "got " +
+          std::to_string(p.bytes));
+    }
+    last = p.bytes;
+    DLTUNE_TRY(slowdown("compute", p.compute_low, p.compute, p.compute_high));
+    DLTUNE_TRY(slowdown("comm", p.comm_low, p.comm, p.comm_high));
+  }
+  return ok_status();
+}
+
 Status validate_trial(const RecipeTrial& t) {
   DLTUNE_TRY(validate_key(t.key));
   DLTUNE_TRY(validate_provenance(t.provenance));

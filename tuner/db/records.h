@@ -150,6 +150,26 @@ struct BaselineRecord {
   Provenance provenance;
 };
 
+// How computation and communication slowed each other on a machine (schema v8; the model of
+// planning/overlap.h): G ranks of one node training a model while they allreduce, measured by
+// `dltune predict --interference measure` and used by later predictions of the same work on a
+// machine of the same fingerprint (`dltune predict`, a launch's predicted row) instead of the
+// assumption by kind. A measurement of this machine: bundles do not carry it.
+struct InterferenceRecord {
+  struct Point {
+    double bytes = 0;
+    double compute = 0, compute_low = 0, compute_high = 0;  // compute's slowdown and its range
+    double comm = 0, comm_low = 0, comm_high = 0;           // the allreduce's
+  };
+  Key key;                    // shape 1 x G (the ranks that ran), recipe: the model's identity
+  int64_t threads = 1;        // each rank's threads
+  int64_t batch = 1;          // each rank's batch
+  std::vector<Point> points;  // ascending bytes
+  std::string source;         // how it was measured (free text)
+  Provenance provenance;
+};
+inline constexpr size_t kMaxInterferencePoints = 32;
+
 // Limits on stored text, so that a hostile bundle cannot blow up a database or a terminal.
 inline constexpr size_t kMaxTokenBytes = 128;
 inline constexpr size_t kMaxTextBytes = 512;
@@ -181,6 +201,11 @@ Status validate_cost_model(const CostModel& c);
 // Also: plan_hash 64 lowercase hex digits, bind a token, samples_per_s and rel_ci finite and
 // positive / non-negative, steps >= 1, seconds finite and non-negative.
 Status validate_baseline(const BaselineRecord& b);
+
+// Also: threads and batch within a plan's bounds, 1 to kMaxInterferencePoints points at
+// ascending byte counts (4 B to 1 TiB), each slowdown finite in (-1, 9] (planning/overlap.h's
+// cap) with low <= slowdown <= high, source free text.
+Status validate_interference(const InterferenceRecord& r);
 
 // `s` made acceptable as free text: control and non-ASCII characters become spaces, quotes and
 // backticks '*', backslashes and semicolons ','; cut to kMaxTextBytes - 12 bytes.

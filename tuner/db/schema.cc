@@ -119,7 +119,26 @@ CREATE TABLE baselines(
 PRAGMA user_version = 7;
 )sql";
 
-constexpr const char* kSteps[] = {kCreateV1, kV1ToV2, kV2ToV3, kV3ToV4, kV4ToV5, kV5ToV6, kV6ToV7};
+// v7 -> v8: how computation and communication slowed each other (records.h InterferenceRecord),
+// keyed like a one-node plan of the ranks that ran (the recipe column: the model's identity)
+// plus each rank's threads and batch; the measured sizes as a JSON array.
+constexpr const char* kV7ToV8 = R"sql(
+CREATE TABLE interference(
+  id INTEGER PRIMARY KEY,
+  fingerprint TEXT NOT NULL, mpi TEXT NOT NULL, pmix TEXT NOT NULL, nccl TEXT NOT NULL,
+  dltune TEXT NOT NULL, nodes INTEGER NOT NULL, ranks_per_node INTEGER NOT NULL,
+  recipe TEXT NOT NULL, family TEXT NOT NULL,
+  threads INTEGER NOT NULL, batch INTEGER NOT NULL, points_json TEXT NOT NULL,
+  source TEXT NOT NULL,
+  site TEXT NOT NULL, host TEXT NOT NULL, user_name TEXT NOT NULL,
+  writer_version TEXT NOT NULL, created_at INTEGER NOT NULL,
+  signed_by TEXT NOT NULL DEFAULT '',
+  UNIQUE(fingerprint, mpi, pmix, nccl, dltune, nodes, ranks_per_node, recipe, threads, batch));
+PRAGMA user_version = 8;
+)sql";
+
+constexpr const char* kSteps[] = {kCreateV1, kV1ToV2, kV2ToV3, kV3ToV4,
+                                  kV4ToV5,   kV5ToV6, kV6ToV7, kV7ToV8};
 static_assert(sizeof(kSteps) / sizeof(kSteps[0]) == kSchemaVersion);
 
 Result<bool> has_foreign_tables(Connection& conn) {

@@ -17,6 +17,8 @@
 //   v6: adds each recipe trial's training memory (estimate and measured peak).
 //   v7: adds baselines: the scaling efficiency's 1-rank baselines measured on this machine
 //       (records.h BaselineRecord), which a later launch of the same work reuses.
+//   v8: adds interference: how computation and communication slowed each other while both ran
+//       on this machine (records.h InterferenceRecord), which later predictions use.
 //
 // Each step runs in its own transaction; a database is always at exactly one version.
 #pragma once
@@ -26,7 +28,7 @@
 
 namespace dltune::tuner::db {
 
-inline constexpr int kSchemaVersion = 7;
+inline constexpr int kSchemaVersion = 8;
 
 // The schema version stored in `conn` (0 for a new, empty file).
 Result<int> schema_version(Connection& conn);

@@ -381,7 +381,8 @@ Result<DbCounts> TuningDb::counts() {
   c.schema_version = *v;
   auto st = connection().prepare(
       "SELECT (SELECT count(*) FROM plans), (SELECT count(*) FROM measurements), "
-      "(SELECT count(*) FROM recipe_trials), (SELECT count(*) FROM baselines)");
+      "(SELECT count(*) FROM recipe_trials), (SELECT count(*) FROM baselines), "
+      "(SELECT count(*) FROM interference)");
   if (!st) return std::move(st).error();
   auto row = st->step();
   if (!row) return std::move(row).error();
@@ -389,6 +390,7 @@ Result<DbCounts> TuningDb::counts() {
   c.measurements = st->integer(1);
   c.recipe_trials = st->integer(2);
   c.baselines = st->integer(3);
+  c.interference = st->integer(4);
   return c;
 }
 
@@ -410,6 +412,8 @@ Result<int64_t> TuningDb::prune(const PruneSpec& spec) {
         "DELETE FROM cost_models WHERE (?1 IS NULL OR created_at < ?1) AND "
         "(?2 IS NULL OR dltune <> ?2) AND (?3 IS NULL OR fingerprint = ?3)",
         "DELETE FROM baselines WHERE (?1 IS NULL OR created_at < ?1) AND "
+        "(?2 IS NULL OR dltune <> ?2) AND (?3 IS NULL OR fingerprint = ?3)",
+        "DELETE FROM interference WHERE (?1 IS NULL OR created_at < ?1) AND "
         "(?2 IS NULL OR dltune <> ?2) AND (?3 IS NULL OR fingerprint = ?3)"}) {
     auto st = connection().prepare(sql);
     if (!st) return std::move(st).error();

@@ -81,7 +81,7 @@ struct DbSettings {
 
 struct DbCounts {
   int schema_version = 0;
-  int64_t plans = 0, measurements = 0, recipe_trials = 0, baselines = 0;
+  int64_t plans = 0, measurements = 0, recipe_trials = 0, baselines = 0, interference = 0;
 };
 
 class TuningDb {
@@ -127,6 +127,13 @@ class TuningDb {
   Result<std::optional<BaselineRecord>> find_baseline(const Key& key, const std::string& plan_hash,
                                                       const std::string& bind);
 
+  // Inserts or replaces (same key identity, threads and batch) one measured interference in one
+  // statement; invalid_input and nothing written on a malformed row (interference.cc).
+  Status put_interference(const InterferenceRecord& r);
+  // Every measured interference with exactly this key identity, by threads then batch; a stored
+  // row that fails validate_interference is an error naming the database.
+  Result<std::vector<InterferenceRecord>> interference(const Key& key);
+
   // Applies incoming rows under `policy` in one transaction after validating all of them
   // (validate_rows): on any invalid row nothing is written. Importing the same rows twice
   // changes nothing. `source` names where the rows came from in the conflict report.
@@ -140,7 +147,8 @@ class TuningDb {
   Result<DbSettings> settings();
   Status set_settings(const DbSettings& settings);
 
-  // Deletes the rows PruneSpec selects (plans, measurements, cost models and baselines, and the
+  // Deletes the rows PruneSpec selects (plans, measurements, cost models, baselines and measured
+  // interference, and the
   // recipe trials of every deleted plan) in one transaction; returns how many rows went.
   // invalid_input when no criterion is set.
   Result<int64_t> prune(const PruneSpec& spec);

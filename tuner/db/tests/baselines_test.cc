@@ -120,7 +120,7 @@ TEST(Baselines, AVersion6DatabaseMigratesAndTakesThem) {
   }
   auto db = TuningDb::open(path, OpenMode::kReadWrite);
   ASSERT_TRUE(db.ok()) << db.error().message();
-  EXPECT_EQ(db->counts()->schema_version, 7);
+  EXPECT_EQ(db->counts()->schema_version, kSchemaVersion);
   ASSERT_TRUE(db->put_baseline(baseline(250)).ok());
   EXPECT_EQ(db->counts()->baselines, 1);
 }
