@@ -29,8 +29,8 @@
 #include <unistd.h>
 
 #include "common/env.h"
-#include "common/log.h"
 #include "common/json_input.h"
+#include "common/log.h"
 #include "common/paths.h"
 #include "common/progress.h"
 #include "common/strings.h"
