@@ -220,6 +220,23 @@ Result<Topology> load_xml(const std::string& path) {
   return detail::build_model(t->get(), path, false);
 }
 
+Result<Topology> load_xml_text(const std::string& xml, const std::string& source) {
+  auto t = detail::open_xml_text(xml, source);
+  if (!t) return std::move(t).error();
+  return detail::build_model(t->get(), source, false);
+}
+
+Result<std::string> export_default_xml() {
+  if (auto xml = env::get_if_set(env::kTopoXml)) {
+    auto topo = load_xml(*xml);  // the same checks as every reader's
+    if (!topo) return std::move(topo).error().wrap(std::string(env::kTopoXml.name));
+    return paths::read_file(*xml);
+  }
+  auto t = detail::open_live_cached(detail::cache_dir());
+  if (!t) return std::move(t).error();
+  return detail::export_xml(t->get());
+}
+
 Result<LiveDiscovery> discover_default_keeping_hwloc() {
   if (!env::get_if_set(env::kTopoXml)) return discover_keeping_hwloc();
   auto topo = discover_default();

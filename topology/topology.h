@@ -127,6 +127,16 @@ Result<Topology> discover();
 // not print its own lines next to that sentence.
 Result<Topology> load_xml(const std::string& path);
 
+// Loads an hwloc 2 XML export held in `xml` (another machine's, as its `dltune topo --export`
+// printed it); `source` becomes Topology::source and names it in errors. Errors as load_xml()'s
+// for the text (kInvalidInput).
+Result<Topology> load_xml_text(const std::string& xml, const std::string& source);
+
+// hwloc's XML export of what discover_default() describes: the text of $DLTUNE_TOPO_XML when
+// that variable is set (checked to load), else this machine's live topology exported. Errors:
+// load_xml()'s, discovery's, hwloc's export failing (kInternal).
+Result<std::string> export_default_xml();
+
 // The topology dltune should use: load_xml($DLTUNE_TOPO_XML) when that variable is set,
 // else discover().
 Result<Topology> discover_default();

@@ -1,5 +1,6 @@
 #include "launcher/backend/ssh_backend.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <climits>
@@ -21,6 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/env.h"
 #include "common/json_input.h"
 #include "common/log.h"
 #include "common/paths.h"
@@ -338,6 +340,51 @@ Result<int> count_host_machines(const std::vector<std::string>& hosts, int timeo
                             timeout_ms);
   if (!out) return std::move(out).error();
   return count_boot_ids(*out, static_cast<int>(hosts.size()));
+}
+
+namespace {
+constexpr std::string_view kHostSourcePrefix = "host ";
+constexpr std::string_view kHostSourceSuffix = " (over ssh)";
+}  // namespace
+
+Result<topology::Topology> host_topology(const std::string& host,
+                                         const std::vector<std::string>& exports, int timeout_ms) {
+  auto dltune = cli::sibling_program("dltune");
+  if (!dltune) return dltune.error();
+  std::vector<std::string> argv = {*dltune, "run", "-H", host + ":1", "--bind", "none"};
+  for (size_t i = 0; i + 1 < exports.size(); ++i) {
+    if (exports[i] == "-x") argv.insert(argv.end(), {"-x", exports[++i]});
+  }
+  argv.insert(argv.end(), {"--", *dltune, "topo", "--export"});
+  auto xml = capture_output(argv, timeout_ms);  // stderr apart: the text must be the XML
+  if (!xml) return std::move(xml).error();
+  const std::string source = std::string(kHostSourcePrefix) + host + std::string(kHostSourceSuffix);
+  return topology::load_xml_text(*xml, source);
+}
+
+bool is_host_topology(const topology::Topology& topo) {
+  const std::string& s = topo.source;
+  return s.size() > kHostSourcePrefix.size() + kHostSourceSuffix.size() &&
+         s.compare(0, kHostSourcePrefix.size(), kHostSourcePrefix) == 0 &&
+         s.compare(s.size() - kHostSourceSuffix.size(), kHostSourceSuffix.size(),
+                   kHostSourceSuffix) == 0;
+}
+
+std::optional<topology::Topology> hosts_own_topology(const std::vector<std::string>& hosts,
+                                                     const std::vector<std::string>& run_options,
+                                                     int timeout_ms, std::string* warning) {
+  if (hosts.empty() || env::get_if_set(env::kTopoXml) ||
+      std::any_of(hosts.begin(), hosts.end(),
+                  [](const std::string& h) { return is_this_host(h); })) {
+    return std::nullopt;
+  }
+  auto t = host_topology(hosts[0], run_options, timeout_ms);
+  if (!t) {
+    *warning = "warning: asking " + hosts[0] + " for its topology failed (" + t.error().message() +
+               "); this machine's plans the job";
+    return std::nullopt;
+  }
+  return std::move(*t);
 }
 
 Result<NodeOf> parse_node_of(const std::string& text, int node) {

@@ -19,12 +19,14 @@
 // dltune sets and `-x` names, as under mpirun.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "common/result.h"
 #include "launcher/backend/host_list.h"
 #include "launcher/backend/launch_spec.h"
+#include "topology/topology.h"
 
 namespace dltune::launcher {
 
@@ -38,6 +40,28 @@ Result<LaunchOutcome> run_hosts(LaunchSpec spec, const std::vector<HostSlots>& h
 // Slurm's (slurm_backend.h). 1, running nothing, for one host. Errors: capture_output's (a
 // timeout after `timeout_ms`, a host that cannot be reached) and count_boot_ids'.
 Result<int> count_host_machines(const std::vector<std::string>& hosts, int timeout_ms);
+
+// The topology of `host` as its own dltune describes it: `dltune run -H HOST:1 --bind none
+// [-x VAR=VALUE ...] -- dltune topo --export` (`exports`: the -x pairs of a launch's run
+// options, so that the ask sees what its ranks will), parsed here with Topology::source
+// "host HOST (over ssh)" (is_host_topology()). Errors: capture_output's (a host ssh cannot
+// reach, past `timeout_ms`) and the export's (kInvalidInput: not an hwloc export).
+Result<topology::Topology> host_topology(const std::string& host,
+                                         const std::vector<std::string>& exports, int timeout_ms);
+// Whether `topo` came from host_topology(): a machine the job's ranks run on, though not this.
+bool is_host_topology(const topology::Topology& topo);
+
+// The topology a job over `hosts` (-H / --hostfile, their names) plans with, when that is not this
+// machine's: the first host's own (host_topology(), answered within `timeout_ms`), taking the
+// other hosts to be alike, where none of the hosts is this machine and DLTUNE_TOPO_XML is not
+// set here (it wins). nullopt where this machine's stands; also when the host does not answer,
+// *warning then saying why.
+std::optional<topology::Topology> hosts_own_topology(const std::vector<std::string>& hosts,
+                                                     const std::vector<std::string>& run_options,
+                                                     int timeout_ms, std::string* warning);
+// How long the first host has to answer (ssh, dltune's start, hwloc's discovery of a large
+// machine without a cached one).
+inline constexpr int kHostTopologyTimeoutMs = 20000;
 
 // Where a node daemon finds its head: `--node-of ADDR:PORT` (ADDR "ssh": SSH_CONNECTION's
 // first field, the address the ssh session came from), `--node-index K`, and the job's token,

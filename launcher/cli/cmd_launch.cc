@@ -38,6 +38,7 @@
 #include "launcher/backend/host_list.h"
 #include "launcher/backend/rank_program.h"
 #include "launcher/backend/slurm_backend.h"
+#include "launcher/backend/ssh_backend.h"
 #include "launcher/backend/temp_dir.h"
 #include "launcher/cli/commands.h"
 #include "launcher/cli/launch_dry_run.h"
@@ -202,9 +203,20 @@ Status open_job(Launch& L) {
   if (!worker) return worker.error();
   L.worker = *worker;
   if (!o.resume.empty()) DLTUNE_TRY(open_resumed(L));
+  // Over hosts none of which is this machine (a login node): the first host's own topology
+  // plans the job, and keys its tuning (the trials run there).
+  std::string asked;
+  std::vector<std::string> host_names;
+  for (const launcher::HostSlots& h : L.jo.hosts) host_names.push_back(h.name);
+  if (auto t = launcher::hosts_own_topology(host_names, L.jo.run_options,
+                                            launcher::kHostTopologyTimeoutMs, &asked)) {
+    L.topo = std::move(*t);
+    L.cores = static_cast<int>(L.topo.cores.size());
+  }
   auto job = launcher::make_job(L.jo, L.topo);
   if (!job) return job.error();
   L.job = std::move(*job);
+  if (!asked.empty()) L.job.notes.push_back(asked);
   L.recipe_file = L.job.recipe.source_path;
   // The programs that read the recipe before the run directory exists (the dry run's, a
   // tuning's trials) read it as run: the overrides applied, data paths absolute.
@@ -263,11 +275,13 @@ void place(const Launch& L, recipes::Plan* plan) {
 }
 
 namespace {
-// "" when `topo` is this machine's (discovered live, or this boot's saved discovery); else why a
-// measurement here is not that machine's: an export loaded instead (DLTUNE_TOPO_XML), whose key
-// the ranks, running here, would store their figures under.
+// "" when `topo` is this machine's (discovered live, or this boot's saved discovery) or the job's
+// hosts' (asked over ssh: the ranks run there); else why a measurement here is not that machine's:
+// an export loaded instead (DLTUNE_TOPO_XML), whose key the ranks, running here, would store their
+// figures under.
 std::string other_machine(const topology::Topology& topo) {
-  if (topo.source == "live") return "";
+  // A host's own (-H): the machine the job's ranks, and its tuning's, run on.
+  if (topo.source == "live" || launcher::is_host_topology(topo)) return "";
   return "the topology is another machine's (DLTUNE_TOPO_XML " +
          strings::printable(topo.source, "") + ")";
 }

@@ -1,11 +1,13 @@
 // `dltune topo`: what dltune sees in a machine (topology issue): a readable summary, the
 // GPU/NIC matrix in nvidia-smi's layout and the rank placement, or the same as JSON, or only
-// the fingerprint.
+// the fingerprint, or (--export) hwloc's XML export of it, which a launch over hosts (-H) asks
+// the first host for to plan with that host's own topology.
 #include <cstdio>
 #include <memory>
 #include <string>
 
 #include "common/env.h"
+#include "common/paths.h"
 #include "common/strings.h"
 #include "launcher/cli/commands.h"
 #include "topology/topology.h"
@@ -22,6 +24,7 @@ struct TopoOptions {
   std::string map_by = "core";  // mpirun's --map-by
   bool json = false;
   bool fingerprint_only = false;
+  bool export_xml = false;
 };
 
 Result<int> parse_ranks(const std::string& text) {
@@ -41,6 +44,16 @@ Status run_topo(const TopoOptions& opts) {
   if (!policy) return std::move(policy).error().wrap("--bind");
   auto map = topology::parse_map_policy(opts.map_by);
   if (!map) return std::move(map).error().wrap("--map-by");
+  if (opts.export_xml) {
+    if (!opts.xml.empty()) {
+      auto checked = topology::load_xml(opts.xml);  // the checks every reader makes
+      if (!checked) return std::move(checked).error();
+    }
+    auto xml = opts.xml.empty() ? topology::export_default_xml() : paths::read_file(opts.xml);
+    if (!xml) return std::move(xml).error();
+    std::fwrite(xml->data(), 1, xml->size(), stdout);
+    return ok_status();
+  }
   auto topo = opts.xml.empty() ? topology::discover_default() : topology::load_xml(opts.xml);
   if (!topo) return std::move(topo).error();
   if (opts.fingerprint_only) {
@@ -65,6 +78,9 @@ void setup_topo(CLI::App& app, int* exit_code) {
                   "$DLTUNE_TOPO_XML when set)");
   cmd->add_flag("--json", opts->json, "Print the model, paths and placement as JSON");
   cmd->add_flag("--fingerprint", opts->fingerprint_only, "Print only the topology fingerprint");
+  cmd->add_flag("--export", opts->export_xml,
+                "Print hwloc's XML export of the machine (of --xml or $DLTUNE_TOPO_XML when "
+                "given), which --xml and DLTUNE_TOPO_XML read");
   cmd->add_option("-n,--ranks", opts->ranks,
                   "Local ranks to place (default: one per GPU, else one per NUMA node)");
   cmd->add_option("--bind", opts->bind,
@@ -74,9 +90,10 @@ void setup_topo(CLI::App& app, int* exit_code) {
                   "How the ranks are dealt over the NUMA domains, as mpirun's --map-by: core "
                   "(default; consecutive ranks on a domain), numa or socket (round-robin)");
   cmd->callback([exit_code, opts] {
-    if (opts->json && opts->fingerprint_only) {
-      *exit_code = report_error("topo", invalid_input("--json and --fingerprint exclude each "
-                                                      "other: give one of them"));
+    const int outputs = int{opts->json} + int{opts->fingerprint_only} + int{opts->export_xml};
+    if (outputs > 1) {
+      *exit_code = report_error("topo", invalid_input("--json, --fingerprint and --export "
+                                                      "exclude each other: give one of them"));
       return;
     }
     const Status st = run_topo(*opts);

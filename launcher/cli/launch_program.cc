@@ -23,6 +23,7 @@
 #include "launcher/backend/host_list.h"
 #include "launcher/backend/rank_program.h"
 #include "launcher/backend/slurm_backend.h"
+#include "launcher/backend/ssh_backend.h"
 #include "launcher/backend/temp_dir.h"
 #include "launcher/cli/commands.h"
 #include "launcher/cli/program_run.h"
@@ -134,8 +135,18 @@ Status open_program(ProgramLaunch& P) {
   auto topo = topology::discover_default();
   if (!topo) return topo.error().wrap("discovering this machine");
   P.topo = std::move(*topo);
+  // Over hosts none of which is this machine, the first host's own topology (ssh_backend.h).
+  std::string asked;
+  if (auto t = launcher::hosts_own_topology(P.hosts, P.run_options,
+                                            launcher::kHostTopologyTimeoutMs, &asked)) {
+    P.topo = std::move(*t);
+    P.notes.push_back("planned with " + P.hosts[0] +
+                      "'s own topology (asked over ssh: " + std::to_string(P.topo.cores.size()) +
+                      " cores), the other hosts taken to be alike");
+  }
+  if (!asked.empty()) P.notes.push_back(asked);
   P.machine = tuner::program_machine(P.topo);
-  // Over hosts or Slurm nodes, each is a node like this machine (its cores bound the ranks x
+  // Over hosts or Slurm nodes, each is a node like that machine (its cores bound the ranks x
   // threads).
   if (!P.hosts.empty()) P.machine.nodes = static_cast<int>(P.hosts.size());
   if (P.slurm_nodes > 0) P.machine.nodes = P.slurm_nodes;

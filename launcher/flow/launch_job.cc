@@ -16,6 +16,7 @@
 #include "launcher/backend/launch_spec.h"
 #include "launcher/backend/rank_program.h"
 #include "launcher/backend/slurm_backend.h"
+#include "launcher/backend/ssh_backend.h"
 #include "launcher/backend/temp_dir.h"
 #include "launcher/flow/launch_progress.h"
 #include "recipes/recipe_overrides.h"
@@ -155,9 +156,10 @@ namespace {
 // The job's hosts (make_job's phase for -H / --hostfile): each must hold `per_node` ranks
 // (a host named without slots, one: Open MPI's default, takes them, as `dltune run -H` is then
 // told; one given more slots, but fewer than that, is refused); their names go to job->hosts.
-// The shape came from this machine's `cores`: a note says so when it is none of the hosts (a
-// login node), whose cores may not be theirs.
-Status take_hosts(const std::vector<HostSlots>& hosts, int per_node, int cores, Job* job) {
+// The shape came from `cores`: the first host's own when `hosts_topology` (asked over ssh), else
+// this machine's; a note says which when this machine is none of the hosts (a login node).
+Status take_hosts(const std::vector<HostSlots>& hosts, int per_node, int cores, bool hosts_topology,
+                  Job* job) {
   for (const HostSlots& h : hosts) {
     if (h.slots > 1 && h.slots < per_node) {
       return invalid_input(std::to_string(per_node * static_cast<int>(hosts.size())) +
@@ -169,9 +171,13 @@ Status take_hosts(const std::vector<HostSlots>& hosts, int per_node, int cores, 
   }
   if (!hosts.empty() && std::none_of(hosts.begin(), hosts.end(),
                                      [](const HostSlots& h) { return is_this_host(h.name); })) {
-    job->notes.push_back("the job is planned with this machine's " + std::to_string(cores) +
-                         " cores (the hosts' own are not asked): launch from one of the hosts "
-                         "when their cores differ");
+    job->notes.push_back(
+        hosts_topology
+            ? "the job is planned with " + hosts[0].name + "'s own topology (asked over ssh: " +
+                  std::to_string(cores) + " cores), the other hosts taken to be alike"
+            : "the job is planned with this machine's " + std::to_string(cores) +
+                  " cores (the hosts' own were not asked): launch from one of the hosts when "
+                  "their cores differ");
   }
   return ok_status();
 }
@@ -252,7 +258,7 @@ Result<Job> make_job(const JobOptions& o, const topology::Topology& topo) {
     return invalid_input(std::to_string(ranks) + " ranks do not divide evenly over " +
                          std::to_string(nodes) + " nodes; choose -n as a multiple of --nodes");
   }
-  DLTUNE_TRY(take_hosts(hosts, ranks / nodes, cores, &job));
+  DLTUNE_TRY(take_hosts(hosts, ranks / nodes, cores, is_host_topology(topo), &job));
   job.ranks = ranks;
   job.run_options = o.run_options;
   if (slurm) job.exclude = o.exclude;

@@ -75,9 +75,9 @@ struct Job {
 // recipe.
 // With hosts (-H / --hostfile) the nodes are those hosts (the first `nodes` of them when
 // --nodes is given), ranks from -n, else the recipe's, else launch.ranks_per_node per host,
-// else every host's slots when they are all equal, else the rule per node from this machine's
-// `topo` (a launch over hosts plans with this machine's cores: start it on one of them; a note
-// says so when no host is this machine); a host
+// else every host's slots when they are all equal, else the rule per node from `topo` (the
+// first host's own when the caller asked it, ssh_backend.h's hosts_own_topology(), else this
+// machine's; a note says which when no host is this machine); a host
 // given more than one slot but fewer than the ranks per node, hosts with --backend slurm or
 // --nodes MIN-MAX, or ranks that do not divide over the hosts are refused.
 Result<Job> make_job(const JobOptions& options, const topology::Topology& topo);

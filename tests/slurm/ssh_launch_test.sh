@@ -9,7 +9,8 @@
 #    Open MPI program (mpi4py) allreduces across them, from a hostfile;
 #  - a PyTorch DDP script (gloo) trains across them, as under torchrun on each node;
 #  - `dltune launch -H` trains a model recipe on both nodes (finding them one machine by boot
-#    id) and remembers the hosts; `dltune tune -H` tunes a program recipe (the mpi4py example)
+#    id) and remembers the hosts, and plans with the first host's own topology (asked over
+#    ssh); `dltune tune -H` tunes a program recipe (the mpi4py example)
 #    there and `dltune launch -H` runs it with that plan;
 #    the program recipe also tunes and runs under Slurm on the same nodes (salloc, srun);
 #  - a failed rank on n2 ends the job with its exit code and names it and its node, and the
@@ -118,6 +119,20 @@ grep -q "summary: quickstart on 2 rank(s), 2 node(s)" <<<"$out" || fail "launch'
 grep -q "machines         the job's 2 nodes are 1 machine (same boot_id)" <<<"$out" ||
   fail "the prediction does not know the hosts are one machine: $out"
 grep -q '"n1",' "$tmp"/runs/quickstart-*/launch.json || fail "launch.json has no hosts"
+# The job is planned with the first host's own topology, asked over ssh, not the launching
+# machine's (a login node's): n1 answers with what its dltune sees, here a 36-core export that
+# -x gives it as it would give the ranks. The shape follows (one rank per host, 36 threads).
+quartz=$src/../shared/fixtures/topologies/mpibind_cts1-quartz-smt1.xml
+out=$(timeout 120 bash "$script" exec "$cluster" "$dltune" launch "$src/recipes/quickstart.yaml" \
+  -H n1,n2 -x "DLTUNE_TOPO_XML=$quartz" --dry-run --json 2>"$tmp/err") ||
+  fail "launch -H --dry-run exited $?: $(cat "$tmp/err")"
+python3 - <(printf '%s' "$out") <<'PY' || fail "the hosts' topology: $out $(cat "$tmp/err")"
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["ranks"] == 2 and j["threads_per_rank"] == 36, {k: j.get(k) for k in ("ranks", "threads_per_rank")}
+notes = " ".join(j.get("notes", []))
+assert "planned with n1's own topology (asked over ssh: 36 cores)" in notes, notes
+PY
 run_dir=$(ls -d "$tmp"/runs/quickstart-* | head -n 1)
 out=$("$dltune" launch --resume "$run_dir" --dry-run 2>&1) || fail "--resume --dry-run exited $?: $out"
 grep -q "^ranks:   dltune run -n 2 -H n1:1,n2:1 " <<<"$out" ||

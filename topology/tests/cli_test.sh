@@ -58,6 +58,18 @@ fi
 fp=$(cat "$tmp/out")
 DLTUNE_TOPO_XML=$lassen expect 0 "" -- topo --fingerprint
 [[ "$(cat "$tmp/out")" == "$fp" ]] || { echo "FAIL: DLTUNE_TOPO_XML not used"; failures=$((failures + 1)); }
+# --export: hwloc's XML, which --xml reads back as the same machine (a launch over -H asks the
+# first host for it); this machine's live export too.
+DLTUNE_TOPO_XML=$lassen expect 0 "" -- topo --export
+cp "$tmp/out" "$tmp/exported.xml"
+expect 0 "" -- topo --xml "$tmp/exported.xml" --fingerprint
+[[ "$(cat "$tmp/out")" == "$fp" ]] || { echo "FAIL: --export did not read back as lassen"; failures=$((failures + 1)); }
+expect 0 "" -- topo --fingerprint
+live_fp=$(cat "$tmp/out")
+expect 0 "" -- topo --export
+cp "$tmp/out" "$tmp/live.xml"
+expect 0 "" -- topo --xml "$tmp/live.xml" --fingerprint
+[[ "$(cat "$tmp/out")" == "$live_fp" ]] || { echo "FAIL: the live --export is another machine"; failures=$((failures + 1)); }
 expect 0 "" -- topo --xml "$lassen" -n 3 --bind numa
 contains "$tmp/out" "Placement: 3 local rank(s), 3 rank(s) on 4 GPU(s)"
 
@@ -83,7 +95,8 @@ DLTUNE_TOPO_XML=$crash expect 2 "dltune topo: DLTUNE_TOPO_XML: '$crash' is not a
 expect 2 "dltune topo: -n expects a number of local ranks from 1 to 4096, got '0'" -- topo --xml "$lassen" -n 0
 expect 2 "dltune topo: -n expects a number of local ranks from 1 to 4096, got 'x'" -- topo --xml "$lassen" -n x
 expect 2 "dltune topo: --bind: unknown binding 'socket': expected auto, core, numa or none" -- topo --xml "$lassen" --bind socket
-expect 2 "dltune topo: --json and --fingerprint exclude each other: give one of them" -- topo --json --fingerprint
+expect 2 "dltune topo: --json, --fingerprint and --export exclude each other: give one of them" -- topo --json --fingerprint
+expect 2 "dltune topo: --json, --fingerprint and --export exclude each other: give one of them" -- topo --export --json
 DLTUNE_TOPO_XML=$tmp/missing.xml expect 2 "dltune topo: DLTUNE_TOPO_XML: topology file '$tmp/missing.xml' does not exist" -- topo
 
 if [[ $failures -ne 0 ]]; then

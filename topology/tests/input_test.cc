@@ -174,6 +174,41 @@ TEST(Live, TopoXmlVariableReplacesDiscovery) {
             "DLTUNE_TOPO_XML: topology file '/nonexistent.xml' does not exist");
 }
 
+// What `dltune topo --export` prints and a launch over hosts reads back (load_xml_text): this
+// machine's live export describes this machine (its fingerprint), DLTUNE_TOPO_XML's is that
+// file's text, and text that is not an export is refused naming its source.
+TEST(Export, ReadBackAsTheSameMachine) {
+  auto live = discover();
+  ASSERT_TRUE(live.ok()) << live.error().message();
+  auto xml = export_default_xml();
+  ASSERT_TRUE(xml.ok()) << xml.error().message();
+  auto back = load_xml_text(*xml, "host n1 (over ssh)");
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_EQ(back->source, "host n1 (over ssh)");
+  EXPECT_EQ(fingerprint(*back), fingerprint(*live));
+  EXPECT_EQ(back->cores.size(), live->cores.size());
+
+  const std::string path = testing::data_path("mpibind_g4dnmetal.xml");
+  ASSERT_EQ(setenv("DLTUNE_TOPO_XML", path.c_str(), 1), 0);
+  auto fixture_xml = export_default_xml();
+  ASSERT_EQ(setenv("DLTUNE_TOPO_XML", "/nonexistent.xml", 1), 0);
+  auto missing = export_default_xml();
+  unsetenv("DLTUNE_TOPO_XML");
+  ASSERT_TRUE(fixture_xml.ok()) << fixture_xml.error().message();
+  EXPECT_EQ(*fixture_xml, read_fixture("mpibind_g4dnmetal.xml"));
+  auto g4 = load_xml_text(*fixture_xml, "host g4 (over ssh)");
+  ASSERT_TRUE(g4.ok());
+  EXPECT_EQ(g4->gpus.size(), 8u);
+  EXPECT_EQ(fingerprint(*g4), fingerprint(load_fixture("mpibind_g4dnmetal.xml")));
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.error().message().find("DLTUNE_TOPO_XML"), std::string::npos);
+
+  auto bad = load_xml_text("ssh: connect to host n1 port 22: Connection refused\n", "host n1");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().kind(), ErrorKind::kInvalidInput);
+  EXPECT_NE(bad.error().message().find("host n1"), std::string::npos) << bad.error().message();
+}
+
 TEST(Fingerprint, StableForIdenticalNodesAndFreeOfIdentities) {
   const Topology a = load_fixture("mpibind_coral-lassen.xml");
   // Another "node" of the same kind: different serials, addresses, GUIDs and host data.
