@@ -431,6 +431,12 @@ Status resolve_interference(const PredictOptions& o, bool devices, int batch,
   auto store = [&]() -> Status {
     if (!layers) return layers.error();
     if (!topology) return topology.error();
+    // Measured here: another machine's key (DLTUNE_TOPO_XML) must not hold it.
+    if (topology->source != "live") {
+      return invalid_input(
+          "the topology is another machine's (DLTUNE_TOPO_XML), and this "
+          "measurement is this machine's");
+    }
     if (layers->user_db.empty()) return invalid_input("no user database");
     auto db = tdb::TuningDb::open(layers->user_db, tdb::OpenMode::kReadWrite);
     if (!db) return db.error();

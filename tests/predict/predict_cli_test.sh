@@ -171,6 +171,18 @@ assert "overlap" in j["predictions"][0], j
 # ... and stored under this machine, the model and the shape, for later predictions.
 assert j["interference_stored"].startswith("stored in "), j
 PY
+# Measured here under another machine's topology (DLTUNE_TOPO_XML): used, never stored under
+# that machine's key.
+DLTUNE_TOPO_XML=$src/topology/tests/data/mpibind_g4dnmetal.xml "$dltune" predict quickstart \
+  --nodes 1 --per-node 2 --intra 10 --profile-steps 2 --threads-per-rank 1 \
+  --interference measure --json >"$tmp/elsewhere.json" 2>"$tmp/err" ||
+  fail "--interference measure under DLTUNE_TOPO_XML exited $?: $(cat "$tmp/err")"
+python3 - "$tmp/elsewhere.json" <<'PY' || fail "measured under another topology: $(cat "$tmp/elsewhere.json")"
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert "measured here by dltune-worker overlap" in j["interference"], j
+assert j["interference_stored"].startswith("not stored: the topology is another machine's"), j
+PY
 # A later prediction of the same model and shape uses the stored measurement, at the nearest
 # batch measured (saying so); `--interference assumed` the assumption by kind; another shape has
 # none stored.
