@@ -373,7 +373,9 @@ def best_modes(a):
                 print(f"{r:>5} {label:<9} {t:>3} {modes:<64} {d32:>11.0f} {d16:>7.0f} "
                       f"{db / tb:>10.2f}", flush=True)
     print("dltune: one rank, the trainer in-process (bench-engine-rank), every layer's kernel "
-          "chosen by measurement; PyTorch: one process, torch.set_num_threads(T), best of its modes")
+          "chosen by measurement; PyTorch: one process, torch.set_num_threads(T), best of its modes "
+          "(a bf16 mode below half its fastest fp32 mode is timed over one step only: it cannot "
+          "be the best)")
     for label, _, _ in MODES:
         fp = med(frac[label])
         print(f"{label}: 1 thread: PyTorch best {med(tbest[(label, 1)]):.0f} samples/s, dltune "

@@ -30,7 +30,6 @@
 
 #include "common/env.h"
 #include "common/json_input.h"
-#include "common/log.h"
 #include "common/paths.h"
 #include "common/progress.h"
 #include "common/strings.h"
@@ -50,7 +49,6 @@
 #include "launcher/flow/launch_plan.h"
 #include "launcher/flow/launch_prediction.h"
 #include "launcher/flow/launch_progress.h"
-#include "launcher/flow/predict_interference.h"
 #include "launcher/flow/reshape.h"
 #include "launcher/flow/restarts.h"
 #include "launcher/flow/run_dir.h"
@@ -298,19 +296,9 @@ Status choose_new(Launch& L, Progress& progress, const tuner::db::Layers& layers
   launcher::LaunchPredictor predictor(L.job.recipe, L.job.recipe_path, L.job.shape, L.cores);
   predictor.set_node_machines(L.machines);
   // A measured interference of this machine, the model and ranks per node, where one is stored
-  // (`dltune predict --interference measure`); a database that cannot be read leaves the
-  // assumption, said in the log.
-  if (!o.dry_run && L.job.shape.ranks_per_node > 1 && other_machine(L.topo).empty()) {
-    std::string skipped;
-    predictor.set_stored_interference(launcher::stored_interference(
-        layers,
-        launcher::interference_key(L.topo, L.job.recipe.model.graph,
-                                   static_cast<int>(L.job.shape.ranks_per_node)),
-        &skipped));
-    if (!skipped.empty()) {
-      DLTUNE_LOG(kWarn, "launch") << skipped;
-    }
-  }
+  // (`dltune predict --interference measure`).
+  if (!o.dry_run && L.job.shape.ranks_per_node > 1 && other_machine(L.topo).empty())
+    predictor.load_stored_interference(layers, L.topo);
   launcher::PlanRequest req;
   req.recipe = L.job.recipe;
   // A run continued on another shape: the new shape's cached plan, else a tuning of

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "common/log.h"
 #include "launcher/backend/slurm_backend.h"
 #include "launcher/backend/ssh_backend.h"
 #include "launcher/flow/predict_inputs.h"
@@ -232,6 +233,17 @@ LaunchPrediction LaunchPredictor::predict(const recipes::Plan& plan, bool with_c
   out.interval_note = predict::interval_note(r, *at_job);
   if (with_curve) predict_curve(std::move(r), mc, nodes, g_per, machines_, out);
   return out;
+}
+
+void LaunchPredictor::load_stored_interference(const tuner::db::Layers& layers,
+                                               const topology::Topology& topo) {
+  std::string skipped;
+  set_stored_interference(stored_interference(
+      layers, interference_key(topo, recipe_.model.graph, static_cast<int>(job_.ranks_per_node)),
+      &skipped));
+  if (!skipped.empty()) {
+    DLTUNE_LOG(kWarn, "launch") << skipped;
+  }
 }
 
 AllreduceBound allreduce_bound(uint64_t gradient_bytes, int nodes, int ranks_per_node,

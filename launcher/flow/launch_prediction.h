@@ -15,6 +15,8 @@
 
 #include "recipes/plan.h"
 #include "recipes/recipe.h"
+#include "topology/topology.h"
+#include "tuner/db/lookup.h"
 #include "tuner/db/records.h"
 
 #include "predict/level_fit.h"
@@ -77,6 +79,10 @@ class LaunchPredictor {
   void set_stored_interference(std::vector<tuner::db::InterferenceRecord> rows) {
     interference_ = std::move(rows);
   }
+  // The same, read from the databases of `layers` for the job's model and ranks per node on
+  // `topo` (the machine the ranks run on); rows a database holds malformed are skipped with a
+  // warning in the log.
+  void load_stored_interference(const tuner::db::Layers& layers, const topology::Topology& topo);
   // The prediction for `plan` (never fails: !ok says why).
   LaunchPrediction predict(const recipes::Plan& plan, bool with_curve);
 

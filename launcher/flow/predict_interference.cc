@@ -3,18 +3,18 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <ctime>
 #include <set>
 #include <vector>
 
 #include <nlohmann/json.hpp>
-#include <unistd.h>
 
 #include "common/hash.h"
+#include "common/paths.h"
 #include "common/strings.h"
 #include "launcher/backend/rank_program.h"
 #include "launcher/backend/temp_dir.h"
 #include "launcher/flow/predict_inputs.h"
+#include "tuner/db/admin.h"
 #include "tuner/db/key.h"
 #include "tuner/db/store.h"
 
@@ -143,7 +143,7 @@ std::vector<tdb::InterferenceRecord> stored_interference(const tdb::Layers& laye
   paths.insert(paths.end(), layers.site_dbs.begin(), layers.site_dbs.end());
   std::vector<tdb::InterferenceRecord> out;
   for (const std::string& path : paths) {
-    if (::access(path.c_str(), F_OK) != 0) continue;  // no database yet: nothing measured
+    if (!paths::exists(path)) continue;  // no database yet: nothing measured
     // A database that does not open is the plan lookup's to report (launch_plan.cc), once.
     auto db = tdb::TuningDb::open(path, tdb::OpenMode::kReadOnly);
     if (!db) continue;
@@ -176,11 +176,7 @@ std::optional<predict::Interference> pick_interference(
     i.low.push_back({p.bytes, p.compute_low, p.comm_low});
     i.high.push_back({p.bytes, p.compute_high, p.comm_high});
   }
-  const auto when = static_cast<std::time_t>(best->provenance.created_at);
-  std::tm tm{};
-  ::gmtime_r(&when, &tm);
-  char date[32] = "?";
-  std::strftime(date, sizeof date, "%Y-%m-%d", &tm);
+  const std::string date = tdb::utc_time(best->provenance.created_at).substr(0, 10);
   std::string src = best->source;
   const std::string here = "measured here by ";
   if (src.rfind(here, 0) == 0) src.erase(0, here.size());
