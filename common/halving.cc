@@ -14,6 +14,9 @@ Status validate(const Options& o) {
   }
   if (o.warmup_steps < 0) return invalid_input("successive halving needs warmup_steps >= 0");
   if (!(o.budget_s > 0)) return invalid_input("successive halving needs a budget > 0 s");
+  if (!(o.drop_below >= 0 && o.drop_below < 1)) {
+    return invalid_input("successive halving needs 0 <= drop_below < 1");
+  }
   return ok_status();
 }
 
@@ -69,6 +72,8 @@ void Search::start_round() {
   for (size_t i : order_) {
     cands_[i].round_s = 0;
     cands_[i].round_steps = 0;
+    cands_[i].aside = false;
+    cands_[i].previous_round = cands_[i].last_round;
     cands_[i].last_round = rounds_;
   }
 }
@@ -88,6 +93,13 @@ void Search::fail(size_t i, const std::string& why) {
   c.failure = why;
 }
 
+void Search::set_aside(size_t i) {
+  Cand& c = cands_[i];
+  if (c.failed || c.aside || c.last_round != rounds_ || done_) return;
+  c.aside = true;
+  c.last_round = c.previous_round;  // it did not run in this round
+}
+
 bool Search::within_budget(double elapsed_s, double cost_s) const {
   return elapsed_s + cost_s <= o_.budget_s;
 }
@@ -105,6 +117,12 @@ void Search::end_round(double elapsed_s, bool cut_short) {
   auto dead = [&](size_t i) { return cands_[i].failed; };
   std::erase_if(alive_, dead);
   std::erase_if(reserve_, dead);
+  // The set-aside leave the field and join the reserve last: behind those eliminated by
+  // measurement, earlier or (inserted ahead of them below) in this round.
+  for (size_t i : order_) {
+    if (cands_[i].aside && !cands_[i].failed) reserve_.push_back(i);
+  }
+  std::erase_if(alive_, [&](size_t i) { return cands_[i].aside; });
   if (cut_short) exhausted_ = true;
   if (o_.grid || cut_short) {
     done_ = true;
@@ -134,7 +152,11 @@ void Search::end_round(double elapsed_s, bool cut_short) {
   std::stable_sort(alive_.begin(), alive_.end(),
                    [&](size_t a, size_t b) { return rate(a) > rate(b); });
   const size_t before = alive_.size();
-  const size_t keep = survivors(before, o_.eta);
+  size_t keep = survivors(before, o_.eta);
+  while (keep > 2 && o_.drop_below > 0 &&
+         rate(alive_[keep - 1]) < o_.drop_below * rate(alive_[0])) {
+    --keep;
+  }
   // The eliminated, best first, ahead of those eliminated in earlier rounds (measured less).
   reserve_.insert(reserve_.begin(), alive_.begin() + static_cast<std::ptrdiff_t>(keep),
                   alive_.end());

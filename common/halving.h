@@ -12,7 +12,9 @@
 // reason; when every survivor of a round failed, the best candidates eliminated earlier run
 // that round's trial length again. No round is started whose estimated cost (the candidates'
 // last step times) would overrun the budget. With `grid` every candidate runs once at the
-// longest trial length: the reference the search is judged against.
+// longest trial length: the reference the search is judged against. With `drop_below` set, a
+// round also drops the survivors measured clearly below its best (racing), and candidates a
+// caller's model predicts out of the race can be set aside unmeasured (set_aside).
 //
 // This is the one implementation: the rank-side trial search (engine/worker/trial.cc) executes
 // it, the tuner (tuner/recipe_tuning.cc) sizes its schedule with it, and its unit tests drive
@@ -37,10 +39,14 @@ struct Options {
   int warmup_steps = 1;    // unmeasured steps a candidate runs when it is (re)built
   bool keep_built = true;  // survivors stay built between rounds (no warm-up again)
   double budget_s = 60;    // seconds from the start of the search
+  // Racing: after a round, a survivor whose rate is below drop_below x the best's goes too
+  // (at least two stay), so a clearly slower candidate is not measured again for the halving's
+  // quota. 0: off. Callers set it from the trials' noise (tuner/program_tuning.h).
+  double drop_below = 0;
 };
 
 // Ok, or invalid_input naming the rule broken: eta >= 2, 1 <= min_steps <= max_steps,
-// warmup_steps >= 0, budget_s > 0.
+// warmup_steps >= 0, budget_s > 0, 0 <= drop_below < 1.
 Status validate(const Options& options);
 
 // How many of a field of `field` candidates go on to the next round: ceil(field / eta), at
@@ -94,6 +100,14 @@ class Search {
   // Marks candidate i failed with `why` (before the first round too); it runs no more and
   // cannot win. A second call keeps the first reason.
   void fail(size_t i, const std::string& why);
+  // Takes candidate i out of the current round without a trial and without failing it (a model
+  // predicted it out of the race: tuner/screening.h): it does not count in the field the next
+  // round's survivors are taken from, and joins the reserve behind every candidate eliminated
+  // by measurement, so it runs only when every measured survivor fails. Call during a round,
+  // before end_round(), for a candidate of order() that recorded no steps in it; no effect on
+  // a failed candidate or outside a round.
+  void set_aside(size_t i);
+  bool set_aside_now(size_t i) const { return cands_[i].aside; }
 
   // Whether work of `cost_s` more seconds, started `elapsed_s` after the search began, ends
   // within the budget. Callers that run a round in chunks ask it before each chunk cycle and
@@ -125,9 +139,11 @@ class Search {
     size_t group = 0;
     bool failed = false;
     std::string failure;
+    bool aside = false;  // set aside in the current round (set_aside)
     double total_s = 0, round_s = 0;
     long long total_steps = 0, round_steps = 0;
     int last_round = -1;
+    int previous_round = -1;  // last_round before the current round began
   };
   void start_round();
   // Estimated seconds of a round of `steps` (plus `extra` unmeasured) for `who`.

@@ -171,6 +171,60 @@ TEST(Halving, EliminatedCandidatesStandInWhenEverySurvivorFails) {
   EXPECT_EQ(s.winner(), 3);
 }
 
+// A candidate set aside (a model predicted it out of the race) leaves the field without a
+// trial: the survivors are taken from the measured ones only, it cannot win, and it runs only
+// when every measured candidate has failed.
+TEST(Halving, SetAsideCandidatesLeaveTheFieldUnmeasured) {
+  Search s(plain(8), options(4, 4, 64));
+  for (size_t i : s.order()) {
+    if (i >= 5) {
+      s.set_aside(i);
+      EXPECT_TRUE(s.set_aside_now(i));
+      continue;
+    }
+    s.record(i, 4 / (100.0 + double(i)), 4);
+  }
+  s.end_round(1);
+  // Five measured: ceil(5 / 4) = 2 finalists (of 8 it would have kept 2 as well, but at
+  // 4 x 8 / 2 = 16 steps; the field of 5 grows the trial to 4 x 5 / 2 = 10).
+  std::vector<size_t> second = s.order();
+  std::sort(second.begin(), second.end());
+  ASSERT_EQ(second, (std::vector<size_t>{3, 4}));
+  EXPECT_EQ(s.steps(), 10);
+  EXPECT_EQ(s.last_round(7), -1);  // it never ran
+  for (size_t i : s.order()) s.record(i, 10 / (100.0 + double(i)), 10);
+  s.end_round(2);
+  EXPECT_TRUE(s.done());
+  EXPECT_EQ(s.winner(), 4);
+
+  // Every measured candidate fails: the set-aside run the round again, the measured
+  // eliminated ones (none here) ahead of them.
+  Search t(plain(4), options(2, 4, 64));
+  for (size_t i : t.order()) {
+    if (i < 2) {
+      t.fail(i, "exited with code 1");
+    } else {
+      t.set_aside(i);
+    }
+  }
+  t.end_round(1);
+  ASSERT_FALSE(t.done());
+  std::vector<size_t> again = t.order();
+  std::sort(again.begin(), again.end());
+  EXPECT_EQ(again, (std::vector<size_t>{2, 3}));
+  EXPECT_EQ(t.steps(), 4);
+  EXPECT_FALSE(t.set_aside_now(2));
+  for (size_t i : t.order()) t.record(i, 4 / (10.0 * double(i)), 4);
+  t.end_round(2);
+  EXPECT_TRUE(t.done());
+  EXPECT_EQ(t.winner(), 3);
+  // No effect on a failed candidate.
+  Search u(plain(2), options(2, 4, 64));
+  u.fail(0, "boom");
+  u.set_aside(0);
+  EXPECT_FALSE(u.set_aside_now(0));
+}
+
 TEST(Halving, EveryCandidateFailedLeavesNoWinner) {
   Search s(plain(3), options(2, 4, 16));
   for (size_t i : s.order()) s.fail(i, "timed out");
