@@ -12,7 +12,9 @@
 // the mean of this round's trials so far, start-up included) and skips it when it would end
 // past the budget, ending the round as cut short. The Search's own budget is unbounded: it
 // only sees the programs' step times, never their start-up. A trial that fails, or reports
-// no positive throughput, fails its candidate with the reason.
+// no positive throughput, fails its candidate with the reason. With screening, the first round
+// is run_screened_round(): the design's trials, the model (tuner/screening.h), then only the
+// trials it cannot rule out, the others set aside in the Search.
 #include "tuner/program_tuning.h"
 
 #include <algorithm>
@@ -31,6 +33,7 @@
 #include "common/halving.h"
 #include "common/number_text.h"
 #include "common/strings.h"
+#include "tuner/screening.h"
 
 namespace dltune::tuner {
 namespace {
@@ -158,7 +161,44 @@ struct Tuning {
   std::vector<double> last_wall;      // per candidate: its last trial's wall time
   std::vector<int64_t> last_steps;    // and steps (0: none yet)
   std::vector<ProgramTrialRow> rows;  // in the order they ran
+  // The first round's screening, when the design is not empty.
+  struct Screen {
+    std::vector<screening::Levels> levels;  // per candidate
+    std::vector<std::string> factors;       // the factors that vary, named
+    std::vector<size_t> design;
+    std::vector<size_t> aside;
+    std::vector<double> predicted;  // per candidate, 0: none
+    double rms = 0, margin = 0;
+    std::string note;
+  } screen;
 };
+
+// The candidates as the screening model sees them: each one's level in each factor that varies
+// (batch, ranks x threads, bucket), levels numbered in order of first appearance; the factors'
+// names in `names`.
+std::vector<screening::Levels> program_levels(const std::vector<ProgramCandidate>& cands,
+                                              std::vector<std::string>* names) {
+  using Value = std::pair<double, double>;  // a factor's value: (batch or rpn or bucket, threads)
+  const auto factor = [](const recipes::ProgramValues& v, int f) -> Value {
+    if (f == 0) return {static_cast<double>(v.batch), 0};
+    if (f == 1) return {v.ranks_per_node, v.threads_per_rank};
+    return {v.bucket_mb, 0};
+  };
+  static const char* const kNames[] = {"batch", "ranks x threads", "bucket"};
+  std::vector<screening::Levels> out(cands.size());
+  for (int f = 0; f < 3; ++f) {
+    std::map<Value, int> level;
+    std::vector<int> of(cands.size());
+    for (size_t i = 0; i < cands.size(); ++i) {
+      of[i] = level.try_emplace(factor(cands[i].values, f), static_cast<int>(level.size()))
+                  .first->second;
+    }
+    if (level.size() < 2) continue;
+    names->push_back(kNames[f]);
+    for (size_t i = 0; i < cands.size(); ++i) out[i].push_back(of[i]);
+  }
+  return out;
+}
 
 Status check_options(const ProgramTuneOptions& o, size_t candidates) {
   if (candidates == 0) return invalid_input("the program's search has no candidate");
@@ -215,30 +255,106 @@ void run_one(Tuning& t, halving::Search& s, size_t i, int round, int steps) {
   t.rows.push_back(std::move(row));
 }
 
-// One round of the Search: each candidate's trial, unless (outside the grid, after the very
-// first trial) its estimated wall time would end past the budget.
-void run_round(Tuning& t, halving::Search& s) {
-  const int round = s.rounds(), steps = s.steps();
-  double round_wall = 0;
-  int round_ran = 0;
-  bool cut = false;
-  for (size_t i : s.order()) {
-    if (s.failed(i)) continue;
-    if (!t.o.grid && !t.rows.empty()) {
-      double est = round_ran > 0 ? round_wall / round_ran : 0;
-      if (t.last_steps[i] > 0) {
-        est = t.last_wall[i] * static_cast<double>(steps) / static_cast<double>(t.last_steps[i]);
-      }
-      if (t.clock() - t.start + est > t.o.budget_s) {
-        cut = true;
-        continue;
-      }
+// A round's running totals, for the budget's estimates.
+struct RoundRun {
+  double wall = 0;
+  int ran = 0;
+  bool cut = false;  // a trial was left out for the budget
+};
+
+// Candidate i's trial of the current round, unless it failed, or (outside the grid, after the
+// very first trial) its estimated wall time would end past the budget.
+void maybe_run(Tuning& t, halving::Search& s, size_t i, RoundRun& rr) {
+  if (s.failed(i)) return;
+  const int steps = s.steps();
+  if (!t.o.grid && !t.rows.empty()) {
+    double est = rr.ran > 0 ? rr.wall / rr.ran : 0;
+    if (t.last_steps[i] > 0) {
+      est = t.last_wall[i] * static_cast<double>(steps) / static_cast<double>(t.last_steps[i]);
     }
-    run_one(t, s, i, round, steps);
-    round_wall += t.rows.back().wall_s;
-    ++round_ran;
+    if (t.clock() - t.start + est > t.o.budget_s) {
+      rr.cut = true;
+      return;
+    }
   }
-  s.end_round(t.clock() - t.start, cut);
+  run_one(t, s, i, s.rounds(), steps);
+  rr.wall += t.rows.back().wall_s;
+  ++rr.ran;
+}
+
+// One round of the Search: each candidate's trial, within the budget.
+void run_round(Tuning& t, halving::Search& s) {
+  RoundRun rr;
+  for (size_t i : s.order()) maybe_run(t, s, i, rr);
+  s.end_round(t.clock() - t.start, rr.cut);
+}
+
+// The first round, screened (program_tuning.h): the design's trials, the model fitted to them,
+// then the trials of the candidates it cannot rule out; the others set aside.
+void run_screened_round(Tuning& t, halving::Search& s) {
+  Tuning::Screen& sc = t.screen;
+  const std::vector<size_t> order = s.order();
+  std::vector<bool> in_design(t.cands.size(), false);
+  for (size_t i : sc.design) in_design[i] = true;
+  RoundRun rr;
+  for (size_t i : order) {
+    if (in_design[i]) maybe_run(t, s, i, rr);
+  }
+  std::vector<std::pair<size_t, double>> measured;
+  for (const ProgramTrialRow& r : t.rows) {
+    if (!r.failed) measured.emplace_back(r.candidate, r.samples_per_s);
+  }
+  auto model = measured.empty() ? Result<screening::Fit>(invalid_input("no candidate measured"))
+                                : screening::fit(sc.levels, measured);
+  // Nothing to predict from (every design candidate failed), or a model the design itself
+  // contradicts (the program's settings interact): the rest are measured.
+  if (model) sc.rms = model->rms;
+  if (!model || model->rms > kScreeningMaxResidual) {
+    char b[256];
+    if (model) {
+      std::snprintf(b, sizeof b,
+                    "screening: the additive model did not fit its design (residual %.1f %%, "
+                    "above %.0f %%): the settings interact; every candidate measured",
+                    100 * model->rms, 100 * kScreeningMaxResidual);
+    } else {
+      std::snprintf(b, sizeof b,
+                    "screening: every candidate of its design failed; the rest "
+                    "measured");
+    }
+    sc.note = b;
+    for (size_t i : order) {
+      if (!in_design[i]) maybe_run(t, s, i, rr);
+    }
+    s.end_round(t.clock() - t.start, rr.cut);
+    return;
+  }
+  double best = 0;
+  for (const auto& m : measured) best = std::max(best, std::log(m.second));
+  sc.margin = 2 * std::max(model->rms, kScreeningNoise);
+  size_t promoted = 0;
+  for (size_t i : order) {
+    if (in_design[i] || s.failed(i)) continue;
+    const std::optional<double> pred = screening::predict(*model, sc.levels[i]);
+    if (pred) sc.predicted[i] = *pred;
+    if (!pred || std::log(*pred) + sc.margin >= best) {
+      ++promoted;
+      maybe_run(t, s, i, rr);
+    } else {
+      s.set_aside(i);
+      sc.aside.push_back(i);
+    }
+  }
+  char b[512];
+  std::snprintf(b, sizeof b,
+                "screening: %zu of %zu candidates measured first (a design for an additive model "
+                "of log throughput over %s; residual %.1f %%); of the other %zu, %zu measured "
+                "(predicted within %.0f %% of the best measured, or not predictable), %zu set "
+                "aside unmeasured",
+                sc.design.size(), t.cands.size(), strings::join(sc.factors, ", ").c_str(),
+                100 * sc.rms, t.cands.size() - sc.design.size(), promoted,
+                100 * (1 - std::exp(-sc.margin)), sc.aside.size());
+  sc.note = b;
+  s.end_round(t.clock() - t.start, rr.cut);
 }
 
 // Per candidate: the last round it ran successfully (-1: none).
@@ -305,6 +421,9 @@ std::string outcome_reason(const ProgramTuneOutcome& o) {
     }
     s += "; " + std::to_string(failures.size()) + " failed (" + strings::join(named, ", ") + ")";
   }
+  if (!o.set_aside.empty()) {
+    s += "; " + std::to_string(o.set_aside.size()) + " set aside unmeasured by the screening model";
+  }
   if (!o.skipped.empty()) {
     s += "; " + std::to_string(o.skipped.size()) + " not measured (budget)";
   } else if (o.budget_exhausted) {
@@ -341,7 +460,16 @@ Result<ProgramTuneOutcome> tune_program(const std::vector<ProgramCandidate>& can
       options.max_steps > 0 ? options.max_steps : options.first_steps * 8, h.min_steps, INT_MAX));
   h.warmup_steps = 0;
   h.budget_s = 1e30;  // the budget is kept here, on wall times (start-up included)
+  // Racing with the screening: a survivor measured more than twice a short trial's noise below
+  // the round's best is not measured again.
+  if (options.screening && !options.grid) h.drop_below = std::exp(-2 * kScreeningNoise);
   halving::Search s(search_candidates(candidates), h);
+  if (options.screening && !options.grid) {
+    t.screen.levels = program_levels(candidates, &t.screen.factors);
+    t.screen.design = screening::design(t.screen.levels, kScreeningExtra);
+    t.screen.predicted.assign(candidates.size(), 0);
+  }
+  if (!t.screen.design.empty() && !s.done()) run_screened_round(t, s);
   while (!s.done()) run_round(t, s);
 
   ProgramTuneOutcome o;
@@ -351,8 +479,22 @@ Result<ProgramTuneOutcome> tune_program(const std::vector<ProgramCandidate>& can
   o.grid = options.grid;
   o.budget_exhausted = s.budget_exhausted();
   o.tuning_s = std::max(0.0, t.end - t.start);
+  if (!t.screen.design.empty()) {
+    o.screened = true;
+    o.design = t.screen.design;
+    o.predicted_sps = t.screen.predicted;
+    o.model_rms = t.screen.rms;
+    o.margin = t.screen.margin;
+    o.screening_note = t.screen.note;
+    for (size_t i : t.screen.aside) {  // run later only if every measured candidate failed
+      if (t.last_steps[i] == 0) o.set_aside.push_back(i);
+    }
+  }
   for (size_t i = 0; i < candidates.size(); ++i) {
-    if (t.last_steps[i] == 0) o.skipped.push_back(i);
+    if (t.last_steps[i] == 0 &&
+        std::find(o.set_aside.begin(), o.set_aside.end(), i) == o.set_aside.end()) {
+      o.skipped.push_back(i);
+    }
   }
   const int w = s.winner();
   if (w < 0 || !(s.rate(static_cast<size_t>(w)) > 0)) {
@@ -390,6 +532,10 @@ std::string format_program_outcome(const ProgramTuneOutcome& o) {
     std::string note = i == o.winner ? "winner" : "";
     if (failed[i]) note = "failed: " + one_line(failed[i]->reason, kMaxReasonBytes);
     if (ran[i] < 0) note = "not measured (budget)";
+    if (ran[i] < 0 && std::find(o.set_aside.begin(), o.set_aside.end(), i) != o.set_aside.end()) {
+      note = "set aside: the model predicts " + fmt_sps(o.predicted_sps[i]);
+      if (o.winner_sps > 0) note += " (" + fmt_ratio(o.predicted_sps[i] / o.winner_sps) + ")";
+    }
     rows.push_back({o.candidates[i].label, ran[i] < 0 ? "-" : std::to_string(ran[i] + 1),
                     last[i] < 0 ? "-" : fmt_sps(rate[i]),
                     last[i] < 0 || !(o.winner_sps > 0) ? "-" : fmt_ratio(rate[i] / o.winner_sps),
@@ -400,6 +546,7 @@ std::string format_program_outcome(const ProgramTuneOutcome& o) {
     for (size_t c = 0; c < 5; ++c) width[c] = std::max(width[c], r[c].size());
   }
   std::string out = head;
+  if (o.screened) out += one_line(o.screening_note, 600) + "\n";
   for (size_t k = 0; k < rows.size(); ++k) {
     const auto& r = rows[k];
     std::string line = r[0] + std::string(width[0] - r[0].size(), ' ');

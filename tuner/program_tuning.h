@@ -18,6 +18,19 @@
 // `grid`, every candidate runs once at the longest trial length, ignoring the budget: the
 // reference the search is measured against.
 //
+// Screening. A trial pays a program start (seconds of Python and a rendezvous), so measuring
+// every candidate once can cost more than the halving saves. Where the search varies two or more
+// of batch, ranks x threads and bucket and an additive model of log throughput over them is
+// identified by at most 3/4 of the candidates (tuner/screening.h), the first round measures
+// that design first, fits the model, and measures of the rest only those it cannot rule out:
+// predicted within a margin of the best measured (twice the larger of the fit's residual and
+// kScreeningNoise, a short trial's noise), or not predictable (a level whose candidates all
+// failed), unless the design's own residual is above kScreeningMaxResidual (the settings
+// interact: every candidate is then measured). The others are set aside unmeasured
+// (halving::Search::set_aside: they run only if every measured candidate fails). The halving then
+// goes on over the measured field, racing: a candidate measured more than twice kScreeningNoise
+// below a round's best leaves with the halved ones.
+//
 // The winner becomes a Plan (program_plan()): its values in the plan's own fields (per-rank
 // and global batch, bucket bytes, the job's ranks per node and threads per rank), with the
 // base plan's collective rules, and a reason naming the winner, its throughput and the runner-
@@ -47,6 +60,18 @@ struct ProgramMachine {
 };
 // One node of `topo` (its cores and NUMA domains, at least 1 each).
 ProgramMachine program_machine(const topology::Topology& topo);
+
+// A first-round trial's relative noise the screening margin never goes below (log rate): short
+// trials of the examples on these shared 2-core machines vary by about 5 %.
+inline constexpr double kScreeningNoise = 0.05;
+// Candidates the design measures beyond those that identify the model: the residual's degrees
+// of freedom, which see an interaction the model cannot hold (one sees it too rarely).
+inline constexpr size_t kScreeningExtra = 2;
+// A design's residual above this says the settings interact too much for the additive model:
+// the first round then measures every candidate. Four times the noise floor: the example's
+// designs left residuals of 3 to 17 % on a 2-core VM whose runs of one candidate differ by up
+// to 25 %; below it the margin, twice the residual, widens with the misfit.
+inline constexpr double kScreeningMaxResidual = 4 * kScreeningNoise;
 
 struct ProgramCandidate {
   recipes::ProgramValues values;  // steps 0: each trial sets its own
@@ -102,6 +127,11 @@ struct ProgramTuneOptions {
   double timeout_s = 120;  // the recipe's trial_timeout: a trial is stopped after this
   int eta = 3;
   bool grid = false;
+  // The model-assisted search (the recipe's tune.screening: auto; off sets false): the first
+  // round screened by the additive model where that saves program starts, and every round
+  // racing (a survivor measured more than twice kScreeningNoise below the round's best is not
+  // measured again: halving::Options::drop_below). The grid never screens.
+  bool screening = true;
 };
 
 struct ProgramTrialRow {
@@ -119,12 +149,23 @@ struct ProgramTuneOutcome {
   std::vector<ProgramCandidate> candidates;
   size_t winner = 0;
   std::vector<ProgramTrialRow> trials;  // in the order they ran
-  std::vector<size_t> skipped;          // candidates the budget left unmeasured
+  std::vector<size_t> skipped;          // candidates the budget left unmeasured (not set aside)
   int rounds = 0;
   bool grid = false;
   bool budget_exhausted = false;
-  double tuning_s = 0;    // start of the first trial to the end of the last
-  double winner_sps = 0;  // the winner's throughput over all its trials (halving's rate)
+  // The first round's screening (tuner/screening.h), when it ran: the candidates measured to
+  // fit the model, those it set aside unmeasured (predicted below the best measured by more
+  // than the margin), each candidate's predicted samples/s (0: no prediction), the fit's
+  // residual (RMS of log rate; 0 without a degree of freedom) and the margin it used.
+  bool screened = false;
+  std::vector<size_t> design;
+  std::vector<size_t> set_aside;
+  std::vector<double> predicted_sps;
+  double model_rms = 0;
+  double margin = 0;
+  std::string screening_note;  // one sentence: what was measured, fitted and set aside
+  double tuning_s = 0;         // start of the first trial to the end of the last
+  double winner_sps = 0;       // the winner's throughput over all its trials (halving's rate)
   // "b64 2x1t won halving over 12 candidates at 1,234 samples/s; runner-up b32 2x1t at 1,100
   // (1.12x); 3 failed (b256 ...: exited with code 1); 2 not measured (budget)"
   std::string reason;
