@@ -279,6 +279,8 @@ void emit_tune(YAML::Emitter& e, const ProgramRecipe& r) {
   e << YAML::BeginMap;
   emit_key(e, "budget");
   e << shortest(r.budget_seconds);
+  emit_key(e, "screening");
+  e << r.screening;
   emit_key(e, "search");
   const bool none = s.batch.empty() && s.threads_per_rank.empty() && !s.threads_auto &&
                     s.ranks_per_node.empty() && !s.ranks_auto && s.bucket_mb.empty();

@@ -74,6 +74,9 @@ struct ProgramRecipe {
   int64_t trial_steps = kProgramDefaultTrialSteps;  // a first-round trial's {steps}
   double trial_timeout_s = kProgramDefaultTrialTimeoutS;
   double budget_seconds = kProgramDefaultBudgetS;  // tune.budget; 0 = do not tune
+  // tune.screening: "auto" (the model-assisted search, tuner/program_tuning.h) or "off" (every
+  // candidate measured in the first round, no racing). Not part of the signature.
+  std::string screening = "auto";
   ProgramSearch search;
   // launch.ranks, ranks_per_node, threads_per_rank, binding (none | core | numa | auto), the
   // restarts keys; the model-only keys (memory_per_rank, baseline) are problems here.

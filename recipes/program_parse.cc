@@ -335,8 +335,9 @@ void parse_search(Context& c, const Fields::Entry& e, ProgramSearch* s) {
 
 void parse_tune(Context& c, const Fields::Entry& e, ProgramRecipe* p) {
   Fields f;
-  if (!c.r.fields(e.value, e.path, {"budget", "search"}, &f)) return;
+  if (!c.r.fields(e.value, e.path, {"budget", "screening", "search"}, &f)) return;
   c.r.get_number(f, "budget", 0, false, kMaxTuneBudgetSeconds, false, &p->budget_seconds);
+  c.r.get_choice(f, "screening", {"auto", "off"}, &p->screening);
   if (const Fields::Entry* s = f.find("search")) parse_search(c, *s, &p->search);
 }
 

@@ -281,6 +281,7 @@ Status tune(ProgramLaunch& P, Progress& progress) {
   opt.grid = P.o->grid;
   opt.first_steps = P.recipe.trial_steps;
   opt.timeout_s = P.recipe.trial_timeout_s;
+  opt.screening = P.recipe.screening != "off";
   auto outcome = tuner::tune_program(P.candidates, run_trial, opt);
   progress.finish();
   if (interrupted || forwarded_signal() != 0) {
@@ -420,6 +421,23 @@ nlohmann::json candidates_json(const tuner::ProgramTuneOutcome& out) {
   return a;
 }
 
+// The first round's screening (null when it did not screen): the design measured first, the
+// candidates set aside with the model's prediction, the fit's residual and margin (log rate).
+nlohmann::json screening_json(const tuner::ProgramTuneOutcome& out) {
+  if (!out.screened) return nullptr;
+  nlohmann::json design = nlohmann::json::array(), aside = nlohmann::json::array();
+  for (size_t i : out.design) design.push_back(out.candidates[i].label);
+  for (size_t i : out.set_aside) {
+    aside.push_back(
+        {{"candidate", out.candidates[i].label}, {"predicted_sps", out.predicted_sps[i]}});
+  }
+  return {{"design", design},
+          {"set_aside", aside},
+          {"model_residual", out.model_rms},
+          {"margin", out.margin},
+          {"note", out.screening_note}};
+}
+
 nlohmann::json values_json(const ProgramLaunch& P) {
   const recipes::ProgramValues& v = P.chosen.values;
   return {{"batch", v.batch},
@@ -438,7 +456,10 @@ Status summarize(const ProgramLaunch& P, const ProgramRunResult& r, const std::s
                       {"values", values_json(P)},      {"reason", P.plan.provenance.reason},
                       {"output", out_dir + "/output"}, {"run_dir", P.dir->path}};
   if (!r.throughput_error.empty()) s["throughput_error"] = r.throughput_error;
-  if (P.outcome) s["trials"] = candidates_json(*P.outcome);
+  if (P.outcome) {
+    s["trials"] = candidates_json(*P.outcome);
+    s["screening"] = screening_json(*P.outcome);
+  }
   DLTUNE_TRY(paths::write_file_atomic(P.dir->summary(), s.dump(2) + "\n"));
   DLTUNE_TRY(paths::write_file_atomic(P.dir->report(), report::render_program_report_html(s)));
   if (P.o->json) {
@@ -473,6 +494,7 @@ int print_tuned(const ProgramLaunch& P) {
                       {"grid", P.outcome->grid},
                       {"tuning_s", P.outcome->tuning_s},
                       {"budget_exhausted", P.outcome->budget_exhausted},
+                      {"screening", screening_json(*P.outcome)},
                       {"winner", P.chosen.label},
                       {"winner_sps", P.outcome->winner_sps}};
     }

@@ -71,6 +71,21 @@ std::string trials_section(const json& trials) {
   return o + "</table>\n</section>\n";
 }
 
+// The screening model's part (tuner/screening.h): what it measured first and what it set
+// aside, with its predictions.
+std::string screening_section(const json& sc) {
+  std::string o =
+      "<section><h2>Screening</h2>\n<p class=\"note\">" + xml_escape(field(sc, "note")) + "</p>\n";
+  const json aside = sc.contains("set_aside") ? sc["set_aside"] : json();
+  if (!aside.is_array() || aside.empty()) return o + "</section>\n";
+  o += "<table>\n<tr><th>set aside unmeasured</th><th>predicted samples/s</th></tr>\n";
+  for (const json& a : aside) {
+    o += "<tr><td>" + xml_escape(field(a, "candidate")) + "</td><td>" +
+         text::fixed(text::num(a, "predicted_sps"), 1) + "</td></tr>\n";
+  }
+  return o + "</table>\n</section>\n";
+}
+
 }  // namespace
 
 std::string render_program_report_html(const json& s) {
@@ -98,6 +113,8 @@ std::string render_program_report_html(const json& s) {
   o += "</table>\n</section>\n";
   if (s.is_object() && s.contains("trials") && s["trials"].is_array() && !s["trials"].empty()) {
     o += trials_section(s["trials"]);
+    if (s.contains("screening") && s["screening"].is_object())
+      o += screening_section(s["screening"]);
   } else {
     o += "<section><h2>The candidates</h2>\n<p class=\"note\">" +
          xml_escape("No tuning in this launch: the plan was " + field(s, "plan_source") + ".") +

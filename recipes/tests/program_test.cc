@@ -56,6 +56,7 @@ program:
   trial_timeout: 60.5
 tune:
   budget: 300
+  screening: off
   search:
     batch: [32, 64, 128]
     threads_per_rank: auto
@@ -82,6 +83,7 @@ TEST(ProgramParse, FullRecipe) {
   EXPECT_EQ(r.trial_steps, 10);
   EXPECT_DOUBLE_EQ(r.trial_timeout_s, 60.5);
   EXPECT_DOUBLE_EQ(r.budget_seconds, 300);
+  EXPECT_EQ(r.screening, "off");
   EXPECT_EQ(r.search.batch, (std::vector<int64_t>{32, 64, 128}));
   EXPECT_TRUE(r.search.threads_auto);
   EXPECT_TRUE(r.search.threads_per_rank.empty());
@@ -109,6 +111,7 @@ TEST(ProgramParse, MinimalRecipeGetsTheDefaults) {
   EXPECT_EQ(r.trial_steps, kProgramDefaultTrialSteps);
   EXPECT_DOUBLE_EQ(r.trial_timeout_s, kProgramDefaultTrialTimeoutS);
   EXPECT_DOUBLE_EQ(r.budget_seconds, kProgramDefaultBudgetS);
+  EXPECT_EQ(r.screening, "auto");
   EXPECT_TRUE(r.search.batch.empty());
   EXPECT_FALSE(r.search.threads_auto);
   EXPECT_FALSE(r.search.ranks_auto);
@@ -214,6 +217,8 @@ TEST(ProgramParse, ProgramSectionProblems) {
            {"tune: {budget: 5}\n", "program", "missing required section 'program'"},
            {"program:\n  command: [a]\n" + tail + "tune: {budget: 1000001}\n", "tune.budget",
             "[0, 1e+06]"},
+           {"program:\n  command: [a]\n" + tail + "tune: {screening: on}\n", "tune.screening",
+            "auto"},
            {"program:\n  command: [a]\n" + tail + "tune: {objective: throughput}\n",
             "tune.objective", "unknown key"},
            {"program:\n  command: [a]\n" + tail + "launch: {restarts: 101}\n", "launch.restarts",
@@ -445,7 +450,7 @@ TEST_F(ProgramSignature, CoversWhatAPlanDependsOn) {
   EXPECT_TRUE(changed([](ProgramRecipe& r) { r.search.bucket_mb[0] = 1; }));
   EXPECT_TRUE(changed([](ProgramRecipe& r) { r.launch.binding = "numa"; }));
   EXPECT_TRUE(changed([](ProgramRecipe& r) { r.launch.threads_per_rank = 2; }));
-  // Not the name, description, lengths, budget, restarts or the env's order.
+  // Not the name, description, lengths, budget, screening, restarts or the env's order.
   EXPECT_FALSE(changed([](ProgramRecipe& r) {
     r.name = "other";
     r.description = "another";
@@ -453,6 +458,7 @@ TEST_F(ProgramSignature, CoversWhatAPlanDependsOn) {
     r.trial_steps = 3;
     r.trial_timeout_s = 999;
     r.budget_seconds = 1;
+    r.screening = "off";
     r.launch.restarts = 7;
     std::swap(r.env[0], r.env[1]);
   }));
@@ -491,6 +497,7 @@ void expect_same(const ProgramRecipe& a, const ProgramRecipe& b) {
   EXPECT_EQ(a.trial_steps, b.trial_steps);
   EXPECT_EQ(a.trial_timeout_s, b.trial_timeout_s);
   EXPECT_EQ(a.budget_seconds, b.budget_seconds);
+  EXPECT_EQ(a.screening, b.screening);
   EXPECT_EQ(a.search.batch, b.search.batch);
   EXPECT_EQ(a.search.threads_per_rank, b.search.threads_per_rank);
   EXPECT_EQ(a.search.threads_auto, b.search.threads_auto);
@@ -548,6 +555,7 @@ program:
   trial_timeout: 120
 tune:
   budget: 120
+  screening: auto
   search: {}
 launch:
   ranks: auto

@@ -163,6 +163,35 @@ rm -f "$FAKE_TRAINER_LOG.once"
   fail "with launch.restarts 1, a program failing once made the launch exit $?"
 grep -q 'restart 1 of 1' "$tmp/out.txt" || fail "the restart is not announced"
 
+# Screening (tuner/screening.h): 3 batches x 2 ranks x 4 buckets = 24 candidates, the stand-in's
+# throughput additive in log (batch x 10 x 1.5 on 2 ranks, the bucket without effect): the design
+# is measured first, the model sets the clearly slower aside unstarted, and b64 on 2 ranks wins.
+fake_recipe "$tmp/prog/screen.yaml" "[16, 32, 64]"
+sed -i -e 's/^name: fake/name: screen/' -e 's/^    bucket_mb: .*/    bucket_mb: [1, 2, 4, 8]/' \
+  "$tmp/prog/screen.yaml"
+: >"$tmp/fake.log"
+"$dltune" launch "$tmp/prog/screen.yaml" >"$tmp/out.txt" 2>&1 || fail "the screened launch exited $?"
+grep -q 'screening: 9 of 24 candidates measured first' "$tmp/out.txt" ||
+  fail "the screening is not reported"
+grep -q 'set aside: the model predicts' "$tmp/out.txt" || fail "no candidate is shown set aside"
+starts=$(($(wc -l <"$tmp/fake.log") - 1))
+[ "$starts" -lt 24 ] || fail "screening started the program $starts times for 24 candidates"
+python3 - "$(newest_run)" <<'PY' || fail "the screened launch's summary.json / report.html"
+import json, sys
+run = sys.argv[1]
+s = json.load(open(run + "/summary.json"))
+v = s["values"]
+assert (v["batch"], v["ranks"]) == (64, 2), v
+sc = s["screening"]
+assert len(sc["design"]) == 9 and sc["set_aside"], sc
+assert sc["model_residual"] < 1e-6, sc  # the stand-in is exactly additive in log
+started = {t["candidate"] for t in s["trials"]}
+for a in sc["set_aside"]:
+    assert a["candidate"] not in started, a
+    assert 0 < a["predicted_sps"] < 640 * 1.5, a  # below the winner's 960
+assert "Screening" in open(run + "/report.html").read()
+PY
+
 # 4. The shipped examples.
 for ex in pytorch-ddp mpi4py; do
   "$dltune" recipe check "$src/examples/$ex/recipe.yaml" >"$tmp/out.txt" 2>&1 ||
