@@ -1,11 +1,12 @@
 #!/usr/bin/python3
 """bench/program: a user's PyTorch DDP program tuned by dltune (issue 39), side by side in one run.
 
-    /usr/bin/python3 bench/program/bench_program.py [--build build] [--steps 60] [--rounds 3]
+    /usr/bin/python3 bench/program/bench_program.py [--build build] [--steps 60] [--rounds 5]
 
 The program is examples/pytorch-ddp/train.py with its recipe (examples/pytorch-ddp/recipe.yaml:
 per-rank batch 16/32/64, ranks per node auto, DDP bucket 1/25 MB). The bench
-1. tunes it with `dltune tune RECIPE` (successive halving, tune.budget) and, in a second
+1. tunes it with `dltune tune RECIPE` (successive halving, screened and raced as the recipe's
+   tune.screening: auto has it; tune.budget) and, in a second
    database, with `dltune tune RECIPE --grid` (every candidate at the longest trial length):
    program_cost_fraction = the halving's tuning seconds / the grid's;
 2. then, in `--rounds` interleaved rounds (the order rotating), runs the program `--steps` steps
@@ -61,7 +62,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=os.environ.get("DLTUNE_BUILD", "build"))
     ap.add_argument("--steps", type=int, default=60)
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=5)
     a = ap.parse_args()
     dltune = os.path.abspath(os.path.join(a.build, "bin", "dltune"))
     torchrun = shutil.which("torchrun") or "/usr/bin/torchrun"
@@ -88,6 +89,10 @@ def main():
           (halving["outcome"]["winner"], halving["outcome"]["winner_sps"], h_s))
     print("grid:    %s at %.1f samples/s in its trials, %.1f s of tuning" %
           (grid["outcome"]["winner"], grid["outcome"]["winner_sps"], g_s))
+    print("program starts: halving %d, grid %d" % (len(halving["outcome"]["trials"]),
+                                                   len(grid["outcome"]["trials"])))
+    if halving["outcome"].get("screening"):
+        print(halving["outcome"]["screening"]["note"])
 
     torch_env = dict(env)
     for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
