@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """bench/program: a user's PyTorch DDP program tuned by dltune (issue 39), side by side in one run.
 
-    /usr/bin/python3 bench/program/bench_program.py [--build build] [--steps 60] [--rounds 5]
+    /usr/bin/python3 bench/program/bench_program.py [--build build] [--steps 120] [--rounds 7]
 
 The program is examples/pytorch-ddp/train.py with its recipe (examples/pytorch-ddp/recipe.yaml:
 per-rank batch 16/32/64, ranks per node auto, DDP bucket 1/25 MB). The bench
@@ -61,8 +61,8 @@ def rate(out, what):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=os.environ.get("DLTUNE_BUILD", "build"))
-    ap.add_argument("--steps", type=int, default=60)
-    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--steps", type=int, default=120)
+    ap.add_argument("--rounds", type=int, default=7)
     a = ap.parse_args()
     dltune = os.path.abspath(os.path.join(a.build, "bin", "dltune"))
     torchrun = shutil.which("torchrun") or "/usr/bin/torchrun"
