@@ -5,8 +5,9 @@
 #    tuning picks b64 on 2 ranks x 1 thread, records each failure with its reason and output,
 #    the final run gets the winner's values in its command and environment (the program checks
 #    them) and passes its output through, and summary.json / plan.json say what ran.
-# 2. The second launch finds the plan in the database (no trial runs); editing the program's
-#    file tunes again; --dry-run prints the exact command; --json ends with a summary event.
+# 2. The second launch finds the plan in the database (no trial runs); a signed bundle carries
+#    it to a database that takes only signed ones; editing the program's file tunes again;
+#    --dry-run prints the exact command; --json ends with a summary event.
 # 3. Every candidate failing: exit 1 naming the reasons, nothing stored. A bad recipe: exit 2
 #    with the file, line and key, before anything runs. A program that fails once: exit 5 (its
 #    code, as mpirun gives it), and with launch.restarts 1 it is started again and finishes.
@@ -128,6 +129,19 @@ grep -q '(cache)' "$tmp/out.txt" || fail "the second launch did not find the pla
 "$dltune" launch "$tmp/prog/fake.yaml" --dry-run >"$tmp/out.txt" 2>&1 || fail "dry run exited $?"
 grep -q 'fake_trainer.py --batch 64 --steps 30 --bucket-mb 2' "$tmp/out.txt" ||
   fail "the dry run does not show the command with the plan's values"
+# The plan travels in a signed bundle like any plan: a database that takes only signed bundles
+# imports it, and a launch there finds it without tuning.
+"$dltune" db keygen --name lab --output "$tmp/keys" >/dev/null 2>&1 || fail "db keygen exited $?"
+"$dltune" db export -o "$tmp/bundle.json" --site lab --sign "$tmp/keys/lab.key" >/dev/null 2>&1 ||
+  fail "db export exited $?"
+DLTUNE_DB=$tmp/signed.sqlite "$dltune" db settings --require-signature on \
+  --trusted-keys "$tmp/keys/lab.pub" >/dev/null 2>&1 || fail "db settings exited $?"
+DLTUNE_DB=$tmp/signed.sqlite "$dltune" db import "$tmp/bundle.json" >"$tmp/out.txt" 2>&1 ||
+  fail "a signed bundle with the program's plan was refused"
+DLTUNE_DB=$tmp/signed.sqlite "$dltune" launch "$tmp/prog/fake.yaml" --dry-run >"$tmp/out.txt" 2>&1 ||
+  fail "dry run on the imported plan exited $?"
+grep -q "plan cached in $tmp/signed.sqlite" "$tmp/out.txt" && grep -q 'batch 64' "$tmp/out.txt" ||
+  fail "the imported plan was not found: $(cat "$tmp/out.txt")"
 echo "# edited" >>"$tmp/prog/fake_trainer.py"
 "$dltune" launch "$tmp/prog/fake.yaml" --json >"$tmp/out.txt" 2>&1 || fail "third launch exited $?"
 python3 - "$tmp/out.txt" <<'PY' || fail "--json: the last line is not a tuned summary event"
