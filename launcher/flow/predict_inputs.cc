@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -34,6 +35,19 @@ namespace tdb = tuner::db;
 using predict::Link;
 
 using text::fixed;
+
+// This machine's topology for the inputs that need it (the cores a profile runs on, the
+// fingerprint of its stored measurements, the interference key): discovered once, on first use.
+class HereTopology {
+ public:
+  const Result<topology::Topology>& get() {
+    if (!topo_) topo_.emplace(topology::discover_default());
+    return *topo_;
+  }
+
+ private:
+  std::optional<Result<topology::Topology>> topo_;
+};
 
 std::string link_text(const Link& l) {
   return fixed(l.gbps(), l.gbps() < 10 ? 2 : 0) + " GB/s, " + fixed(l.alpha_s * 1e6, 1) + " us";
@@ -98,7 +112,7 @@ struct CommChoice {
 
 Result<CommChoice> comm_source(const PredictOptions& o, const std::optional<predict::Device>& dev,
                                const std::optional<predict::NodeTopology>& topo, bool devices,
-                               int per_node, std::string* note) {
+                               int per_node, HereTopology& here, std::string* note) {
   CommChoice c;
   predict::CommSource& s = c.source;
   std::vector<std::string> said;
@@ -114,7 +128,7 @@ Result<CommChoice> comm_source(const PredictOptions& o, const std::optional<pred
     said.push_back("intra: " + dev->name + " NVLink " + fixed(dev->nvlink_gbps, 0) +
                    " GB/s a direction (datasheet)");
   } else if (!devices) {
-    auto topology = topology::discover_default();
+    const auto& topology = here.get();
     if (topology) {
       const std::string fp =
           tuner::db::make_key(*topology, tdb::JobShape{1, 1}, "", false).fingerprint;
@@ -297,7 +311,7 @@ Result<Described> described_hardware(const PredictOptions& o) {
 // --single-sps, else the described device's rate, else profiled on this machine (whose core
 // count then goes to *cores; 0 otherwise). `opt_s`: the optimizer's seconds per step.
 Status resolve_compute(const PredictOptions& o, const std::optional<predict::Device>& dev,
-                       int batch, double opt_s, PredictInputs& in, int* cores) {
+                       int batch, double opt_s, HereTopology& here, PredictInputs& in, int* cores) {
   predict::PredictRequest& r = in.request;
   *cores = 0;
   if (o.single_sps > 0) {
@@ -313,7 +327,7 @@ Status resolve_compute(const PredictOptions& o, const std::optional<predict::Dev
             (r.model.transformer ? " for transformers" : " for CNNs") + ", an assumed fraction; " +
             dev->source + ")");
   } else {
-    if (auto t = topology::discover_default()) *cores = static_cast<int>(t->cores.size());
+    if (const auto& t = here.get()) *cores = static_cast<int>(t->cores.size());
     // As a launch runs the ranks (a built-in model: as a recipe that leaves them auto).
     const int threads = o.threads_per_rank > 0
                             ? o.threads_per_rank
@@ -397,7 +411,7 @@ Status resolve_buckets(const PredictOptions& o, int cores, PredictInputs& in) {
 // otherwise (assumed by kind). Errors: bad text; `measure` where the compute is a device's, as
 // measure_interference().
 Status resolve_interference(const PredictOptions& o, bool devices, int batch,
-                            const recipes::Graph& graph, PredictInputs& in) {
+                            const recipes::Graph& graph, HereTopology& here, PredictInputs& in) {
   predict::PredictRequest& r = in.request;
   if (o.interference == "assumed") return {};
   if (!o.interference.empty() && o.interference != "measure") {
@@ -414,7 +428,7 @@ Status resolve_interference(const PredictOptions& o, bool devices, int batch,
   }
   auto layers =
       tdb::layers_from_env(o.db.empty() ? std::nullopt : std::optional<std::string>(o.db));
-  auto topology = topology::discover_default();
+  const auto& topology = here.get();
   if (o.interference.empty()) {
     if (!layers || !topology) return {};
     const auto rows = stored_interference(*layers, interference_key(*topology, graph, r.per_node),
@@ -482,13 +496,14 @@ Result<PredictInputs> resolve_predict_inputs(const PredictOptions& o) {
       hw->dev ? predict::optimizer_seconds(r.model.parameters, hw->dev->memory_gbps, optimizer) : 0;
   int cores = 0;
   r.per_node = ranks_per_node(o, *hw, in.recipe);
-  DLTUNE_TRY(resolve_compute(o, hw->dev, batch, opt_s, in, &cores));
-  auto comm = comm_source(o, hw->dev, hw->topo, devices, r.per_node, &in.comm_note);
+  HereTopology here;  // discovered once, by the first of these that needs it
+  DLTUNE_TRY(resolve_compute(o, hw->dev, batch, opt_s, here, in, &cores));
+  auto comm = comm_source(o, hw->dev, hw->topo, devices, r.per_node, here, &in.comm_note);
   if (!comm) return comm.error();
   r.comm = comm->source;
   DLTUNE_TRY(check_link_models(r, *comm));
   DLTUNE_TRY(resolve_buckets(o, cores, in));
-  DLTUNE_TRY(resolve_interference(o, devices, batch, target->first, in));
+  DLTUNE_TRY(resolve_interference(o, devices, batch, target->first, here, in));
   return in;
 }
 
