@@ -214,7 +214,7 @@ readme=(recipes/resnet20-cifar.yaml --nodes 1,2,4 --inter 12.5 --json)
 (cd "$src" && "$dltune" predict "${readme[@]}") >"$tmp/out" 2>"$tmp/err"
 [ $? -eq 2 ] && grep -q "run \`dltune tune --collectives -n 2\`" "$tmp/err" ||
   fail "the README's predict on a fresh database: $(cat "$tmp/err" "$tmp/out")"
-"$dltune" tune --collectives -n 2 --budget 5 >"$tmp/tune.out" 2>&1 ||
+"$dltune" tune --collectives -n 2 --budget 12 >"$tmp/tune.out" 2>&1 ||
   fail "the README's tune --collectives -n 2 exited $?: $(cat "$tmp/tune.out")"
 (cd "$src" && "$dltune" predict "${readme[@]}") >"$tmp/out" 2>"$tmp/err" ||
   fail "the README's predict after a sweep exited $?: $(cat "$tmp/err")"
