@@ -161,16 +161,11 @@ struct Tuning {
   std::vector<double> last_wall;      // per candidate: its last trial's wall time
   std::vector<int64_t> last_steps;    // and steps (0: none yet)
   std::vector<ProgramTrialRow> rows;  // in the order they ran
-  // The first round's screening, when the design is not empty.
-  struct Screen {
-    std::vector<screening::Levels> levels;  // per candidate
-    std::vector<std::string> factors;       // the factors that vary, named
-    std::vector<size_t> design;
-    std::vector<size_t> aside;
-    std::vector<double> predicted;  // per candidate, 0: none
-    double rms = 0, margin = 0;
-    std::string note;
-  } screen;
+  // The model's view of the candidates, for the first round's screening.
+  std::vector<screening::Levels> levels;  // per candidate
+  std::vector<std::string> factors;       // the factors that vary, named
+  // The outcome being built: the screened round writes its screening fields.
+  ProgramTuneOutcome out;
 };
 
 // The candidates as the screening model sees them: each one's level in each factor that varies
@@ -292,7 +287,7 @@ void run_round(Tuning& t, halving::Search& s) {
 // The first round, screened (program_tuning.h): the design's trials, the model fitted to them,
 // then the trials of the candidates it cannot rule out; the others set aside.
 void run_screened_round(Tuning& t, halving::Search& s) {
-  Tuning::Screen& sc = t.screen;
+  ProgramTuneOutcome& sc = t.out;
   const std::vector<size_t> order = s.order();
   std::vector<bool> in_design(t.cands.size(), false);
   for (size_t i : sc.design) in_design[i] = true;
@@ -305,23 +300,20 @@ void run_screened_round(Tuning& t, halving::Search& s) {
     if (!r.failed) measured.emplace_back(r.candidate, r.samples_per_s);
   }
   auto model = measured.empty() ? Result<screening::Fit>(invalid_input("no candidate measured"))
-                                : screening::fit(sc.levels, measured);
+                                : screening::fit(t.levels, measured);
   // Nothing to predict from (every design candidate failed), or a model the design itself
   // contradicts (the program's settings interact): the rest are measured.
-  if (model) sc.rms = model->rms;
+  if (model) sc.model_rms = model->rms;
   if (!model || model->rms > kScreeningMaxResidual) {
-    char b[256];
+    sc.screening_note = "screening: every candidate of its design failed; the rest measured";
     if (model) {
+      char b[256];
       std::snprintf(b, sizeof b,
                     "screening: the additive model did not fit its design (residual %.1f %%, "
                     "above %.0f %%): the settings interact; every candidate measured",
                     100 * model->rms, 100 * kScreeningMaxResidual);
-    } else {
-      std::snprintf(b, sizeof b,
-                    "screening: every candidate of its design failed; the rest "
-                    "measured");
+      sc.screening_note = b;
     }
-    sc.note = b;
     for (size_t i : order) {
       if (!in_design[i]) maybe_run(t, s, i, rr);
     }
@@ -334,14 +326,14 @@ void run_screened_round(Tuning& t, halving::Search& s) {
   size_t promoted = 0;
   for (size_t i : order) {
     if (in_design[i] || s.failed(i)) continue;
-    const std::optional<double> pred = screening::predict(*model, sc.levels[i]);
-    if (pred) sc.predicted[i] = *pred;
+    const std::optional<double> pred = screening::predict(*model, t.levels[i]);
+    if (pred) sc.predicted_sps[i] = *pred;
     if (!pred || std::log(*pred) + sc.margin >= best) {
       ++promoted;
       maybe_run(t, s, i, rr);
     } else {
       s.set_aside(i);
-      sc.aside.push_back(i);
+      sc.set_aside.push_back(i);
     }
   }
   char b[512];
@@ -350,10 +342,10 @@ void run_screened_round(Tuning& t, halving::Search& s) {
                 "of log throughput over %s; residual %.1f %%); of the other %zu, %zu measured "
                 "(predicted within %.0f %% of the best measured, or not predictable), %zu set "
                 "aside unmeasured",
-                sc.design.size(), t.cands.size(), strings::join(sc.factors, ", ").c_str(),
-                100 * sc.rms, t.cands.size() - sc.design.size(), promoted,
-                100 * (1 - std::exp(-sc.margin)), sc.aside.size());
-  sc.note = b;
+                sc.design.size(), t.cands.size(), strings::join(t.factors, ", ").c_str(),
+                100 * sc.model_rms, t.cands.size() - sc.design.size(), promoted,
+                100 * (1 - std::exp(-sc.margin)), sc.set_aside.size());
+  sc.screening_note = b;
   s.end_round(t.clock() - t.start, rr.cut);
 }
 
@@ -464,37 +456,28 @@ Result<ProgramTuneOutcome> tune_program(const std::vector<ProgramCandidate>& can
   // the round's best is not measured again.
   if (options.screening && !options.grid) h.drop_below = std::exp(-2 * kScreeningNoise);
   halving::Search s(search_candidates(candidates), h);
+  ProgramTuneOutcome& o = t.out;
   if (options.screening && !options.grid) {
-    t.screen.levels = program_levels(candidates, &t.screen.factors);
-    t.screen.design = screening::design(t.screen.levels, kScreeningExtra);
-    t.screen.predicted.assign(candidates.size(), 0);
+    t.levels = program_levels(candidates, &t.factors);
+    o.design = screening::design(t.levels, kScreeningExtra);
+    o.screened = !o.design.empty();
+    o.predicted_sps.assign(o.screened ? candidates.size() : 0, 0);
   }
-  if (!t.screen.design.empty() && !s.done()) run_screened_round(t, s);
+  if (o.screened && !s.done()) run_screened_round(t, s);
   while (!s.done()) run_round(t, s);
 
-  ProgramTuneOutcome o;
   o.candidates = candidates;
   o.trials = std::move(t.rows);
   o.rounds = s.rounds();
   o.grid = options.grid;
   o.budget_exhausted = s.budget_exhausted();
   o.tuning_s = std::max(0.0, t.end - t.start);
-  if (!t.screen.design.empty()) {
-    o.screened = true;
-    o.design = t.screen.design;
-    o.predicted_sps = t.screen.predicted;
-    o.model_rms = t.screen.rms;
-    o.margin = t.screen.margin;
-    o.screening_note = t.screen.note;
-    for (size_t i : t.screen.aside) {  // run later only if every measured candidate failed
-      if (t.last_steps[i] == 0) o.set_aside.push_back(i);
-    }
-  }
+  // A set-aside candidate that ran later (every measured one failed) is measured, not aside.
+  std::erase_if(o.set_aside, [&](size_t i) { return t.last_steps[i] != 0; });
+  std::vector<bool> aside(candidates.size(), false);
+  for (size_t i : o.set_aside) aside[i] = true;
   for (size_t i = 0; i < candidates.size(); ++i) {
-    if (t.last_steps[i] == 0 &&
-        std::find(o.set_aside.begin(), o.set_aside.end(), i) == o.set_aside.end()) {
-      o.skipped.push_back(i);
-    }
+    if (t.last_steps[i] == 0 && !aside[i]) o.skipped.push_back(i);
   }
   const int w = s.winner();
   if (w < 0 || !(s.rate(static_cast<size_t>(w)) > 0)) {
@@ -507,7 +490,7 @@ Result<ProgramTuneOutcome> tune_program(const std::vector<ProgramCandidate>& can
   o.winner = static_cast<size_t>(w);
   o.winner_sps = s.rate(o.winner);
   o.reason = outcome_reason(o);
-  return o;
+  return std::move(o);
 }
 
 std::string format_program_outcome(const ProgramTuneOutcome& o) {

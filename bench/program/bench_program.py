@@ -102,6 +102,12 @@ def main():
     expert = [torchrun, "--standalone", "--nproc_per_node", str(v["ranks"]), "--redirects", "2",
               "--tee", "2", os.path.join(EXAMPLE, "train.py"), "--steps", str(a.steps),
               "--batch-size", str(v["batch"]), "--bucket-mb", "%g" % v["bucket_mb"]]
+    print("peers, each run %d steps, %d rounds interleaved, each figure the samples/s the program "
+          "prints over its timed steps: torchrun as a user starts it (--standalone "
+          "--nproc_per_node 2, the script's defaults, OMP_NUM_THREADS=1 as torchrun sets it), "
+          "and torchrun as an expert who knew the plan would (its ranks, threads, batch and "
+          "bucket; fp32 is this script's only precision; torchrun has no binding, dltune binds "
+          "cores)" % (a.steps, a.rounds))
     print("the expert's torchrun: OMP_NUM_THREADS=%d %s" % (v["threads_per_rank"],
                                                             " ".join(expert)))
     sides = {
