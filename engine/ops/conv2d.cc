@@ -48,6 +48,7 @@ void Conv2d::release() {
   c3_in_.resize(0);
   c3_dout_.resize(0);
   c3_scratch_.resize(0);
+  wino_packed_.resize(0);
   saved_cols_.resize(0);
   bf16_w_.resize(0);
   saved_in_ = nullptr;
@@ -69,6 +70,9 @@ void Conv2d::reserve(int max_batch) {
       c3_scratch_.resize_uninitialized(T * static_cast<size_t>(c3_.grad_scratch_floats()));
       break;
     }
+    case Kind::kWinograd:
+      wino_packed_.resize_uninitialized(static_cast<size_t>(wino_.packed_floats()));
+      break;
     case Kind::kDirect:
       direct_scratch_.resize_uninitialized(T * static_cast<size_t>(direct_shape_.scratch_floats()));
       break;
@@ -102,6 +106,8 @@ void Conv2d::forward_fp32(const OpContext& ctx, const float* in, float* out, int
       return forward_direct(ctx, in, out, batch);
     case Kind::kDirect3x3:
       return forward_3x3(ctx, in, out, batch);
+    case Kind::kWinograd:
+      return forward_winograd(ctx, in, out, batch);
     case Kind::kPointwise:
       return forward_pointwise(ctx, in, out, batch);
     case Kind::kOnednn:
@@ -131,6 +137,9 @@ void Conv2d::backward_fp32(const OpContext& ctx, const float* in, const float* d
       break;
     case Kind::kDirect3x3:
       backward_3x3(ctx, in, dout, dx, din_acc, batch);
+      break;
+    case Kind::kWinograd:
+      backward_winograd(ctx, in, dout, dx, din_acc, batch);
       break;
     case Kind::kPointwise:
       backward_pointwise(ctx, in, dout, dx, din_acc, batch);

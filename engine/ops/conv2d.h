@@ -9,6 +9,9 @@
 //   direct3x3  3x3, stride 1 or 2, padding 1, one group (the CIFAR ResNets' layers;
 //              engine/ops/conv3x3.h), on a CPU with AVX-512 or AVX2; the default where it wins
 //              (conv3x3_wins: up to 64 channels, planes within 2 MiB).
+//   winograd   3x3, stride 1, padding 1, one group, even planes, channels in multiples of 4
+//              (engine/ops/conv_winograd.h: F(2x2, 3x3), 4/9 of the multiply-adds), on a CPU
+//              with AVX2 + FMA; never the default, chosen by measurement where it wins.
 //   pointwise  1x1, stride 1, no padding, one group: the input planes are the columns, one GEMM
 //              per image (a ResNet-50 bottleneck's 1x1 layers).
 //   im2col     any shape: batched im2col + one OpenBLAS sgemm per group over a chunk of images:
@@ -82,6 +85,9 @@ class Conv2d final : public Op, private Conv2dGeometry {
   void forward_3x3(const OpContext& ctx, const float* in, float* out, int batch);
   void backward_3x3(const OpContext& ctx, const float* in, const float* dout, float* din,
                     bool din_acc, int batch);
+  void forward_winograd(const OpContext& ctx, const float* in, float* out, int batch);
+  void backward_winograd(const OpContext& ctx, const float* in, const float* dout, float* din,
+                         bool din_acc, int batch);
   void forward_pointwise(const OpContext& ctx, const float* in, float* out, int batch);
   void backward_pointwise(const OpContext& ctx, const float* in, const float* dout, float* din,
                           bool din_acc, int batch);
@@ -112,6 +118,7 @@ class Conv2d final : public Op, private Conv2dGeometry {
   Buffer c3_packed_;                 // Conv3x3Shape::packed_floats()
   Buffer c3_in_, c3_dout_;           // per thread: padded planes of a group of images
   Buffer c3_scratch_;                // per thread: the stride-2 input gradient's phases
+  Buffer wino_packed_;               // WinogradShape::packed_floats()
   Buffer direct_scratch_;            // per thread: DirectConvShape::scratch_floats()
   Buffer saved_cols_;                // (groups, Kg, B*OH*OW) of the last training forward
   const float* saved_in_ = nullptr;  // the input those columns came from (nullptr: none)

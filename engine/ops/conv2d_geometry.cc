@@ -31,6 +31,7 @@ bool conv3x3_wins(const Conv3x3Shape& s) {
 Conv2dKind conv2d_kind(const std::string& kernel) {
   return kernel == "direct"      ? Conv2dKind::kDirect
          : kernel == "direct3x3" ? Conv2dKind::kDirect3x3
+         : kernel == "winograd"  ? Conv2dKind::kWinograd
          : kernel == "pointwise" ? Conv2dKind::kPointwise
          : kernel == "onednn"    ? Conv2dKind::kOnednn
                                  : Conv2dKind::kIm2col;
@@ -57,6 +58,8 @@ void Conv2dGeometry::init(const recipes::OpAttrs& a, const recipes::Shape& in,
   can_3x3_ = k_ == 3 && (stride_ == 1 || stride_ == 2) && pad_ == 1 && groups_ == 1 && c_ > 1 &&
              conv3x3_fast() && c3_.init(c_, oc_, h_, w_, stride_);
   can_pointwise_ = k_ == 1 && stride_ == 1 && pad_ == 0 && groups_ == 1;
+  can_winograd_ = k_ == 3 && stride_ == 1 && pad_ == 1 && groups_ == 1 && winograd_runs() &&
+                  wino_.init(c_, oc_, h_, w_);
 }
 
 std::vector<std::string> Conv2dGeometry::own_kernels() const {
@@ -67,6 +70,7 @@ std::vector<std::string> Conv2dGeometry::own_kernels() const {
   if (can_pointwise_) k.push_back("pointwise");
   k.push_back("im2col");
   if (can_3x3_ && !wins3x3) k.push_back("direct3x3");
+  if (can_winograd_) k.push_back("winograd");
   return k;
 }
 
@@ -120,6 +124,8 @@ int64_t Conv2dGeometry::workspace_at(Conv2dKind kind, int b, int threads) const 
   switch (kind) {
     case Conv2dKind::kIm2col:
       return shared_floats(kind, b) + threads * im2col_thread_floats(b);
+    case Conv2dKind::kWinograd:
+      return shared_floats(kind, b) + threads * wino_.scratch_floats();
     case Conv2dKind::kOnednn:
       return 0;  // oneDNN's own (Op::library_memory())
     default:
@@ -140,6 +146,9 @@ OpMemory Conv2dGeometry::memory(Conv2dKind kind, int batch, int threads, Precisi
           c3_.packed_floats() + threads * (c3_.grad_scratch_floats() +
                                            conv3x3_group(c3_, batch) *
                                                (c3_.padded_in_floats() + c3_.padded_dout_floats()));
+      break;
+    case Conv2dKind::kWinograd:
+      m.saved_floats += wino_.packed_floats();
       break;
     case Conv2dKind::kIm2col:
       m.saved_floats += saved_cols_capacity(kind, batch);

@@ -19,15 +19,16 @@
 #include "engine/core/precision.h"
 #include "engine/ops/conv3x3.h"
 #include "engine/ops/conv_direct.h"
+#include "engine/ops/conv_winograd.h"
 #include "engine/ops/op_memory.h"
 #include "recipes/model/graph.h"
 
 namespace dltune::engine {
 
-enum class Conv2dKind { kIm2col, kPointwise, kDirect, kDirect3x3, kOnednn };
+enum class Conv2dKind { kIm2col, kPointwise, kDirect, kDirect3x3, kWinograd, kOnednn };
 
-// The kind a kernel name selects ("direct", "direct3x3", "pointwise", "onednn"; anything else:
-// im2col).
+// The kind a kernel name selects ("direct", "direct3x3", "winograd", "pointwise", "onednn";
+// anything else: im2col).
 Conv2dKind conv2d_kind(const std::string& kernel);
 
 // (The fields are named as the members of the Conv2d that derives from it.)
@@ -43,8 +44,9 @@ class Conv2dGeometry {
 
   // The engine's own kernels for these shapes on this CPU, the default first: direct, then
   // direct3x3 where it wins (conv3x3_wins; DLTUNE_CONV3X3=0 keeps it off the default), then
-  // pointwise, im2col, and direct3x3 where it runs but does not win. (oneDNN's is Conv2d's to
-  // add: only the library can say whether it has a kernel.)
+  // pointwise, im2col, direct3x3 where it runs but does not win, and winograd (never the
+  // default: measurement chooses it). (oneDNN's is Conv2d's to add: only the library can say
+  // whether it has a kernel.)
   std::vector<std::string> own_kernels() const;
 
   int images_per_task(int batch) const;  // images of one forward / input-gradient task
@@ -78,8 +80,9 @@ class Conv2dGeometry {
   int c_ = 0, h_ = 0, w_ = 0, oh_ = 0, ow_ = 0;  // input and output planes
   int cg_ = 0, ocg_ = 0, kg_ = 0;                // channels per group in / out; rows of cols
   int64_t hwo_ = 0;                              // OH*OW
-  bool can_direct_ = false, can_3x3_ = false, can_pointwise_ = false;
+  bool can_direct_ = false, can_3x3_ = false, can_pointwise_ = false, can_winograd_ = false;
   Conv3x3Shape c3_;               // when can_3x3_
+  WinogradShape wino_;            // when can_winograd_
   DirectConvShape direct_shape_;  // when can_direct_
 
  private:

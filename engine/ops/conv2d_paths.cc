@@ -1,7 +1,7 @@
-// Conv2d's direct, direct3x3 and pointwise kernels (engine/ops/conv2d.h) on the rank's threads:
-// forward and the input gradient one task per image (or chunk of images), the weight gradient
-// through dw_partials() partials of consecutive images summed in order (the same bits on any
-// number of threads).
+// Conv2d's direct, direct3x3, winograd and pointwise kernels (engine/ops/conv2d.h) on the rank's
+// threads: forward and the input gradient one task per image (or chunk of images), the weight
+// gradient through dw_partials() partials of consecutive images summed in order (the same bits on
+// any number of threads).
 #include <algorithm>
 #include <cstring>
 
@@ -87,6 +87,45 @@ void Conv2d::backward_3x3(const OpContext& ctx, const float* in, const float* do
     float* dw = partials + p * weight_floats();
     std::memset(dw, 0, sizeof(float) * weight_floats());
     conv3x3_weight_grad(c3_, pin, pdout, nb, dw);
+  });
+  reduce_partials(ctx, partials, P, dw_acc_);
+}
+
+// ---- winograd -------------------------------------------------------------------------------
+
+void Conv2d::forward_winograd(const OpContext& ctx, const float* in, float* out, int batch) {
+  float* packed = wino_packed_.data();
+  winograd_pack(wino_, wts_, packed);
+  const int per = images_per_task(batch);
+  const int64_t in_image = int64_t{c_} * h_ * w_, out_image = int64_t{oc_} * hwo_;
+  float* scratch = ctx.workspace + shared_floats(batch);
+  ctx.pool->run(tasks(batch), [&](int64_t task, int thread) {
+    const int n0 = static_cast<int>(task) * per, nb = std::min(per, batch - n0);
+    winograd_forward(wino_, packed, b_, in + n0 * in_image, nb, out + n0 * out_image, false,
+                     scratch + thread * wino_.scratch_floats());
+  });
+}
+
+void Conv2d::backward_winograd(const OpContext& ctx, const float* in, const float* dout, float* din,
+                               bool din_acc, int batch) {
+  // As direct3x3: the weights packed again, each partial's images' input gradient and weight
+  // gradient, the partials summed in order.
+  float* packed = wino_packed_.data();
+  winograd_pack(wino_, wts_, packed);
+  const int P = dw_partials(batch);
+  const int64_t in_image = int64_t{c_} * h_ * w_, out_image = int64_t{oc_} * hwo_;
+  float* partials = ctx.workspace;  // (P, OC, C, 3, 3)
+  float* scratch = ctx.workspace + shared_floats(batch);
+  ctx.pool->run(P, [&](int64_t p, int thread) {
+    int64_t n0 = 0, n1 = 0;
+    part_range(batch, P, p, &n0, &n1);
+    const int nb = static_cast<int>(n1 - n0);
+    float* s = scratch + thread * wino_.scratch_floats();
+    if (din != nullptr)
+      winograd_input_grad(wino_, packed, dout + n0 * out_image, nb, din + n0 * in_image, din_acc,
+                          s);
+    winograd_weight_grad(wino_, in + n0 * in_image, dout + n0 * out_image, nb,
+                         partials + p * weight_floats(), false, s);
   });
   reduce_partials(ctx, partials, P, dw_acc_);
 }

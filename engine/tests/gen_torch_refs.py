@@ -188,6 +188,15 @@ add("position_embedding", [node("op", "position_embedding", ["input"], context=7
 add("attention_causal", [node("op", "attention", ["input"], heads=2)], (6, 12), 2,
     lambda x, s: causal_attention(x, 2))
 
+# Shapes the winograd kernel takes (3x3 "same", even planes, channels in fours), one with a
+# plane width no vector divides. Drawn from their own seed, so the cases above and below keep
+# their values.
+_state = torch.get_rng_state()
+torch.manual_seed(38)
+conv("conv_winograd", 8, 12, 3, 1, 1, 1, (6, 10))
+conv("conv_winograd_wide_no_bias", 4, 8, 3, 1, 1, 1, (4, 18), bias=False)
+torch.set_rng_state(_state)
+
 # Softmax cross-entropy, over a batch and over a batch of sequences (mean over all positions).
 z = (torch.randn(4, 10, dtype=torch.float64) * 3).requires_grad_(True)
 labels = torch.tensor([3, 0, 9, 5])

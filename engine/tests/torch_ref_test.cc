@@ -4,6 +4,7 @@
 // - one whole training step of resnet20 (SGD with momentum and weight decay, batch norm in
 //   training mode) and of gpt-tiny (AdamW, gradient clipping, tied embeddings) from the same
 //   weights: the loss and every parameter after the step within 1e-4 relative.
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <map>
@@ -165,6 +166,27 @@ TEST(TorchRef, OneTrainingStepOfResnet20) {
   ASSERT_TRUE(g.has_value());
   auto m = Model::build(*g, "resnet20");
   ASSERT_TRUE(m) << m.error().message();
+  Sgd sgd(m->num_params(), 0.9f, 5e-4f);
+  check_step(*m, s, sgd, 0.1f, 0.0);
+}
+
+// The same step with every layer the winograd kernel takes on it (16 of the 19 convolutions:
+// not the RGB stem, not the two stride-2 ones).
+TEST(TorchRef, OneTrainingStepOfResnet20OnWinograd) {
+  Step s = load_step("step_resnet20.safetensors");
+  auto g = recipes::builtin_graph("resnet20", {});
+  ASSERT_TRUE(g.has_value());
+  auto m = Model::build(*g, "resnet20");
+  ASSERT_TRUE(m) << m.error().message();
+  KernelChoices winograd;
+  for (int i = 0; i < m->num_nodes(); ++i) {
+    const auto k = m->kernel_candidates(i);
+    if (std::find(k.begin(), k.end(), "winograd") != k.end())
+      winograd[g->nodes[static_cast<size_t>(i)].name] = "winograd";
+  }
+  if (winograd.empty()) GTEST_SKIP() << "this CPU runs no AVX2 + FMA: no winograd kernel";
+  EXPECT_EQ(winograd.size(), 16u);
+  ASSERT_TRUE(m->set_kernels(winograd).ok());
   Sgd sgd(m->num_params(), 0.9f, 5e-4f);
   check_step(*m, s, sgd, 0.1f, 0.0);
 }

@@ -1,0 +1,412 @@
+#include "engine/ops/conv_winograd.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include <immintrin.h>
+
+#include "engine/ops/vec.h"
+
+// The transforms and GEMMs of engine/ops/conv_winograd.h, in GCC's vector extension for
+// AVX2 + FMA (8 floats a vector, 16 registers).
+//
+// One thread's scratch (WinogradShape::scratch_floats()):
+//   t    4 row-combined planes of one channel: (th, row) each, plus kSlack
+//   z    2 staging planes (even and odd output rows, or output-gradient rows): (th, row) each
+//   zero one row of zeros (the padding rows above and below the image)
+//   v    V of a block: (16, max(c, oc), vt)
+//   m    M of a block (forward), or A dY A' (weight gradient): (16, max(oc4, c4), vt)
+//   du   the weight gradient in the Winograd domain: (16, oc, c)
+// The block's tiles are its images' in turn, tiles() apart; vt rounds them up to the GEMM's
+// 24 columns and adds a vector for the transforms' last reads past the end.
+
+namespace dltune::engine {
+namespace {
+
+typedef float v8 __attribute__((vector_size(32)));
+
+constexpr int kV = 8;                               // floats per vector
+constexpr int kCols = 24;                           // the GEMM's register tile: 4 rows x 3 vectors
+constexpr int64_t kSlack = 32;                      // past a staged plane: the vector reads' reach
+constexpr int64_t kBlockFloats = int64_t{1} << 17;  // a block's V and M: 512 KiB
+constexpr int64_t kWgradBlockFloats = int64_t{1} << 19;  // the weight gradient's: 2 MiB
+
+int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+
+struct Scratch {
+  int64_t plane = 0;  // floats per staged plane, slack included
+  float *t = nullptr, *z = nullptr, *zero = nullptr, *v = nullptr, *m = nullptr, *du = nullptr;
+};
+
+Scratch carve(const WinogradShape& s, float* p) {
+  Scratch k;
+  k.plane = s.th * s.row + kSlack;
+  k.t = p;
+  k.z = k.t + 4 * k.plane;
+  k.zero = k.z + 2 * k.plane;
+  k.v = k.zero + round_up(s.w, kV);
+  const int64_t vt = std::max(s.stride(s.images), s.stride(s.wgrad_images));
+  k.m = k.v + int64_t{16} * std::max(s.c, s.oc) * vt;
+  k.du = k.m + int64_t{16} * std::max(s.oc4, s.c4) * vt;
+  return k;
+}
+
+[[gnu::always_inline]] inline v8 even(v8 a, v8 b) {
+  return __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14);
+}
+[[gnu::always_inline]] inline v8 odd(v8 a, v8 b) {
+  return __builtin_shufflevector(a, b, 1, 3, 5, 7, 9, 11, 13, 15);
+}
+
+// v[xi * xi_stride + m] <- (B' d B)[xi] of tile m of one channel's plane src (h, w), for the
+// s.tiles tiles (and up to 7 past them, finite). t: 4 planes of sc.plane.
+DLTUNE_AVX2 void input_transform(const WinogradShape& s, const Scratch& sc, const float* src,
+                                 float* v, int64_t xi_stride) {
+  const int w = s.w;
+  float* t = sc.t;
+  // Row pass: padded rows 2i .. 2i+3 (image rows 2i-1 .. 2i+2) -> B' d, column x at 1 + x.
+  for (int i = 0; i < s.th; ++i) {
+    const float* r0 = i > 0 ? src + (2 * i - 1) * int64_t{w} : sc.zero;
+    const float* r1 = src + 2 * i * int64_t{w};
+    const float* r2 = r1 + w;
+    const float* r3 = 2 * i + 2 < s.h ? r2 + w : sc.zero;
+    float* t0 = t + i * s.row;
+    float* t1 = t0 + sc.plane;
+    float* t2 = t1 + sc.plane;
+    float* t3 = t2 + sc.plane;
+    t0[0] = t1[0] = t2[0] = t3[0] = 0.0f;
+    t0[w + 1] = t1[w + 1] = t2[w + 1] = t3[w + 1] = 0.0f;
+    int x = 0;
+    for (; x + kV <= w; x += kV) {
+      const v8 a = vload<v8>(r0 + x), b = vload<v8>(r1 + x), c = vload<v8>(r2 + x),
+               d = vload<v8>(r3 + x);
+      vstore(t0 + 1 + x, a - c);
+      vstore(t1 + 1 + x, b + c);
+      vstore(t2 + 1 + x, c - b);
+      vstore(t3 + 1 + x, b - d);
+    }
+    for (; x < w; ++x) {
+      t0[1 + x] = r0[x] - r2[x];
+      t1[1 + x] = r1[x] + r2[x];
+      t2[1 + x] = r2[x] - r1[x];
+      t3[1 + x] = r1[x] - r3[x];
+    }
+  }
+  for (int k = 0; k < 4; ++k)
+    std::memset(t + k * sc.plane + s.th * s.row, 0, sizeof(float) * kSlack);
+  // Column pass: tile m's columns are flat 2m .. 2m+3 of each row-combined plane.
+  for (int64_t m = 0; m < s.tiles; m += kV) {
+    for (int k = 0; k < 4; ++k) {
+      const float* p = t + k * sc.plane + 2 * m;
+      const v8 a = vload<v8>(p), b = vload<v8>(p + kV);
+      const v8 c = vload<v8>(p + 2), d = vload<v8>(p + 2 + kV);
+      const v8 e0 = even(a, b), o0 = odd(a, b), e1 = even(c, d), o1 = odd(c, d);
+      float* out = v + 4 * k * xi_stride + m;
+      vstore(out, e0 - e1);
+      vstore(out + xi_stride, o0 + e1);
+      vstore(out + 2 * xi_stride, e1 - o0);
+      vstore(out + 3 * xi_stride, o0 - o1);
+    }
+  }
+}
+
+// out (h, w) = (or += when accumulate) bias + A' m A of every tile, m[xi * xi_stride + tile].
+DLTUNE_AVX2 void output_transform(const WinogradShape& s, const Scratch& sc, const float* m,
+                                  int64_t xi_stride, float bias, bool accumulate, float* out) {
+  float* z0 = sc.z;
+  float* z1 = sc.z + sc.plane;
+  for (int64_t t = 0; t < s.tiles; t += kV) {
+    v8 q[16];
+    for (int xi = 0; xi < 16; ++xi) q[xi] = vload<v8>(m + xi * xi_stride + t);
+    v8 a[4], b[4];
+    for (int x = 0; x < 4; ++x) {
+      a[x] = q[x] + q[4 + x] + q[8 + x];
+      b[x] = q[4 + x] - q[8 + x] - q[12 + x];
+    }
+    const v8 y00 = a[0] + a[1] + a[2], y01 = a[1] - a[2] - a[3];
+    const v8 y10 = b[0] + b[1] + b[2], y11 = b[1] - b[2] - b[3];
+    vstore(z0 + 2 * t, __builtin_shufflevector(y00, y01, 0, 8, 1, 9, 2, 10, 3, 11));
+    vstore(z0 + 2 * t + kV, __builtin_shufflevector(y00, y01, 4, 12, 5, 13, 6, 14, 7, 15));
+    vstore(z1 + 2 * t, __builtin_shufflevector(y10, y11, 0, 8, 1, 9, 2, 10, 3, 11));
+    vstore(z1 + 2 * t + kV, __builtin_shufflevector(y10, y11, 4, 12, 5, 13, 6, 14, 7, 15));
+  }
+  for (int y = 0; y < s.h; ++y) {
+    const float* src = (y % 2 == 0 ? z0 : z1) + (y / 2) * s.row;
+    float* dst = out + int64_t{y} * s.w;
+    int x = 0;
+    for (; x + kV <= s.w; x += kV) {
+      v8 r = vload<v8>(src + x) + bias;
+      if (accumulate) r += vload<v8>(dst + x);
+      vstore(dst + x, r);
+    }
+    for (; x < s.w; ++x) dst[x] = (accumulate ? dst[x] : 0.0f) + bias + src[x];
+  }
+}
+
+// m (cout4, vt) <- u (cout4/4, cin, 4) x v (cin, vt), columns [0, cols) (cols % 24 == 0).
+DLTUNE_AVX2 void gemm(const float* u, const float* v, int cin, int cout4, int64_t cols, int64_t vt,
+                      float* m) {
+  for (int ob = 0; ob < cout4 / 4; ++ob) {
+    const float* ub = u + int64_t{ob} * cin * 4;
+    for (int64_t t = 0; t < cols; t += kCols) {
+      v8 acc[4][3] = {};
+      const float* vp = v + t;
+      for (int ci = 0; ci < cin; ++ci, vp += vt) {
+        const v8 x0 = vload<v8>(vp), x1 = vload<v8>(vp + kV), x2 = vload<v8>(vp + 2 * kV);
+        const float* wp = ub + ci * 4;
+        for (int o = 0; o < 4; ++o) {
+          const float wv = wp[o];
+          acc[o][0] += wv * x0;
+          acc[o][1] += wv * x1;
+          acc[o][2] += wv * x2;
+        }
+      }
+      for (int o = 0; o < 4; ++o)
+        for (int j = 0; j < 3; ++j) vstore(m + (int64_t{ob} * 4 + o) * vt + t + j * kV, acc[o][j]);
+    }
+  }
+}
+
+// One correlation of `images` images: out (images, cout, h, w) from in (images, cin, h, w) with
+// transformed weights u (16, cout4/4, cin, 4).
+DLTUNE_AVX2 void correlate(const WinogradShape& s, const float* u, int cin, int cout,
+                           const float* bias, const float* in, int images, float* out,
+                           bool accumulate, float* scratch) {
+  const Scratch sc = carve(s, scratch);
+  std::memset(sc.zero, 0, sizeof(float) * round_up(s.w, kV));
+  const int cout4 = static_cast<int>(round_up(cout, 4));
+  const int64_t plane = int64_t{s.h} * s.w;
+  const int64_t vt = s.stride(s.images);
+  const int64_t vx = int64_t{cin} * vt, mx = int64_t{cout4} * vt;  // per xi
+  for (int n0 = 0; n0 < images; n0 += s.images) {
+    const int nb = std::min(s.images, images - n0);
+    for (int n = 0; n < nb; ++n)
+      for (int ci = 0; ci < cin; ++ci)
+        input_transform(s, sc, in + ((int64_t{n0} + n) * cin + ci) * plane,
+                        sc.v + ci * vt + n * s.tiles, vx);
+    const int64_t cols = round_up(nb * s.tiles, kCols);
+    for (int xi = 0; xi < 16; ++xi)
+      gemm(u + xi * int64_t{cout4} * cin, sc.v + xi * vx, cin, cout4, cols, vt, sc.m + xi * mx);
+    for (int n = 0; n < nb; ++n)
+      for (int co = 0; co < cout; ++co)
+        output_transform(s, sc, sc.m + co * vt + n * s.tiles, mx, bias == nullptr ? 0.0f : bias[co],
+                         accumulate, out + ((int64_t{n0} + n) * cout + co) * plane);
+  }
+}
+
+// d[xi * xi_stride + m] <- (A g A')[xi] of the 2x2 output-gradient tile m of one channel's
+// plane src (h, w); zero for the tiles past each row's end.
+DLTUNE_AVX2 void grad_transform(const WinogradShape& s, const Scratch& sc, const float* src,
+                                float* d, int64_t xi_stride) {
+  // Staging: even rows in z0, odd rows in z1, (th, row) each, two zero columns after each row.
+  float* z0 = sc.z;
+  float* z1 = sc.z + sc.plane;
+  for (int i = 0; i < s.th; ++i) {
+    for (int r = 0; r < 2; ++r) {
+      float* dst = (r == 0 ? z0 : z1) + i * s.row;
+      std::memcpy(dst, src + (2 * i + r) * int64_t{s.w}, sizeof(float) * s.w);
+      dst[s.w] = dst[s.w + 1] = 0.0f;
+    }
+  }
+  std::memset(z0 + s.th * s.row, 0, sizeof(float) * kSlack);
+  std::memset(z1 + s.th * s.row, 0, sizeof(float) * kSlack);
+  for (int64_t m = 0; m < s.tiles; m += kV) {
+    const v8 a0 = vload<v8>(z0 + 2 * m), a1 = vload<v8>(z0 + 2 * m + kV);
+    const v8 b0 = vload<v8>(z1 + 2 * m), b1 = vload<v8>(z1 + 2 * m + kV);
+    // The tile [[p, q], [r, t]]; A = [1 0; 1 1; 1 -1; 0 -1] on rows, then on columns.
+    const v8 p = even(a0, a1), q = odd(a0, a1), r = even(b0, b1), t = odd(b0, b1);
+    const v8 rows[4][2] = {{p, q}, {p + r, q + t}, {p - r, q - t}, {-r, -t}};
+    for (int k = 0; k < 4; ++k) {
+      const v8 x = rows[k][0], y = rows[k][1];
+      float* out = d + 4 * k * xi_stride + m;
+      vstore(out, x);
+      vstore(out + xi_stride, x + y);
+      vstore(out + 2 * xi_stride, x - y);
+      vstore(out + 3 * xi_stride, -y);
+    }
+  }
+}
+
+// sums[i] <- the lanes of x[i] added, for 8 vectors.
+DLTUNE_AVX2 [[gnu::always_inline]] inline void sum_lanes(const v8 (&x)[8], float* sums) {
+  const __m256 t0 = _mm256_hadd_ps(__m256(x[0]), __m256(x[1]));
+  const __m256 t1 = _mm256_hadd_ps(__m256(x[2]), __m256(x[3]));
+  const __m256 t2 = _mm256_hadd_ps(__m256(x[4]), __m256(x[5]));
+  const __m256 t3 = _mm256_hadd_ps(__m256(x[6]), __m256(x[7]));
+  const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
+  _mm256_storeu_ps(sums, _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20),
+                                       _mm256_permute2f128_ps(u0, u1, 0x31)));
+}
+
+// du (4, c) at columns c0 .. c0 + NC - 1 += d (4 rows, vt apart) x v (NC rows)' over
+// [0, cols): 4 x NC accumulators, each output-gradient vector loaded once for NC multiply-adds.
+template <int NC>
+DLTUNE_AVX2 [[gnu::always_inline]] inline void nt_tile(const float* d, const float* v, int64_t cols,
+                                                       int64_t vt, int c, float* du) {
+  v8 acc[4][NC] = {};
+  for (int64_t t = 0; t < cols; t += kV) {
+    v8 x[NC];
+    for (int j = 0; j < NC; ++j) x[j] = vload<v8>(v + j * vt + t);
+    for (int o = 0; o < 4; ++o) {
+      const v8 g = vload<v8>(d + o * vt + t);
+      for (int j = 0; j < NC; ++j) acc[o][j] += g * x[j];
+    }
+  }
+  v8 lanes[2][8] = {};
+  for (int o = 0; o < 4; ++o)
+    for (int j = 0; j < NC; ++j) lanes[(o * NC + j) / 8][(o * NC + j) % 8] = acc[o][j];
+  float sums[16];
+  sum_lanes(lanes[0], sums);
+  if (4 * NC > 8) sum_lanes(lanes[1], sums + 8);
+  for (int o = 0; o < 4; ++o)
+    for (int j = 0; j < NC; ++j) du[o * int64_t{c} + j] += sums[o * NC + j];
+}
+
+// du (oc, c) += d (oc, vt) x v (c, vt)' over columns [0, cols) (cols % 8 == 0): tiles of 4
+// output channels x 3 input channels (12 accumulators, 7 loads per 12 multiply-adds).
+DLTUNE_AVX2 void gemm_nt(const float* d, const float* v, int oc, int c, int64_t cols, int64_t vt,
+                         float* du) {
+  for (int o0 = 0; o0 < oc; o0 += 4) {
+    const float* dp = d + o0 * vt;
+    float* row = du + o0 * int64_t{c};
+    int c0 = 0;
+    for (; c0 + 3 <= c; c0 += 3) nt_tile<3>(dp, v + c0 * vt, cols, vt, c, row + c0);
+    if (c - c0 == 2) nt_tile<2>(dp, v + c0 * vt, cols, vt, c, row + c0);
+    if (c - c0 == 1) nt_tile<1>(dp, v + c0 * vt, cols, vt, c, row + c0);
+  }
+}
+
+}  // namespace
+
+bool WinogradShape::init(int in_channels, int out_channels, int in_h, int in_w) {
+  if (in_h < 2 || in_w < 2 || in_h % 2 != 0 || in_w % 2 != 0) return false;
+  if (in_channels < 4 || out_channels < 4 || in_channels % 4 != 0 || out_channels % 4 != 0)
+    return false;
+  c = in_channels, oc = out_channels, h = in_h, w = in_w;
+  th = h / 2;
+  tw = w / 2 + 1;
+  tiles = int64_t{th} * tw;
+  row = w + 2;
+  c4 = static_cast<int>(round_up(c, 4));
+  oc4 = static_cast<int>(round_up(oc, 4));
+  const int64_t per_image = int64_t{16} * (std::max(c, oc) + std::max(oc4, c4)) * tiles;
+  images = static_cast<int>(std::max<int64_t>(1, kBlockFloats / per_image));
+  wgrad_images = static_cast<int>(
+      std::max<int64_t>(images, kWgradBlockFloats / (int64_t{16} * (c + oc) * tiles)));
+  return true;
+}
+
+int64_t WinogradShape::stride(int n) const { return round_up(n * tiles, kCols) + kV; }
+
+int64_t WinogradShape::scratch_floats() const {
+  const int64_t plane = th * row + kSlack;
+  const int64_t vt = std::max(stride(images), stride(wgrad_images));
+  return 6 * plane + round_up(w, kV) + int64_t{16} * std::max(c, oc) * vt +
+         int64_t{16} * std::max(oc4, c4) * vt + int64_t{16} * oc * c;
+}
+
+bool winograd_runs() { return use_avx2_kernels(); }
+
+void winograd_pack(const WinogradShape& s, const float* w, float* packed) {
+  // U = G g G' with G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1].
+  auto transform = [](const float* g, float* u /* (16), xi = 4 r + x */) {
+    float t[4][3];
+    for (int j = 0; j < 3; ++j) {
+      t[0][j] = g[j];
+      t[1][j] = 0.5f * (g[j] + g[3 + j] + g[6 + j]);
+      t[2][j] = 0.5f * (g[j] - g[3 + j] + g[6 + j]);
+      t[3][j] = g[6 + j];
+    }
+    for (int r = 0; r < 4; ++r) {
+      u[4 * r] = t[r][0];
+      u[4 * r + 1] = 0.5f * (t[r][0] + t[r][1] + t[r][2]);
+      u[4 * r + 2] = 0.5f * (t[r][0] - t[r][1] + t[r][2]);
+      u[4 * r + 3] = t[r][2];
+    }
+  };
+  // Direction (cin, cout): u[xi][co / 4][ci][co % 4].
+  auto pack = [&](int cin, int cout, int cout4, bool transpose, float* dst) {
+    std::memset(dst, 0, sizeof(float) * 16 * cout4 * cin);
+    for (int co = 0; co < cout; ++co) {
+      for (int ci = 0; ci < cin; ++ci) {
+        float g[9], u[16];
+        const int o = transpose ? ci : co, c = transpose ? co : ci;
+        const float* k = w + (int64_t{o} * s.c + c) * 9;
+        // The input gradient correlates with the kernel flipped in both directions.
+        for (int t = 0; t < 9; ++t) g[t] = transpose ? k[8 - t] : k[t];
+        transform(g, u);
+        for (int xi = 0; xi < 16; ++xi)
+          dst[((int64_t{xi} * (cout4 / 4) + co / 4) * cin + ci) * 4 + co % 4] = u[xi];
+      }
+    }
+  };
+  pack(s.c, s.oc, s.oc4, false, packed);
+  pack(s.oc, s.c, s.c4, true, packed + int64_t{16} * s.oc4 * s.c);
+}
+
+void winograd_forward(const WinogradShape& s, const float* packed, const float* bias,
+                      const float* in, int images, float* out, bool accumulate, float* scratch) {
+  correlate(s, packed, s.c, s.oc, bias, in, images, out, accumulate, scratch);
+}
+
+void winograd_input_grad(const WinogradShape& s, const float* packed, const float* dout, int images,
+                         float* din, bool accumulate, float* scratch) {
+  correlate(s, packed + int64_t{16} * s.oc4 * s.c, s.oc, s.c, nullptr, dout, images, din,
+            accumulate, scratch);
+}
+
+void winograd_weight_grad(const WinogradShape& s, const float* in, const float* dout, int images,
+                          float* dw, bool accumulate, float* scratch) {
+  const Scratch sc = carve(s, scratch);
+  std::memset(sc.zero, 0, sizeof(float) * round_up(s.w, kV));
+  std::memset(sc.du, 0, sizeof(float) * 16 * s.oc * s.c);
+  const int64_t plane = int64_t{s.h} * s.w;
+  const int64_t vt = s.stride(s.wgrad_images);
+  const int64_t vx = int64_t{s.c} * vt, dx = int64_t{s.oc} * vt;  // per xi
+  for (int n0 = 0; n0 < images; n0 += s.wgrad_images) {
+    const int nb = std::min(s.wgrad_images, images - n0);
+    const int64_t used = nb * s.tiles, cols = round_up(used, kV);
+    for (int n = 0; n < nb; ++n) {
+      for (int ci = 0; ci < s.c; ++ci)
+        input_transform(s, sc, in + ((int64_t{n0} + n) * s.c + ci) * plane,
+                        sc.v + ci * vt + n * s.tiles, vx);
+      for (int o = 0; o < s.oc; ++o)
+        grad_transform(s, sc, dout + ((int64_t{n0} + n) * s.oc + o) * plane,
+                       sc.m + o * vt + n * s.tiles, dx);
+    }
+    // The columns past the block's tiles: zero in both (0 x anything written before is not
+    // enough: the scratch may hold NaNs).
+    for (int xi = 0; xi < 16; ++xi) {
+      for (int ci = 0; ci < s.c; ++ci)
+        std::memset(sc.v + xi * vx + ci * vt + used, 0, sizeof(float) * (cols - used));
+      for (int o = 0; o < s.oc; ++o)
+        std::memset(sc.m + xi * dx + o * vt + used, 0, sizeof(float) * (cols - used));
+    }
+    for (int xi = 0; xi < 16; ++xi)
+      gemm_nt(sc.m + xi * dx, sc.v + xi * vx, s.oc, s.c, cols, vt,
+              sc.du + xi * int64_t{s.oc} * s.c);
+  }
+  // dW = G' dU G, G' = [1 1/2 1/2 0; 0 1/2 -1/2 0; 0 1/2 1/2 1].
+  for (int o = 0; o < s.oc; ++o) {
+    for (int ci = 0; ci < s.c; ++ci) {
+      float u[16], t[3][4];
+      for (int xi = 0; xi < 16; ++xi) u[xi] = sc.du[(xi * int64_t{s.oc} + o) * s.c + ci];
+      for (int x = 0; x < 4; ++x) {
+        t[0][x] = u[x] + 0.5f * (u[4 + x] + u[8 + x]);
+        t[1][x] = 0.5f * (u[4 + x] - u[8 + x]);
+        t[2][x] = 0.5f * (u[4 + x] + u[8 + x]) + u[12 + x];
+      }
+      float* k = dw + (int64_t{o} * s.c + ci) * 9;
+      for (int r = 0; r < 3; ++r) {
+        const float g0 = t[r][0] + 0.5f * (t[r][1] + t[r][2]);
+        const float g1 = 0.5f * (t[r][1] - t[r][2]);
+        const float g2 = 0.5f * (t[r][1] + t[r][2]) + t[r][3];
+        k[3 * r] = (accumulate ? k[3 * r] : 0.0f) + g0;
+        k[3 * r + 1] = (accumulate ? k[3 * r + 1] : 0.0f) + g1;
+        k[3 * r + 2] = (accumulate ? k[3 * r + 2] : 0.0f) + g2;
+      }
+    }
+  }
+}
+
+}  // namespace dltune::engine
