@@ -11,9 +11,9 @@
 // AVX2 + FMA (8 floats a vector, 16 registers).
 //
 // One thread's scratch (WinogradShape::scratch_floats()):
-//   t    4 row-combined planes of one channel: (th, row) each, plus kSlack
+//   t    one channel split by row and column parity: 4 planes of (th + 3, tw)
 //   z    2 staging planes (even and odd output rows, or output-gradient rows): (th, row) each
-//   zero one row of zeros (the padding rows above and below the image)
+// (each staged plane plane_floats() apart)
 //   v    V of a block: (16, max(c, oc), vt)
 //   m    M of a block (forward), or A dY A' (weight gradient): (16, max(oc4, c4), vt)
 //   du   the weight gradient in the Winograd domain: (16, oc, c)
@@ -35,16 +35,22 @@ int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
 struct Scratch {
   int64_t plane = 0;  // floats per staged plane, slack included
-  float *t = nullptr, *z = nullptr, *zero = nullptr, *v = nullptr, *m = nullptr, *du = nullptr;
+  float *t = nullptr, *z = nullptr, *v = nullptr, *m = nullptr, *du = nullptr;
 };
+
+// A staged plane: the larger of two rows of tiles per tile row (th rows of `row`) and the four
+// parity planes' (th + 3 rows of tw: a zero row before, a zero row after, one the vectors past
+// the end read), plus what vectors read past either.
+int64_t plane_floats(const WinogradShape& s) {
+  return std::max(s.th * s.row, (s.th + 3) * int64_t{s.tw}) + kSlack;
+}
 
 Scratch carve(const WinogradShape& s, float* p) {
   Scratch k;
-  k.plane = s.th * s.row + kSlack;
+  k.plane = plane_floats(s);
   k.t = p;
   k.z = k.t + 4 * k.plane;
-  k.zero = k.z + 2 * k.plane;
-  k.v = k.zero + round_up(s.w, kV);
+  k.v = k.z + 2 * k.plane;
   const int64_t vt = std::max(s.stride(s.images), s.stride(s.wgrad_images));
   k.m = k.v + int64_t{16} * std::max(s.c, s.oc) * vt;
   k.du = k.m + int64_t{16} * std::max(s.oc4, s.c4) * vt;
@@ -59,53 +65,68 @@ Scratch carve(const WinogradShape& s, float* p) {
 }
 
 // v[xi * xi_stride + m] <- (B' d B)[xi] of tile m of one channel's plane src (h, w), for the
-// s.tiles tiles (and up to 7 past them, finite). t: 4 planes of sc.plane.
+// s.tiles tiles (and up to 7 past them, finite).
+//
+// The 4x4 patch of tile (i, j) is image rows 2i-1 .. 2i+2 and columns 2j-1 .. 2j+2. The
+// channel is first split by the parity of its rows and columns into four planes of tw columns,
+// so that every row and column of every tile's patch sits at a fixed flat offset from the
+// tile's index m = i tw + j (no shuffles in the transform itself):
+//   t[0] (2i, 2j - 1): odd columns of even rows     t[1] (2i + 1, 2j - 1): odd columns, odd rows
+//   t[2] (2i, 2j): even columns of even rows        t[3] (2i + 1, 2j): even columns, odd rows
+// zero where that is outside the image (column -1, column w, row -1 of the odd-row planes, row
+// h of the even-row ones). Patch row 2i-1 is then the odd-row plane at m - tw, 2i the even one
+// at m, 2i+1 the odd one at m, 2i+2 the even one at m + tw; patch columns 2j-1, 2j, 2j+1, 2j+2
+// are the odd-column planes at m, the even-column ones at m, the odd-column ones at m + 1,
+// the even-column ones at m + 1.
 DLTUNE_AVX2 void input_transform(const WinogradShape& s, const Scratch& sc, const float* src,
                                  float* v, int64_t xi_stride) {
-  const int w = s.w;
-  float* t = sc.t;
-  // Row pass: padded rows 2i .. 2i+3 (image rows 2i-1 .. 2i+2) -> B' d, column x at 1 + x.
-  for (int i = 0; i < s.th; ++i) {
-    const float* r0 = i > 0 ? src + (2 * i - 1) * int64_t{w} : sc.zero;
-    const float* r1 = src + 2 * i * int64_t{w};
-    const float* r2 = r1 + w;
-    const float* r3 = 2 * i + 2 < s.h ? r2 + w : sc.zero;
-    float* t0 = t + i * s.row;
-    float* t1 = t0 + sc.plane;
-    float* t2 = t1 + sc.plane;
-    float* t3 = t2 + sc.plane;
-    t0[0] = t1[0] = t2[0] = t3[0] = 0.0f;
-    t0[w + 1] = t1[w + 1] = t2[w + 1] = t3[w + 1] = 0.0f;
-    int x = 0;
-    for (; x + kV <= w; x += kV) {
-      const v8 a = vload<v8>(r0 + x), b = vload<v8>(r1 + x), c = vload<v8>(r2 + x),
-               d = vload<v8>(r3 + x);
-      vstore(t0 + 1 + x, a - c);
-      vstore(t1 + 1 + x, b + c);
-      vstore(t2 + 1 + x, c - b);
-      vstore(t3 + 1 + x, b - d);
+  const int w = s.w, half = w / 2, tw = s.tw;
+  float* p[4];
+  for (int k = 0; k < 4; ++k) p[k] = sc.t + k * sc.plane + tw;  // row 0; row -1 before it
+  // The padding rows, and the rows past them the last vectors read.
+  for (int k : {1, 3}) std::memset(p[k] - tw, 0, sizeof(float) * tw);
+  for (int k = 0; k < 4; ++k) {
+    float* end = p[k] + int64_t{s.th} * tw;
+    std::memset(end, 0, sizeof(float) * (sc.plane - (end - (sc.t + k * sc.plane))));
+  }
+  for (int y = 0; y < s.h; ++y) {
+    const float* r = src + int64_t{y} * w;
+    float* odd_cols = p[y % 2] + int64_t{y / 2} * tw;       // column 2j - 1 at j
+    float* even_cols = p[2 + y % 2] + int64_t{y / 2} * tw;  // column 2j at j
+    odd_cols[0] = 0.0f;
+    even_cols[half] = 0.0f;
+    int j = 0;
+    for (; 2 * j + 2 * kV <= w; j += kV) {
+      const v8 a = vload<v8>(r + 2 * j), b = vload<v8>(r + 2 * j + kV);
+      vstore(even_cols + j, even(a, b));
+      vstore(odd_cols + j + 1, odd(a, b));
     }
-    for (; x < w; ++x) {
-      t0[1 + x] = r0[x] - r2[x];
-      t1[1 + x] = r1[x] + r2[x];
-      t2[1 + x] = r2[x] - r1[x];
-      t3[1 + x] = r1[x] - r3[x];
+    for (; j < half; ++j) {
+      even_cols[j] = r[2 * j];
+      odd_cols[j + 1] = r[2 * j + 1];
     }
   }
-  for (int k = 0; k < 4; ++k)
-    std::memset(t + k * sc.plane + s.th * s.row, 0, sizeof(float) * kSlack);
-  // Column pass: tile m's columns are flat 2m .. 2m+3 of each row-combined plane.
   for (int64_t m = 0; m < s.tiles; m += kV) {
+    // B' along the patch's rows, for the column sets (odd or even planes) at m and m + 1.
+    v8 t[4][4];  // [k][odd columns at m, at m + 1, even columns at m, at m + 1]
+    for (int set = 0; set < 4; ++set) {
+      const float* pe = p[(set / 2) * 2] + m + set % 2;  // even rows
+      const float* po = p[(set / 2) * 2 + 1] + m + set % 2;
+      const v8 r0 = vload<v8>(po - tw), r1 = vload<v8>(pe), r2 = vload<v8>(po),
+               r3 = vload<v8>(pe + tw);
+      t[0][set] = r0 - r2;
+      t[1][set] = r1 + r2;
+      t[2][set] = r2 - r1;
+      t[3][set] = r1 - r3;
+    }
+    // B' along its columns: 2j-1 (odd at m), 2j (even at m), 2j+1 (odd at m+1), 2j+2 (even at m+1).
     for (int k = 0; k < 4; ++k) {
-      const float* p = t + k * sc.plane + 2 * m;
-      const v8 a = vload<v8>(p), b = vload<v8>(p + kV);
-      const v8 c = vload<v8>(p + 2), d = vload<v8>(p + 2 + kV);
-      const v8 e0 = even(a, b), o0 = odd(a, b), e1 = even(c, d), o1 = odd(c, d);
+      const v8 c0 = t[k][0], c1 = t[k][2], c2 = t[k][1], c3 = t[k][3];
       float* out = v + 4 * k * xi_stride + m;
-      vstore(out, e0 - e1);
-      vstore(out + xi_stride, o0 + e1);
-      vstore(out + 2 * xi_stride, e1 - o0);
-      vstore(out + 3 * xi_stride, o0 - o1);
+      vstore(out, c0 - c2);
+      vstore(out + xi_stride, c1 + c2);
+      vstore(out + 2 * xi_stride, c2 - c1);
+      vstore(out + 3 * xi_stride, c1 - c3);
     }
   }
 }
@@ -173,7 +194,6 @@ DLTUNE_AVX2 void correlate(const WinogradShape& s, const float* u, int cin, int 
                            const float* bias, const float* in, int images, float* out,
                            bool accumulate, float* scratch) {
   const Scratch sc = carve(s, scratch);
-  std::memset(sc.zero, 0, sizeof(float) * round_up(s.w, kV));
   const int cout4 = static_cast<int>(round_up(cout, 4));
   const int64_t plane = int64_t{s.h} * s.w;
   const int64_t vt = s.stride(s.images);
@@ -299,10 +319,10 @@ bool WinogradShape::init(int in_channels, int out_channels, int in_h, int in_w) 
 int64_t WinogradShape::stride(int n) const { return round_up(n * tiles, kCols) + kV; }
 
 int64_t WinogradShape::scratch_floats() const {
-  const int64_t plane = th * row + kSlack;
+  const int64_t plane = plane_floats(*this);
   const int64_t vt = std::max(stride(images), stride(wgrad_images));
-  return 6 * plane + round_up(w, kV) + int64_t{16} * std::max(c, oc) * vt +
-         int64_t{16} * std::max(oc4, c4) * vt + int64_t{16} * oc * c;
+  return 6 * plane + int64_t{16} * std::max(c, oc) * vt + int64_t{16} * std::max(oc4, c4) * vt +
+         int64_t{16} * oc * c;
 }
 
 bool winograd_runs() { return use_avx2_kernels(); }
@@ -358,7 +378,6 @@ void winograd_input_grad(const WinogradShape& s, const float* packed, const floa
 void winograd_weight_grad(const WinogradShape& s, const float* in, const float* dout, int images,
                           float* dw, bool accumulate, float* scratch) {
   const Scratch sc = carve(s, scratch);
-  std::memset(sc.zero, 0, sizeof(float) * round_up(s.w, kV));
   std::memset(sc.du, 0, sizeof(float) * 16 * s.oc * s.c);
   const int64_t plane = int64_t{s.h} * s.w;
   const int64_t vt = s.stride(s.wgrad_images);

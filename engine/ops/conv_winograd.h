@@ -20,8 +20,8 @@
 // Vectors run over tiles, 8 at a time (AVX2). A tile row has w/2 tiles plus one past the row's
 // end, so that a plane's tiles are one flat sequence whose 4x4 patches sit at a fixed stride
 // (the extra tile's outputs are dropped, its output gradient is zero): tiles (h/2) x (w/2 + 1).
-// The row pass of B' d B runs over whole rows; the column pass splits a row-combined plane into
-// its even and odd columns, each tile's 4 columns being even and odd at j and j+1. Images are
+// The input transform first splits a channel by the parity of its rows and columns, which puts
+// every row and column of every tile's patch at a fixed offset from the tile's index. Images are
 // processed in blocks sized so a block's V and M stay near the core's L2 cache; the weight
 // gradient's blocks are larger (each of its GEMMs reduces over the block's tiles and ends in
 // horizontal sums, which a block of one 16x16 image's 72 tiles left a third of the work).
@@ -38,7 +38,7 @@ struct WinogradShape {
   int c = 0, oc = 0, h = 0, w = 0;  // channels in / out, plane (input = output)
   int th = 0, tw = 0;               // tile rows h/2, tiles per row w/2 + 1 (one past the end)
   int64_t tiles = 0;                // per image: th * tw
-  int64_t row = 0;                  // w + 2: a row of a row-combined plane and of the staging
+  int64_t row = 0;                  // w + 2: a row of the output (gradient) staging
   int images = 0;                   // images per block of forward and the input gradient
   int wgrad_images = 0;             // images per block of the weight gradient (more: below)
   // Floats per (xi, channel) row of a block of `n` images: its tiles, padded.
