@@ -96,10 +96,11 @@ void Conv2d::backward_3x3(const OpContext& ctx, const float* in, const float* do
 void Conv2d::forward_winograd(const OpContext& ctx, const float* in, float* out, int batch) {
   float* packed = wino_packed_.data();
   winograd_pack(wino_, wts_, packed);
-  const int per = images_per_task(batch);
+  // One task per block of the kernel's (one image at 32x32 and 16x16): work for every thread.
+  const int per = wino_.images;
   const int64_t in_image = int64_t{c_} * h_ * w_, out_image = int64_t{oc_} * hwo_;
   float* scratch = ctx.workspace + shared_floats(batch);
-  ctx.pool->run(tasks(batch), [&](int64_t task, int thread) {
+  ctx.pool->run((batch + per - 1) / per, [&](int64_t task, int thread) {
     const int n0 = static_cast<int>(task) * per, nb = std::min(per, batch - n0);
     winograd_forward(wino_, packed, b_, in + n0 * in_image, nb, out + n0 * out_image, false,
                      scratch + thread * wino_.scratch_floats());
