@@ -93,9 +93,19 @@ void Conv2d::backward_3x3(const OpContext& ctx, const float* in, const float* do
 
 // ---- winograd -------------------------------------------------------------------------------
 
+namespace {
+
+// packed <- the transformed weights of both directions, a block of output channels a task.
+void pack_winograd(ThreadPool& pool, const WinogradShape& s, const float* w, float* packed) {
+  pool.run(s.pack_parts(),
+           [&](int64_t part, int) { winograd_pack_part(s, w, static_cast<int>(part), packed); });
+}
+
+}  // namespace
+
 void Conv2d::forward_winograd(const OpContext& ctx, const float* in, float* out, int batch) {
   float* packed = wino_packed_.data();
-  winograd_pack(wino_, wts_, packed);
+  pack_winograd(*ctx.pool, wino_, wts_, packed);
   // One task per block of the kernel's (one image at 32x32 and 16x16): work for every thread.
   const int per = wino_.images;
   const int64_t in_image = int64_t{c_} * h_ * w_, out_image = int64_t{oc_} * hwo_;
@@ -112,7 +122,7 @@ void Conv2d::backward_winograd(const OpContext& ctx, const float* in, const floa
   // As direct3x3: the weights packed again, each partial's images' input gradient and weight
   // gradient, the partials summed in order.
   float* packed = wino_packed_.data();
-  winograd_pack(wino_, wts_, packed);
+  pack_winograd(*ctx.pool, wino_, wts_, packed);
   const int P = dw_partials(batch);
   const int64_t in_image = int64_t{c_} * h_ * w_, out_image = int64_t{oc_} * hwo_;
   float* partials = ctx.workspace;  // (P, OC, C, 3, 3)

@@ -15,7 +15,7 @@
 //   z    2 staging planes (even and odd output rows, or output-gradient rows): (th, row) each
 // (each staged plane plane_floats() apart)
 //   v    V of a block: (16, max(c, oc), vt)
-//   m    M of a block (forward), or A dY A' (weight gradient): (16, max(oc4, c4), vt)
+//   m    M of a block (forward), or A dY A' (weight gradient): (16, max(c, oc), vt)
 //   du   the weight gradient in the Winograd domain: (16, oc, c)
 // The block's tiles are its images' in turn, tiles() apart; vt rounds them up to the GEMM's
 // 24 columns and adds a vector for the transforms' last reads past the end.
@@ -53,7 +53,7 @@ Scratch carve(const WinogradShape& s, float* p) {
   k.v = k.z + 2 * k.plane;
   const int64_t vt = std::max(s.stride(s.images), s.stride(s.wgrad_images));
   k.m = k.v + int64_t{16} * std::max(s.c, s.oc) * vt;
-  k.du = k.m + int64_t{16} * std::max(s.oc4, s.c4) * vt;
+  k.du = k.m + int64_t{16} * std::max(s.c, s.oc) * vt;
   return k;
 }
 
@@ -164,10 +164,10 @@ DLTUNE_AVX2 void output_transform(const WinogradShape& s, const Scratch& sc, con
   }
 }
 
-// m (cout4, vt) <- u (cout4/4, cin, 4) x v (cin, vt), columns [0, cols) (cols % 24 == 0).
-DLTUNE_AVX2 void gemm(const float* u, const float* v, int cin, int cout4, int64_t cols, int64_t vt,
+// m (cout, vt) <- u (cout/4, cin, 4) x v (cin, vt), columns [0, cols) (cols % 24 == 0).
+DLTUNE_AVX2 void gemm(const float* u, const float* v, int cin, int cout, int64_t cols, int64_t vt,
                       float* m) {
-  for (int ob = 0; ob < cout4 / 4; ++ob) {
+  for (int ob = 0; ob < cout / 4; ++ob) {
     const float* ub = u + int64_t{ob} * cin * 4;
     for (int64_t t = 0; t < cols; t += kCols) {
       v8 acc[4][3] = {};
@@ -189,15 +189,14 @@ DLTUNE_AVX2 void gemm(const float* u, const float* v, int cin, int cout4, int64_
 }
 
 // One correlation of `images` images: out (images, cout, h, w) from in (images, cin, h, w) with
-// transformed weights u (16, cout4/4, cin, 4).
+// transformed weights u (16, cout/4, cin, 4).
 DLTUNE_AVX2 void correlate(const WinogradShape& s, const float* u, int cin, int cout,
                            const float* bias, const float* in, int images, float* out,
                            bool accumulate, float* scratch) {
   const Scratch sc = carve(s, scratch);
-  const int cout4 = static_cast<int>(round_up(cout, 4));
   const int64_t plane = int64_t{s.h} * s.w;
   const int64_t vt = s.stride(s.images);
-  const int64_t vx = int64_t{cin} * vt, mx = int64_t{cout4} * vt;  // per xi
+  const int64_t vx = int64_t{cin} * vt, mx = int64_t{cout} * vt;  // per xi
   for (int n0 = 0; n0 < images; n0 += s.images) {
     const int nb = std::min(s.images, images - n0);
     for (int n = 0; n < nb; ++n)
@@ -206,7 +205,7 @@ DLTUNE_AVX2 void correlate(const WinogradShape& s, const float* u, int cin, int 
                         sc.v + ci * vt + n * s.tiles, vx);
     const int64_t cols = round_up(nb * s.tiles, kCols);
     for (int xi = 0; xi < 16; ++xi)
-      gemm(u + xi * int64_t{cout4} * cin, sc.v + xi * vx, cin, cout4, cols, vt, sc.m + xi * mx);
+      gemm(u + xi * int64_t{cout} * cin, sc.v + xi * vx, cin, cout, cols, vt, sc.m + xi * mx);
     for (int n = 0; n < nb; ++n)
       for (int co = 0; co < cout; ++co)
         output_transform(s, sc, sc.m + co * vt + n * s.tiles, mx, bias == nullptr ? 0.0f : bias[co],
@@ -307,9 +306,7 @@ bool WinogradShape::init(int in_channels, int out_channels, int in_h, int in_w) 
   tw = w / 2 + 1;
   tiles = int64_t{th} * tw;
   row = w + 2;
-  c4 = static_cast<int>(round_up(c, 4));
-  oc4 = static_cast<int>(round_up(oc, 4));
-  const int64_t per_image = int64_t{16} * (std::max(c, oc) + std::max(oc4, c4)) * tiles;
+  const int64_t per_image = int64_t{32} * std::max(c, oc) * tiles;
   images = static_cast<int>(std::max<int64_t>(1, kBlockFloats / per_image));
   wgrad_images = static_cast<int>(
       std::max<int64_t>(images, kWgradBlockFloats / (int64_t{16} * (c + oc) * tiles)));
@@ -321,13 +318,12 @@ int64_t WinogradShape::stride(int n) const { return round_up(n * tiles, kCols) +
 int64_t WinogradShape::scratch_floats() const {
   const int64_t plane = plane_floats(*this);
   const int64_t vt = std::max(stride(images), stride(wgrad_images));
-  return 6 * plane + int64_t{16} * std::max(c, oc) * vt + int64_t{16} * std::max(oc4, c4) * vt +
-         int64_t{16} * oc * c;
+  return 6 * plane + int64_t{32} * std::max(c, oc) * vt + int64_t{16} * oc * c;
 }
 
 bool winograd_runs() { return use_avx2_kernels(); }
 
-void winograd_pack(const WinogradShape& s, const float* w, float* packed) {
+void winograd_pack_part(const WinogradShape& s, const float* w, int part, float* packed) {
   // U = G g G' with G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1].
   auto transform = [](const float* g, float* u /* (16), xi = 4 r + x */) {
     float t[4][3];
@@ -344,24 +340,27 @@ void winograd_pack(const WinogradShape& s, const float* w, float* packed) {
       u[4 * r + 3] = t[r][2];
     }
   };
-  // Direction (cin, cout): u[xi][co / 4][ci][co % 4].
-  auto pack = [&](int cin, int cout, int cout4, bool transpose, float* dst) {
-    std::memset(dst, 0, sizeof(float) * 16 * cout4 * cin);
-    for (int co = 0; co < cout; ++co) {
-      for (int ci = 0; ci < cin; ++ci) {
-        float g[9], u[16];
-        const int o = transpose ? ci : co, c = transpose ? co : ci;
-        const float* k = w + (int64_t{o} * s.c + c) * 9;
-        // The input gradient correlates with the kernel flipped in both directions.
-        for (int t = 0; t < 9; ++t) g[t] = transpose ? k[8 - t] : k[t];
-        transform(g, u);
-        for (int xi = 0; xi < 16; ++xi)
-          dst[((int64_t{xi} * (cout4 / 4) + co / 4) * cin + ci) * 4 + co % 4] = u[xi];
-      }
+  // Direction (cin, cout): u[xi][co / 4][ci][co % 4], output channels 4 part .. 4 part + 3.
+  const bool transpose = part >= s.oc / 4;
+  const int cin = transpose ? s.oc : s.c, cout = transpose ? s.c : s.oc;
+  const int block = transpose ? part - s.oc / 4 : part;
+  float* dst = packed + (transpose ? int64_t{16} * s.oc * s.c : 0);
+  for (int co = 4 * block; co < 4 * block + 4; ++co) {
+    for (int ci = 0; ci < cin; ++ci) {
+      float g[9], u[16];
+      const int o = transpose ? ci : co, c = transpose ? co : ci;
+      const float* k = w + (int64_t{o} * s.c + c) * 9;
+      // The input gradient correlates with the kernel flipped in both directions.
+      for (int t = 0; t < 9; ++t) g[t] = transpose ? k[8 - t] : k[t];
+      transform(g, u);
+      for (int xi = 0; xi < 16; ++xi)
+        dst[((int64_t{xi} * (cout / 4) + block) * cin + ci) * 4 + co % 4] = u[xi];
     }
-  };
-  pack(s.c, s.oc, s.oc4, false, packed);
-  pack(s.oc, s.c, s.c4, true, packed + int64_t{16} * s.oc4 * s.c);
+  }
+}
+
+void winograd_pack(const WinogradShape& s, const float* w, float* packed) {
+  for (int p = 0; p < s.pack_parts(); ++p) winograd_pack_part(s, w, p, packed);
 }
 
 void winograd_forward(const WinogradShape& s, const float* packed, const float* bias,
@@ -371,8 +370,8 @@ void winograd_forward(const WinogradShape& s, const float* packed, const float* 
 
 void winograd_input_grad(const WinogradShape& s, const float* packed, const float* dout, int images,
                          float* din, bool accumulate, float* scratch) {
-  correlate(s, packed + int64_t{16} * s.oc4 * s.c, s.oc, s.c, nullptr, dout, images, din,
-            accumulate, scratch);
+  correlate(s, packed + int64_t{16} * s.oc * s.c, s.oc, s.c, nullptr, dout, images, din, accumulate,
+            scratch);
 }
 
 void winograd_weight_grad(const WinogradShape& s, const float* in, const float* dout, int images,

@@ -43,13 +43,14 @@ struct WinogradShape {
   int wgrad_images = 0;             // images per block of the weight gradient (more: below)
   // Floats per (xi, channel) row of a block of `n` images: its tiles, padded.
   int64_t stride(int n) const;
-  int oc4 = 0, c4 = 0;  // channels rounded up to 4 (the GEMM's register tile)
 
   // Fills the derived fields; false for a shape it cannot take: h or w odd or below 2, or c or
   // oc not a multiple of 4.
   bool init(int in_channels, int out_channels, int in_h, int in_w);
   // Both directions' transformed weights (winograd_pack).
-  int64_t packed_floats() const { return int64_t{16} * (int64_t{oc4} * c + int64_t{c4} * oc); }
+  int64_t packed_floats() const { return int64_t{32} * oc * c; }
+  // Pieces winograd_pack_part packs: a block of 4 output channels of either direction.
+  int pack_parts() const { return oc / 4 + c / 4; }
   // One thread's scratch for any of the three calls.
   int64_t scratch_floats() const;
   // Multiply-adds of one image's forward (the GEMMs only, tiles past the row end included).
@@ -59,9 +60,12 @@ struct WinogradShape {
 // Whether this CPU runs the kernels (AVX2 and FMA, DLTUNE_KERNELS not "generic").
 bool winograd_runs();
 
-// packed (s.packed_floats()) <- U = G g G' of W (oc, c, 3, 3), forward (16, oc4/4, c, 4), then
-// of the flipped, transposed W for the input gradient (16, c4/4, oc, 4); zero in the padding.
+// packed (s.packed_floats()) <- U = G g G' of W (oc, c, 3, 3), forward (16, oc/4, c, 4), then
+// of the flipped, transposed W for the input gradient (16, c/4, oc, 4).
 void winograd_pack(const WinogradShape& s, const float* w, float* packed);
+// The same for one of its s.pack_parts() pieces (each writes only its own floats: the pieces
+// may run on different threads).
+void winograd_pack_part(const WinogradShape& s, const float* w, int part, float* packed);
 
 // out (images, oc, h, w) = (or += when accumulate) bias + the convolution of
 // in (images, c, h, w); a null bias adds nothing. scratch: s.scratch_floats().
