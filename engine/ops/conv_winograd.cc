@@ -10,15 +10,14 @@
 // The transforms and GEMMs of engine/ops/conv_winograd.h, in GCC's vector extension for
 // AVX2 + FMA (8 floats a vector, 16 registers).
 //
-// One thread's scratch (WinogradShape::scratch_floats()):
+// One thread's scratch (WinogradShape::scratch_floats()), its staged planes plane_floats() apart:
 //   t    one channel split by row and column parity: 4 planes of (th + 3, tw)
 //   z    2 staging planes (even and odd output rows, or output-gradient rows): (th, row) each
-// (each staged plane plane_floats() apart)
 //   v    V of a block: (16, max(c, oc), vt)
 //   m    M of a block (forward), or A dY A' (weight gradient): (16, max(c, oc), vt)
 //   du   the weight gradient in the Winograd domain: (16, oc, c)
-// The block's tiles are its images' in turn, tiles() apart; vt rounds them up to the GEMM's
-// 24 columns and adds a vector for the transforms' last reads past the end.
+// A block's tiles are its images' in turn, s.tiles apart; vt (WinogradShape::stride) rounds
+// them up to the GEMM's 24 columns and adds a vector for the transforms' reads past the end.
 
 namespace dltune::engine {
 namespace {
@@ -38,9 +37,9 @@ struct Scratch {
   float *t = nullptr, *z = nullptr, *v = nullptr, *m = nullptr, *du = nullptr;
 };
 
-// A staged plane: the larger of two rows of tiles per tile row (th rows of `row`) and the four
-// parity planes' (th + 3 rows of tw: a zero row before, a zero row after, one the vectors past
-// the end read), plus what vectors read past either.
+// A staged plane: the larger of the staging's (th rows of `row`) and a parity plane's (th + 3
+// rows of tw: a zero row before the image, the zero row after it and one more that the last
+// vectors read), plus what vectors read past either.
 int64_t plane_floats(const WinogradShape& s) {
   return std::max(s.th * s.row, (s.th + 3) * int64_t{s.tw}) + kSlack;
 }
