@@ -130,37 +130,70 @@ DLTUNE_AVX2 void input_transform(const WinogradShape& s, const Scratch& sc, cons
   }
 }
 
+// The 2x2 outputs A' m A of the 8 tiles from m (m[xi * xi_stride]), interleaved: rows[r] holds
+// output row r of the 8 tiles, 16 floats: y(r, 0) y(r, 1) of the first tile, then the next.
+DLTUNE_AVX2 [[gnu::always_inline]] inline void output_tiles(const float* m, int64_t xi_stride,
+                                                            v8 (&rows)[2][2]) {
+  v8 q[16];
+  for (int xi = 0; xi < 16; ++xi) q[xi] = vload<v8>(m + xi * xi_stride);
+  v8 a[4], b[4];
+  for (int x = 0; x < 4; ++x) {
+    a[x] = q[x] + q[4 + x] + q[8 + x];
+    b[x] = q[4 + x] - q[8 + x] - q[12 + x];
+  }
+  const v8 y[2][2] = {{a[0] + a[1] + a[2], a[1] - a[2] - a[3]},
+                      {b[0] + b[1] + b[2], b[1] - b[2] - b[3]}};
+  for (int r = 0; r < 2; ++r) {
+    rows[r][0] = __builtin_shufflevector(y[r][0], y[r][1], 0, 8, 1, 9, 2, 10, 3, 11);
+    rows[r][1] = __builtin_shufflevector(y[r][0], y[r][1], 4, 12, 5, 13, 6, 14, 7, 15);
+  }
+}
+
+// dst[0, n) = (or += when accumulate) src[0, n) + bias.
+DLTUNE_AVX2 [[gnu::always_inline]] inline void store_row(const float* src, int n, float bias,
+                                                         bool accumulate, float* dst) {
+  int x = 0;
+  for (; x + kV <= n; x += kV) {
+    v8 r = vload<v8>(src + x) + bias;
+    if (accumulate) r += vload<v8>(dst + x);
+    vstore(dst + x, r);
+  }
+  for (; x < n; ++x) dst[x] = (accumulate ? dst[x] : 0.0f) + bias + src[x];
+}
+
 // out (h, w) = (or += when accumulate) bias + A' m A of every tile, m[xi * xi_stride + tile].
+// Where a row's tiles are whole vectors (w a multiple of 16) each vector's two output rows go
+// straight to the output; otherwise the flat sequence of tiles is staged in z first.
 DLTUNE_AVX2 void output_transform(const WinogradShape& s, const Scratch& sc, const float* m,
                                   int64_t xi_stride, float bias, bool accumulate, float* out) {
-  float* z0 = sc.z;
-  float* z1 = sc.z + sc.plane;
+  if (s.w % (2 * kV) == 0) {
+    for (int i = 0; i < s.th; ++i) {
+      for (int j = 0; 2 * j < s.w; j += kV) {
+        v8 rows[2][2];
+        output_tiles(m + int64_t{i} * s.tw + j, xi_stride, rows);
+        for (int r = 0; r < 2; ++r) {
+          float* dst = out + (2 * int64_t{i} + r) * s.w + 2 * j;
+          for (int half = 0; half < 2; ++half) {
+            v8 v = rows[r][half] + bias;
+            if (accumulate) v += vload<v8>(dst + half * kV);
+            vstore(dst + half * kV, v);
+          }
+        }
+      }
+    }
+    return;
+  }
+  float* z[2] = {sc.z, sc.z + sc.plane};
   for (int64_t t = 0; t < s.tiles; t += kV) {
-    v8 q[16];
-    for (int xi = 0; xi < 16; ++xi) q[xi] = vload<v8>(m + xi * xi_stride + t);
-    v8 a[4], b[4];
-    for (int x = 0; x < 4; ++x) {
-      a[x] = q[x] + q[4 + x] + q[8 + x];
-      b[x] = q[4 + x] - q[8 + x] - q[12 + x];
+    v8 rows[2][2];
+    output_tiles(m + t, xi_stride, rows);
+    for (int r = 0; r < 2; ++r) {
+      vstore(z[r] + 2 * t, rows[r][0]);
+      vstore(z[r] + 2 * t + kV, rows[r][1]);
     }
-    const v8 y00 = a[0] + a[1] + a[2], y01 = a[1] - a[2] - a[3];
-    const v8 y10 = b[0] + b[1] + b[2], y11 = b[1] - b[2] - b[3];
-    vstore(z0 + 2 * t, __builtin_shufflevector(y00, y01, 0, 8, 1, 9, 2, 10, 3, 11));
-    vstore(z0 + 2 * t + kV, __builtin_shufflevector(y00, y01, 4, 12, 5, 13, 6, 14, 7, 15));
-    vstore(z1 + 2 * t, __builtin_shufflevector(y10, y11, 0, 8, 1, 9, 2, 10, 3, 11));
-    vstore(z1 + 2 * t + kV, __builtin_shufflevector(y10, y11, 4, 12, 5, 13, 6, 14, 7, 15));
   }
-  for (int y = 0; y < s.h; ++y) {
-    const float* src = (y % 2 == 0 ? z0 : z1) + (y / 2) * s.row;
-    float* dst = out + int64_t{y} * s.w;
-    int x = 0;
-    for (; x + kV <= s.w; x += kV) {
-      v8 r = vload<v8>(src + x) + bias;
-      if (accumulate) r += vload<v8>(dst + x);
-      vstore(dst + x, r);
-    }
-    for (; x < s.w; ++x) dst[x] = (accumulate ? dst[x] : 0.0f) + bias + src[x];
-  }
+  for (int y = 0; y < s.h; ++y)
+    store_row(z[y % 2] + (y / 2) * s.row, s.w, bias, accumulate, out + int64_t{y} * s.w);
 }
 
 // m (cout, vt) <- u (cout/4, cin, 4) x v (cin, vt), columns [0, cols) (cols % 24 == 0).
@@ -212,11 +245,30 @@ DLTUNE_AVX2 void correlate(const WinogradShape& s, const float* u, int cin, int 
   }
 }
 
+// d[xi * xi_stride] <- (A g A')[xi] of 8 tiles' 2x2 output gradients: columns 2j, 2j + 1 of
+// a0 a1 (16 floats of the tiles' first row) and b0 b1 (of their second).
+DLTUNE_AVX2 [[gnu::always_inline]] inline void grad_tiles(v8 a0, v8 a1, v8 b0, v8 b1, float* d,
+                                                          int64_t xi_stride) {
+  // The tile [[p, q], [r, t]]; A = [1 0; 1 1; 1 -1; 0 -1] on rows, then on columns.
+  const v8 p = even(a0, a1), q = odd(a0, a1), r = even(b0, b1), t = odd(b0, b1);
+  const v8 rows[4][2] = {{p, q}, {p + r, q + t}, {p - r, q - t}, {-r, -t}};
+  for (int k = 0; k < 4; ++k) {
+    const v8 x = rows[k][0], y = rows[k][1];
+    float* out = d + 4 * k * xi_stride;
+    vstore(out, x);
+    vstore(out + xi_stride, x + y);
+    vstore(out + 2 * xi_stride, x - y);
+    vstore(out + 3 * xi_stride, -y);
+  }
+}
+
 // d[xi * xi_stride + m] <- (A g A')[xi] of the 2x2 output-gradient tile m of one channel's
-// plane src (h, w); zero for the tiles past each row's end.
+// plane src (h, w); zero for the tiles past each row's end. The rows are staged in z first,
+// two zero columns after each. (Reading whole vectors of a row's tiles from the plane, as the
+// output transform writes them, leaves those tiles to zero one float at a time in each of
+// the 16 planes of d: on resnet20's 16x16 stage that cost more than the staging saves.)
 DLTUNE_AVX2 void grad_transform(const WinogradShape& s, const Scratch& sc, const float* src,
                                 float* d, int64_t xi_stride) {
-  // Staging: even rows in z0, odd rows in z1, (th, row) each, two zero columns after each row.
   float* z0 = sc.z;
   float* z1 = sc.z + sc.plane;
   for (int i = 0; i < s.th; ++i) {
@@ -228,21 +280,9 @@ DLTUNE_AVX2 void grad_transform(const WinogradShape& s, const Scratch& sc, const
   }
   std::memset(z0 + s.th * s.row, 0, sizeof(float) * kSlack);
   std::memset(z1 + s.th * s.row, 0, sizeof(float) * kSlack);
-  for (int64_t m = 0; m < s.tiles; m += kV) {
-    const v8 a0 = vload<v8>(z0 + 2 * m), a1 = vload<v8>(z0 + 2 * m + kV);
-    const v8 b0 = vload<v8>(z1 + 2 * m), b1 = vload<v8>(z1 + 2 * m + kV);
-    // The tile [[p, q], [r, t]]; A = [1 0; 1 1; 1 -1; 0 -1] on rows, then on columns.
-    const v8 p = even(a0, a1), q = odd(a0, a1), r = even(b0, b1), t = odd(b0, b1);
-    const v8 rows[4][2] = {{p, q}, {p + r, q + t}, {p - r, q - t}, {-r, -t}};
-    for (int k = 0; k < 4; ++k) {
-      const v8 x = rows[k][0], y = rows[k][1];
-      float* out = d + 4 * k * xi_stride + m;
-      vstore(out, x);
-      vstore(out + xi_stride, x + y);
-      vstore(out + 2 * xi_stride, x - y);
-      vstore(out + 3 * xi_stride, -y);
-    }
-  }
+  for (int64_t m = 0; m < s.tiles; m += kV)
+    grad_tiles(vload<v8>(z0 + 2 * m), vload<v8>(z0 + 2 * m + kV), vload<v8>(z1 + 2 * m),
+               vload<v8>(z1 + 2 * m + kV), d + m, xi_stride);
 }
 
 // sums[i] <- the lanes of x[i] added, for 8 vectors.
