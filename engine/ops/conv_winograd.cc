@@ -63,8 +63,19 @@ Scratch carve(const WinogradShape& s, float* p) {
   return __builtin_shufflevector(a, b, 1, 3, 5, 7, 9, 11, 13, 15);
 }
 
+// The parity planes' zero rows (row -1 of the odd-row planes; row th on, which the last vectors
+// also read, of all four), which input_transform never writes: once per call of the kernel.
+void clear_parity_pads(const WinogradShape& s, const Scratch& sc) {
+  for (int k = 0; k < 4; ++k) {
+    float* plane = sc.t + k * sc.plane;
+    std::memset(plane, 0, sizeof(float) * s.tw);
+    const int64_t end = s.tw + int64_t{s.th} * s.tw;
+    std::memset(plane + end, 0, sizeof(float) * (sc.plane - end));
+  }
+}
+
 // v[xi * xi_stride + m] <- (B' d B)[xi] of tile m of one channel's plane src (h, w), for the
-// s.tiles tiles (and up to 7 past them, finite).
+// s.tiles tiles (and up to 7 past them, finite); clear_parity_pads() ran on sc.
 //
 // The 4x4 patch of tile (i, j) is image rows 2i-1 .. 2i+2 and columns 2j-1 .. 2j+2. The
 // channel is first split by the parity of its rows and columns into four planes of tw columns,
@@ -82,12 +93,6 @@ DLTUNE_AVX2 void input_transform(const WinogradShape& s, const Scratch& sc, cons
   const int w = s.w, half = w / 2, tw = s.tw;
   float* p[4];
   for (int k = 0; k < 4; ++k) p[k] = sc.t + k * sc.plane + tw;  // row 0; row -1 before it
-  // The padding rows, and the rows past them the last vectors read.
-  for (int k : {1, 3}) std::memset(p[k] - tw, 0, sizeof(float) * tw);
-  for (int k = 0; k < 4; ++k) {
-    float* end = p[k] + int64_t{s.th} * tw;
-    std::memset(end, 0, sizeof(float) * (sc.plane - (end - (sc.t + k * sc.plane))));
-  }
   for (int y = 0; y < s.h; ++y) {
     const float* r = src + int64_t{y} * w;
     float* odd_cols = p[y % 2] + int64_t{y / 2} * tw;       // column 2j - 1 at j
@@ -226,6 +231,7 @@ DLTUNE_AVX2 void correlate(const WinogradShape& s, const float* u, int cin, int 
                            const float* bias, const float* in, int images, float* out,
                            bool accumulate, float* scratch) {
   const Scratch sc = carve(s, scratch);
+  clear_parity_pads(s, sc);
   const int64_t plane = int64_t{s.h} * s.w;
   const int64_t vt = s.stride(s.images);
   const int64_t vx = int64_t{cin} * vt, mx = int64_t{cout} * vt;  // per xi
@@ -416,6 +422,7 @@ void winograd_input_grad(const WinogradShape& s, const float* packed, const floa
 void winograd_weight_grad(const WinogradShape& s, const float* in, const float* dout, int images,
                           float* dw, bool accumulate, float* scratch) {
   const Scratch sc = carve(s, scratch);
+  clear_parity_pads(s, sc);
   std::memset(sc.du, 0, sizeof(float) * 16 * s.oc * s.c);
   const int64_t plane = int64_t{s.h} * s.w;
   const int64_t vt = s.stride(s.wgrad_images);
