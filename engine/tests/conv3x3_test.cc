@@ -12,6 +12,8 @@
 
 #include <gtest/gtest.h>
 
+#include "engine/tests/guarded.h"
+
 namespace dltune::engine {
 namespace {
 
@@ -43,24 +45,7 @@ void expect_near_all(const std::vector<float>& got, const std::vector<double>& w
   }
 }
 
-// A buffer of n floats with kGuard sentinels on each side: the kernels store with masked vector
-// stores, which the sanitizers do not see, so the test checks itself that nothing outside the
-// tensor was written.
-struct Guarded {
-  static constexpr size_t kGuard = 64;
-  static constexpr float kSentinel = 12345.0f;
-  std::vector<float> all;
-  Guarded(size_t n, float fill) : all(n + 2 * kGuard, kSentinel) {
-    std::fill(all.begin() + kGuard, all.end() - kGuard, fill);
-  }
-  float* data() { return all.data() + kGuard; }
-  std::vector<float> inner() const { return {all.begin() + kGuard, all.end() - kGuard}; }
-  bool guards_intact() const {
-    for (size_t i = 0; i < kGuard; ++i)
-      if (all[i] != kSentinel || all[all.size() - 1 - i] != kSentinel) return false;
-    return true;
-  }
-};
+using test::Guarded;
 
 class Conv3x3 : public ::testing::TestWithParam<Case> {};
 

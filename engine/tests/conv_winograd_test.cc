@@ -13,6 +13,8 @@
 
 #include <gtest/gtest.h>
 
+#include "engine/tests/guarded.h"
+
 namespace dltune::engine {
 namespace {
 
@@ -27,22 +29,7 @@ std::vector<float> random_vector(size_t n, std::mt19937* rng) {
   return v;
 }
 
-// n floats with sentinels on each side, to see a write outside the tensor.
-struct Guarded {
-  static constexpr size_t kGuard = 64;
-  static constexpr float kSentinel = 12345.0f;
-  std::vector<float> all;
-  Guarded(size_t n, float fill) : all(n + 2 * kGuard, kSentinel) {
-    std::fill(all.begin() + kGuard, all.end() - kGuard, fill);
-  }
-  float* data() { return all.data() + kGuard; }
-  std::vector<float> inner() const { return {all.begin() + kGuard, all.end() - kGuard}; }
-  bool guards_intact() const {
-    for (size_t i = 0; i < kGuard; ++i)
-      if (all[i] != kSentinel || all[all.size() - 1 - i] != kSentinel) return false;
-    return true;
-  }
-};
+using test::Guarded;
 
 void expect_near_all(const std::vector<float>& got, const std::vector<double>& want,
                      const char* what) {
