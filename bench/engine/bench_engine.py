@@ -375,7 +375,8 @@ def best_modes(a):
     print("dltune: one rank, the trainer in-process (bench-engine-rank), every layer's kernel "
           "chosen by measurement; PyTorch: one process, torch.set_num_threads(T), best of its modes "
           "(a bf16 mode below half its fastest fp32 mode is timed over one step only: it cannot "
-          "be the best)")
+          "be the best); fractions of peak count the model's direct-convolution FLOPs (a layer "
+          "on the winograd kernel does 4/9 of them)")
     for label, _, _ in MODES:
         fp = med(frac[label])
         print(f"{label}: 1 thread: PyTorch best {med(tbest[(label, 1)]):.0f} samples/s, dltune "
