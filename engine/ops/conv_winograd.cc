@@ -1,6 +1,7 @@
 #include "engine/ops/conv_winograd.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 
 #include <immintrin.h>
@@ -63,6 +64,33 @@ Scratch carve(const WinogradShape& s, float* p) {
   return __builtin_shufflevector(a, b, 1, 3, 5, 7, 9, 11, 13, 15);
 }
 
+// F(2, 3)'s matrices as 1-D transforms, of floats or of vectors of 8 tiles; each 2-D transform
+// applies one along a patch's rows, then along its columns.
+//   B' (input):  [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]
+//   G (weights): [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1]
+//   G' (weight gradient back): [1 1/2 1/2 0; 0 1/2 -1/2 0; 0 1/2 1/2 1]
+//   A' (output): [1 1 1 0; 0 1 -1 -1]
+//   A (output gradient): [1 0; 1 1; 1 -1; 0 -1]
+template <class T>
+[[gnu::always_inline]] inline std::array<T, 4> apply_bt(T d0, T d1, T d2, T d3) {
+  return {d0 - d2, d1 + d2, d2 - d1, d1 - d3};
+}
+[[gnu::always_inline]] inline std::array<float, 4> apply_g(float g0, float g1, float g2) {
+  return {g0, 0.5f * (g0 + g1 + g2), 0.5f * (g0 - g1 + g2), g2};
+}
+[[gnu::always_inline]] inline std::array<float, 3> apply_gt(float u0, float u1, float u2,
+                                                            float u3) {
+  return {u0 + 0.5f * (u1 + u2), 0.5f * (u1 - u2), 0.5f * (u1 + u2) + u3};
+}
+template <class T>
+[[gnu::always_inline]] inline std::array<T, 2> apply_at(T m0, T m1, T m2, T m3) {
+  return {m0 + m1 + m2, m1 - m2 - m3};
+}
+template <class T>
+[[gnu::always_inline]] inline std::array<T, 4> apply_a(T x, T y) {
+  return {x, x + y, x - y, -y};
+}
+
 // The parity planes' zero rows (row -1 of the odd-row planes; row th on, which the last vectors
 // also read, of all four), which input_transform never writes: once per call of the kernel.
 void clear_parity_pads(const WinogradShape& s, const Scratch& sc) {
@@ -116,21 +144,13 @@ DLTUNE_AVX2 void input_transform(const WinogradShape& s, const Scratch& sc, cons
     for (int set = 0; set < 4; ++set) {
       const float* pe = p[(set / 2) * 2] + m + set % 2;  // even rows
       const float* po = p[(set / 2) * 2 + 1] + m + set % 2;
-      const v8 r0 = vload<v8>(po - tw), r1 = vload<v8>(pe), r2 = vload<v8>(po),
-               r3 = vload<v8>(pe + tw);
-      t[0][set] = r0 - r2;
-      t[1][set] = r1 + r2;
-      t[2][set] = r2 - r1;
-      t[3][set] = r1 - r3;
+      const auto c = apply_bt(vload<v8>(po - tw), vload<v8>(pe), vload<v8>(po), vload<v8>(pe + tw));
+      for (int k = 0; k < 4; ++k) t[k][set] = c[k];
     }
     // B' along its columns: 2j-1 (odd at m), 2j (even at m), 2j+1 (odd at m+1), 2j+2 (even at m+1).
     for (int k = 0; k < 4; ++k) {
-      const v8 c0 = t[k][0], c1 = t[k][2], c2 = t[k][1], c3 = t[k][3];
-      float* out = v + 4 * k * xi_stride + m;
-      vstore(out, c0 - c2);
-      vstore(out + xi_stride, c1 + c2);
-      vstore(out + 2 * xi_stride, c2 - c1);
-      vstore(out + 3 * xi_stride, c1 - c3);
+      const auto c = apply_bt(t[k][0], t[k][2], t[k][1], t[k][3]);
+      for (int l = 0; l < 4; ++l) vstore(v + (4 * k + l) * xi_stride + m, c[l]);
     }
   }
 }
@@ -141,13 +161,13 @@ DLTUNE_AVX2 [[gnu::always_inline]] inline void output_tiles(const float* m, int6
                                                             v8 (&rows)[2][2]) {
   v8 q[16];
   for (int xi = 0; xi < 16; ++xi) q[xi] = vload<v8>(m + xi * xi_stride);
-  v8 a[4], b[4];
+  v8 col[2][4];  // A' along the patch's columns: [output row][column]
   for (int x = 0; x < 4; ++x) {
-    a[x] = q[x] + q[4 + x] + q[8 + x];
-    b[x] = q[4 + x] - q[8 + x] - q[12 + x];
+    const auto c = apply_at(q[x], q[4 + x], q[8 + x], q[12 + x]);
+    col[0][x] = c[0], col[1][x] = c[1];
   }
-  const v8 y[2][2] = {{a[0] + a[1] + a[2], a[1] - a[2] - a[3]},
-                      {b[0] + b[1] + b[2], b[1] - b[2] - b[3]}};
+  const std::array<v8, 2> y[2] = {apply_at(col[0][0], col[0][1], col[0][2], col[0][3]),
+                                  apply_at(col[1][0], col[1][1], col[1][2], col[1][3])};
   for (int r = 0; r < 2; ++r) {
     rows[r][0] = __builtin_shufflevector(y[r][0], y[r][1], 0, 8, 1, 9, 2, 10, 3, 11);
     rows[r][1] = __builtin_shufflevector(y[r][0], y[r][1], 4, 12, 5, 13, 6, 14, 7, 15);
@@ -225,6 +245,17 @@ DLTUNE_AVX2 void gemm(const float* u, const float* v, int cin, int cout, int64_t
   }
 }
 
+// v (16, channels, vt) at tiles [0, nb * s.tiles) <- the input transform of images
+// [n0, n0 + nb) of in (images, channels, h, w), one image's tiles after another's.
+void transform_block(const WinogradShape& s, const Scratch& sc, const float* in, int channels,
+                     int n0, int nb, int64_t vt, float* v) {
+  const int64_t plane = int64_t{s.h} * s.w;
+  for (int n = 0; n < nb; ++n)
+    for (int ci = 0; ci < channels; ++ci)
+      input_transform(s, sc, in + ((int64_t{n0} + n) * channels + ci) * plane,
+                      v + ci * vt + n * s.tiles, channels * vt);
+}
+
 // One correlation of `images` images: out (images, cout, h, w) from in (images, cin, h, w) with
 // transformed weights u (16, cout/4, cin, 4).
 DLTUNE_AVX2 void correlate(const WinogradShape& s, const float* u, int cin, int cout,
@@ -237,10 +268,7 @@ DLTUNE_AVX2 void correlate(const WinogradShape& s, const float* u, int cin, int 
   const int64_t vx = int64_t{cin} * vt, mx = int64_t{cout} * vt;  // per xi
   for (int n0 = 0; n0 < images; n0 += s.images) {
     const int nb = std::min(s.images, images - n0);
-    for (int n = 0; n < nb; ++n)
-      for (int ci = 0; ci < cin; ++ci)
-        input_transform(s, sc, in + ((int64_t{n0} + n) * cin + ci) * plane,
-                        sc.v + ci * vt + n * s.tiles, vx);
+    transform_block(s, sc, in, cin, n0, nb, vt, sc.v);
     const int64_t cols = round_up(nb * s.tiles, kCols);
     for (int xi = 0; xi < 16; ++xi)
       gemm(u + xi * int64_t{cout} * cin, sc.v + xi * vx, cin, cout, cols, vt, sc.m + xi * mx);
@@ -255,16 +283,12 @@ DLTUNE_AVX2 void correlate(const WinogradShape& s, const float* u, int cin, int 
 // a0 a1 (16 floats of the tiles' first row) and b0 b1 (of their second).
 DLTUNE_AVX2 [[gnu::always_inline]] inline void grad_tiles(v8 a0, v8 a1, v8 b0, v8 b1, float* d,
                                                           int64_t xi_stride) {
-  // The tile [[p, q], [r, t]]; A = [1 0; 1 1; 1 -1; 0 -1] on rows, then on columns.
+  // The tile [[p, q], [r, t]]: A along its columns, then along the rows that gives.
   const v8 p = even(a0, a1), q = odd(a0, a1), r = even(b0, b1), t = odd(b0, b1);
-  const v8 rows[4][2] = {{p, q}, {p + r, q + t}, {p - r, q - t}, {-r, -t}};
+  const auto left = apply_a(p, r), right = apply_a(q, t);
   for (int k = 0; k < 4; ++k) {
-    const v8 x = rows[k][0], y = rows[k][1];
-    float* out = d + 4 * k * xi_stride;
-    vstore(out, x);
-    vstore(out + xi_stride, x + y);
-    vstore(out + 2 * xi_stride, x - y);
-    vstore(out + 3 * xi_stride, -y);
+    const auto c = apply_a(left[k], right[k]);
+    for (int l = 0; l < 4; ++l) vstore(d + (4 * k + l) * xi_stride, c[l]);
   }
 }
 
@@ -369,20 +393,16 @@ int64_t WinogradShape::scratch_floats() const {
 bool winograd_runs() { return use_avx2_kernels(); }
 
 void winograd_pack_part(const WinogradShape& s, const float* w, int part, float* packed) {
-  // U = G g G' with G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1].
-  auto transform = [](const float* g, float* u /* (16), xi = 4 r + x */) {
+  // U = G g G' (u[4 r + x]).
+  auto transform = [](const float* g, float* u) {
     float t[4][3];
     for (int j = 0; j < 3; ++j) {
-      t[0][j] = g[j];
-      t[1][j] = 0.5f * (g[j] + g[3 + j] + g[6 + j]);
-      t[2][j] = 0.5f * (g[j] - g[3 + j] + g[6 + j]);
-      t[3][j] = g[6 + j];
+      const auto c = apply_g(g[j], g[3 + j], g[6 + j]);
+      for (int r = 0; r < 4; ++r) t[r][j] = c[r];
     }
     for (int r = 0; r < 4; ++r) {
-      u[4 * r] = t[r][0];
-      u[4 * r + 1] = 0.5f * (t[r][0] + t[r][1] + t[r][2]);
-      u[4 * r + 2] = 0.5f * (t[r][0] - t[r][1] + t[r][2]);
-      u[4 * r + 3] = t[r][2];
+      const auto c = apply_g(t[r][0], t[r][1], t[r][2]);
+      std::copy(c.begin(), c.end(), u + 4 * r);
     }
   };
   // Direction (cin, cout): u[xi][co / 4][ci][co % 4], output channels 4 part .. 4 part + 3.
@@ -430,10 +450,8 @@ void winograd_weight_grad(const WinogradShape& s, const float* in, const float* 
   for (int n0 = 0; n0 < images; n0 += s.wgrad_images) {
     const int nb = std::min(s.wgrad_images, images - n0);
     const int64_t used = nb * s.tiles, cols = round_up(used, kV);
+    transform_block(s, sc, in, s.c, n0, nb, vt, sc.v);
     for (int n = 0; n < nb; ++n) {
-      for (int ci = 0; ci < s.c; ++ci)
-        input_transform(s, sc, in + ((int64_t{n0} + n) * s.c + ci) * plane,
-                        sc.v + ci * vt + n * s.tiles, vx);
       for (int o = 0; o < s.oc; ++o)
         grad_transform(s, sc, dout + ((int64_t{n0} + n) * s.oc + o) * plane,
                        sc.m + o * vt + n * s.tiles, dx);
@@ -450,24 +468,19 @@ void winograd_weight_grad(const WinogradShape& s, const float* in, const float* 
       gemm_nt(sc.m + xi * dx, sc.v + xi * vx, s.oc, s.c, cols, vt,
               sc.du + xi * int64_t{s.oc} * s.c);
   }
-  // dW = G' dU G, G' = [1 1/2 1/2 0; 0 1/2 -1/2 0; 0 1/2 1/2 1].
+  // dW = G' dU G.
   for (int o = 0; o < s.oc; ++o) {
     for (int ci = 0; ci < s.c; ++ci) {
       float u[16], t[3][4];
       for (int xi = 0; xi < 16; ++xi) u[xi] = sc.du[(xi * int64_t{s.oc} + o) * s.c + ci];
       for (int x = 0; x < 4; ++x) {
-        t[0][x] = u[x] + 0.5f * (u[4 + x] + u[8 + x]);
-        t[1][x] = 0.5f * (u[4 + x] - u[8 + x]);
-        t[2][x] = 0.5f * (u[4 + x] + u[8 + x]) + u[12 + x];
+        const auto c = apply_gt(u[x], u[4 + x], u[8 + x], u[12 + x]);
+        for (int r = 0; r < 3; ++r) t[r][x] = c[r];
       }
       float* k = dw + (int64_t{o} * s.c + ci) * 9;
       for (int r = 0; r < 3; ++r) {
-        const float g0 = t[r][0] + 0.5f * (t[r][1] + t[r][2]);
-        const float g1 = 0.5f * (t[r][1] - t[r][2]);
-        const float g2 = 0.5f * (t[r][1] + t[r][2]) + t[r][3];
-        k[3 * r] = (accumulate ? k[3 * r] : 0.0f) + g0;
-        k[3 * r + 1] = (accumulate ? k[3 * r + 1] : 0.0f) + g1;
-        k[3 * r + 2] = (accumulate ? k[3 * r + 2] : 0.0f) + g2;
+        const auto g = apply_gt(t[r][0], t[r][1], t[r][2], t[r][3]);
+        for (int j = 0; j < 3; ++j) k[3 * r + j] = (accumulate ? k[3 * r + j] : 0.0f) + g[j];
       }
     }
   }

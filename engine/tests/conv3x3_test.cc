@@ -12,7 +12,7 @@
 
 #include <gtest/gtest.h>
 
-#include "engine/tests/guarded.h"
+#include "engine/tests/kernel_checks.h"
 
 namespace dltune::engine {
 namespace {
@@ -22,30 +22,15 @@ struct Case {
   int stride = 1;
 };
 
-std::vector<float> random_vector(size_t n, std::mt19937* rng) {
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = u(*rng);
-  return v;
-}
-
 // in(n, c, y, x) with zero outside the plane.
 double at(const std::vector<float>& t, const Case& k, int channels, int n, int c, int y, int x) {
   if (y < 0 || y >= k.h || x < 0 || x >= k.w) return 0.0;
   return t[((size_t(n) * channels + c) * k.h + y) * k.w + x];
 }
 
-void expect_near_all(const std::vector<float>& got, const std::vector<double>& want,
-                     const char* what) {
-  ASSERT_EQ(got.size(), want.size());
-  double scale = 0.0;
-  for (double v : want) scale = std::max(scale, std::abs(v));
-  for (size_t i = 0; i < got.size(); ++i) {
-    ASSERT_NEAR(got[i], want[i], 1e-5 * std::max(1.0, scale)) << what << " element " << i;
-  }
-}
-
+using test::expect_near_all;
 using test::Guarded;
+using test::random_vector;
 
 class Conv3x3 : public ::testing::TestWithParam<Case> {};
 

@@ -13,7 +13,7 @@
 
 #include <gtest/gtest.h>
 
-#include "engine/tests/guarded.h"
+#include "engine/tests/kernel_checks.h"
 
 namespace dltune::engine {
 namespace {
@@ -22,23 +22,9 @@ struct Case {
   int n, c, oc, h, w;
 };
 
-std::vector<float> random_vector(size_t n, std::mt19937* rng) {
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = u(*rng);
-  return v;
-}
-
+using test::expect_near_all;
 using test::Guarded;
-
-void expect_near_all(const std::vector<float>& got, const std::vector<double>& want,
-                     const char* what) {
-  ASSERT_EQ(got.size(), want.size());
-  double scale = 0.0;
-  for (double v : want) scale = std::max(scale, std::abs(v));
-  for (size_t i = 0; i < got.size(); ++i)
-    ASSERT_NEAR(got[i], want[i], 1e-5 * std::max(1.0, scale)) << what << " element " << i;
-}
+using test::random_vector;
 
 class Winograd : public ::testing::TestWithParam<Case> {};
 

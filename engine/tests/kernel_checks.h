@@ -2,8 +2,12 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
+#include <random>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 namespace dltune::engine::test {
 
@@ -25,5 +29,23 @@ struct Guarded {
     return true;
   }
 };
+
+// n floats drawn uniformly from [-1, 1).
+inline std::vector<float> random_vector(size_t n, std::mt19937* rng) {
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = u(*rng);
+  return v;
+}
+
+// Every got[i] within 1e-5 of want[i], relative to the largest |want| (at least 1).
+inline void expect_near_all(const std::vector<float>& got, const std::vector<double>& want,
+                            const char* what) {
+  ASSERT_EQ(got.size(), want.size());
+  double scale = 0.0;
+  for (double v : want) scale = std::max(scale, std::abs(v));
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], 1e-5 * std::max(1.0, scale)) << what << " element " << i;
+}
 
 }  // namespace dltune::engine::test
