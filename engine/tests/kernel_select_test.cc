@@ -11,6 +11,7 @@
 
 #include "engine/data/dataset.h"
 #include "engine/graph/batch_buffers.h"
+#include "engine/tests/torch_fixtures.h"
 #include "engine/train/trainer.h"
 #include "planning/memory_model.h"
 #include "recipes/model/builtins.h"
@@ -238,12 +239,7 @@ TEST(MemoryModel, OnednnScratchIsTheLibrarysOwn) {
   ASSERT_TRUE(g.has_value());
   auto m = Model::build(*g, "resnet20");
   ASSERT_TRUE(m.ok());
-  KernelChoices onednn;
-  for (int i = 0; i < m->num_nodes(); ++i) {
-    const auto k = m->kernel_candidates(i);
-    if (std::find(k.begin(), k.end(), "onednn") != k.end())
-      onednn[g->nodes[static_cast<size_t>(i)].name] = "onednn";
-  }
+  const KernelChoices onednn = test::nodes_offering(*m, *g, "onednn");
   if (onednn.empty()) GTEST_SKIP() << "this build has no oneDNN (DLTUNE_WITH_DNNL)";
   ASSERT_TRUE(m->set_kernels(onednn).ok());
   m->reserve(8);

@@ -1,7 +1,9 @@
 // Reading the PyTorch fixtures gen_torch_refs.py writes (engine/tests/data/), for the tests that
-// check the engine against them (torch_ref_test.cc, bf16_test.cc).
+// check the engine against them (torch_ref_test.cc, bf16_test.cc), and choosing the kernels they
+// run (nodes_offering, also kernel_select_test.cc).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <map>
@@ -16,6 +18,18 @@
 #include "engine/ops/loss.h"
 
 namespace dltune::engine::test {
+
+// Every node of m (built from g) that can run `kernel` on this CPU and build, set to it.
+inline KernelChoices nodes_offering(const Model& m, const recipes::Graph& g,
+                                    const std::string& kernel) {
+  KernelChoices c;
+  for (int i = 0; i < m.num_nodes(); ++i) {
+    const auto k = m.kernel_candidates(i);
+    if (std::find(k.begin(), k.end(), kernel) != k.end())
+      c[g.nodes[static_cast<size_t>(i)].name] = kernel;
+  }
+  return c;
+}
 
 inline std::string data_dir() {
   const char* src = std::getenv("DLTUNE_SOURCE_DIR");

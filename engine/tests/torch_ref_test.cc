@@ -160,35 +160,33 @@ void check_step(Model& m, const Step& s, Optimizer& opt, float lr, double clip) 
                                       (m.info().state.size() / 3)));
 }
 
-TEST(TorchRef, OneTrainingStepOfResnet20) {
+// One SGD step of resnet20 against the fixture, `kernels` chosen (empty: the defaults).
+void check_resnet20_step(Model& m, const KernelChoices& kernels) {
   Step s = load_step("step_resnet20.safetensors");
+  ASSERT_TRUE(m.set_kernels(kernels).ok());
+  Sgd sgd(m.num_params(), 0.9f, 5e-4f);
+  check_step(m, s, sgd, 0.1f, 0.0);
+}
+
+TEST(TorchRef, OneTrainingStepOfResnet20) {
   auto g = recipes::builtin_graph("resnet20", {});
   ASSERT_TRUE(g.has_value());
   auto m = Model::build(*g, "resnet20");
   ASSERT_TRUE(m) << m.error().message();
-  Sgd sgd(m->num_params(), 0.9f, 5e-4f);
-  check_step(*m, s, sgd, 0.1f, 0.0);
+  check_resnet20_step(*m, {});
 }
 
 // The same step with every layer the winograd kernel takes on it (16 of the 19 convolutions:
 // not the RGB stem, not the two stride-2 ones).
 TEST(TorchRef, OneTrainingStepOfResnet20OnWinograd) {
-  Step s = load_step("step_resnet20.safetensors");
   auto g = recipes::builtin_graph("resnet20", {});
   ASSERT_TRUE(g.has_value());
   auto m = Model::build(*g, "resnet20");
   ASSERT_TRUE(m) << m.error().message();
-  KernelChoices winograd;
-  for (int i = 0; i < m->num_nodes(); ++i) {
-    const auto k = m->kernel_candidates(i);
-    if (std::find(k.begin(), k.end(), "winograd") != k.end())
-      winograd[g->nodes[static_cast<size_t>(i)].name] = "winograd";
-  }
+  const KernelChoices winograd = test::nodes_offering(*m, *g, "winograd");
   if (winograd.empty()) GTEST_SKIP() << "this CPU runs no AVX2 + FMA: no winograd kernel";
   EXPECT_EQ(winograd.size(), 16u);
-  ASSERT_TRUE(m->set_kernels(winograd).ok());
-  Sgd sgd(m->num_params(), 0.9f, 5e-4f);
-  check_step(*m, s, sgd, 0.1f, 0.0);
+  check_resnet20_step(*m, winograd);
 }
 
 TEST(TorchRef, OneTrainingStepOfGptTiny) {
